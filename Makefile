@@ -1,0 +1,78 @@
+# AgentWorks — `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PACKAGES := libs/agentworks-core libs/agentworks-runtime \
+            services/messaging services/functions services/scheduler services/gateway
+STUBS := libs/agentworks-core/src
+PROTOS := $(shell find proto -name '*.proto' | sort)
+PYTEST_ARGS ?=
+REPLICAS ?= 1
+
+.PHONY: help venv lock proto check-proto lint format test run bench up down clean docs
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation $(addprefix -e ,$(PACKAGES))
+	touch $@
+
+venv: $(BIN)/.installed ## Create .venv and install the locked dependencies and our packages
+
+lock: ## Recompile requirements.lock from requirements.in
+	$(BIN)/pip-compile -q --strip-extras --no-header --output-file requirements.lock requirements.in
+
+proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
+	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/core/*' -delete
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(STUBS) --pyi_out=$(STUBS) \
+	  --grpc_python_out=$(STUBS) $(PROTOS)
+
+check-proto: $(BIN)/.installed ## Fail when the committed stubs differ from what `make proto` makes
+	@tmp=$$(mktemp -d); \
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$$tmp --pyi_out=$$tmp \
+	  --grpc_python_out=$$tmp $(PROTOS) && \
+	for f in $$(cd $$tmp && find . -type f | sort); do \
+	  cmp -s $$tmp/$$f $(STUBS)/$$f || { echo "stale stub: $$f (run make proto)"; rm -rf $$tmp; exit 1; }; \
+	done; \
+	extra=$$(cd $(STUBS) && find agentworks -name '*_pb2*.py*' -not -path '*/core/*' | while read f; do test -f $$tmp/$$f || echo $$f; done); \
+	rm -rf $$tmp; \
+	if [ -n "$$extra" ]; then echo "stub without a proto: $$extra"; exit 1; fi; \
+	echo "stubs are up to date"
+
+lint: $(BIN)/.installed ## Run ruff (lint and format check)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(BIN)/.installed ## Format the code with ruff
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (PostgreSQL is started if needed)
+	$(MAKE) --no-print-directory check-proto
+	$(MAKE) --no-print-directory lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+run: $(BIN)/.installed ## Start the whole suite on the embedded PostgreSQL (REPLICAS=n per service)
+	$(BIN)/agentworks up --replicas $(REPLICAS)
+
+bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md
+	$(BIN)/python -m bench
+
+up: ## docker compose up (needs a Docker engine)
+	docker compose up --build -d
+
+down: ## docker compose down
+	docker compose down
+
+docs: $(BIN)/.installed ## Regenerate generated docs (docs/cli.md)
+	$(BIN)/python -m agentworks_gateway.cli_docs > docs/cli.md
+
+clean: ## Remove the venv and caches (keeps .agentworks data)
+	rm -rf $(VENV) .pytest_cache .ruff_cache

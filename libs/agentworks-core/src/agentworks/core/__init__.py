@@ -1,0 +1,1 @@
+"""Shared core of the AgentWorks services: config, logging, database, gRPC, identity."""

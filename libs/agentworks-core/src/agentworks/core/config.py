@@ -1,0 +1,82 @@
+"""Reading configuration from the environment, once, into frozen dataclasses.
+
+Each service defines its own frozen dataclass in its `config.py` and builds it with
+`Env(prefix)`; nothing else reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Env:
+    """Typed access to `<PREFIX>_<NAME>` variables, falling back to unprefixed ones."""
+
+    prefix: str
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def _raw(self, name: str, *, shared: bool) -> str | None:
+        value = self.environ.get(f"{self.prefix}_{name}")
+        if (value is None or value == "") and shared:
+            value = self.environ.get(name)
+        return value if value not in (None, "") else None
+
+    def get_str(self, name: str, default: str = "", *, shared: bool = False) -> str:
+        value = self._raw(name, shared=shared)
+        return default if value is None else value
+
+    def get_int(self, name: str, default: int, *, shared: bool = False) -> int:
+        value = self._raw(name, shared=shared)
+        if value is None:
+            return default
+        try:
+            return int(value)
+        except ValueError as exc:
+            raise ValueError(f"{self.prefix}_{name} must be an integer, got {value!r}") from exc
+
+    def get_float(self, name: str, default: float, *, shared: bool = False) -> float:
+        value = self._raw(name, shared=shared)
+        if value is None:
+            return default
+        try:
+            return float(value)
+        except ValueError as exc:
+            raise ValueError(f"{self.prefix}_{name} must be a number, got {value!r}") from exc
+
+    def get_bool(self, name: str, default: bool, *, shared: bool = False) -> bool:
+        value = self._raw(name, shared=shared)
+        if value is None:
+            return default
+        return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What every gRPC service needs; services embed it in their own config."""
+
+    name: str
+    listen: str
+    database_url: str
+    internal_key: str
+    log_level: str
+    log_json: bool
+    drain_seconds: float
+    pool_size: int
+
+    @classmethod
+    def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
+        env = env or Env(name.upper())
+        return cls(
+            name=name,
+            listen=env.get_str("LISTEN", f"127.0.0.1:{default_port}"),
+            database_url=env.get_str("DATABASE_URL", shared=True),
+            internal_key=env.get_str("INTERNAL_KEY", shared=False)
+            or env.environ.get("AGENTWORKS_INTERNAL_KEY", ""),
+            log_level=env.get_str("LOG_LEVEL", "info", shared=True),
+            log_json=env.get_bool("LOG_JSON", True, shared=True),
+            drain_seconds=env.get_float("DRAIN_SECONDS", 10.0),
+            pool_size=env.get_int("POOL_SIZE", 10),
+        )

@@ -1,0 +1,277 @@
+"""PostgreSQL access: the async engine, per-service migrations, and LISTEN/NOTIFY.
+
+One `Database` per process owns the SQLAlchemy engine (psycopg 3, pooled) and one
+`Listener` connection. Stores run short transactions through `Database.transaction()`;
+driver errors that mean "the database is not reachable" become `Unavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib.resources
+import re
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+
+import psycopg
+import sqlalchemy as sa
+import structlog
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from agentworks.core.errors import Unavailable
+
+log = structlog.get_logger("agentworks.db")
+
+
+def sqlalchemy_url(url: str) -> str:
+    """`postgresql://...` as SQLAlchemy's psycopg 3 URL."""
+    return re.sub(r"^postgres(?:ql)?(?:\+\w+)?://", "postgresql+psycopg://", url)
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy URL as plain libpq/psycopg conninfo."""
+    return re.sub(r"^postgres(?:ql)?(?:\+\w+)?://", "postgresql://", url)
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = getattr(exc, "orig", exc)
+    return isinstance(orig, psycopg.OperationalError | psycopg.errors.AdminShutdown) or (
+        isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
+    )
+
+
+class Database:
+    """The engine and the NOTIFY listener of one service process."""
+
+    def __init__(self, url: str, *, pool_size: int = 10, schema: str | None = None) -> None:
+        self.url = url
+        self.schema = schema
+        self.engine: AsyncEngine = create_async_engine(
+            sqlalchemy_url(url),
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_timeout=10,
+            pool_recycle=1800,
+        )
+        self.listener = Listener(url)
+
+    async def start(self, channels: Iterable[str] = ()) -> None:
+        channels = list(channels)
+        if channels:
+            await self.listener.start(channels)
+
+    async def close(self) -> None:
+        await self.listener.close()
+        await self.engine.dispose()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in a transaction, committed on success; outages -> Unavailable."""
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as exc:
+            if is_disconnect(exc) or isinstance(exc, OSError):
+                raise Unavailable("database unavailable, retry shortly") from exc
+            raise
+        except sa_exc.TimeoutError as exc:
+            raise Unavailable("database busy: no connection free, retry shortly") from exc
+
+
+# ---------------------------------------------------------------------------- migrations
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def load_migrations(package: str) -> list[Migration]:
+    """Versioned SQL files `NNNN_name.sql` shipped in `package` (a `migrations` folder)."""
+    found = []
+    for entry in importlib.resources.files(package).iterdir():
+        match = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text()))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations in {package} are not numbered 1..n: {versions}")
+    return found
+
+
+def migrate(url: str, schema: str, package: str) -> list[int]:
+    """Apply the pending migrations of one service's schema; returns the versions applied.
+
+    Safe to run from several replicas at once: an advisory lock serializes them.
+    """
+    migrations = load_migrations(package)
+    applied_now = []
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"migrate:{schema}",))
+        try:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            conn.execute(
+                f'CREATE TABLE IF NOT EXISTS "{schema}".schema_migrations ('
+                " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            rows = conn.execute(
+                f'SELECT version, checksum FROM "{schema}".schema_migrations'
+            ).fetchall()
+            done = dict(rows)
+            for m in migrations:
+                if m.version in done:
+                    if done[m.version] != m.checksum:
+                        raise RuntimeError(
+                            f"migration {schema} {m.version:04d}_{m.name} was changed after "
+                            "it was applied; add a new migration instead"
+                        )
+                    continue
+                with conn.transaction():
+                    conn.execute(f'SET LOCAL search_path TO "{schema}", public')
+                    conn.execute(m.sql)
+                    conn.execute(
+                        f'INSERT INTO "{schema}".schema_migrations (version, name, checksum)'
+                        " VALUES (%s, %s, %s)",
+                        (m.version, m.name, m.checksum),
+                    )
+                applied_now.append(m.version)
+                log.info("migration.applied", schema=schema, version=m.version, name=m.name)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"migrate:{schema}",))
+    return applied_now
+
+
+# ----------------------------------------------------------------------------- listener
+
+
+class Waiter:
+    """Woken when a NOTIFY for one of its keys arrives (or the listener reconnects)."""
+
+    def __init__(self, listener: Listener, channel: str, keys: frozenset[str]) -> None:
+        self._listener = listener
+        self.channel = channel
+        self.keys = keys
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True if woken. Re-arms for the next wait."""
+        try:
+            async with asyncio.timeout(max(timeout, 0)):
+                await self._event.wait()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._event.clear()
+
+
+class Listener:
+    """One LISTEN connection per process, fanning notifications out to waiters.
+
+    The payload of each notification is a key (an inbox id, a target); waiters subscribe
+    to keys. When the connection drops, every waiter is woken so it re-checks the
+    database, and the listener reconnects with backoff. Waiters also re-check on their
+    own timer, so polling remains the fallback.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = libpq_url(url)
+        self._channels: list[str] = []
+        self._waiters: dict[tuple[str, str], set[Waiter]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self.wakeups = 0
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(s) for s in self._waiters.values())
+
+    async def start(self, channels: list[str]) -> None:
+        self._channels = channels
+        self._task = asyncio.create_task(self._run(), name="notify-listener")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                await self._connected.wait()
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._wake_all()
+
+    @contextlib.contextmanager
+    def subscribe(self, channel: str, keys: Iterable[str]) -> Iterator[Waiter]:
+        waiter = Waiter(self, channel, frozenset(keys))
+        for key in waiter.keys:
+            self._waiters.setdefault((channel, key), set()).add(waiter)
+        try:
+            yield waiter
+        finally:
+            for key in waiter.keys:
+                group = self._waiters.get((channel, key))
+                if group is not None:
+                    group.discard(waiter)
+                    if not group:
+                        del self._waiters[(channel, key)]
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        for waiter in self._waiters.get((channel, payload), ()):
+            waiter.wake()
+            self.wakeups += 1
+
+    def _wake_all(self) -> None:
+        for group in self._waiters.values():
+            for waiter in group:
+                waiter.wake()
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                async with conn:
+                    for channel in self._channels:
+                        await conn.execute(sa_quote_listen(channel))
+                    self._connected.set()
+                    backoff = 0.1
+                    self._wake_all()  # anything may have happened while we were away
+                    async for note in conn.notifies():
+                        self._dispatch(note.channel, note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # reconnect on any failure, never die
+                self._connected.clear()
+                self._wake_all()
+                log.warning("listener.disconnected", error=str(exc), retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+
+def sa_quote_listen(channel: str) -> str:
+    if not re.match(r"^[a-z_][a-z0-9_]*$", channel):
+        raise ValueError(f"bad channel name {channel!r}")
+    return f"LISTEN {channel}"
+
+
+def notify(channel: str, payload: str) -> sa.TextClause:
+    """A statement that sends a notification when the surrounding transaction commits."""
+    return sa.text("SELECT pg_notify(:channel, :payload)").bindparams(
+        channel=channel, payload=payload
+    )

@@ -1,0 +1,280 @@
+"""The gRPC server bootstrap every service uses, and the client base class.
+
+Server side: one interceptor verifies the signed identity (A2), binds request context for
+logs, and maps `AgentWorksError` to status codes — the only place that mapping happens.
+Health checking and reflection are served; SIGTERM drains in-flight calls (P4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from agentworks.core import errors
+from agentworks.core.identity import METADATA_KEY, Identity, Minter, current_identity, verify
+
+log = structlog.get_logger("agentworks.rpc")
+
+REQUEST_ID_KEY = "x-request-id"
+_OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+_RETRY_SERVICE_CONFIG = """{
+  "methodConfig": [{
+    "name": [{}],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "2s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}"""
+
+
+def channel_options(*, round_robin: bool = True) -> list[tuple[str, Any]]:
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.enable_retries", 1),
+        ("grpc.service_config", _RETRY_SERVICE_CONFIG),
+        ("grpc.keepalive_time_ms", 30_000),
+    ]
+    if round_robin:
+        options.append(("grpc.lb_policy_name", "round_robin"))
+    return options
+
+
+def channel_target(addresses: str) -> str:
+    """`host:port[,host:port...]` as a gRPC target; several addresses are balanced."""
+    parts = [a.strip() for a in addresses.split(",") if a.strip()]
+    if len(parts) <= 1:
+        return parts[0] if parts else addresses
+    return "ipv4:" + ",".join(parts)
+
+
+class _IdentityInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, internal_key: str) -> None:
+        self._key = internal_key
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(_OPEN_METHODS):
+            return handler
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        token = metadata.get(METADATA_KEY)
+        request_id = metadata.get(REQUEST_ID_KEY) or uuid.uuid4().hex
+        key = self._key
+
+        async def enter(context: grpc.aio.ServicerContext) -> Identity:
+            try:
+                identity = verify(token, key)
+            except errors.AgentWorksError as exc:
+                log.info("rpc.unauthenticated", method=method, reason=exc.message)
+                await context.abort(exc.code, exc.message)
+            current_identity.set(identity)
+            structlog.contextvars.bind_contextvars(
+                request_id=request_id, principal=identity.principal, method=method
+            )
+            return identity
+
+        async def fail(context: grpc.aio.ServicerContext, exc: BaseException) -> None:
+            if isinstance(exc, errors.AgentWorksError):
+                await context.abort(exc.code, exc.message)
+            log.exception("rpc.internal_error", method=method)
+            await context.abort(
+                grpc.StatusCode.INTERNAL, f"internal error (request_id={request_id})"
+            )
+
+        if handler.unary_unary:
+            inner = handler.unary_unary
+
+            async def unary_unary(request, context):
+                await enter(context)
+                try:
+                    return await inner(request, context)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, grpc.aio.AbortError):
+                        raise
+                    await fail(context, exc)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request, context):
+                await enter(context)
+                try:
+                    async for item in inner_us(request, context):
+                        yield item
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, grpc.aio.AbortError):
+                        raise
+                    await fail(context, exc)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary:
+            inner_su = handler.stream_unary
+
+            async def stream_unary(request_iterator, context):
+                await enter(context)
+                try:
+                    return await inner_su(request_iterator, context)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, grpc.aio.AbortError):
+                        raise
+                    await fail(context, exc)
+
+            return grpc.stream_unary_rpc_method_handler(
+                stream_unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+Registrar = Callable[[grpc.aio.Server], None]
+
+
+class GrpcServer:
+    """A `grpc.aio` server with identity, health, reflection and a graceful drain."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        listen: str,
+        internal_key: str,
+        register: Registrar,
+        service_names: Sequence[str],
+        on_drain: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        if not internal_key:
+            raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
+        self.name = name
+        self._listen = listen
+        self._on_drain = on_drain
+        self._service_names = list(service_names)
+        self.server = grpc.aio.server(
+            interceptors=[_IdentityInterceptor(internal_key)],
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        register(self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
+        self.port = 0
+
+    async def start(self) -> int:
+        self.port = self.server.add_insecure_port(self._listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self._listen}")
+        await self.server.start()
+        for svc in ["", *self._service_names]:
+            await self.health.set(svc, health_pb2.HealthCheckResponse.SERVING)
+        log.info("server.started", service=self.name, port=self.port)
+        return self.port
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop taking calls, let in-flight calls (and long-polls) finish, then stop."""
+        await self.health.enter_graceful_shutdown()
+        if self._on_drain is not None:
+            await self._on_drain()
+        await self.server.stop(grace)
+        log.info("server.stopped", service=self.name)
+
+    async def run_until_signalled(self, grace: float = 10.0) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("server.draining", service=self.name, grace=grace)
+        await self.stop(grace)
+
+
+class ServiceClient:
+    """Base of the typed clients: signed identity, deadlines, one error type.
+
+    Subclasses expose snake_case methods; every failure surfaces as an
+    `agentworks.core.errors.AgentWorksError` subclass.
+    """
+
+    stub_class: Any = None
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        identity: Minter,
+        channel: grpc.aio.Channel | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if channel is None:
+            if not address:
+                raise ValueError("an address or a channel is required")
+            channel = grpc.aio.insecure_channel(channel_target(address), options=channel_options())
+            self._owns_channel = True
+        else:
+            self._owns_channel = False
+        self.channel = channel
+        self.identity = identity
+        self.timeout = timeout
+        self.stub = self.stub_class(channel)
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self.channel.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        md = self.identity.metadata()
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        if request_id:
+            md = (*md, (REQUEST_ID_KEY, str(request_id)))
+        return md
+
+    async def _unary(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
+        try:
+            return await getattr(self.stub, method)(
+                request, metadata=self._metadata(), timeout=timeout or self.timeout
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise errors.from_status(exc.code(), exc.details() or exc.code().name) from None

@@ -1,0 +1,340 @@
+import datetime
+
+from agentworks.common.v1 import common_pb2 as _common_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Target(_message.Message):
+    __slots__ = ("ref", "owner", "running_limit")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ref: _common_pb2.TargetRef
+    owner: str
+    running_limit: int
+    def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., owner: _Optional[str] = ..., running_limit: _Optional[int] = ...) -> None: ...
+
+class RegisterTargetRequest(_message.Message):
+    __slots__ = ("ref", "owner", "running_limit")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ref: _common_pb2.TargetRef
+    owner: str
+    running_limit: int
+    def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., owner: _Optional[str] = ..., running_limit: _Optional[int] = ...) -> None: ...
+
+class WorkflowBinding(_message.Message):
+    __slots__ = ("route", "allowed_groups", "variables")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    allowed_groups: _containers.RepeatedScalarFieldContainer[str]
+    variables: _struct_pb2.Struct
+    def __init__(self, route: _Optional[str] = ..., allowed_groups: _Optional[_Iterable[str]] = ..., variables: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class Function(_message.Message):
+    __slots__ = ("target", "name", "description", "input_schema", "output_schema", "allowed_callers", "starts_work", "workflow", "updated_at")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_CALLERS_FIELD_NUMBER: _ClassVar[int]
+    STARTS_WORK_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    name: str
+    description: str
+    input_schema: _struct_pb2.Struct
+    output_schema: _struct_pb2.Struct
+    allowed_callers: _containers.RepeatedScalarFieldContainer[str]
+    starts_work: bool
+    workflow: WorkflowBinding
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., allowed_callers: _Optional[_Iterable[str]] = ..., starts_work: _Optional[bool] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeclareFunctionRequest(_message.Message):
+    __slots__ = ("function",)
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    function: Function
+    def __init__(self, function: _Optional[_Union[Function, _Mapping]] = ...) -> None: ...
+
+class RemoveFunctionRequest(_message.Message):
+    __slots__ = ("target", "name")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    name: str
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+
+class RemoveFunctionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListFunctionsRequest(_message.Message):
+    __slots__ = ("target",)
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
+
+class ListFunctionsResponse(_message.Message):
+    __slots__ = ("functions",)
+    FUNCTIONS_FIELD_NUMBER: _ClassVar[int]
+    functions: _containers.RepeatedCompositeFieldContainer[Function]
+    def __init__(self, functions: _Optional[_Iterable[_Union[Function, _Mapping]]] = ...) -> None: ...
+
+class CallRequest(_message.Message):
+    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    function: str
+    inputs: _struct_pb2.Struct
+    submission_id: str
+    notify_conversation_id: str
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ...) -> None: ...
+
+class CallReceipt(_message.Message):
+    __slots__ = ("call_id", "status", "output_folder")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    status: str
+    output_folder: str
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    after: int
+    message_limit: int
+    after_event: int
+    event_limit: int
+    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ...) -> None: ...
+
+class ExecutionMessage(_message.Message):
+    __slots__ = ("index", "role", "text", "created_at")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    role: str
+    text: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, index: _Optional[int] = ..., role: _Optional[str] = ..., text: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExecutionEvent(_message.Message):
+    __slots__ = ("index", "kind", "text", "created_at")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    kind: str
+    text: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, index: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FileInfo(_message.Message):
+    __slots__ = ("name", "size", "media_type", "sha256")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    media_type: str
+    sha256: str
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., media_type: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class CallStatus(_message.Message):
+    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result", "error", "files", "question")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_EVENT_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    status: str
+    progress: str
+    messages: _containers.RepeatedCompositeFieldContainer[ExecutionMessage]
+    next_after: int
+    events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
+    next_after_event: int
+    answer: str
+    result: _struct_pb2.Value
+    error: str
+    files: _containers.RepeatedCompositeFieldContainer[FileInfo]
+    question: str
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ...) -> None: ...
+
+class ReadFileRequest(_message.Message):
+    __slots__ = ("call_id", "file", "offset", "limit")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    file: str
+    offset: int
+    limit: int
+    def __init__(self, call_id: _Optional[str] = ..., file: _Optional[str] = ..., offset: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class FilePage(_message.Message):
+    __slots__ = ("file", "content", "content_base64", "next_offset", "size")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_BASE64_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    content: str
+    content_base64: str
+    next_offset: int
+    size: int
+    def __init__(self, file: _Optional[str] = ..., content: _Optional[str] = ..., content_base64: _Optional[str] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ReplyRequest(_message.Message):
+    __slots__ = ("call_id", "text")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    text: str
+    def __init__(self, call_id: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("call_id",)
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    def __init__(self, call_id: _Optional[str] = ...) -> None: ...
+
+class ClaimExecutionRequest(_message.Message):
+    __slots__ = ("targets", "wait_seconds", "lease_seconds")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.RepeatedCompositeFieldContainer[_common_pb2.TargetRef]
+    wait_seconds: int
+    lease_seconds: int
+    def __init__(self, targets: _Optional[_Iterable[_Union[_common_pb2.TargetRef, _Mapping]]] = ..., wait_seconds: _Optional[int] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
+
+class Execution(_message.Message):
+    __slots__ = ("call_id", "target", "function", "inputs", "output_folder", "result_file", "lease_expires_at")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FILE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    target: _common_pb2.TargetRef
+    function: str
+    inputs: _struct_pb2.Struct
+    output_folder: str
+    result_file: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ClaimExecutionResponse(_message.Message):
+    __slots__ = ("execution",)
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    execution: Execution
+    def __init__(self, execution: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
+
+class ReportRequest(_message.Message):
+    __slots__ = ("call_id", "progress", "messages", "events", "lease_seconds")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    progress: str
+    messages: _containers.RepeatedCompositeFieldContainer[ExecutionMessage]
+    events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
+    lease_seconds: int
+    def __init__(self, call_id: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
+
+class ReportResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    def __init__(self, status: _Optional[str] = ...) -> None: ...
+
+class FileChunk(_message.Message):
+    __slots__ = ("call_id", "name", "data")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    name: str
+    data: bytes
+    def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class AskInputRequest(_message.Message):
+    __slots__ = ("call_id", "question", "wait_seconds")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    question: str
+    wait_seconds: int
+    def __init__(self, call_id: _Optional[str] = ..., question: _Optional[str] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+
+class AskInputResponse(_message.Message):
+    __slots__ = ("answered", "reply")
+    ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    answered: bool
+    reply: str
+    def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ...) -> None: ...
+
+class FinishExecutionRequest(_message.Message):
+    __slots__ = ("call_id", "failed", "final_message", "error")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    failed: bool
+    final_message: str
+    error: str
+    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class FinishExecutionResponse(_message.Message):
+    __slots__ = ("status", "correction_requested", "correction_prompt")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    correction_requested: bool
+    correction_prompt: str
+    def __init__(self, status: _Optional[str] = ..., correction_requested: _Optional[bool] = ..., correction_prompt: _Optional[str] = ...) -> None: ...

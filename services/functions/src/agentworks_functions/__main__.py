@@ -1,0 +1,3 @@
+from agentworks_functions.server import main
+
+main()

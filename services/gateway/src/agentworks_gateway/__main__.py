@@ -1,0 +1,3 @@
+from agentworks_gateway.server import main
+
+main()

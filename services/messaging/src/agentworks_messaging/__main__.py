@@ -1,0 +1,3 @@
+from agentworks_messaging.server import main
+
+main()

@@ -1,0 +1,3 @@
+from agentworks_scheduler.server import main
+
+main()
