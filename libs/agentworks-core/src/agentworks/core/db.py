@@ -214,7 +214,7 @@ class Listener:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        self._wake_all()
+        self.wake_all()
 
     @contextlib.contextmanager
     def subscribe(self, channel: str, keys: Iterable[str]) -> Iterator[Waiter]:
@@ -236,7 +236,7 @@ class Listener:
             waiter.wake()
             self.wakeups += 1
 
-    def _wake_all(self) -> None:
+    def wake_all(self) -> None:
         for group in self._waiters.values():
             for waiter in group:
                 waiter.wake()
@@ -251,14 +251,14 @@ class Listener:
                         await conn.execute(sa_quote_listen(channel))
                     self._connected.set()
                     backoff = 0.1
-                    self._wake_all()  # anything may have happened while we were away
+                    self.wake_all()  # anything may have happened while we were away
                     async for note in conn.notifies():
                         self._dispatch(note.channel, note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # reconnect on any failure, never die
                 self._connected.clear()
-                self._wake_all()
+                self.wake_all()
                 log.warning("listener.disconnected", error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -275,3 +275,9 @@ def notify(channel: str, payload: str) -> sa.TextClause:
     return sa.text("SELECT pg_notify(:channel, :payload)").bindparams(
         channel=channel, payload=payload
     )
+
+
+def with_database(url: str, database: str) -> str:
+    """The same server URL pointing at another database."""
+    parsed = sa.engine.make_url(sqlalchemy_url(url)).set(database=database)
+    return libpq_url(parsed.render_as_string(hide_password=False))

@@ -93,9 +93,7 @@ def mint(
 def verify(token: str | None, key: str) -> Identity:
     """Check a token's signature and expiry and return its identity."""
     if not token:
-        raise Unauthenticated(
-            f"missing identity: send a signed {METADATA_KEY} metadata entry"
-        )
+        raise Unauthenticated(f"missing identity: send a signed {METADATA_KEY} metadata entry")
     try:
         claims = jwt.decode(
             token,

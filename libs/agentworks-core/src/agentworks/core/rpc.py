@@ -8,8 +8,6 @@ Health checking and reflection are served; SIGTERM drains in-flight calls (P4).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -213,16 +211,6 @@ class GrpcServer:
             await self._on_drain()
         await self.server.stop(grace)
         log.info("server.stopped", service=self.name)
-
-    async def run_until_signalled(self, grace: float = 10.0) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("server.draining", service=self.name, grace=grace)
-        await self.stop(grace)
 
 
 class ServiceClient:

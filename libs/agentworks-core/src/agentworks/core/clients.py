@@ -1,0 +1,172 @@
+"""Typed clients for the services. Application code uses these, never `*_pb2_grpc`.
+
+Each method takes plain arguments, sends a signed identity and a deadline, and raises
+`agentworks.core.errors.AgentWorksError` subclasses on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+from agentworks.common.v1 import common_pb2
+from agentworks.core.rpc import ServiceClient
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.messaging.v1 import messaging_pb2_grpc
+
+TargetKind = common_pb2.TargetKind
+_KINDS = {"crew": TargetKind.TARGET_KIND_CREW, "workflow": TargetKind.TARGET_KIND_WORKFLOW}
+_KIND_NAMES = {v: k for k, v in _KINDS.items()}
+
+# Long-polls get this much longer than they wait, so the deadline never cuts a wait short.
+LONG_POLL_SLACK_SECONDS = 10.0
+
+
+def target_ref(target: str | common_pb2.TargetRef) -> common_pb2.TargetRef:
+    """`crew:demo` / `workflow:wf-1` (or a TargetRef) as a TargetRef."""
+    if isinstance(target, common_pb2.TargetRef):
+        return target
+    kind, sep, name = target.partition(":")
+    if not sep or kind not in _KINDS:
+        raise ValueError(f"target {target!r} must look like crew:<name> or workflow:<id>")
+    return common_pb2.TargetRef(kind=_KINDS[kind], name=name)
+
+
+def target_str(ref: common_pb2.TargetRef) -> str:
+    """A TargetRef as `crew:<name>` / `workflow:<id>`."""
+    return f"{_KIND_NAMES.get(ref.kind, 'unknown')}:{ref.name}"
+
+
+def struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct | None:
+    if value is None:
+        return None
+    s = struct_pb2.Struct()
+    s.update(dict(value))
+    return s
+
+
+class MessagingClient(ServiceClient):
+    """Client of `agentworks.messaging.v1.MessagingService`."""
+
+    stub_class = messaging_pb2_grpc.MessagingServiceStub
+
+    async def register_target(
+        self, target: str, *, owner: str, free_text_ask: bool | None = None
+    ) -> m.Target:
+        caps = m.Capabilities()
+        if free_text_ask is not None:
+            caps.free_text_ask = free_text_ask
+        return await self._unary(
+            "RegisterTarget",
+            m.RegisterTargetRequest(ref=target_ref(target), owner=owner, capabilities=caps),
+        )
+
+    async def update_target(self, target: str, *, free_text_ask: bool | None = None) -> m.Target:
+        caps = m.Capabilities()
+        if free_text_ask is not None:
+            caps.free_text_ask = free_text_ask
+        return await self._unary(
+            "UpdateTarget", m.UpdateTargetRequest(ref=target_ref(target), capabilities=caps)
+        )
+
+    async def get_target(self, target: str) -> m.Target:
+        return await self._unary("GetTarget", m.GetTargetRequest(ref=target_ref(target)))
+
+    async def send(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        inbox_id: str | None = None,
+        submission_id: str = "",
+        parts: Iterable[common_pb2.Part] = (),
+        channel: int = m.CHANNEL_PROGRAMMATIC,
+    ) -> m.SendReceipt:
+        request = m.SendRequest(
+            text=text, submission_id=submission_id, parts=list(parts), channel=channel
+        )
+        if inbox_id:
+            request.inbox_id = inbox_id
+        elif target:
+            request.target.CopyFrom(target_ref(target))
+        return await self._unary("Send", request)
+
+    async def read(
+        self, inbox_id: str, *, after: str = "", limit: int = 0, wait_seconds: int = 0
+    ) -> m.ReadResponse:
+        return await self._unary(
+            "Read",
+            m.ReadRequest(inbox_id=inbox_id, after=after, limit=limit, wait_seconds=wait_seconds),
+            timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
+        )
+
+    async def get_transcript(
+        self, conversation_id: str, *, after: str = "", limit: int = 0
+    ) -> m.GetTranscriptResponse:
+        return await self._unary(
+            "GetTranscript",
+            m.GetTranscriptRequest(conversation_id=conversation_id, after=after, limit=limit),
+        )
+
+    async def claim_turn(
+        self, targets: Iterable[str], *, wait_seconds: int = 0, lease_seconds: int = 0
+    ) -> m.Turn | None:
+        response = await self._unary(
+            "ClaimTurn",
+            m.ClaimTurnRequest(
+                targets=[target_ref(t) for t in targets],
+                wait_seconds=wait_seconds,
+                lease_seconds=lease_seconds,
+            ),
+            timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
+        )
+        return response.turn if response.HasField("turn") else None
+
+    async def heartbeat_turn(
+        self, turn_id: str, *, lease_seconds: int = 0
+    ) -> m.HeartbeatTurnResponse:
+        return await self._unary(
+            "HeartbeatTurn", m.HeartbeatTurnRequest(turn_id=turn_id, lease_seconds=lease_seconds)
+        )
+
+    async def send_message(
+        self,
+        inbox_id: str,
+        text: str,
+        *,
+        submission_id: str = "",
+        parts: Iterable[common_pb2.Part] = (),
+    ) -> m.SendReceipt:
+        return await self._unary(
+            "SendMessage",
+            m.SendMessageRequest(
+                inbox_id=inbox_id, text=text, submission_id=submission_id, parts=list(parts)
+            ),
+        )
+
+    async def complete_turn(self, turn_id: str) -> None:
+        await self._unary("CompleteTurn", m.CompleteTurnRequest(turn_id=turn_id))
+
+    async def enqueue_delivery(
+        self,
+        conversation_id: str,
+        *,
+        kind: int,
+        idempotency_key: str,
+        text: str = "",
+        payload: bytes = b"",
+        attributes: Mapping[str, Any] | None = None,
+    ) -> m.EnqueueDeliveryResponse:
+        return await self._unary(
+            "EnqueueDelivery",
+            m.EnqueueDeliveryRequest(
+                conversation_id=conversation_id,
+                kind=kind,
+                text=text,
+                payload=payload,
+                attributes=struct(attributes),
+                idempotency_key=idempotency_key,
+            ),
+        )

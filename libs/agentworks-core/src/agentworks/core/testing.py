@@ -1,0 +1,119 @@
+"""pytest plugin shared by every package's tests (loaded with `-p agentworks.core.testing`).
+
+PostgreSQL comes from `AGENTWORKS_TEST_DATABASE_URL`, else testcontainers when a Docker
+engine answers, else the embedded server. Each test gets its own database, cloned from a
+template on which every service's migrations ran once per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import secrets
+import tempfile
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from agentworks.core.db import libpq_url, migrate, with_database
+from agentworks.core.identity import Minter
+
+# (schema, migrations package) of every service; missing packages are skipped.
+SERVICE_SCHEMAS = [
+    ("messaging", "agentworks_messaging.migrations"),
+    ("functions", "agentworks_functions.migrations"),
+    ("scheduler", "agentworks_scheduler.migrations"),
+    ("gateway", "agentworks_gateway.migrations"),
+]
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """URL of a PostgreSQL server (its maintenance database) for this test session."""
+    url = os.environ.get("AGENTWORKS_TEST_DATABASE_URL")
+    if url:
+        yield libpq_url(url)
+        return
+    if os.environ.get("AGENTWORKS_TEST_DOCKER", "auto") != "never" and _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as pg:
+            yield libpq_url(pg.get_connection_url())
+        return
+    from agentworks.core.embedded import start_embedded
+
+    data_dir = tempfile.mkdtemp(prefix="agentworks-test-pg-")
+    yield with_database(start_embedded(data_dir), "postgres")
+
+
+def _has_migrations(package: str) -> bool:
+    try:
+        spec = importlib.util.find_spec(package)
+    except ModuleNotFoundError:
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    folder = next(iter(spec.submodule_search_locations))
+    return any(name.endswith(".sql") for name in os.listdir(folder))
+
+
+@pytest.fixture(scope="session")
+def template_database(pg_server_url: str) -> Iterator[str]:
+    """Name of a database with every service's migrations applied."""
+    name = f"aw_template_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(pg_server_url, name)
+    for schema, package in SERVICE_SCHEMAS:
+        if _has_migrations(package):
+            migrate(url, schema, package)
+    yield name
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(pg_server_url, autocommit=True) as conn,
+    ):
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(pg_server_url: str, template_database: str) -> Iterator[str]:
+    """A fresh, fully migrated database for one test."""
+    name = f"aw_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
+    yield with_database(pg_server_url, name)
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(pg_server_url, autocommit=True) as conn,
+    ):
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def internal_key() -> str:
+    """The operator's internal signing key for this test."""
+    return secrets.token_urlsafe(32)
+
+
+@pytest.fixture
+def identity(internal_key: str):
+    """`identity("user:alice", roles={"operator"})` -> a Minter for that principal."""
+
+    def make(principal: str, roles: frozenset[str] | set[str] = frozenset()) -> Minter:
+        return Minter(principal, internal_key, roles=roles)
+
+    return make

@@ -1,0 +1,103 @@
+"""The runtime's configuration, read once from `AGENTWORKS_*` environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentworks.core.config import Env
+from agentworks.core.identity import check_principal
+
+# ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
+MAX_WAIT_SECONDS = 25
+MIN_LEASE_SECONDS = 5
+MAX_LEASE_SECONDS = 300
+
+
+def split_targets(value: str) -> tuple[str, ...]:
+    """`crew:a, workflow:b` as a tuple of target names, blanks dropped."""
+    return tuple(t.strip() for t in value.split(",") if t.strip())
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Where the runtime connects, who it is, and which targets it serves."""
+
+    messaging_address: str
+    internal_key: str
+    principal: str
+    targets: tuple[str, ...]
+    # Reserved for function executions (R1); unused by turn workers.
+    functions_address: str = ""
+    wait_seconds: int = 20
+    lease_seconds: int = 30
+    concurrency: int = 1
+    health_file: str = ""
+    log_level: str = "info"
+    log_json: bool = True
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        default_principal: str = "",
+        default_targets: tuple[str, ...] = (),
+    ) -> RuntimeConfig:
+        """Build the config from `AGENTWORKS_*` variables (defaults for the demo crew)."""
+        env = Env("AGENTWORKS", dict(os.environ if environ is None else environ))
+        config = cls(
+            messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051"),
+            internal_key=env.get_str("INTERNAL_KEY"),
+            principal=env.get_str("RUNTIME_PRINCIPAL", default_principal),
+            targets=split_targets(env.get_str("RUNTIME_TARGETS")) or default_targets,
+            functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
+            wait_seconds=env.get_int("RUNTIME_WAIT_SECONDS", 20),
+            lease_seconds=env.get_int("RUNTIME_LEASE_SECONDS", 30),
+            concurrency=env.get_int("RUNTIME_CONCURRENCY", 1),
+            health_file=env.get_str("RUNTIME_HEALTH_FILE"),
+            log_level=env.get_str("LOG_LEVEL", "info", shared=True),
+            log_json=env.get_bool("LOG_JSON", True, shared=True),
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Raise ValueError naming the variable to fix when a setting is unusable."""
+        if not self.internal_key:
+            raise ValueError("AGENTWORKS_INTERNAL_KEY is not set: the runtime signs its identity")
+        if not self.principal:
+            raise ValueError(
+                "AGENTWORKS_RUNTIME_PRINCIPAL is not set: use agent:<crew>/<agent>, "
+                "e.g. agent:demo/demo-bot"
+            )
+        try:
+            check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
+        except Exception as exc:
+            raise ValueError(str(exc)) from None
+        if not self.targets:
+            raise ValueError(
+                "AGENTWORKS_RUNTIME_TARGETS is not set: a comma-separated list such as crew:demo"
+            )
+        for target in self.targets:
+            kind, sep, name = target.partition(":")
+            if not sep or kind not in ("crew", "workflow") or not name:
+                raise ValueError(
+                    f"AGENTWORKS_RUNTIME_TARGETS entry {target!r} must look like "
+                    "crew:<name> or workflow:<id>"
+                )
+        if not 0 <= self.wait_seconds <= MAX_WAIT_SECONDS:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_WAIT_SECONDS must be 0-{MAX_WAIT_SECONDS}, "
+                f"got {self.wait_seconds}"
+            )
+        if not MIN_LEASE_SECONDS <= self.lease_seconds <= MAX_LEASE_SECONDS:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_LEASE_SECONDS must be {MIN_LEASE_SECONDS}-"
+                f"{MAX_LEASE_SECONDS}, got {self.lease_seconds}"
+            )
+        if self.concurrency < 1:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_CONCURRENCY must be at least 1, got {self.concurrency}"
+            )

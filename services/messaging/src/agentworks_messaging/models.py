@@ -1,0 +1,83 @@
+"""Domain objects the messaging store returns and the servicer translates to protos."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TargetKey:
+    kind: str  # "crew" | "workflow"
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Target:
+    key: TargetKey
+    owner: str
+    free_text_ask: bool | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def messaging_enabled(self) -> bool:
+        """C1: on unless explicitly false."""
+        return self.free_text_ask is not False
+
+
+@dataclass(frozen=True)
+class Receipt:
+    message_id: str
+    conversation_id: str
+    inbox_id: str
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    conversation_id: str
+    inbox_id: str
+    position: int
+    direction: str
+    sender: str
+    text: str
+    parts: list[dict[str, Any]] | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: str
+    conversation_id: str
+    position: int
+    kind: str
+    status: str
+    text: str
+    payload: bytes | None
+    attributes: dict[str, Any] | None
+    turn_id: str | None
+    created_at: datetime
+    message: Message | None = None
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: str
+    conversation_id: str
+    target: TargetKey
+    reply_inbox_id: str
+    lease_expires_at: datetime
+    deliveries: list[Delivery] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Page:
+    """Messages or transcript entries after a cursor, and the position to continue from."""
+
+    items: list[Any]
+    last_position: int

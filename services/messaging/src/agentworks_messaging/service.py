@@ -1,0 +1,379 @@
+"""Messaging use cases: validation, access rules and long-polls. No gRPC, no SQL here."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import re
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import structlog
+
+from agentworks.core.db import Listener
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.identity import Identity, check_principal
+from agentworks_messaging.models import Delivery, Message, Page, Receipt, Target, TargetKey, Turn
+from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
+
+log = structlog.get_logger("agentworks.messaging")
+
+# Limits (P6), stated in docs/messaging.md.
+MAX_TEXT_BYTES = 64 * 1024
+MAX_PARTS_BYTES = 256 * 1024
+MAX_PAYLOAD_BYTES = 1024 * 1024
+MAX_SUBMISSION_ID = 200
+MAX_IDEMPOTENCY_KEY = 200
+READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, 100
+TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
+MAX_WAIT_SECONDS = 25
+LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
+MAX_CLAIM_TARGETS = 100
+DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_CURSOR_PREFIX = "p1:"
+
+
+def encode_cursor(position: int) -> str:
+    """An opaque cursor for a position."""
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{position}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, field: str = "after") -> int:
+    """The position behind a cursor; empty means the start."""
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith(_CURSOR_PREFIX):
+            raise ValueError(raw)
+        position = int(raw[len(_CURSOR_PREFIX) :])
+        if position < 0:
+            raise ValueError(raw)
+        return position
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise InvalidArgument(
+            f"{field} {cursor!r} is not a cursor: pass a next_cursor you received, "
+            "or leave it empty to start from the beginning"
+        ) from None
+
+
+def check_target(kind: str, name: str) -> TargetKey:
+    if kind not in ("crew", "workflow"):
+        raise InvalidArgument("target.kind must be crew or workflow")
+    if not _NAME_RE.match(name or ""):
+        raise InvalidArgument(
+            f"target.name {name!r} is not valid: 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return TargetKey(kind, name)
+
+
+def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
+    if not text.strip() and not parts:
+        raise InvalidArgument("text is empty: send some text or at least one part")
+    size = len(text.encode())
+    if size > MAX_TEXT_BYTES:
+        raise InvalidArgument(f"text is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes")
+    if parts:
+        parts_size = len(json.dumps(parts).encode())
+        if parts_size > MAX_PARTS_BYTES:
+            raise InvalidArgument(
+                f"parts are {parts_size} bytes as JSON; the limit is {MAX_PARTS_BYTES} bytes"
+            )
+
+
+def check_submission_id(submission_id: str) -> None:
+    if len(submission_id) > MAX_SUBMISSION_ID:
+        raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
+
+
+def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
+    if value == 0 and low > 0:
+        return default
+    if not low <= value <= high:
+        raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
+    return value
+
+
+def request_hash(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def serves(identity: Identity, key: TargetKey) -> bool:
+    """Whether this principal may act as the target's agents (claim turns, reply)."""
+    if identity.is_service and "runtime" in identity.roles:
+        return True
+    if key.kind == "crew":
+        return identity.crew == key.name
+    return identity.principal == f"workflow:{key.name}"
+
+
+class MessagingService:
+    """The conversation contract (A3, A4, C1-C12) over a store and a NOTIFY listener."""
+
+    def __init__(
+        self, store: MessagingStore, listener: Listener, *, poll_fallback_seconds: float = 5.0
+    ) -> None:
+        self.store = store
+        self.listener = listener
+        self.poll_fallback_seconds = poll_fallback_seconds
+        self.draining = asyncio.Event()
+
+    # ------------------------------------------------------------------ targets
+
+    async def register_target(
+        self, identity: Identity, key: TargetKey, owner: str, free_text_ask: bool | None
+    ) -> Target:
+        if not identity.is_operator:
+            raise PermissionDenied("registering a target needs the operator role")
+        check_principal(owner, "owner")
+        target = await self.store.put_target(key, owner, free_text_ask)
+        log.info("target.registered", target=str(key), owner=owner, free_text_ask=free_text_ask)
+        return target
+
+    async def update_target(
+        self, identity: Identity, key: TargetKey, free_text_ask: bool | None
+    ) -> Target:
+        target = await self.store.get_target(key)
+        if not (identity.is_operator or identity.principal == target.owner):
+            raise PermissionDenied(f"only the owner of {key} ({target.owner}) may change it")
+        updated = await self.store.update_target(key, free_text_ask)
+        log.info("target.updated", target=str(key), free_text_ask=free_text_ask)
+        return updated
+
+    async def get_target(self, identity: Identity, key: TargetKey) -> Target:
+        return await self.store.get_target(key)
+
+    # --------------------------------------------------------------------- send
+
+    async def send(
+        self,
+        identity: Identity,
+        *,
+        target: TargetKey | None,
+        inbox_id: str,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+        submission_id: str,
+        channel: str,
+    ) -> Receipt:
+        """Start (target) or continue (inbox_id) a conversation (C2-C5, C8, C9)."""
+        if target is None and not inbox_id:
+            raise InvalidArgument(
+                "destination is missing: give a target (crew or workflow) or an inbox_id"
+            )
+        check_text(text, parts)
+        check_submission_id(submission_id)
+        if channel == "app" and identity.kind != "user":
+            raise InvalidArgument("channel app is for people in the app (user principals) only")
+        # C8: the switch refuses programmatic messages; a person's app chat still gets through.
+        refuse = channel != "app"
+        digest = request_hash(str(target) if target else inbox_id, text, parts, channel)
+        if target is not None:
+            receipt = await self.store.send_new(
+                principal=identity.principal,
+                key=target,
+                text=text,
+                parts=parts,
+                channel=channel,
+                submission_id=submission_id,
+                request_hash=digest,
+                refuse_if_disabled=refuse,
+            )
+        else:
+            receipt = await self.store.send_continue(
+                principal=identity.principal,
+                inbox_id=inbox_id,
+                text=text,
+                parts=parts,
+                channel=channel,
+                submission_id=submission_id,
+                request_hash=digest,
+                refuse_if_disabled=refuse,
+            )
+        log.info(
+            "message.accepted",
+            message_id=receipt.message_id,
+            conversation_id=receipt.conversation_id,
+            inbox_id=receipt.inbox_id,
+        )
+        return receipt
+
+    async def send_message(
+        self,
+        identity: Identity,
+        *,
+        inbox_id: str,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+        submission_id: str,
+    ) -> Receipt:
+        """An agent's explicit reply to the trusted reply address (C6)."""
+        check_text(text, parts)
+        check_submission_id(submission_id)
+        conversation_id, key, _ = await self.store.inbox_target(inbox_id)
+        if not serves(identity, key):
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        receipt = await self.store.agent_reply(
+            principal=identity.principal,
+            inbox_id=inbox_id,
+            conversation_id=conversation_id,
+            text=text,
+            parts=parts,
+            submission_id=submission_id,
+            request_hash=request_hash(inbox_id, text, parts),
+        )
+        log.info("reply.sent", message_id=receipt.message_id, conversation_id=conversation_id)
+        return receipt
+
+    # --------------------------------------------------------------------- read
+
+    async def read(
+        self, identity: Identity, *, inbox_id: str, after: str, limit: int, wait_seconds: int
+    ) -> tuple[list[Message], str]:
+        """Messages agents sent to the caller's inbox after the cursor (C7)."""
+        position = decode_cursor(after)
+        limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        if not inbox_id:
+            raise InvalidArgument("inbox_id is required")
+        if await self.store.inbox_principal(inbox_id) != identity.principal:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        deadline = time.monotonic() + wait_seconds
+        with self.listener.subscribe(INBOX_CHANNEL, [inbox_id]) as waiter:
+            while True:
+                messages = await self.store.read_inbox(inbox_id, position, limit)
+                remaining = deadline - time.monotonic()
+                if messages or remaining <= 0 or self.draining.is_set():
+                    break
+                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+        next_position = messages[-1].position if messages else position
+        return messages, encode_cursor(next_position)
+
+    async def transcript(
+        self, identity: Identity, *, conversation_id: str, after: str, limit: int
+    ) -> tuple[list[Message | Delivery], str]:
+        """A conversation's messages and delivery records, for its participants (C12)."""
+        position = decode_cursor(after)
+        limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
+        key, owner, inbox_principal = await self.store.conversation(conversation_id)
+        if not (
+            identity.principal in (owner, inbox_principal)
+            or serves(identity, key)
+            or identity.is_operator
+        ):
+            raise NotFound(f"conversation {conversation_id!r} not found")
+        page: Page = await self.store.transcript(conversation_id, position, limit)
+        return page.items, encode_cursor(page.last_position)
+
+    # -------------------------------------------------------------------- turns
+
+    async def claim_turn(
+        self,
+        identity: Identity,
+        *,
+        targets: Sequence[TargetKey],
+        wait_seconds: int,
+        lease_seconds: int,
+    ) -> Turn | None:
+        """Claim one conversation's pending deliveries as a turn, waiting if none (C10)."""
+        if not targets:
+            raise InvalidArgument(
+                "targets is empty: name the crews or workflows this runtime serves"
+            )
+        if len(targets) > MAX_CLAIM_TARGETS:
+            raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} targets per claim")
+        for key in targets:
+            if not serves(identity, key):
+                raise PermissionDenied(f"{identity.principal} may not act for {key}")
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        lease = timedelta(
+            seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
+        )
+        deadline = time.monotonic() + wait_seconds
+        with self.listener.subscribe(TURN_CHANNEL, [str(k) for k in targets]) as waiter:
+            while True:
+                turn = await self.store.claim_turn(identity.principal, targets, lease)
+                remaining = deadline - time.monotonic()
+                if turn is not None or remaining <= 0 or self.draining.is_set():
+                    break
+                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+        if turn is not None:
+            log.info(
+                "turn.claimed",
+                turn_id=turn.id,
+                conversation_id=turn.conversation_id,
+                deliveries=len(turn.deliveries),
+            )
+        return turn
+
+    async def heartbeat_turn(self, identity: Identity, *, turn_id: str, lease_seconds: int):
+        lease = timedelta(
+            seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
+        )
+        return await self.store.heartbeat(turn_id, identity.principal, lease)
+
+    async def complete_turn(self, identity: Identity, *, turn_id: str) -> None:
+        await self.store.complete_turn(turn_id, identity.principal)
+        log.info("turn.completed", turn_id=turn_id)
+
+    async def interrupt_expired_turns(self) -> int:
+        count = await self.store.interrupt_expired_turns()
+        if count:
+            log.warning("turns.interrupted", count=count, reason="lease expired")
+        return count
+
+    # --------------------------------------------------------------- deliveries
+
+    async def enqueue_delivery(
+        self,
+        identity: Identity,
+        *,
+        conversation_id: str,
+        kind: str,
+        text: str,
+        payload: bytes,
+        attributes: dict[str, Any] | None,
+        idempotency_key: str,
+    ) -> tuple[str, bool]:
+        """Queue a wake-up, schedule prompt, webhook event or completion notice (S6, F13)."""
+        if not (identity.is_service or identity.is_operator):
+            raise PermissionDenied("only platform services may enqueue deliveries")
+        if kind not in DELIVERY_KINDS or kind == "message":
+            raise InvalidArgument(
+                "kind must be one of wake_up, schedule, webhook, function_completed"
+            )
+        if not idempotency_key:
+            raise InvalidArgument("idempotency_key is required: one key per occurrence")
+        if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+            raise InvalidArgument(
+                f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters"
+            )
+        if len(text.encode()) > MAX_TEXT_BYTES:
+            raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise InvalidArgument(
+                f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+            )
+        delivery_id, created = await self.store.enqueue_delivery(
+            conversation_id=conversation_id,
+            kind=kind,
+            text=text,
+            payload=payload or None,
+            attributes=attributes,
+            idempotency_key=idempotency_key,
+        )
+        log.info(
+            "delivery.enqueued",
+            delivery_id=delivery_id,
+            conversation_id=conversation_id,
+            kind=kind,
+            created=created,
+        )
+        return delivery_id, created

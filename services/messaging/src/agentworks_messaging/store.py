@@ -1,0 +1,768 @@
+"""SQL for the messaging use cases: one method per use case, each one short transaction.
+
+Concurrency rests on PostgreSQL alone (P3): the conversation row lock orders positions
+and guards the turn queue, `ON CONFLICT` deduplicates retries, `FOR UPDATE SKIP LOCKED`
+lets replicas claim turns and sweep leases without stepping on each other, and
+`pg_notify` (sent at commit) wakes long-polls on every replica.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentworks.core.db import Database, notify
+from agentworks.core.errors import Conflict, NotFound, PreconditionFailed
+from agentworks_messaging import tables as t
+from agentworks_messaging.models import (
+    Delivery,
+    Message,
+    Page,
+    Receipt,
+    Target,
+    TargetKey,
+    Turn,
+)
+
+INBOX_CHANNEL = "messaging_inbox"
+TURN_CHANNEL = "messaging_turns"
+
+
+def _target(row: Any) -> Target:
+    return Target(
+        key=TargetKey(row.kind, row.name),
+        owner=row.owner,
+        free_text_ask=row.free_text_ask,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _message(row: Any) -> Message:
+    return Message(
+        id=str(row.id),
+        conversation_id=str(row.conversation_id),
+        inbox_id=str(row.inbox_id),
+        position=row.position,
+        direction=row.direction,
+        sender=row.sender,
+        text=row.text,
+        parts=row.parts,
+        created_at=row.created_at,
+    )
+
+
+def _delivery(row: Any, message: Message | None = None) -> Delivery:
+    return Delivery(
+        id=str(row.id),
+        conversation_id=str(row.conversation_id),
+        position=row.position,
+        kind=row.kind,
+        status=row.status,
+        text=row.text,
+        payload=bytes(row.payload) if row.payload is not None else None,
+        attributes=row.attributes,
+        turn_id=str(row.turn_id) if row.turn_id else None,
+        created_at=row.created_at,
+        message=message,
+    )
+
+
+def _uuid(value: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"{what} {value!r} not found") from None
+
+
+class MessagingStore:
+    """All SQL of the messaging service."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ targets
+
+    async def put_target(self, key: TargetKey, owner: str, free_text_ask: bool | None) -> Target:
+        stmt = (
+            pg_insert(t.targets)
+            .values(kind=key.kind, name=key.name, owner=owner, free_text_ask=free_text_ask)
+            .on_conflict_do_update(
+                index_elements=["kind", "name"],
+                set_={"owner": owner, "free_text_ask": free_text_ask, "updated_at": sa.func.now()},
+            )
+            .returning(*t.targets.c)
+        )
+        async with self.db.transaction() as conn:
+            return _target((await conn.execute(stmt)).one())
+
+    async def get_target(self, key: TargetKey) -> Target:
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.targets).where(
+                        t.targets.c.kind == key.kind, t.targets.c.name == key.name
+                    )
+                )
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"{key} is not registered")
+        return _target(row)
+
+    async def update_target(self, key: TargetKey, free_text_ask: bool | None) -> Target:
+        stmt = (
+            t.targets.update()
+            .where(t.targets.c.kind == key.kind, t.targets.c.name == key.name)
+            .values(free_text_ask=free_text_ask, updated_at=sa.func.now())
+            .returning(*t.targets.c)
+        )
+        async with self.db.transaction() as conn:
+            row = (await conn.execute(stmt)).one_or_none()
+        if row is None:
+            raise NotFound(f"{key} is not registered")
+        return _target(row)
+
+    # --------------------------------------------------------------------- send
+
+    async def _claim_submission(
+        self,
+        conn: AsyncConnection,
+        principal: str,
+        submission_id: str,
+        request_hash: str,
+        receipt: Receipt,
+    ) -> Receipt | None:
+        """Record the retry key; if it exists already, return its original receipt.
+
+        A concurrent retry blocks on the unique key until the first commits, then sees
+        its row: however many retries race, one message is stored (C4).
+        """
+        inserted = (
+            await conn.execute(
+                pg_insert(t.submissions)
+                .values(
+                    principal=principal,
+                    submission_id=submission_id,
+                    request_hash=request_hash,
+                    message_id=receipt.message_id,
+                    conversation_id=receipt.conversation_id,
+                    inbox_id=receipt.inbox_id,
+                )
+                .on_conflict_do_nothing()
+                .returning(t.submissions.c.principal)
+            )
+        ).first()
+        if inserted is not None:
+            return None
+        row = (
+            await conn.execute(
+                sa.select(t.submissions).where(
+                    t.submissions.c.principal == principal,
+                    t.submissions.c.submission_id == submission_id,
+                )
+            )
+        ).one()
+        if row.request_hash != request_hash:
+            raise Conflict(
+                f"submission_id {submission_id!r} was already used for a different message; "
+                "use a new submission_id for new content"
+            )
+        return Receipt(str(row.message_id), str(row.conversation_id), str(row.inbox_id))
+
+    async def _append_message(
+        self,
+        conn: AsyncConnection,
+        *,
+        conversation_id: str,
+        inbox_id: str,
+        message_id: str,
+        direction: str,
+        sender: str,
+        channel: str,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+    ) -> None:
+        """Store a message at the conversation's next position; queue it if inbound."""
+        inbound = direction == "to_target"
+        conv = t.conversations
+        values: dict[str, Any] = {"last_position": conv.c.last_position + (2 if inbound else 1)}
+        if inbound:
+            values["pending_deliveries"] = conv.c.pending_deliveries + 1
+            values["oldest_pending_at"] = sa.func.coalesce(conv.c.oldest_pending_at, sa.func.now())
+        row = (
+            await conn.execute(
+                conv.update()
+                .where(conv.c.id == conversation_id)
+                .values(**values)
+                .returning(
+                    conv.c.last_position,
+                    conv.c.active_turn_id,
+                    conv.c.target_kind,
+                    conv.c.target_name,
+                )
+            )
+        ).one()
+        position = row.last_position - 1 if inbound else row.last_position
+        await conn.execute(
+            t.messages.insert().values(
+                id=message_id,
+                conversation_id=conversation_id,
+                position=position,
+                inbox_id=inbox_id,
+                direction=direction,
+                sender=sender,
+                channel=channel,
+                text=text,
+                parts=parts,
+            )
+        )
+        if inbound:
+            await conn.execute(
+                t.deliveries.insert().values(
+                    id=uuid.uuid4(),
+                    conversation_id=conversation_id,
+                    position=row.last_position,
+                    kind="message",
+                    message_id=message_id,
+                )
+            )
+            if row.active_turn_id is None:
+                await conn.execute(notify(TURN_CHANNEL, f"{row.target_kind}:{row.target_name}"))
+        else:
+            await conn.execute(notify(INBOX_CHANNEL, inbox_id))
+
+    async def send_new(
+        self,
+        *,
+        principal: str,
+        key: TargetKey,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+        channel: str,
+        submission_id: str,
+        request_hash: str,
+        refuse_if_disabled: bool,
+    ) -> Receipt:
+        """Start a conversation with a target, with a new inbox bound to the caller."""
+        receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()))
+        async with self.db.transaction() as conn:
+            if submission_id:
+                earlier = await self._claim_submission(
+                    conn, principal, submission_id, request_hash, receipt
+                )
+                if earlier is not None:
+                    return earlier
+            target = (
+                await conn.execute(
+                    sa.select(t.targets).where(
+                        t.targets.c.kind == key.kind, t.targets.c.name == key.name
+                    )
+                )
+            ).one_or_none()
+            if target is None:
+                raise NotFound(f"{key} is not registered")
+            if refuse_if_disabled and target.free_text_ask is False:
+                raise _messaging_disabled(key)
+            await conn.execute(
+                t.conversations.insert().values(
+                    id=receipt.conversation_id,
+                    target_kind=key.kind,
+                    target_name=key.name,
+                    started_by=principal,
+                )
+            )
+            await conn.execute(
+                t.inboxes.insert().values(
+                    id=receipt.inbox_id,
+                    conversation_id=receipt.conversation_id,
+                    principal=principal,
+                )
+            )
+            await self._append_message(
+                conn,
+                conversation_id=receipt.conversation_id,
+                inbox_id=receipt.inbox_id,
+                message_id=receipt.message_id,
+                direction="to_target",
+                sender=principal,
+                channel=channel,
+                text=text,
+                parts=parts,
+            )
+        return receipt
+
+    async def send_continue(
+        self,
+        *,
+        principal: str,
+        inbox_id: str,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+        channel: str,
+        submission_id: str,
+        request_hash: str,
+        refuse_if_disabled: bool,
+    ) -> Receipt:
+        """Continue the conversation of an inbox bound to the caller (C3)."""
+        inbox_uuid = _uuid(inbox_id, "inbox")
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(
+                        t.inboxes.c.conversation_id,
+                        t.inboxes.c.principal,
+                        t.targets.c.kind,
+                        t.targets.c.name,
+                        t.targets.c.free_text_ask,
+                    )
+                    .select_from(
+                        t.inboxes.join(
+                            t.conversations, t.conversations.c.id == t.inboxes.c.conversation_id
+                        ).join(
+                            t.targets,
+                            sa.and_(
+                                t.targets.c.kind == t.conversations.c.target_kind,
+                                t.targets.c.name == t.conversations.c.target_name,
+                            ),
+                        )
+                    )
+                    .where(t.inboxes.c.id == inbox_uuid)
+                )
+            ).one_or_none()
+            if row is None or row.principal != principal:
+                raise NotFound(f"inbox {inbox_id!r} not found")
+            receipt = Receipt(str(uuid.uuid4()), str(row.conversation_id), inbox_id)
+            if submission_id:
+                earlier = await self._claim_submission(
+                    conn, principal, submission_id, request_hash, receipt
+                )
+                if earlier is not None:
+                    return earlier
+            if refuse_if_disabled and row.free_text_ask is False:
+                raise _messaging_disabled(TargetKey(row.kind, row.name))
+            await self._append_message(
+                conn,
+                conversation_id=receipt.conversation_id,
+                inbox_id=inbox_id,
+                message_id=receipt.message_id,
+                direction="to_target",
+                sender=principal,
+                channel=channel,
+                text=text,
+                parts=parts,
+            )
+        return receipt
+
+    async def inbox_target(self, inbox_id: str) -> tuple[str, TargetKey, str]:
+        """(conversation_id, target, bound principal) of an inbox."""
+        inbox_uuid = _uuid(inbox_id, "inbox")
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(
+                        t.inboxes.c.conversation_id,
+                        t.inboxes.c.principal,
+                        t.conversations.c.target_kind,
+                        t.conversations.c.target_name,
+                    )
+                    .select_from(
+                        t.inboxes.join(
+                            t.conversations, t.conversations.c.id == t.inboxes.c.conversation_id
+                        )
+                    )
+                    .where(t.inboxes.c.id == inbox_uuid)
+                )
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        return (
+            str(row.conversation_id),
+            TargetKey(row.target_kind, row.target_name),
+            row.principal,
+        )
+
+    async def agent_reply(
+        self,
+        *,
+        principal: str,
+        inbox_id: str,
+        conversation_id: str,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+        submission_id: str,
+        request_hash: str,
+    ) -> Receipt:
+        """An agent's explicit message to the conversation's inbox (C6)."""
+        receipt = Receipt(str(uuid.uuid4()), conversation_id, inbox_id)
+        async with self.db.transaction() as conn:
+            if submission_id:
+                earlier = await self._claim_submission(
+                    conn, principal, submission_id, request_hash, receipt
+                )
+                if earlier is not None:
+                    return earlier
+            await self._append_message(
+                conn,
+                conversation_id=conversation_id,
+                inbox_id=inbox_id,
+                message_id=receipt.message_id,
+                direction="to_inbox",
+                sender=principal,
+                channel="programmatic",
+                text=text,
+                parts=parts,
+            )
+        return receipt
+
+    # --------------------------------------------------------------------- read
+
+    async def inbox_principal(self, inbox_id: str) -> str | None:
+        inbox_uuid = _uuid(inbox_id, "inbox")
+        async with self.db.transaction() as conn:
+            return (
+                await conn.execute(
+                    sa.select(t.inboxes.c.principal).where(t.inboxes.c.id == inbox_uuid)
+                )
+            ).scalar_one_or_none()
+
+    async def read_inbox(self, inbox_id: str, after: int, limit: int) -> list[Message]:
+        m = t.messages
+        async with self.db.transaction() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(m)
+                    .where(
+                        m.c.inbox_id == inbox_id,
+                        m.c.direction == "to_inbox",
+                        m.c.position > after,
+                    )
+                    .order_by(m.c.position)
+                    .limit(limit)
+                )
+            ).all()
+        return [_message(r) for r in rows]
+
+    async def conversation(self, conversation_id: str) -> tuple[TargetKey, str, str]:
+        """(target, target owner, inbox principal) of a conversation."""
+        conv_uuid = _uuid(conversation_id, "conversation")
+        c = t.conversations
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(
+                        c.c.target_kind, c.c.target_name, t.targets.c.owner, t.inboxes.c.principal
+                    )
+                    .select_from(
+                        c.join(
+                            t.targets,
+                            sa.and_(
+                                t.targets.c.kind == c.c.target_kind,
+                                t.targets.c.name == c.c.target_name,
+                            ),
+                        ).join(t.inboxes, t.inboxes.c.conversation_id == c.c.id)
+                    )
+                    .where(c.c.id == conv_uuid)
+                )
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"conversation {conversation_id!r} not found")
+        return TargetKey(row.target_kind, row.target_name), row.owner, row.principal
+
+    async def transcript(self, conversation_id: str, after: int, limit: int) -> Page:
+        m, d = t.messages, t.deliveries
+        async with self.db.transaction() as conn:
+            msgs = (
+                await conn.execute(
+                    sa.select(m)
+                    .where(m.c.conversation_id == conversation_id, m.c.position > after)
+                    .order_by(m.c.position)
+                    .limit(limit)
+                )
+            ).all()
+            dels = (
+                await conn.execute(
+                    sa.select(d)
+                    .where(d.c.conversation_id == conversation_id, d.c.position > after)
+                    .order_by(d.c.position)
+                    .limit(limit)
+                )
+            ).all()
+        entries: list[Message | Delivery] = [_message(r) for r in msgs] + [
+            _delivery(r) for r in dels
+        ]
+        entries.sort(key=lambda e: e.position)
+        entries = entries[:limit]
+        return Page(entries, entries[-1].position if entries else after)
+
+    # -------------------------------------------------------------------- turns
+
+    async def claim_turn(
+        self, runtime: str, keys: Sequence[TargetKey], lease: timedelta
+    ) -> Turn | None:
+        """Take the oldest claimable conversation of these targets as one turn (C10)."""
+        c = t.conversations
+        by_kind: dict[str, list[str]] = {}
+        for key in keys:
+            by_kind.setdefault(key.kind, []).append(key.name)
+        target_filter = sa.or_(
+            *(
+                sa.and_(c.c.target_kind == kind, c.c.target_name.in_(names))
+                for kind, names in by_kind.items()
+            )
+        )
+        async with self.db.transaction() as conn:
+            conv = (
+                await conn.execute(
+                    sa.select(c.c.id, c.c.target_kind, c.c.target_name)
+                    .where(target_filter, c.c.pending_deliveries > 0, c.c.active_turn_id.is_(None))
+                    .order_by(c.c.oldest_pending_at)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                )
+            ).one_or_none()
+            if conv is None:
+                return None
+            turn_id = uuid.uuid4()
+            lease_expires_at = (
+                await conn.execute(
+                    t.turns.insert()
+                    .values(
+                        id=turn_id,
+                        conversation_id=conv.id,
+                        runtime=runtime,
+                        status="active",
+                        lease_expires_at=sa.func.now() + lease,
+                    )
+                    .returning(t.turns.c.lease_expires_at)
+                )
+            ).scalar_one()
+            await conn.execute(
+                c.update()
+                .where(c.c.id == conv.id)
+                .values(pending_deliveries=0, oldest_pending_at=None, active_turn_id=turn_id)
+            )
+            d = t.deliveries
+            rows = (
+                await conn.execute(
+                    d.update()
+                    .where(d.c.conversation_id == conv.id, d.c.status == "pending")
+                    .values(status="in_turn", turn_id=turn_id)
+                    .returning(*d.c)
+                )
+            ).all()
+            message_ids = [r.message_id for r in rows if r.message_id is not None]
+            messages = {}
+            if message_ids:
+                messages = {
+                    r.id: _message(r)
+                    for r in (
+                        await conn.execute(
+                            sa.select(t.messages).where(t.messages.c.id.in_(message_ids))
+                        )
+                    ).all()
+                }
+            inbox_id = (
+                await conn.execute(
+                    sa.select(t.inboxes.c.id).where(t.inboxes.c.conversation_id == conv.id)
+                )
+            ).scalar_one()
+        deliveries = sorted(
+            (_delivery(r, messages.get(r.message_id)) for r in rows), key=lambda x: x.position
+        )
+        return Turn(
+            id=str(turn_id),
+            conversation_id=str(conv.id),
+            target=TargetKey(conv.target_kind, conv.target_name),
+            reply_inbox_id=str(inbox_id),
+            lease_expires_at=lease_expires_at,
+            deliveries=deliveries,
+        )
+
+    async def _active_turn(self, conn: AsyncConnection, turn_id: str, runtime: str) -> Any:
+        turn_uuid = _uuid(turn_id, "turn")
+        row = (
+            await conn.execute(
+                sa.select(t.turns).where(t.turns.c.id == turn_uuid).with_for_update()
+            )
+        ).one_or_none()
+        if row is None or row.runtime != runtime:
+            raise NotFound(f"turn {turn_id!r} not found")
+        if row.status == "interrupted":
+            raise PreconditionFailed(
+                f"turn {turn_id} lost its lease and was recorded as interrupted; its deliveries "
+                "are not resent — read the transcript and decide whether to act"
+            )
+        if row.status != "active":
+            raise PreconditionFailed(f"turn {turn_id} is already {row.status}")
+        return row
+
+    async def heartbeat(self, turn_id: str, runtime: str, lease: timedelta) -> Any:
+        async with self.db.transaction() as conn:
+            await self._active_turn(conn, turn_id, runtime)
+            return (
+                await conn.execute(
+                    t.turns.update()
+                    .where(t.turns.c.id == turn_id)
+                    .values(lease_expires_at=sa.func.now() + lease)
+                    .returning(t.turns.c.lease_expires_at)
+                )
+            ).scalar_one()
+
+    async def complete_turn(self, turn_id: str, runtime: str) -> None:
+        async with self.db.transaction() as conn:
+            turn = await self._active_turn(conn, turn_id, runtime)
+            await self._end_turns(conn, [turn.id], "completed", "handled")
+
+    async def _end_turns(
+        self, conn: AsyncConnection, turn_ids: list[Any], turn_status: str, delivery_status: str
+    ) -> None:
+        await conn.execute(
+            t.turns.update()
+            .where(t.turns.c.id.in_(turn_ids))
+            .values(status=turn_status, ended_at=sa.func.now())
+        )
+        await conn.execute(
+            t.deliveries.update()
+            .where(t.deliveries.c.turn_id.in_(turn_ids))
+            .values(status=delivery_status)
+        )
+        c = t.conversations
+        freed = (
+            await conn.execute(
+                c.update()
+                .where(c.c.active_turn_id.in_(turn_ids))
+                .values(active_turn_id=None)
+                .returning(c.c.target_kind, c.c.target_name, c.c.pending_deliveries)
+            )
+        ).all()
+        for key in {f"{r.target_kind}:{r.target_name}" for r in freed if r.pending_deliveries}:
+            await conn.execute(notify(TURN_CHANNEL, key))
+
+    async def interrupt_expired_turns(self, batch: int = 100) -> int:
+        """Record turns whose lease ran out as interrupted; their deliveries too (C11)."""
+        async with self.db.transaction() as conn:
+            ids = (
+                (
+                    await conn.execute(
+                        sa.select(t.turns.c.id)
+                        .where(
+                            t.turns.c.status == "active", t.turns.c.lease_expires_at < sa.func.now()
+                        )
+                        .limit(batch)
+                        .with_for_update(skip_locked=True)
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            if ids:
+                await self._end_turns(conn, list(ids), "interrupted", "interrupted")
+        return len(ids)
+
+    async def purge_submissions(self, older_than: timedelta) -> int:
+        async with self.db.transaction() as conn:
+            result = await conn.execute(
+                t.submissions.delete().where(
+                    t.submissions.c.created_at < sa.func.now() - older_than
+                )
+            )
+        return result.rowcount or 0
+
+    # --------------------------------------------------------------- deliveries
+
+    async def enqueue_delivery(self, **kwargs: Any) -> tuple[str, bool]:
+        """Queue a delivery once per idempotency key (S6, F13); (delivery_id, created)."""
+        try:
+            return await self._enqueue_once(**kwargs)
+        except _RetryEnqueue:
+            # A concurrent request with the same key committed first; now we see it.
+            return await self._enqueue_once(**kwargs)
+
+    async def _enqueue_once(
+        self,
+        *,
+        conversation_id: str,
+        kind: str,
+        text: str,
+        payload: bytes | None,
+        attributes: dict[str, Any] | None,
+        idempotency_key: str,
+    ) -> tuple[str, bool]:
+        conv_uuid = _uuid(conversation_id, "conversation")
+        c, d = t.conversations, t.deliveries
+        async with self.db.transaction() as conn:
+            existing = (
+                await conn.execute(
+                    sa.select(d.c.id, d.c.conversation_id).where(
+                        d.c.idempotency_key == idempotency_key
+                    )
+                )
+            ).one_or_none()
+            if existing is not None:
+                return _same_key(existing, conv_uuid, idempotency_key), False
+            row = (
+                await conn.execute(
+                    c.update()
+                    .where(c.c.id == conv_uuid)
+                    .values(
+                        last_position=c.c.last_position + 1,
+                        pending_deliveries=c.c.pending_deliveries + 1,
+                        oldest_pending_at=sa.func.coalesce(c.c.oldest_pending_at, sa.func.now()),
+                    )
+                    .returning(
+                        c.c.last_position, c.c.active_turn_id, c.c.target_kind, c.c.target_name
+                    )
+                )
+            ).one_or_none()
+            if row is None:
+                raise NotFound(f"conversation {conversation_id!r} not found")
+            delivery_id = uuid.uuid4()
+            inserted = (
+                await conn.execute(
+                    pg_insert(d)
+                    .values(
+                        id=delivery_id,
+                        conversation_id=conv_uuid,
+                        position=row.last_position,
+                        kind=kind,
+                        text=text,
+                        payload=payload,
+                        attributes=attributes,
+                        idempotency_key=idempotency_key,
+                    )
+                    .on_conflict_do_nothing(index_elements=["idempotency_key"])
+                    .returning(d.c.id)
+                )
+            ).first()
+            if inserted is None:
+                # A concurrent request with the same key won: undo our bookkeeping.
+                raise _RetryEnqueue()
+            if row.active_turn_id is None:
+                await conn.execute(notify(TURN_CHANNEL, f"{row.target_kind}:{row.target_name}"))
+        return str(delivery_id), True
+
+
+class _RetryEnqueue(Exception):
+    """Raised inside the transaction to roll it back when a concurrent twin committed."""
+
+
+def _same_key(existing: Any, conv_uuid: uuid.UUID, key: str) -> str:
+    if existing.conversation_id != conv_uuid:
+        raise Conflict(
+            f"idempotency_key {key!r} was already used for another conversation; "
+            "keys must be unique per occurrence"
+        )
+    return str(existing.id)
+
+
+def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
+    return PreconditionFailed(
+        f"{key} has agent messaging turned off (capabilities.free_text_ask = false): "
+        "conversational messages are refused; call one of its declared functions instead"
+    )
