@@ -1,0 +1,10 @@
+"""Typed clients for the services. Application code uses these, never `*_pb2_grpc`.
+
+Each method takes plain arguments, sends a signed identity and a deadline, and raises
+`agentworks.core.errors.AgentWorksError` subclasses on failure. One module per service.
+"""
+
+from agentworks.core.clients.common import struct, target_ref, target_str
+from agentworks.core.clients.messaging import MessagingClient
+
+__all__ = ["MessagingClient", "struct", "target_ref", "target_str"]

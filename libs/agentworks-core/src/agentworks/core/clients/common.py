@@ -1,0 +1,44 @@
+"""Typed clients for the services. Application code uses these, never `*_pb2_grpc`.
+
+Each method takes plain arguments, sends a signed identity and a deadline, and raises
+`agentworks.core.errors.AgentWorksError` subclasses on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+from agentworks.common.v1 import common_pb2
+
+TargetKind = common_pb2.TargetKind
+_KINDS = {"crew": TargetKind.TARGET_KIND_CREW, "workflow": TargetKind.TARGET_KIND_WORKFLOW}
+_KIND_NAMES = {v: k for k, v in _KINDS.items()}
+
+# Long-polls get this much longer than they wait, so the deadline never cuts a wait short.
+LONG_POLL_SLACK_SECONDS = 10.0
+
+
+def target_ref(target: str | common_pb2.TargetRef) -> common_pb2.TargetRef:
+    """`crew:demo` / `workflow:wf-1` (or a TargetRef) as a TargetRef."""
+    if isinstance(target, common_pb2.TargetRef):
+        return target
+    kind, sep, name = target.partition(":")
+    if not sep or kind not in _KINDS:
+        raise ValueError(f"target {target!r} must look like crew:<name> or workflow:<id>")
+    return common_pb2.TargetRef(kind=_KINDS[kind], name=name)
+
+
+def target_str(ref: common_pb2.TargetRef) -> str:
+    """A TargetRef as `crew:<name>` / `workflow:<id>`."""
+    return f"{_KIND_NAMES.get(ref.kind, 'unknown')}:{ref.name}"
+
+
+def struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct | None:
+    if value is None:
+        return None
+    s = struct_pb2.Struct()
+    s.update(dict(value))
+    return s
