@@ -9,29 +9,30 @@ from __future__ import annotations
 
 import pytest
 
-
-def service_env(database_url: str, internal_key: str, prefix: str, **extra: str) -> dict[str, str]:
-    """The environment a service would get, for `Config.from_env(environ=...)`."""
-    env = {
-        f"{prefix}_DATABASE_URL": database_url,
-        f"{prefix}_LISTEN": "127.0.0.1:0",
-        "AGENTWORKS_INTERNAL_KEY": internal_key,
-        "LOG_JSON": "false",
-    }
-    env.update(extra)
-    return env
+from agentworks.core.testing import service_env
 
 
 @pytest.fixture
-async def messaging(database_url: str, internal_key: str):
-    """The messaging service, running in-process; `.address` is its host:port."""
+async def start_messaging(database_url: str, internal_key: str):
+    """`await start_messaging()` starts one more messaging replica on the test database."""
     from agentworks_messaging.config import Config
     from agentworks_messaging.server import start
 
-    running = await start(
-        Config.from_env(
-            service_env(database_url, internal_key, "MESSAGING", MESSAGING_SWEEP_SECONDS="0.2")
-        )
-    )
-    yield running
-    await running.stop(0)
+    started = []
+
+    async def make(**extra: str):
+        env = service_env(database_url, internal_key, "MESSAGING", MESSAGING_SWEEP_SECONDS="0.2")
+        env.update(extra)
+        running = await start(Config.from_env(env))
+        started.append(running)
+        return running
+
+    yield make
+    for running in started:
+        await running.stop(0)
+
+
+@pytest.fixture
+async def messaging(start_messaging):
+    """The messaging service, running in-process; `.address` is its host:port."""
+    return await start_messaging()

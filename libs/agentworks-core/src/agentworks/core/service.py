@@ -27,6 +27,7 @@ class Running:
     database: Database
     background: list[asyncio.Task[None]] = field(default_factory=list)
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    stopped: bool = False
 
     @property
     def port(self) -> int:
@@ -37,6 +38,10 @@ class Running:
         return f"127.0.0.1:{self.server.port}"
 
     async def stop(self, grace: float = 5.0) -> None:
+        """Drain and stop; calling it again does nothing."""
+        if self.stopped:
+            return
+        self.stopped = True
         await self.server.stop(grace)
         for task in self.background:
             task.cancel()

@@ -30,6 +30,18 @@ SERVICE_SCHEMAS = [
 ]
 
 
+def service_env(database_url: str, internal_key: str, prefix: str, **extra: str) -> dict[str, str]:
+    """The environment a service would get, for `Config.from_env(environ=...)`."""
+    env = {
+        f"{prefix}_DATABASE_URL": database_url,
+        f"{prefix}_LISTEN": "127.0.0.1:0",
+        "AGENTWORKS_INTERNAL_KEY": internal_key,
+        "LOG_JSON": "false",
+    }
+    env.update(extra)
+    return env
+
+
 def _docker_answers() -> bool:
     try:
         import docker

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentworks.core.config import Env
+from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import check_principal
 
 # ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
@@ -74,8 +75,8 @@ class RuntimeConfig:
             )
         try:
             check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
-        except Exception as exc:
-            raise ValueError(str(exc)) from None
+        except InvalidArgument as exc:
+            raise ValueError(exc.message) from None
         if not self.targets:
             raise ValueError(
                 "AGENTWORKS_RUNTIME_TARGETS is not set: a comma-separated list such as crew:demo"

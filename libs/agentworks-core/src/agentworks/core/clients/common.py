@@ -1,8 +1,4 @@
-"""Typed clients for the services. Application code uses these, never `*_pb2_grpc`.
-
-Each method takes plain arguments, sends a signed identity and a deadline, and raises
-`agentworks.core.errors.AgentWorksError` subclasses on failure.
-"""
+"""Helpers shared by the typed clients: target references, structs, deadlines."""
 
 from __future__ import annotations
 

@@ -1,0 +1,5 @@
+import sys
+
+from agentworks.runtime.cli import main
+
+sys.exit(main())

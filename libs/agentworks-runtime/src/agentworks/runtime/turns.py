@@ -1,0 +1,367 @@
+"""Turn workers: claim turns, keep their leases alive, run a handler, complete them (R1).
+
+A `TurnWorker` long-polls `ClaimTurn` for the targets it serves. For each turn it starts a
+background heartbeat, calls the handler with a `TurnContext`, and completes the turn.
+
+Replies are explicit (C6): the handler sends messages with `TurnContext.send_message`,
+which always goes to the turn's trusted reply address. Whatever the handler returns is
+logged as ignored and never forwarded.
+
+Failure policy:
+
+- A handler that raises is logged and its turn is still completed. The runtime is alive
+  and chose to end the turn, so the conversation's queue is freed at once instead of
+  being blocked until the lease expires; the deliveries are not resent (C5, C11). A
+  handler that wants the caller to know about a failure says so with `send_message`.
+- A lost lease (`FAILED_PRECONDITION` on heartbeat or complete) is logged and not
+  retried: the service has recorded the turn as `interrupted` (C11). The handler may
+  watch `TurnContext.lease_lost`.
+- A worker that is cancelled (the process is going away without a graceful stop) leaves
+  its turn unfinished; the lease expires and the service marks it `interrupted`.
+- `UNAVAILABLE` while claiming backs off exponentially (with jitter) and reconnects.
+- `stop()` (SIGTERM) finishes the current turn, completes it, then `run()` returns. A
+  claim long-poll in flight is cancelled; if the service had already granted it, the
+  granted turn is handled before returning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pathlib
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from agentworks.common.v1 import common_pb2
+from agentworks.core import errors
+from agentworks.core.clients import MessagingClient, target_ref, target_str
+from agentworks.core.identity import Minter
+from agentworks.messaging.v1 import messaging_pb2 as m
+
+log = structlog.get_logger("agentworks.runtime")
+
+DELIVERY_KINDS: dict[int, str] = {
+    m.DELIVERY_KIND_MESSAGE: "message",
+    m.DELIVERY_KIND_WAKE_UP: "wake_up",
+    m.DELIVERY_KIND_SCHEDULE: "schedule",
+    m.DELIVERY_KIND_WEBHOOK: "webhook",
+    m.DELIVERY_KIND_FUNCTION_COMPLETED: "function_completed",
+}
+
+# Errors that mean the configuration is wrong; retrying cannot help.
+_FATAL = (errors.Unauthenticated, errors.InvalidArgument)
+# Errors worth retrying quickly: the service or the network is briefly away.
+_TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
+
+
+def delivery_kind(delivery: m.Delivery) -> str:
+    """The contract name of a delivery's kind: message, wake_up, schedule, webhook, ..."""
+    return DELIVERY_KINDS.get(delivery.kind, "unknown")
+
+
+class Backoff:
+    """Exponential backoff with full jitter, reset after a success."""
+
+    def __init__(self, initial: float = 0.5, maximum: float = 10.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.attempt = 0
+
+    def next(self) -> float:
+        """The delay before the next attempt."""
+        ceiling = min(self.maximum, self.initial * (2**self.attempt))
+        self.attempt += 1
+        return random.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        """Start again from the initial delay."""
+        self.attempt = 0
+
+
+@dataclass
+class TurnContext:
+    """What a handler gets for one turn: its deliveries and the explicit reply tool."""
+
+    turn: m.Turn
+    client: MessagingClient
+    log: Any
+    lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
+    sent: list[m.SendReceipt] = field(default_factory=list)
+
+    @property
+    def turn_id(self) -> str:
+        """The claimed turn's id."""
+        return self.turn.turn_id
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation this turn belongs to."""
+        return self.turn.conversation_id
+
+    @property
+    def target(self) -> str:
+        """The crew or workflow served, as `crew:<name>` / `workflow:<id>`."""
+        return target_str(self.turn.target)
+
+    @property
+    def reply_inbox_id(self) -> str:
+        """The trusted reply address: the conversation's inbox (C6)."""
+        return self.turn.reply_inbox_id
+
+    @property
+    def deliveries(self) -> list[m.Delivery]:
+        """The deliveries in this turn, oldest first."""
+        return list(self.turn.deliveries)
+
+    @property
+    def messages(self) -> list[m.Message]:
+        """The messages among the deliveries, oldest first."""
+        return [d.message for d in self.turn.deliveries if d.kind == m.DELIVERY_KIND_MESSAGE]
+
+    async def send_message(
+        self, text: str, *, parts: Sequence[common_pb2.Part] = (), attempts: int = 3
+    ) -> m.SendReceipt:
+        """Send `text` as this agent to the conversation's inbox (the only reply path, C6).
+
+        Retries on UNAVAILABLE with a per-turn submission id, so a retry never sends
+        the message twice (C4).
+        """
+        submission_id = f"turn:{self.turn_id}:{len(self.sent) + 1}"
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, attempts + 1):
+            try:
+                receipt = await self.client.send_message(
+                    self.reply_inbox_id, text, parts=parts, submission_id=submission_id
+                )
+            except _TRANSIENT as exc:
+                if attempt == attempts:
+                    raise
+                delay = backoff.next()
+                self.log.warning("reply.retry", error=exc.message, retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
+                continue
+            self.sent.append(receipt)
+            self.log.info("reply.sent", message_id=receipt.message_id)
+            return receipt
+        raise AssertionError("unreachable")
+
+
+TurnHandler = Callable[[TurnContext], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How one turn ended, for callers that watch the worker (tests, metrics)."""
+
+    turn_id: str
+    conversation_id: str
+    completed: bool
+    lease_lost: bool
+    error: BaseException | None = None
+
+
+class TurnWorker:
+    """Claims turns for some targets and runs a handler for each (R1, C6, C10, C11)."""
+
+    def __init__(
+        self,
+        messaging_address: str | None,
+        identity: Minter,
+        targets: Sequence[str],
+        handler: TurnHandler,
+        *,
+        client: MessagingClient | None = None,
+        wait_seconds: int = 20,
+        lease_seconds: int = 30,
+        heartbeat_seconds: float | None = None,
+        concurrency: int = 1,
+        health_file: str = "",
+        on_finished: Callable[[TurnOutcome], None] | None = None,
+    ) -> None:
+        if not targets:
+            raise ValueError("a turn worker needs at least one target, e.g. crew:demo")
+        for target in targets:
+            target_ref(target)  # raises ValueError naming the bad target
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.targets = tuple(targets)
+        self.handler = handler
+        self.identity = identity
+        self._owns_client = client is None
+        self.client = client or MessagingClient(messaging_address, identity=identity, timeout=10)
+        self.wait_seconds = wait_seconds
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
+        self.concurrency = concurrency
+        self.health_file = pathlib.Path(health_file) if health_file else None
+        self.on_finished = on_finished
+        self._stopping = asyncio.Event()
+        self.log = log.bind(principal=identity.principal, targets=",".join(self.targets))
+
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop()` was called."""
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Finish the turns in hand, claim no more, and let `run()` return."""
+        if not self._stopping.is_set():
+            self.log.info("worker.stopping")
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve turns until `stop()`; raises on configuration errors (bad key, targets)."""
+        self.log.info(
+            "worker.started", concurrency=self.concurrency, lease_seconds=self.lease_seconds
+        )
+        try:
+            async with asyncio.TaskGroup() as group:
+                for slot in range(self.concurrency):
+                    group.create_task(self._serve(slot))
+        except BaseExceptionGroup as group:
+            # Every slot fails the same way (bad key, unknown target): report it plainly.
+            raise group.exceptions[0] from None
+        finally:
+            if self._owns_client:
+                await self.client.close()
+            self.log.info("worker.stopped")
+
+    async def _serve(self, slot: int) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            try:
+                turn = await self._claim()
+            except _FATAL as exc:
+                self.log.error("turn.claim_refused", code=exc.code.name, error=exc.message)
+                raise
+            except _TRANSIENT as exc:
+                await self._pause("turn.claim_unavailable", exc, backoff)
+                continue
+            except errors.AgentWorksError as exc:
+                # NOT_FOUND / PERMISSION_DENIED: the target may not be registered yet.
+                await self._pause("turn.claim_failed", exc, backoff)
+                continue
+            backoff.reset()
+            self._touch_health()
+            if turn is not None:
+                await self._handle(turn)
+
+    async def _pause(self, event: str, exc: errors.AgentWorksError, backoff: Backoff) -> None:
+        delay = backoff.next()
+        self.log.warning(event, code=exc.code.name, error=exc.message, retry_in=round(delay, 2))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def _claim(self) -> m.Turn | None:
+        claim = asyncio.ensure_future(
+            self.client.claim_turn(
+                self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
+            )
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not claim.done():
+                claim.cancel()
+            # Never raises: lets a claim the service granted just before the cancel land.
+            await asyncio.wait({claim})
+        if claim.cancelled():
+            return None
+        return claim.result()
+
+    async def _handle(self, turn: m.Turn) -> None:
+        bound = self.log.bind(turn_id=turn.turn_id, conversation_id=turn.conversation_id)
+        ctx = TurnContext(turn=turn, client=self.client, log=bound)
+        bound.info(
+            "turn.started",
+            deliveries=len(turn.deliveries),
+            kinds=",".join(delivery_kind(d) for d in turn.deliveries),
+        )
+        heartbeat = asyncio.create_task(self._heartbeat(ctx))
+        error: BaseException | None = None
+        started = time.monotonic()
+        try:
+            result = await self.handler(ctx)
+            if result is not None:
+                # C6: final chat text is never forwarded; only send_message replies.
+                bound.info("turn.return_value_ignored", type=type(result).__name__)
+        except asyncio.CancelledError:
+            bound.warning("turn.abandoned", reason="worker cancelled; the lease will expire")
+            raise
+        except Exception as exc:
+            error = exc
+            bound.exception("turn.handler_failed", error=repr(exc))
+        finally:
+            heartbeat.cancel()
+            await asyncio.wait({heartbeat})
+        completed = False
+        if not ctx.lease_lost.is_set():
+            completed = await self._complete(ctx)
+        bound.info(
+            "turn.finished",
+            completed=completed,
+            lease_lost=ctx.lease_lost.is_set(),
+            replies=len(ctx.sent),
+            seconds=round(time.monotonic() - started, 3),
+        )
+        if self.on_finished is not None:
+            self.on_finished(
+                TurnOutcome(
+                    turn_id=turn.turn_id,
+                    conversation_id=turn.conversation_id,
+                    completed=completed,
+                    lease_lost=ctx.lease_lost.is_set(),
+                    error=error,
+                )
+            )
+
+    async def _heartbeat(self, ctx: TurnContext) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                await self.client.heartbeat_turn(ctx.turn_id, lease_seconds=self.lease_seconds)
+            except errors.PreconditionFailed as exc:
+                ctx.log.warning("turn.lease_lost", error=exc.message)
+                ctx.lease_lost.set()
+                return
+            except errors.AgentWorksError as exc:
+                # Transient: the next beat (lease/3 later) tries again before expiry.
+                ctx.log.warning("turn.heartbeat_failed", code=exc.code.name, error=exc.message)
+            else:
+                self._touch_health()
+
+    async def _complete(self, ctx: TurnContext) -> bool:
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, 4):
+            try:
+                await self.client.complete_turn(ctx.turn_id)
+                return True
+            except errors.PreconditionFailed as exc:
+                ctx.lease_lost.set()
+                ctx.log.warning("turn.lease_lost", error=exc.message)
+                return False
+            except _TRANSIENT as exc:
+                if attempt == 3:
+                    ctx.log.error("turn.complete_failed", code=exc.code.name, error=exc.message)
+                    return False
+                await asyncio.sleep(backoff.next())
+            except errors.AgentWorksError as exc:
+                ctx.log.error("turn.complete_failed", code=exc.code.name, error=exc.message)
+                return False
+        return False
+
+    def _touch_health(self) -> None:
+        if self.health_file is not None:
+            try:
+                self.health_file.touch()
+            except OSError as exc:
+                self.log.warning(
+                    "health_file.unwritable", path=str(self.health_file), error=str(exc)
+                )

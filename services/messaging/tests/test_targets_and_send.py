@@ -1,0 +1,212 @@
+"""Targets, sending, retries and the messaging switch (C1-C5, C8, A3, A4, P6)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import psycopg
+import pytest
+
+from agentworks.core.clients import MessagingClient
+from agentworks.core.errors import (
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+)
+from agentworks.messaging.v1 import messaging_pb2 as pb
+
+
+def count(database_url: str, table: str) -> int:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(f"SELECT count(*) FROM messaging.{table}").fetchone()[0]
+
+
+async def test_registering_needs_operator_and_free_text_ask_defaults_on_C1(clients, operator):
+    """C1: operators register targets; the messaging switch is on unless set false."""
+    stranger = await clients("user:mallory")
+    with pytest.raises(PermissionDenied):
+        await stranger.register_target("crew:sales", owner="user:mallory")
+
+    target = await operator.register_target("crew:sales", owner="user:owner")
+    assert target.owner == "user:owner"
+    assert not target.capabilities.HasField("free_text_ask")  # unset means on
+
+    workflow = await operator.register_target("workflow:wf-1", owner="user:owner")
+    assert workflow.ref.kind == 2
+
+
+async def test_only_the_owner_changes_settings_C1(clients, demo):
+    """C1: the owner (not a stranger) turns agent messaging off and on."""
+    owner = await clients("user:owner")
+    stranger = await clients("user:mallory")
+    with pytest.raises(PermissionDenied):
+        await stranger.update_target(demo, free_text_ask=False)
+    updated = await owner.update_target(demo, free_text_ask=False)
+    assert updated.capabilities.free_text_ask is False
+    assert (await owner.get_target(demo)).capabilities.free_text_ask is False
+
+
+async def test_send_creates_conversation_and_inbox_bound_to_caller_C2_C3(clients, demo):
+    """C2 C3: a send without inbox_id starts a conversation with a new inbox."""
+    alice = await clients("user:alice")
+    first = await alice.send("one", target=demo)
+    second = await alice.send("two", target=demo)
+    assert first.accepted
+    assert first.conversation_id != second.conversation_id
+    assert first.inbox_id != second.inbox_id
+
+    again = await alice.send("three", inbox_id=first.inbox_id)
+    assert again.conversation_id == first.conversation_id
+    assert again.inbox_id == first.inbox_id
+
+
+async def test_separate_agents_sharing_one_account_hold_separate_inboxes_A4(clients, demo):
+    """A4: two tools on one account each keep their own inbox and conversation."""
+    account = await clients("user:shared")
+    tool_a = await account.send("from tool a", target=demo)
+    tool_b = await account.send("from tool b", target=demo)
+    assert tool_a.inbox_id != tool_b.inbox_id
+    bot = await clients("agent:demo/bot")
+    for _ in range(2):
+        turn = await bot.claim_turn([demo], wait_seconds=5)
+        await bot.send_message(turn.reply_inbox_id, f"only for {turn.deliveries[0].message.text}")
+        await bot.complete_turn(turn.turn_id)
+    page_a = await account.read(tool_a.inbox_id)
+    page_b = await account.read(tool_b.inbox_id)
+    assert [m.text for m in page_a.messages] == ["only for from tool a"]
+    assert [m.text for m in page_b.messages] == ["only for from tool b"]
+
+
+async def test_only_the_bound_principal_may_use_an_inbox_A3_C3(clients, demo):
+    """A3 C3: another principal can neither continue nor read someone's inbox."""
+    alice = await clients("user:alice")
+    mallory = await clients("user:mallory")
+    receipt = await alice.send("secret", target=demo)
+    with pytest.raises(NotFound):
+        await mallory.send("let me in", inbox_id=receipt.inbox_id)
+    with pytest.raises(NotFound):
+        await mallory.read(receipt.inbox_id)
+    with pytest.raises(NotFound):
+        await mallory.read("00000000-0000-0000-0000-000000000000")
+
+
+async def test_fifty_concurrent_retries_store_one_message_C4(clients, demo, database_url):
+    """C4: 50 concurrent sends with one submission_id give one message, one receipt."""
+    alice = await clients("user:alice")
+    receipts = await asyncio.gather(
+        *(alice.send("pay invoice 7", target=demo, submission_id="sub-7") for _ in range(50))
+    )
+    assert len({(r.message_id, r.conversation_id, r.inbox_id) for r in receipts}) == 1
+    assert count(database_url, "messages") == 1
+    assert count(database_url, "deliveries") == 1
+
+
+async def test_retry_key_reused_for_other_content_is_refused_C4(clients, demo, database_url):
+    """C4: same submission_id with different content -> ALREADY_EXISTS, nothing stored."""
+    alice = await clients("user:alice")
+    await alice.send("version one", target=demo, submission_id="k1")
+    with pytest.raises(Conflict, match="submission_id 'k1' was already used"):
+        await alice.send("version two", target=demo, submission_id="k1")
+    assert count(database_url, "messages") == 1
+    # The key is per caller: another caller may use the same key.
+    bob = await clients("user:bob")
+    await bob.send("version two", target=demo, submission_id="k1")
+    assert count(database_url, "messages") == 2
+
+
+async def test_retry_after_a_restart_and_on_another_replica_is_deduplicated_C4_P3(
+    clients, demo, database_url, identity, start_messaging, messaging
+):
+    """C4 P3: the retry key holds across a service restart and across replicas."""
+    alice = await clients("user:alice")
+    first = await alice.send("hello", target=demo, submission_id="restart-1")
+    await messaging.stop(0)  # the replica that took the first send is gone
+
+    replica = await start_messaging()
+    async with MessagingClient(replica.address, identity=identity("user:alice")) as other:
+        again = await other.send("hello", target=demo, submission_id="restart-1")
+    assert again == first
+    assert count(database_url, "messages") == 1
+
+
+async def test_accepted_messages_are_stored_and_queued_without_a_call_id_C5(clients, demo):
+    """C5: an accepted message is in the history and in the turn queue; no call id."""
+    alice = await clients("user:alice")
+    receipt = await alice.send("status?", target=demo)
+    assert not hasattr(receipt, "call_id")
+    transcript = await alice.get_transcript(receipt.conversation_id)
+    kinds = [e.WhichOneof("entry") for e in transcript.entries]
+    assert kinds == ["message", "delivery"]
+    delivery = transcript.entries[1].delivery
+    assert delivery.status == pb.DELIVERY_STATUS_PENDING
+    assert delivery.kind == pb.DELIVERY_KIND_MESSAGE
+
+
+async def test_switch_off_refuses_every_programmatic_message_C8(clients, demo, database_url):
+    """C8: free_text_ask=false refuses new sends and replies in existing conversations."""
+    alice = await clients("user:alice")
+    owner = await clients("user:owner")
+    bot = await clients("agent:demo/bot")
+    earlier = await alice.send("before the switch", target=demo)
+    await owner.update_target(demo, free_text_ask=False)
+    stored = count(database_url, "messages")
+
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await alice.send("new conversation", target=demo)
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await alice.send("continuing", inbox_id=earlier.inbox_id)
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await bot.send("agent to agent", target=demo)
+    assert count(database_url, "messages") == stored
+
+    # A person's app chat still gets through, and the crew's agents can still answer.
+    app = await alice.send("from the app", target=demo, channel=pb.CHANNEL_APP)
+    assert app.accepted
+    await bot.send_message(earlier.inbox_id, "still here")
+    with pytest.raises(InvalidArgument, match="channel app"):
+        await bot.send("pretending", target=demo, channel=pb.CHANNEL_APP)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"text": ""}, "text is empty"),
+        ({"text": "x" * (64 * 1024 + 1)}, "limit is 65536 bytes"),
+        ({"text": "ok", "submission_id": "s" * 201}, "submission_id is longer"),
+        ({"text": "ok", "target": "crew:bad name"}, "target.name"),
+    ],
+)
+async def test_bad_sends_are_refused_and_store_nothing_P6(
+    clients, demo, database_url, kwargs, match
+):
+    """P6: oversized or malformed input gets INVALID_ARGUMENT; nothing is stored."""
+    alice = await clients("user:alice")
+    kwargs.setdefault("target", demo)
+    with pytest.raises(InvalidArgument, match=match):
+        await alice.send(**kwargs)
+    assert count(database_url, "messages") == 0
+    assert count(database_url, "conversations") == 0
+    assert count(database_url, "submissions") == 0
+
+
+async def test_unregistered_target_is_not_found_C2(clients, operator):
+    """C2: sending to an unknown crew says so."""
+    alice = await clients("user:alice")
+    with pytest.raises(NotFound, match="crew:ghost is not registered"):
+        await alice.send("anyone?", target="crew:ghost")
+
+
+async def test_missing_destination_is_refused_C2(clients, demo):
+    """C2: a send names a target or an inbox."""
+    alice = await clients("user:alice")
+    with pytest.raises(InvalidArgument, match="destination is missing"):
+        await alice.send("to whom?")
+
+
+def test_status_codes_are_the_documented_ones():
+    """The domain errors map onto the gRPC codes the contract names."""
+    assert Conflict.code == grpc.StatusCode.ALREADY_EXISTS
+    assert PreconditionFailed.code == grpc.StatusCode.FAILED_PRECONDITION
