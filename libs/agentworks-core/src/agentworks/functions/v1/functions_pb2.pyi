@@ -12,14 +12,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Target(_message.Message):
-    __slots__ = ("ref", "owner", "running_limit")
+    __slots__ = ("ref", "owner", "running_limit", "effective_running_limit", "created_at", "updated_at")
     REF_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     RUNNING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_RUNNING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     ref: _common_pb2.TargetRef
     owner: str
     running_limit: int
-    def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., owner: _Optional[str] = ..., running_limit: _Optional[int] = ...) -> None: ...
+    effective_running_limit: int
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., owner: _Optional[str] = ..., running_limit: _Optional[int] = ..., effective_running_limit: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RegisterTargetRequest(_message.Message):
     __slots__ = ("ref", "owner", "running_limit")
@@ -31,6 +37,24 @@ class RegisterTargetRequest(_message.Message):
     running_limit: int
     def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., owner: _Optional[str] = ..., running_limit: _Optional[int] = ...) -> None: ...
 
+class GetTargetRequest(_message.Message):
+    __slots__ = ("ref",)
+    REF_FIELD_NUMBER: _ClassVar[int]
+    ref: _common_pb2.TargetRef
+    def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
+
+class WorkflowVariable(_message.Message):
+    __slots__ = ("name", "type", "default_value", "required")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    default_value: _struct_pb2.Value
+    required: bool
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., default_value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., required: _Optional[bool] = ...) -> None: ...
+
 class WorkflowBinding(_message.Message):
     __slots__ = ("route", "allowed_groups", "variables")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -38,11 +62,11 @@ class WorkflowBinding(_message.Message):
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
     route: str
     allowed_groups: _containers.RepeatedScalarFieldContainer[str]
-    variables: _struct_pb2.Struct
-    def __init__(self, route: _Optional[str] = ..., allowed_groups: _Optional[_Iterable[str]] = ..., variables: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    variables: _containers.RepeatedCompositeFieldContainer[WorkflowVariable]
+    def __init__(self, route: _Optional[str] = ..., allowed_groups: _Optional[_Iterable[str]] = ..., variables: _Optional[_Iterable[_Union[WorkflowVariable, _Mapping]]] = ...) -> None: ...
 
 class Function(_message.Message):
-    __slots__ = ("target", "name", "description", "input_schema", "output_schema", "allowed_callers", "starts_work", "workflow", "updated_at")
+    __slots__ = ("target", "name", "description", "input_schema", "output_schema", "allowed_callers", "starts_work", "workflow", "created_at", "updated_at")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +75,7 @@ class Function(_message.Message):
     ALLOWED_CALLERS_FIELD_NUMBER: _ClassVar[int]
     STARTS_WORK_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.TargetRef
     name: str
@@ -60,8 +85,9 @@ class Function(_message.Message):
     allowed_callers: _containers.RepeatedScalarFieldContainer[str]
     starts_work: bool
     workflow: WorkflowBinding
+    created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., allowed_callers: _Optional[_Iterable[str]] = ..., starts_work: _Optional[bool] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., allowed_callers: _Optional[_Iterable[str]] = ..., starts_work: _Optional[bool] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeclareFunctionRequest(_message.Message):
     __slots__ = ("function",)
@@ -93,43 +119,59 @@ class ListFunctionsResponse(_message.Message):
     functions: _containers.RepeatedCompositeFieldContainer[Function]
     def __init__(self, functions: _Optional[_Iterable[_Union[Function, _Mapping]]] = ...) -> None: ...
 
+class CallSource(_message.Message):
+    __slots__ = ("run_id", "step", "group")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    step: str
+    group: str
+    def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
 class CallRequest(_message.Message):
-    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id")
+    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id", "source")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.TargetRef
     function: str
     inputs: _struct_pb2.Struct
     submission_id: str
     notify_conversation_id: str
-    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ...) -> None: ...
+    source: CallSource
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ...) -> None: ...
 
 class CallReceipt(_message.Message):
-    __slots__ = ("call_id", "status", "output_folder")
+    __slots__ = ("call_id", "status", "output_folder", "created")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     status: str
     output_folder: str
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ...) -> None: ...
+    created: bool
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
-    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit")
+    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_FIELD_NUMBER: _ClassVar[int]
     EVENT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     after: int
     message_limit: int
     after_event: int
     event_limit: int
-    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ...) -> None: ...
+    wait_seconds: int
+    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
 class ExecutionMessage(_message.Message):
     __slots__ = ("index", "role", "text", "created_at")
@@ -144,31 +186,65 @@ class ExecutionMessage(_message.Message):
     def __init__(self, index: _Optional[int] = ..., role: _Optional[str] = ..., text: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ExecutionEvent(_message.Message):
-    __slots__ = ("index", "kind", "text", "created_at")
+    __slots__ = ("index", "kind", "text", "tool_name", "created_at", "raw")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    RAW_FIELD_NUMBER: _ClassVar[int]
     index: int
     kind: str
     text: str
+    tool_name: str
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, index: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    raw: _struct_pb2.Struct
+    def __init__(self, index: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., tool_name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., raw: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class WorkflowStep(_message.Message):
+    __slots__ = ("index", "step", "group", "status", "detail", "created_at")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    step: str
+    group: str
+    status: str
+    detail: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, index: _Optional[int] = ..., step: _Optional[str] = ..., group: _Optional[str] = ..., status: _Optional[str] = ..., detail: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WorkflowRun(_message.Message):
+    __slots__ = ("run_id", "route", "steps")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    route: str
+    steps: _containers.RepeatedCompositeFieldContainer[WorkflowStep]
+    def __init__(self, run_id: _Optional[str] = ..., route: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[WorkflowStep, _Mapping]]] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("name", "size", "media_type", "sha256")
+    __slots__ = ("name", "size", "media_type", "sha256", "text", "created_at")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     media_type: str
     sha256: str
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., media_type: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+    text: bool
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., media_type: _Optional[str] = ..., sha256: _Optional[str] = ..., text: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CallStatus(_message.Message):
-    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result", "error", "files", "question")
+    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "has_result")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +257,17 @@ class CallStatus(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_TURN_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    HAS_RESULT_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     status: str
     progress: str
@@ -193,7 +280,18 @@ class CallStatus(_message.Message):
     error: str
     files: _containers.RepeatedCompositeFieldContainer[FileInfo]
     question: str
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ...) -> None: ...
+    target: _common_pb2.TargetRef
+    function: str
+    caller: str
+    output_folder: str
+    started: bool
+    correction_turn: bool
+    run: WorkflowRun
+    source: CallSource
+    created_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    has_result: bool
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_result: _Optional[bool] = ...) -> None: ...
 
 class ReadFileRequest(_message.Message):
     __slots__ = ("call_id", "file", "offset", "limit")
@@ -208,18 +306,22 @@ class ReadFileRequest(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., file: _Optional[str] = ..., offset: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class FilePage(_message.Message):
-    __slots__ = ("file", "content", "content_base64", "next_offset", "size")
+    __slots__ = ("file", "content", "content_base64", "next_offset", "size", "offset", "media_type")
     FILE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_BASE64_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
     file: str
     content: str
     content_base64: str
     next_offset: int
     size: int
-    def __init__(self, file: _Optional[str] = ..., content: _Optional[str] = ..., content_base64: _Optional[str] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+    offset: int
+    media_type: str
+    def __init__(self, file: _Optional[str] = ..., content: _Optional[str] = ..., content_base64: _Optional[str] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., offset: _Optional[int] = ..., media_type: _Optional[str] = ...) -> None: ...
 
 class ReplyRequest(_message.Message):
     __slots__ = ("call_id", "text")
@@ -246,7 +348,7 @@ class ClaimExecutionRequest(_message.Message):
     def __init__(self, targets: _Optional[_Iterable[_Union[_common_pb2.TargetRef, _Mapping]]] = ..., wait_seconds: _Optional[int] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("call_id", "target", "function", "inputs", "output_folder", "result_file", "lease_expires_at")
+    __slots__ = ("call_id", "target", "function", "inputs", "output_folder", "result_file", "lease_expires_at", "output_schema", "has_output_schema", "starts_work", "caller", "description", "run_id", "workflow", "variables")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +356,14 @@ class Execution(_message.Message):
     OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
     RESULT_FILE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    HAS_OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    STARTS_WORK_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     target: _common_pb2.TargetRef
     function: str
@@ -261,7 +371,15 @@ class Execution(_message.Message):
     output_folder: str
     result_file: str
     lease_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    output_schema: _struct_pb2.Struct
+    has_output_schema: bool
+    starts_work: bool
+    caller: str
+    description: str
+    run_id: str
+    workflow: WorkflowBinding
+    variables: _struct_pb2.Struct
+    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., has_output_schema: _Optional[bool] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ClaimExecutionResponse(_message.Message):
     __slots__ = ("execution",)
@@ -269,19 +387,37 @@ class ClaimExecutionResponse(_message.Message):
     execution: Execution
     def __init__(self, execution: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
 
+class HeartbeatExecutionRequest(_message.Message):
+    __slots__ = ("call_id", "lease_seconds")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    lease_seconds: int
+    def __init__(self, call_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
+
+class HeartbeatExecutionResponse(_message.Message):
+    __slots__ = ("status", "lease_expires_at")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, status: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class ReportRequest(_message.Message):
-    __slots__ = ("call_id", "progress", "messages", "events", "lease_seconds")
+    __slots__ = ("call_id", "progress", "messages", "events", "steps", "sequence")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
-    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     progress: str
     messages: _containers.RepeatedCompositeFieldContainer[ExecutionMessage]
     events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
-    lease_seconds: int
-    def __init__(self, call_id: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[WorkflowStep]
+    sequence: int
+    def __init__(self, call_id: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[WorkflowStep, _Mapping]]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
     __slots__ = ("status",)
@@ -290,44 +426,52 @@ class ReportResponse(_message.Message):
     def __init__(self, status: _Optional[str] = ...) -> None: ...
 
 class FileChunk(_message.Message):
-    __slots__ = ("call_id", "name", "data")
+    __slots__ = ("call_id", "name", "data", "media_type")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     name: str
     data: bytes
-    def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+    media_type: str
+    def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., data: _Optional[bytes] = ..., media_type: _Optional[str] = ...) -> None: ...
 
 class AskInputRequest(_message.Message):
-    __slots__ = ("call_id", "question", "wait_seconds")
+    __slots__ = ("call_id", "ask_id", "question", "wait_seconds")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ASK_ID_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     call_id: str
+    ask_id: str
     question: str
     wait_seconds: int
-    def __init__(self, call_id: _Optional[str] = ..., question: _Optional[str] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+    def __init__(self, call_id: _Optional[str] = ..., ask_id: _Optional[str] = ..., question: _Optional[str] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
 class AskInputResponse(_message.Message):
-    __slots__ = ("answered", "reply")
+    __slots__ = ("answered", "reply", "status")
     ANSWERED_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     answered: bool
     reply: str
-    def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ...) -> None: ...
+    status: str
+    def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
 
 class FinishExecutionRequest(_message.Message):
-    __slots__ = ("call_id", "failed", "final_message", "error")
+    __slots__ = ("call_id", "failed", "final_message", "error", "correction_round")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_ROUND_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     failed: bool
     final_message: str
     error: str
-    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    correction_round: int
+    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ..., correction_round: _Optional[int] = ...) -> None: ...
 
 class FinishExecutionResponse(_message.Message):
     __slots__ = ("status", "correction_requested", "correction_prompt")

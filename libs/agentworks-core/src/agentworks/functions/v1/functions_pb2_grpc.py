@@ -26,8 +26,8 @@ if _version_not_supported:
 
 
 class FunctionsServiceStub:
-    """Declared functions run as isolated, tracked executions (F1-F15). First draft: the
-    functions issue fills in the behaviour and may extend these messages.
+    """Declared functions run as isolated, tracked executions (F1-F15, A3). Every call carries
+    a signed identity (A2). Limits and errors are described in docs/functions.md.
     """
 
     def __init__(self, channel):
@@ -39,6 +39,11 @@ class FunctionsServiceStub:
         self.RegisterTarget = channel.unary_unary(
                 '/agentworks.functions.v1.FunctionsService/RegisterTarget',
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.RegisterTargetRequest.SerializeToString,
+                response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.FromString,
+                _registered_method=True)
+        self.GetTarget = channel.unary_unary(
+                '/agentworks.functions.v1.FunctionsService/GetTarget',
+                request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.GetTargetRequest.SerializeToString,
                 response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.FromString,
                 _registered_method=True)
         self.DeclareFunction = channel.unary_unary(
@@ -86,6 +91,11 @@ class FunctionsServiceStub:
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionRequest.SerializeToString,
                 response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionResponse.FromString,
                 _registered_method=True)
+        self.HeartbeatExecution = channel.unary_unary(
+                '/agentworks.functions.v1.FunctionsService/HeartbeatExecution',
+                request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.HeartbeatExecutionRequest.SerializeToString,
+                response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.HeartbeatExecutionResponse.FromString,
+                _registered_method=True)
         self.Report = channel.unary_unary(
                 '/agentworks.functions.v1.FunctionsService/Report',
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ReportRequest.SerializeToString,
@@ -109,18 +119,26 @@ class FunctionsServiceStub:
 
 
 class FunctionsServiceServicer:
-    """Declared functions run as isolated, tracked executions (F1-F15). First draft: the
-    functions issue fills in the behaviour and may extend these messages.
+    """Declared functions run as isolated, tracked executions (F1-F15, A3). Every call carries
+    a signed identity (A2). Limits and errors are described in docs/functions.md.
     """
 
     def RegisterTarget(self, request, context):
+        """Targets: operators register a crew or workflow with its owner and running limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTarget(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeclareFunction(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Declarations (F1, F2). Declare creates or replaces (update) a function; owner only.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -132,13 +150,16 @@ class FunctionsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListFunctions(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The functions the caller may invoke on a target.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Call(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Calls (F3-F15). Only the call's caller or the target's owner can see or act on a
+        call; anyone else gets NOT_FOUND.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -168,8 +189,14 @@ class FunctionsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimExecution(self, request, context):
-        """Runtime side (R1).
+        """Runtime side (R1): claim an execution, keep its lease, report, ask, finish.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HeartbeatExecution(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -181,7 +208,8 @@ class FunctionsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UploadFile(self, request_iterator, context):
-        """Missing associated documentation comment in .proto file."""
+        """Client stream: the first chunk names the call and the file, every chunk carries data.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -204,6 +232,11 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
             'RegisterTarget': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterTarget,
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.RegisterTargetRequest.FromString,
+                    response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.SerializeToString,
+            ),
+            'GetTarget': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTarget,
+                    request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.GetTargetRequest.FromString,
                     response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.SerializeToString,
             ),
             'DeclareFunction': grpc.unary_unary_rpc_method_handler(
@@ -251,6 +284,11 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionRequest.FromString,
                     response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionResponse.SerializeToString,
             ),
+            'HeartbeatExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.HeartbeatExecution,
+                    request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.HeartbeatExecutionRequest.FromString,
+                    response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.HeartbeatExecutionResponse.SerializeToString,
+            ),
             'Report': grpc.unary_unary_rpc_method_handler(
                     servicer.Report,
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ReportRequest.FromString,
@@ -280,8 +318,8 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class FunctionsService:
-    """Declared functions run as isolated, tracked executions (F1-F15). First draft: the
-    functions issue fills in the behaviour and may extend these messages.
+    """Declared functions run as isolated, tracked executions (F1-F15, A3). Every call carries
+    a signed identity (A2). Limits and errors are described in docs/functions.md.
     """
 
     @staticmethod
@@ -300,6 +338,33 @@ class FunctionsService:
             target,
             '/agentworks.functions.v1.FunctionsService/RegisterTarget',
             agentworks_dot_functions_dot_v1_dot_functions__pb2.RegisterTargetRequest.SerializeToString,
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTarget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.functions.v1.FunctionsService/GetTarget',
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.GetTargetRequest.SerializeToString,
             agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.FromString,
             options,
             channel_credentials,
@@ -544,6 +609,33 @@ class FunctionsService:
             '/agentworks.functions.v1.FunctionsService/ClaimExecution',
             agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionRequest.SerializeToString,
             agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HeartbeatExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.functions.v1.FunctionsService/HeartbeatExecution',
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.HeartbeatExecutionRequest.SerializeToString,
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.HeartbeatExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,
