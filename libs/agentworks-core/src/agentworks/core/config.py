@@ -65,6 +65,7 @@ class ServiceConfig:
     log_json: bool
     drain_seconds: float
     pool_size: int
+    metrics_listen: str
 
     @classmethod
     def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
@@ -79,4 +80,5 @@ class ServiceConfig:
             log_json=env.get_bool("LOG_JSON", True, shared=True),
             drain_seconds=env.get_float("DRAIN_SECONDS", 10.0),
             pool_size=env.get_int("POOL_SIZE", 10),
+            metrics_listen=env.get_str("METRICS_LISTEN"),
         )

@@ -8,8 +8,10 @@ Health checking and reflection are served; SIGTERM drains in-flight calls (P4).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -18,7 +20,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from agentworks.core import errors
-from agentworks.core.identity import METADATA_KEY, Identity, Minter, current_identity, verify
+from agentworks.core.identity import METADATA_KEY, Minter, current_identity, verify
+from agentworks.core.metrics import observe_rpc
 
 log = structlog.get_logger("agentworks.rpc")
 
@@ -61,8 +64,11 @@ def channel_target(addresses: str) -> str:
     return "ipv4:" + ",".join(parts)
 
 
-class _IdentityInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, internal_key: str) -> None:
+class _ServiceInterceptor(grpc.aio.ServerInterceptor):
+    """Identity check, request context, metrics and error mapping for every RPC."""
+
+    def __init__(self, service: str, internal_key: str) -> None:
+        self._service = service
         self._key = internal_key
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
@@ -73,41 +79,48 @@ class _IdentityInterceptor(grpc.aio.ServerInterceptor):
         metadata = dict(handler_call_details.invocation_metadata or ())
         token = metadata.get(METADATA_KEY)
         request_id = metadata.get(REQUEST_ID_KEY) or uuid.uuid4().hex
-        key = self._key
+        key, service = self._key, self._service
+        short_method = method.rsplit("/", 1)[-1]
 
-        async def enter(context: grpc.aio.ServicerContext) -> Identity:
+        @contextlib.asynccontextmanager
+        async def scope(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+            started = time.perf_counter()
+            code = "OK"
             try:
-                identity = verify(token, key)
+                try:
+                    identity = verify(token, key)
+                except errors.AgentWorksError as exc:
+                    log.info("rpc.unauthenticated", method=method, reason=exc.message)
+                    raise
+                current_identity.set(identity)
+                structlog.contextvars.bind_contextvars(
+                    request_id=request_id, principal=identity.principal, method=short_method
+                )
+                yield
+            except asyncio.CancelledError:
+                code = "CANCELLED"
+                raise
+            except grpc.aio.AbortError:
+                code = context.code().name if context.code() else "UNKNOWN"
+                raise
             except errors.AgentWorksError as exc:
-                log.info("rpc.unauthenticated", method=method, reason=exc.message)
+                code = exc.code.name
                 await context.abort(exc.code, exc.message)
-            current_identity.set(identity)
-            structlog.contextvars.bind_contextvars(
-                request_id=request_id, principal=identity.principal, method=method
-            )
-            return identity
-
-        async def fail(context: grpc.aio.ServicerContext, exc: BaseException) -> None:
-            if isinstance(exc, errors.AgentWorksError):
-                await context.abort(exc.code, exc.message)
-            log.exception("rpc.internal_error", method=method)
-            await context.abort(
-                grpc.StatusCode.INTERNAL, f"internal error (request_id={request_id})"
-            )
+            except Exception:
+                code = "INTERNAL"
+                log.exception("rpc.internal_error", method=method)
+                await context.abort(
+                    grpc.StatusCode.INTERNAL, f"internal error (request_id={request_id})"
+                )
+            finally:
+                observe_rpc(service, short_method, code, time.perf_counter() - started)
 
         if handler.unary_unary:
             inner = handler.unary_unary
 
             async def unary_unary(request, context):
-                await enter(context)
-                try:
+                async with scope(context):
                     return await inner(request, context)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if isinstance(exc, grpc.aio.AbortError):
-                        raise
-                    await fail(context, exc)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary,
@@ -118,16 +131,9 @@ class _IdentityInterceptor(grpc.aio.ServerInterceptor):
             inner_us = handler.unary_stream
 
             async def unary_stream(request, context):
-                await enter(context)
-                try:
+                async with scope(context):
                     async for item in inner_us(request, context):
                         yield item
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if isinstance(exc, grpc.aio.AbortError):
-                        raise
-                    await fail(context, exc)
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
@@ -138,15 +144,8 @@ class _IdentityInterceptor(grpc.aio.ServerInterceptor):
             inner_su = handler.stream_unary
 
             async def stream_unary(request_iterator, context):
-                await enter(context)
-                try:
+                async with scope(context):
                     return await inner_su(request_iterator, context)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if isinstance(exc, grpc.aio.AbortError):
-                        raise
-                    await fail(context, exc)
 
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary,
@@ -179,7 +178,7 @@ class GrpcServer:
         self._on_drain = on_drain
         self._service_names = list(service_names)
         self.server = grpc.aio.server(
-            interceptors=[_IdentityInterceptor(internal_key)],
+            interceptors=[_ServiceInterceptor(name, internal_key)],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

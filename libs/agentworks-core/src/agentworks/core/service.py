@@ -13,6 +13,7 @@ import structlog
 from agentworks.core.config import ServiceConfig
 from agentworks.core.db import Database, migrate
 from agentworks.core.logging import configure_logging
+from agentworks.core.metrics import serve_metrics, watch_database
 from agentworks.core.rpc import GrpcServer
 
 log = structlog.get_logger("agentworks.service")
@@ -78,6 +79,9 @@ def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> 
 
     async def run() -> None:
         running = await start()
+        watch_database(config.name, running.database)
+        metrics_port = serve_metrics(config.metrics_listen)
+        log.info("service.ready", address=running.address, metrics_port=metrics_port or None)
         print(f"{config.name} listening on {running.address}", flush=True)
         await wait_for_signal()
         log.info("service.draining", service=config.name, grace=config.drain_seconds)
