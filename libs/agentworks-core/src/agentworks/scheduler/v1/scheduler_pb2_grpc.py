@@ -26,9 +26,15 @@ if _version_not_supported:
 
 
 class SchedulerServiceStub:
-    """Durable wake-ups, recurring schedules, pauses and webhooks, each occurrence delivered
-    exactly once into a conversation's turn queue (S1-S6). First draft: the scheduler
-    issue fills in the behaviour and may extend these messages.
+    """Durable wake-ups, recurring schedules, pauses and webhooks (S1-S6). Each timer or
+    schedule occurrence and each webhook event becomes exactly one delivery in a
+    conversation's turn queue (messaging `EnqueueDelivery`, one idempotency key per
+    occurrence). Every call carries a signed identity (A2). Semantics, limits and the
+    webhook signing recipe are in docs/scheduler.md.
+
+    A "product" is the target a conversation belongs to, written `crew:<name>` or
+    `workflow:<id>`. Pauses name a product, a whole kind (`crew:*`, `workflow:*`), or
+    nothing (global).
     """
 
     def __init__(self, channel):
@@ -40,6 +46,11 @@ class SchedulerServiceStub:
         self.CreateWakeUp = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/CreateWakeUp',
                 request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateWakeUpRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.WakeUp.FromString,
+                _registered_method=True)
+        self.GetWakeUp = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/GetWakeUp',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetWakeUpRequest.SerializeToString,
                 response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.WakeUp.FromString,
                 _registered_method=True)
         self.ListWakeUps = channel.unary_unary(
@@ -59,12 +70,27 @@ class SchedulerServiceStub:
                 _registered_method=True)
         self.CreateSchedule = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/CreateSchedule',
-                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/GetSchedule',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetScheduleRequest.SerializeToString,
                 response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
                 _registered_method=True)
         self.UpdateSchedule = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/UpdateSchedule',
-                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.UpdateScheduleRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/PauseSchedule',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.ResumeSchedule = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/ResumeSchedule',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ResumeScheduleRequest.SerializeToString,
                 response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
                 _registered_method=True)
         self.DeleteSchedule = channel.unary_unary(
@@ -77,6 +103,11 @@ class SchedulerServiceStub:
                 request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.SerializeToString,
                 response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListSchedulesResponse.FromString,
                 _registered_method=True)
+        self.PreviewSchedule = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/PreviewSchedule',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
+                _registered_method=True)
         self.Pause = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/Pause',
                 request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseRequest.SerializeToString,
@@ -84,13 +115,38 @@ class SchedulerServiceStub:
                 _registered_method=True)
         self.Resume = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/Resume',
-                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseRequest.SerializeToString,
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ResumeRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseState.FromString,
+                _registered_method=True)
+        self.GetPauseState = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/GetPauseState',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetPauseStateRequest.SerializeToString,
                 response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseState.FromString,
                 _registered_method=True)
         self.CreateWebhook = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/CreateWebhook',
                 request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateWebhookRequest.SerializeToString,
                 response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.FromString,
+                _registered_method=True)
+        self.GetWebhook = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/GetWebhook',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetWebhookRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.FromString,
+                _registered_method=True)
+        self.ListWebhooks = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/ListWebhooks',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListWebhooksRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListWebhooksResponse.FromString,
+                _registered_method=True)
+        self.RotateWebhookSecret = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/RotateWebhookSecret',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.RotateWebhookSecretRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.FromString,
+                _registered_method=True)
+        self.DeleteWebhook = channel.unary_unary(
+                '/agentworks.scheduler.v1.SchedulerService/DeleteWebhook',
+                request_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteWebhookRequest.SerializeToString,
+                response_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteWebhookResponse.FromString,
                 _registered_method=True)
         self.ReceiveWebhook = channel.unary_unary(
                 '/agentworks.scheduler.v1.SchedulerService/ReceiveWebhook',
@@ -100,12 +156,28 @@ class SchedulerServiceStub:
 
 
 class SchedulerServiceServicer:
-    """Durable wake-ups, recurring schedules, pauses and webhooks, each occurrence delivered
-    exactly once into a conversation's turn queue (S1-S6). First draft: the scheduler
-    issue fills in the behaviour and may extend these messages.
+    """Durable wake-ups, recurring schedules, pauses and webhooks (S1-S6). Each timer or
+    schedule occurrence and each webhook event becomes exactly one delivery in a
+    conversation's turn queue (messaging `EnqueueDelivery`, one idempotency key per
+    occurrence). Every call carries a signed identity (A2). Semantics, limits and the
+    webhook signing recipe are in docs/scheduler.md.
+
+    A "product" is the target a conversation belongs to, written `crew:<name>` or
+    `workflow:<id>`. Pauses name a product, a whole kind (`crew:*`, `workflow:*`), or
+    nothing (global).
     """
 
     def CreateWakeUp(self, request, context):
+        """Wake-ups (S1, S2). An agent (agent:<crew>/<name>, workflow:<id>) asks to be prompted
+        again in a conversation of the target it serves; operators may too. The creator,
+        agents of the same product and operators can see and change a wake-up; anyone else
+        gets NOT_FOUND. Messages never cancel wake-ups.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWakeUp(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,12 +202,32 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateSchedule(self, request, context):
+        """Schedules (S4): a prompt delivered into a conversation on a cron rule (with a time
+        zone) or a fixed interval. The creator or an operator manages a schedule.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpdateSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -153,8 +245,19 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreviewSchedule(self, request, context):
+        """The next fire times of a schedule, or of a recurrence not saved yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Pause(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Pauses (S3), operators only. Nothing fires while a pause covers it; once Pause
+        returns, no firing that started before it is still running. Held wake-ups fire on
+        the first tick after Resume (marked late); a schedule's missed occurrences collapse
+        into one. Both are idempotent.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -165,14 +268,50 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPauseState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateWebhook(self, request, context):
+        """Webhooks (S5). The secret is returned once, by Create and RotateSecret.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWebhook(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWebhooks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateWebhookSecret(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWebhook(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ReceiveWebhook(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """For the gateway's HTTP endpoint (service principals only): checks the signature,
+        timestamp tolerance and replay window, then delivers the raw body byte-for-byte.
+        Refusals: UNAUTHENTICATED (missing/wrong signature, stale timestamp),
+        INVALID_ARGUMENT (body too large, malformed headers), ALREADY_EXISTS (replay),
+        NOT_FOUND (unknown webhook). Nothing is delivered on a refusal.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -183,6 +322,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
             'CreateWakeUp': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateWakeUp,
                     request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateWakeUpRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.WakeUp.SerializeToString,
+            ),
+            'GetWakeUp': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWakeUp,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetWakeUpRequest.FromString,
                     response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.WakeUp.SerializeToString,
             ),
             'ListWakeUps': grpc.unary_unary_rpc_method_handler(
@@ -202,12 +346,27 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
             ),
             'CreateSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSchedule,
-                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetScheduleRequest.FromString,
                     response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
             ),
             'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSchedule,
-                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.UpdateScheduleRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ResumeScheduleRequest.FromString,
                     response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
             ),
             'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
@@ -220,6 +379,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.FromString,
                     response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListSchedulesResponse.SerializeToString,
             ),
+            'PreviewSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewSchedule,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.SerializeToString,
+            ),
             'Pause': grpc.unary_unary_rpc_method_handler(
                     servicer.Pause,
                     request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseRequest.FromString,
@@ -227,13 +391,38 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
             ),
             'Resume': grpc.unary_unary_rpc_method_handler(
                     servicer.Resume,
-                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseRequest.FromString,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ResumeRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseState.SerializeToString,
+            ),
+            'GetPauseState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPauseState,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetPauseStateRequest.FromString,
                     response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseState.SerializeToString,
             ),
             'CreateWebhook': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateWebhook,
                     request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateWebhookRequest.FromString,
                     response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.SerializeToString,
+            ),
+            'GetWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWebhook,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetWebhookRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.SerializeToString,
+            ),
+            'ListWebhooks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhooks,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListWebhooksRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListWebhooksResponse.SerializeToString,
+            ),
+            'RotateWebhookSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateWebhookSecret,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.RotateWebhookSecretRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.SerializeToString,
+            ),
+            'DeleteWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWebhook,
+                    request_deserializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteWebhookRequest.FromString,
+                    response_serializer=agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteWebhookResponse.SerializeToString,
             ),
             'ReceiveWebhook': grpc.unary_unary_rpc_method_handler(
                     servicer.ReceiveWebhook,
@@ -249,9 +438,15 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class SchedulerService:
-    """Durable wake-ups, recurring schedules, pauses and webhooks, each occurrence delivered
-    exactly once into a conversation's turn queue (S1-S6). First draft: the scheduler
-    issue fills in the behaviour and may extend these messages.
+    """Durable wake-ups, recurring schedules, pauses and webhooks (S1-S6). Each timer or
+    schedule occurrence and each webhook event becomes exactly one delivery in a
+    conversation's turn queue (messaging `EnqueueDelivery`, one idempotency key per
+    occurrence). Every call carries a signed identity (A2). Semantics, limits and the
+    webhook signing recipe are in docs/scheduler.md.
+
+    A "product" is the target a conversation belongs to, written `crew:<name>` or
+    `workflow:<id>`. Pauses name a product, a whole kind (`crew:*`, `workflow:*`), or
+    nothing (global).
     """
 
     @staticmethod
@@ -270,6 +465,33 @@ class SchedulerService:
             target,
             '/agentworks.scheduler.v1.SchedulerService/CreateWakeUp',
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateWakeUpRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.WakeUp.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWakeUp(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/GetWakeUp',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetWakeUpRequest.SerializeToString,
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.WakeUp.FromString,
             options,
             channel_credentials,
@@ -377,7 +599,34 @@ class SchedulerService:
             request,
             target,
             '/agentworks.scheduler.v1.SchedulerService/CreateSchedule',
-            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateScheduleRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/GetSchedule',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetScheduleRequest.SerializeToString,
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
             options,
             channel_credentials,
@@ -404,7 +653,61 @@ class SchedulerService:
             request,
             target,
             '/agentworks.scheduler.v1.SchedulerService/UpdateSchedule',
-            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.UpdateScheduleRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/PauseSchedule',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseScheduleRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/ResumeSchedule',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ResumeScheduleRequest.SerializeToString,
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Schedule.FromString,
             options,
             channel_credentials,
@@ -471,6 +774,33 @@ class SchedulerService:
             _registered_method=True)
 
     @staticmethod
+    def PreviewSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/PreviewSchedule',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Pause(request,
             target,
             options=(),
@@ -512,7 +842,34 @@ class SchedulerService:
             request,
             target,
             '/agentworks.scheduler.v1.SchedulerService/Resume',
-            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ResumeRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPauseState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/GetPauseState',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetPauseStateRequest.SerializeToString,
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.PauseState.FromString,
             options,
             channel_credentials,
@@ -541,6 +898,114 @@ class SchedulerService:
             '/agentworks.scheduler.v1.SchedulerService/CreateWebhook',
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateWebhookRequest.SerializeToString,
             agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/GetWebhook',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.GetWebhookRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhooks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/ListWebhooks',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListWebhooksRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.ListWebhooksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateWebhookSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/RotateWebhookSecret',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.RotateWebhookSecretRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.Webhook.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.scheduler.v1.SchedulerService/DeleteWebhook',
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteWebhookRequest.SerializeToString,
+            agentworks_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteWebhookResponse.FromString,
             options,
             channel_credentials,
             insecure,
