@@ -1,0 +1,165 @@
+"""Shared benchmark plumbing: a PostgreSQL server, service subprocesses, statistics."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import grpc
+import psycopg
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agentworks.core.db import with_database
+from agentworks.core.embedded import start_embedded
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    scenario: str
+    measured: str
+    value: float
+    unit: str
+    baseline: str = ""
+    baseline_value: float = float("nan")
+    target: str = ""
+    met: bool | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.baseline_value if self.baseline_value else float("nan")
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        ratio = f" ratio {row.ratio:.2f}" if row.baseline else ""
+        print(f"  {row.scenario}: {row.measured} = {row.value:.2f} {row.unit}{ratio}", flush=True)
+        return row
+
+    def markdown(self, command: str) -> str:
+        lines = [
+            "# Performance",
+            "",
+            "Produced by `make bench` (`python -m bench`); do not edit by hand. Every figure",
+            "is measured against a baseline taken in the same run on the same machine, so the",
+            "ratios mean more than the absolute numbers on a shared 2-core machine.",
+            "",
+            f"Reproduce: `{command}`",
+            "",
+            "| scenario | measured | value | baseline (same run) | ratio | target | met |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in self.rows:
+            base = f"{r.baseline}: {r.baseline_value:.2f} {r.unit}" if r.baseline else ""
+            ratio = f"{r.ratio:.2f}" if r.baseline else ""
+            met = "" if r.met is None else ("yes" if r.met else "**no**")
+            lines.append(
+                f"| {r.scenario} | {r.measured} | {r.value:.2f} {r.unit} | {base} | {ratio} "
+                f"| {r.target} | {met} |"
+            )
+        if self.notes:
+            lines += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """A database for one benchmark run: AGENTWORKS_BENCH_DATABASE_URL or embedded."""
+    url = os.environ.get("AGENTWORKS_BENCH_DATABASE_URL")
+    if not url:
+        data_dir = tempfile.mkdtemp(prefix="agentworks-bench-pg-")
+        url = with_database(start_embedded(data_dir, delete_on_exit=True), "postgres")
+    name = f"aw_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(url, name)
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class Processes:
+    """Service processes started for a benchmark, stopped together."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.key = secrets.token_urlsafe(32)
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, module: str, prefix: str, **env: str) -> str:
+        port = free_port()
+        full_env = {
+            **os.environ,
+            f"{prefix}_DATABASE_URL": self.database_url,
+            f"{prefix}_LISTEN": f"127.0.0.1:{port}",
+            "AGENTWORKS_INTERNAL_KEY": self.key,
+            "LOG_LEVEL": "warning",
+            **env,
+        }
+        child = subprocess.Popen(
+            [sys.executable, "-m", module], env=full_env, stdout=subprocess.DEVNULL
+        )
+        self.children.append(child)
+        address = f"127.0.0.1:{port}"
+        wait_serving(address)
+        return address
+
+    def stop(self) -> None:
+        for child in self.children:
+            child.terminate()
+        for child in self.children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+def wait_serving(address: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} did not become SERVING")
+            time.sleep(0.1)
