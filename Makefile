@@ -30,7 +30,7 @@ lock: ## Recompile requirements.lock from requirements.in
 	$(BIN)/pip-compile -q --strip-extras --no-header --output-file requirements.lock requirements.in
 
 proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
-	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/core/*' -delete
+	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/core/*' -not -path '*/__pycache__/*' -delete
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(STUBS) --pyi_out=$(STUBS) \
 	  --grpc_python_out=$(STUBS) $(PROTOS)
 
@@ -41,7 +41,7 @@ check-proto: $(BIN)/.installed ## Fail when the committed stubs differ from what
 	for f in $$(cd $$tmp && find . -type f | sort); do \
 	  cmp -s $$tmp/$$f $(STUBS)/$$f || { echo "stale stub: $$f (run make proto)"; rm -rf $$tmp; exit 1; }; \
 	done; \
-	extra=$$(cd $(STUBS) && find agentworks -name '*_pb2*.py*' -not -path '*/core/*' | while read f; do test -f $$tmp/$$f || echo $$f; done); \
+	extra=$$(cd $(STUBS) && find agentworks -name '*_pb2*.py*' -not -path '*/core/*' -not -path '*/__pycache__/*' | while read f; do test -f $$tmp/$$f || echo $$f; done); \
 	rm -rf $$tmp; \
 	if [ -n "$$extra" ]; then echo "stub without a proto: $$extra"; exit 1; fi; \
 	echo "stubs are up to date"

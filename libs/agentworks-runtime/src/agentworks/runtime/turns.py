@@ -35,12 +35,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import structlog
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
 from agentworks.core.clients import MessagingClient, target_ref, target_str
 from agentworks.core.identity import Minter
+from agentworks.core.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 log = structlog.get_logger("agentworks.runtime")
@@ -52,6 +54,13 @@ DELIVERY_KINDS: dict[int, str] = {
     m.DELIVERY_KIND_WEBHOOK: "webhook",
     m.DELIVERY_KIND_FUNCTION_COMPLETED: "function_completed",
 }
+
+# gRPC backs reconnects off up to 120 s by default; a runtime should notice a restarted
+# messaging service within seconds.
+_RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+]
 
 # Errors that mean the configuration is wrong; retrying cannot help.
 _FATAL = (errors.Unauthenticated, errors.InvalidArgument)
@@ -166,7 +175,23 @@ class TurnOutcome:
 
 
 class TurnWorker:
-    """Claims turns for some targets and runs a handler for each (R1, C6, C10, C11)."""
+    """Claims turns for some targets and runs a handler for each (R1, C6, C10, C11).
+
+    Args:
+        messaging_address: `host:port[,host:port...]` of messaging (ignored with `client`).
+        identity: mints the runtime's signed identity, e.g. `agent:demo/demo-bot`.
+        targets: the crews/workflows served, e.g. `["crew:demo"]`.
+        handler: `async (TurnContext) -> Any`; its return value is ignored (C6).
+        client: an existing MessagingClient to use instead of opening a channel.
+        wait_seconds: ClaimTurn long-poll, 0-25.
+        lease_seconds: turn lease, 5-300; renewed every `heartbeat_seconds`.
+        heartbeat_seconds: defaults to a third of the lease.
+        concurrency: turns handled at once (each for a different conversation).
+        health_file: touched after every claim round-trip and heartbeat, for probes.
+        on_finished: called with a `TurnOutcome` after each turn.
+
+    `run()` may be called once; `stop()` ends it gracefully.
+    """
 
     def __init__(
         self,
@@ -189,14 +214,28 @@ class TurnWorker:
             target_ref(target)  # raises ValueError naming the bad target
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
+        if heartbeat_seconds >= lease_seconds:
+            raise ValueError(
+                f"heartbeat_seconds ({heartbeat_seconds}) must be shorter than the lease "
+                f"({lease_seconds} s), or the lease expires between beats"
+            )
         self.targets = tuple(targets)
         self.handler = handler
         self.identity = identity
-        self._owns_client = client is None
-        self.client = client or MessagingClient(messaging_address, identity=identity, timeout=10)
+        self._channel: grpc.aio.Channel | None = None
+        if client is None:
+            if not messaging_address:
+                raise ValueError("a messaging address (host:port[,host:port]) is required")
+            self._channel = grpc.aio.insecure_channel(
+                channel_target(messaging_address),
+                options=[*channel_options(), *_RECONNECT_OPTIONS],
+            )
+            client = MessagingClient(channel=self._channel, identity=identity, timeout=10)
+        self.client = client
         self.wait_seconds = wait_seconds
         self.lease_seconds = lease_seconds
-        self.heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
+        self.heartbeat_seconds = heartbeat_seconds
         self.concurrency = concurrency
         self.health_file = pathlib.Path(health_file) if health_file else None
         self.on_finished = on_finished
@@ -227,8 +266,8 @@ class TurnWorker:
             # Every slot fails the same way (bad key, unknown target): report it plainly.
             raise group.exceptions[0] from None
         finally:
-            if self._owns_client:
-                await self.client.close()
+            if self._channel is not None:
+                await self._channel.close()
             self.log.info("worker.stopped")
 
     async def _serve(self, slot: int) -> None:

@@ -1,0 +1,33 @@
+# One image for every AgentWorks process; compose.yaml chooses the command per service.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    LOG_JSON=true
+
+WORKDIR /app
+
+# Locked third-party dependencies first: this layer changes only with requirements.lock.
+COPY requirements.lock ./
+RUN pip install -r requirements.lock
+
+# Then our own packages (core and runtime share the `agentworks` namespace package).
+COPY libs/ libs/
+COPY services/ services/
+RUN pip install --no-deps --no-build-isolation \
+        ./libs/agentworks-core \
+        ./libs/agentworks-runtime \
+        ./services/messaging \
+        ./services/functions \
+        ./services/scheduler \
+        ./services/gateway \
+    && rm -rf libs services
+
+RUN useradd --system --uid 10001 --home-dir /app agentworks \
+    && mkdir -p /app/.agentworks \
+    && chown agentworks /app/.agentworks
+USER agentworks
+
+CMD ["agentworks", "--help"]

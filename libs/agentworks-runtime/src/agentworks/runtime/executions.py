@@ -1,0 +1,554 @@
+"""Execution workers: claim function executions, keep their leases, run a handler (R1, R2).
+
+An `ExecutionWorker` long-polls `ClaimExecution` for the targets it serves. For each
+execution it creates the output folder `<root>/.calls/<call_id>/`, starts a background
+heartbeat, and calls the handler with an `ExecutionContext`:
+
+    async def handle(ctx: ExecutionContext) -> str:
+        await ctx.progress("reading")
+        await ctx.message("looking at the inputs")
+        answer = await ctx.ask("Which format?")          # waits for the caller's reply
+        ctx.result_file.write_text(json.dumps({...}))     # FUNCTION_RESULT_FILE (F10)
+        return "done"                                      # the final message
+
+What the handler returns is the execution's final message (a non-string is sent as JSON).
+After the handler returns, the result file (if it exists and was not uploaded unchanged)
+is uploaded and the execution is finished. When the service asks for the one correction
+turn (F10), the same handler is called again with `ctx.correction_prompt` set, and the
+worker finishes a second time.
+
+Failure policy:
+
+- A handler that raises ends the execution `failed` with the exception as the error; no
+  correction turn (F10).
+- A cancel (F15) or a lost lease (F12) is learned from the next heartbeat, report, ask
+  or upload: the handler task is cancelled and nothing more is reported.
+- A worker that is itself cancelled leaves its executions unfinished; their leases expire
+  and the service records them `interrupted` (F12).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import pathlib
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from google.protobuf import json_format
+
+from agentworks.core import errors
+from agentworks.core.clients import target_ref, target_str
+from agentworks.core.clients.functions import FunctionsClient
+from agentworks.core.identity import Minter
+from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.runtime.config import RuntimeConfig
+from agentworks.runtime.turns import Backoff
+
+log = structlog.get_logger("agentworks.runtime.executions")
+
+_TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
+_FATAL = (errors.Unauthenticated, errors.InvalidArgument, errors.PermissionDenied)
+# How long one AskInput long-poll waits before asking again (the service allows 0-25).
+ASK_POLL_SECONDS = 20
+
+
+class ExecutionStopped(Exception):
+    """The execution was cancelled or lost its lease; stop working on it."""
+
+
+@dataclass
+class ExecutionContext:
+    """What a handler gets for one execution: its inputs, folder and reporting tools."""
+
+    execution: f.Execution
+    client: FunctionsClient
+    root: pathlib.Path
+    log: Any
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
+    correction_prompt: str = ""
+    uploaded: dict[str, str] = field(default_factory=dict)
+    _sequence: int = 0
+    _asks: int = 0
+
+    def __post_init__(self) -> None:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------- the call
+
+    @property
+    def call_id(self) -> str:
+        return self.execution.call_id
+
+    @property
+    def target(self) -> str:
+        """`crew:<name>` / `workflow:<id>`."""
+        return target_str(self.execution.target)
+
+    @property
+    def function(self) -> str:
+        return self.execution.function
+
+    @property
+    def caller(self) -> str:
+        return self.execution.caller
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The checked inputs, as plain JSON (whole numbers as ints)."""
+        return _plain(json_format.MessageToDict(self.execution.inputs))
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        if not self.execution.has_output_schema:
+            return None
+        return _plain(json_format.MessageToDict(self.execution.output_schema))
+
+    @property
+    def starts_work(self) -> bool:
+        """Whether the function only starts work and completes with a start receipt (F9)."""
+        return self.execution.starts_work
+
+    @property
+    def run_id(self) -> str:
+        """Workflow functions: the run this call records its steps in (F14)."""
+        return self.execution.run_id
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """Workflow functions: the run's typed variable values."""
+        return _plain(json_format.MessageToDict(self.execution.variables))
+
+    @property
+    def output_dir(self) -> pathlib.Path:
+        """The call's private output folder, `<root>/.calls/<call_id>/` (F4)."""
+        return self.root / self.execution.output_folder
+
+    @property
+    def result_file(self) -> pathlib.Path:
+        """FUNCTION_RESULT_FILE: where the result JSON goes when there is an output schema."""
+        return self.output_dir / (self.execution.result_file or "result.json")
+
+    @property
+    def is_correction(self) -> bool:
+        """True during the one correction turn (F10)."""
+        return bool(self.correction_prompt)
+
+    @property
+    def stopped(self) -> bool:
+        return self.cancelled.is_set() or self.lease_lost.is_set()
+
+    def write_result(self, value: Any) -> None:
+        """Write `value` as JSON to FUNCTION_RESULT_FILE."""
+        self.result_file.write_text(json.dumps(value))
+
+    # ------------------------------------------------------------ reporting
+
+    def _check(self, status: str) -> None:
+        if status == "cancelled":
+            self._stop(self.cancelled, "execution.cancelled")
+
+    def _stop(self, event: asyncio.Event, what: str) -> None:
+        if not event.is_set():
+            self.log.info(what)
+        event.set()
+        raise ExecutionStopped(f"call {self.call_id}: {what.split('.')[-1].replace('_', ' ')}")
+
+    async def _retrying(self, make: Callable[[], Awaitable[Any]], attempts: int = 4) -> Any:
+        if self.stopped:
+            raise ExecutionStopped(f"call {self.call_id} is no longer running here")
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, attempts + 1):
+            try:
+                return await make()
+            except errors.PreconditionFailed as exc:
+                self.log.warning("execution.lease_lost", error=exc.message)
+                self._stop(self.lease_lost, "execution.lease_lost")
+            except _TRANSIENT as exc:
+                if attempt == attempts:
+                    raise
+                delay = backoff.next()
+                self.log.warning("execution.retry", error=exc.message, retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def report(
+        self,
+        *,
+        progress: str | None = None,
+        messages: Sequence[str | f.ExecutionMessage] = (),
+        events: Sequence[Mapping[str, Any] | f.ExecutionEvent] = (),
+        steps: Sequence[Mapping[str, Any] | f.WorkflowStep] = (),
+    ) -> None:
+        """Send progress, messages, events and steps in one report (retried safely)."""
+        self._sequence += 1
+        sequence = self._sequence
+        response = await self._retrying(
+            lambda: self.client.report(
+                self.call_id,
+                progress=progress,
+                messages=messages,
+                events=events,
+                steps=steps,
+                sequence=sequence,
+            )
+        )
+        self._check(response.status)
+
+    async def progress(self, text: str) -> None:
+        """Replace the call's progress line; progress never completes a call (F9)."""
+        await self.report(progress=text)
+
+    async def message(self, text: str, *, role: str = "assistant") -> None:
+        """Add an execution message (paged by `after` in status)."""
+        await self.report(messages=[f.ExecutionMessage(role=role, text=text)])
+
+    async def event(self, kind: str, text: str = "", *, tool_name: str = "") -> None:
+        """Add a conversation event; tool_call/tool_result events keep the tool name only."""
+        await self.report(events=[{"kind": kind, "text": text, "tool_name": tool_name}])
+
+    async def step(self, step: str, status: str, *, group: str = "", detail: str = "") -> None:
+        """Workflow functions: add an entry to the run's step history (F14)."""
+        await self.report(
+            steps=[{"step": step, "status": status, "group": group, "detail": detail}]
+        )
+
+    async def upload_file(
+        self,
+        name: str,
+        data: bytes | None = None,
+        *,
+        path: pathlib.Path | str | None = None,
+        media_type: str = "",
+    ) -> f.FileInfo | None:
+        """Upload `data` (or the file at `path`) as `name` in the call's output folder.
+
+        Skips (returns None) a file already uploaded with the same content.
+        """
+        if data is None:
+            source = pathlib.Path(path if path is not None else self.output_dir / name)
+            data = await asyncio.to_thread(source.read_bytes)
+        digest = hashlib.sha256(data).hexdigest()
+        if self.uploaded.get(name) == digest:
+            return None
+        info = await self._retrying(
+            lambda: self.client.upload_file(self.call_id, name, data, media_type=media_type)
+        )
+        self.uploaded[name] = digest
+        return info
+
+    async def ask(self, question: str, *, timeout: float | None = None) -> str:
+        """Ask a human-input question and wait for the caller's or owner's reply (F11)."""
+        self._asks += 1
+        ask_id = f"ask-{self._asks}"
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = ASK_POLL_SECONDS
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"no reply to {question!r} within {timeout} s")
+                wait = max(0, min(wait, int(remaining)))
+            response = await self._retrying(
+                lambda w=wait: self.client.ask_input(self.call_id, ask_id, question, wait_seconds=w)
+            )
+            self._check(response.status)
+            if response.answered:
+                return response.reply
+
+
+ExecutionHandler = Callable[[ExecutionContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ExecutionOutcome:
+    """How one execution ended here, for callers that watch the worker (tests, metrics)."""
+
+    call_id: str
+    status: str  # the service's status after finish, or "cancelled" / "lease_lost"
+    corrected: bool = False
+    error: BaseException | None = None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class ExecutionWorker:
+    """Claims executions for some targets and runs a handler for each (R1, F9-F12, F15)."""
+
+    def __init__(
+        self,
+        functions_address: str | None,
+        identity: Minter,
+        targets: Sequence[str],
+        handler: ExecutionHandler | Mapping[str, ExecutionHandler],
+        *,
+        client: FunctionsClient | None = None,
+        root: pathlib.Path | str = ".",
+        wait_seconds: int = 20,
+        lease_seconds: int = 30,
+        heartbeat_seconds: float | None = None,
+        concurrency: int = 1,
+        health_file: str = "",
+        on_finished: Callable[[ExecutionOutcome], None] | None = None,
+    ) -> None:
+        if not targets:
+            raise ValueError("an execution worker needs at least one target, e.g. crew:demo")
+        for target in targets:
+            target_ref(target)  # raises ValueError naming the bad target
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.targets = tuple(targets)
+        self.handler = handler
+        self.identity = identity
+        self._owns_client = client is None
+        self.client = client or FunctionsClient(functions_address, identity=identity, timeout=10)
+        self.root = pathlib.Path(root).resolve()
+        self.wait_seconds = wait_seconds
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds or max(0.3, lease_seconds / 3)
+        self.concurrency = concurrency
+        self.health_file = pathlib.Path(health_file) if health_file else None
+        self.on_finished = on_finished
+        self._stopping = asyncio.Event()
+        self.log = log.bind(principal=identity.principal, targets=",".join(self.targets))
+
+    def stop(self) -> None:
+        """Finish the executions in hand, claim no more, and let `run()` return."""
+        if not self._stopping.is_set():
+            self.log.info("worker.stopping")
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve executions until `stop()`; raises on configuration errors."""
+        self.log.info("worker.started", concurrency=self.concurrency, root=str(self.root))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(self.concurrency):
+                    group.create_task(self._serve())
+        except BaseExceptionGroup as group:
+            raise group.exceptions[0] from None
+        finally:
+            if self._owns_client:
+                await self.client.close()
+            self.log.info("worker.stopped")
+
+    async def _serve(self) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            try:
+                execution = await self._claim()
+            except _FATAL as exc:
+                self.log.error("execution.claim_refused", code=exc.code.name, error=exc.message)
+                raise
+            except errors.AgentWorksError as exc:
+                delay = backoff.next()
+                self.log.warning(
+                    "execution.claim_failed",
+                    code=exc.code.name,
+                    error=exc.message,
+                    retry_in=round(delay, 2),
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+                continue
+            backoff.reset()
+            self._touch_health()
+            if execution is not None:
+                await self.handle(execution)
+
+    async def _claim(self) -> f.Execution | None:
+        claim = asyncio.ensure_future(
+            self.client.claim_execution(
+                self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
+            )
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not claim.done():
+                claim.cancel()
+            await asyncio.wait({claim})
+        if claim.cancelled():
+            return None
+        return claim.result()
+
+    def _handler_for(self, function: str) -> ExecutionHandler | None:
+        if isinstance(self.handler, Mapping):
+            return self.handler.get(function)
+        return self.handler
+
+    async def handle(self, execution: f.Execution) -> ExecutionOutcome:
+        """Run one claimed execution to its end (public so tests and runners can drive it)."""
+        bound = self.log.bind(call_id=execution.call_id, function=execution.function)
+        ctx = ExecutionContext(execution=execution, client=self.client, root=self.root, log=bound)
+        bound.info("execution.started")
+        current: dict[str, asyncio.Task[Any]] = {}
+        heartbeat = asyncio.create_task(self._heartbeat(ctx, current))
+        outcome = ExecutionOutcome(execution.call_id, "unknown")
+        try:
+            outcome = await self._rounds(ctx, current)
+        finally:
+            heartbeat.cancel()
+            await asyncio.wait({heartbeat})
+        bound.info("execution.finished", status=outcome.status, corrected=outcome.corrected)
+        if self.on_finished is not None:
+            self.on_finished(outcome)
+        return outcome
+
+    async def _rounds(
+        self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]]
+    ) -> ExecutionOutcome:
+        handler = self._handler_for(ctx.function)
+        correction_round = 0
+        while True:
+            failed, final, error, exc = False, "", "", None
+            if handler is None:
+                failed, error = True, f"this runtime has no handler for function {ctx.function!r}"
+            else:
+                task = asyncio.create_task(handler(ctx))
+                current["task"] = task
+                try:
+                    await asyncio.wait({task})
+                except asyncio.CancelledError:
+                    task.cancel()
+                    raise
+                if ctx.stopped:
+                    return ExecutionOutcome(
+                        ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
+                    )
+                if task.cancelled():
+                    failed, error = True, "the handler was cancelled"
+                elif (exc := task.exception()) is not None:
+                    if isinstance(exc, ExecutionStopped):
+                        return ExecutionOutcome(ctx.call_id, "cancelled")
+                    ctx.log.warning("execution.handler_failed", error=repr(exc))
+                    failed, error = True, f"{type(exc).__name__}: {exc}"
+                else:
+                    value = task.result()
+                    final = value if isinstance(value, str) else ""
+                    if value is not None and not isinstance(value, str):
+                        final = json.dumps(value)
+                        if ctx.output_schema is not None and not ctx.result_file.exists():
+                            ctx.write_result(value)
+            try:
+                if not failed and ctx.result_file.exists():
+                    await ctx.upload_file(ctx.result_file.name)
+                response = await ctx._retrying(
+                    lambda failed=failed, final=final, error=error, r=correction_round: (
+                        self.client.finish_execution(
+                            ctx.call_id,
+                            final_message=final,
+                            failed=failed,
+                            error=error,
+                            correction_round=r,
+                        )
+                    )
+                )
+            except ExecutionStopped:
+                return ExecutionOutcome(
+                    ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
+                )
+            if response.correction_requested and correction_round == 0:
+                correction_round = 1
+                ctx.correction_prompt = response.correction_prompt
+                ctx.log.info("execution.correction_turn")
+                continue
+            return ExecutionOutcome(
+                ctx.call_id, response.status, corrected=correction_round == 1, error=exc
+            )
+
+    async def _heartbeat(
+        self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]]
+    ) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                response = await self.client.heartbeat_execution(
+                    ctx.call_id, lease_seconds=self.lease_seconds
+                )
+            except errors.PreconditionFailed as exc:
+                ctx.log.warning("execution.lease_lost", error=exc.message)
+                ctx.lease_lost.set()
+            except errors.AgentWorksError as exc:
+                # Transient: the next beat (a third of the lease later) tries again.
+                ctx.log.warning("execution.heartbeat_failed", code=exc.code.name, error=exc.message)
+                continue
+            else:
+                self._touch_health()
+                if response.status == "cancelled":
+                    ctx.log.info("execution.cancelled")
+                    ctx.cancelled.set()
+            if ctx.stopped:
+                task = current.get("task")
+                if task is not None and not task.done():
+                    task.cancel()
+                return
+
+    def _touch_health(self) -> None:
+        if self.health_file is not None:
+            with contextlib.suppress(OSError):
+                self.health_file.touch()
+
+
+async def serve_executions(
+    config: RuntimeConfig,
+    handler: ExecutionHandler | Mapping[str, ExecutionHandler],
+    *,
+    root: pathlib.Path | str = ".",
+) -> int:
+    """Run an execution worker until SIGTERM/SIGINT; the process exit code.
+
+    The first signal finishes the executions in hand and exits; a second exits at once
+    (the service then records the unfinished executions `interrupted`).
+    """
+    worker = ExecutionWorker(
+        config.functions_address,
+        Minter(config.principal, config.internal_key),
+        config.targets,
+        handler,
+        root=root,
+        wait_seconds=config.wait_seconds,
+        lease_seconds=config.lease_seconds,
+        concurrency=config.concurrency,
+        health_file=config.health_file,
+    )
+    run = asyncio.create_task(worker.run())
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            worker.stop()
+        else:
+            run.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await run
+    except asyncio.CancelledError:
+        return 130
+    except errors.AgentWorksError as exc:
+        print(f"agentworks-runtime: {exc}", file=sys.stderr)
+        return 1
+    return 0

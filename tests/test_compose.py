@@ -1,0 +1,135 @@
+"""compose.yaml and the shared Dockerfile (P5), checked without a Docker engine.
+
+No engine runs here, so these tests read the files: every service is present, healthy
+by a real check, built from the one Dockerfile, wired to its peers, and scalable on its
+own; the Dockerfile installs the locked dependencies before our packages.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import tomllib
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
+LONG_RUNNING = {*GRPC_SERVICES, "gateway", "demo-runtime"}
+JOBS = {"bootstrap"}
+PACKAGES = [
+    "libs/agentworks-core",
+    "libs/agentworks-runtime",
+    "services/messaging",
+    "services/functions",
+    "services/scheduler",
+    "services/gateway",
+]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def scripts() -> set[str]:
+    """Every console script our packages install."""
+    names: set[str] = set()
+    for package in PACKAGES:
+        project = tomllib.loads((ROOT / package / "pyproject.toml").read_text())["project"]
+        names |= set(project.get("scripts", {}))
+    return names
+
+
+def test_compose_runs_postgres_and_every_service_p5(services):
+    """P5: PostgreSQL, the four services, the demo runtime and the bootstrap job."""
+    assert set(services) == {"postgres", *LONG_RUNNING, *JOBS}
+    assert services["postgres"]["image"].startswith("postgres:")
+
+
+def test_every_long_running_service_has_a_real_healthcheck_p4_p5(services):
+    """P4/P5: each service (and PostgreSQL) has a health check that probes something."""
+    for name in {"postgres", *LONG_RUNNING}:
+        check = services[name].get("healthcheck")
+        assert check and not check.get("disable"), f"{name} has no healthcheck"
+        assert check["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert len(check["test"]) > 1, name
+    for name, port in GRPC_SERVICES.items():
+        probe = " ".join(services[name]["healthcheck"]["test"])
+        assert "grpc_health" in probe and f"127.0.0.1:{port}" in probe, name
+        assert services[name]["environment"][f"{name.upper()}_LISTEN"] == f"0.0.0.0:{port}"
+    assert "/healthz" in " ".join(services["gateway"]["healthcheck"]["test"])
+
+
+def test_jobs_run_once_and_gate_the_runtime_p5(services):
+    """P5: the bootstrap job runs to completion before the demo runtime starts."""
+    assert services["bootstrap"]["restart"] == "on-failure"
+    assert "--bootstrap-only" in services["bootstrap"]["command"]
+    depends = services["demo-runtime"]["depends_on"]
+    assert depends["bootstrap"]["condition"] == "service_completed_successfully"
+
+
+def test_every_agentworks_service_uses_the_shared_dockerfile_p5(services):
+    """P5: one image recipe for every AgentWorks process."""
+    for name in {*LONG_RUNNING, *JOBS}:
+        build = services[name]["build"]
+        assert build["dockerfile"] == "Dockerfile", name
+        assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "Dockerfile"
+
+
+def test_commands_are_installed_console_scripts(services, scripts):
+    """Each service's command is a console script one of our packages installs."""
+    for name in LONG_RUNNING:
+        command = services[name]["command"][0]
+        assert command in scripts, f"{name}: {command} is not a console script"
+
+
+def test_each_service_scales_on_its_own_p3_p5(services):
+    """P3/P5: `deploy.replicas` comes from a per-service variable (default 1)."""
+    seen = set()
+    for name in LONG_RUNNING:
+        replicas = str(services[name]["deploy"]["replicas"])
+        match = re.fullmatch(r"\$\{(\w+)_REPLICAS:-1\}", replicas)
+        assert match, f"{name}: replicas {replicas!r} is not ${{<NAME>_REPLICAS:-1}}"
+        seen.add(match.group(1))
+    assert len(seen) == len(LONG_RUNNING), "two services share a replicas variable"
+
+
+def test_services_are_wired_to_their_peers_and_the_key_a2(services):
+    """A2: every process gets the internal key (required); clients get peer addresses."""
+    for name in {*LONG_RUNNING, *JOBS}:
+        env = services[name]["environment"]
+        assert env["AGENTWORKS_INTERNAL_KEY"].startswith("${AGENTWORKS_INTERNAL_KEY:?"), name
+    for name in {*GRPC_SERVICES, "gateway", *JOBS}:
+        assert "@postgres:5432/" in services[name]["environment"]["DATABASE_URL"], name
+    assert "DATABASE_URL" not in services["demo-runtime"]["environment"]
+    gateway = services["gateway"]["environment"]
+    for name, port in GRPC_SERVICES.items():
+        assert gateway[f"GATEWAY_{name.upper()}_ADDRESS"] == f"{name}:{port}"
+    runtime = services["demo-runtime"]["environment"]
+    assert runtime["AGENTWORKS_MESSAGING_ADDRESS"] == "messaging:50051"
+    assert runtime["AGENTWORKS_RUNTIME_TARGETS"] == "crew:demo"
+
+
+def test_dockerfile_installs_the_lock_then_every_package():
+    """P5: python:3.11-slim, requirements.lock first, then each of our packages."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
+    lock = dockerfile.index("pip install -r requirements.lock")
+    assert dockerfile.index("COPY requirements.lock") < lock
+    for package in PACKAGES:
+        assert dockerfile.index(f"./{package}") > lock, f"{package} is not installed"
+    assert re.search(r"^USER (?!root)", dockerfile, re.M), "the image runs as root"
+
+
+def test_dockerignore_keeps_local_state_out_of_the_image():
+    """Local state (venv, embedded PostgreSQL data, keys) never enters the build context."""
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".venv", ".agentworks", ".git"} <= ignored

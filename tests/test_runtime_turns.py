@@ -1,0 +1,345 @@
+"""The runtime SDK against a real messaging service: turns, explicit replies, leases.
+
+Covers R1 (runtimes claim turns, keep leases, send as their agent, finish), R2 (the
+SDK and the demo crew), C6 (explicit replies only), C10 (turn queue) and C11 (a lost
+runtime's turn is interrupted and not resent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from agentworks.core.clients import MessagingClient
+from agentworks.core.errors import Unauthenticated, Unavailable
+from agentworks.core.identity import Minter
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker
+from agentworks.runtime.demo import handle_turn as demo_handle_turn
+
+CREW = "crew:demo"
+AGENT = "agent:demo/demo-bot"
+WAIT = 10  # seconds any single condition may take before the test fails
+LEASE = 5  # the smallest lease ClaimTurn accepts
+
+
+@pytest.fixture
+async def clients(messaging, identity) -> AsyncIterator[dict[str, MessagingClient]]:
+    """Clients for an operator, a user (alice) and the demo agent; crew:demo registered."""
+    made = {
+        "operator": MessagingClient(
+            messaging.address, identity=identity("service:ops", {"operator"})
+        ),
+        "alice": MessagingClient(messaging.address, identity=identity("user:alice")),
+        "agent": MessagingClient(messaging.address, identity=identity(AGENT)),
+    }
+    await made["operator"].register_target(CREW, owner="user:dev")
+    yield made
+    for client in made.values():
+        await client.close()
+
+
+class Worker:
+    """A TurnWorker running as a task, with its finished turns on a queue."""
+
+    def __init__(
+        self, address: str, minter: Minter, handler: Callable[[TurnContext], Awaitable[object]]
+    ):
+        self.outcomes: asyncio.Queue[TurnOutcome] = asyncio.Queue()
+        self.worker = TurnWorker(
+            address,
+            minter,
+            [CREW],
+            handler,
+            wait_seconds=2,
+            lease_seconds=LEASE,
+            on_finished=self.outcomes.put_nowait,
+        )
+        self.task = asyncio.create_task(self.worker.run())
+
+    async def next_outcome(self) -> TurnOutcome:
+        return await asyncio.wait_for(self.outcomes.get(), WAIT)
+
+    async def stop(self) -> None:
+        self.worker.stop()
+        await asyncio.wait_for(self.task, WAIT)
+
+    async def kill(self) -> None:
+        """Simulate the runtime process dying: no graceful stop, no CompleteTurn."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def read_all(client: MessagingClient, inbox_id: str) -> list[m.Message]:
+    return list((await client.read(inbox_id, limit=100)).messages)
+
+
+async def deliveries(client: MessagingClient, conversation_id: str) -> list[m.Delivery]:
+    page = await client.get_transcript(conversation_id, limit=100)
+    return [e.delivery for e in page.entries if e.WhichOneof("entry") == "delivery"]
+
+
+async def test_worker_replies_explicitly_and_return_value_is_not_forwarded_c6_c10_r1(
+    messaging, clients, identity
+):
+    """C6/C10/R1: a claimed turn's reply reaches the inbox; the handler's return value does not."""
+    seen: list[TurnContext] = []
+
+    async def handler(ctx: TurnContext) -> str:
+        seen.append(ctx)
+        for message in ctx.messages:
+            await ctx.send_message(f"echo: {message.text}")
+        return "FINAL CHAT TEXT THAT MUST NOT BE FORWARDED"
+
+    worker = Worker(messaging.address, identity(AGENT), handler)
+    try:
+        receipt = await clients["alice"].send("hello", target=CREW)
+        page = await clients["alice"].read(receipt.inbox_id, wait_seconds=WAIT)
+        assert [msg.text for msg in page.messages] == ["echo: hello"]
+        assert page.messages[0].sender == AGENT
+
+        outcome = await worker.next_outcome()
+        assert outcome.completed and not outcome.lease_lost and outcome.error is None
+        ctx = seen[0]
+        assert ctx.reply_inbox_id == receipt.inbox_id
+        assert ctx.conversation_id == receipt.conversation_id
+        assert ctx.target == CREW
+
+        # After the turn completed, the inbox still holds only the explicit reply.
+        assert [msg.text for msg in await read_all(clients["alice"], receipt.inbox_id)] == [
+            "echo: hello"
+        ]
+        records = await deliveries(clients["alice"], receipt.conversation_id)
+        assert [d.status for d in records] == [m.DELIVERY_STATUS_HANDLED]
+    finally:
+        await worker.stop()
+
+
+async def test_demo_crew_replies_to_messages_and_acknowledges_other_deliveries_r2(
+    messaging, clients, identity
+):
+    """R2/C10: the demo crew answers `demo heard: <text>` and acknowledges a wake-up."""
+    worker = Worker(messaging.address, identity(AGENT), demo_handle_turn)
+    scheduler = MessagingClient(messaging.address, identity=identity("service:scheduler"))
+    try:
+        receipt = await clients["alice"].send("hi demo", target=CREW)
+        page = await clients["alice"].read(receipt.inbox_id, wait_seconds=WAIT)
+        assert [msg.text for msg in page.messages] == ["demo heard: hi demo"]
+        await worker.next_outcome()
+
+        await scheduler.enqueue_delivery(
+            receipt.conversation_id,
+            kind=m.DELIVERY_KIND_WAKE_UP,
+            idempotency_key="wake-1",
+            text="check the build",
+        )
+        page = await clients["alice"].read(
+            receipt.inbox_id, after=page.next_cursor, wait_seconds=WAIT
+        )
+        assert [msg.text for msg in page.messages] == ["demo got a wake up: check the build"]
+    finally:
+        await scheduler.close()
+        await worker.stop()
+
+
+async def test_handler_exception_still_completes_the_turn_c10(messaging, clients, identity):
+    """C10: a failing handler is logged, its turn completed, and the worker serves on."""
+
+    async def handler(ctx: TurnContext) -> None:
+        if ctx.messages[0].text == "boom":
+            raise RuntimeError("handler bug")
+        await ctx.send_message("fine")
+
+    worker = Worker(messaging.address, identity(AGENT), handler)
+    try:
+        receipt = await clients["alice"].send("boom", target=CREW)
+        outcome = await worker.next_outcome()
+        assert outcome.completed and isinstance(outcome.error, RuntimeError)
+        records = await deliveries(clients["alice"], receipt.conversation_id)
+        assert [d.status for d in records] == [m.DELIVERY_STATUS_HANDLED]
+
+        await clients["alice"].send("again", inbox_id=receipt.inbox_id)
+        page = await clients["alice"].read(receipt.inbox_id, wait_seconds=WAIT)
+        assert [msg.text for msg in page.messages] == ["fine"]
+    finally:
+        await worker.stop()
+
+
+async def test_heartbeat_keeps_a_slow_turn_alive_past_its_lease_r1_c10(
+    messaging, clients, identity
+):
+    """R1/C10: while the handler runs longer than the lease, heartbeats keep the turn."""
+
+    async def slow_handler(ctx: TurnContext) -> None:
+        # Stands in for an agent that works longer than one lease period.
+        await asyncio.sleep(LEASE + 1.5)
+        await ctx.send_message("done after a while")
+
+    worker = Worker(messaging.address, identity(AGENT), slow_handler)
+    try:
+        receipt = await clients["alice"].send("take your time", target=CREW)
+        outcome = await asyncio.wait_for(worker.outcomes.get(), LEASE + WAIT)
+        assert outcome.completed and not outcome.lease_lost
+        records = await deliveries(clients["alice"], receipt.conversation_id)
+        assert [d.status for d in records] == [m.DELIVERY_STATUS_HANDLED]
+        assert [msg.text for msg in await read_all(clients["alice"], receipt.inbox_id)] == [
+            "done after a while"
+        ]
+    finally:
+        await worker.stop()
+
+
+async def test_lost_runtime_turn_is_interrupted_and_not_redelivered_c11(
+    messaging, clients, identity
+):
+    """C11: a runtime that dies mid-turn leaves it to expire; it is interrupted, not resent."""
+    started = asyncio.Event()
+
+    async def hanging_handler(ctx: TurnContext) -> None:
+        started.set()
+        await asyncio.Event().wait()  # the runtime "crashes" while in here
+
+    first = Worker(messaging.address, identity(AGENT), hanging_handler)
+    receipt = await clients["alice"].send("first", target=CREW)
+    await asyncio.wait_for(started.wait(), WAIT)
+    await first.kill()
+
+    handled: list[list[str]] = []
+
+    async def handler(ctx: TurnContext) -> None:
+        handled.append([d.message.text for d in ctx.deliveries])
+        await ctx.send_message("second handled")
+
+    second = Worker(messaging.address, identity(AGENT), handler)
+    try:
+        # The conversation is busy until the dead turn's lease expires; the next turn
+        # then carries only the new message, never the interrupted one.
+        await clients["alice"].send("second", inbox_id=receipt.inbox_id)
+        outcome = await asyncio.wait_for(second.outcomes.get(), LEASE + WAIT)
+        assert outcome.completed
+        assert handled == [["second"]]
+
+        # Delivery records come oldest first: "first", then "second".
+        records = await deliveries(clients["alice"], receipt.conversation_id)
+        assert [d.status for d in records] == [
+            m.DELIVERY_STATUS_INTERRUPTED,
+            m.DELIVERY_STATUS_HANDLED,
+        ]
+    finally:
+        await second.stop()
+
+
+async def test_stop_finishes_the_current_turn_before_returning_r1(messaging, clients, identity):
+    """R1: a graceful stop (SIGTERM) lets the turn in hand finish and complete."""
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(ctx: TurnContext) -> None:
+        started.set()
+        await release.wait()
+        await ctx.send_message("finished after stop")
+
+    worker = Worker(messaging.address, identity(AGENT), handler)
+    receipt = await clients["alice"].send("work", target=CREW)
+    await asyncio.wait_for(started.wait(), WAIT)
+    worker.worker.stop()
+    assert not worker.task.done()
+    release.set()
+    await asyncio.wait_for(worker.task, WAIT)
+
+    outcome = worker.outcomes.get_nowait()
+    assert outcome.completed
+    assert [msg.text for msg in await read_all(clients["alice"], receipt.inbox_id)] == [
+        "finished after stop"
+    ]
+
+
+async def test_stop_while_idle_returns_promptly_r1(messaging, clients, identity):
+    """R1: stopping a worker blocked in a claim long-poll does not wait for the poll."""
+
+    async def handler(ctx: TurnContext) -> None:  # pragma: no cover - never called
+        raise AssertionError("no turn expected")
+
+    worker = TurnWorker(messaging.address, identity(AGENT), [CREW], handler, wait_seconds=20)
+    task = asyncio.create_task(worker.run())
+    await asyncio.sleep(0)  # one loop step, so run() is inside its claim long-poll
+    worker.stop()
+    await asyncio.wait_for(task, 3)
+
+
+async def test_unknown_key_is_fatal_and_reported_a2(messaging, clients):
+    """A2: a runtime whose identity is signed with the wrong key stops with UNAUTHENTICATED."""
+
+    async def handler(ctx: TurnContext) -> None:  # pragma: no cover - never called
+        raise AssertionError("no turn expected")
+
+    forged = Minter(AGENT, secrets.token_urlsafe(32))
+    worker = TurnWorker(messaging.address, forged, [CREW], handler)
+    with pytest.raises(Unauthenticated):
+        await asyncio.wait_for(worker.run(), WAIT)
+
+
+class ObservedClient(MessagingClient):
+    """A MessagingClient that signals when a claim found the service unavailable."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.unavailable = asyncio.Event()
+
+    async def claim_turn(self, *args, **kwargs):
+        try:
+            return await super().claim_turn(*args, **kwargs)
+        except Unavailable:
+            self.unavailable.set()
+            raise
+
+
+async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, internal_key, identity):
+    """R1: a runtime started before messaging (or across a restart) backs off and reconnects."""
+    from agentworks_messaging.config import Config
+    from agentworks_messaging.server import start
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+
+    async def handler(ctx: TurnContext) -> None:
+        await ctx.send_message("back online")
+
+    client = ObservedClient(address, identity=identity(AGENT), timeout=10)
+    worker = TurnWorker(None, identity(AGENT), [CREW], handler, client=client, wait_seconds=2)
+    task = asyncio.create_task(worker.run())
+    running = None
+    try:
+        await asyncio.wait_for(client.unavailable.wait(), WAIT)
+        assert not task.done()
+        running = await start(
+            Config.from_env(
+                {
+                    "MESSAGING_DATABASE_URL": database_url,
+                    "MESSAGING_LISTEN": address,
+                    "AGENTWORKS_INTERNAL_KEY": internal_key,
+                    "LOG_JSON": "false",
+                }
+            )
+        )
+        operator = MessagingClient(address, identity=identity("service:ops", {"operator"}))
+        alice = MessagingClient(address, identity=identity("user:alice"))
+        await operator.register_target(CREW, owner="user:dev")
+        receipt = await alice.send("are you there?", target=CREW)
+        page = await alice.read(receipt.inbox_id, wait_seconds=WAIT + 5)
+        assert [msg.text for msg in page.messages] == ["back online"]
+        await operator.close()
+        await alice.close()
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, WAIT)
+        await client.close()
+        if running is not None:
+            await running.stop(0)
