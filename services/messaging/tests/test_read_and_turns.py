@@ -248,6 +248,7 @@ async def test_transcript_pages_messages_and_deliveries_for_participants_C12(cli
         "two",
         f"delivery:{pb.DELIVERY_STATUS_PENDING}",
     ]
+    assert entries[1].delivery.message.text == "one"  # a delivery carries its message
     assert (await bot.get_transcript(receipt.conversation_id)).entries
     with pytest.raises(NotFound):
         await stranger.get_transcript(receipt.conversation_id)

@@ -493,8 +493,16 @@ class MessagingStore:
                     .limit(limit)
                 )
             ).all()
-        entries: list[Message | Delivery] = [_message(r) for r in msgs] + [
-            _delivery(r) for r in dels
+            wanted = {r.message_id for r in dels if r.message_id is not None}
+            wanted -= {r.id for r in msgs}
+            extra = (
+                (await conn.execute(sa.select(m).where(m.c.id.in_(wanted)))).all()
+                if wanted
+                else []
+            )
+        by_id = {r.id: _message(r) for r in [*msgs, *extra]}
+        entries: list[Message | Delivery] = [by_id[r.id] for r in msgs] + [
+            _delivery(r, by_id.get(r.message_id)) for r in dels
         ]
         entries.sort(key=lambda e: e.position)
         entries = entries[:limit]
