@@ -1,0 +1,1 @@
+"""The AgentWorks gateway: API tokens, the MCP server, the HTTP tool API and the CLI."""

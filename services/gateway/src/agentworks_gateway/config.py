@@ -1,0 +1,73 @@
+"""Gateway configuration, read once from `GATEWAY_*` variables into a frozen dataclass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentworks.core.config import Env, ServiceConfig
+
+DEFAULT_PORT = 8080
+# Hosts and origins the MCP endpoint accepts by default (DNS-rebinding protection).
+LOCAL_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+LOCAL_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the gateway process needs, built once by `from_env`."""
+
+    service: ServiceConfig
+    messaging_address: str
+    functions_address: str
+    scheduler_address: str
+    # `("*",)` turns the Host/Origin check off (e.g. behind a trusted reverse proxy).
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    identity_ttl_seconds: int
+    max_body_bytes: int
+    # host:port for Prometheus /metrics (P4); empty = off.
+    metrics_listen: str
+
+    @property
+    def listen(self) -> str:
+        """`GATEWAY_LISTEN`: host:port of the HTTP server."""
+        return self.service.listen
+
+    @property
+    def database_url(self) -> str:
+        """`GATEWAY_DATABASE_URL`, else `DATABASE_URL`."""
+        return self.service.database_url
+
+    @property
+    def internal_key(self) -> str:
+        """The operator's key that signs identities."""
+        return self.service.internal_key
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        """`GATEWAY_LISTEN` split into host and port (`[::1]:8080` works too)."""
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"GATEWAY_LISTEN must look like host:port, got {self.listen!r}")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        """Read the gateway's configuration from `environ` (default: the process env)."""
+        env = Env("GATEWAY") if environ is None else Env("GATEWAY", dict(environ))
+        return cls(
+            service=ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051"),
+            functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
+            scheduler_address=env.get_str("SCHEDULER_ADDRESS", "127.0.0.1:50053"),
+            allowed_hosts=_split(env.get_str("ALLOWED_HOSTS")) or LOCAL_HOSTS,
+            allowed_origins=_split(env.get_str("ALLOWED_ORIGINS")) or LOCAL_ORIGINS,
+            identity_ttl_seconds=env.get_int("IDENTITY_TTL_SECONDS", 120),
+            max_body_bytes=env.get_int("MAX_BODY_BYTES", 1024 * 1024),
+            metrics_listen=env.get_str("METRICS_LISTEN"),
+        )

@@ -1,0 +1,142 @@
+"""The MCP servers (G1, G2): over Streamable HTTP in the gateway, and the stdio proxy.
+
+Both list the same tools from `agentworks_gateway.tools`. The HTTP server runs each call
+in-process as the caller the bearer token names; the stdio server (`agentworks mcp
+stdio`) forwards each call to a gateway's `/api` with the user's token. A refused call is
+a tool result with `isError: true` whose text is the service's own message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import mcp_types as types
+import structlog
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks_gateway import tools
+from agentworks_gateway.api import ApiClient, ApiError
+
+log = structlog.get_logger("agentworks.gateway.mcp")
+
+# Where the HTTP auth middleware leaves the caller's identity in the ASGI scope.
+IDENTITY_SCOPE_KEY = "agentworks.identity"
+
+INSTRUCTIONS = (
+    "AgentWorks agent messaging. Use `messages` (action send) or `ask_crew` / `chat` to "
+    "message a crew or workflow; the result is a delivery receipt, not an answer. Agents "
+    "reply when they choose to: read replies with `messages` action read, passing the "
+    "receipt's inbox_id, the last next_cursor as `after`, and wait_seconds (up to 25) to "
+    "wait for new ones. Continue a conversation by sending with its inbox_id."
+)
+
+ToolCaller = Callable[[str, dict[str, Any], ServerRequestContext[Any, Any]], Awaitable[dict]]
+
+
+def _version() -> str:
+    try:
+        return version("agentworks-gateway")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
+def tool_definitions() -> list[types.Tool]:
+    """The MCP tool list: name, description and input schema of every MCP tool."""
+    return [
+        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+        for t in tools.mcp_tools()
+    ]
+
+
+def ok_result(data: dict[str, Any]) -> types.CallToolResult:
+    """A successful tool result: structured content, and the same JSON as text."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+    )
+
+
+def error_result(code: str, message: str) -> types.CallToolResult:
+    """A refused tool call: `isError`, the service's text, and the code in structured content."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=message)],
+        structured_content={"error": {"code": code, "message": message}},
+        is_error=True,
+    )
+
+
+def build_server(call: ToolCaller) -> Server[Any]:
+    """An MCP server listing the MCP tools and running each call through `call`."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_definitions())
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name not in {t.name for t in tools.mcp_tools()}:
+            # An unknown tool is a protocol error, not a tool result (MCP spec).
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown tool {params.name!r}: the tools are "
+                + ", ".join(t.name for t in tools.mcp_tools()),
+            )
+        try:
+            return ok_result(await call(params.name, params.arguments or {}, ctx))
+        except errors.AgentWorksError as exc:
+            return error_result(exc.code.name, exc.message)
+        except ApiError as exc:
+            return error_result(exc.code, exc.message)
+
+    return Server(
+        "agentworks",
+        version=_version(),
+        title="AgentWorks",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def build_http_server(gateway: Any) -> Server[Any]:
+    """The gateway's own MCP server: calls run in-process as the token's principal."""
+
+    async def call(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any, Any]) -> dict:
+        identity = ctx.request.scope.get(IDENTITY_SCOPE_KEY) if ctx.request is not None else None
+        if not isinstance(identity, Identity):
+            raise errors.Unauthenticated("no authenticated caller on this MCP request")
+        try:
+            return await tools.call_tool(gateway, identity, name, args, mcp=True)
+        except errors.AgentWorksError:
+            raise
+        except Exception as exc:
+            log.exception("tool.internal_error", tool=name)
+            raise errors.Internal(f"internal error in tool {name}: {type(exc).__name__}") from exc
+
+    return build_server(call)
+
+
+def build_proxy_server(api: ApiClient) -> Server[Any]:
+    """The stdio server: each call goes to the gateway's `/api` with the user's token."""
+
+    async def call(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any, Any]) -> dict:
+        return await api.call(name, args)
+
+    return build_server(call)
+
+
+async def serve_stdio(api: ApiClient) -> None:
+    """Serve MCP over stdin/stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_proxy_server(api)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

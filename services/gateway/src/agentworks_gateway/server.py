@@ -1,0 +1,273 @@
+"""The gateway's HTTP surface (G1, G4): `/mcp`, `/api/v1/tools/<tool>`, `/healthz`.
+
+Translation only: a bearer token becomes an identity, JSON becomes a tool call, and
+`AgentWorksError` becomes a JSON error with the matching HTTP status (or an MCP tool
+error). `start(config)` runs it in-process on uvicorn; `main()` is the process entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import uvicorn
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentworks.core import errors
+from agentworks.core.db import Database
+from agentworks.core.metrics import serve_metrics, watch_database
+from agentworks.core.service import prepare_database, wait_for_signal
+from agentworks_gateway import tools
+from agentworks_gateway.api import HTTP_STATUS, error_body
+from agentworks_gateway.config import Config
+from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY, build_http_server
+from agentworks_gateway.service import Gateway
+from agentworks_gateway.store import TokenStore
+
+log = structlog.get_logger("agentworks.gateway")
+
+
+def error_response(exc: errors.AgentWorksError) -> JSONResponse:
+    """An AgentWorksError as a JSON error body with the matching HTTP status."""
+    code = exc.code.name
+    headers = {}
+    if code == "UNAUTHENTICATED":
+        headers["WWW-Authenticate"] = 'Bearer realm="agentworks"'
+    return JSONResponse(
+        error_body(code, exc.message), status_code=HTTP_STATUS.get(code, 500), headers=headers
+    )
+
+
+@contextlib.contextmanager
+def _request_context(scope: Scope) -> Iterator[str]:
+    headers = dict(scope.get("headers") or ())
+    request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex
+    with structlog.contextvars.bound_contextvars(request_id=request_id):
+        yield request_id
+
+
+class McpAuth:
+    """ASGI wrapper of `/mcp`: a bearer token is required; its identity rides in the scope."""
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with _request_context(scope):
+            authorization = dict(scope.get("headers") or ()).get(b"authorization")
+            try:
+                identity = await self.gateway.authenticate(
+                    authorization.decode("latin-1") if authorization else None
+                )
+            except errors.AgentWorksError as exc:
+                log.info("mcp.refused", code=exc.code.name, reason=exc.message)
+                await error_response(exc)(scope, receive, send)
+                return
+            scope[IDENTITY_SCOPE_KEY] = identity
+            with structlog.contextvars.bound_contextvars(principal=identity.principal):
+                await self.app(scope, receive, send)
+
+
+def build_app(gateway: Gateway) -> Starlette:
+    """The gateway's ASGI application."""
+    config = gateway.config
+    protect = "*" not in config.allowed_hosts
+    manager = StreamableHTTPSessionManager(
+        app=build_http_server(gateway),
+        json_response=True,
+        stateless=True,
+        security_settings=TransportSecuritySettings(
+            enable_dns_rebinding_protection=protect,
+            allowed_hosts=list(config.allowed_hosts),
+            allowed_origins=list(config.allowed_origins),
+        ),
+        max_request_body_size=config.max_body_bytes,
+    )
+
+    async def healthz(request: Request) -> Response:
+        try:
+            await gateway.tokens.ping()
+        except errors.AgentWorksError as exc:
+            return JSONResponse({"status": "unavailable", "reason": exc.message}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def call_tool(request: Request) -> Response:
+        with _request_context(request.scope):
+            try:
+                identity = await gateway.authenticate(request.headers.get("authorization"))
+                declared = request.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > config.max_body_bytes:
+                    raise errors.InvalidArgument(
+                        f"request body is {declared} bytes; the limit is {config.max_body_bytes}"
+                    )
+                body = await request.body()
+                if len(body) > config.max_body_bytes:
+                    raise errors.InvalidArgument(
+                        f"request body is {len(body)} bytes; the limit is {config.max_body_bytes}"
+                    )
+                try:
+                    args: Any = json.loads(body or b"{}")
+                except ValueError as exc:
+                    raise errors.InvalidArgument(
+                        f"request body is not JSON ({exc}): send the tool's arguments as a "
+                        "JSON object"
+                    ) from None
+                with structlog.contextvars.bound_contextvars(principal=identity.principal):
+                    result = await tools.call_tool(
+                        gateway, identity, request.path_params["tool"], args, mcp=False
+                    )
+            except errors.AgentWorksError as exc:
+                if exc.code.name == "UNAUTHENTICATED":
+                    log.info("api.refused", code=exc.code.name, reason=exc.message)
+                return error_response(exc)
+            except Exception:
+                log.exception("api.internal_error", tool=request.path_params["tool"])
+                return error_response(errors.Internal("internal error: see the gateway's log"))
+            return JSONResponse(result)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
+            Route("/mcp", McpAuth(manager.handle_request, gateway)),
+        ],
+        lifespan=lifespan,
+    )
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn that reports when it is listening and leaves signals to the caller."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+async def _serve(server: _Uvicorn, listen: str) -> None:
+    try:
+        await server.serve()
+    except SystemExit:
+        # uvicorn exits the process when it cannot bind or start; here that is an error.
+        raise OSError(f"gateway could not start on {listen} (see the log above)") from None
+
+
+@dataclass
+class RunningGateway:
+    """A started gateway: its HTTP server, its database and its service channels."""
+
+    gateway: Gateway
+    database: Database
+    server: _Uvicorn
+    task: asyncio.Task[None]
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        """`host:port` the gateway listens on."""
+        return f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The base URL, e.g. `http://127.0.0.1:8080`."""
+        return f"http://{self.address}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The Streamable HTTP MCP endpoint."""
+        return f"{self.url}/mcp"
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop taking requests, let in-flight ones (long-polls too) finish for `grace` s."""
+        if self.task.done() and self.server.should_exit:
+            return
+        # After `grace` seconds uvicorn cancels what still runs (uvicorn reads 0 as
+        # "already late" and logs an error even when nothing runs, hence the floor).
+        self.server.config.timeout_graceful_shutdown = max(grace, 0.05)
+        self.server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
+            await self.task
+        await self.gateway.close()
+        await self.database.close()
+        log.info("server.stopped", service="gateway")
+
+
+async def start(config: Config) -> RunningGateway:
+    """Start the gateway in this event loop; returns once it accepts connections."""
+    if not config.internal_key:
+        raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
+    await asyncio.to_thread(
+        prepare_database, config.service, "gateway", "agentworks_gateway.migrations"
+    )
+    database = Database(config.database_url, pool_size=config.service.pool_size, schema="gateway")
+    watch_database("gateway", database)
+    if config.metrics_listen:
+        log.info("metrics.serving", port=serve_metrics(config.metrics_listen))
+    gateway = Gateway(config, TokenStore(database))
+    host, port = config.host_port
+    server = _Uvicorn(
+        uvicorn.Config(
+            build_app(gateway),
+            host=host,
+            port=port,
+            lifespan="on",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=config.service.drain_seconds,
+        )
+    )
+    task = asyncio.create_task(_serve(server, config.listen), name="gateway-http")
+    listening = asyncio.create_task(server.listening.wait())
+    await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
+    if not server.listening.is_set():
+        listening.cancel()
+        await gateway.close()
+        await database.close()
+        exc = task.exception() if not task.cancelled() else None
+        raise OSError(f"gateway could not listen on {config.listen}") from exc
+    port = server.servers[0].sockets[0].getsockname()[1]
+    log.info("server.started", service="gateway", host=host, port=port)
+    return RunningGateway(gateway, database, server, task, host, port)
+
+
+def main() -> None:
+    """Run the gateway until SIGTERM/SIGINT, then drain and stop."""
+    from agentworks.core.logging import configure_logging
+
+    config = Config.from_env()
+    configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)
+
+    async def run() -> None:
+        running = await start(config)
+        print(f"gateway listening on {running.address} (MCP: {running.mcp_url})", flush=True)
+        await wait_for_signal()
+        log.info("service.draining", service="gateway", grace=config.service.drain_seconds)
+        await running.stop(config.service.drain_seconds)
+
+    asyncio.run(run())

@@ -1,0 +1,138 @@
+"""The gateway's use cases: authenticate a bearer token, manage tokens, reach the services.
+
+No HTTP and no SQL here. Business rules about conversations, targets and functions live
+in the services; the gateway only turns a token into a signed identity (A1, A2) and owns
+the rules about its own data, the tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC
+
+import grpc
+import structlog
+
+from agentworks.core.clients import MessagingClient
+from agentworks.core.errors import NotFound, PermissionDenied, Unauthenticated
+from agentworks.core.identity import Identity, Minter, check_principal
+from agentworks.core.rpc import channel_options, channel_target
+from agentworks_gateway.config import Config
+from agentworks_gateway.store import TokenStore
+from agentworks_gateway.tokens import (
+    TOKEN_PREFIX,
+    TokenRecord,
+    check_roles,
+    hash_token,
+    new_token,
+    new_token_id,
+)
+
+log = structlog.get_logger("agentworks.gateway")
+
+CREATE_TOKEN_HINT = "create one with `agentworks tokens create` (operator) or `agentworks up`"
+
+
+class Gateway:
+    """One gateway process: its token store and its channels to the services."""
+
+    def __init__(self, config: Config, tokens: TokenStore) -> None:
+        self.config = config
+        self.tokens = tokens
+        # One channel per service per process, balanced over its replicas; the
+        # typed clients built per request share it.
+        self._messaging_channel = grpc.aio.insecure_channel(
+            channel_target(config.messaging_address), options=channel_options()
+        )
+
+    async def close(self) -> None:
+        """Close the channels to the services."""
+        await self._messaging_channel.close()
+
+    # ------------------------------------------------------------------ identity (A1, A2)
+
+    async def authenticate(self, authorization: str | None) -> Identity:
+        """The identity behind an `Authorization: Bearer <token>` header value."""
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        token = token.strip()
+        if not authorization:
+            raise Unauthenticated(
+                "missing API token: send the header `Authorization: Bearer <token>`; "
+                + CREATE_TOKEN_HINT
+            )
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthenticated(
+                "malformed Authorization header: use `Authorization: Bearer <token>`"
+            )
+        record = await self.tokens.find_by_hash(hash_token(token))
+        if record is None:
+            hint = "" if token.startswith(TOKEN_PREFIX) else f" (tokens start with {TOKEN_PREFIX})"
+            raise Unauthenticated(f"unknown API token{hint}: check it, or {CREATE_TOKEN_HINT}")
+        if record.revoked_at is not None:
+            when = record.revoked_at.astimezone(UTC)
+            raise Unauthenticated(
+                f"API token {record.token_id} was revoked at {when:%Y-%m-%d %H:%M:%S} UTC: "
+                f"use another token, or {CREATE_TOKEN_HINT}"
+            )
+        return Identity(principal=record.principal, roles=record.roles)
+
+    def minter(self, identity: Identity) -> Minter:
+        """A signer of short-lived identities for this caller, sent on every gRPC call."""
+        return Minter(
+            identity.principal,
+            self.config.internal_key,
+            roles=identity.roles,
+            ttl_seconds=self.config.identity_ttl_seconds,
+        )
+
+    def messaging(self, identity: Identity) -> MessagingClient:
+        """The messaging service, called as `identity`."""
+        return MessagingClient(channel=self._messaging_channel, identity=self.minter(identity))
+
+    # -------------------------------------------------------------------- tokens (A1)
+
+    @staticmethod
+    def _require_operator(caller: Identity, what: str) -> None:
+        if not caller.is_operator:
+            raise PermissionDenied(
+                f"only operators may {what}: {caller.principal} has no operator role; "
+                "ask an operator, or use a token created with --operator"
+            )
+
+    async def create_token(
+        self, caller: Identity, *, principal: str, roles: Iterable[str], label: str
+    ) -> tuple[str, TokenRecord]:
+        """Create a token for `principal`; returns the plaintext (shown once) and its record."""
+        self._require_operator(caller, "create tokens")
+        check_principal(principal)
+        token = new_token()
+        record = await self.tokens.insert(
+            token_id=new_token_id(),
+            token_hash=hash_token(token),
+            principal=principal,
+            roles=check_roles(roles),
+            label=label,
+            created_by=caller.principal,
+        )
+        log.info(
+            "token.created",
+            token_id=record.token_id,
+            principal=principal,
+            roles=sorted(record.roles),
+            by=caller.principal,
+        )
+        return token, record
+
+    async def list_tokens(self, caller: Identity, *, include_revoked: bool) -> list[TokenRecord]:
+        """Every token (without secrets), oldest first."""
+        self._require_operator(caller, "list tokens")
+        return await self.tokens.list_tokens(include_revoked=include_revoked)
+
+    async def revoke_token(self, caller: Identity, token_id: str) -> TokenRecord:
+        """Revoke a token; effective on the next request (tokens are not cached)."""
+        self._require_operator(caller, "revoke tokens")
+        record = await self.tokens.revoke(token_id, revoked_by=caller.principal)
+        if record is None:
+            raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")
+        log.info("token.revoked", token_id=token_id, by=caller.principal)
+        return record

@@ -1,0 +1,154 @@
+"""SQL for the gateway's own data (API tokens); one method per use case."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from agentworks.core.db import Database, sqlalchemy_url
+from agentworks.core.errors import PreconditionFailed
+from agentworks_gateway.tables import api_tokens
+from agentworks_gateway.tokens import TokenRecord
+
+_RECORD_COLUMNS = [
+    api_tokens.c.token_id,
+    api_tokens.c.label,
+    api_tokens.c.principal,
+    api_tokens.c.roles,
+    api_tokens.c.created_by,
+    api_tokens.c.created_at,
+    api_tokens.c.revoked_at,
+    api_tokens.c.revoked_by,
+]
+
+
+def _record(row: sa.Row) -> TokenRecord:
+    return TokenRecord(
+        token_id=row.token_id,
+        label=row.label,
+        principal=row.principal,
+        roles=frozenset(row.roles or ()),
+        created_by=row.created_by,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+        revoked_by=row.revoked_by,
+    )
+
+
+class TokenStore:
+    """API tokens in PostgreSQL (schema `gateway`)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def ping(self) -> None:
+        """Run a trivial query; raises Unavailable when the database cannot be reached."""
+        async with self.database.transaction() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+
+    async def insert(
+        self,
+        *,
+        token_id: str,
+        token_hash: str,
+        principal: str,
+        roles: Iterable[str],
+        label: str,
+        created_by: str,
+    ) -> TokenRecord:
+        """Store a new token (its hash only)."""
+        async with self.database.transaction() as conn:
+            row = (
+                await conn.execute(
+                    api_tokens.insert()
+                    .values(
+                        token_id=token_id,
+                        token_hash=token_hash,
+                        principal=principal,
+                        roles=sorted(roles),
+                        label=label,
+                        created_by=created_by,
+                    )
+                    .returning(*_RECORD_COLUMNS)
+                )
+            ).one()
+        return _record(row)
+
+    async def find_by_hash(self, token_hash: str) -> TokenRecord | None:
+        """The token with this hash, revoked or not; None if there is none."""
+        async with self.database.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(*_RECORD_COLUMNS).where(api_tokens.c.token_hash == token_hash)
+                )
+            ).one_or_none()
+        return _record(row) if row else None
+
+    async def list_tokens(self, *, include_revoked: bool) -> list[TokenRecord]:
+        """Every token, oldest first."""
+        query = sa.select(*_RECORD_COLUMNS).order_by(api_tokens.c.created_at, api_tokens.c.token_id)
+        if not include_revoked:
+            query = query.where(api_tokens.c.revoked_at.is_(None))
+        async with self.database.transaction() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_record(r) for r in rows]
+
+    async def revoke(self, token_id: str, *, revoked_by: str) -> TokenRecord | None:
+        """Mark a token revoked (keeping the first revocation); None if there is no such id."""
+        async with self.database.transaction() as conn:
+            await conn.execute(
+                api_tokens.update()
+                .where(api_tokens.c.token_id == token_id, api_tokens.c.revoked_at.is_(None))
+                .values(revoked_at=sa.func.now(), revoked_by=revoked_by)
+            )
+            row = (
+                await conn.execute(
+                    sa.select(*_RECORD_COLUMNS).where(api_tokens.c.token_id == token_id)
+                )
+            ).one_or_none()
+        return _record(row) if row else None
+
+
+def ensure_token_sync(
+    database_url: str,
+    *,
+    token_id: str,
+    token_hash: str,
+    principal: str,
+    roles: Iterable[str],
+    label: str,
+) -> None:
+    """Insert or refresh a token by hash, in one statement; refuses a revoked token."""
+    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            statement = pg_insert(api_tokens).values(
+                token_id=token_id,
+                token_hash=token_hash,
+                principal=principal,
+                roles=sorted(roles),
+                label=label,
+                created_by="service:supervisor",
+            )
+            statement = statement.on_conflict_do_update(
+                index_elements=[api_tokens.c.token_hash],
+                set_={
+                    "principal": statement.excluded.principal,
+                    "roles": statement.excluded.roles,
+                    "label": statement.excluded.label,
+                },
+                where=api_tokens.c.revoked_at.is_(None),
+            ).returning(api_tokens.c.token_id)
+            if conn.execute(statement).one_or_none() is None:
+                revoked: datetime | None = conn.execute(
+                    sa.select(api_tokens.c.revoked_at).where(api_tokens.c.token_hash == token_hash)
+                ).scalar_one_or_none()
+                raise PreconditionFailed(
+                    f"this token was revoked at {revoked}: it cannot be registered again; "
+                    "mint a new one with agentworks_gateway.tokens.new_token()"
+                )
+    finally:
+        engine.dispose()

@@ -1,0 +1,25 @@
+"""The gateway's tables (schema `gateway`); `migrations/` is their history."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+metadata = sa.MetaData(schema="gateway")
+
+# API tokens (A1). Only the SHA-256 of a token is stored; the plaintext is shown once.
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("token_id", sa.Text, primary_key=True),
+    sa.Column("label", sa.Text, nullable=False, server_default=""),
+    sa.Column("principal", sa.Text, nullable=False),
+    sa.Column("roles", pg.ARRAY(sa.Text), nullable=False, server_default="{}"),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("created_by", sa.Text, nullable=False, server_default=""),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("revoked_at", sa.DateTime(timezone=True)),
+    sa.Column("revoked_by", sa.Text),
+)

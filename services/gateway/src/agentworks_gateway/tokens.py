@@ -1,0 +1,118 @@
+"""API tokens (A1): format, hashing, the domain record, and the supervisor's sync helper.
+
+A token is `aw_` followed by 43 URL-safe random characters (256 bits). Only its SHA-256
+hex digest is stored. Tokens are looked up on every request, without a cache, so a
+revocation takes effect on the very next request on every replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import OPERATOR, check_principal
+
+TOKEN_PREFIX = "aw_"
+TOKEN_ID_PREFIX = "tok_"
+KNOWN_ROLES = frozenset({OPERATOR})
+
+
+def new_token() -> str:
+    """A fresh random API token (`aw_...`)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_token_id() -> str:
+    """A fresh public token id (`tok_...`), used to list and revoke a token."""
+    return TOKEN_ID_PREFIX + secrets.token_hex(8)
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 hex digest stored for a token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_roles(roles: Iterable[str]) -> frozenset[str]:
+    """Return the roles if every one is known, else raise InvalidArgument."""
+    roles = frozenset(roles)
+    unknown = sorted(roles - KNOWN_ROLES)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown role(s) {', '.join(unknown)}: "
+            f"known roles are {', '.join(sorted(KNOWN_ROLES))}"
+        )
+    return roles
+
+
+def check_token_format(token: str) -> str:
+    """Return the token if it looks like one this gateway issues, else raise InvalidArgument."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) < len(TOKEN_PREFIX) + 32:
+        raise InvalidArgument(
+            f"a token must start with {TOKEN_PREFIX!r} and carry at least 32 random characters; "
+            "make one with agentworks_gateway.tokens.new_token()"
+        )
+    return token
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """One stored API token, without its secret."""
+
+    token_id: str
+    label: str
+    principal: str
+    roles: frozenset[str]
+    created_by: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+
+    @property
+    def revoked(self) -> bool:
+        """True once the token was revoked."""
+        return self.revoked_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the JSON the tools return."""
+        return {
+            "token_id": self.token_id,
+            "label": self.label,
+            "principal": self.principal,
+            "roles": sorted(self.roles),
+            "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(),
+            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+            "revoked_by": self.revoked_by,
+        }
+
+
+def ensure_token(
+    database_url: str, token: str, principal: str, roles: set[str], label: str
+) -> None:
+    """Store `token` (its hash) for `principal` with `roles`, idempotently; blocking.
+
+    For the supervisor, which keeps a dev token in a file and registers it on each
+    start. Applies the gateway's migrations first, so it works before the gateway
+    ever ran. An existing, unrevoked token gets `principal`, `roles` and `label`
+    updated. A token that was revoked stays revoked: this raises PreconditionFailed,
+    and the caller should mint a new one with `new_token()`.
+    """
+    from agentworks.core.db import migrate
+    from agentworks_gateway.store import ensure_token_sync
+
+    check_token_format(token)
+    check_principal(principal)
+    migrate(database_url, "gateway", "agentworks_gateway.migrations")
+    ensure_token_sync(
+        database_url,
+        token_id=new_token_id(),
+        token_hash=hash_token(token),
+        principal=principal,
+        roles=check_roles(roles),
+        label=label,
+    )

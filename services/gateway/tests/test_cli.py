@@ -1,0 +1,175 @@
+"""The `agentworks` console script as a subprocess against an in-process gateway (G3)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+async def test_messages_send_prints_the_receipt_and_read_prints_the_reply_G3_C2_C7(
+    gateway, cli, alice_token, demo, bot
+):
+    """G3 C2 C7: human output by default, the receipt fields, then the reply and cursor."""
+    env = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token}
+    code, out, err = await cli("messages", "send", "--crew", "demo", "hello", env=env)
+    assert code == 0, err
+    fields = dict(line.split(None, 1) for line in out.splitlines())
+    assert set(fields) == {"accepted", "message_id", "conversation_id", "inbox_id"}
+    assert fields["accepted"] == "true"
+    inbox = fields["inbox_id"]
+    assert f"agentworks messages read --inbox {inbox}" in err
+
+    turn = await bot.claim_turn([demo], wait_seconds=10)
+    assert turn is not None
+    await bot.send_message(turn.reply_inbox_id, "hello yourself")
+    await bot.complete_turn(turn.turn_id)
+
+    code, out, err = await cli("messages", "read", "--inbox", inbox, "--wait", "5", env=env)
+    assert code == 0, err
+    assert "agent:demo/bot:" in out and "hello yourself" in out
+    cursor = out.strip().splitlines()[-1].removeprefix("next_cursor: ")
+
+    code, out, err = await cli(
+        "messages", "read", "--inbox", inbox, "--after", cursor, "--json", env=env
+    )
+    assert code == 0, err
+    assert json.loads(out) == {"messages": [], "next_cursor": cursor}
+
+
+async def test_json_output_and_retry_keys_G3_C4(gateway, cli, alice_token, demo):
+    """G3 C4: --json prints the receipt; the same submission id gives the same receipt."""
+    env = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token}
+    args = ("--json", "messages", "send", "--crew", "demo", "--submission-id", "k-1", "once")
+    code, out, err = await cli(*args, env=env)
+    assert code == 0, err
+    first = json.loads(out)
+    code, out, err = await cli(*args, env=env)
+    assert code == 0 and json.loads(out) == first
+
+    code, out, _ = await cli(*args[:-1], "different text", env=env)
+    assert code == 6  # ALREADY_EXISTS: same key, different content
+    assert json.loads(out)["error"]["code"] == "ALREADY_EXISTS"
+
+
+async def test_exit_codes_for_auth_not_found_usage_and_unreachable_G3_A1(gateway, cli, alice_token):
+    """G3 A1: 3 for a bad or missing token, 4 for not found, 2 for usage, 7 unreachable."""
+    env = {"AGENTWORKS_URL": gateway.url}
+    code, _, err = await cli("messages", "read", "--inbox", "x", env=env)
+    assert code == 3 and "no API token" in err
+
+    code, _, err = await cli(
+        "messages", "read", "--inbox", "x", "--token", "aw_" + "z" * 43, env=env
+    )
+    assert code == 3 and "unknown API token" in err
+
+    code, _, err = await cli(
+        "messages", "read", "--inbox", "in_missing", "--token", alice_token, env=env
+    )
+    assert code == 4 and "inbox 'in_missing' not found" in err
+
+    code, _, err = await cli("messages", "send", "--token", alice_token, "no target", env=env)
+    assert code == 2 and "one of the arguments --crew --workflow --inbox is required" in err
+
+    code, _, err = await cli(
+        "messages", "read", "--inbox", "x", "--wait", "99", "--token", alice_token, env=env
+    )
+    assert code == 2 and "wait_seconds: 99 is greater than the maximum of 25" in err
+
+    code, _, err = await cli(
+        "messages", "read", "--inbox", "x", "--token", alice_token, "--url", "http://127.0.0.1:9"
+    )
+    assert code == 7 and "cannot reach the gateway at http://127.0.0.1:9" in err
+
+
+async def test_operator_registers_targets_and_manages_tokens_from_the_cli_G3_A1_C1(
+    gateway, cli, operator_token, tmp_path
+):
+    """G3 A1 C1: targets register/get, tokens create/list/revoke; cli.json supplies url+token."""
+    (tmp_path / ".agentworks").mkdir()
+    (tmp_path / ".agentworks" / "cli.json").write_text(
+        json.dumps({"url": gateway.url, "token": operator_token})
+    )
+
+    code, out, err = await cli(
+        "targets", "register", "crew:research", "--owner", "user:dana", "--no-free-text-ask"
+    )
+    assert code == 0, err
+    assert "crew:research" in out and "user:dana" in out
+    code, out, err = await cli("targets", "get", "crew:research", "--json")
+    assert code == 0, err
+    assert json.loads(out)["capabilities"] == {"free_text_ask": False}
+    code, out, err = await cli("targets", "get", "crew:unknown")
+    assert code == 4, (out, err)
+
+    code, out, err = await cli(
+        "tokens", "create", "--principal", "user:dana", "--label", "dana ci", "--json"
+    )
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["principal"] == "user:dana" and created["roles"] == []
+
+    code, out, err = await cli("tokens", "list")
+    assert code == 0, err
+    assert created["token_id"] in out and "dana ci" in out and created["token"] not in out
+
+    dana = {"AGENTWORKS_TOKEN": created["token"]}  # env beats cli.json
+    code, _, err = await cli("tokens", "list", env=dana)
+    assert code == 3 and "only operators may list tokens" in err
+
+    code, out, err = await cli("tokens", "revoke", created["token_id"])
+    assert code == 0, err
+    assert out.startswith(f"revoked {created['token_id']} (user:dana)")
+    code, _, err = await cli("targets", "get", "crew:research", env=dana)
+    assert code == 3 and "was revoked" in err
+
+    code, _, err = await cli("tokens", "revoke", "tok_missing")
+    assert code == 4 and "no token 'tok_missing'" in err
+
+
+async def test_read_follow_prints_pages_as_replies_arrive_until_interrupted_G3_C7(
+    gateway, alice_token, demo, bot, tmp_path
+):
+    """G3 C7: `messages read --follow --json` prints one JSON page per line as agents reply."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTWORKS_")},
+        "AGENTWORKS_URL": gateway.url,
+        "AGENTWORKS_TOKEN": alice_token,
+    }
+    agentworks = str(Path(sys.executable).with_name("agentworks"))
+    send = await asyncio.create_subprocess_exec(
+        agentworks, "--json", "messages", "send", "--crew", "demo", "ping",
+        env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    inbox = json.loads((await send.communicate())[0])["inbox_id"]
+
+    follow = await asyncio.create_subprocess_exec(
+        agentworks, "messages", "read", "--inbox", inbox, "--follow", "--json",
+        env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        turn = await bot.claim_turn([demo], wait_seconds=10)
+        for text in ("one", "two"):
+            await bot.send_message(turn.reply_inbox_id, text)
+        await bot.complete_turn(turn.turn_id)
+        seen: list[str] = []
+        async with asyncio.timeout(30):
+            while len(seen) < 2:
+                page = json.loads(await follow.stdout.readline())
+                seen += [m["text"] for m in page["messages"]]
+        assert seen == ["one", "two"]
+    finally:
+        follow.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            code = await follow.wait()
+    assert code == 0
+
+
+async def test_up_hands_its_arguments_to_the_supervisor_G3(cli):
+    """G3: `agentworks up ...` is parsed by agentworks_gateway.up.main, not by this CLI."""
+    code, out, err = await cli("up", "--help")
+    assert code == 0, err
+    assert out.startswith("usage: ") and " up " in out.splitlines()[0]
