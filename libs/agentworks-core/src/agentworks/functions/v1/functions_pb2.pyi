@@ -158,20 +158,22 @@ class CallReceipt(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
-    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds")
+    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds", "seen_version")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_FIELD_NUMBER: _ClassVar[int]
     EVENT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SEEN_VERSION_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     after: int
     message_limit: int
     after_event: int
     event_limit: int
     wait_seconds: int
-    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+    seen_version: int
+    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ..., seen_version: _Optional[int] = ...) -> None: ...
 
 class ExecutionMessage(_message.Message):
     __slots__ = ("index", "role", "text", "created_at")
@@ -244,7 +246,7 @@ class FileInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., media_type: _Optional[str] = ..., sha256: _Optional[str] = ..., text: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CallStatus(_message.Message):
-    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "has_result")
+    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "has_result", "version")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +270,7 @@ class CallStatus(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     HAS_RESULT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     status: str
     progress: str
@@ -291,7 +294,8 @@ class CallStatus(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
     has_result: bool
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_result: _Optional[bool] = ...) -> None: ...
+    version: int
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_result: _Optional[bool] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ReadFileRequest(_message.Message):
     __slots__ = ("call_id", "file", "offset", "limit")

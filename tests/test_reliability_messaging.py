@@ -1,0 +1,120 @@
+"""Messaging under faults: kill -9 during load, PostgreSQL stopped and restarted.
+
+Nothing acknowledged is lost or stored twice (C4, C5), outages answer UNAVAILABLE instead
+of hanging, and the service recovers on its own (P3, P4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from agentworks.core.clients import MessagingClient
+from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
+
+pytestmark = pytest.mark.timeout(180)
+
+RETRYABLE = (Unavailable, DeadlineExceeded)
+
+
+async def send_until_acknowledged(
+    client: MessagingClient, target: str, submission_id: str, deadline: float
+) -> object:
+    """What a careful client does: retry with the same submission_id until a receipt."""
+    while True:
+        try:
+            return await client.send(
+                f"payload {submission_id}", target=target, submission_id=submission_id
+            )
+        except RETRYABLE:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def test_kill_9_during_sends_loses_and_duplicates_nothing_C4_C5_P3(
+    database_url, service_process, identity
+):
+    """C4 C5 P3: messaging is SIGKILLed twice under steady sends and restarted; every
+    acknowledged message is stored exactly once and no message lacks its receipt."""
+    proc = service_process("agentworks_messaging", "MESSAGING", database_url)
+    async with MessagingClient(
+        proc.address, identity=identity("user:ops", {"operator"}), timeout=5
+    ) as ops:
+        await ops.register_target("crew:load", owner="user:ops")
+
+    acknowledged: dict[str, str] = {}
+    stop = asyncio.Event()
+    deadline = time.monotonic() + 90
+
+    async def sender(n: int) -> None:
+        async with MessagingClient(proc.address, identity=identity(f"user:s{n}"), timeout=5) as c:
+            i = 0
+            while not stop.is_set():
+                key = f"s{n}-{i}"
+                receipt = await send_until_acknowledged(c, "crew:load", key, deadline)
+                acknowledged[f"user:s{n}/{key}"] = receipt.message_id
+                i += 1
+
+    senders = [asyncio.create_task(sender(n)) for n in range(6)]
+    for _ in range(2):
+        await asyncio.sleep(1.0)  # steady load before the crash
+        proc.kill()
+        await asyncio.to_thread(proc.start)
+    await asyncio.sleep(1.0)
+    stop.set()
+    await asyncio.gather(*senders)
+
+    with psycopg.connect(database_url) as conn:
+        stored = conn.execute(
+            "SELECT s.principal || '/' || s.submission_id, m.id::text,"
+            " count(*) OVER (PARTITION BY m.text)"
+            " FROM messaging.submissions s JOIN messaging.messages m ON m.id = s.message_id"
+        ).fetchall()
+        total_messages = conn.execute("SELECT count(*) FROM messaging.messages").fetchone()[0]
+    assert len(acknowledged) > 20, "the load was too light to mean anything"
+    assert {key: mid for key, mid, _ in stored} == acknowledged
+    assert all(copies == 1 for _, _, copies in stored)
+    assert total_messages == len(acknowledged)
+
+
+async def test_database_outage_answers_unavailable_and_recovers_P3_P4(
+    fault_postgres, start_messaging, identity
+):
+    """P3 P4: with PostgreSQL down, calls and an in-flight long-poll end with UNAVAILABLE
+    quickly; when it is back the same service process serves again, nothing lost."""
+    service = await start_messaging(
+        MESSAGING_DATABASE_URL=fault_postgres.url, MESSAGING_POLL_FALLBACK_SECONDS="0.5"
+    )
+    async with (
+        MessagingClient(service.address, identity=identity("user:ops", {"operator"})) as ops,
+        MessagingClient(service.address, identity=identity("user:alice"), timeout=10) as alice,
+    ):
+        await ops.register_target("crew:db", owner="user:ops")
+        before = await alice.send("before the outage", target="crew:db", submission_id="b1")
+        poll = asyncio.create_task(alice.read(before.inbox_id, wait_seconds=20))
+        await asyncio.sleep(0.3)
+
+        await asyncio.to_thread(fault_postgres.stop)
+        started = time.monotonic()
+        with pytest.raises(Unavailable):
+            await alice.send("during the outage", target="crew:db")
+        with pytest.raises(AgentWorksError) as polled:
+            await poll
+        assert isinstance(polled.value, Unavailable), polled.value
+        assert time.monotonic() - started < 15, "an outage must not hang callers"
+
+        await asyncio.to_thread(fault_postgres.start)
+        recovered = None
+        for _ in range(100):
+            try:
+                recovered = await alice.send("after", target="crew:db", submission_id="a1")
+                break
+            except Unavailable:
+                await asyncio.sleep(0.1)
+        assert recovered is not None, "the service did not recover on its own"
+        again = await alice.send("before the outage", target="crew:db", submission_id="b1")
+        assert again == before  # acknowledged before the outage, still there, not duplicated
