@@ -118,3 +118,34 @@ async def test_database_outage_answers_unavailable_and_recovers_P3_P4(
         assert recovered is not None, "the service did not recover on its own"
         again = await alice.send("before the outage", target="crew:db", submission_id="b1")
         assert again == before  # acknowledged before the outage, still there, not duplicated
+
+
+async def test_sigterm_drains_long_polls_and_keeps_leases_P4_C10(
+    database_url, service_process, identity
+):
+    """P4 C10: SIGTERM ends waiting reads with an empty page (not an error), the process
+    exits cleanly, and a turn's lease survives the restart of the service."""
+    proc = service_process("agentworks_messaging", "MESSAGING", database_url)
+    async with MessagingClient(proc.address, identity=identity("user:ops", {"operator"})) as ops:
+        await ops.register_target("crew:drain", owner="user:ops")
+    async with (
+        MessagingClient(proc.address, identity=identity("user:alice")) as alice,
+        MessagingClient(proc.address, identity=identity("agent:drain/bot")) as bot,
+    ):
+        receipt = await alice.send("work", target="crew:drain")
+        turn = await bot.claim_turn(["crew:drain"], wait_seconds=5, lease_seconds=60)
+        waiting = asyncio.create_task(alice.read(receipt.inbox_id, wait_seconds=20))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        code = await asyncio.to_thread(proc.terminate)
+        page = await waiting
+        assert code == 0
+        assert list(page.messages) == []
+        assert time.monotonic() - started < 10
+
+        await asyncio.to_thread(proc.start)
+        await bot.heartbeat_turn(turn.turn_id, lease_seconds=60)
+        await bot.send_message(turn.reply_inbox_id, "done after the restart")
+        await bot.complete_turn(turn.turn_id)
+        page = await alice.read(receipt.inbox_id)
+        assert [m.text for m in page.messages] == ["done after the restart"]

@@ -1,0 +1,184 @@
+"""When a schedule fires: cron rules read in a time zone, and fixed intervals (S4).
+
+Pure functions, no I/O. Cron fields match the local wall-clock time of the schedule's
+zone (IANA, via zoneinfo); croniter walks the wall clock and zoneinfo turns each wall
+time into an instant. Daylight-saving changes follow classic cron:
+
+- a wall time that does not exist (clocks jump forward) fires shifted forward by the
+  jump: 02:30 on a 02:00 -> 03:00 night fires at 03:30 new time; if that instant is
+  already an occurrence, it fires once;
+- a wall time that occurs twice (clocks go back) fires once, at its first occurrence,
+  for rules with a fixed hour ("30 2 * * *"); rules whose hour field is a wildcard
+  ("*/15 * * * *", "0 */2 * * *") follow real time and fire in both passes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
+from agentworks.core.errors import InvalidArgument
+from agentworks_scheduler.models import Recurrence
+
+MAX_CRON_CHARS = 200
+MAX_INTERVAL_SECONDS = 366 * 24 * 3600
+# Longest daylight-saving or zone shift we allow for when ordering wall-clock times.
+_MAX_SHIFT = timedelta(hours=3)
+# Counting missed occurrences stops here ("at least this many").
+MISSED_CAP = 1000
+_ALIASES = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone `name` ("" means UTC), or InvalidArgument."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidArgument(
+            f"time_zone {name!r} is not a known IANA time zone: use a name like "
+            "'Europe/Berlin', 'America/New_York' or 'UTC'"
+        ) from None
+
+
+def cron_fields(expr: str) -> str:
+    """The five cron fields of `expr` (aliases expanded), or InvalidArgument."""
+    text = " ".join(expr.split())
+    if not text:
+        raise InvalidArgument("cron is empty: give five fields, e.g. '0 9 * * 1-5'")
+    if len(text) > MAX_CRON_CHARS:
+        raise InvalidArgument(f"cron is longer than {MAX_CRON_CHARS} characters")
+    if text.startswith("@"):
+        if text.lower() not in _ALIASES:
+            raise InvalidArgument(
+                f"cron {expr!r}: unknown alias; use one of {', '.join(sorted(_ALIASES))}"
+            )
+        return _ALIASES[text.lower()]
+    if len(text.split(" ")) != 5:
+        raise InvalidArgument(
+            f"cron {expr!r} must have five fields (minute hour day-of-month month "
+            "day-of-week); seconds are not supported — the scheduler ticks once a minute"
+        )
+    if not croniter.is_valid(text):
+        raise InvalidArgument(f"cron {expr!r} is not a valid cron expression")
+    return text
+
+
+def check(recurrence: Recurrence, *, min_interval_seconds: int) -> Recurrence:
+    """A validated, normalized recurrence (the cron text is kept as given)."""
+    if (recurrence.cron is None) == (recurrence.interval_seconds is None):
+        raise InvalidArgument("recurrence needs exactly one of cron or interval_seconds")
+    if recurrence.cron is not None:
+        cron = " ".join(recurrence.cron.split())
+        fields = cron_fields(cron)
+        tz = zone(recurrence.time_zone)
+        try:
+            next(_cron_instants(fields, tz, datetime.now(UTC)))
+        except (CroniterBadDateError, CroniterBadCronError, StopIteration):
+            raise InvalidArgument(f"cron {cron!r} never fires (no such date)") from None
+        return Recurrence(cron=cron, time_zone=tz.key)
+    interval = recurrence.interval_seconds or 0
+    if not min_interval_seconds <= interval <= MAX_INTERVAL_SECONDS:
+        raise InvalidArgument(
+            f"interval_seconds must be between {min_interval_seconds} and "
+            f"{MAX_INTERVAL_SECONDS}, got {interval}"
+        )
+    return Recurrence(interval_seconds=interval, time_zone=recurrence.time_zone or "UTC")
+
+
+def occurrences(recurrence: Recurrence, anchor: datetime, after: datetime) -> Iterator[datetime]:
+    """Fire times strictly after `after`, in order, as UTC datetimes (endless)."""
+    if recurrence.cron is not None:
+        yield from _cron_instants(cron_fields(recurrence.cron), zone(recurrence.time_zone), after)
+        return
+    step = timedelta(seconds=recurrence.interval_seconds or 0)
+    at = anchor if after < anchor else anchor + ((after - anchor) // step + 1) * step
+    while True:
+        yield at.astimezone(UTC)
+        at += step
+
+
+def next_after(recurrence: Recurrence, anchor: datetime, after: datetime) -> datetime:
+    """The first fire time strictly after `after`."""
+    return next(occurrences(recurrence, anchor, after))
+
+
+def fire_times(
+    recurrence: Recurrence, anchor: datetime, after: datetime, count: int
+) -> list[datetime]:
+    """The next `count` fire times strictly after `after` (the preview)."""
+    times = []
+    for at in occurrences(recurrence, anchor, after):
+        times.append(at)
+        if len(times) >= count:
+            break
+    return times
+
+
+def missed(recurrence: Recurrence, anchor: datetime, first: datetime, now: datetime) -> int:
+    """Occurrences in (first, now] that collapse into the one firing at `first` (S3)."""
+    if now <= first:
+        return 0
+    if recurrence.interval_seconds:
+        return min(MISSED_CAP, (now - first) // timedelta(seconds=recurrence.interval_seconds))
+    count = 0
+    for at in occurrences(recurrence, anchor, first):
+        if at > now or count >= MISSED_CAP:
+            break
+        count += 1
+    return count
+
+
+def _exists(naive: datetime, tz: ZoneInfo, fold: int) -> bool:
+    """Whether this wall time really occurs in `tz` (not skipped by a jump forward)."""
+    local = naive.replace(tzinfo=tz, fold=fold)
+    back = local.astimezone(UTC).astimezone(tz)
+    return back.replace(tzinfo=None) == naive
+
+
+def _cron_instants(fields: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    """Instants matching the cron fields on `tz`'s wall clock, strictly after `after`.
+
+    Near a daylight-saving change, wall-clock order and real order differ by up to the
+    shift, so candidates are kept in a heap and released once no later wall time can
+    produce an earlier instant.
+    """
+    both_passes = fields.split(" ")[1].startswith("*")
+    start = (after - _MAX_SHIFT).astimezone(tz).replace(tzinfo=None)
+    walker = croniter(fields, start)
+    heap: list[datetime] = []
+    seen: set[datetime] = set()
+    while True:
+        naive = walker.get_next(datetime)
+        first = naive.replace(tzinfo=tz, fold=0)
+        candidates = []
+        if _exists(naive, tz, 0):
+            candidates.append(first)
+            second = naive.replace(tzinfo=tz, fold=1)
+            if both_passes and second.utcoffset() != first.utcoffset() and _exists(naive, tz, 1):
+                candidates.append(second)
+        elif not both_passes:
+            # Skipped by a jump forward: fold 0 reads it with the old offset, which is the
+            # same wall time shifted forward by the jump.
+            candidates.append(first)
+        for local in candidates:
+            at = local.astimezone(UTC)
+            if at > after and at not in seen:
+                seen.add(at)
+                heapq.heappush(heap, at)
+        horizon = first.astimezone(UTC) - _MAX_SHIFT
+        while heap and heap[0] < horizon:
+            at = heapq.heappop(heap)
+            seen.discard(at)
+            yield at

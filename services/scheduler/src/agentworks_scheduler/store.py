@@ -1,0 +1,633 @@
+"""SQL for the scheduler use cases: one method per use case, each one short transaction.
+
+Firing (S6) is the one longer transaction: a replica claims a batch of due rows with
+`FOR UPDATE SKIP LOCKED`, hands them to the service to deliver, records what was
+delivered, and commits. Other replicas skip the locked rows, so no occurrence is fired
+twice; if the replica dies before it commits, the rows unlock still due and the next
+tick delivers them again with the same idempotency key, which messaging deduplicates.
+The transaction also holds the pause gate `FOR SHARE`, so Pause waits for it (S3).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentworks.core.db import Database
+from agentworks.core.errors import Busy, Conflict, NotFound, PreconditionFailed
+from agentworks_scheduler import tables as t
+from agentworks_scheduler.models import (
+    Delivered,
+    Due,
+    Failed,
+    FireOutcome,
+    Page,
+    PauseEntry,
+    Recurrence,
+    Schedule,
+    WakeUp,
+    Webhook,
+)
+
+# A wake-up's time: an absolute instant, or a delay from the database clock.
+When = datetime | timedelta
+
+
+def _wake_up(row: Any) -> WakeUp:
+    return WakeUp(
+        id=str(row.id),
+        seq=row.seq,
+        conversation_id=str(row.conversation_id),
+        product=row.product,
+        note=row.note,
+        due_at=row.due_at,
+        status=row.status,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        fired_at=row.fired_at,
+        delivery_id=str(row.delivery_id) if row.delivery_id else None,
+        late_seconds=row.late_seconds,
+        error=row.error,
+    )
+
+
+def _schedule(row: Any) -> Schedule:
+    return Schedule(
+        id=str(row.id),
+        seq=row.seq,
+        name=row.name,
+        conversation_id=str(row.conversation_id),
+        product=row.product,
+        prompt=row.prompt,
+        recurrence=Recurrence(
+            cron=row.cron, interval_seconds=row.interval_seconds, time_zone=row.time_zone
+        ),
+        anchor_at=row.anchor_at,
+        paused=row.paused,
+        next_fire_at=row.next_fire_at,
+        last_fired_at=row.last_fired_at,
+        fire_count=row.fire_count,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_error=row.last_error,
+    )
+
+
+def _webhook(row: Any, secret: str = "") -> Webhook:
+    return Webhook(
+        id=str(row.id),
+        seq=row.seq,
+        name=row.name,
+        conversation_id=str(row.conversation_id),
+        product=row.product,
+        salt=row.salt,
+        secret_fingerprint=row.secret_fingerprint,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        secret_rotated_at=row.secret_rotated_at,
+        secret=secret,
+    )
+
+
+def _uuid(value: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"{what} {value!r} not found") from None
+
+
+def _due_value(when: When) -> Any:
+    return sa.func.now() + when if isinstance(when, timedelta) else when
+
+
+def _not_paused(product: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """No pause covers this product: not global, not the product, not its whole kind."""
+    p = t.pauses
+    return ~sa.exists().where(
+        sa.or_(
+            p.c.product == "",
+            p.c.product == product,
+            p.c.product == sa.func.split_part(product, ":", 1) + ":*",
+        )
+    )
+
+
+def _page(rows: list[Any], convert: Callable[[Any], Any], limit: int, after: int) -> Page:
+    items = [convert(r) for r in rows[:limit]]
+    return Page(items, items[-1].seq if items else after)
+
+
+class SchedulerStore:
+    """All SQL of the scheduler service."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ----------------------------------------------------------------- wake-ups
+
+    async def create_wake_up(
+        self,
+        *,
+        conversation_id: str,
+        product: str,
+        note: str,
+        when: When,
+        created_by: str,
+        max_pending: int,
+    ) -> WakeUp:
+        w = t.wake_ups
+        conv = _uuid(conversation_id, "conversation")
+        async with self.db.transaction() as conn:
+            # Serialize creates per conversation so the pending limit holds exactly.
+            await conn.execute(
+                sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"wake_ups:{conv}")))
+            )
+            pending = (
+                await conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(w)
+                    .where(w.c.conversation_id == conv, w.c.status == "pending")
+                )
+            ).scalar_one()
+            if pending >= max_pending:
+                raise Busy(
+                    f"conversation {conversation_id} already has {pending} pending wake-ups "
+                    f"(the limit is {max_pending}); cancel or reschedule one instead"
+                )
+            row = (
+                await conn.execute(
+                    w.insert()
+                    .values(
+                        id=uuid.uuid4(),
+                        conversation_id=conv,
+                        product=product,
+                        note=note,
+                        due_at=_due_value(when),
+                        created_by=created_by,
+                    )
+                    .returning(*w.c)
+                )
+            ).one()
+        return _wake_up(row)
+
+    async def get_wake_up(self, wake_up_id: str) -> WakeUp:
+        w = t.wake_ups
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(sa.select(w).where(w.c.id == _uuid(wake_up_id, "wake-up")))
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"wake-up {wake_up_id!r} not found")
+        return _wake_up(row)
+
+    async def change_pending_wake_up(self, wake_up_id: str, *, when: When | None) -> WakeUp:
+        """Reschedule (`when`) or cancel (None) a wake-up that has not fired yet (S1).
+
+        A wake-up being fired right now is locked: this waits for the firing to commit
+        and then refuses, because it has fired.
+        """
+        w = t.wake_ups
+        values: dict[str, Any] = {"updated_at": sa.func.now()}
+        if when is None:
+            values["status"] = "cancelled"
+        else:
+            values["due_at"] = _due_value(when)
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    w.update()
+                    .where(w.c.id == _uuid(wake_up_id, "wake-up"), w.c.status == "pending")
+                    .values(**values)
+                    .returning(*w.c)
+                )
+            ).one_or_none()
+            if row is None:
+                current = (
+                    await conn.execute(sa.select(w).where(w.c.id == _uuid(wake_up_id, "wake-up")))
+                ).one_or_none()
+                if current is None:
+                    raise NotFound(f"wake-up {wake_up_id!r} not found")
+                raise PreconditionFailed(
+                    f"wake-up {wake_up_id} is {current.status}, not pending: only a pending "
+                    "wake-up can be cancelled or rescheduled; create a new one instead"
+                )
+        return _wake_up(row)
+
+    async def list_wake_ups(
+        self,
+        *,
+        conversation_id: str,
+        product: str,
+        visible_to: tuple[str, str | None] | None,
+        include_finished: bool,
+        after: int,
+        limit: int,
+    ) -> Page:
+        """Wake-ups in creation order; `visible_to` = (principal, product) limits them."""
+        w = t.wake_ups
+        query = sa.select(w).where(w.c.seq > after).order_by(w.c.seq).limit(limit)
+        if conversation_id:
+            query = query.where(w.c.conversation_id == _uuid(conversation_id, "conversation"))
+        if product:
+            query = query.where(w.c.product == product)
+        if not include_finished:
+            query = query.where(w.c.status == "pending")
+        if visible_to is not None:
+            principal, own_product = visible_to
+            visible = w.c.created_by == principal
+            if own_product:
+                visible = sa.or_(visible, w.c.product == own_product)
+            query = query.where(visible)
+        async with self.db.transaction() as conn:
+            rows = (await conn.execute(query)).all()
+        return _page(rows, _wake_up, limit, after)
+
+    async def fire_due_wake_ups(
+        self, limit: int, deliver: Callable[[list[Due]], Awaitable[list[FireOutcome]]]
+    ) -> list[tuple[Due, FireOutcome]]:
+        """Claim up to `limit` due, unpaused wake-ups, deliver them, record the outcome."""
+        w = t.wake_ups
+        async with self.db.transaction() as conn:
+            now = await self._enter_firing(conn)
+            rows = (
+                await conn.execute(
+                    sa.select(w)
+                    .where(w.c.status == "pending", w.c.due_at <= now, _not_paused(w.c.product))
+                    .order_by(w.c.due_at)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True, of=w)
+                )
+            ).all()
+            if not rows:
+                return []
+            dues = [Due(_wake_up(r), now) for r in rows]
+            outcomes = await deliver(dues)
+            for due, outcome in zip(dues, outcomes, strict=True):
+                if isinstance(outcome, Delivered):
+                    values: dict[str, Any] = {
+                        "status": "fired",
+                        "fired_at": sa.func.clock_timestamp(),
+                        "delivery_id": outcome.delivery_id,
+                        "late_seconds": due.late.total_seconds(),
+                    }
+                elif isinstance(outcome, Failed):
+                    values = {"status": "failed", "error": outcome.error}
+                else:
+                    continue  # Retry: stays pending, the next tick tries again
+                values["updated_at"] = sa.func.clock_timestamp()
+                await conn.execute(w.update().where(w.c.id == due.item.id).values(**values))
+        return list(zip(dues, outcomes, strict=True))
+
+    async def purge_finished_wake_ups(self, older_than: timedelta) -> int:
+        w = t.wake_ups
+        async with self.db.transaction() as conn:
+            result = await conn.execute(
+                w.delete().where(
+                    w.c.status != "pending", w.c.updated_at < sa.func.now() - older_than
+                )
+            )
+        return result.rowcount or 0
+
+    async def _enter_firing(self, conn: AsyncConnection) -> datetime:
+        """Hold the pause gate for this transaction and return the database clock."""
+        await conn.execute(sa.select(t.pause_gate.c.id).with_for_update(read=True))
+        return (await conn.execute(sa.select(sa.func.now()))).scalar_one()
+
+    # ---------------------------------------------------------------- schedules
+
+    async def create_schedule(
+        self,
+        *,
+        name: str,
+        conversation_id: str,
+        product: str,
+        prompt: str,
+        recurrence: Recurrence,
+        anchor_at: datetime,
+        next_fire_at: datetime,
+        paused: bool,
+        created_by: str,
+    ) -> Schedule:
+        s = t.schedules
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    s.insert()
+                    .values(
+                        id=uuid.uuid4(),
+                        name=name,
+                        conversation_id=_uuid(conversation_id, "conversation"),
+                        product=product,
+                        prompt=prompt,
+                        cron=recurrence.cron,
+                        interval_seconds=recurrence.interval_seconds,
+                        time_zone=recurrence.time_zone,
+                        anchor_at=anchor_at,
+                        next_fire_at=next_fire_at,
+                        paused=paused,
+                        created_by=created_by,
+                    )
+                    .returning(*s.c)
+                )
+            ).one()
+        return _schedule(row)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule:
+        s = t.schedules
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(sa.select(s).where(s.c.id == _uuid(schedule_id, "schedule")))
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"schedule {schedule_id!r} not found")
+        return _schedule(row)
+
+    async def update_schedule(
+        self, schedule_id: str, change: Callable[[Schedule, datetime], dict[str, Any]]
+    ) -> Schedule:
+        """Lock the schedule, let `change(schedule, now)` say which columns to set, save.
+
+        The lock waits for a firing of this schedule to commit, so an update never
+        races the bookkeeping of an occurrence.
+        """
+        s = t.schedules
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(s).where(s.c.id == _uuid(schedule_id, "schedule")).with_for_update()
+                )
+            ).one_or_none()
+            if row is None:
+                raise NotFound(f"schedule {schedule_id!r} not found")
+            now = (await conn.execute(sa.select(sa.func.now()))).scalar_one()
+            values = change(_schedule(row), now)
+            if not values:
+                return _schedule(row)
+            values["updated_at"] = sa.func.now()
+            row = (
+                await conn.execute(
+                    s.update().where(s.c.id == row.id).values(**values).returning(*s.c)
+                )
+            ).one()
+        return _schedule(row)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        s = t.schedules
+        async with self.db.transaction() as conn:
+            await conn.execute(s.delete().where(s.c.id == _uuid(schedule_id, "schedule")))
+
+    async def list_schedules(
+        self,
+        *,
+        conversation_id: str,
+        product: str,
+        created_by: str | None,
+        after: int,
+        limit: int,
+    ) -> Page:
+        s = t.schedules
+        query = sa.select(s).where(s.c.seq > after).order_by(s.c.seq).limit(limit)
+        if conversation_id:
+            query = query.where(s.c.conversation_id == _uuid(conversation_id, "conversation"))
+        if product:
+            query = query.where(s.c.product == product)
+        if created_by is not None:
+            query = query.where(s.c.created_by == created_by)
+        async with self.db.transaction() as conn:
+            rows = (await conn.execute(query)).all()
+        return _page(rows, _schedule, limit, after)
+
+    async def fire_due_schedules(
+        self,
+        limit: int,
+        deliver: Callable[[list[Due]], Awaitable[list[tuple[FireOutcome, datetime]]]],
+    ) -> list[tuple[Due, FireOutcome]]:
+        """Claim due occurrences, deliver them, then move each schedule to its next time.
+
+        `deliver` returns each outcome with the schedule's next fire time, which is
+        after the database clock: occurrences missed meanwhile collapse into this one.
+        """
+        s = t.schedules
+        async with self.db.transaction() as conn:
+            now = await self._enter_firing(conn)
+            rows = (
+                await conn.execute(
+                    sa.select(s)
+                    .where(~s.c.paused, s.c.next_fire_at <= now, _not_paused(s.c.product))
+                    .order_by(s.c.next_fire_at)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True, of=s)
+                )
+            ).all()
+            if not rows:
+                return []
+            dues = [Due(_schedule(r), now) for r in rows]
+            results = await deliver(dues)
+            for due, (outcome, next_fire_at) in zip(dues, results, strict=True):
+                values: dict[str, Any] = {"next_fire_at": next_fire_at}
+                if isinstance(outcome, Delivered):
+                    values.update(
+                        last_fired_at=sa.func.clock_timestamp(),
+                        fire_count=s.c.fire_count + 1,
+                        last_error=None,
+                    )
+                elif isinstance(outcome, Failed):
+                    values["last_error"] = outcome.error
+                else:
+                    continue  # Retry: same occurrence, same key, next tick
+                await conn.execute(s.update().where(s.c.id == due.item.id).values(**values))
+        return [(due, outcome) for due, (outcome, _) in zip(dues, results, strict=True)]
+
+    # ------------------------------------------------------------------- pauses
+
+    async def pause(self, product: str, reason: str, paused_by: str) -> list[PauseEntry]:
+        async with self.db.transaction() as conn:
+            await self._close_gate(conn)
+            await conn.execute(
+                pg_insert(t.pauses)
+                .values(product=product, reason=reason, paused_by=paused_by)
+                .on_conflict_do_nothing(index_elements=["product"])
+            )
+            return await self._pauses(conn)
+
+    async def resume(self, product: str) -> list[PauseEntry]:
+        async with self.db.transaction() as conn:
+            await self._close_gate(conn)
+            await conn.execute(t.pauses.delete().where(t.pauses.c.product == product))
+            return await self._pauses(conn)
+
+    async def pauses(self) -> list[PauseEntry]:
+        async with self.db.transaction() as conn:
+            return await self._pauses(conn)
+
+    async def _close_gate(self, conn: AsyncConnection) -> None:
+        """Wait for in-flight firings; later firings wait for this transaction."""
+        await conn.execute(t.pause_gate.update().values(changed_at=sa.func.now()))
+
+    async def _pauses(self, conn: AsyncConnection) -> list[PauseEntry]:
+        rows = (await conn.execute(sa.select(t.pauses).order_by(t.pauses.c.product))).all()
+        return [PauseEntry(r.product, r.reason, r.paused_by, r.paused_at) for r in rows]
+
+    # ----------------------------------------------------------------- webhooks
+
+    async def create_webhook(
+        self,
+        *,
+        webhook_id: str,
+        name: str,
+        conversation_id: str,
+        product: str,
+        salt: str,
+        secret_fingerprint: str,
+        created_by: str,
+        secret: str,
+    ) -> Webhook:
+        h = t.webhooks
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    h.insert()
+                    .values(
+                        id=webhook_id,
+                        name=name,
+                        conversation_id=_uuid(conversation_id, "conversation"),
+                        product=product,
+                        salt=salt,
+                        secret_fingerprint=secret_fingerprint,
+                        created_by=created_by,
+                    )
+                    .returning(*h.c)
+                )
+            ).one()
+        return _webhook(row, secret)
+
+    async def get_webhook(self, webhook_id: str) -> Webhook:
+        h = t.webhooks
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(sa.select(h).where(h.c.id == _uuid(webhook_id, "webhook")))
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"webhook {webhook_id!r} not found")
+        return _webhook(row)
+
+    async def rotate_webhook_secret(
+        self, webhook_id: str, *, salt: str, secret_fingerprint: str, secret: str
+    ) -> Webhook:
+        h = t.webhooks
+        async with self.db.transaction() as conn:
+            row = (
+                await conn.execute(
+                    h.update()
+                    .where(h.c.id == _uuid(webhook_id, "webhook"))
+                    .values(
+                        salt=salt,
+                        secret_fingerprint=secret_fingerprint,
+                        secret_rotated_at=sa.func.now(),
+                    )
+                    .returning(*h.c)
+                )
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"webhook {webhook_id!r} not found")
+        return _webhook(row, secret)
+
+    async def delete_webhook(self, webhook_id: str) -> None:
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                t.webhooks.delete().where(t.webhooks.c.id == _uuid(webhook_id, "webhook"))
+            )
+
+    async def list_webhooks(
+        self,
+        *,
+        conversation_id: str,
+        product: str,
+        created_by: str | None,
+        after: int,
+        limit: int,
+    ) -> Page:
+        h = t.webhooks
+        query = sa.select(h).where(h.c.seq > after).order_by(h.c.seq).limit(limit)
+        if conversation_id:
+            query = query.where(h.c.conversation_id == _uuid(conversation_id, "conversation"))
+        if product:
+            query = query.where(h.c.product == product)
+        if created_by is not None:
+            query = query.where(h.c.created_by == created_by)
+        async with self.db.transaction() as conn:
+            rows = (await conn.execute(query)).all()
+        return _page(rows, _webhook, limit, after)
+
+    async def receive_webhook(
+        self,
+        *,
+        webhook_id: str,
+        delivery_key: str,
+        signature: str,
+        body_sha256: str,
+        deliver: Callable[[], Awaitable[Delivered]],
+    ) -> Delivered:
+        """Record the event in the replay window and deliver it, in one transaction.
+
+        The receipt row is inserted first: a concurrent copy of the same event waits on
+        its unique keys and then sees it as a replay. If delivering fails, the
+        transaction rolls back and the sender may retry.
+        """
+        r = t.webhook_receipts
+        async with self.db.transaction() as conn:
+            inserted = (
+                await conn.execute(
+                    pg_insert(r)
+                    .values(
+                        webhook_id=webhook_id,
+                        delivery_key=delivery_key,
+                        signature=signature,
+                        body_sha256=body_sha256,
+                    )
+                    .on_conflict_do_nothing()
+                    .returning(r.c.webhook_id)
+                )
+            ).first()
+            if inserted is None:
+                earlier = (
+                    await conn.execute(
+                        sa.select(r.c.delivery_key, r.c.received_at).where(
+                            r.c.webhook_id == webhook_id,
+                            sa.or_(r.c.delivery_key == delivery_key, r.c.signature == signature),
+                        )
+                    )
+                ).first()
+                when = earlier.received_at.isoformat() if earlier else "earlier"
+                what = (
+                    f"delivery {delivery_key!r}"
+                    if earlier is None or earlier.delivery_key == delivery_key
+                    else f"this signature (delivery {earlier.delivery_key!r})"
+                )
+                raise Conflict(
+                    f"replayed webhook event: {what} was already received at {when}; "
+                    "nothing was delivered again — send each new event with a new "
+                    "X-AgentWorks-Delivery id, a current timestamp and a fresh signature"
+                )
+            delivered = await deliver()
+            await conn.execute(
+                r.update()
+                .where(r.c.webhook_id == webhook_id, r.c.delivery_key == delivery_key)
+                .values(delivery_id=delivered.delivery_id)
+            )
+        return delivered
+
+    async def purge_webhook_receipts(self, older_than: timedelta) -> int:
+        r = t.webhook_receipts
+        async with self.db.transaction() as conn:
+            result = await conn.execute(
+                r.delete().where(r.c.received_at < sa.func.now() - older_than)
+            )
+        return result.rowcount or 0

@@ -1,0 +1,86 @@
+"""Exactly-once firing across replicas and across a crash mid-firing (S6, P3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentworks_scheduler.models import Due
+
+BOT = "agent:demo/bot"
+
+
+async def test_thousand_due_wake_ups_on_three_replicas_are_each_delivered_once_S6_P3(
+    start_scheduler, scheduler, clients, alice, demo, sql, until
+):
+    """S6 P3: 1,000 due wake-ups, three replicas racing for them: 1,000 deliveries."""
+    conversations = [(await alice.send(f"c{i}", target=demo)).conversation_id for i in range(10)]
+    ops = await clients.scheduler("user:ops", {"operator"})
+    # Hold everything until all three replicas run, so they race for the same rows.
+    await ops.pause(reason="load test")
+    await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, product, note, due_at, created_by) "
+        "SELECT gen_random_uuid(), (%s::uuid[])[1 + g %% 10], 'crew:demo', 'n' || g, "
+        "now() - interval '1 second', 'agent:demo/bot' FROM generate_series(1, 1000) g",
+        conversations,
+    )
+    replicas = [scheduler, await start_scheduler(), await start_scheduler()]
+    await ops.resume()
+
+    async def all_fired() -> bool:
+        rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'")
+        return rows == [(0,)]
+
+    await until(scheduler.service, all_fired, timeout=90)
+    assert await sql(
+        "SELECT count(*), count(DISTINCT idempotency_key) FROM messaging.deliveries "
+        "WHERE kind = 'wake_up'"
+    ) == [(1000, 1000)]
+    assert await sql(
+        "SELECT count(*) FROM scheduler.wake_ups w "
+        "JOIN messaging.deliveries d ON d.id = w.delivery_id AND d.kind = 'wake_up' "
+        "WHERE w.status = 'fired' AND d.conversation_id = w.conversation_id"
+    ) == [(1000,)]
+    stats = [r.service.stats for r in replicas]
+    assert sum(s["delivered"] for s in stats) == 1000
+    # No replica ever sent an occurrence another one had claimed: the row locks alone
+    # kept them apart; messaging's deduplication was not needed.
+    assert sum(s["duplicates"] for s in stats) == 0
+
+
+async def test_replica_killed_between_delivery_and_bookkeeping_does_not_duplicate_S6(
+    scheduler, start_scheduler, clients, conversation, sql, deliveries, until
+):
+    """S6: messaging got the wake-up, the replica died before recording it; a restarted
+    replica delivers it again with the same key, and messaging keeps one."""
+    delivered = asyncio.Event()
+    never = asyncio.Event()
+
+    async def die_here(due: Due) -> None:
+        delivered.set()
+        await never.wait()
+
+    scheduler.service.after_delivery = die_here
+    sched = await clients.scheduler(BOT)
+    wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="once")
+    await asyncio.wait_for(delivered.wait(), 10)
+    await scheduler.stop(0)  # killed mid-firing: its transaction rolls back
+
+    status = "SELECT status FROM scheduler.wake_ups WHERE id = %s"
+    assert await sql(status, wake_up.wake_up_id) == [("pending",)]
+    assert len(await deliveries(conversation, "wake_up")) == 1
+
+    restarted = await start_scheduler()
+
+    async def fired() -> bool:
+        return await sql(status, wake_up.wake_up_id) == [("fired",)]
+
+    await until(restarted.service, fired)
+    rows = await deliveries(conversation, "wake_up")
+    assert len(rows) == 1 and rows[0][1] == "once"
+    assert restarted.service.stats["duplicates"] == 1
+    assert restarted.service.stats["delivered"] == 0
+    assert await sql(
+        "SELECT count(*) FROM scheduler.wake_ups w JOIN messaging.deliveries d "
+        "ON d.id = w.delivery_id WHERE w.id = %s",
+        wake_up.wake_up_id,
+    ) == [(1,)]

@@ -1,0 +1,152 @@
+"""Schedules through the real services: manage, preview, fire (S4, S6, A3)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.messaging.v1 import messaging_pb2 as m
+
+BOT = "agent:demo/bot"
+
+
+def at(ts) -> datetime:
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+async def test_operator_manages_a_cron_schedule_with_a_time_zone_S4(clients, conversation):
+    """S4: create, list, update, pause, resume, preview and delete a schedule."""
+    ops = await clients.scheduler("user:ops", {"operator"})
+    schedule = await ops.create_schedule(
+        conversation,
+        "morning check",
+        cron="0 9 * * 1-5",
+        time_zone="Europe/Berlin",
+        name="weekday mornings",
+        product="crew:demo",
+    )
+    assert schedule.recurrence.cron == "0 9 * * 1-5"
+    assert schedule.recurrence.time_zone == "Europe/Berlin"
+    assert schedule.product == "crew:demo" and not schedule.paused
+    preview = await ops.preview_schedule(schedule.schedule_id, count=3)
+    assert preview[0] == at(schedule.next_fire_at)
+    assert all(t.astimezone(_berlin()).hour == 9 for t in preview)
+    assert all(t.astimezone(_berlin()).weekday() < 5 for t in preview)
+
+    listed = await ops.list_schedules(conversation_id=conversation)
+    assert [s.schedule_id for s in listed.schedules] == [schedule.schedule_id]
+
+    renamed = await ops.update_schedule(schedule.schedule_id, prompt="morning status")
+    assert renamed.prompt == "morning status"
+    assert renamed.next_fire_at == schedule.next_fire_at  # same rule, same next time
+    hourly = await ops.update_schedule(schedule.schedule_id, interval_seconds=3600)
+    assert hourly.recurrence.interval_seconds == 3600
+    expected = datetime.now(UTC) + timedelta(hours=1)
+    assert abs(at(hourly.next_fire_at) - expected) < timedelta(seconds=30)
+
+    assert (await ops.pause_schedule(schedule.schedule_id)).paused
+    assert not (await ops.resume_schedule(schedule.schedule_id)).paused
+    await ops.delete_schedule(schedule.schedule_id)
+    with pytest.raises(NotFound):
+        await ops.get_schedule(schedule.schedule_id)
+    assert (await ops.list_schedules()).schedules == []
+
+
+def _berlin():
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo("Europe/Berlin")
+
+
+async def test_preview_across_dst_over_grpc_S4(clients):
+    """S4: the preview RPC returns the local-time-correct instants across a DST change."""
+    sched = await clients.scheduler(BOT)
+    times = await sched.preview_schedule(
+        cron="30 2 * * *",
+        time_zone="Europe/Berlin",
+        count=3,
+        after=datetime(2024, 3, 29, 12, tzinfo=UTC),
+    )
+    assert times == [
+        datetime(2024, 3, 30, 1, 30, tzinfo=UTC),
+        datetime(2024, 3, 31, 1, 30, tzinfo=UTC),  # 02:30 skipped: 03:30 CEST
+        datetime(2024, 4, 1, 0, 30, tzinfo=UTC),
+    ]
+    with pytest.raises(InvalidArgument, match="count must be between 1 and 100"):
+        await sched.preview_schedule(cron="* * * * *", count=101)
+
+
+async def test_a_schedule_prompt_fires_into_its_conversation_S4_S6(
+    clients, bot, demo, conversation, service, deliveries
+):
+    """S4 S6: at its time a schedule delivers its prompt once, then moves on."""
+    sched = await clients.scheduler(BOT)
+    start = datetime.now(UTC) + timedelta(seconds=0.5)
+    schedule = await sched.create_schedule(
+        conversation, "daily digest", interval_seconds=3600, start_at=start
+    )
+    assert at(schedule.next_fire_at) == start.replace(microsecond=start.microsecond)
+    turn = await bot.claim_turn([demo], wait_seconds=15)
+    assert [d.kind for d in turn.deliveries] == [m.DELIVERY_KIND_SCHEDULE]
+    delivery = turn.deliveries[0]
+    assert delivery.text == "daily digest"
+    assert delivery.attributes["schedule_id"] == schedule.schedule_id
+    assert delivery.attributes["missed_occurrences"] == 0
+    await bot.complete_turn(turn.turn_id)
+
+    await service.wait_ticks(2)
+    after = await sched.get_schedule(schedule.schedule_id)
+    assert after.fire_count == 1 and after.HasField("last_fired_at")
+    assert at(after.next_fire_at) == start + timedelta(hours=1)
+    keys = [row[0] for row in await deliveries(conversation, "schedule")]
+    assert keys == [f"schedule:{schedule.schedule_id}:{start.isoformat(timespec='microseconds')}"]
+
+
+async def test_only_the_creator_or_an_operator_manages_a_schedule_A3_S4(clients, conversation):
+    """A3 S4: other principals, even agents of the same crew, get NOT_FOUND."""
+    sched = await clients.scheduler(BOT)
+    schedule = await sched.create_schedule(conversation, "ping", cron="*/5 * * * *")
+    assert schedule.product == "crew:demo" and schedule.created_by == BOT
+    helper = await clients.scheduler("agent:demo/helper")
+    for action in (
+        helper.get_schedule,
+        helper.pause_schedule,
+        helper.delete_schedule,
+        helper.preview_schedule,
+    ):
+        with pytest.raises(NotFound):
+            await action(schedule.schedule_id)
+    with pytest.raises(NotFound):
+        await helper.update_schedule(schedule.schedule_id, prompt="hijacked")
+    assert (await helper.list_schedules()).schedules == []
+    assert [s.prompt for s in (await sched.list_schedules()).schedules] == ["ping"]
+    ops = await clients.scheduler("user:ops", {"operator"})
+    assert (await ops.pause_schedule(schedule.schedule_id)).paused
+
+    alice = await clients.scheduler("user:alice")
+    with pytest.raises(PermissionDenied):
+        await alice.create_schedule(conversation, "from outside", cron="* * * * *")
+
+
+async def test_schedule_refusals_store_nothing_S4_P6(clients, conversation, sql):
+    """S4 P6: bad rules, zones, prompts and intervals are refused before anything is saved."""
+    sched = await clients.scheduler(BOT)
+    refusals = [
+        ({"cron": "0 9 * *"}, "five fields"),
+        ({"cron": "0 9 * * *", "time_zone": "Europe/Nowhere"}, "not a known IANA"),
+        ({"cron": "0 0 31 2 *"}, "never fires"),
+        ({"interval_seconds": 0}, "interval_seconds must be between 1"),
+        ({}, "recurrence is required"),
+        ({"cron": "* * * * *", "start_at": datetime.now(UTC)}, "interval schedules only"),
+        ({"cron": "* * * * *", "name": "n" * 201}, "name is longer"),
+    ]
+    for kwargs, message in refusals:
+        with pytest.raises(InvalidArgument, match=message):
+            await sched.create_schedule(conversation, "prompt", **kwargs)
+    with pytest.raises(InvalidArgument, match="prompt is empty"):
+        await sched.create_schedule(conversation, "  ", cron="* * * * *")
+    with pytest.raises(InvalidArgument, match="prompt is 16385 bytes"):
+        await sched.create_schedule(conversation, "p" * (16 * 1024 + 1), cron="* * * * *")
+    assert await sql("SELECT count(*) FROM scheduler.schedules") == [(0,)]

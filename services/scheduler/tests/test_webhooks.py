@@ -1,0 +1,162 @@
+"""Webhooks: signed events delivered byte-for-byte; every bad request refused (S5, P6)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agentworks.core.clients.scheduler import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    signed_webhook_headers,
+    webhook_signature,
+)
+from agentworks.core.errors import (
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+from agentworks.messaging.v1 import messaging_pb2 as m
+
+BOT = "agent:demo/bot"
+LIMIT = 256 * 1024
+
+
+@pytest.fixture
+async def ops(clients):
+    return await clients.scheduler("user:ops", {"operator"})
+
+
+@pytest.fixture
+async def gateway(clients):
+    """The gateway hands HTTP requests over with its service identity."""
+    return await clients.scheduler("service:gateway")
+
+
+@pytest.fixture
+async def hook(ops, conversation):
+    return await ops.create_webhook(conversation, name="ci", product="crew:demo")
+
+
+async def test_signed_event_is_delivered_byte_for_byte_S5(
+    ops, gateway, hook, bot, demo, conversation
+):
+    """S5: a correctly signed event reaches the conversation with its exact raw bytes."""
+    assert hook.secret.startswith("whsec_") and len(hook.secret_fingerprint) == 12
+    assert (await ops.get_webhook(hook.webhook_id)).secret == ""  # shown once
+    body = b'{"event": "push"}\r\n\x00\xff\xfe not utf-8 \xe2\x82  trailing  '
+    headers = {
+        k.lower(): v
+        for k, v in signed_webhook_headers(hook.secret, body, delivery_id="e-1").items()
+    }
+    headers["Content-Type"] = "application/octet-stream"
+
+    result = await gateway.receive_webhook(hook.webhook_id, headers=headers, body=body)
+    assert result.created and result.delivery_id
+
+    turn = await bot.claim_turn([demo], wait_seconds=10)
+    assert turn.conversation_id == conversation
+    assert [d.kind for d in turn.deliveries] == [m.DELIVERY_KIND_WEBHOOK]
+    delivery = turn.deliveries[0]
+    assert delivery.payload == body
+    assert delivery.delivery_id == result.delivery_id
+    assert delivery.attributes["delivery"] == "e-1"
+    assert delivery.attributes["webhook_id"] == hook.webhook_id
+    assert delivery.attributes["content_type"] == "application/octet-stream"
+    await bot.complete_turn(turn.turn_id)
+
+
+async def test_bad_signatures_stale_times_replays_and_big_bodies_are_refused_S5_P6(
+    ops, gateway, hook, conversation, deliveries
+):
+    """S5 P6: each refusal names what was wrong; none of them delivers anything."""
+    body = b'{"n": 1}'
+    now = int(time.time())
+
+    def signed(**kwargs) -> dict[str, str]:
+        return signed_webhook_headers(hook.secret, body, **kwargs)
+
+    async def receive(headers: dict[str, str], payload: bytes = body, webhook_id: str = ""):
+        return await gateway.receive_webhook(
+            webhook_id or hook.webhook_id, headers=headers, body=payload
+        )
+
+    wrong_key = signed()
+    wrong_key[SIGNATURE_HEADER] = webhook_signature(
+        "whsec_wrong", wrong_key[TIMESTAMP_HEADER], body
+    )
+    other_body = signed()
+    unsigned = signed()
+    del unsigned[SIGNATURE_HEADER]
+    cases = [
+        (wrong_key, body, Unauthenticated, "signature does not match"),
+        (other_body, b'{"n": 2}', Unauthenticated, "signature does not match"),
+        (unsigned, body, Unauthenticated, "not signed"),
+        (signed(timestamp=now - 301), body, Unauthenticated, "301 s old; the tolerance is 300"),
+        (signed(timestamp=now + 400), body, Unauthenticated, "in the future"),
+        ({**signed(), TIMESTAMP_HEADER: "yesterday"}, body, InvalidArgument, "Unix seconds"),
+        (
+            {k: v for k, v in signed().items() if k != DELIVERY_HEADER},
+            body,
+            InvalidArgument,
+            f"{DELIVERY_HEADER} is required",
+        ),
+    ]
+    for headers, payload, error, message in cases:
+        with pytest.raises(error, match=message):
+            await receive(headers, payload)
+    big = b"x" * (LIMIT + 1)
+    with pytest.raises(InvalidArgument, match=f"{LIMIT + 1} bytes; the limit is {LIMIT}"):
+        await receive(signed_webhook_headers(hook.secret, big), big)
+    with pytest.raises(PermissionDenied, match="gateway"):
+        await ops.receive_webhook(hook.webhook_id, headers=signed(), body=body)
+    with pytest.raises(NotFound):
+        await receive(signed(), webhook_id="6c1f3c52-0000-4000-8000-000000000000")
+    assert await deliveries(conversation, "webhook") == []
+
+    first = signed(delivery_id="d-1")
+    await receive(first)
+    with pytest.raises(Conflict, match="delivery 'd-1' was already received"):
+        await receive(first)
+    with pytest.raises(Conflict, match=r"this signature \(delivery 'd-1'\)"):
+        await receive({**first, DELIVERY_HEADER: "d-2"})
+    with pytest.raises(Conflict, match="delivery 'd-1' was already received"):
+        await receive(signed(delivery_id="d-1", timestamp=now - 1))
+    assert len(await deliveries(conversation, "webhook")) == 1
+
+    rotated = await ops.rotate_webhook_secret(hook.webhook_id)
+    assert rotated.secret and rotated.secret != hook.secret
+    assert rotated.secret_fingerprint != hook.secret_fingerprint
+    with pytest.raises(Unauthenticated, match="signature does not match"):
+        await receive(signed(delivery_id="d-3"))
+    await receive(signed_webhook_headers(rotated.secret, body, delivery_id="d-3"))
+    keys = [row[0] for row in await deliveries(conversation, "webhook")]
+    assert keys == [f"webhook:{hook.webhook_id}:d-1", f"webhook:{hook.webhook_id}:d-3"]
+
+
+async def test_webhooks_belong_to_their_creator_and_the_conversations_agents_S5_A3(
+    clients, ops, hook, conversation
+):
+    """S5 A3: agents attach webhooks to their conversation; others cannot see or change them."""
+    sched = await clients.scheduler(BOT)
+    own = await sched.create_webhook(conversation, name="bot's hook")
+    assert own.product == "crew:demo" and own.secret
+    assert [h.webhook_id for h in (await sched.list_webhooks()).webhooks] == [own.webhook_id]
+    listed = await ops.list_webhooks(conversation_id=conversation)
+    assert {h.webhook_id for h in listed.webhooks} == {hook.webhook_id, own.webhook_id}
+    assert all(h.secret == "" for h in listed.webhooks)
+
+    stranger = await clients.scheduler("agent:other/bot")
+    with pytest.raises(NotFound):
+        await stranger.create_webhook(conversation)
+    with pytest.raises(NotFound):
+        await stranger.rotate_webhook_secret(own.webhook_id)
+    with pytest.raises(NotFound):
+        await sched.get_webhook(hook.webhook_id)  # the operator's
+    await sched.delete_webhook(own.webhook_id)
+    with pytest.raises(NotFound):
+        await ops.get_webhook(own.webhook_id)
