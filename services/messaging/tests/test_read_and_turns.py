@@ -249,6 +249,8 @@ async def test_transcript_pages_messages_and_deliveries_for_participants_C12(cli
         f"delivery:{pb.DELIVERY_STATUS_PENDING}",
     ]
     assert entries[1].delivery.message.text == "one"  # a delivery carries its message
+    head = await owner.get_transcript(receipt.conversation_id, limit=1)
+    assert (head.target.name, head.inbox_id) == ("demo", receipt.inbox_id)
     assert (await bot.get_transcript(receipt.conversation_id)).entries
     with pytest.raises(NotFound):
         await stranger.get_transcript(receipt.conversation_id)

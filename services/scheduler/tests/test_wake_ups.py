@@ -101,10 +101,11 @@ async def test_only_the_conversations_agents_and_operators_attach_wake_ups_A2_A3
         with pytest.raises(PermissionDenied, match="only the agents serving"):
             await person.create_wake_up(conversation, delay_seconds=0)
 
-    # An agent that opened a conversation with crew:demo is its outside party.
+    # An agent that opened a conversation with crew:demo is its outside party: the
+    # conversation belongs to crew:demo, not to the crew the agent acts for.
     other = await clients.messaging("agent:other/bot")
     theirs = await other.send("hi demo", target=demo)
-    with pytest.raises(PermissionDenied, match="you started conversation"):
+    with pytest.raises(PermissionDenied, match="is with crew:demo; you act for crew:other"):
         await stranger.create_wake_up(theirs.conversation_id, delay_seconds=0)
 
     sched = await clients.scheduler(BOT)

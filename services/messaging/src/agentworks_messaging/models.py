@@ -81,3 +81,13 @@ class Page:
 
     items: list[Any]
     last_position: int
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One page of a conversation's transcript, with what the conversation is."""
+
+    entries: list[Message | Delivery]
+    next_cursor: str
+    target: TargetKey
+    inbox_id: str

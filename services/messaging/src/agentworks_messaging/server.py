@@ -184,7 +184,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return pb.ReadResponse(messages=[message_out(m) for m in messages], next_cursor=cursor)
 
     async def GetTranscript(self, request, context):
-        entries, cursor = await self.service.transcript(
+        transcript = await self.service.transcript(
             caller(),
             conversation_id=request.conversation_id,
             after=request.after,
@@ -194,9 +194,14 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             pb.TranscriptEntry(message=message_out(e))
             if isinstance(e, Message)
             else pb.TranscriptEntry(delivery=delivery_out(e))
-            for e in entries
+            for e in transcript.entries
         ]
-        return pb.GetTranscriptResponse(entries=out, next_cursor=cursor)
+        return pb.GetTranscriptResponse(
+            entries=out,
+            next_cursor=transcript.next_cursor,
+            target=target_ref(transcript.target),
+            inbox_id=transcript.inbox_id,
+        )
 
     async def ClaimTurn(self, request, context):
         turn = await self.service.claim_turn(

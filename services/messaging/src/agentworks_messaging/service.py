@@ -18,7 +18,15 @@ import structlog
 from agentworks.core.db import Listener
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.core.identity import Identity, check_principal
-from agentworks_messaging.models import Delivery, Message, Page, Receipt, Target, TargetKey, Turn
+from agentworks_messaging.models import (
+    Message,
+    Page,
+    Receipt,
+    Target,
+    TargetKey,
+    Transcript,
+    Turn,
+)
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
@@ -258,11 +266,11 @@ class MessagingService:
 
     async def transcript(
         self, identity: Identity, *, conversation_id: str, after: str, limit: int
-    ) -> tuple[list[Message | Delivery], str]:
+    ) -> Transcript:
         """A conversation's messages and delivery records, for its participants (C12)."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
-        key, owner, inbox_principal = await self.store.conversation(conversation_id)
+        key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
         if not (
             identity.principal in (owner, inbox_principal)
             or serves(identity, key)
@@ -270,7 +278,7 @@ class MessagingService:
         ):
             raise NotFound(f"conversation {conversation_id!r} not found")
         page: Page = await self.store.transcript(conversation_id, position, limit)
-        return page.items, encode_cursor(page.last_position)
+        return Transcript(page.items, encode_cursor(page.last_position), key, inbox_id)
 
     # -------------------------------------------------------------------- turns
 

@@ -448,15 +448,19 @@ class MessagingStore:
             ).all()
         return [_message(r) for r in rows]
 
-    async def conversation(self, conversation_id: str) -> tuple[TargetKey, str, str]:
-        """(target, target owner, inbox principal) of a conversation."""
+    async def conversation(self, conversation_id: str) -> tuple[TargetKey, str, str, str]:
+        """(target, target owner, inbox principal, inbox id) of a conversation."""
         conv_uuid = _uuid(conversation_id, "conversation")
         c = t.conversations
         async with self.db.transaction() as conn:
             row = (
                 await conn.execute(
                     sa.select(
-                        c.c.target_kind, c.c.target_name, t.targets.c.owner, t.inboxes.c.principal
+                        c.c.target_kind,
+                        c.c.target_name,
+                        t.targets.c.owner,
+                        t.inboxes.c.principal,
+                        t.inboxes.c.id,
                     )
                     .select_from(
                         c.join(
@@ -472,7 +476,7 @@ class MessagingStore:
             ).one_or_none()
         if row is None:
             raise NotFound(f"conversation {conversation_id!r} not found")
-        return TargetKey(row.target_kind, row.target_name), row.owner, row.principal
+        return TargetKey(row.target_kind, row.target_name), row.owner, row.principal, str(row.id)
 
     async def transcript(self, conversation_id: str, after: int, limit: int) -> Page:
         m, d = t.messages, t.deliveries
@@ -496,9 +500,7 @@ class MessagingStore:
             wanted = {r.message_id for r in dels if r.message_id is not None}
             wanted -= {r.id for r in msgs}
             extra = (
-                (await conn.execute(sa.select(m).where(m.c.id.in_(wanted)))).all()
-                if wanted
-                else []
+                (await conn.execute(sa.select(m).where(m.c.id.in_(wanted)))).all() if wanted else []
             )
         by_id = {r.id: _message(r) for r in [*msgs, *extra]}
         entries: list[Message | Delivery] = [by_id[r.id] for r in msgs] + [

@@ -13,7 +13,7 @@ import grpc
 import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.core.clients import MessagingClient
+from agentworks.core.clients import MessagingClient, target_str
 from agentworks.core.db import Database
 from agentworks.core.identity import Identity, Minter, caller
 from agentworks.core.rpc import GrpcServer, channel_options, channel_target
@@ -23,7 +23,7 @@ from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 from agentworks_scheduler.config import Config
 from agentworks_scheduler.models import PauseEntry, Recurrence, Schedule, WakeUp, Webhook
-from agentworks_scheduler.service import SchedulerService
+from agentworks_scheduler.service import Participation, SchedulerService
 from agentworks_scheduler.store import SchedulerStore
 
 log = structlog.get_logger("agentworks.scheduler")
@@ -341,7 +341,7 @@ class MessagingConversations:
             channel=self._channel, identity=Minter(SERVICE_PRINCIPAL, internal_key), timeout=timeout
         )
 
-    async def opening_sender(self, identity: Identity, conversation_id: str) -> str:
+    async def participation(self, identity: Identity, conversation_id: str) -> Participation:
         on_behalf = MessagingClient(
             channel=self._channel,
             identity=Minter(
@@ -354,12 +354,13 @@ class MessagingConversations:
         )
         # Position 1 of every conversation is the message that opened it.
         page = await on_behalf.get_transcript(conversation_id, limit=1)
+        opener = ""
         for entry in page.entries:
             if entry.HasField("message"):
-                return entry.message.sender
-            if entry.HasField("delivery") and entry.delivery.HasField("message"):
-                return entry.delivery.message.sender
-        return ""
+                opener = entry.message.sender
+            elif entry.HasField("delivery") and entry.delivery.HasField("message"):
+                opener = entry.delivery.message.sender
+        return Participation(opener=opener, target=target_str(page.target))
 
     async def enqueue(
         self,

@@ -94,11 +94,19 @@ _DELIVERY_ID_RE = re.compile(rf"^[\x21-\x7e]{{1,{MAX_DELIVERY_ID_CHARS}}}$")
 _CURSOR_PREFIX = "s1:"
 
 
+@dataclass(frozen=True)
+class Participation:
+    """What messaging says about a conversation the caller takes part in."""
+
+    opener: str  # the principal that sent the opening message
+    target: str  # crew:<name> or workflow:<id>
+
+
 class Conversations(Protocol):
     """What the scheduler asks of the messaging service."""
 
-    async def opening_sender(self, identity: Identity, conversation_id: str) -> str:
-        """As `identity`: the sender of the conversation's first message.
+    async def participation(self, identity: Identity, conversation_id: str) -> Participation:
+        """As `identity`: who opened the conversation and which target it is with.
 
         Raises NotFound when the conversation does not exist or the caller is not one
         of its participants.
@@ -285,9 +293,14 @@ class SchedulerService:
                 raise InvalidArgument(
                     f"product is taken from your identity ({mine}); leave it empty"
                 )
-            product = mine
-        opener = await self.conversations.opening_sender(identity, conversation_id)
-        if not trusted(identity) and opener == identity.principal:
+        seen = await self.conversations.participation(identity, conversation_id)
+        if not trusted(identity) and seen.target != mine:
+            raise PermissionDenied(
+                f"conversation {conversation_id} is with {seen.target}; you act for {mine}, "
+                "so only its agents or an operator can attach timers or webhooks to it"
+            )
+        product = product or seen.target
+        if not trusted(identity) and seen.opener == identity.principal:
             raise PermissionDenied(
                 f"you started conversation {conversation_id}: timers and webhooks prompt the "
                 "agents of its target, which you reach by sending messages; the target's "

@@ -204,12 +204,16 @@ class TranscriptEntry(_message.Message):
     def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ...) -> None: ...
 
 class GetTranscriptResponse(_message.Message):
-    __slots__ = ("entries", "next_cursor")
+    __slots__ = ("entries", "next_cursor", "target", "inbox_id")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    INBOX_ID_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[TranscriptEntry]
     next_cursor: str
-    def __init__(self, entries: _Optional[_Iterable[_Union[TranscriptEntry, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+    target: _common_pb2.TargetRef
+    inbox_id: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[TranscriptEntry, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., inbox_id: _Optional[str] = ...) -> None: ...
 
 class Turn(_message.Message):
     __slots__ = ("turn_id", "conversation_id", "target", "reply_inbox_id", "deliveries", "lease_expires_at")
