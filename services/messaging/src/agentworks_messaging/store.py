@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -129,36 +130,17 @@ class MessagingStore:
         return _target(row)
 
     # --------------------------------------------------------------------- send
+    #
+    # Each send is ONE statement of data-modifying CTEs, run in autocommit: atomic, one
+    # round trip, no BEGIN/COMMIT. The retry key is inserted first with ON CONFLICT DO
+    # NOTHING; a concurrent twin waits on the unique key until the first commits, then
+    # inserts nothing, and everything else in its statement is conditioned on that.
 
-    async def _claim_submission(
-        self,
-        conn: AsyncConnection,
-        principal: str,
-        submission_id: str,
-        request_hash: str,
-        receipt: Receipt,
+    async def _earlier_receipt(
+        self, conn: AsyncConnection, principal: str, submission_id: str, request_hash: str
     ) -> Receipt | None:
-        """Record the retry key; if it exists already, return its original receipt.
-
-        A concurrent retry blocks on the unique key until the first commits, then sees
-        its row: however many retries race, one message is stored (C4).
-        """
-        inserted = (
-            await conn.execute(
-                pg_insert(t.submissions)
-                .values(
-                    principal=principal,
-                    submission_id=submission_id,
-                    request_hash=request_hash,
-                    message_id=receipt.message_id,
-                    conversation_id=receipt.conversation_id,
-                    inbox_id=receipt.inbox_id,
-                )
-                .on_conflict_do_nothing()
-                .returning(t.submissions.c.principal)
-            )
-        ).first()
-        if inserted is not None:
+        """The receipt already given for this retry key, if any (C4)."""
+        if not submission_id:
             return None
         row = (
             await conn.execute(
@@ -167,75 +149,15 @@ class MessagingStore:
                     t.submissions.c.submission_id == submission_id,
                 )
             )
-        ).one()
+        ).one_or_none()
+        if row is None:
+            return None
         if row.request_hash != request_hash:
             raise Conflict(
                 f"submission_id {submission_id!r} was already used for a different message; "
                 "use a new submission_id for new content"
             )
         return Receipt(str(row.message_id), str(row.conversation_id), str(row.inbox_id))
-
-    async def _append_message(
-        self,
-        conn: AsyncConnection,
-        *,
-        conversation_id: str,
-        inbox_id: str,
-        message_id: str,
-        direction: str,
-        sender: str,
-        channel: str,
-        text: str,
-        parts: list[dict[str, Any]] | None,
-    ) -> None:
-        """Store a message at the conversation's next position; queue it if inbound."""
-        inbound = direction == "to_target"
-        conv = t.conversations
-        values: dict[str, Any] = {"last_position": conv.c.last_position + (2 if inbound else 1)}
-        if inbound:
-            values["pending_deliveries"] = conv.c.pending_deliveries + 1
-            values["oldest_pending_at"] = sa.func.coalesce(conv.c.oldest_pending_at, sa.func.now())
-        row = (
-            await conn.execute(
-                conv.update()
-                .where(conv.c.id == conversation_id)
-                .values(**values)
-                .returning(
-                    conv.c.last_position,
-                    conv.c.active_turn_id,
-                    conv.c.target_kind,
-                    conv.c.target_name,
-                )
-            )
-        ).one()
-        position = row.last_position - 1 if inbound else row.last_position
-        await conn.execute(
-            t.messages.insert().values(
-                id=message_id,
-                conversation_id=conversation_id,
-                position=position,
-                inbox_id=inbox_id,
-                direction=direction,
-                sender=sender,
-                channel=channel,
-                text=text,
-                parts=parts,
-            )
-        )
-        if inbound:
-            await conn.execute(
-                t.deliveries.insert().values(
-                    id=uuid.uuid4(),
-                    conversation_id=conversation_id,
-                    position=row.last_position,
-                    kind="message",
-                    message_id=message_id,
-                )
-            )
-            if row.active_turn_id is None:
-                await conn.execute(notify(TURN_CHANNEL, f"{row.target_kind}:{row.target_name}"))
-        else:
-            await conn.execute(notify(INBOX_CHANNEL, inbox_id))
 
     async def send_new(
         self,
@@ -251,51 +173,38 @@ class MessagingStore:
     ) -> Receipt:
         """Start a conversation with a target, with a new inbox bound to the caller."""
         receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()))
-        async with self.db.transaction() as conn:
-            if submission_id:
-                earlier = await self._claim_submission(
-                    conn, principal, submission_id, request_hash, receipt
-                )
-                if earlier is not None:
-                    return earlier
-            target = (
+        async with self.db.autocommit() as conn:
+            row = (
                 await conn.execute(
-                    sa.select(t.targets).where(
-                        t.targets.c.kind == key.kind, t.targets.c.name == key.name
-                    )
+                    _SEND_NEW,
+                    {
+                        "kind": key.kind,
+                        "name": key.name,
+                        "refuse": refuse_if_disabled,
+                        "principal": principal,
+                        "submission_id": submission_id,
+                        "request_hash": request_hash,
+                        "message_id": receipt.message_id,
+                        "conversation_id": receipt.conversation_id,
+                        "inbox_id": receipt.inbox_id,
+                        "delivery_id": str(uuid.uuid4()),
+                        "channel": channel,
+                        "text": text,
+                        "parts": parts,
+                        "target_key": str(key),
+                    },
                 )
-            ).one_or_none()
-            if target is None:
-                raise NotFound(f"{key} is not registered")
-            if refuse_if_disabled and target.free_text_ask is False:
-                raise _messaging_disabled(key)
-            await conn.execute(
-                t.conversations.insert().values(
-                    id=receipt.conversation_id,
-                    target_kind=key.kind,
-                    target_name=key.name,
-                    started_by=principal,
-                )
-            )
-            await conn.execute(
-                t.inboxes.insert().values(
-                    id=receipt.inbox_id,
-                    conversation_id=receipt.conversation_id,
-                    principal=principal,
-                )
-            )
-            await self._append_message(
-                conn,
-                conversation_id=receipt.conversation_id,
-                inbox_id=receipt.inbox_id,
-                message_id=receipt.message_id,
-                direction="to_target",
-                sender=principal,
-                channel=channel,
-                text=text,
-                parts=parts,
-            )
-        return receipt
+            ).one()
+            if row.stored:
+                return receipt
+            earlier = await self._earlier_receipt(conn, principal, submission_id, request_hash)
+        if earlier is not None:
+            return earlier
+        if not row.target_exists:
+            raise NotFound(f"{key} is not registered")
+        if not row.allowed:
+            raise _messaging_disabled(key)
+        raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
 
     async def send_continue(
         self,
@@ -311,53 +220,36 @@ class MessagingStore:
     ) -> Receipt:
         """Continue the conversation of an inbox bound to the caller (C3)."""
         inbox_uuid = _uuid(inbox_id, "inbox")
-        async with self.db.transaction() as conn:
+        message_id = str(uuid.uuid4())
+        async with self.db.autocommit() as conn:
             row = (
                 await conn.execute(
-                    sa.select(
-                        t.inboxes.c.conversation_id,
-                        t.inboxes.c.principal,
-                        t.targets.c.kind,
-                        t.targets.c.name,
-                        t.targets.c.free_text_ask,
-                    )
-                    .select_from(
-                        t.inboxes.join(
-                            t.conversations, t.conversations.c.id == t.inboxes.c.conversation_id
-                        ).join(
-                            t.targets,
-                            sa.and_(
-                                t.targets.c.kind == t.conversations.c.target_kind,
-                                t.targets.c.name == t.conversations.c.target_name,
-                            ),
-                        )
-                    )
-                    .where(t.inboxes.c.id == inbox_uuid)
+                    _SEND_CONTINUE,
+                    {
+                        "inbox_id": inbox_uuid,
+                        "refuse": refuse_if_disabled,
+                        "principal": principal,
+                        "submission_id": submission_id,
+                        "request_hash": request_hash,
+                        "message_id": message_id,
+                        "delivery_id": str(uuid.uuid4()),
+                        "channel": channel,
+                        "text": text,
+                        "parts": parts,
+                    },
                 )
-            ).one_or_none()
-            if row is None or row.principal != principal:
-                raise NotFound(f"inbox {inbox_id!r} not found")
-            receipt = Receipt(str(uuid.uuid4()), str(row.conversation_id), inbox_id)
-            if submission_id:
-                earlier = await self._claim_submission(
-                    conn, principal, submission_id, request_hash, receipt
-                )
-                if earlier is not None:
-                    return earlier
-            if refuse_if_disabled and row.free_text_ask is False:
-                raise _messaging_disabled(TargetKey(row.kind, row.name))
-            await self._append_message(
-                conn,
-                conversation_id=receipt.conversation_id,
-                inbox_id=inbox_id,
-                message_id=receipt.message_id,
-                direction="to_target",
-                sender=principal,
-                channel=channel,
-                text=text,
-                parts=parts,
-            )
-        return receipt
+            ).one()
+            if row.stored:
+                return Receipt(message_id, str(row.conversation_id), inbox_id)
+            earlier = await self._earlier_receipt(conn, principal, submission_id, request_hash)
+        if earlier is not None:
+            return earlier
+        if not row.found:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        if not row.allowed:
+            kind, _, name = row.target.partition(":")
+            raise _messaging_disabled(TargetKey(kind, name))
+        raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
 
     async def inbox_target(self, inbox_id: str) -> tuple[str, TargetKey, str]:
         """(conversation_id, target, bound principal) of an inbox."""
@@ -400,31 +292,34 @@ class MessagingStore:
     ) -> Receipt:
         """An agent's explicit message to the conversation's inbox (C6)."""
         receipt = Receipt(str(uuid.uuid4()), conversation_id, inbox_id)
-        async with self.db.transaction() as conn:
-            if submission_id:
-                earlier = await self._claim_submission(
-                    conn, principal, submission_id, request_hash, receipt
+        async with self.db.autocommit() as conn:
+            row = (
+                await conn.execute(
+                    _AGENT_REPLY,
+                    {
+                        "principal": principal,
+                        "submission_id": submission_id,
+                        "request_hash": request_hash,
+                        "message_id": receipt.message_id,
+                        "conversation_id": conversation_id,
+                        "inbox_id": inbox_id,
+                        "text": text,
+                        "parts": parts,
+                    },
                 )
-                if earlier is not None:
-                    return earlier
-            await self._append_message(
-                conn,
-                conversation_id=conversation_id,
-                inbox_id=inbox_id,
-                message_id=receipt.message_id,
-                direction="to_inbox",
-                sender=principal,
-                channel="programmatic",
-                text=text,
-                parts=parts,
-            )
-        return receipt
+            ).one()
+            if row.stored:
+                return receipt
+            earlier = await self._earlier_receipt(conn, principal, submission_id, request_hash)
+        if earlier is not None:
+            return earlier
+        raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
 
     # --------------------------------------------------------------------- read
 
     async def inbox_principal(self, inbox_id: str) -> str | None:
         inbox_uuid = _uuid(inbox_id, "inbox")
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             return (
                 await conn.execute(
                     sa.select(t.inboxes.c.principal).where(t.inboxes.c.id == inbox_uuid)
@@ -433,7 +328,7 @@ class MessagingStore:
 
     async def read_inbox(self, inbox_id: str, after: int, limit: int) -> list[Message]:
         m = t.messages
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             rows = (
                 await conn.execute(
                     sa.select(m)
@@ -776,3 +671,137 @@ def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
         f"{key} has agent messaging turned off (capabilities.free_text_ask = false): "
         "conversational messages are refused; call one of its declared functions instead"
     )
+
+
+_PARTS = sa.bindparam("parts", type_=JSONB(none_as_null=True))
+_REFUSE = sa.bindparam("refuse", type_=sa.Boolean)
+
+# Start a conversation: target check, retry key, conversation, inbox, message, delivery.
+_SEND_NEW = sa.text(
+    """
+WITH target AS (
+    SELECT free_text_ask FROM messaging.targets WHERE kind = :kind AND name = :name
+), ok AS (
+    SELECT 1 FROM target WHERE NOT (:refuse AND free_text_ask IS FALSE)
+), sub AS (
+    INSERT INTO messaging.submissions
+        (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)
+    SELECT :principal, :submission_id, :request_hash, CAST(:message_id AS uuid),
+           CAST(:conversation_id AS uuid), CAST(:inbox_id AS uuid)
+    FROM ok WHERE :submission_id <> ''
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), go AS (
+    SELECT 1 FROM ok WHERE :submission_id = '' OR EXISTS (SELECT 1 FROM sub)
+), conv AS (
+    INSERT INTO messaging.conversations
+        (id, target_kind, target_name, started_by, last_position, pending_deliveries,
+         oldest_pending_at)
+    SELECT CAST(:conversation_id AS uuid), :kind, :name, :principal, 2, 1, now() FROM go
+    RETURNING id
+), inbox AS (
+    INSERT INTO messaging.inboxes (id, conversation_id, principal)
+    SELECT CAST(:inbox_id AS uuid), id, :principal FROM conv
+    RETURNING id
+), msg AS (
+    INSERT INTO messaging.messages
+        (id, conversation_id, position, inbox_id, direction, sender, channel, text, parts)
+    SELECT CAST(:message_id AS uuid), conv.id, 1, inbox.id, 'to_target', :principal,
+           :channel, :text, :parts
+    FROM conv, inbox
+    RETURNING id
+), dlv AS (
+    INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
+    SELECT CAST(:delivery_id AS uuid), conv.id, 2, 'message', msg.id FROM conv, msg
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM target) AS target_exists,
+       EXISTS (SELECT 1 FROM ok) AS allowed,
+       EXISTS (SELECT 1 FROM dlv) AS stored,
+       CASE WHEN EXISTS (SELECT 1 FROM dlv)
+            THEN pg_notify('messaging_turns', :target_key) END AS notified
+"""
+).bindparams(_PARTS, _REFUSE)
+
+# Continue a conversation through an inbox bound to the caller. The UPDATE takes the
+# conversation's row lock, so positions follow commit order.
+_SEND_CONTINUE = sa.text(
+    """
+WITH inbox AS (
+    SELECT i.id, i.conversation_id, t.kind || ':' || t.name AS target, t.free_text_ask
+    FROM messaging.inboxes i
+    JOIN messaging.conversations c ON c.id = i.conversation_id
+    JOIN messaging.targets t ON t.kind = c.target_kind AND t.name = c.target_name
+    WHERE i.id = :inbox_id AND i.principal = :principal
+), ok AS (
+    SELECT * FROM inbox WHERE NOT (:refuse AND free_text_ask IS FALSE)
+), sub AS (
+    INSERT INTO messaging.submissions
+        (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)
+    SELECT :principal, :submission_id, :request_hash, CAST(:message_id AS uuid),
+           ok.conversation_id, ok.id
+    FROM ok WHERE :submission_id <> ''
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), go AS (
+    SELECT * FROM ok WHERE :submission_id = '' OR EXISTS (SELECT 1 FROM sub)
+), conv AS (
+    UPDATE messaging.conversations c
+    SET last_position = c.last_position + 2,
+        pending_deliveries = c.pending_deliveries + 1,
+        oldest_pending_at = coalesce(c.oldest_pending_at, now())
+    FROM go WHERE c.id = go.conversation_id
+    RETURNING c.id, c.last_position, c.active_turn_id, c.target_kind, c.target_name
+), msg AS (
+    INSERT INTO messaging.messages
+        (id, conversation_id, position, inbox_id, direction, sender, channel, text, parts)
+    SELECT CAST(:message_id AS uuid), conv.id, conv.last_position - 1, :inbox_id, 'to_target',
+           :principal, :channel, :text, :parts
+    FROM conv
+    RETURNING id
+), dlv AS (
+    INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
+    SELECT CAST(:delivery_id AS uuid), conv.id, conv.last_position, 'message', msg.id
+    FROM conv, msg
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM inbox) AS found,
+       EXISTS (SELECT 1 FROM ok) AS allowed,
+       EXISTS (SELECT 1 FROM dlv) AS stored,
+       (SELECT conversation_id FROM inbox) AS conversation_id,
+       (SELECT target FROM inbox) AS target,
+       (SELECT pg_notify('messaging_turns', target_kind || ':' || target_name)
+        FROM conv WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS notified
+"""
+).bindparams(_PARTS, _REFUSE)
+
+# An agent's message to the conversation's inbox, waking its long-polling readers.
+_AGENT_REPLY = sa.text(
+    """
+WITH sub AS (
+    INSERT INTO messaging.submissions
+        (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)
+    SELECT :principal, :submission_id, :request_hash, CAST(:message_id AS uuid),
+           CAST(:conversation_id AS uuid), CAST(:inbox_id AS uuid)
+    WHERE :submission_id <> ''
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), go AS (
+    SELECT 1 WHERE :submission_id = '' OR EXISTS (SELECT 1 FROM sub)
+), conv AS (
+    UPDATE messaging.conversations c SET last_position = c.last_position + 1
+    FROM go WHERE c.id = CAST(:conversation_id AS uuid)
+    RETURNING c.id, c.last_position
+), msg AS (
+    INSERT INTO messaging.messages
+        (id, conversation_id, position, inbox_id, direction, sender, channel, text, parts)
+    SELECT CAST(:message_id AS uuid), conv.id, conv.last_position, CAST(:inbox_id AS uuid),
+           'to_inbox', :principal, 'programmatic', :text, :parts
+    FROM conv
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM msg) AS stored,
+       CASE WHEN EXISTS (SELECT 1 FROM msg)
+            THEN pg_notify('messaging_inbox', CAST(:inbox_id AS text)) END AS notified
+"""
+).bindparams(_PARTS)

@@ -72,15 +72,34 @@ class Database:
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
         """A connection in a transaction, committed on success; outages -> Unavailable."""
-        try:
+        with translate_outages():
             async with self.engine.begin() as conn:
                 yield conn
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as exc:
-            if is_disconnect(exc) or isinstance(exc, OSError):
-                raise Unavailable("database unavailable, retry shortly") from exc
-            raise
-        except sa_exc.TimeoutError as exc:
-            raise Unavailable("database busy: no connection free, retry shortly") from exc
+
+    @contextlib.asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """A connection where each statement commits on its own.
+
+        For reads and for use cases written as one statement (data-modifying CTEs are
+        atomic): no BEGIN and COMMIT round trips.
+        """
+        with translate_outages():
+            async with self.engine.connect() as conn:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                yield conn
+
+
+@contextlib.contextmanager
+def translate_outages() -> Iterator[None]:
+    """Database outages as `Unavailable`, so callers get UNAVAILABLE and may retry."""
+    try:
+        yield
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as exc:
+        if is_disconnect(exc) or isinstance(exc, OSError):
+            raise Unavailable("database unavailable, retry shortly") from exc
+        raise
+    except sa_exc.TimeoutError as exc:
+        raise Unavailable("database busy: no connection free, retry shortly") from exc
 
 
 # ---------------------------------------------------------------------------- migrations

@@ -317,7 +317,9 @@ class ExecutionWorker:
         self.handler = handler
         self.identity = identity
         self._owns_client = client is None
-        self.client = client or FunctionsClient(functions_address, identity=identity, timeout=10)
+        self._address = functions_address
+        # Made in run(): a grpc.aio channel belongs to the event loop that creates it.
+        self.client: FunctionsClient = client  # type: ignore[assignment]
         self.root = pathlib.Path(root).resolve()
         self.wait_seconds = wait_seconds
         self.lease_seconds = lease_seconds
@@ -337,6 +339,8 @@ class ExecutionWorker:
     async def run(self) -> None:
         """Serve executions until `stop()`; raises on configuration errors."""
         self.log.info("worker.started", concurrency=self.concurrency, root=str(self.root))
+        if self._owns_client:
+            self.client = FunctionsClient(self._address, identity=self.identity, timeout=10)
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(self.concurrency):
