@@ -1,0 +1,193 @@
+"""Every messaging RPC refuses bad input with a clear INVALID_ARGUMENT (or NOT_FOUND for
+things that are not there), names what was wrong, and stores nothing (P6, C7)."""
+
+from __future__ import annotations
+
+import grpc
+import psycopg
+import pytest
+
+from agentworks.common.v1 import common_pb2
+from agentworks.core.identity import METADATA_KEY
+from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks.messaging.v1 import messaging_pb2_grpc
+
+CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
+NO_KIND = common_pb2.TargetRef(name="demo")
+BAD_NAME = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="../etc")
+UNKNOWN_UUID = "00000000-0000-0000-0000-000000000000"
+
+# (method, principal, request, expected code, words the message must contain)
+CASES = [
+    ("Send", "user:alice", pb.SendRequest(text="hi"), "INVALID_ARGUMENT", "destination"),
+    ("Send", "user:alice", pb.SendRequest(target=CREW), "INVALID_ARGUMENT", "text is empty"),
+    ("Send", "user:alice", pb.SendRequest(target=CREW, text="  "), "INVALID_ARGUMENT", "text"),
+    ("Send", "user:alice", pb.SendRequest(target=NO_KIND, text="x"), "INVALID_ARGUMENT", "kind"),
+    ("Send", "user:alice", pb.SendRequest(target=BAD_NAME, text="x"), "INVALID_ARGUMENT", "name"),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x" * 70_000),
+        "INVALID_ARGUMENT",
+        "65536 bytes",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", submission_id="s" * 300),
+        "INVALID_ARGUMENT",
+        "submission_id",
+    ),
+    ("Send", "user:alice", pb.SendRequest(inbox_id="not-a-uuid", text="x"), "NOT_FOUND", "inbox"),
+    ("Send", "user:alice", pb.SendRequest(inbox_id=UNKNOWN_UUID, text="x"), "NOT_FOUND", "inbox"),
+    ("Read", "user:alice", pb.ReadRequest(), "INVALID_ARGUMENT", "inbox_id"),
+    ("Read", "user:alice", pb.ReadRequest(inbox_id=UNKNOWN_UUID), "NOT_FOUND", "inbox"),
+    ("Read", "user:alice", pb.ReadRequest(inbox_id="x", after="%%%"), "INVALID_ARGUMENT", "cursor"),
+    ("Read", "user:alice", pb.ReadRequest(inbox_id="x", limit=1000), "INVALID_ARGUMENT", "limit"),
+    (
+        "Read",
+        "user:alice",
+        pb.ReadRequest(inbox_id="x", wait_seconds=60),
+        "INVALID_ARGUMENT",
+        "wait_seconds",
+    ),
+    (
+        "GetTranscript",
+        "user:alice",
+        pb.GetTranscriptRequest(conversation_id="nope"),
+        "NOT_FOUND",
+        "conversation",
+    ),
+    (
+        "GetTranscript",
+        "user:alice",
+        pb.GetTranscriptRequest(conversation_id=UNKNOWN_UUID, limit=500),
+        "INVALID_ARGUMENT",
+        "limit",
+    ),
+    ("ClaimTurn", "agent:demo/bot", pb.ClaimTurnRequest(), "INVALID_ARGUMENT", "targets"),
+    (
+        "ClaimTurn",
+        "agent:demo/bot",
+        pb.ClaimTurnRequest(targets=[CREW], lease_seconds=1),
+        "INVALID_ARGUMENT",
+        "lease_seconds",
+    ),
+    (
+        "ClaimTurn",
+        "agent:demo/bot",
+        pb.ClaimTurnRequest(targets=[CREW], wait_seconds=-1),
+        "INVALID_ARGUMENT",
+        "wait_seconds",
+    ),
+    (
+        "ClaimTurn",
+        "agent:demo/bot",
+        pb.ClaimTurnRequest(targets=[NO_KIND]),
+        "INVALID_ARGUMENT",
+        "kind",
+    ),
+    ("HeartbeatTurn", "agent:demo/bot", pb.HeartbeatTurnRequest(turn_id="x"), "NOT_FOUND", "turn"),
+    (
+        "HeartbeatTurn",
+        "agent:demo/bot",
+        pb.HeartbeatTurnRequest(turn_id=UNKNOWN_UUID, lease_seconds=100_000),
+        "INVALID_ARGUMENT",
+        "lease_seconds",
+    ),
+    ("CompleteTurn", "agent:demo/bot", pb.CompleteTurnRequest(turn_id="x"), "NOT_FOUND", "turn"),
+    (
+        "SendMessage",
+        "agent:demo/bot",
+        pb.SendMessageRequest(inbox_id=UNKNOWN_UUID, text="x"),
+        "NOT_FOUND",
+        "inbox",
+    ),
+    (
+        "SendMessage",
+        "agent:demo/bot",
+        pb.SendMessageRequest(inbox_id=UNKNOWN_UUID),
+        "INVALID_ARGUMENT",
+        "text is empty",
+    ),
+    (
+        "EnqueueDelivery",
+        "service:scheduler",
+        pb.EnqueueDeliveryRequest(conversation_id=UNKNOWN_UUID, idempotency_key="k"),
+        "INVALID_ARGUMENT",
+        "kind",
+    ),
+    (
+        "EnqueueDelivery",
+        "service:scheduler",
+        pb.EnqueueDeliveryRequest(
+            conversation_id=UNKNOWN_UUID, kind=pb.DELIVERY_KIND_WAKE_UP, idempotency_key="k" * 300
+        ),
+        "INVALID_ARGUMENT",
+        "idempotency_key",
+    ),
+    (
+        "EnqueueDelivery",
+        "service:scheduler",
+        pb.EnqueueDeliveryRequest(
+            conversation_id=UNKNOWN_UUID,
+            kind=pb.DELIVERY_KIND_WEBHOOK,
+            idempotency_key="k",
+            payload=b"x" * (1024 * 1024 + 1),
+        ),
+        "INVALID_ARGUMENT",
+        "payload",
+    ),
+    (
+        "RegisterTarget",
+        "user:ops",
+        pb.RegisterTargetRequest(ref=CREW, owner="nobody"),
+        "INVALID_ARGUMENT",
+        "owner",
+    ),
+    (
+        "RegisterTarget",
+        "user:ops",
+        pb.RegisterTargetRequest(ref=BAD_NAME, owner="user:x"),
+        "INVALID_ARGUMENT",
+        "name",
+    ),
+    ("GetTarget", "user:alice", pb.GetTargetRequest(ref=NO_KIND), "INVALID_ARGUMENT", "kind"),
+    (
+        "UpdateTarget",
+        "user:owner",
+        pb.UpdateTargetRequest(ref=common_pb2.TargetRef(kind=1, name="ghost")),
+        "NOT_FOUND",
+        "not registered",
+    ),
+]
+
+
+def snapshot(database_url: str) -> dict[str, int]:
+    tables = ["targets", "conversations", "inboxes", "messages", "submissions", "turns"]
+    tables.append("deliveries")
+    with psycopg.connect(database_url) as conn:
+        return {
+            t: conn.execute(f"SELECT count(*) FROM messaging.{t}").fetchone()[0] for t in tables
+        }
+
+
+@pytest.mark.parametrize(
+    ("method", "principal", "request_", "code", "words"),
+    CASES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
+)
+async def test_bad_input_is_refused_clearly_and_stores_nothing_P6(
+    messaging, identity, demo, database_url, method, principal, request_, code, words
+):
+    """P6 C7: a clear error naming the field; the database is unchanged (checked)."""
+    before = snapshot(database_url)
+    roles = {"operator"} if principal == "user:ops" else set()
+    token = identity(principal, roles).token()
+    async with grpc.aio.insecure_channel(messaging.address) as channel:
+        stub = messaging_pb2_grpc.MessagingServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await getattr(stub, method)(request_, metadata=((METADATA_KEY, token),))
+    assert err.value.code().name == code, err.value.details()
+    assert words in err.value.details()
+    assert snapshot(database_url) == before
