@@ -183,6 +183,10 @@ class GrpcServer:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
+                # Clients reconnect (and re-resolve DNS) at least every 5 minutes, so new
+                # replicas behind a headless Service get their share of the traffic.
+                ("grpc.max_connection_age_ms", 300_000),
+                ("grpc.max_connection_age_grace_ms", 60_000),
             ],
         )
         register(self.server)
