@@ -45,11 +45,21 @@ def service_env(database_url: str, internal_key: str, prefix: str, **extra: str)
 
 
 def _docker_answers() -> bool:
+    """Whether a Docker engine answers (only asked when a socket or DOCKER_HOST exists)."""
+    if not (os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")):
+        return False
+    import warnings
+
     try:
         import docker
 
-        client = docker.from_env(timeout=2)
-        client.ping()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            client = docker.from_env(timeout=2)
+            try:
+                client.ping()
+            finally:
+                client.close()
         return True
     except Exception:
         return False

@@ -1,0 +1,257 @@
+"""JSON Schema 2020-12 checks, caller patterns and workflow variables. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError, ValidationError
+
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import PRINCIPAL_RE
+from agentworks_functions.models import WorkflowBinding, WorkflowVariable
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+VARIABLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
+# Violations listed in one error message; the count says how many there were in all.
+MAX_LISTED_VIOLATIONS = 50
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}"
+# allowed_callers patterns besides exact principals (documented in docs/functions.md).
+CALLER_PATTERN_RE = re.compile(rf"^(?:\*|(?:user|agent|workflow|service):\*|agent:{_NAME}/\*)$")
+
+
+# ------------------------------------------------------------------------------- schemas
+
+
+def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, Any]:
+    """Check a declared schema against the 2020-12 metaschema (F1)."""
+    if not isinstance(schema, dict):
+        raise InvalidArgument(f"{field} must be a JSON object (a JSON Schema 2020-12 document)")
+    declared = schema.get("$schema")
+    if declared is not None and declared.rstrip("#") != DRAFT_2020_12:
+        raise InvalidArgument(
+            f"{field} declares $schema {declared!r}; only JSON Schema 2020-12 "
+            f"({DRAFT_2020_12}) is supported — remove $schema or use that URI"
+        )
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise InvalidArgument(
+            f"{field} is not a valid JSON Schema 2020-12 at {where}: {exc.message}"
+        ) from None
+    if require_object and schema.get("type") != "object":
+        raise InvalidArgument(
+            f'{field} must describe an object ("type": "object"): inputs are named fields'
+        )
+    return schema
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _path(prefix: str, parts: Iterable[Any]) -> str:
+    out = prefix
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _unknown_keys(error: ValidationError) -> list[str]:
+    props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+    patterns = error.schema.get("patternProperties", {}) if isinstance(error.schema, dict) else {}
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    return [
+        key for key in instance if key not in props and not any(re.search(p, key) for p in patterns)
+    ]
+
+
+def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") -> list[str]:
+    """Every way `instance` breaks `schema`, one readable line each (F3).
+
+    Missing, unknown and mistyped fields get their own wording; anything else keeps the
+    validator's message. Ordered by path so the list reads top to bottom.
+    """
+    validator = Draft202012Validator(schema, format_checker=FormatChecker())
+    found: list[tuple[str, str]] = []
+    for error in validator.iter_errors(instance):
+        path = _path(prefix, error.absolute_path)
+        if error.validator == "required":
+            missing = re.match(r"^'(.+)' is a required property$", error.message)
+            name = missing[1] if missing else str(error.message)
+            found.append((_path(path, [name]), f"{_path(path, [name])}: missing (required)"))
+        elif error.validator in ("additionalProperties", "unevaluatedProperties"):
+            for key in _unknown_keys(error) or ["?"]:
+                found.append(
+                    (_path(path, [key]), f"{_path(path, [key])}: unknown (not in the schema)")
+                )
+        elif error.validator == "type":
+            expected = error.validator_value
+            if isinstance(expected, list):
+                expected = " or ".join(expected)
+            found.append((path, f"{path}: expected {expected}, got {_json_type(error.instance)}"))
+        else:
+            found.append((path, f"{path}: {error.message}"))
+    found.sort(key=lambda item: item[0])
+    return [text for _, text in found]
+
+
+def describe_violations(what: str, problems: Sequence[str], advice: str) -> str:
+    """One message listing every violation (bounded)."""
+    listed = list(problems[:MAX_LISTED_VIOLATIONS])
+    more = len(problems) - len(listed)
+    tail = f"; and {more} more" if more > 0 else ""
+    count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+    return f"{what} ({count}): " + "; ".join(listed) + tail + f". {advice}"
+
+
+def result_problems(schema: dict[str, Any], raw: bytes | None) -> tuple[Any, list[str]]:
+    """Parse and validate a result file; (value, problems) — no problems means valid (F10)."""
+    if raw is None:
+        return None, ["the result file was not written (FUNCTION_RESULT_FILE is missing)"]
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, [f"the result file is not valid JSON: {exc}"]
+    return value, violations(schema, value, prefix="result")
+
+
+def parse_valid_json(schema: dict[str, Any], text: str) -> tuple[bool, Any]:
+    """Whether `text` parses as JSON valid for `schema` (the F10 fallback), and the value."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False, None
+    return (not violations(schema, value, prefix="result")), value
+
+
+# ------------------------------------------------------------------------------- callers
+
+
+def check_caller_patterns(patterns: Sequence[str]) -> tuple[str, ...]:
+    """Validate allowed_callers entries: exact principals or the documented patterns."""
+    bad = [p for p in patterns if not (PRINCIPAL_RE.match(p) or CALLER_PATTERN_RE.match(p))]
+    if bad:
+        raise InvalidArgument(
+            f"allowed_callers entries {bad} are not principals or patterns: use an exact "
+            "principal (user:alice, agent:crew/bot, workflow:wf, service:x), '*' for everyone, "
+            "'user:*' / 'agent:*' / 'workflow:*' / 'service:*' for a kind, or "
+            "'agent:<crew>/*' for every agent of a crew"
+        )
+    return tuple(dict.fromkeys(patterns))
+
+
+def caller_matches(principal: str, pattern: str) -> bool:
+    """Whether one allowed_callers entry admits `principal`."""
+    if pattern == "*" or pattern == principal:
+        return True
+    if pattern.endswith(":*"):
+        return principal.startswith(pattern[:-1])
+    if pattern.startswith("agent:") and pattern.endswith("/*"):
+        return principal.startswith(pattern[:-1])
+    return False
+
+
+def may_call(principal: str, owner: str, allowed_callers: Iterable[str]) -> bool:
+    """A3, F2: the owner always may; anyone else when an allowed_callers entry admits them."""
+    return principal == owner or any(caller_matches(principal, p) for p in allowed_callers)
+
+
+# ------------------------------------------------------------------- workflow variables
+
+
+def _type_ok(expected: str, value: Any) -> bool:
+    actual = _json_type(value)
+    return actual == expected or (expected == "number" and actual == "integer")
+
+
+def check_workflow_binding(
+    binding: WorkflowBinding, input_schema: dict[str, Any], name_re: re.Pattern[str]
+) -> WorkflowBinding:
+    """Check a workflow function's route, groups and typed variables (F1)."""
+    if not binding.route or len(binding.route) > 200 or not re.match(r"^[\w./-]+$", binding.route):
+        raise InvalidArgument(
+            f"workflow.route {binding.route!r} is not valid: 1-200 letters, digits, "
+            "'_', '.', '/' or '-'"
+        )
+    for group in binding.allowed_groups:
+        if not name_re.match(group):
+            raise InvalidArgument(
+                f"workflow.allowed_groups entry {group!r} is not a valid group name"
+            )
+    seen: set[str] = set()
+    properties = input_schema.get("properties", {})
+    for var in binding.variables:
+        where = f"workflow.variables[{var.name!r}]"
+        if not name_re.match(var.name):
+            raise InvalidArgument(f"workflow variable name {var.name!r} is not valid")
+        if var.name in seen:
+            raise InvalidArgument(f"{where} is declared twice")
+        seen.add(var.name)
+        if var.type not in VARIABLE_TYPES:
+            raise InvalidArgument(
+                f"{where}.type {var.type!r} is not one of {', '.join(VARIABLE_TYPES)}"
+            )
+        if var.has_default and not _type_ok(var.type, var.default):
+            raise InvalidArgument(
+                f"{where}.default is {_json_type(var.default)}, but the variable is {var.type}"
+            )
+        declared = (
+            properties.get(var.name, {}).get("type") if isinstance(properties, dict) else None
+        )
+        if isinstance(declared, str) and not (
+            declared == var.type or (var.type == "number" and declared == "integer")
+        ):
+            raise InvalidArgument(
+                f"{where} is {var.type} but input_schema declares {var.name!r} as {declared}; "
+                "make them agree"
+            )
+    return WorkflowBinding(
+        route=binding.route,
+        allowed_groups=tuple(dict.fromkeys(binding.allowed_groups)),
+        variables=binding.variables,
+    )
+
+
+def resolve_variables(
+    variables: Sequence[WorkflowVariable], inputs: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """The run's variable values from the inputs (or defaults), and any problems."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for var in variables:
+        if var.name in inputs:
+            value = inputs[var.name]
+        elif var.has_default:
+            value = var.default
+        else:
+            if var.required:
+                problems.append(f"inputs.{var.name}: missing (required workflow variable)")
+            continue
+        if not _type_ok(var.type, value):
+            problems.append(
+                f"inputs.{var.name}: expected {var.type} (workflow variable), "
+                f"got {_json_type(value)}"
+            )
+            continue
+        values[var.name] = value
+    return values, problems

@@ -1,0 +1,849 @@
+"""Functions use cases: declarations, calls, the execution protocol. No gRPC, no SQL here."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import hashlib
+import json
+import mimetypes
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from agentworks.core.db import Listener
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
+from agentworks.core.identity import Identity, check_principal
+from agentworks_functions.config import MAX_RUNNING_LIMIT
+from agentworks_functions.models import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    OPEN_STATUSES,
+    RESULT_FILE,
+    RUNNING,
+    Call,
+    CallSource,
+    Ending,
+    FileInfo,
+    FilePage,
+    FinishOutcome,
+    Function,
+    FunctionSpec,
+    Notice,
+    Receipt,
+    StatusView,
+    Target,
+    TargetKey,
+)
+from agentworks_functions.schemas import (
+    check_caller_patterns,
+    check_schema,
+    check_workflow_binding,
+    describe_violations,
+    may_call,
+    parse_valid_json,
+    resolve_variables,
+    result_problems,
+    violations,
+)
+from agentworks_functions.store import (
+    CALL_CHANNEL,
+    EXECUTION_CHANNEL,
+    FunctionsStore,
+    call_not_found,
+    ended_message,
+    submission_conflict,
+)
+
+log = structlog.get_logger("agentworks.functions")
+
+# Limits (P6), stated in docs/functions.md.
+MAX_DESCRIPTION_BYTES = 4 * 1024
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_ALLOWED_CALLERS = 100
+MAX_INPUTS_BYTES = 256 * 1024
+MAX_SUBMISSION_ID = 200
+MAX_PROGRESS_BYTES = 4 * 1024
+MAX_MESSAGE_BYTES = 64 * 1024
+MAX_EVENT_TEXT_BYTES = 8 * 1024
+# A status carries the whole step history: 1,000 steps of at most ~2.4 KiB each.
+MAX_STEP_NAME_BYTES = 200
+MAX_STEP_STATUS_BYTES = 50
+MAX_STEP_DETAIL_BYTES = 2 * 1024
+MAX_ITEMS_PER_REPORT = 100
+MAX_MESSAGES_PER_CALL = 10_000
+MAX_EVENTS_PER_CALL = 10_000
+MAX_STEPS_PER_CALL = 1_000
+MAX_QUESTION_BYTES = 8 * 1024
+MAX_REPLY_BYTES = 64 * 1024
+MAX_ASK_ID = 100
+MAX_FINAL_MESSAGE_BYTES = 256 * 1024
+MAX_ERROR_BYTES = 16 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILES_PER_CALL = 500
+MAX_FILE_NAME_BYTES = 255
+MAX_RESULT_BYTES = 1024 * 1024
+MESSAGE_LIMIT_DEFAULT, MESSAGE_LIMIT_MAX = 50, 200
+EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX = 50, 200
+READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 64 * 1024, 1024 * 1024
+MAX_WAIT_SECONDS = 25
+LEASE_DEFAULT = 30
+MAX_CLAIM_TARGETS = 100
+# Tool events keep the tool name only: raw arguments and results are never stored (F7).
+TOOL_EVENT_KINDS = ("tool_call", "tool_result")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_FUNCTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+_KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+
+NoticeSender = Callable[[Notice], Awaitable[str | None]]
+
+
+def check_target(kind: str, name: str) -> TargetKey:
+    if kind not in ("crew", "workflow"):
+        raise InvalidArgument("target.kind must be crew or workflow")
+    if not _NAME_RE.match(name or ""):
+        raise InvalidArgument(
+            f"target.name {name!r} is not valid: 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return TargetKey(kind, name)
+
+
+def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
+    if value == 0 and low > 0:
+        return default
+    if not low <= value <= high:
+        raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
+    return value
+
+
+def check_size(value: str, field: str, limit: int) -> str:
+    size = len(value.encode())
+    if size > limit:
+        raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
+    return value
+
+
+def request_hash(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def serves(identity: Identity, key: TargetKey) -> bool:
+    """Whether this principal may run the target's executions (claim, report, finish)."""
+    if identity.is_service and "runtime" in identity.roles:
+        return True
+    if key.kind == "crew":
+        return identity.crew == key.name
+    return identity.principal == f"workflow:{key.name}"
+
+
+def check_file_name(name: str, call_id: str) -> str:
+    """A path inside the call's output folder; anything that could escape it is refused."""
+    prefix = f".calls/{call_id}/"
+    if name.startswith(prefix):
+        name = name[len(prefix) :]
+    if not name:
+        raise InvalidArgument("file is required: a path inside the output folder, e.g. result.json")
+    if len(name.encode()) > MAX_FILE_NAME_BYTES:
+        raise InvalidArgument(f"file name is longer than {MAX_FILE_NAME_BYTES} bytes")
+    parts = name.split("/")
+    if (
+        name.startswith("/")
+        or "\\" in name
+        or _CONTROL_RE.search(name)
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise InvalidArgument(
+            f"file {name!r} is not a path inside the call's output folder: use a relative "
+            "path such as report.csv or out/data.json, without '..', '.', empty parts, a "
+            "leading '/' or backslashes"
+        )
+    return name
+
+
+def text_page(data: bytes, *, more: bool) -> tuple[str | None, bytes]:
+    """The page as text (trimmed to a whole UTF-8 character), or None if it is not text."""
+    try:
+        return data.decode("utf-8"), data
+    except UnicodeDecodeError:
+        pass
+    if more:
+        for cut in (1, 2, 3):
+            trimmed = data[:-cut]
+            if not trimmed:
+                break
+            try:
+                return trimmed.decode("utf-8"), trimmed
+            except UnicodeDecodeError:
+                continue
+    return None, data
+
+
+def notice_text(call: Call) -> str:
+    """The completion notice: a reference to the saved terminal output, no verdict (F13)."""
+    return (
+        f"Function call {call.id} ({call.target} {call.function}) ended: {call.status}. "
+        f"Its saved output (answer, result, error and files in {call.output_folder}) is "
+        f"readable with functions status call_id={call.id}."
+    )
+
+
+class FunctionsService:
+    """The function contract (A3, F1-F15) and the execution protocol (R1)."""
+
+    def __init__(
+        self,
+        store: FunctionsStore,
+        listener: Listener,
+        *,
+        poll_fallback_seconds: float = 5.0,
+        min_lease_seconds: int = 5,
+        max_lease_seconds: int = 300,
+        notice_retry_seconds: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.listener = listener
+        self.poll_fallback_seconds = poll_fallback_seconds
+        self.min_lease_seconds = min_lease_seconds
+        self.max_lease_seconds = max_lease_seconds
+        self.notice_retry = timedelta(seconds=notice_retry_seconds)
+        self.draining = asyncio.Event()
+
+    # ------------------------------------------------------------------ targets
+
+    async def register_target(
+        self, identity: Identity, key: TargetKey, owner: str, running_limit: int
+    ) -> Target:
+        if not identity.is_operator:
+            raise PermissionDenied("registering a target needs the operator role")
+        check_principal(owner, "owner")
+        if not 0 <= running_limit <= MAX_RUNNING_LIMIT:
+            raise InvalidArgument(
+                f"running_limit must be 0 (the service default) to {MAX_RUNNING_LIMIT}, "
+                f"got {running_limit}"
+            )
+        target = await self.store.put_target(key, owner, running_limit)
+        log.info("target.registered", target=str(key), owner=owner, running_limit=running_limit)
+        return target
+
+    async def get_target(self, identity: Identity, key: TargetKey) -> Target:
+        return await self.store.get_target(key)
+
+    # ------------------------------------------------------------- declarations
+
+    async def _owned_target(self, identity: Identity, key: TargetKey) -> Target:
+        target = await self.store.get_target(key)
+        if identity.principal != target.owner:
+            raise PermissionDenied(
+                f"only the owner of {key} ({target.owner}) may declare, update or remove "
+                "its functions"
+            )
+        return target
+
+    async def declare_function(self, identity: Identity, spec: FunctionSpec) -> Function:
+        """Create or replace a function; schemas are checked here, not at call time (F1)."""
+        await self._owned_target(identity, spec.target)
+        if not _FUNCTION_RE.match(spec.name or ""):
+            raise InvalidArgument(
+                f"function name {spec.name!r} is not valid: 1-64 letters, digits, '_', '.' or "
+                "'-', starting with a letter"
+            )
+        check_size(spec.description, "description", MAX_DESCRIPTION_BYTES)
+        if spec.input_schema is None:
+            raise InvalidArgument(
+                'input_schema is required; a function without inputs declares {"type": '
+                '"object", "additionalProperties": false}'
+            )
+        for field, schema in (
+            ("input_schema", spec.input_schema),
+            ("output_schema", spec.output_schema),
+        ):
+            if schema is not None and len(json.dumps(schema).encode()) > MAX_SCHEMA_BYTES:
+                raise InvalidArgument(f"{field} is larger than {MAX_SCHEMA_BYTES} bytes as JSON")
+        check_schema(spec.input_schema, "input_schema", require_object=True)
+        if spec.output_schema is not None:
+            check_schema(spec.output_schema, "output_schema", require_object=False)
+        if len(spec.allowed_callers) > MAX_ALLOWED_CALLERS:
+            raise InvalidArgument(f"allowed_callers has more than {MAX_ALLOWED_CALLERS} entries")
+        allowed = check_caller_patterns(spec.allowed_callers)
+        workflow = spec.workflow
+        if spec.target.kind == "workflow":
+            if workflow is None:
+                raise InvalidArgument(
+                    "a workflow function needs workflow.route (and optionally allowed_groups "
+                    "and typed variables)"
+                )
+            workflow = check_workflow_binding(workflow, spec.input_schema, _NAME_RE)
+        elif workflow is not None:
+            raise InvalidArgument("workflow is only for functions of workflow targets, not crews")
+        function = await self.store.put_function(
+            FunctionSpec(
+                target=spec.target,
+                name=spec.name,
+                description=spec.description,
+                input_schema=spec.input_schema,
+                output_schema=spec.output_schema,
+                allowed_callers=allowed,
+                starts_work=spec.starts_work,
+                workflow=workflow,
+            )
+        )
+        log.info("function.declared", target=str(spec.target), function=spec.name)
+        return function
+
+    async def remove_function(self, identity: Identity, key: TargetKey, name: str) -> None:
+        await self._owned_target(identity, key)
+        if not await self.store.delete_function(key, name):
+            raise NotFound(f"function {name!r} not found on {key}")
+        log.info("function.removed", target=str(key), function=name)
+
+    async def list_functions(self, identity: Identity, key: TargetKey) -> list[Function]:
+        """The functions this caller may invoke (F2); the built-in ask is never one (F1)."""
+        target = await self.store.get_target(key)
+        return [
+            f
+            for f in await self.store.list_functions(key)
+            if may_call(identity.principal, target.owner, f.allowed_callers)
+        ]
+
+    # -------------------------------------------------------------------- calls
+
+    async def call(
+        self,
+        identity: Identity,
+        *,
+        target: TargetKey,
+        function: str,
+        inputs: dict[str, Any],
+        submission_id: str,
+        notify_conversation_id: str,
+        source: CallSource | None,
+    ) -> Receipt:
+        """Check inputs, then start a fresh execution within the running limit (F3-F6)."""
+        if not function:
+            raise InvalidArgument("function is required: the name of a declared function")
+        check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
+        if len(json.dumps(inputs).encode()) > MAX_INPUTS_BYTES:
+            raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
+        if notify_conversation_id:
+            if identity.kind not in ("agent", "workflow"):
+                raise InvalidArgument(
+                    "notify_conversation_id is for internal callers (agents and workflows); "
+                    "other callers poll status instead"
+                )
+            if not _UUID_RE.match(notify_conversation_id):
+                raise InvalidArgument(
+                    f"notify_conversation_id {notify_conversation_id!r} is not a conversation id"
+                )
+        if source is not None:
+            if identity.kind != "workflow":
+                raise InvalidArgument("source (run, step, group) is only for workflow callers")
+            for field, value in (("run_id", source.run_id), ("step", source.step)):
+                if not value or len(value) > 200:
+                    raise InvalidArgument(f"source.{field} is required (at most 200 characters)")
+            if len(source.group) > 200:
+                raise InvalidArgument("source.group is longer than 200 characters")
+        # F14: a workflow's retry ids are scoped to its run, step and group.
+        submission_key = None
+        if submission_id:
+            submission_key = (
+                f"{source.run_id}/{source.step}/{source.group}/{submission_id}"
+                if source
+                else submission_id
+            )
+        digest = request_hash(
+            str(target),
+            function,
+            inputs,
+            notify_conversation_id,
+            source.as_json() if source else None,
+        )
+        if submission_key:
+            found = await self.store.find_submission(identity.principal, submission_key)
+            if found is not None:
+                receipt, earlier_hash = found
+                if earlier_hash != digest:
+                    raise submission_conflict(submission_id)
+                log.info("call.recovered", call_id=receipt.call_id, status=receipt.status)
+                return receipt
+        owner = (await self.store.get_target(target)).owner
+        declared = await self.store.get_function(target, function)
+        if declared is None or not may_call(identity.principal, owner, declared.allowed_callers):
+            raise NotFound(
+                f"function {function!r} not found on {target} (or you may not call it): list "
+                "the functions you may call with ListFunctions"
+            )
+        problems = violations(declared.input_schema, inputs)
+        variables = None
+        if declared.workflow is not None:
+            variables, variable_problems = resolve_variables(declared.workflow.variables, inputs)
+            problems += variable_problems
+        if problems:
+            raise InvalidArgument(
+                describe_violations(
+                    f"inputs for {target} {function} are invalid",
+                    problems,
+                    "Fix them and call again; no call was created.",
+                )
+            )
+        receipt = await self.store.create_call(
+            function=declared,
+            caller=identity.principal,
+            inputs=inputs,
+            variables=variables,
+            source=source,
+            submission_key=submission_key,
+            request_hash=digest,
+            notify_conversation_id=notify_conversation_id or None,
+        )
+        structlog.contextvars.bind_contextvars(call_id=receipt.call_id)
+        log.info(
+            "call.accepted" if receipt.created else "call.recovered",
+            call_id=receipt.call_id,
+            target=str(target),
+            function=function,
+        )
+        return receipt
+
+    async def _check_reader(self, identity: Identity, call_id: str) -> None:
+        """A3: only the caller or the target's owner; everyone else gets NOT_FOUND."""
+        caller, owner = await self.store.call_access(call_id)
+        if identity.principal not in (caller, owner):
+            raise call_not_found(call_id)
+
+    async def status(
+        self,
+        identity: Identity,
+        *,
+        call_id: str,
+        after: int = -1,
+        message_limit: int = 0,
+        after_event: int = -1,
+        event_limit: int = 0,
+        wait_seconds: int = 0,
+        seen_version: int | None = None,
+    ) -> StatusView:
+        """The call's record with both pagings; optionally wait for a change (F7, F11)."""
+        for field, value in (("after", after), ("after_event", after_event)):
+            if value < -1:
+                raise InvalidArgument(f"{field} must be -1 (from the start) or a next_{field}")
+        message_limit = bounded(
+            message_limit, "message_limit", 1, MESSAGE_LIMIT_MAX, MESSAGE_LIMIT_DEFAULT
+        )
+        event_limit = bounded(event_limit, "event_limit", 1, EVENT_LIMIT_MAX, EVENT_LIMIT_DEFAULT)
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        await self._check_reader(identity, call_id)
+        deadline = time.monotonic() + wait_seconds
+        with self.listener.subscribe(CALL_CHANNEL, [call_id]) as waiter:
+            view = await self._view(call_id, after, message_limit, after_event, event_limit)
+            baseline = view.call.version if seen_version is None else seen_version
+            while (
+                wait_seconds
+                and view.call.is_open
+                and not view.messages
+                and not view.events
+                and view.call.version <= baseline
+            ):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.draining.is_set():
+                    break
+                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                view = await self._view(call_id, after, message_limit, after_event, event_limit)
+        return view
+
+    async def _view(
+        self, call_id: str, after: int, message_limit: int, after_event: int, event_limit: int
+    ) -> StatusView:
+        return await self.store.status(
+            call_id,
+            after=after,
+            message_limit=message_limit,
+            after_event=after_event,
+            event_limit=event_limit,
+        )
+
+    async def read_file(
+        self, identity: Identity, *, call_id: str, file: str, offset: int, limit: int
+    ) -> FilePage:
+        """A bounded page of one output file, by byte offset (F8)."""
+        limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
+        if offset < 0:
+            raise InvalidArgument(f"offset must be 0 or more, got {offset}")
+        await self._check_reader(identity, call_id)
+        name = check_file_name(file, call_id)
+        info = await self.store.file_info(call_id, name)
+        if info is None:
+            raise NotFound(
+                f"file {name!r} not found in call {call_id}: status lists the call's files"
+            )
+        if offset > info.size:
+            raise InvalidArgument(
+                f"offset {offset} is past the end of {name} ({info.size} bytes); "
+                "start at 0 and follow next_offset"
+            )
+        data = await self.store.blobs.read(info.blob_id, offset, limit)
+        as_text = None
+        if info.is_text:
+            as_text, data = text_page(data, more=offset + len(data) < info.size)
+        end = offset + len(data)
+        return FilePage(
+            name=name,
+            data=data,
+            as_text=as_text,
+            offset=offset,
+            size=info.size,
+            next_offset=end if end < info.size else None,
+            media_type=info.media_type,
+        )
+
+    async def reply(self, identity: Identity, *, call_id: str, text: str) -> StatusView:
+        """Answer the pending human-input question; the execution goes on (F11)."""
+        if not text.strip():
+            raise InvalidArgument("text is empty: the reply to the pending question")
+        check_size(text, "text", MAX_REPLY_BYTES)
+        await self._check_reader(identity, call_id)
+        await self.store.reply(call_id, identity.principal, text)
+        log.info("call.replied", call_id=call_id)
+        return await self.status(identity, call_id=call_id)
+
+    async def cancel(self, identity: Identity, *, call_id: str) -> StatusView:
+        """End an open call as cancelled; the runtime learns it on its next report (F15)."""
+        await self._check_reader(identity, call_id)
+        await self.store.cancel(call_id, identity.principal, notice_text)
+        log.info("call.cancelled", call_id=call_id)
+        return await self.status(identity, call_id=call_id)
+
+    # ------------------------------------------------------------------ runtime
+
+    def _lease(self, lease_seconds: int) -> timedelta:
+        return timedelta(
+            seconds=bounded(
+                lease_seconds,
+                "lease_seconds",
+                self.min_lease_seconds,
+                self.max_lease_seconds,
+                max(LEASE_DEFAULT, self.min_lease_seconds),
+            )
+        )
+
+    async def _execution(self, identity: Identity, call_id: str) -> Call:
+        call = await self.store.get_call(call_id)
+        if call.runtime != identity.principal:
+            raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
+        return call
+
+    async def claim_execution(
+        self,
+        identity: Identity,
+        *,
+        targets: Sequence[TargetKey],
+        wait_seconds: int,
+        lease_seconds: int,
+    ) -> Call | None:
+        """Claim the oldest unclaimed call of these targets, waiting if none (R1)."""
+        if not targets:
+            raise InvalidArgument(
+                "targets is empty: name the crews or workflows this runtime serves"
+            )
+        if len(targets) > MAX_CLAIM_TARGETS:
+            raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} targets per claim")
+        for key in targets:
+            if not serves(identity, key):
+                raise PermissionDenied(f"{identity.principal} may not run executions of {key}")
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        lease = self._lease(lease_seconds)
+        deadline = time.monotonic() + wait_seconds
+        with self.listener.subscribe(EXECUTION_CHANNEL, [str(k) for k in targets]) as waiter:
+            while True:
+                call = await self.store.claim_execution(identity.principal, targets, lease)
+                remaining = deadline - time.monotonic()
+                if call is not None or remaining <= 0 or self.draining.is_set():
+                    break
+                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+        if call is not None:
+            log.info("execution.claimed", call_id=call.id, target=str(call.target))
+        return call
+
+    async def heartbeat(
+        self, identity: Identity, *, call_id: str, lease_seconds: int
+    ) -> tuple[str, datetime]:
+        return await self.store.heartbeat(call_id, identity.principal, self._lease(lease_seconds))
+
+    async def report(
+        self,
+        identity: Identity,
+        *,
+        call_id: str,
+        progress: str | None,
+        messages: Sequence[tuple[str, str]],
+        events: Sequence[tuple[str, str, str]],
+        steps: Sequence[tuple[str, str, str, str]],
+        sequence: int,
+    ) -> str:
+        """Record progress, execution messages, conversation events and workflow steps."""
+        if progress is not None:
+            check_size(progress, "progress", MAX_PROGRESS_BYTES)
+        for what, items in (("messages", messages), ("events", events), ("steps", steps)):
+            if len(items) > MAX_ITEMS_PER_REPORT:
+                raise InvalidArgument(
+                    f"{len(items)} {what} in one report; the limit is {MAX_ITEMS_PER_REPORT}"
+                )
+        clean_messages = []
+        for role, text in messages:
+            role = role or "assistant"
+            if not _KIND_RE.match(role):
+                raise InvalidArgument(f"message role {role!r} is not valid (e.g. assistant)")
+            clean_messages.append((role, check_size(text, "message text", MAX_MESSAGE_BYTES)))
+        clean_events = []
+        for kind, text, tool_name in events:
+            if not _KIND_RE.match(kind or ""):
+                raise InvalidArgument(
+                    f"event kind {kind!r} is not valid: lower-case letters, digits and '_' "
+                    "(e.g. assistant, tool_call, tool_result)"
+                )
+            if kind in TOOL_EVENT_KINDS:
+                if not tool_name:
+                    raise InvalidArgument(f"a {kind} event needs tool_name")
+                # The event view keeps the tool's name only, never arguments or results.
+                clean_events.append((kind, "", check_size(tool_name, "tool_name", 200)))
+            else:
+                clean_events.append(
+                    (kind, check_size(text, "event text", MAX_EVENT_TEXT_BYTES), "")
+                )
+        call = await self._execution(identity, call_id)
+        clean_steps = []
+        for step, group, status, detail in steps:
+            if not step or not status:
+                raise InvalidArgument("each workflow step needs step and status")
+            if call.workflow is None:
+                raise InvalidArgument("steps are for workflow function executions only")
+            if call.workflow.allowed_groups and group not in call.workflow.allowed_groups:
+                raise InvalidArgument(
+                    f"step group {group!r} is not among this function's allowed groups "
+                    f"{list(call.workflow.allowed_groups)}"
+                )
+            for field, value, limit in (
+                ("step", step, MAX_STEP_NAME_BYTES),
+                ("group", group, MAX_STEP_NAME_BYTES),
+                ("status", status, MAX_STEP_STATUS_BYTES),
+                ("detail", detail, MAX_STEP_DETAIL_BYTES),
+            ):
+                check_size(value, f"step {field}", limit)
+            clean_steps.append((step, group, status, detail))
+        if sequence < 0:
+            raise InvalidArgument("sequence must be 0 (no retry check) or increasing from 1")
+        return await self.store.report(
+            call_id,
+            identity.principal,
+            progress=progress,
+            messages=clean_messages,
+            events=clean_events,
+            steps=clean_steps,
+            sequence=sequence,
+            max_messages=MAX_MESSAGES_PER_CALL,
+            max_events=MAX_EVENTS_PER_CALL,
+            max_steps=MAX_STEPS_PER_CALL,
+        )
+
+    async def upload_file(
+        self, identity: Identity, chunks: AsyncIterator[tuple[str, str, str, bytes]]
+    ) -> FileInfo:
+        """Store one output file streamed in chunks of (call_id, name, media_type, data)."""
+        first = await anext(chunks, None)
+        if first is None:
+            raise InvalidArgument("empty upload: the first chunk must name call_id and name")
+        call_id, raw_name, media_type, data = first
+        name = check_file_name(raw_name, call_id)
+        call = await self._execution(identity, call_id)
+        if not call.is_open:
+            raise PreconditionFailed(ended_message(call_id, call.status))
+        writer = await self.store.blobs.writer()
+        try:
+            size = 0
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            is_text = True
+            while True:
+                size += len(data)
+                if size > MAX_FILE_BYTES:
+                    raise InvalidArgument(
+                        f"file {name!r} is larger than {MAX_FILE_BYTES} bytes; nothing was stored"
+                    )
+                if is_text:
+                    try:
+                        decoder.decode(data)
+                    except UnicodeDecodeError:
+                        is_text = False
+                    if b"\x00" in data:
+                        is_text = False
+                await writer.write(data)
+                chunk = await anext(chunks, None)
+                if chunk is None:
+                    break
+                more_id, more_name, _, data = chunk
+                if (more_id and more_id != call_id) or (more_name and more_name != raw_name):
+                    raise InvalidArgument(
+                        "every chunk of one upload must name the same call and file"
+                    )
+            if is_text:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    is_text = False
+            blob = await writer.close()
+            media_type = (
+                media_type
+                or mimetypes.guess_type(name)[0]
+                or ("text/plain" if is_text else "application/octet-stream")
+            )
+            info = await self.store.link_file(
+                call_id,
+                identity.principal,
+                name=name,
+                blob=blob,
+                media_type=media_type,
+                is_text=is_text,
+                max_files=MAX_FILES_PER_CALL,
+            )
+        except Exception:
+            with contextlib.suppress(Exception):  # the sweeper purges what this leaves
+                await writer.abort()
+            raise
+        log.info("file.stored", call_id=call_id, file=name, size=info.size)
+        return info
+
+    async def ask_input(
+        self, identity: Identity, *, call_id: str, ask_id: str, question: str, wait_seconds: int
+    ) -> tuple[bool, str, str]:
+        """Ask a human-input question and wait for the reply; (answered, reply, status)."""
+        if not question.strip():
+            raise InvalidArgument("question is empty")
+        check_size(question, "question", MAX_QUESTION_BYTES)
+        if not ask_id or len(ask_id) > MAX_ASK_ID:
+            raise InvalidArgument(f"ask_id is required (at most {MAX_ASK_ID} characters)")
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        deadline = time.monotonic() + wait_seconds
+        with self.listener.subscribe(CALL_CHANNEL, [call_id]) as waiter:
+            asked, status = await self.store.ask(call_id, identity.principal, ask_id, question)
+            if asked.reply is not None or status == CANCELLED:
+                return asked.reply is not None, asked.reply or "", status
+            log.info("execution.asked", call_id=call_id, ask_id=ask_id)
+            while True:
+                reply, status = await self.store.question_state(call_id, ask_id)
+                if reply is not None:
+                    return True, reply, status
+                if status == CANCELLED:
+                    return False, "", status
+                if status not in OPEN_STATUSES:
+                    raise PreconditionFailed(ended_message(call_id, status))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.draining.is_set():
+                    return False, "", status
+                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+
+    async def _result_file(self, call_id: str) -> tuple[bytes | None, list[str]]:
+        info = await self.store.file_info(call_id, RESULT_FILE)
+        if info is None:
+            return None, []
+        if info.size > MAX_RESULT_BYTES:
+            return None, [
+                f"the result file is {info.size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
+            ]
+        return await self.store.blobs.read(info.blob_id, 0, info.size), []
+
+    async def finish(
+        self,
+        identity: Identity,
+        *,
+        call_id: str,
+        failed: bool,
+        final_message: str,
+        error: str,
+        correction_round: int,
+    ) -> FinishOutcome:
+        """The execution's terminal outcome, with the F10 result rules."""
+        check_size(final_message, "final_message", MAX_FINAL_MESSAGE_BYTES)
+        check_size(error, "error", MAX_ERROR_BYTES)
+        if correction_round not in (0, 1):
+            raise InvalidArgument("correction_round must be 0, or 1 after the correction turn")
+        call = await self._execution(identity, call_id)
+        if not call.is_open:
+            if call.status in (CANCELLED, COMPLETED, FAILED):
+                return FinishOutcome(call.status)  # cancelled, or a retried finish
+            raise PreconditionFailed(ended_message(call_id, call.status))
+        if correction_round < call.correction_turns:
+            # A retry of the first finish: the correction turn is already granted.
+            return FinishOutcome(call.status, True, call.correction_prompt or "")
+        if failed:
+            ending = Ending(
+                FAILED,
+                answer=final_message,
+                error=error or "the execution reported a failure without details",
+            )
+        elif call.output_schema is None:
+            ending = Ending(COMPLETED, answer=final_message)
+        else:
+            raw, problems = await self._result_file(call_id)
+            value = None
+            if not problems:
+                value, problems = result_problems(call.output_schema, raw)
+            if not problems:
+                ending = Ending(COMPLETED, answer=final_message, has_result=True, result=value)
+            elif call.correction_turns == 0:
+                prompt = describe_violations(
+                    f"The result in FUNCTION_RESULT_FILE ({call.output_folder}{RESULT_FILE}) "
+                    "does not match the function's output schema",
+                    problems,
+                    "Write JSON that matches the output schema to FUNCTION_RESULT_FILE, then "
+                    "finish again. This is the only correction turn.",
+                )
+                granted = await self.store.request_correction(
+                    call_id, identity.principal, prompt, prompt
+                )
+                if granted:
+                    log.info("execution.correction_requested", call_id=call_id)
+                    return FinishOutcome(RUNNING, True, prompt)
+                return FinishOutcome((await self.store.get_call(call_id)).status)
+            else:
+                ok, value = parse_valid_json(call.output_schema, final_message)
+                if ok:
+                    ending = Ending(COMPLETED, answer=final_message, has_result=True, result=value)
+                else:
+                    ending = Ending(
+                        FAILED,
+                        answer=final_message,
+                        error=describe_violations(
+                            "the result still does not match the output schema after the "
+                            "correction turn, and the final message is not JSON valid for it",
+                            problems,
+                            "The final text is kept as the answer.",
+                        ),
+                    )
+        status = await self.store.finish(
+            call_id,
+            identity.principal,
+            ending,
+            correction_turns=call.correction_turns,
+            notice_text=notice_text,
+        )
+        log.info("execution.finished", call_id=call_id, status=status)
+        return FinishOutcome(status)
+
+    # --------------------------------------------------------------- background
+
+    async def interrupt_expired(self) -> int:
+        count = await self.store.interrupt_expired(notice_text)
+        if count:
+            log.warning("executions.interrupted", count=count, reason="lease expired")
+        return count
+
+    async def deliver_notices(self, send: NoticeSender) -> int:
+        return await self.store.deliver_notices(send, retry_after=self.notice_retry)

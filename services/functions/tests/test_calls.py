@@ -1,0 +1,155 @@
+"""Calling functions: input checks, fresh executions, running limit, retries, access, cancel."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from agentworks.core import errors
+
+
+async def count_calls(database_url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        row = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
+    return row[0]
+
+
+async def test_invalid_inputs_list_every_violation_and_create_nothing_F3_P6(
+    clients, echo, database_url
+):
+    """F3 P6: missing, unknown and mistyped inputs are all listed; no call is created."""
+    alice = await clients("user:alice")
+    with pytest.raises(errors.InvalidArgument) as refused:
+        await alice.call("crew:demo", echo, {"count": "three", "colour": "red", "size": 2})
+    message = refused.value.message
+    assert "(4 problems)" in message
+    assert "inputs.text: missing (required)" in message
+    assert "inputs.colour: unknown (not in the schema)" in message
+    assert "inputs.size: unknown (not in the schema)" in message
+    assert "inputs.count: expected integer, got string" in message
+    assert "no call was created" in message
+
+    with pytest.raises(errors.InvalidArgument, match="inputs are larger than 262144 bytes"):
+        await alice.call("crew:demo", echo, {"text": "x" * 300_000})
+    with pytest.raises(errors.InvalidArgument, match="notify_conversation_id is for internal"):
+        await alice.call("crew:demo", echo, {"text": "x"}, notify_conversation_id=str(uuid.uuid4()))
+    assert await count_calls(database_url) == 0
+
+
+async def test_each_call_gets_a_new_call_id_and_its_own_execution_and_folder_F4(
+    clients, echo, runtime
+):
+    """F4: the same inputs twice are two calls, two executions, two output folders."""
+    alice = await clients("user:alice")
+    first = await alice.call("crew:demo", echo, {"text": "same", "count": 2})
+    second = await alice.call("crew:demo", echo, {"text": "same", "count": 2})
+    assert first.call_id != second.call_id
+    assert {first.output_folder, second.output_folder} == {
+        f".calls/{first.call_id}/",
+        f".calls/{second.call_id}/",
+    }
+    claimed = [await runtime.claim_execution(["crew:demo"], wait_seconds=5) for _ in range(2)]
+    assert [e.call_id for e in claimed] == [first.call_id, second.call_id]
+    assert [e.output_folder for e in claimed] == [first.output_folder, second.output_folder]
+    assert claimed[0].inputs["count"] == 2 and claimed[0].caller == "user:alice"
+    assert await runtime.claim_execution(["crew:demo"]) is None
+
+
+async def test_running_limit_refuses_at_once_with_busy_and_no_queue_F5(
+    clients, operator, echo, runtime, database_url
+):
+    """F5: at the limit a call is refused with RESOURCE_EXHAUSTED naming the limit."""
+    await operator.register_target("crew:demo", owner="user:owner", running_limit=2)
+    alice = await clients("user:alice")
+    first = await alice.call("crew:demo", echo, {"text": "1"})
+    await alice.call("crew:demo", echo, {"text": "2"})
+    with pytest.raises(errors.Busy) as refused:
+        await alice.call("crew:demo", echo, {"text": "3"})
+    assert "busy" in refused.value.message and "running limit is 2" in refused.value.message
+    assert await count_calls(database_url) == 2
+
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    assert execution.call_id == first.call_id
+    await runtime.finish_execution(first.call_id, final_message="done")
+    third = await alice.call("crew:demo", echo, {"text": "3"})
+    assert third.created
+
+
+async def test_submission_id_recovers_the_call_even_when_busy_and_refuses_new_inputs_F6(
+    clients, operator, echo, runtime
+):
+    """F6: same key -> same call_id whatever its state; same key, other inputs -> refused."""
+    await operator.register_target("crew:demo", owner="user:owner", running_limit=1)
+    alice = await clients("user:alice")
+    bob = await clients("user:bob")
+    receipt = await alice.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
+    again = await alice.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
+    assert again.call_id == receipt.call_id and receipt.created and not again.created
+    with pytest.raises(errors.Busy):
+        await alice.call("crew:demo", echo, {"text": "b"}, submission_id="k2")
+    with pytest.raises(errors.Busy):  # keys are per caller: bob's k1 is a new call
+        await bob.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
+    with pytest.raises(errors.Conflict, match="already used for a call with different inputs"):
+        await alice.call("crew:demo", echo, {"text": "other"}, submission_id="k1")
+
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.finish_execution(receipt.call_id, final_message="done")
+    later = await alice.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
+    assert later.call_id == receipt.call_id and later.status == "completed"
+
+
+async def test_only_caller_and_owner_see_a_call_everyone_else_gets_not_found_A3(
+    clients, owner, echo, runtime
+):
+    """A3: a stranger (or a guessed call_id) gets NOT_FOUND for status, read, reply, cancel."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "secret"})
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.upload_file(receipt.call_id, "out.txt", b"private")
+
+    assert (await alice.get_status(receipt.call_id)).call_id == receipt.call_id
+    assert (await owner.get_status(receipt.call_id)).caller == "user:alice"
+    mallory = await clients("user:mallory")
+    for call_id in (receipt.call_id, str(uuid.uuid4()), "not-a-uuid"):
+        for attempt in (
+            mallory.get_status(call_id),
+            mallory.read_file(call_id, "out.txt"),
+            mallory.reply(call_id, "hi"),
+            mallory.cancel(call_id),
+        ):
+            with pytest.raises(errors.NotFound, match="not found"):
+                await attempt
+    # The runtime runs the execution but is neither caller nor owner: it cannot read it.
+    with pytest.raises(errors.NotFound):
+        await runtime.get_status(receipt.call_id)
+    assert (await alice.get_status(receipt.call_id)).status == "running"
+
+
+async def test_caller_or_owner_cancels_an_open_call_and_the_runtime_learns_it_F15(
+    clients, owner, echo, runtime
+):
+    """F15: cancel ends the call `cancelled`; heartbeat, report and finish then say so."""
+    alice = await clients("user:alice")
+    unclaimed = await alice.call("crew:demo", echo, {"text": "1"})
+    claimed = await alice.call("crew:demo", echo, {"text": "2"})
+    assert (await alice.cancel(unclaimed.call_id)).status == "cancelled"
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    assert execution.call_id == claimed.call_id  # the cancelled one is never handed out
+
+    status = await owner.cancel(claimed.call_id)
+    assert status.status == "cancelled" and status.error == "cancelled by user:owner"
+    assert (await runtime.heartbeat_execution(claimed.call_id)).status == "cancelled"
+    assert (await runtime.report(claimed.call_id, messages=["late"])).status == "cancelled"
+    assert (await runtime.finish_execution(claimed.call_id, final_message="x")).status == (
+        "cancelled"
+    )
+    again = await alice.cancel(claimed.call_id)
+    assert again.status == "cancelled" and not again.messages and again.answer == ""
+
+    done = await alice.call("crew:demo", echo, {"text": "3"})
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.finish_execution(done.call_id, final_message="ok")
+    with pytest.raises(errors.PreconditionFailed, match="already ended"):
+        await alice.cancel(done.call_id)

@@ -1,0 +1,65 @@
+"""The running limit and retry dedup under concurrency, across two replicas (F5, F6, P3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from agentworks.core import errors
+
+
+async def count_calls(database_url: str) -> tuple[int, int]:
+    """(calls, open calls) stored."""
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        row = await (
+            await conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE status IN "
+                "('running', 'waiting_for_input')) FROM functions.calls"
+            )
+        ).fetchone()
+    return row[0], row[1]
+
+
+async def test_100_concurrent_calls_on_two_replicas_respect_a_limit_of_5_exactly_F5_P3(
+    clients, operator, echo, functions, start_functions, database_url
+):
+    """F5 P3: 100 racing calls over two replicas -> exactly 5 accepted, 95 busy, 5 rows."""
+    await operator.register_target("crew:demo", owner="user:owner", running_limit=5)
+    second = await start_functions()
+    replicas = [
+        await clients("user:alice", address=functions.address),
+        await clients("user:alice", address=second.address),
+    ]
+    results = await asyncio.gather(
+        *(replicas[i % 2].call("crew:demo", echo, {"text": f"call {i}"}) for i in range(100)),
+        return_exceptions=True,
+    )
+    accepted = [r for r in results if not isinstance(r, BaseException)]
+    busy = [r for r in results if isinstance(r, errors.Busy)]
+    others = [r for r in results if isinstance(r, BaseException) and not isinstance(r, errors.Busy)]
+    assert others == []
+    assert len(accepted) == 5 and len(busy) == 95
+    assert len({r.call_id for r in accepted}) == 5
+    assert all("running limit is 5" in b.message for b in busy)
+    assert await count_calls(database_url) == (5, 5)
+
+
+async def test_50_concurrent_duplicate_submissions_make_one_call_F6_P3(
+    clients, echo, functions, start_functions, database_url
+):
+    """F6 P3: 50 racing retries with one submission_id over two replicas -> one call."""
+    second = await start_functions()
+    replicas = [
+        await clients("agent:alpha/scout", address=functions.address),
+        await clients("agent:alpha/scout", address=second.address),
+    ]
+    results = await asyncio.gather(
+        *(
+            replicas[i % 2].call("crew:demo", echo, {"text": "once"}, submission_id="retry-1")
+            for i in range(50)
+        )
+    )
+    assert len({r.call_id for r in results}) == 1
+    assert sum(r.created for r in results) == 1
+    assert await count_calls(database_url) == (1, 1)

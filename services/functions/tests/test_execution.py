@@ -1,0 +1,365 @@
+"""The execution protocol and the call record: claim, report, files, ask, finish (R1, F7-F12)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+
+import pytest
+
+from agentworks.core import errors
+from agentworks.core.clients.functions import call_result, page_bytes
+
+
+async def test_claim_long_poll_is_woken_by_a_new_call_R1(clients, echo, runtime):
+    """R1: a waiting ClaimExecution returns as soon as a call arrives (LISTEN/NOTIFY)."""
+    alice = await clients("user:alice")
+    claim = asyncio.create_task(runtime.claim_execution(["crew:demo"], wait_seconds=20))
+    await asyncio.sleep(0)  # let the claim reach the server before the call
+    started = time.monotonic()
+    receipt = await alice.call("crew:demo", echo, {"text": "wake up"})
+    execution = await asyncio.wait_for(claim, 10)
+    assert execution.call_id == receipt.call_id
+    assert time.monotonic() - started < 5  # far below the 20 s wait: woken, not timed out
+    stranger = await clients("agent:beta/bot")
+    with pytest.raises(errors.PermissionDenied, match="may not run executions of crew:demo"):
+        await stranger.claim_execution(["crew:demo"])
+
+
+async def test_status_pages_messages_and_events_without_raw_tool_data_F7(clients, echo, runtime):
+    """F7: messages page by after/next_after, events by after_event/next_after_event."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.report(call_id, progress="1/3", messages=[f"m{i}" for i in range(5)], sequence=1)
+    await runtime.report(
+        call_id,
+        events=[
+            {"kind": "assistant", "text": "I will search"},
+            {"kind": "tool_call", "tool_name": "search", "text": '{"query": "secret args"}'},
+            {"kind": "tool_result", "tool_name": "search", "text": "raw secret result"},
+        ],
+        sequence=2,
+    )
+    await runtime.report(call_id, messages=["m0 again?"], sequence=2)  # a retry: not stored
+
+    page = await alice.get_status(call_id, after=-1, message_limit=2, event_limit=2)
+    assert page.progress == "1/3" and page.status == "running" and page.started
+    assert [(m.index, m.text) for m in page.messages] == [(0, "m0"), (1, "m1")]
+    assert page.next_after == 1
+    assert [(e.index, e.kind, e.text, e.tool_name) for e in page.events] == [
+        (0, "assistant", "I will search", ""),
+        (1, "tool_call", "", "search"),
+    ]
+    page = await alice.get_status(
+        call_id, after=page.next_after, message_limit=10, after_event=page.next_after_event
+    )
+    assert [m.text for m in page.messages] == ["m2", "m3", "m4"] and page.next_after == 4
+    assert [(e.kind, e.text) for e in page.events] == [("tool_result", "")]
+    assert "secret" not in str(page)
+    empty = await alice.get_status(call_id, after=4, after_event=2)
+    assert empty.messages == [] and empty.next_after == 4 and empty.next_after_event == 2
+    for bad in ({"after": -2}, {"message_limit": 500}, {"wait_seconds": 26}):
+        with pytest.raises(errors.InvalidArgument):
+            await alice.get_status(call_id, **bad)
+
+
+async def test_progress_and_a_pending_question_never_complete_a_call_F9_F11(
+    clients, owner, echo, runtime
+):
+    """F9 F11: progress and a question leave the call open; the reply lets it go on."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.report(call_id, progress="almost done", messages=["99%"])
+    with pytest.raises(errors.PreconditionFailed, match="not waiting for input"):
+        await alice.reply(call_id, "too early")
+
+    asked = await runtime.ask_input(call_id, "ask-1", "Which colour?", wait_seconds=0)
+    assert not asked.answered and asked.status == "waiting_for_input"
+    status = await alice.get_status(call_id)
+    assert status.status == "waiting_for_input" and status.question == "Which colour?"
+    # Reads change nothing (F11): the version stays.
+    assert (await owner.get_status(call_id)).version == status.version
+
+    waiting = asyncio.create_task(
+        runtime.ask_input(call_id, "ask-1", "Which colour?", wait_seconds=20)
+    )
+    answered = await owner.reply(call_id, "blue")
+    assert answered.status == "running" and answered.question == ""
+    reply = await asyncio.wait_for(waiting, 10)
+    assert reply.answered and reply.reply == "blue"
+    # Asking again with the same ask_id returns the same answer, no new question.
+    assert (await runtime.ask_input(call_id, "ask-1", "Which colour?")).reply == "blue"
+    assert (await alice.get_status(call_id)).status == "running"
+
+    await runtime.finish_execution(call_id, final_message="painted it blue")
+    final = await alice.get_status(call_id)
+    assert final.status == "completed" and final.answer == "painted it blue"
+    assert not final.has_result
+
+
+async def test_status_long_poll_returns_on_the_next_change_F7(clients, echo, runtime):
+    """F7: status with wait_seconds waits for a change instead of the caller sleeping."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    first = await alice.get_status(receipt.call_id)
+    waiting = asyncio.create_task(
+        alice.get_status(receipt.call_id, wait_seconds=20, seen_version=first.version)
+    )
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    changed = await asyncio.wait_for(waiting, 10)
+    assert changed.started and changed.version > first.version
+
+
+async def test_files_read_back_in_bounded_pages_byte_exact_F8_P6(clients, echo, runtime):
+    """F8: a 5 MiB binary file reads back byte-exact in pages; text pages stay valid UTF-8."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    blob = os.urandom(5 * 1024 * 1024 + 123)
+    info = await runtime.upload_file(call_id, "data/blob.bin", blob)
+    assert info.size == len(blob) and not info.text
+    text = "héllo wörld ✓ " * 40
+    await runtime.upload_file(call_id, "notes.txt", text.encode())
+
+    status = await alice.get_status(call_id)
+    assert {(f.name, f.size, f.text) for f in status.files} == {
+        ("data/blob.bin", len(blob), False),
+        ("notes.txt", len(text.encode()), True),
+    }
+
+    data, offset, pages = bytearray(), 0, 0
+    while True:
+        page = await alice.read_file(call_id, "data/blob.bin", offset=offset, limit=1024 * 1024)
+        assert page.WhichOneof("data") == "content_base64" and page.size == len(blob)
+        data += base64.b64decode(page.content_base64)
+        pages += 1
+        if not page.HasField("next_offset"):
+            break
+        offset = page.next_offset
+    assert bytes(data) == blob and pages == 6
+
+    collected, offset = "", 0
+    while True:  # 7-byte pages split multi-byte characters: each page is trimmed to whole ones
+        page = await alice.read_file(call_id, f".calls/{call_id}/notes.txt", offset=offset, limit=7)
+        assert page.WhichOneof("data") == "content"
+        collected += page.content
+        if not page.HasField("next_offset"):
+            break
+        offset = page.next_offset
+    assert collected == text
+    assert (
+        page_bytes(await alice.read_file(call_id, "notes.txt", offset=0, limit=3)) == b"h\xc3\xa9"
+    )
+
+    for bad in ("../etc/passwd", "/etc/passwd", "data/../../x", "a\\b", "./notes.txt"):
+        with pytest.raises(errors.InvalidArgument, match="not a path inside"):
+            await alice.read_file(call_id, bad)
+        with pytest.raises(errors.InvalidArgument):
+            await runtime.upload_file(call_id, bad, b"x")
+    with pytest.raises(errors.InvalidArgument, match="between 1 and 1048576"):
+        await alice.read_file(call_id, "notes.txt", limit=2 * 1024 * 1024)
+    with pytest.raises(errors.InvalidArgument, match="past the end"):
+        await alice.read_file(call_id, "notes.txt", offset=10**9)
+    with pytest.raises(errors.NotFound, match="status lists the call's files"):
+        await alice.read_file(call_id, "missing.txt")
+
+
+async def test_output_schema_correction_turn_is_taken_once_and_only_once_F10(
+    clients, summarize, runtime
+):
+    """F10: missing result -> one correction turn; still invalid -> failed, final text kept."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", summarize, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+
+    first = await runtime.finish_execution(call_id, final_message="here you go")
+    assert first.correction_requested and first.status == "running"
+    assert "FUNCTION_RESULT_FILE" in first.correction_prompt
+    assert "was not written" in first.correction_prompt
+    # A retried first finish gets the same answer: still one correction turn.
+    retried = await runtime.finish_execution(call_id, final_message="here you go")
+    assert retried.correction_requested and retried.correction_prompt == first.correction_prompt
+    status = await alice.get_status(call_id)
+    assert status.status == "running" and status.correction_turn
+    assert [e.kind for e in status.events] == ["correction"]
+
+    await runtime.upload_file(call_id, "result.json", b'{"summary": 1}')
+    second = await runtime.finish_execution(
+        call_id, final_message="still not JSON", correction_round=1
+    )
+    assert second.status == "failed" and not second.correction_requested
+    status = await alice.get_status(call_id)
+    assert status.status == "failed" and status.answer == "still not JSON"
+    assert "after the correction turn" in status.error
+    assert "result.summary: expected string, got integer" in status.error
+    assert "result.words: missing (required)" in status.error
+    assert [e.kind for e in status.events] == ["correction"]
+    assert not status.has_result
+
+
+async def test_correction_turn_then_valid_result_or_valid_final_message_completes_F10(
+    clients, summarize, runtime
+):
+    """F10: a corrected result completes; so does a final message that is valid JSON."""
+    alice = await clients("user:alice")
+    fixed = await alice.call("crew:demo", summarize, {"text": "a"})
+    fallback = await alice.call("crew:demo", summarize, {"text": "b"})
+    for _ in range(2):
+        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+
+    await runtime.upload_file(fixed.call_id, "result.json", b"not json")
+    first = await runtime.finish_execution(fixed.call_id, final_message="done")
+    assert first.correction_requested and "not valid JSON" in first.correction_prompt
+    await runtime.upload_file(fixed.call_id, "result.json", b'{"summary": "a", "words": 1}')
+    assert (
+        await runtime.finish_execution(fixed.call_id, final_message="done", correction_round=1)
+    ).status == "completed"
+    assert call_result(await alice.get_status(fixed.call_id)) == {"summary": "a", "words": 1}
+
+    assert (await runtime.finish_execution(fallback.call_id)).correction_requested
+    final = '{"summary": "from the message", "words": 3}'
+    done = await runtime.finish_execution(fallback.call_id, final_message=final, correction_round=1)
+    assert done.status == "completed"
+    status = await alice.get_status(fallback.call_id)
+    assert call_result(status) == {"summary": "from the message", "words": 3}
+    assert status.answer == final
+
+
+async def test_an_execution_failure_gets_no_correction_turn_F10(clients, summarize, runtime):
+    """F10: a failed execution stays a failure, even with a missing result."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", summarize, {"text": "x"})
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    done = await runtime.finish_execution(
+        receipt.call_id, failed=True, final_message="partial", error="tool crashed"
+    )
+    assert done.status == "failed" and not done.correction_requested
+    status = await alice.get_status(receipt.call_id)
+    assert (status.status, status.error, status.answer) == ("failed", "tool crashed", "partial")
+    assert not status.correction_turn
+
+
+async def test_a_lost_lease_ends_interrupted_with_saved_evidence_never_restarted_F12(
+    clients, echo, runtime
+):
+    """F12: a runtime that stops renewing its lease -> interrupted; evidence stays readable."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5, lease_seconds=1)
+    await runtime.report(call_id, progress="halfway", messages=["did step 1"])
+    await runtime.upload_file(call_id, "partial.csv", b"a,b\n1,2\n")
+
+    status = await alice.wait(call_id, timeout=20)  # long-polls; the sweeper interrupts it
+    assert status.status == "interrupted" and "stopped renewing its lease" in status.error
+    assert status.progress == "halfway"
+    assert [m.text for m in (await alice.get_status(call_id)).messages] == ["did step 1"]
+    assert await alice.read_file_bytes(call_id, "partial.csv") == b"a,b\n1,2\n"
+    with pytest.raises(errors.PreconditionFailed, match="recorded as interrupted"):
+        await runtime.heartbeat_execution(call_id)
+    with pytest.raises(errors.PreconditionFailed, match="recorded as interrupted"):
+        await runtime.finish_execution(call_id, final_message="too late")
+    assert await runtime.claim_execution(["crew:demo"]) is None  # never restarted
+
+
+async def test_completed_calls_stay_readable_after_a_restart_F12(
+    clients, echo, runtime, functions, start_functions, identity
+):
+    """F12: a completed call, its messages and files survive the service restarting."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.report(receipt.call_id, messages=["working"])
+    await runtime.upload_file(receipt.call_id, "out.txt", b"kept")
+    await runtime.finish_execution(receipt.call_id, final_message="finished")
+    await functions.stop(0)
+
+    restarted = await start_functions()
+    again = await clients("user:alice", address=restarted.address)
+    status = await again.get_status(receipt.call_id)
+    assert (status.status, status.answer) == ("completed", "finished")
+    assert [m.text for m in status.messages] == ["working"]
+    assert await again.read_file_bytes(receipt.call_id, "out.txt") == b"kept"
+
+
+async def test_a_starts_work_function_completes_with_its_start_receipt_F9(
+    clients, owner, demo, runtime
+):
+    """F9: a function declared to start work completes when the work is started."""
+    await owner.declare_function(
+        demo, "deploy", input_schema={"type": "object"}, starts_work=True, allowed_callers=["*"]
+    )
+    alice = await clients("user:alice")
+    receipt = await alice.call(demo, "deploy", {})
+    execution = await runtime.claim_execution([demo], wait_seconds=5)
+    assert execution.starts_work
+    await runtime.finish_execution(receipt.call_id, final_message="deployment 42 started")
+    status = await alice.get_status(receipt.call_id)
+    assert (status.status, status.answer) == ("completed", "deployment 42 started")
+
+
+async def test_workflow_function_calls_record_a_run_with_step_history_F14(clients, operator, owner):
+    """F14: each call is a new run with its steps; workflow callers scope retry ids."""
+    wf = "workflow:wf-build"
+    await operator.register_target(wf, owner="user:owner")
+    await owner.declare_function(
+        wf,
+        "build",
+        input_schema={"type": "object", "properties": {"branch": {"type": "string"}}},
+        allowed_callers=["workflow:*", "user:*"],
+        workflow={
+            "route": "ci/build",
+            "allowed_groups": ["builders"],
+            "variables": [
+                {"name": "branch", "type": "string", "required": True},
+                {"name": "retries", "type": "integer", "default": 2},
+            ],
+        },
+    )
+    caller = await clients("workflow:wf-release")
+    with pytest.raises(errors.InvalidArgument, match=r"inputs\.branch: missing"):
+        await caller.call(wf, "build", {})
+    source = {"run_id": "run-7", "step": "build-step", "group": "g1"}
+    first = await caller.call(wf, "build", {"branch": "main"}, submission_id="s1", source=source)
+    same = await caller.call(wf, "build", {"branch": "main"}, submission_id="s1", source=source)
+    other_step = await caller.call(
+        wf, "build", {"branch": "main"}, submission_id="s1", source={**source, "step": "deploy"}
+    )
+    assert same.call_id == first.call_id and other_step.call_id != first.call_id
+    alice = await clients("user:alice")
+    with pytest.raises(errors.InvalidArgument, match="only for workflow callers"):
+        await alice.call(wf, "build", {"branch": "x"}, source=source)
+
+    runner = await clients("workflow:wf-build")
+    execution = await runner.claim_execution([wf], wait_seconds=5)
+    assert execution.call_id == first.call_id and execution.run_id
+    assert execution.workflow.route == "ci/build"
+    assert dict(execution.variables) == {"branch": "main", "retries": 2}
+    with pytest.raises(errors.InvalidArgument, match="not among this function's allowed groups"):
+        await runner.report(first.call_id, steps=[{"step": "x", "status": "started"}])
+    await runner.report(
+        first.call_id,
+        steps=[
+            {"step": "checkout", "group": "builders", "status": "completed"},
+            {"step": "compile", "group": "builders", "status": "failed", "detail": "exit 2"},
+        ],
+    )
+    await runner.finish_execution(first.call_id, failed=True, error="compile failed (exit 2)")
+    status = await caller.get_status(first.call_id)
+    assert status.status == "failed" and status.error == "compile failed (exit 2)"
+    assert status.run.run_id == execution.run_id and status.run.route == "ci/build"
+    assert [(s.step, s.status) for s in status.run.steps] == [
+        ("checkout", "completed"),
+        ("compile", "failed"),
+    ]
+    assert status.source.run_id == "run-7" and status.caller == "workflow:wf-release"
+    second = await runner.claim_execution([wf], wait_seconds=5)
+    assert second.call_id == other_step.call_id and second.run_id != execution.run_id

@@ -1,0 +1,181 @@
+"""The runtime SDK (ExecutionWorker) and the demo crew's functions against the real service."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import textwrap
+
+from agentworks.core.clients.functions import call_result
+from agentworks.runtime import demo_functions
+from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
+
+
+@contextlib.asynccontextmanager
+async def worker(functions, identity, handler, root, **kwargs):
+    """An ExecutionWorker for crew:demo running in the background; yields its outcomes."""
+    outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
+    running = ExecutionWorker(
+        functions.address,
+        identity("agent:demo/demo-bot"),
+        ["crew:demo"],
+        handler,
+        root=root,
+        wait_seconds=5,
+        on_finished=outcomes.put_nowait,
+        **kwargs,
+    )
+    task = asyncio.create_task(running.run())
+    try:
+        yield outcomes
+    finally:
+        running.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
+    functions, identity, clients, owner, demo, tmp_path
+):
+    """R2 F9 F10 F11: the demo crew's plain, schema and human-input functions end to end."""
+    declared = await demo_functions.declare_demo_functions(owner)
+    assert [f.name for f in declared] == ["hello", "word_count", "confirm"]
+    alice = await clients("user:alice")
+    async with worker(functions, identity, demo_functions.HANDLERS, tmp_path):
+        hello = await alice.call(demo, "hello", {"name": "Ada"})
+        status = await alice.wait(hello.call_id, timeout=20)
+        assert (status.status, status.answer) == ("completed", "Hello, Ada!")
+
+        counted = await alice.call(demo, "word_count", {"text": "the cat and the hat"})
+        status = await alice.wait(counted.call_id, timeout=20)
+        assert status.status == "completed", status.error
+        assert call_result(status) == {
+            "words": 5,
+            "characters": 19,
+            "top": ["the", "cat", "and", "hat"],
+        }
+        assert {f.name for f in status.files} == {"result.json", "words.txt"}
+        assert (await alice.read_file_bytes(counted.call_id, "words.txt")).startswith(b"the\ncat")
+        assert (tmp_path / ".calls" / counted.call_id / "words.txt").exists()
+
+        confirm = await alice.call(demo, "confirm", {"action": "ship it"})
+        asking = await alice.wait(confirm.call_id, until={"waiting_for_input"}, timeout=20)
+        assert asking.question == "Should I go ahead with: ship it? (yes/no)"
+        await alice.reply(confirm.call_id, "yes")
+        status = await alice.wait(confirm.call_id, timeout=20)
+        assert (status.status, status.answer) == ("completed", "Confirmed: ship it")
+        assert [m.text for m in status.messages] == ["the caller answered: yes"]
+
+
+async def test_sdk_takes_the_correction_turn_in_the_same_execution_F10(
+    functions, identity, clients, summarize, tmp_path
+):
+    """F10: the SDK runs the handler again with the correction prompt, then finishes."""
+    rounds: list[str] = []
+
+    async def handler(ctx: ExecutionContext) -> str:
+        rounds.append(ctx.correction_prompt)
+        if ctx.is_correction:
+            ctx.write_result({"summary": ctx.inputs["text"], "words": 1})
+        else:
+            ctx.write_result({"summary": "oops"})
+        return "done"
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", summarize, {"text": "fixed"})
+        outcome = await asyncio.wait_for(outcomes.get(), 20)
+    assert outcome.status == "completed" and outcome.corrected
+    assert rounds[0] == "" and "result.words: missing (required)" in rounds[1]
+    status = await alice.get_status(receipt.call_id)
+    assert call_result(status) == {"summary": "fixed", "words": 1} and status.correction_turn
+
+
+async def test_sdk_handler_failure_and_cancel_F10_F15(functions, identity, clients, echo, tmp_path):
+    """F10 F15: a raising handler fails the call; a cancel stops a running handler."""
+    started = asyncio.Event()
+
+    async def handler(ctx: ExecutionContext) -> str:
+        if ctx.inputs["text"] == "boom":
+            raise RuntimeError("the tool exploded")
+        started.set()
+        await asyncio.Event().wait()  # works until cancelled
+        return "never"
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path, lease_seconds=3) as outcomes:
+        boom = await alice.call("crew:demo", echo, {"text": "boom"})
+        assert (await asyncio.wait_for(outcomes.get(), 20)).status == "failed"
+        status = await alice.get_status(boom.call_id)
+        assert status.error == "RuntimeError: the tool exploded" and not status.correction_turn
+
+        slow = await alice.call("crew:demo", echo, {"text": "slow"})
+        await asyncio.wait_for(started.wait(), 20)
+        await alice.cancel(slow.call_id)
+        outcome = await asyncio.wait_for(outcomes.get(), 20)
+        assert (outcome.call_id, outcome.status) == (slow.call_id, "cancelled")
+
+
+RUNTIME_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from agentworks.core.identity import Minter
+    from agentworks.runtime.executions import ExecutionWorker
+
+    async def handler(ctx):
+        await ctx.message("step 1 done")
+        await ctx.upload_file("partial.txt", b"half of the work")
+        await asyncio.Event().wait()  # busy until killed
+
+    worker = ExecutionWorker(
+        os.environ["FUNCTIONS_ADDRESS"],
+        Minter("agent:demo/bot", os.environ["AGENTWORKS_INTERNAL_KEY"]),
+        ["crew:demo"], handler, root=sys.argv[1], lease_seconds=2, wait_seconds=10,
+    )
+    asyncio.run(worker.run())
+    """
+)
+
+
+async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12_R1(
+    functions, internal_key, clients, echo, tmp_path
+):
+    """F12 R1: `kill -9` of a runtime process -> interrupted; messages and files readable."""
+    script = tmp_path / "runtime.py"
+    script.write_text(RUNTIME_SCRIPT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        str(tmp_path),
+        env={
+            **os.environ,
+            "FUNCTIONS_ADDRESS": functions.address,
+            "AGENTWORKS_INTERNAL_KEY": internal_key,
+        },
+    )
+    try:
+        alice = await clients("user:alice")
+        receipt = await alice.call("crew:demo", echo, {"text": "x"})
+
+        async def uploaded():
+            status = await alice.get_status(receipt.call_id)
+            while not status.files:  # long-poll until the runtime has uploaded its file
+                assert status.status == "running" and process.returncode is None
+                status = await alice.get_status(
+                    receipt.call_id, wait_seconds=5, seen_version=status.version
+                )
+
+        await asyncio.wait_for(uploaded(), 30)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+        status = await alice.wait(receipt.call_id, timeout=20)
+        assert status.status == "interrupted"
+        assert [m.text for m in status.messages] == ["step 1 done"]
+        assert await alice.read_file_bytes(receipt.call_id, "partial.txt") == b"half of the work"
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -1,0 +1,220 @@
+"""The command runner (R2): a declared command per call, in `.calls/<call_id>/`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+
+from agentworks.core.clients import FunctionsClient
+from agentworks.core.clients.functions import call_result
+from agentworks.runtime.executions import ExecutionOutcome, ExecutionWorker
+from agentworks.runtime.runner import CommandRunner, load_commands, parse_commands
+
+# One script plays every command: its first argument says how to behave.
+COMMAND = textwrap.dedent(
+    """
+    import json, os, pathlib, sys, time
+    mode = sys.argv[1]
+    inputs = json.loads(os.environ["AGENTWORKS_INPUTS"])
+    folder = pathlib.Path(os.environ["AGENTWORKS_OUTPUT_FOLDER"])
+    assert pathlib.Path.cwd() == folder, (pathlib.Path.cwd(), folder)
+    assert folder.name == os.environ["AGENTWORKS_CALL_ID"] and folder.parent.name == ".calls"
+    result = pathlib.Path(os.environ["FUNCTION_RESULT_FILE"])
+    print("reading", inputs["text"], flush=True)
+    if mode == "ok":
+        (folder / "out").mkdir()
+        (folder / "out" / "report.txt").write_text("report for " + inputs["text"])
+        result.write_text(json.dumps({"summary": inputs["text"].upper(), "words": 1}))
+        print("wrote", result.name)
+        print("all done")
+    elif mode == "fail":
+        (folder / "partial.txt").write_text("some of it")
+        print("bad input: " + inputs["text"], file=sys.stderr)
+        sys.exit(3)
+    elif mode == "correct":
+        if os.environ.get("AGENTWORKS_CORRECTION_PROMPT"):
+            print("correcting")
+            result.write_text(json.dumps({"summary": "fixed", "words": 2}))
+        else:
+            result.write_text(json.dumps({"summary": 42}))
+        print("finished")
+    elif mode == "hang":
+        (folder / "pid").write_text(str(os.getpid()))
+        print("started", flush=True)
+        time.sleep(600)
+    """
+)
+
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}, "words": {"type": "integer"}},
+    "required": ["summary", "words"],
+}
+
+
+@pytest.fixture
+async def functions(database_url, internal_key):
+    from agentworks_functions.config import Config
+    from agentworks_functions.server import start
+
+    running = await start(
+        Config.from_env(
+            {
+                "FUNCTIONS_DATABASE_URL": database_url,
+                "FUNCTIONS_LISTEN": "127.0.0.1:0",
+                "AGENTWORKS_INTERNAL_KEY": internal_key,
+                "LOG_JSON": "false",
+                "FUNCTIONS_SWEEP_SECONDS": "0.2",
+                "FUNCTIONS_MIN_LEASE_SECONDS": "1",
+            }
+        )
+    )
+    yield running
+    await running.stop(0)
+
+
+@pytest.fixture
+async def client_for(functions, identity):
+    made: list[FunctionsClient] = []
+
+    async def make(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
+        client = FunctionsClient(functions.address, identity=identity(principal, roles))
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        await client.close()
+
+
+@pytest.fixture
+async def alice(client_for):
+    """user:alice, with crew:demo registered and its functions declared by user:owner."""
+    ops = await client_for("user:ops", frozenset({"operator"}))
+    await ops.register_target("crew:demo", owner="user:owner")
+    owner = await client_for("user:owner")
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    for name in ("ok", "fail", "correct", "hang"):
+        await owner.declare_function(
+            "crew:demo",
+            name,
+            input_schema=schema,
+            output_schema=SUMMARY_SCHEMA if name != "hang" else None,
+            allowed_callers=["user:*"],
+        )
+    return await client_for("user:alice")
+
+
+@contextlib.asynccontextmanager
+async def runner(functions, identity, root):
+    """A command-runner runtime for crew:demo; yields the queue of finished executions."""
+    script = root / "command.py"
+    script.write_text(COMMAND)
+    commands = {m: [sys.executable, str(script), m] for m in ("ok", "fail", "correct", "hang")}
+    outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
+    worker = ExecutionWorker(
+        functions.address,
+        identity("agent:demo/runner"),
+        ["crew:demo"],
+        CommandRunner(commands, kill_grace_seconds=2),
+        root=root / "project",
+        wait_seconds=5,
+        lease_seconds=3,
+        on_finished=outcomes.put_nowait,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        yield outcomes
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def test_runner_runs_the_command_in_the_call_folder_and_uploads_its_files_R2_F4_F10(
+    functions, identity, alice, tmp_path
+):
+    """R2 F4 F10: cwd .calls/<call_id>/, FUNCTION_RESULT_FILE, stdout lines, files, answer."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "ok", {"text": "hello"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+    status = await alice.get_status(receipt.call_id)
+    assert status.status == "completed" and status.answer == "all done"
+    assert call_result(status) == {"summary": "HELLO", "words": 1}
+    assert [(m.role, m.text) for m in status.messages] == [
+        ("stdout", "reading hello"),
+        ("stdout", "wrote result.json"),
+        ("stdout", "all done"),
+    ]
+    assert {f.name for f in status.files} == {"result.json", "out/report.txt"}
+    assert await alice.read_file_bytes(receipt.call_id, "out/report.txt") == b"report for hello"
+    folder = tmp_path / "project" / ".calls" / receipt.call_id
+    assert (folder / "out" / "report.txt").read_text() == "report for hello"
+
+
+async def test_runner_failure_keeps_stderr_and_files_and_gets_no_correction_turn_R2_F10(
+    functions, identity, alice, tmp_path
+):
+    """R2 F10: a non-zero exit fails the call with the status and stderr; no correction."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "fail", {"text": "nope"})
+        await asyncio.wait_for(outcomes.get(), 30)
+    status = await alice.get_status(receipt.call_id)
+    assert status.status == "failed" and not status.correction_turn
+    assert "exited with status 3: bad input: nope" in status.error
+    assert await alice.read_file_bytes(receipt.call_id, "partial.txt") == b"some of it"
+
+
+async def test_runner_reruns_the_command_for_the_one_correction_turn_R2_F10(
+    functions, identity, alice, tmp_path
+):
+    """R2 F10: an invalid result -> the command runs again with the correction prompt."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "correct", {"text": "x"})
+        outcome = await asyncio.wait_for(outcomes.get(), 30)
+    assert outcome.status == "completed" and outcome.corrected
+    status = await alice.get_status(receipt.call_id)
+    assert call_result(status) == {"summary": "fixed", "words": 2} and status.correction_turn
+    assert "correcting" in [m.text for m in status.messages]
+
+
+async def test_cancel_terminates_the_running_command_R2_F15(functions, identity, alice, tmp_path):
+    """R2 F15: cancelling a call stops its command's process group."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "hang", {"text": "x"})
+
+        async def started():
+            status = await alice.get_status(receipt.call_id)
+            while not status.messages:
+                status = await alice.get_status(
+                    receipt.call_id, wait_seconds=5, seen_version=status.version
+                )
+
+        await asyncio.wait_for(started(), 30)
+        pid = int((tmp_path / "project" / ".calls" / receipt.call_id / "pid").read_text())
+        await alice.cancel(receipt.call_id)
+        outcome = await asyncio.wait_for(outcomes.get(), 30)
+    assert outcome.status == "cancelled"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert (await alice.get_status(receipt.call_id)).status == "cancelled"
+
+
+def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
+    """R2: commands map function names to argv lists or strings; bad ones are refused."""
+    assert parse_commands({"a": "echo 'hi there'", "b": ["ls", "-l"]}) == {
+        "a": ("echo", "hi there"),
+        "b": ("ls", "-l"),
+    }
+    path = tmp_path / "commands.json"
+    path.write_text(json.dumps({"hello": ["echo", "hello"]}))
+    assert load_commands(str(path)) == {"hello": ("echo", "hello")}
+    assert load_commands('{"x": "true"}') == {"x": ("true",)}
+    for bad in ({}, {"a": ""}, {"a": [1]}):
+        with pytest.raises(ValueError):
+            parse_commands(bad)

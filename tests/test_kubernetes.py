@@ -1,0 +1,497 @@
+"""The Kubernetes manifests in deploy/kubernetes/ (P3, P4, P5), checked offline.
+
+No cluster runs here, so these tests read the manifests: every object is well formed
+and listed in a kustomization; each service has a Deployment, a Service, an autoscaler
+and a disruption budget; selectors, ports and probes agree; every ConfigMap and Secret
+key a container references exists; each container's environment is one its process
+reads and parses (by building the real config objects from it); images and commands are
+the console scripts our packages declare. With `kubernetes-validate` installed, every
+object is also checked against the Kubernetes JSON schema; with `kubectl` on PATH, each
+kustomization is rendered.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+import subprocess
+import tomllib
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+K8S = ROOT / "deploy" / "kubernetes"
+KUSTOMIZATIONS = (K8S, K8S / "bootstrap", K8S / "demo")
+SECRET_TEMPLATE = K8S / "secret.example.yaml"
+NAMESPACE = "agentworks"
+CONFIGMAP = "agentworks-config"
+SECRET = "agentworks-secrets"
+IMAGE = "agentworks"
+GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
+SERVICES = {**GRPC_SERVICES, "gateway": 8080}
+METRICS_PORT = 9100
+# Oldest Kubernetes with native gRPC probes on by default (GA), and the newest schema.
+SCHEMA_VERSIONS = ("1.27.0", "latest")
+PACKAGES = [
+    "libs/agentworks-core",
+    "libs/agentworks-runtime",
+    "services/messaging",
+    "services/functions",
+    "services/scheduler",
+    "services/gateway",
+]
+# Values standing in for the Secret's keys when the containers' env is resolved.
+FAKE_SECRETS = {
+    "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+    "DATABASE_URL": "postgresql://agentworks:pw@db.example.internal:5432/agentworks",
+    "AGENTWORKS_DEV_TOKEN": "aw_" + "x" * 43,
+}
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _load_all(path: pathlib.Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+@pytest.fixture(scope="module")
+def kustomizations() -> dict[pathlib.Path, dict[str, Any]]:
+    return {d: yaml.safe_load((d / "kustomization.yaml").read_text()) for d in KUSTOMIZATIONS}
+
+
+@pytest.fixture(scope="module")
+def files(kustomizations) -> dict[pathlib.Path, list[dict[str, Any]]]:
+    """Every resource file the kustomizations list, parsed."""
+    listed: dict[pathlib.Path, list[dict[str, Any]]] = {}
+    for directory, kustomization in kustomizations.items():
+        for entry in kustomization["resources"]:
+            path = (directory / entry).resolve()
+            assert path.is_file(), f"{directory / 'kustomization.yaml'} lists missing {entry}"
+            listed[path] = _load_all(path)
+    return listed
+
+
+@pytest.fixture(scope="module")
+def objects(files) -> dict[tuple[str, str], dict[str, Any]]:
+    """(kind, name) -> object, for every object the kustomizations deploy."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for path, docs in files.items():
+        for doc in docs:
+            key = (doc["kind"], doc["metadata"]["name"])
+            assert key not in found, f"{key} is defined twice (again in {path.name})"
+            found[key] = doc
+    return found
+
+
+@pytest.fixture(scope="module")
+def configmap(objects) -> dict[str, str]:
+    return objects[("ConfigMap", CONFIGMAP)]["data"]
+
+
+@pytest.fixture(scope="module")
+def secret_template() -> dict[str, Any]:
+    (secret,) = _load_all(SECRET_TEMPLATE)
+    return secret
+
+
+@pytest.fixture(scope="module")
+def scripts() -> dict[str, str]:
+    """Console script -> `module:function`, from every package's [project.scripts]."""
+    found: dict[str, str] = {}
+    for package in PACKAGES:
+        project = tomllib.loads((ROOT / package / "pyproject.toml").read_text())["project"]
+        found.update(project.get("scripts", {}))
+    return found
+
+
+def _workloads(objects) -> dict[str, dict[str, Any]]:
+    return {name: o for (kind, name), o in objects.items() if kind in ("Deployment", "Job")}
+
+
+def _pod(workload: dict[str, Any]) -> dict[str, Any]:
+    return workload["spec"]["template"]["spec"]
+
+
+def _container(workload: dict[str, Any]) -> dict[str, Any]:
+    (container,) = _pod(workload)["containers"]
+    return container
+
+
+def _env(container: dict[str, Any], configmap: dict[str, str]) -> dict[str, str]:
+    """The container's environment as the process sees it (absent optional keys unset)."""
+    env: dict[str, str] = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+            continue
+        source = var["valueFrom"]
+        if "configMapKeyRef" in source:
+            env[var["name"]] = configmap[source["configMapKeyRef"]["key"]]
+        elif source["secretKeyRef"]["key"] in FAKE_SECRETS:
+            env[var["name"]] = FAKE_SECRETS[source["secretKeyRef"]["key"]]
+    return env
+
+
+def _quantity(value: str | int, *, cpu: bool) -> float:
+    """A Kubernetes quantity as a number (cores or bytes)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|k|M|G)?", str(value))
+    assert match, f"{value!r} is not a Kubernetes quantity"
+    number, unit = float(match[1]), match[2] or ""
+    if cpu:
+        assert unit in ("", "m"), f"{value!r} is not a CPU quantity"
+        return number / 1000 if unit == "m" else number
+    factor = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+    assert unit != "m", f"{value!r} is not a memory quantity"
+    return number * factor[unit]
+
+
+# ------------------------------------------------------------------------------- tests
+
+
+def test_every_manifest_is_a_named_object_in_a_kustomization_p5(kustomizations, files):
+    """P5: each YAML file is listed (the Secret template deliberately not), and each object
+    has apiVersion, kind, a name and the agentworks namespace."""
+    on_disk = {
+        p.resolve()
+        for p in K8S.rglob("*.yaml")
+        if p.name != "kustomization.yaml" and p != SECRET_TEMPLATE
+    }
+    assert on_disk == set(files), "a manifest is not listed in any kustomization.yaml"
+    assert SECRET_TEMPLATE.resolve() not in files, "apply -k would overwrite the real Secret"
+    for directory, kustomization in kustomizations.items():
+        assert kustomization["kind"] == "Kustomization", directory
+        assert kustomization["namespace"] == NAMESPACE, directory
+    for path, docs in files.items():
+        assert docs, f"{path} is empty"
+        for doc in docs:
+            assert doc.get("apiVersion") and doc.get("kind"), path
+            metadata = doc["metadata"]
+            assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", metadata["name"]), path
+            if doc["kind"] != "Namespace":
+                assert metadata["namespace"] == NAMESPACE, (path, metadata["name"])
+            assert metadata["labels"]["app.kubernetes.io/part-of"] == NAMESPACE, path
+
+
+def test_each_service_has_deployment_service_autoscaler_and_budget_p3_p5(objects):
+    """P3/P5: every service scales on its own: an autoscaling/v2 CPU HPA (2-10) owns the
+    Deployment's replica count, and a PodDisruptionBudget keeps all but one replica up."""
+    for name in SERVICES:
+        deployment = objects[("Deployment", name)]
+        assert ("Service", name) in objects, name
+        assert "replicas" not in deployment["spec"], f"{name}: the HPA owns replicas"
+        hpa = objects[("HorizontalPodAutoscaler", name)]
+        assert hpa["apiVersion"] == "autoscaling/v2", name
+        spec = hpa["spec"]
+        assert spec["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": name,
+        }
+        assert (spec["minReplicas"], spec["maxReplicas"]) == (2, 10), name
+        (metric,) = spec["metrics"]
+        assert metric["type"] == "Resource" and metric["resource"]["name"] == "cpu", name
+        assert 0 < metric["resource"]["target"]["averageUtilization"] <= 100, name
+        pdb = objects[("PodDisruptionBudget", name)]
+        assert pdb["apiVersion"] == "policy/v1", name
+        assert pdb["spec"]["selector"] == deployment["spec"]["selector"], name
+        assert pdb["spec"].get("maxUnavailable") == 1, name
+        strategy = deployment["spec"]["strategy"]
+        assert strategy["rollingUpdate"]["maxUnavailable"] == 0, f"{name}: rolling, no gap"
+
+
+def test_selectors_match_labels_and_services_select_one_deployment_p3(objects):
+    """P3: each workload's selector matches its pod labels; each Service selects exactly
+    one Deployment; gRPC Services are headless (client-side round_robin over every pod),
+    the gateway's is a ClusterIP."""
+    workloads = _workloads(objects)
+    for name, workload in workloads.items():
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        selector = workload["spec"].get("selector", {}).get("matchLabels", {})
+        assert selector.items() <= labels.items(), f"{name}: selector does not match labels"
+    for (kind, name), service in objects.items():
+        if kind != "Service":
+            continue
+        selector = service["spec"]["selector"]
+        chosen = [
+            n
+            for n, w in workloads.items()
+            if w["kind"] == "Deployment"
+            and selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert chosen == [name], f"Service {name} selects {chosen}"
+        container = _container(workloads[name])
+        declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+        for port in service["spec"]["ports"]:
+            target = port["targetPort"]
+            assert target in declared or target in declared.values(), (name, target)
+            assert declared.get(target, target) == SERVICES[name] == port["port"], name
+    for name in GRPC_SERVICES:
+        assert objects[("Service", name)]["spec"]["clusterIP"] == "None", name
+    assert objects[("Service", "gateway")]["spec"]["type"] == "ClusterIP"
+
+
+def test_probes_and_metrics_use_the_declared_ports_p4(objects, configmap):
+    """P4: gRPC services are probed with the native gRPC health check (served without
+    identity) on their listen port, the gateway over HTTP on /healthz; the metrics port
+    is declared, annotated for Prometheus and the one METRICS_LISTEN names."""
+    metrics_host, _, metrics_port = configmap["METRICS_LISTEN"].rpartition(":")
+    assert (metrics_host, int(metrics_port)) == ("0.0.0.0", METRICS_PORT)
+    for name, port in SERVICES.items():
+        deployment = objects[("Deployment", name)]
+        container = _container(deployment)
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports == {"grpc" if name in GRPC_SERVICES else "http": port, "metrics": 9100}
+        listen = next(e["value"] for e in container["env"] if e["name"] == f"{name.upper()}_LISTEN")
+        assert listen == f"0.0.0.0:{port}", name
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe = container[kind]
+            if name in GRPC_SERVICES:
+                assert probe["grpc"]["port"] == port, (name, kind)
+                assert not probe["grpc"].get("service"), "the overall health ('') is served"
+            else:
+                assert probe["httpGet"]["path"] == "/healthz", (name, kind)
+                assert probe["httpGet"]["port"] in (port, "http"), (name, kind)
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true", name
+        assert annotations["prometheus.io/port"] == str(METRICS_PORT), name
+        assert annotations["prometheus.io/path"] == "/metrics", name
+
+
+def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap):
+    """P4: SIGTERM drains; preStop + <NAME>_DRAIN_SECONDS end before the kubelet's SIGKILL,
+    and the liveness probe cannot kill a pod in the middle of its drain."""
+    from agentworks_gateway.config import Config as GatewayConfig
+
+    for name in SERVICES:
+        deployment = objects[("Deployment", name)]
+        container = _container(deployment)
+        env = _env(container, configmap)
+        if name == "gateway":
+            drain = GatewayConfig.from_env(env).service.drain_seconds
+        else:
+            drain = _service_config(name, env).service.drain_seconds
+        pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+        assert pre_stop[0] == "sleep", name
+        grace = _pod(deployment)["terminationGracePeriodSeconds"]
+        assert grace >= int(pre_stop[1]) + drain + 5, f"{name}: grace {grace}s is too short"
+        liveness = container["livenessProbe"]
+        assert liveness["periodSeconds"] * (liveness["failureThreshold"] - 1) > drain, name
+    # A gateway relays long-poll reads of up to 25 s (C7): its drain must outlast them.
+    gateway_env = _env(_container(objects[("Deployment", "gateway")]), configmap)
+    assert GatewayConfig.from_env(gateway_env).service.drain_seconds >= 25
+
+
+def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secret_template):
+    """P5: every configMapKeyRef names a key of agentworks-config; every required
+    secretKeyRef a key of the Secret template (optional ones are documented there)."""
+    template_keys = set(secret_template["stringData"])
+    template_text = SECRET_TEMPLATE.read_text()
+    assert secret_template["metadata"]["name"] == SECRET
+    assert secret_template["metadata"]["namespace"] == NAMESPACE
+    assert {"AGENTWORKS_INTERNAL_KEY", "DATABASE_URL"} <= template_keys
+    for name, workload in _workloads(objects).items():
+        container = _container(workload)
+        names = [e["name"] for e in container["env"]]
+        assert len(names) == len(set(names)), f"{name}: duplicate env entries"
+        assert "envFrom" not in container, f"{name}: reference keys one by one"
+        for var in container["env"]:
+            source = var.get("valueFrom")
+            if source is None:
+                continue
+            if "configMapKeyRef" in source:
+                ref = source["configMapKeyRef"]
+                assert ref["name"] == CONFIGMAP and ref["key"] in configmap, (name, ref)
+                continue
+            ref = source["secretKeyRef"]
+            assert ref["name"] == SECRET, (name, ref)
+            if ref.get("optional"):
+                assert f"# {ref['key']}:" in template_text, f"{ref['key']} is not documented"
+            else:
+                # Required, or (the bootstrap job's token) documented and left commented
+                # out, so that no placeholder can ever become a valid operator token.
+                documented = f"# {ref['key']}:" in template_text
+                assert ref["key"] in template_keys or documented, (name, ref)
+
+
+def _service_config(name: str, env: dict[str, str]) -> Any:
+    if name == "messaging":
+        from agentworks_messaging.config import Config
+    elif name == "functions":
+        from agentworks_functions.config import Config
+    else:
+        from agentworks_scheduler.config import Config
+    return Config.from_env(env)
+
+
+def _address(value: str) -> tuple[str, str, int]:
+    """`dns:///<service>.<namespace>.svc:<port>` as (service, namespace, port)."""
+    match = re.fullmatch(r"(?:dns:///)?([a-z0-9-]+)\.([a-z0-9-]+)\.svc:(\d+)", value)
+    assert match, f"{value!r} is not a Service address"
+    return match[1], match[2], int(match[3])
+
+
+def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap):
+    """P3/P5: the env of each container builds its real config: listen and metrics
+    addresses, database URL, internal key, pool size, peers (gRPC Service DNS names)."""
+    from agentworks.runtime.config import RuntimeConfig
+    from agentworks_gateway.config import Config as GatewayConfig
+    from agentworks_gateway.up import parse_args
+
+    for key in ("MESSAGING_ADDRESS", "FUNCTIONS_ADDRESS", "SCHEDULER_ADDRESS"):
+        service, namespace, port = _address(configmap[key])
+        assert namespace == NAMESPACE and SERVICES[service] == port, key
+        assert ("Service", service) in objects, key
+    messaging = configmap["MESSAGING_ADDRESS"]
+    for name, port in GRPC_SERVICES.items():
+        env = _env(_container(objects[("Deployment", name)]), configmap)
+        config = _service_config(name, env)
+        service = config.service
+        assert service.listen == f"0.0.0.0:{port}", name
+        assert service.metrics_listen == configmap["METRICS_LISTEN"], name
+        assert service.database_url == FAKE_SECRETS["DATABASE_URL"], name
+        assert service.internal_key == FAKE_SECRETS["AGENTWORKS_INTERNAL_KEY"], name
+        assert service.log_json is True, name
+        assert 1 <= service.pool_size <= 10, name
+        if name != "messaging":
+            assert config.messaging_address == messaging, name
+    env = _env(_container(objects[("Deployment", "gateway")]), configmap)
+    gateway = GatewayConfig.from_env(env)
+    assert gateway.host_port == ("0.0.0.0", 8080)
+    assert gateway.metrics_listen == configmap["METRICS_LISTEN"]
+    assert (gateway.messaging_address, gateway.functions_address, gateway.scheduler_address) == (
+        configmap["MESSAGING_ADDRESS"],
+        configmap["FUNCTIONS_ADDRESS"],
+        configmap["SCHEDULER_ADDRESS"],
+    )
+    assert "gateway.agentworks.svc:*" in gateway.allowed_hosts
+    assert "*" not in gateway.allowed_hosts, "DNS-rebinding protection stays on"
+    runtime_env = _env(_container(objects[("Deployment", "demo-runtime")]), configmap)
+    runtime = RuntimeConfig.from_env(runtime_env)
+    assert runtime.messaging_address == messaging
+    assert runtime.health_file.startswith("/tmp/"), "the root filesystem is read-only"
+    job = _container(objects[("Job", "agentworks-bootstrap")])
+    job_env = _env(job, configmap)
+    options = parse_args(job["command"][2:], job_env)
+    assert options.bootstrap_only and options.database_url == FAKE_SECRETS["DATABASE_URL"]
+    assert job_env["AGENTWORKS_MESSAGING_ADDRESS"] == messaging
+    assert job_env["AGENTWORKS_DEV_TOKEN"].startswith("aw_")
+
+
+def test_env_names_are_ones_the_code_reads_p5(objects):
+    """P5: no misspelt variable: each env name a container sets appears in the code that
+    reads it (`<PREFIX>_<NAME>` through `Env(prefix)`, or the whole name)."""
+    core = (ROOT / "libs/agentworks-core/src/agentworks/core/config.py").read_text()
+    gateway_src = ROOT / "services/gateway/src/agentworks_gateway"
+    readers = {name: (name.upper(), [core, _config_source(name)]) for name in GRPC_SERVICES}
+    readers["gateway"] = ("GATEWAY", [core, (gateway_src / "config.py").read_text()])
+    runtime = (ROOT / "libs/agentworks-runtime/src/agentworks/runtime/config.py").read_text()
+    readers["demo-runtime"] = ("AGENTWORKS", [core, runtime])
+    readers["agentworks-bootstrap"] = ("AGENTWORKS", [core, (gateway_src / "up.py").read_text()])
+    for name, workload in _workloads(objects).items():
+        prefix, sources = readers[name]
+        for var in _container(workload)["env"]:
+            env_name = var["name"]
+            suffix = env_name.removeprefix(prefix + "_")
+            read = any(f'"{env_name}"' in s or f'"{suffix}"' in s for s in sources)
+            assert read, f"{name}: nothing reads {env_name}"
+
+
+def _config_source(name: str) -> str:
+    return (ROOT / f"services/{name}/src/agentworks_{name}/config.py").read_text()
+
+
+def test_images_and_commands_are_the_declared_entry_points_p5(objects, kustomizations, scripts):
+    """P5: one image for every process (as in compose.yaml), tagged alike in every
+    kustomization; each command is a console script from [project.scripts], and each
+    service runs its own `agentworks-<name>` = `agentworks_<name>.server:main`."""
+    blocks = [k["images"] for k in kustomizations.values()]
+    assert all(b == blocks[0] for b in blocks), "the images blocks differ"
+    (image,) = kustomizations[K8S]["images"]
+    assert image["name"] == IMAGE
+    for name, workload in _workloads(objects).items():
+        container = _container(workload)
+        assert container["image"] == f"{IMAGE}:{image['newTag']}", name
+        assert container["command"][0] in scripts, f"{name}: {container['command'][0]}"
+    for name in SERVICES:
+        command = _container(objects[("Deployment", name)])["command"]
+        assert command == [f"agentworks-{name}"], name
+        assert scripts[command[0]] == f"agentworks_{name}.server:main", name
+    runtime = _container(objects[("Deployment", "demo-runtime")])["command"]
+    assert runtime == ["agentworks-runtime", "demo"]
+    bootstrap = _container(objects[("Job", "agentworks-bootstrap")])["command"]
+    assert bootstrap[:3] == ["agentworks", "up", "--bootstrap-only"]
+    assert scripts["agentworks"] == "agentworks_gateway.cli:main"
+    demo = objects[("Deployment", "demo-runtime")]
+    assert demo["metadata"]["labels"]["app.kubernetes.io/component"] == "demo"
+
+
+def test_pods_run_restricted_with_bounded_resources_p5(objects):
+    """P5: non-root (the image's uid), read-only root filesystem with a writable /tmp, no
+    privilege escalation or capabilities, no API token, no service-link env; requests
+    and limits set, requests within limits."""
+    uid = int(re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())[1])
+    namespace = objects[("Namespace", NAMESPACE)]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for name, workload in _workloads(objects).items():
+        pod = _pod(workload)
+        assert pod["automountServiceAccountToken"] is False, name
+        assert pod["enableServiceLinks"] is False, name
+        security = pod["securityContext"]
+        assert security["runAsNonRoot"] is True and security["runAsUser"] == uid, name
+        assert security["seccompProfile"]["type"] == "RuntimeDefault", name
+        container = _container(workload)
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True, name
+        assert context["allowPrivilegeEscalation"] is False, name
+        assert context["capabilities"]["drop"] == ["ALL"], name
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]], name
+        resources = container["resources"]
+        for resource in ("cpu", "memory"):
+            cpu = resource == "cpu"
+            request = _quantity(resources["requests"][resource], cpu=cpu)
+            limit = _quantity(resources["limits"][resource], cpu=cpu)
+            assert 0 < request <= limit, (name, resource)
+
+
+def test_manifests_match_the_kubernetes_schema_p5(files, secret_template):
+    """P5: every object validates (strictly: no unknown fields) against the Kubernetes
+    JSON schema of the oldest supported (1.27) and the newest known version."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    docs = [doc for docs in files.values() for doc in docs] + [secret_template]
+    for version in SCHEMA_VERSIONS:
+        if version == "latest":
+            version = kubernetes_validate.latest_version()
+        for doc in docs:
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                where = ".".join(str(p) for p in exc.path)
+                pytest.fail(f"{doc['kind']}/{doc['metadata']['name']} ({version}) {where}: {exc}")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kustomizations_render_p5(files):
+    """P5: `kubectl kustomize` renders each kustomization to exactly the listed objects."""
+    for directory in KUSTOMIZATIONS:
+        rendered = subprocess.run(
+            ["kubectl", "kustomize", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert rendered.returncode == 0, rendered.stderr
+        names = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(rendered.stdout)}
+        listed = {
+            (doc["kind"], doc["metadata"]["name"])
+            for path, docs in files.items()
+            if path.parent == directory.resolve()
+            for doc in docs
+        }
+        assert names == listed, directory
