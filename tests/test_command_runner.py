@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import json
 import os
+import pathlib
+import signal
 import sys
 import textwrap
 
@@ -218,3 +220,64 @@ def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
     for bad in ({}, {"a": ""}, {"a": [1]}):
         with pytest.raises(ValueError):
             parse_commands(bad)
+
+
+async def test_run_commands_cli_serves_calls_until_sigterm_R2_R1_F4(
+    functions, internal_key, alice, tmp_path
+):
+    """R2/R1/F4: `agentworks-runtime run-commands --commands JSON --root DIR --target crew:x`
+    runs each call's command in ROOT/.calls/<call_id>/; SIGTERM stops it cleanly (exit 0)."""
+    script = tmp_path / "command.py"
+    script.write_text(COMMAND)
+    commands = json.dumps({"ok": [sys.executable, str(script), "ok"]})
+    env = {
+        **os.environ,
+        "AGENTWORKS_INTERNAL_KEY": internal_key,
+        "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/runner",
+        "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
+        "LOG_JSON": "false",
+    }
+    root = tmp_path / "project"
+    process = await asyncio.create_subprocess_exec(
+        str(pathlib.Path(sys.executable).parent / "agentworks-runtime"),
+        "run-commands",
+        "--commands",
+        commands,
+        "--root",
+        str(root),
+        "--target",
+        "crew:demo",
+        "--functions-address",
+        functions.address,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        receipt = await alice.call("crew:demo", "ok", {"text": "cli"})
+        status = await alice.wait(receipt.call_id, timeout=30)
+        assert status.status == "completed" and status.answer == "all done", status
+        assert call_result(status) == {"summary": "CLI", "words": 1}
+        assert (root / ".calls" / receipt.call_id / "out" / "report.txt").exists()
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(process.communicate(), 15)
+    assert process.returncode == 0, output.decode()
+    assert b"worker.stopped" in output
+
+
+def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys):
+    """R2: a missing or malformed commands file is refused before anything starts (exit 2)."""
+    from agentworks.runtime.cli import main
+
+    env_key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43, "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:x/y"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env_key.items():
+            patch.setenv(name, value)
+        missing = str(tmp_path / "missing.json")
+        assert main(["run-commands", "--commands", missing, "--target", "crew:x"]) == 2
+        assert main(["run-commands", "--commands", "{}", "--target", "crew:x"]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json" in err and "no commands configured" in err

@@ -16,7 +16,8 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
-LONG_RUNNING = {*GRPC_SERVICES, "gateway", "demo-runtime"}
+RUNTIMES = {"demo-runtime", "demo-functions"}
+LONG_RUNNING = {*GRPC_SERVICES, "gateway", *RUNTIMES}
 JOBS = {"bootstrap"}
 PACKAGES = [
     "libs/agentworks-core",
@@ -49,7 +50,7 @@ def scripts() -> set[str]:
 
 
 def test_compose_runs_postgres_and_every_service_p5(services):
-    """P5: PostgreSQL, the four services, the demo runtime and the bootstrap job."""
+    """P5/R2: PostgreSQL, the four services, both demo runtimes and the bootstrap job."""
     assert set(services) == {"postgres", *LONG_RUNNING, *JOBS}
     assert services["postgres"]["image"].startswith("postgres:")
 
@@ -68,12 +69,17 @@ def test_every_long_running_service_has_a_real_healthcheck_p4_p5(services):
     assert "/healthz" in " ".join(services["gateway"]["healthcheck"]["test"])
 
 
-def test_jobs_run_once_and_gate_the_runtime_p5(services):
-    """P5: the bootstrap job runs to completion before the demo runtime starts."""
+def test_jobs_run_once_and_gate_the_runtimes_p5(services):
+    """P5: the bootstrap job (crew, functions, token) completes before the runtimes start."""
     assert services["bootstrap"]["restart"] == "on-failure"
     assert "--bootstrap-only" in services["bootstrap"]["command"]
-    depends = services["demo-runtime"]["depends_on"]
-    assert depends["bootstrap"]["condition"] == "service_completed_successfully"
+    # It registers the crew with functions and declares the demo functions there.
+    assert services["bootstrap"]["depends_on"]["functions"]["condition"] == "service_healthy"
+    for name in RUNTIMES:
+        depends = services[name]["depends_on"]
+        assert depends["bootstrap"]["condition"] == "service_completed_successfully", name
+    assert services["demo-runtime"]["depends_on"]["scheduler"]["condition"] == "service_healthy"
+    assert services["demo-functions"]["depends_on"]["functions"]["condition"] == "service_healthy"
 
 
 def test_every_agentworks_service_uses_the_shared_dockerfile_p5(services):
@@ -109,13 +115,39 @@ def test_services_are_wired_to_their_peers_and_the_key_a2(services):
         assert env["AGENTWORKS_INTERNAL_KEY"].startswith("${AGENTWORKS_INTERNAL_KEY:?"), name
     for name in {*GRPC_SERVICES, "gateway", *JOBS}:
         assert "@postgres:5432/" in services[name]["environment"]["DATABASE_URL"], name
-    assert "DATABASE_URL" not in services["demo-runtime"]["environment"]
+    for name in RUNTIMES:
+        assert "DATABASE_URL" not in services[name]["environment"], name
     gateway = services["gateway"]["environment"]
     for name, port in GRPC_SERVICES.items():
         assert gateway[f"GATEWAY_{name.upper()}_ADDRESS"] == f"{name}:{port}"
     runtime = services["demo-runtime"]["environment"]
     assert runtime["AGENTWORKS_MESSAGING_ADDRESS"] == "messaging:50051"
+    assert runtime["AGENTWORKS_SCHEDULER_ADDRESS"] == "scheduler:50053"
     assert runtime["AGENTWORKS_RUNTIME_TARGETS"] == "crew:demo"
+    executions = services["demo-functions"]["environment"]
+    assert executions["AGENTWORKS_FUNCTIONS_ADDRESS"] == "functions:50052"
+    assert executions["AGENTWORKS_RUNTIME_TARGETS"] == "crew:demo"
+
+
+def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services):
+    """R1/R2/S1: each demo runtime's command and env parse into a runnable configuration:
+    turns with a scheduler for wake-ups, and function executions in a writable root."""
+    from agentworks.runtime.cli import _parser
+    from agentworks.runtime.config import RuntimeConfig
+
+    key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43}
+    configs = {}
+    for name, command in {"demo-runtime": "demo", "demo-functions": "functions-demo"}.items():
+        argv = services[name]["command"][1:]
+        assert argv == [command] and _parser().parse_args(argv).command == command, name
+        config = RuntimeConfig.from_env({**services[name]["environment"], **key})
+        assert config.principal == "agent:demo/demo-bot" and config.targets == ("crew:demo",)
+        assert config.health_file.startswith("/tmp/"), name
+        configs[name] = config
+    assert configs["demo-runtime"].scheduler_address == "scheduler:50053"
+    assert configs["demo-functions"].root.startswith("/tmp/"), "calls need a writable root"
+    tick = services["scheduler"]["environment"]["SCHEDULER_TICK_SECONDS"]
+    assert re.fullmatch(r"\$\{SCHEDULER_TICK_SECONDS:-60\}", tick), "S2: default tick 60 s"
 
 
 def test_dockerfile_installs_the_lock_then_every_package():

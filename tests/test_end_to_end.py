@@ -1,13 +1,17 @@
 """End to end: `agentworks up` as `make run` starts it, then the real CLI against it.
 
 One test, because bringing the suite up (embedded PostgreSQL, every service as its own
-process, the demo runtime) is the expensive part. It checks P2 (embedded PostgreSQL),
-P4 (gRPC health), R2 (the demo crew used by `make run`), C2/C6/C7 through the CLI (G3),
-A2 (unsigned and forged identities are refused) and a clean Ctrl-C.
+process, the demo runtimes) is the expensive part. It checks P2 (embedded PostgreSQL),
+P4 (gRPC health), R2 (the demo crew used by `make run`: turns and functions),
+C2/C6/C7 through the CLI (G3), F2/F4/F9/F10 (a demo function called as its owner runs in
+its own folder and completes with its answer and result), S1/S2/C10 ("remind me": the
+demo asks for a wake-up, the scheduler fires it, the follow-up arrives), A2 (unsigned
+and forged identities are refused) and a clean Ctrl-C.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -19,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import grpc
 import httpx
@@ -26,8 +31,11 @@ import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentworks.core.identity import METADATA_KEY, mint
+from agentworks.core.clients import FunctionsClient, SchedulerClient
+from agentworks.core.clients.functions import call_result
+from agentworks.core.identity import METADATA_KEY, Minter, mint
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
+from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.up import GRPC_SERVICES, has_main
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,6 +45,8 @@ AGENTWORKS = str(BIN / "agentworks")
 READY_SECONDS = 60
 READY_LINE = "AgentWorks is up."
 CLI_SECONDS = 30
+# A function call, claimed by the demo-funcs runtime, run, and finished (slack for load).
+CALL_SECONDS = 45
 
 
 def free_port_block(count: int) -> int:
@@ -68,6 +78,8 @@ class Up:
             if not k.endswith("DATABASE_URL") and k != "AGENTWORKS_INTERNAL_KEY"
         }
         env["PYTHONUNBUFFERED"] = "1"
+        # The supervisor passes its environment on: the scheduler ticks every second.
+        env["SCHEDULER_TICK_SECONDS"] = "1"
         self.process = subprocess.Popen(
             [
                 AGENTWORKS,
@@ -117,6 +129,10 @@ class Up:
             f"no {fragments} (x{times}) in the output:\n{self.output}"
         )
 
+    def grep(self, fragment: str, last: int = 60) -> str:
+        """The last output lines that contain `fragment`."""
+        return "\n".join([line for line in list(self.lines) if fragment in line][-last:])
+
     @property
     def output(self) -> str:
         return "\n".join(self.lines[-80:])
@@ -153,6 +169,37 @@ def cli(cwd: pathlib.Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def read_texts(cwd: pathlib.Path, inbox_id: str, count: int, after: str = "") -> list[str]:
+    """Long-poll the inbox through the CLI until `count` messages arrived after `after`."""
+    deadline = time.monotonic() + CLI_SECONDS
+    texts: list[str] = []
+    while len(texts) < count:
+        assert time.monotonic() < deadline, f"only {texts} arrived"
+        args = ["messages", "read", "--inbox", inbox_id, "--wait", "10"]
+        page = cli(cwd, *args, *(["--after", after] if after else []))
+        texts += [m["text"] for m in page["messages"]]
+        after = page["next_cursor"] or after
+    return texts
+
+
+async def call_word_count(functions: str, key: str) -> tuple[list[str], object]:
+    """As the demo crew's owner (user:dev): list the functions and call word_count."""
+    async with FunctionsClient(functions, identity=Minter("user:dev", key)) as owner:
+        names = [fn.name for fn in await owner.list_functions("crew:demo")]
+        receipt = await owner.call("crew:demo", "word_count", {"text": "to be or not to be"})
+        status = await owner.wait(receipt.call_id, timeout=CALL_SECONDS)
+        words = await owner.read_file_bytes(receipt.call_id, "words.txt")
+    return names, (receipt, status, words)
+
+
+async def wake_ups(scheduler: str, key: str, conversation_id: str) -> list:
+    """The conversation's wake-ups, finished ones included, as an operator sees them."""
+    operator = Minter("service:e2e", key, roles={"operator"})
+    async with SchedulerClient(scheduler, identity=operator) as client:
+        page = await client.list_wake_ups(conversation_id=conversation_id, include_finished=True)
+    return list(page.wake_ups)
+
+
 def health_status(address: str) -> int:
     with grpc.insecure_channel(address) as channel:
         response = health_pb2_grpc.HealthStub(channel).Check(
@@ -174,7 +221,8 @@ def get_target_code(address: str, metadata: tuple[tuple[str, str], ...]) -> grpc
 def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2_g3(
     tmp_path: pathlib.Path,
 ):
-    """P2/P4/R2/C2/C6/C7/A2/G3: `agentworks up`, CLI send+read, health, auth, Ctrl-C."""
+    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10: `agentworks up`, CLI send+read,
+    a demo function call, a "remind me" wake-up, health, auth, Ctrl-C."""
     base_port = free_port_block(len(GRPC_SERVICES) + 1)
     http_port = base_port + len(GRPC_SERVICES)
     up = Up(tmp_path, base_port, http_port)
@@ -204,6 +252,39 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         page = cli(tmp_path, "messages", "read", "--inbox", receipt["inbox_id"], "--wait", "10")
         assert [m["text"] for m in page["messages"]] == ["demo heard: hello"]
         assert page["messages"][0]["sender"] == "agent:demo/demo-bot"
+        assert up.count("agentworks crews call demo hello -i name=Ada --wait") == 1
+
+        # F2/F4/F9/F10/R2: the owner calls a declared demo function; the demo-funcs
+        # runtime runs it in its own folder; it completes with its answer and result.
+        key = (home / "internal.key").read_text().strip()
+        try:
+            names, (call, status, words) = asyncio.run(call_word_count(addresses["functions"], key))
+        except Exception as exc:
+            raise AssertionError(f"{exc!r}; function side:\n{up.grep('func')}") from exc
+        assert sorted(names) == ["confirm", "hello", "word_count"]
+        assert status.status == "completed", status
+        assert status.answer == "6 words, 18 characters"
+        assert call_result(status) == {
+            "words": 6,
+            "characters": 18,
+            "top": ["to", "be", "or", "not"],
+        }
+        assert {f.name for f in status.files} == {"result.json", "words.txt"}
+        assert words == b"to\nbe\nor\nnot\nto\nbe\n"
+        folder = home / "demo-project" / ".calls" / call.call_id
+        assert (folder / "words.txt").read_bytes() == words
+
+        # S1/S2/C6/C10: "remind me" -> the demo says it will check back and asks the
+        # scheduler for a wake-up; the tick delivers it; the follow-up reaches the inbox.
+        ask = "remind me in 1 s to stretch"
+        reminder = cli(tmp_path, "messages", "send", "--crew", "demo", ask)
+        assert read_texts(tmp_path, reminder["inbox_id"], 2) == [
+            f"demo heard: {ask}. I will check back in 1 s.",
+            f"demo checking back: {ask}",
+        ]
+        [wake_up] = asyncio.run(wake_ups(addresses["scheduler"], key, reminder["conversation_id"]))
+        assert wake_up.status == scheduler_pb2.WAKE_UP_STATUS_FIRED
+        assert wake_up.created_by == "agent:demo/demo-bot" and wake_up.product == "crew:demo"
 
         # A2: a direct call without a signed identity, or with a forged one, is refused.
         messaging = addresses["messaging"]
@@ -216,7 +297,7 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         # A child that dies is reported and restarted: the demo answers again afterwards.
         up.wait_for("demo-runtime", "worker.started")
         children = psutil.Process(up.process.pid).children(recursive=True)
-        runtime = next(c for c in children if "agentworks.runtime" in " ".join(c.cmdline()))
+        runtime = next(c for c in children if c.cmdline()[-2:] == ["agentworks.runtime", "demo"])
         runtime.kill()
         up.wait_for("child.exited", "child=demo-runtime")
         up.wait_for("demo-runtime", "worker.started", times=2)
@@ -237,7 +318,8 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
 
         children = psutil.Process(up.process.pid).children(recursive=True)
         names = {line.split("|", 1)[0].strip() for line in up.lines if "|" in line}
-        assert {"messaging-1", "gateway-1", "demo-runtime"} <= names
+        assert {"messaging-1", "functions-1", "scheduler-1", "gateway-1"} <= names
+        assert {"demo-runtime", "demo-funcs"} <= names
         postmaster = int((home / "pg" / "postmaster.pid").read_text().split()[0])
     finally:
         code = up.stop()

@@ -1,26 +1,36 @@
 """The runtime SDK against a real messaging service: turns, explicit replies, leases.
 
 Covers R1 (runtimes claim turns, keep leases, send as their agent, finish), R2 (the
-SDK and the demo crew), C6 (explicit replies only), C10 (turn queue) and C11 (a lost
-runtime's turn is interrupted and not resent).
+SDK and the demo crew), C6 (explicit replies only), C10 (turn queue), C11 (a lost
+runtime's turn is interrupted and not resent), and S1/S2 (`TurnContext.wake_me` asks an
+in-process scheduler for a wake-up that comes back as a later turn).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
+import signal
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import structlog
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.errors import Unauthenticated, Unavailable
+from agentworks.core.clients import MessagingClient, SchedulerClient
+from agentworks.core.errors import PreconditionFailed, Unauthenticated, Unavailable
 from agentworks.core.identity import Minter
+from agentworks.core.testing import service_env
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker
 from agentworks.runtime.demo import handle_turn as demo_handle_turn
+from agentworks.runtime.demo import reminder_delay
+from agentworks.runtime.serving import run_until_signal
+from agentworks.scheduler.v1 import scheduler_pb2 as s
 
 CREW = "crew:demo"
 AGENT = "agent:demo/demo-bot"
@@ -44,11 +54,33 @@ async def clients(messaging, identity) -> AsyncIterator[dict[str, MessagingClien
         await client.close()
 
 
+@pytest.fixture
+async def scheduler(database_url, internal_key, messaging):
+    """The scheduler service in-process, delivering to `messaging`, ticking every 0.2 s."""
+    from agentworks_scheduler.config import Config
+    from agentworks_scheduler.server import start
+
+    env = service_env(
+        database_url,
+        internal_key,
+        "SCHEDULER",
+        SCHEDULER_MESSAGING_ADDRESS=messaging.address,
+        SCHEDULER_TICK_SECONDS="0.2",
+    )
+    running = await start(Config.from_env(env))
+    yield running
+    await running.stop(0)
+
+
 class Worker:
     """A TurnWorker running as a task, with its finished turns on a queue."""
 
     def __init__(
-        self, address: str, minter: Minter, handler: Callable[[TurnContext], Awaitable[object]]
+        self,
+        address: str,
+        minter: Minter,
+        handler: Callable[[TurnContext], Awaitable[object]],
+        scheduler_address: str | None = None,
     ):
         self.outcomes: asyncio.Queue[TurnOutcome] = asyncio.Queue()
         self.worker = TurnWorker(
@@ -56,6 +88,7 @@ class Worker:
             minter,
             [CREW],
             handler,
+            scheduler_address=scheduler_address,
             wait_seconds=2,
             lease_seconds=LEASE,
             on_finished=self.outcomes.put_nowait,
@@ -78,6 +111,24 @@ class Worker:
 
 async def read_all(client: MessagingClient, inbox_id: str) -> list[m.Message]:
     return list((await client.read(inbox_id, limit=100)).messages)
+
+
+async def read_until(
+    client: MessagingClient, inbox_id: str, count: int, timeout: float = WAIT
+) -> list[str]:
+    """Long-poll the inbox until it holds `count` messages (or fail at the deadline)."""
+    deadline = time.monotonic() + timeout
+    texts: list[str] = []
+    cursor = ""
+    while len(texts) < count:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"only {texts} arrived within {timeout} s"
+        page = await client.read(
+            inbox_id, after=cursor, wait_seconds=max(1, min(25, int(remaining)))
+        )
+        texts += [msg.text for msg in page.messages]
+        cursor = page.next_cursor or cursor
+    return texts
 
 
 async def deliveries(client: MessagingClient, conversation_id: str) -> list[m.Delivery]:
@@ -124,7 +175,7 @@ async def test_worker_replies_explicitly_and_return_value_is_not_forwarded_c6_c1
 async def test_demo_crew_replies_to_messages_and_acknowledges_other_deliveries_r2(
     messaging, clients, identity
 ):
-    """R2/C10: the demo crew answers `demo heard: <text>` and acknowledges a wake-up."""
+    """R2/C10: the demo crew answers `demo heard: <text>` and checks back on a wake-up."""
     worker = Worker(messaging.address, identity(AGENT), demo_handle_turn)
     scheduler = MessagingClient(messaging.address, identity=identity("service:scheduler"))
     try:
@@ -142,7 +193,15 @@ async def test_demo_crew_replies_to_messages_and_acknowledges_other_deliveries_r
         page = await clients["alice"].read(
             receipt.inbox_id, after=page.next_cursor, wait_seconds=WAIT
         )
-        assert [msg.text for msg in page.messages] == ["demo got a wake up: check the build"]
+        assert [msg.text for msg in page.messages] == ["demo checking back: check the build"]
+
+        # Without a scheduler the demo cannot set a reminder, and says so explicitly (C6).
+        await clients["alice"].send("remind me in 5 s", inbox_id=receipt.inbox_id)
+        page = await clients["alice"].read(
+            receipt.inbox_id, after=page.next_cursor, wait_seconds=WAIT
+        )
+        assert len(page.messages) == 1
+        assert page.messages[0].text.startswith("demo heard: remind me in 5 s (but cannot set")
     finally:
         await scheduler.close()
         await worker.stop()
@@ -343,3 +402,130 @@ async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, inte
         await client.close()
         if running is not None:
             await running.stop(0)
+
+
+async def test_wake_me_requests_a_wake_up_that_returns_as_a_later_turn_s1_s2_c10(
+    messaging, scheduler, clients, identity
+):
+    """S1/S2/C10: a handler asks for a wake-up of its own conversation; a later message
+    does not cancel it; the scheduler tick delivers it as a wake_up turn with the note."""
+    requested: list[s.WakeUp] = []
+    woken: list[m.Delivery] = []
+
+    async def handler(ctx: TurnContext) -> None:
+        for delivery in ctx.deliveries:
+            if delivery.kind == m.DELIVERY_KIND_WAKE_UP:
+                woken.append(delivery)
+                await ctx.send_message(f"woke: {delivery.text}")
+            elif delivery.message.text == "ping me later":
+                at = datetime.now(UTC) + timedelta(seconds=1)
+                requested.append(await ctx.wake_me(at=at, note="pong"))
+                await ctx.send_message("will do")
+            else:
+                await ctx.send_message(f"heard: {delivery.message.text}")
+
+    worker = Worker(messaging.address, identity(AGENT), handler, scheduler.address)
+    agent = SchedulerClient(scheduler.address, identity=identity(AGENT))
+    try:
+        receipt = await clients["alice"].send("ping me later", target=CREW)
+        assert await read_until(clients["alice"], receipt.inbox_id, 1) == ["will do"]
+        [wake_up] = requested
+        assert wake_up.conversation_id == receipt.conversation_id
+        assert wake_up.created_by == AGENT and wake_up.product == CREW
+        assert wake_up.status == s.WAKE_UP_STATUS_PENDING
+
+        # S1: a received message does not cancel the wake-up.
+        await clients["alice"].send("something else", inbox_id=receipt.inbox_id)
+        texts = await read_until(clients["alice"], receipt.inbox_id, 3)
+        assert sorted(texts[1:]) == ["heard: something else", "woke: pong"]
+
+        # S2: it fired once, into this conversation, as its own delivery.
+        [delivery] = woken
+        assert delivery.text == "pong"
+        assert delivery.attributes["wake_up_id"] == wake_up.wake_up_id
+        fired = await agent.get_wake_up(wake_up.wake_up_id)
+        assert fired.status == s.WAKE_UP_STATUS_FIRED and fired.delivery_id
+    finally:
+        await agent.close()
+        await worker.stop()
+
+
+async def test_demo_crew_remind_me_checks_back_after_the_wake_up_s1_s2_c6_r2(
+    messaging, scheduler, clients, identity
+):
+    """S1/S2/C6/R2: "remind me in 1 s" -> the demo says it will check back, requests a
+    wake-up, and sends the follow-up when the wake-up is delivered."""
+    worker = Worker(messaging.address, identity(AGENT), demo_handle_turn, scheduler.address)
+    try:
+        text = "remind me in 1 second to stretch"
+        receipt = await clients["alice"].send(text, target=CREW)
+        assert await read_until(clients["alice"], receipt.inbox_id, 2) == [
+            f"demo heard: {text}. I will check back in 1 s.",
+            f"demo checking back: {text}",
+        ]
+        kinds = [d.kind for d in await deliveries(clients["alice"], receipt.conversation_id)]
+        assert kinds == [m.DELIVERY_KIND_MESSAGE, m.DELIVERY_KIND_WAKE_UP]
+    finally:
+        await worker.stop()
+
+
+def test_reminder_delay_is_parsed_from_explicit_messages_only_c6():
+    """C6: only a message that asks ("remind me") gets a wake-up; its delay is bounded."""
+    assert reminder_delay("hello") is None
+    assert reminder_delay("please REMIND ME later") == 30
+    assert reminder_delay("remind me in 10 s") == 10
+    assert reminder_delay("remind me in 2 minutes to stretch") == 120
+    assert reminder_delay("remind me in 1 hour") == 3600
+    assert reminder_delay("remind me in 0 seconds") == 1
+    assert reminder_delay("remind me in 999999 hours") == 24 * 3600
+
+
+async def test_wake_me_needs_a_scheduler_and_exactly_one_time_s1():
+    """S1: wake_me refuses to guess: no scheduler configured, or not exactly one of
+    after_seconds / at (aware), is an error before anything is sent."""
+    log = structlog.get_logger("test")
+    ctx = TurnContext(turn=m.Turn(conversation_id="c"), client=None, log=log)  # type: ignore[arg-type]
+    with pytest.raises(PreconditionFailed, match="AGENTWORKS_SCHEDULER_ADDRESS"):
+        await ctx.wake_me(after_seconds=5)
+    ctx.scheduler = object()  # type: ignore[assignment]  # never reached
+    for bad in ({}, {"after_seconds": 1, "at": datetime.now(UTC)}, {"at": datetime.now()}):
+        with pytest.raises(ValueError):
+            await ctx.wake_me(**bad)
+
+
+class FakeWorker:
+    """A worker that runs until stopped, or fails at once with `error`."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+        self.stopped = asyncio.Event()
+        self.running = asyncio.Event()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    async def run(self) -> None:
+        self.running.set()
+        if self.error is not None:
+            raise self.error
+        await self.stopped.wait()
+
+
+async def test_one_signal_handler_stops_every_worker_in_the_process_r1():
+    """R1: turns and executions served in one process stop together on one SIGTERM
+    (a second handler per worker would replace the first)."""
+    turns, executions = FakeWorker(), FakeWorker()
+    run = asyncio.create_task(run_until_signal(turns, executions))
+    await asyncio.wait_for(asyncio.gather(turns.running.wait(), executions.running.wait()), WAIT)
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert await asyncio.wait_for(run, WAIT) == 0
+    assert turns.stopped.is_set() and executions.stopped.is_set()
+
+
+async def test_a_failing_worker_stops_the_others_and_exits_1_a2(capsys):
+    """A2/R1: one worker refused (bad key) -> the others stop gracefully, exit code 1."""
+    healthy = FakeWorker()
+    broken = FakeWorker(Unauthenticated("identity signature is invalid"))
+    assert await asyncio.wait_for(run_until_signal(healthy, broken), WAIT) == 1
+    assert healthy.stopped.is_set()
+    assert "identity signature is invalid" in capsys.readouterr().err

@@ -3,16 +3,21 @@
 With no `DATABASE_URL` it starts the embedded PostgreSQL (data in `.agentworks/pg`,
 kept across restarts). It keeps an internal key in `.agentworks/internal.key`, starts
 messaging, functions, scheduler and the gateway (`--replicas N` of each, on consecutive
-ports) and the demo runtime as child processes, waits until each answers its health
-check, registers the demo crew, issues a dev token (`.agentworks/dev-token`), writes
-`.agentworks/cli.json` for the CLI, and prints where to start.
+ports) as child processes, waits until each answers its health check, registers the demo
+crew with messaging and functions, declares its functions as the owner (`user:dev`),
+issues a dev token (`.agentworks/dev-token`), writes `.agentworks/cli.json` for the CLI,
+starts the demo runtimes (`demo-runtime` serves turns and asks the scheduler for
+wake-ups; `demo-funcs` serves function calls in `.agentworks/demo-project/.calls/`),
+and prints where to start. The scheduler ticks every `SCHEDULER_TICK_SECONDS` (5 s here
+unless set), so the demo's reminders arrive promptly.
 
 Each child's output is prefixed with its name. A child that dies is reported and
 restarted with backoff. Ctrl-C or SIGTERM stops every child (SIGTERM, a grace period,
 then SIGKILL) and then the embedded PostgreSQL.
 
 `--bootstrap-only` starts nothing: it waits for running services (addresses from the
-environment), registers the demo crew and ensures the dev token. compose.yaml uses it.
+environment), registers the demo crew, declares its functions and ensures the dev token.
+compose.yaml uses it.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentworks.core import errors
-from agentworks.core.clients import MessagingClient
+from agentworks.core.clients import FunctionsClient, MessagingClient
 from agentworks.core.identity import OPERATOR, Minter
 from agentworks.core.logging import configure_logging
 
@@ -50,6 +55,13 @@ DEMO_OWNER = "user:dev"
 DEMO_PRINCIPAL = "agent:demo/demo-bot"
 DEV_PRINCIPAL = "user:dev"
 SUPERVISOR_PRINCIPAL = "service:agentworks-up"
+DEMO_RUNTIME = "demo-runtime"
+DEMO_FUNCTIONS = "demo-funcs"
+# The demo functions' project root, under the state directory: calls run in .calls/<id>/.
+DEMO_PROJECT = "demo-project"
+# Local default tick: reminders of the demo crew arrive within seconds (service default 60).
+LOCAL_TICK_SECONDS = "5"
+REGISTER_SECONDS = 30.0
 NAME_WIDTH = 12
 OUTPUT_LINE_LIMIT = 1 << 20
 RESTART_BACKOFF_MAX = 30.0
@@ -248,7 +260,7 @@ def parse_args(argv: Sequence[str], environ: dict[str, str]) -> Options:
     parser.add_argument(
         "--stop-timeout", type=float, default=15.0, help="grace before SIGKILL (default 15)"
     )
-    parser.add_argument("--no-runtime", action="store_true", help="do not start the demo runtime")
+    parser.add_argument("--no-runtime", action="store_true", help="do not start the demo runtimes")
     parser.add_argument(
         "--bootstrap-only",
         action="store_true",
@@ -276,30 +288,48 @@ def operator_identity(key: str) -> Minter:
     return Minter(SUPERVISOR_PRINCIPAL, key, roles={OPERATOR})
 
 
+async def _retry_unavailable(make: Callable[[], Awaitable[object]], deadline: float) -> None:
+    """Await `make()`, retrying while the service answers UNAVAILABLE until `deadline`."""
+    while True:
+        try:
+            await make()
+            return
+        except errors.Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 async def register_demo_crew(key: str, messaging: str, functions: str | None) -> None:
-    """Register `crew:demo` (owner `user:dev`) with messaging and, once it can, functions."""
-    deadline = time.monotonic() + 30
+    """Register `crew:demo` (owner `user:dev`) with messaging and functions, and declare
+    the demo functions as the owner (`demo_functions.declare_demo_functions`)."""
+    deadline = time.monotonic() + REGISTER_SECONDS
     async with MessagingClient(messaging, identity=operator_identity(key)) as client:
-        while True:
-            try:
-                await client.register_target(DEMO_TARGET, owner=DEMO_OWNER)
-                break
-            except errors.Unavailable:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
+        await _retry_unavailable(
+            lambda: client.register_target(DEMO_TARGET, owner=DEMO_OWNER), deadline
+        )
     log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="messaging")
     if not functions:
         return
-    from agentworks.core import clients
-
-    functions_client = getattr(clients, "FunctionsClient", None)
-    if functions_client is None:
-        log.warning("target.not_registered", registry="functions", reason="no FunctionsClient yet")
-        return
-    async with functions_client(functions, identity=operator_identity(key)) as client:
-        await client.register_target(DEMO_TARGET, owner=DEMO_OWNER)
+    async with FunctionsClient(functions, identity=operator_identity(key)) as client:
+        await _retry_unavailable(
+            lambda: client.register_target(DEMO_TARGET, owner=DEMO_OWNER), deadline
+        )
     log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="functions")
+    try:
+        from agentworks.runtime import demo_functions
+    except ImportError:
+        log.warning("functions.not_declared", reason="agentworks-runtime is not installed")
+        return
+    # Declaring is the owner's right (F1): act as user:dev, minted with the internal key.
+    async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key)) as owner:
+        declared = []
+
+        async def declare() -> None:
+            declared[:] = await demo_functions.declare_demo_functions(owner, DEMO_TARGET)
+
+        await _retry_unavailable(declare, deadline)
+    log.info("functions.declared", target=DEMO_TARGET, functions=",".join(f.name for f in declared))
 
 
 async def ensure_dev_token(home: pathlib.Path, database_url: str, environ: dict[str, str]) -> str:
@@ -394,6 +424,8 @@ class Supervisor:
                         f"{spec.prefix}_SCHEDULER_ADDRESS": scheduler,
                     }
                 )
+                if spec.name == "scheduler":
+                    env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
                 planned.append((child, lambda d, a=address: grpc_health_serving(a, d)))
         if has_main(GATEWAY.package):
@@ -411,15 +443,32 @@ class Supervisor:
             skipped.append(GATEWAY.name)
         return planned, skipped
 
-    def runtime_child(self) -> Child:
-        """The demo runtime process (serves crew:demo)."""
-        env = self._child_env(
+    def runtime_children(self, skipped: Sequence[str] = ()) -> list[Child]:
+        """The demo runtimes: turns of crew:demo, and (with functions) its executions.
+
+        Separate processes, each restarted on its own; both act as agent:demo/demo-bot.
+        """
+        common = {
+            "AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL,
+            "AGENTWORKS_RUNTIME_TARGETS": DEMO_TARGET,
+        }
+        turns_env = self._child_env(
             AGENTWORKS_MESSAGING_ADDRESS=",".join(self.addresses(0)),
-            AGENTWORKS_FUNCTIONS_ADDRESS=",".join(self.addresses(1)),
-            AGENTWORKS_RUNTIME_PRINCIPAL=DEMO_PRINCIPAL,
-            AGENTWORKS_RUNTIME_TARGETS=DEMO_TARGET,
+            **common,
         )
-        return Child("demo-runtime", [sys.executable, "-m", "agentworks.runtime", "demo"], env)
+        if "scheduler" not in skipped:
+            turns_env["AGENTWORKS_SCHEDULER_ADDRESS"] = ",".join(self.addresses(2))
+        runtime = [sys.executable, "-m", "agentworks.runtime"]
+        children = [Child(DEMO_RUNTIME, [*runtime, "demo"], turns_env)]
+        if "functions" not in skipped:
+            functions_env = self._child_env(
+                AGENTWORKS_FUNCTIONS_ADDRESS=",".join(self.addresses(1)), **common
+            )
+            root = str(self.home / DEMO_PROJECT)
+            children.append(
+                Child(DEMO_FUNCTIONS, [*runtime, "functions-demo", "--root", root], functions_env)
+            )
+        return children
 
     # ------------------------------------------------------------------- run
 
@@ -477,7 +526,8 @@ class Supervisor:
         gateway_db = self.environ.get("GATEWAY_DATABASE_URL") or self.database_url
         token = await ensure_dev_token(self.home, gateway_db, self.environ)
         if self.options.runtime:
-            self._launch(self.runtime_child())
+            for child in self.runtime_children(skipped):
+                self._launch(child)
         if token and "gateway" not in skipped:
             self._write_cli_config(token)
         self._banner(token, skipped)
@@ -616,9 +666,15 @@ class Supervisor:
     async def shutdown(self) -> None:
         """Stop the runtime, then the gateway, then the services; SIGKILL stragglers."""
         self._stopping.set()
-        order = ("demo-runtime", "gateway-", "scheduler-", "functions-", "messaging-")
-        for prefix in order:
-            group = [c for c in self.children if c.name.startswith(prefix)]
+        order: list[tuple[str, ...]] = [
+            (DEMO_RUNTIME, DEMO_FUNCTIONS),
+            ("gateway-",),
+            ("scheduler-",),
+            ("functions-",),
+            ("messaging-",),
+        ]
+        for prefixes in order:
+            group = [c for c in self.children if c.name.startswith(prefixes)]
             await self._stop_children(group)
         await self._stop_children(self.children)  # anything not matched above
         for child in self.children:
@@ -686,12 +742,12 @@ class Supervisor:
             lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
         lines += [
             "Try the CLI:",
-            '  agentworks messages send --crew demo "hello"',
-            "  agentworks messages read --inbox <inbox_id from the receipt> --wait 10",
-            "  agentworks --help",
-            "Ctrl-C stops everything.",
-            "",
+            '  agentworks messages send --crew demo "hello"   (or "remind me in 10 s")',
+            "  agentworks messages read --inbox <inbox_id from the receipt> --wait 20",
         ]
+        if "functions" not in skipped:
+            lines.append("  agentworks crews call demo hello -i name=Ada --wait")
+        lines += ["  agentworks --help", "Ctrl-C stops everything.", ""]
         self._out.write("\n".join(lines) + "\n")
         self._out.flush()
 

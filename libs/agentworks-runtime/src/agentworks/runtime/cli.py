@@ -1,10 +1,14 @@
-"""`agentworks-runtime`: run the demo crew or your own turn handler as a runtime process.
+"""`agentworks-runtime`: run the demo crew, your turn handler, or the command runner.
 
-    agentworks-runtime demo                      # serves crew:demo as agent:demo/demo-bot
+    agentworks-runtime demo                      # turns of crew:demo as agent:demo/demo-bot
+    agentworks-runtime functions-demo --root DIR # executions of crew:demo's demo functions
     agentworks-runtime turns mypkg.agent:handle  # serves AGENTWORKS_RUNTIME_TARGETS
+    agentworks-runtime run-commands --commands commands.json --root DIR --target crew:x
 
-Every flag falls back to an environment variable (see `RuntimeConfig`). The first
-SIGTERM/SIGINT finishes the current turn and exits; a second one exits at once.
+Turns and executions are served by separate workers (and, here, separate processes);
+`serving.run_until_signal` runs several workers in one process under one signal
+handler. Every flag falls back to an environment variable (see `RuntimeConfig`). The
+first SIGTERM/SIGINT finishes the work in hand and exits; a second one exits at once.
 """
 
 from __future__ import annotations
@@ -13,21 +17,24 @@ import argparse
 import asyncio
 import importlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
-from agentworks.core import errors
 from agentworks.core.identity import Minter
 from agentworks.core.logging import configure_logging
-from agentworks.runtime import demo
+from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
+from agentworks.runtime.executions import ExecutionHandler, serve_executions
+from agentworks.runtime.serving import run_until_signal
 from agentworks.runtime.turns import TurnHandler, TurnWorker
 
 _FLAG_ENV = {
     "messaging_address": "AGENTWORKS_MESSAGING_ADDRESS",
+    "functions_address": "AGENTWORKS_FUNCTIONS_ADDRESS",
+    "scheduler_address": "AGENTWORKS_SCHEDULER_ADDRESS",
     "principal": "AGENTWORKS_RUNTIME_PRINCIPAL",
     "targets": "AGENTWORKS_RUNTIME_TARGETS",
+    "root": "AGENTWORKS_RUNTIME_ROOT",
 }
 
 
@@ -47,59 +54,85 @@ def load_handler(spec: str) -> TurnHandler:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="agentworks-runtime", description="Run an AgentWorks agent runtime (turns)."
+        prog="agentworks-runtime",
+        description="Run an AgentWorks agent runtime: turns, function executions, commands.",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--messaging-address", help="host:port[,host:port] (env AGENTWORKS_MESSAGING_ADDRESS)"
-    )
     common.add_argument(
         "--principal", help="agent:<crew>/<agent> (env AGENTWORKS_RUNTIME_PRINCIPAL)"
     )
     common.add_argument(
         "--targets", help="comma-separated, e.g. crew:demo (env AGENTWORKS_RUNTIME_TARGETS)"
     )
+    turns_flags = argparse.ArgumentParser(add_help=False)
+    turns_flags.add_argument(
+        "--messaging-address", help="host:port[,host:port] (env AGENTWORKS_MESSAGING_ADDRESS)"
+    )
+    turns_flags.add_argument(
+        "--scheduler-address",
+        help="host:port[,host:port] for wake-ups (env AGENTWORKS_SCHEDULER_ADDRESS)",
+    )
+    exec_flags = argparse.ArgumentParser(add_help=False)
+    exec_flags.add_argument(
+        "--functions-address", help="host:port[,host:port] (env AGENTWORKS_FUNCTIONS_ADDRESS)"
+    )
+    exec_flags.add_argument(
+        "--root",
+        help="project root; calls run in ROOT/.calls/<call_id>/ (env AGENTWORKS_RUNTIME_ROOT, "
+        "default: the working directory)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("demo", parents=[common], help="run the demo crew (crew:demo)")
-    turns = sub.add_parser("turns", parents=[common], help="serve turns with your handler")
+    sub.add_parser(
+        "demo", parents=[common, turns_flags], help="serve the demo crew's turns (crew:demo)"
+    )
+    sub.add_parser(
+        "functions-demo",
+        parents=[common, exec_flags],
+        help="serve the demo crew's function executions (hello, word_count, confirm)",
+    )
+    turns = sub.add_parser(
+        "turns", parents=[common, turns_flags], help="serve turns with your handler"
+    )
     turns.add_argument("handler", help="package.module:function, an async (TurnContext) -> None")
+    commands = sub.add_parser(
+        "run-commands",
+        parents=[common, exec_flags],
+        help="serve executions by running a declared command per call (R2)",
+    )
+    commands.add_argument(
+        "--commands",
+        required=True,
+        metavar="FILE|JSON",
+        help='a JSON file or inline JSON: {"function": ["argv", ...] or "command string"}',
+    )
+    commands.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="crew:x",
+        help="a target to serve (repeatable; default AGENTWORKS_RUNTIME_TARGETS)",
+    )
     return parser
 
 
-async def serve(config: RuntimeConfig, handler: TurnHandler) -> int:
-    """Run a turn worker until SIGTERM/SIGINT; the process exit code."""
-    worker = TurnWorker(
+def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
+    """A TurnWorker for `config` (messaging and scheduler addresses, identity, targets)."""
+    return TurnWorker(
         config.messaging_address,
         Minter(config.principal, config.internal_key),
         config.targets,
         handler,
+        scheduler_address=config.scheduler_address or None,
         wait_seconds=config.wait_seconds,
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency,
         health_file=config.health_file,
     )
-    run = asyncio.create_task(worker.run())
-    signals = 0
 
-    def on_signal() -> None:
-        nonlocal signals
-        signals += 1
-        if signals == 1:
-            worker.stop()
-        else:
-            run.cancel()
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    try:
-        await run
-    except asyncio.CancelledError:
-        return 130
-    except errors.AgentWorksError as exc:
-        print(f"agentworks-runtime: {exc.message}", file=sys.stderr)
-        return 1
-    return 0
+async def serve(config: RuntimeConfig, handler: TurnHandler) -> int:
+    """Run a turn worker until SIGTERM/SIGINT; the process exit code."""
+    return await run_until_signal(turn_worker(config, handler))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,17 +143,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         value = getattr(args, flag, None)
         if value:
             environ[variable] = value
+    if getattr(args, "target", None):
+        environ["AGENTWORKS_RUNTIME_TARGETS"] = ",".join(args.target)
+    executions: ExecutionHandler | dict[str, ExecutionHandler] | None = None
+    handler: TurnHandler | None = None
     try:
         if args.command == "demo":
-            handler: TurnHandler = demo.handle_turn
+            handler = demo.handle_turn
             config = RuntimeConfig.from_env(
                 environ, default_principal=demo.PRINCIPAL, default_targets=demo.TARGETS
             )
+        elif args.command == "functions-demo":
+            executions = demo_functions.HANDLERS
+            config = RuntimeConfig.from_env(
+                environ,
+                default_principal=demo_functions.PRINCIPAL,
+                default_targets=demo_functions.TARGETS,
+            )
+        elif args.command == "run-commands":
+            from agentworks.runtime.runner import CommandRunner, load_commands
+
+            executions = CommandRunner(load_commands(args.commands))
+            config = RuntimeConfig.from_env(environ)
         else:
             handler = load_handler(args.handler)
             config = RuntimeConfig.from_env(environ)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"agentworks-runtime: {exc}", file=sys.stderr)
         return 2
     configure_logging("runtime", level=config.log_level, json=config.log_json)
+    if executions is not None:
+        return asyncio.run(serve_executions(config, executions))
+    assert handler is not None
     return asyncio.run(serve(config, handler))

@@ -29,8 +29,12 @@ class RuntimeConfig:
     internal_key: str
     principal: str
     targets: tuple[str, ...]
-    # Reserved for function executions (R1); unused by turn workers.
+    # Function executions (R1): ExecutionWorker claims from here.
     functions_address: str = ""
+    # Wake-ups (S1): TurnContext.wake_me asks this scheduler; empty disables them.
+    scheduler_address: str = ""
+    # Project root of function executions: calls run in <root>/.calls/<call_id>/ (F4).
+    root: str = "."
     wait_seconds: int = 20
     lease_seconds: int = 30
     concurrency: int = 1
@@ -54,6 +58,8 @@ class RuntimeConfig:
             principal=env.get_str("RUNTIME_PRINCIPAL", default_principal),
             targets=split_targets(env.get_str("RUNTIME_TARGETS")) or default_targets,
             functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
+            scheduler_address=env.get_str("SCHEDULER_ADDRESS", "127.0.0.1:50053"),
+            root=env.get_str("RUNTIME_ROOT", "."),
             wait_seconds=env.get_int("RUNTIME_WAIT_SECONDS", 20),
             lease_seconds=env.get_int("RUNTIME_LEASE_SECONDS", 30),
             concurrency=env.get_int("RUNTIME_CONCURRENCY", 1),

@@ -34,8 +34,6 @@ import contextlib
 import hashlib
 import json
 import pathlib
-import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +48,7 @@ from agentworks.core.clients.functions import FunctionsClient
 from agentworks.core.identity import Minter
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
+from agentworks.runtime.serving import run_until_signal
 from agentworks.runtime.turns import Backoff
 
 log = structlog.get_logger("agentworks.runtime.executions")
@@ -512,47 +511,41 @@ class ExecutionWorker:
                 self.health_file.touch()
 
 
-async def serve_executions(
+def execution_worker(
     config: RuntimeConfig,
     handler: ExecutionHandler | Mapping[str, ExecutionHandler],
     *,
-    root: pathlib.Path | str = ".",
-) -> int:
-    """Run an execution worker until SIGTERM/SIGINT; the process exit code.
+    root: pathlib.Path | str | None = None,
+) -> ExecutionWorker:
+    """An ExecutionWorker for `config` (functions address, identity, targets, leases).
 
-    The first signal finishes the executions in hand and exits; a second exits at once
-    (the service then records the unfinished executions `interrupted`).
+    `root` is the project root the `.calls/<call_id>/` folders go under; default
+    `config.root` (AGENTWORKS_RUNTIME_ROOT, else the working directory).
     """
-    worker = ExecutionWorker(
+    return ExecutionWorker(
         config.functions_address,
         Minter(config.principal, config.internal_key),
         config.targets,
         handler,
-        root=root,
+        root=config.root if root is None else root,
         wait_seconds=config.wait_seconds,
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency,
         health_file=config.health_file,
     )
-    run = asyncio.create_task(worker.run())
-    signals = 0
 
-    def on_signal() -> None:
-        nonlocal signals
-        signals += 1
-        if signals == 1:
-            worker.stop()
-        else:
-            run.cancel()
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    try:
-        await run
-    except asyncio.CancelledError:
-        return 130
-    except errors.AgentWorksError as exc:
-        print(f"agentworks-runtime: {exc}", file=sys.stderr)
-        return 1
-    return 0
+async def serve_executions(
+    config: RuntimeConfig,
+    handler: ExecutionHandler | Mapping[str, ExecutionHandler],
+    *,
+    root: pathlib.Path | str | None = None,
+) -> int:
+    """Run an execution worker until SIGTERM/SIGINT; the process exit code.
+
+    The first signal finishes the executions in hand and exits; a second exits at once
+    (the service then records the unfinished executions `interrupted`). To serve turns
+    in the same process, pass both workers to `serving.run_until_signal` instead: it
+    installs one signal handler that stops every worker.
+    """
+    return await run_until_signal(execution_worker(config, handler, root=root))

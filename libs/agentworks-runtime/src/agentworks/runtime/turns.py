@@ -7,6 +7,12 @@ Replies are explicit (C6): the handler sends messages with `TurnContext.send_mes
 which always goes to the turn's trusted reply address. Whatever the handler returns is
 logged as ignored and never forwarded.
 
+Wake-ups (S1): a worker given a scheduler address lets the handler ask for a durable
+wake-up of its own conversation with `TurnContext.wake_me(after_seconds=... | at=...,
+note=...)`. The scheduler later delivers it into the conversation's turn queue as a
+`wake_up` delivery whose text is the note (S2); `TurnContext.scheduler` also lists,
+cancels and reschedules.
+
 Failure policy:
 
 - A handler that raises is logged and its turn is still completed. The runtime is alive
@@ -28,11 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import pathlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -40,10 +48,11 @@ import structlog
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
-from agentworks.core.clients import MessagingClient, target_ref, target_str
+from agentworks.core.clients import MessagingClient, SchedulerClient, target_ref, target_str
 from agentworks.core.identity import Minter
 from agentworks.core.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.scheduler.v1 import scheduler_pb2 as s
 
 log = structlog.get_logger("agentworks.runtime")
 
@@ -101,6 +110,9 @@ class TurnContext:
     log: Any
     lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
     sent: list[m.SendReceipt] = field(default_factory=list)
+    # Set when the worker has a scheduler address; acts as the runtime's agent identity.
+    scheduler: SchedulerClient | None = None
+    wake_ups: list[s.WakeUp] = field(default_factory=list)
 
     @property
     def turn_id(self) -> str:
@@ -159,6 +171,46 @@ class TurnContext:
             return receipt
         raise AssertionError("unreachable")
 
+    async def wake_me(
+        self,
+        *,
+        after_seconds: float | None = None,
+        at: datetime | None = None,
+        note: str = "",
+    ) -> s.WakeUp:
+        """Ask the scheduler for a durable wake-up of this conversation (S1).
+
+        Give `after_seconds` (rounded up to whole seconds) or `at` (an aware datetime).
+        When due, the scheduler delivers a `wake_up` into this conversation's turn queue
+        with `note` as its text (S2); a later turn gets it. Messages do not cancel it;
+        `self.scheduler.cancel_wake_up(w.wake_up_id)` or `reschedule_wake_up` do.
+
+        Not retried: CreateWakeUp has no idempotency key, so a blind retry after a
+        lost answer could schedule twice. Raises `PreconditionFailed` when the runtime
+        has no scheduler address (AGENTWORKS_SCHEDULER_ADDRESS), and the scheduler's
+        errors (`InvalidArgument` for a bad time or note, `Busy` past 100 pending).
+        """
+        if self.scheduler is None:
+            raise errors.PreconditionFailed(
+                "this runtime has no scheduler: set AGENTWORKS_SCHEDULER_ADDRESS "
+                "(or --scheduler-address) to request wake-ups"
+            )
+        if (after_seconds is None) == (at is None):
+            raise ValueError("wake_me needs exactly one of after_seconds or at")
+        if at is not None and at.tzinfo is None:
+            raise ValueError("wake_me(at=...) needs an aware datetime, e.g. datetime.now(UTC)")
+        delay = None if after_seconds is None else max(0, math.ceil(after_seconds))
+        wake_up = await self.scheduler.create_wake_up(
+            self.conversation_id, at=at, delay_seconds=delay, note=note
+        )
+        self.wake_ups.append(wake_up)
+        self.log.info(
+            "wake_up.requested",
+            wake_up_id=wake_up.wake_up_id,
+            due_at=wake_up.due_at.ToJsonString(),
+        )
+        return wake_up
+
 
 TurnHandler = Callable[[TurnContext], Awaitable[object]]
 
@@ -183,6 +235,8 @@ class TurnWorker:
         targets: the crews/workflows served, e.g. `["crew:demo"]`.
         handler: `async (TurnContext) -> Any`; its return value is ignored (C6).
         client: an existing MessagingClient to use instead of opening a channel.
+        scheduler_address: `host:port[,...]` of the scheduler, for `TurnContext.wake_me`.
+        scheduler: an existing SchedulerClient to use instead (not closed by the worker).
         wait_seconds: ClaimTurn long-poll, 0-25.
         lease_seconds: turn lease, 5-300; renewed every `heartbeat_seconds`.
         heartbeat_seconds: defaults to a third of the lease.
@@ -201,6 +255,8 @@ class TurnWorker:
         handler: TurnHandler,
         *,
         client: MessagingClient | None = None,
+        scheduler_address: str | None = None,
+        scheduler: SchedulerClient | None = None,
         wait_seconds: int = 20,
         lease_seconds: int = 30,
         heartbeat_seconds: float | None = None,
@@ -233,6 +289,9 @@ class TurnWorker:
             )
             client = MessagingClient(channel=self._channel, identity=identity, timeout=10)
         self.client = client
+        # The scheduler client is made in run(): a grpc.aio channel belongs to its loop.
+        self.scheduler = scheduler
+        self._scheduler_address = scheduler_address if scheduler is None else None
         self.wait_seconds = wait_seconds
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat_seconds
@@ -256,8 +315,17 @@ class TurnWorker:
     async def run(self) -> None:
         """Serve turns until `stop()`; raises on configuration errors (bad key, targets)."""
         self.log.info(
-            "worker.started", concurrency=self.concurrency, lease_seconds=self.lease_seconds
+            "worker.started",
+            concurrency=self.concurrency,
+            lease_seconds=self.lease_seconds,
+            wake_ups=bool(self.scheduler or self._scheduler_address),
         )
+        own_scheduler = None
+        if self.scheduler is None and self._scheduler_address:
+            own_scheduler = SchedulerClient(
+                self._scheduler_address, identity=self.identity, timeout=10
+            )
+            self.scheduler = own_scheduler
         try:
             async with asyncio.TaskGroup() as group:
                 for slot in range(self.concurrency):
@@ -266,6 +334,9 @@ class TurnWorker:
             # Every slot fails the same way (bad key, unknown target): report it plainly.
             raise group.exceptions[0] from None
         finally:
+            if own_scheduler is not None:
+                await own_scheduler.close()
+                self.scheduler = None
             if self._channel is not None:
                 await self._channel.close()
             self.log.info("worker.stopped")
@@ -317,7 +388,7 @@ class TurnWorker:
 
     async def _handle(self, turn: m.Turn) -> None:
         bound = self.log.bind(turn_id=turn.turn_id, conversation_id=turn.conversation_id)
-        ctx = TurnContext(turn=turn, client=self.client, log=bound)
+        ctx = TurnContext(turn=turn, client=self.client, log=bound, scheduler=self.scheduler)
         bound.info(
             "turn.started",
             deliveries=len(turn.deliveries),

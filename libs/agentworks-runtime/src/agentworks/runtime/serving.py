@@ -1,0 +1,87 @@
+"""Run one or more workers in a process until SIGTERM/SIGINT, with ONE signal handler.
+
+Every worker (`TurnWorker`, `ExecutionWorker`, or anything with `run()` and `stop()`)
+is stopped by the same handler, so a process serving turns and executions together
+stops both: a worker must not install its own handlers, because `add_signal_handler`
+keeps only the last one per signal and the first worker would never hear SIGTERM.
+
+    await run_until_signal(turn_worker, execution_worker)
+
+- first SIGTERM/SIGINT: `stop()` every worker; each finishes the work in hand;
+- second signal: cancel them all at once (leases expire; the services record the
+  unfinished turns and executions `interrupted`, C11/F12);
+- a worker that fails (bad key, bad target) stops the others gracefully and the
+  process exits 1 with the reason on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable
+from typing import Protocol
+
+from agentworks.core import errors
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Worker(Protocol):
+    """What `run_until_signal` needs of a worker."""
+
+    def stop(self) -> None: ...
+
+    def run(self) -> Awaitable[None]: ...
+
+
+async def run_until_signal(*workers: Worker) -> int:
+    """Run `workers` together until a signal; the process exit code (0, 1 or 130)."""
+    if not workers:
+        raise ValueError("run_until_signal needs at least one worker")
+    tasks = [asyncio.create_task(worker.run()) for worker in workers]
+    signals = 0
+
+    def stop_all() -> None:
+        for worker in workers:
+            worker.stop()
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            stop_all()
+        else:
+            for task in tasks:
+                task.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        pending: set[asyncio.Task[None]] = set(tasks)
+        failure: BaseException | None = None
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.cancelled() or task.exception() is None:
+                    continue
+                if failure is None:
+                    failure = task.exception()
+                    stop_all()  # one worker cannot serve: stop the rest gracefully
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
+    else:
+        if any(task.cancelled() for task in tasks):
+            return 130
+        if failure is not None:
+            message = failure.message if isinstance(failure, errors.AgentWorksError) else failure
+            print(f"agentworks-runtime: {message}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        for sig in SIGNALS:
+            loop.remove_signal_handler(sig)
