@@ -390,6 +390,7 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
     readers["gateway"] = ("GATEWAY", [core, (gateway_src / "config.py").read_text()])
     runtime = (ROOT / "libs/agentworks-runtime/src/agentworks/runtime/config.py").read_text()
     readers["demo-runtime"] = ("AGENTWORKS", [core, runtime])
+    readers["demo-functions"] = ("AGENTWORKS", [core, runtime])
     readers["agentworks-bootstrap"] = ("AGENTWORKS", [core, (gateway_src / "up.py").read_text()])
     for name, workload in _workloads(objects).items():
         prefix, sources = readers[name]
