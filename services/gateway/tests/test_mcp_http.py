@@ -40,7 +40,14 @@ async def test_official_client_round_trip_across_two_replicas_G1_G2_C2_C6_C7(
     async with mcp_client(gateways[0].mcp_url, alice_token, transport=transport, mode=mode) as mcp:
         listed = await mcp.list_tools()
         by_name = {t.name: t for t in listed.tools}
-        assert set(by_name) == {"messages", "ask_crew", "chat"}  # operator tools stay off MCP
+        # Operator and owner tools (targets, tokens, declarations, scheduler) stay off MCP.
+        assert set(by_name) == {
+            "messages",
+            "ask_crew",
+            "chat",
+            "functions",
+            "get_crew_function_call",
+        }
         schema = by_name["messages"].input_schema
         assert schema["properties"]["action"]["enum"] == ["send", "read"]
         assert schema["properties"]["wait_seconds"]["maximum"] == 25

@@ -23,7 +23,13 @@ async def test_stdio_server_proxies_tool_calls_to_the_gateway_with_the_token_G1_
     )
     async with Client(params) as mcp:
         listed = await mcp.list_tools()
-        assert [t.name for t in listed.tools] == ["messages", "ask_crew", "chat"]
+        assert [t.name for t in listed.tools] == [
+            "messages",
+            "ask_crew",
+            "chat",
+            "functions",
+            "get_crew_function_call",
+        ]
 
         sent = await mcp.call_tool("ask_crew", {"crew": "demo", "message": "via stdio"})
         assert not sent.is_error, sent.content

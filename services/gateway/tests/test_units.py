@@ -45,16 +45,25 @@ async def test_ensure_token_is_idempotent_and_refuses_a_revoked_token_A1(databas
 
 
 def test_every_tool_schema_is_valid_json_schema_and_operator_tools_stay_off_mcp_G2():
-    """G2: each tool publishes a 2020-12 schema; targets and tokens are /api only."""
-    assert [t.name for t in tools.mcp_tools()] == ["messages", "ask_crew", "chat"]
+    """G2: each tool publishes a 2020-12 schema; operator and owner tools are /api only."""
+    assert [t.name for t in tools.mcp_tools()] == [
+        "messages",
+        "ask_crew",
+        "chat",
+        "functions",
+        "get_crew_function_call",
+    ]
     for tool in tools.TOOLS.values():
         assert tool.input_schema["type"] == "object"
         assert tool.input_schema["additionalProperties"] is False
         for name, prop in tool.input_schema["properties"].items():
             assert prop.get("description"), f"{tool.name}.{name} has no description"
-    with pytest.raises(NotFound, match="the tools are messages, ask_crew, chat"):
+    with pytest.raises(NotFound, match="the tools are messages, ask_crew, chat, functions, get_"):
         tools.find_tool("tokens", mcp=True)
-    assert tools.find_tool("tokens", mcp=False).name == "tokens"
+    for name in ("tokens", "targets", "declarations", "wake_ups", "schedules", "pauses"):
+        assert tools.find_tool(name, mcp=False).name == name
+        with pytest.raises(NotFound):
+            tools.find_tool(name, mcp=True)
 
 
 def test_argument_errors_list_every_violation_at_once_G2_P6():
@@ -130,3 +139,92 @@ def test_docs_mcp_md_mentions_every_mcp_tool_argument_G2():
         assert f"### `{tool.name}`" in text
         for name in tool.input_schema["properties"]:
             assert f"`{name}`" in text, f"docs/mcp.md does not mention {tool.name}.{name}"
+
+
+def test_call_inputs_parse_as_json_when_they_can_and_as_strings_otherwise_G3_F3():
+    """G3 F3: `-i KEY=VALUE` values are JSON when they parse (numbers, booleans, objects,
+    quoted strings), else the text itself; a pair without '=' is a usage error."""
+    from agentworks_gateway import cli_calls
+
+    assert cli_calls.parse_input("count=3") == ("count", 3)
+    assert cli_calls.parse_input("ratio=0.5") == ("ratio", 0.5)
+    assert cli_calls.parse_input("dry_run=true") == ("dry_run", True)
+    assert cli_calls.parse_input('tags=["a", "b"]') == ("tags", ["a", "b"])
+    assert cli_calls.parse_input('opts={"x": null}') == ("opts", {"x": None})
+    assert cli_calls.parse_input('id="007"') == ("id", "007")
+    assert cli_calls.parse_input("id=007") == ("id", "007")  # not JSON: leading zeros
+    assert cli_calls.parse_input("text=hello world") == ("text", "hello world")
+    assert cli_calls.parse_input("query=a=b") == ("query", "a=b")
+    assert cli_calls.parse_input("empty=") == ("empty", "")
+    with pytest.raises(cli.UsageError, match="write KEY=VALUE"):
+        cli_calls.parse_input("=3")
+    assert cli_calls.parse_variable("region:string:required") == {
+        "name": "region",
+        "type": "string",
+        "required": True,
+    }
+    assert cli_calls.parse_variable("limit:integer=10")["default"] == 10
+    with pytest.raises(cli.UsageError, match="type 'text' is not one of string, integer"):
+        cli_calls.parse_variable("x:text")
+
+
+def test_scheduler_cli_reads_durations_and_local_times_G3_S1():
+    """G3 S1: durations take s/m/h/d; a time without an offset is local time."""
+    from agentworks_gateway import cli_scheduler
+
+    assert [cli_scheduler.duration(v, "--delay") for v in ("90", "90s", "15m", "2h", "1d")] == [
+        90,
+        90,
+        900,
+        7200,
+        86400,
+    ]
+    with pytest.raises(cli.UsageError, match="not a duration"):
+        cli_scheduler.duration("-5m", "--delay")
+    assert cli_scheduler.cli_time("2026-01-31T08:00:00Z", "--at") == "2026-01-31T08:00:00+00:00"
+    assert cli_scheduler.cli_time("2026-01-31T09:00", "--at")[16:] != ""  # an offset was added
+    with pytest.raises(cli.UsageError, match="is not a time"):
+        cli_scheduler.cli_time("tomorrow", "--at")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "fault"),
+    [
+        ("functions", {"action": "status"}, "action 'status' needs call_id"),
+        (
+            "functions",
+            {"action": "call", "function": "f", "crew": "a", "workflow_id": "b"},
+            "action 'call' needs exactly one of crew or workflow_id (got crew, workflow_id)",
+        ),
+        (
+            "functions",
+            {"action": "reply", "call_id": "c", "text": "t", "file": "f", "offset": 1},
+            "action 'reply' does not take file, offset; it takes call_id, text",
+        ),
+        (
+            "get_crew_function_call",
+            {"call_id": "c", "file": "f", "after": 3},
+            "a read (with file) does not take after; it takes call_id, file, offset, limit",
+        ),
+        (
+            "schedules",
+            {"action": "update", "schedule_id": "s", "cron": "@daily", "interval_seconds": 60},
+            "action 'update' takes at most one of cron or interval_seconds (got cron, "
+            "interval_seconds)",
+        ),
+        (
+            "wake_ups",
+            {"action": "reschedule", "wake_up_id": "w"},
+            "action 'reschedule' needs exactly one of at or delay_seconds",
+        ),
+        ("pauses", {"action": "status", "product": "crew:x"}, "does not take product"),
+    ],
+)
+def test_per_action_schemas_word_their_faults_for_people_G2(tool, args, fault):
+    """G2: each action's 2020-12 rule (required, exclusive and foreign arguments) is
+    checked before any service is called, and the refusal says what to change."""
+    with pytest.raises(InvalidArgument) as caught:
+        tools.check_arguments(tools.find_tool(tool, mcp=False), args)
+    assert caught.value.message == f"invalid arguments for {tool}: {fault}" or (
+        fault in caught.value.message
+    )

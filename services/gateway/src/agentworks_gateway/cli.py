@@ -7,6 +7,10 @@ Exit codes (documented in docs/cli.md):
     0 ok · 1 other error · 2 usage or invalid argument · 3 authentication or permission
     4 not found · 5 busy (limit reached) · 6 refused (conflict, failed precondition)
     7 unavailable (gateway or service unreachable, deadline exceeded)
+    8 a waited-for function call ended failed, interrupted or cancelled
+
+The function commands (`crews`, `functions`) live in `cli_calls.py`, the scheduler's
+(`wake-ups`, `schedules`, `pauses`, `webhooks`) in `cli_scheduler.py`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ EXIT_NOT_FOUND = 4
 EXIT_BUSY = 5
 EXIT_REFUSED = 6
 EXIT_UNAVAILABLE = 7
+EXIT_CALL_ENDED = 8
 
 # gRPC status name (as the API reports it) -> exit code.
 EXIT_CODES = {
@@ -60,6 +65,10 @@ EXIT_CODE_DOC = [
     (EXIT_BUSY, "RESOURCE_EXHAUSTED: a limit is reached, retry later"),
     (EXIT_REFUSED, "ALREADY_EXISTS or FAILED_PRECONDITION (e.g. agent messaging is off)"),
     (EXIT_UNAVAILABLE, "the gateway or a service is unreachable (UNAVAILABLE, DEADLINE_EXCEEDED)"),
+    (
+        EXIT_CALL_ENDED,
+        "`call --wait`: the function call ended failed, interrupted or cancelled",
+    ),
 ]
 
 
@@ -134,12 +143,25 @@ def _print_fields(pairs: Iterable[tuple[str, Any]]) -> None:
             value = "-"
         elif isinstance(value, list | tuple):
             value = ", ".join(map(str, value)) or "-"
+        # Continuation lines of a multi-line value stay in the value column.
+        value = str(value).replace("\n", "\n" + " " * (width + 2))
         print(f"{key.ljust(width)}  {value}")
     sys.stdout.flush()
 
 
 def _note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def _print_table(header: Sequence[str], rows: Iterable[Sequence[Any]], empty: str) -> None:
+    """Aligned columns with a header; `empty` goes to stderr when there are no rows."""
+    table = [tuple(header)] + [tuple("-" if c in (None, "") else str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    sys.stdout.flush()
+    if len(table) == 1:
+        _note(empty)
 
 
 def _short_time(value: str | None) -> str:
@@ -155,15 +177,23 @@ def _print_message(message: Mapping[str, Any]) -> None:
 
 
 def _print_target(result: Mapping[str, Any]) -> None:
-    _print_fields(
-        [
-            ("target", result["target"]),
-            ("owner", result["owner"]),
-            ("free_text_ask", result["capabilities"]["free_text_ask"]),
-            ("created_at", result.get("created_at")),
-            ("updated_at", result.get("updated_at")),
-        ]
-    )
+    pairs = [
+        ("target", result["target"]),
+        ("owner", result["owner"]),
+        ("free_text_ask", result["capabilities"]["free_text_ask"]),
+    ]
+    if "running_limit" in result:  # not after `update`, which changes messaging only
+        pairs.append(("running_limit", _running_limit(result)))
+    pairs += [("created_at", result.get("created_at")), ("updated_at", result.get("updated_at"))]
+    _print_fields(pairs)
+
+
+def _running_limit(result: Mapping[str, Any]) -> str:
+    if result.get("effective_running_limit") is None:
+        return "- (not registered with functions: run `agentworks targets register` again)"
+    if not result.get("running_limit"):
+        return f"{result['effective_running_limit']} (the functions service's default)"
+    return str(result["running_limit"])
 
 
 def _print_token(result: Mapping[str, Any]) -> None:
@@ -233,6 +263,8 @@ async def _targets(api: ApiClient, args: argparse.Namespace) -> None:
     call: dict[str, Any] = {"action": args.action, "target": args.target}
     if args.action == "register":
         call["owner"] = args.owner
+    if args.action in ("register", "set_limit") and args.running_limit is not None:
+        call["running_limit"] = args.running_limit
     if args.action in ("register", "update") and args.free_text_ask is not None:
         call["free_text_ask"] = args.free_text_ask
     if args.action == "update" and args.free_text_ask is None:
@@ -259,23 +291,21 @@ async def _tokens(api: ApiClient, args: argparse.Namespace) -> None:
         if args.json:
             _print_json(result)
             return
-        rows = [("ID", "PRINCIPAL", "ROLES", "LABEL", "CREATED", "REVOKED")]
-        for t in result["tokens"]:
-            rows.append(
+        _print_table(
+            ("ID", "PRINCIPAL", "ROLES", "LABEL", "CREATED", "REVOKED"),
+            (
                 (
                     t["token_id"],
                     t["principal"],
-                    ",".join(t["roles"]) or "-",
-                    t["label"] or "-",
+                    ",".join(t["roles"]),
+                    t["label"],
                     _short_time(t["created_at"]),
                     _short_time(t["revoked_at"]),
                 )
-            )
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        if len(rows) == 1:
-            _note("no tokens")
+                for t in result["tokens"]
+            ),
+            "no tokens",
+        )
     else:
         result = await api.call("tokens", {"action": "revoke", "token_id": args.token_id})
         if args.json:
@@ -334,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentworks",
         description="Talk to AgentWorks crews and workflows, and operate the suite.",
         epilog="Exit codes: 0 ok, 1 other error, 2 usage/invalid argument, 3 auth, "
-        "4 not found, 5 busy, 6 refused (conflict/precondition), 7 unavailable.",
+        "4 not found, 5 busy, 6 refused (conflict/precondition), 7 unavailable, 8 a waited-for "
+        "call ended failed/interrupted/cancelled.",
         # A parent of its own: set_defaults below changes the defaults of these actions,
         # and the subcommands' copies must keep theirs (SUPPRESS).
         parents=[_common_options()],
@@ -394,6 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     read.set_defaults(run=_messages_read)
 
+    # crews, functions (the function commands live in cli_calls)
+    from agentworks_gateway import cli_calls, cli_scheduler
+
+    cli_calls.add_commands(commands, common)
+
     # targets
     targets = commands.add_parser("targets", help="register and inspect crews and workflows")
     targets_cmds = targets.add_subparsers(title="actions", metavar="ACTION", required=True)
@@ -407,6 +443,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--owner", required=True, metavar="PRINCIPAL", help="owner, e.g. user:alice"
     )
     _free_text_ask_flags(register)
+    register.add_argument(
+        "--running-limit",
+        type=int,
+        metavar="N",
+        help="function calls that may run at once (1-1000; default: the functions service's "
+        "default); more are refused as busy",
+    )
     register.set_defaults(run=_targets, action="register")
     update = targets_cmds.add_parser(
         "update", parents=[common], help="change a target's capabilities (owner or operator)"
@@ -414,6 +457,20 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
     _free_text_ask_flags(update)
     update.set_defaults(run=_targets, action="update")
+    set_limit = targets_cmds.add_parser(
+        "set-limit",
+        parents=[common],
+        help="change how many function calls of a target may run at once (operator)",
+    )
+    set_limit.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
+    set_limit.add_argument(
+        "--running-limit",
+        type=int,
+        required=True,
+        metavar="N",
+        help="1-1000, or 0 for the functions service's default",
+    )
+    set_limit.set_defaults(run=_targets, action="set_limit")
     get = targets_cmds.add_parser("get", parents=[common], help="show a crew or workflow")
     get.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
     get.set_defaults(run=_targets, action="get")
@@ -443,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     revoke.add_argument("token_id", metavar="ID", help="the token id (tok_...)")
     revoke.set_defaults(run=_tokens, action="revoke")
+
+    # wake-ups, schedules, pauses, webhooks
+    cli_scheduler.add_commands(commands, common)
 
     # mcp
     mcp = commands.add_parser("mcp", help="serve MCP to local clients")
@@ -522,8 +582,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     async with ApiClient(settings.url, settings.token) as api:
-        await args.run(api, args)
-    return EXIT_OK
+        code = await args.run(api, args)
+    return EXIT_OK if code is None else code
 
 
 if __name__ == "__main__":  # pragma: no cover

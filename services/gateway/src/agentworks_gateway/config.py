@@ -11,10 +11,23 @@ DEFAULT_PORT = 8080
 # Hosts and origins the MCP endpoint accepts by default (DNS-rebinding protection).
 LOCAL_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 LOCAL_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+# The scheduler's default webhook body limit (SCHEDULER_WEBHOOK_MAX_BODY_BYTES); it
+# allows at most 1 MiB, because messaging refuses larger payloads.
+DEFAULT_WEBHOOK_MAX_BODY_BYTES = 256 * 1024
+MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
 
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _webhook_limit(value: int) -> int:
+    if not 1 <= value <= MAX_WEBHOOK_BODY_BYTES:
+        raise ValueError(
+            f"GATEWAY_WEBHOOK_MAX_BODY_BYTES must be 1-{MAX_WEBHOOK_BODY_BYTES} (the "
+            f"scheduler's ceiling), got {value}"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,9 @@ class Config:
     allowed_origins: tuple[str, ...]
     identity_ttl_seconds: int
     max_body_bytes: int
+    # Webhook bodies above this get 413 before they are read (keep it equal to the
+    # scheduler's SCHEDULER_WEBHOOK_MAX_BODY_BYTES).
+    webhook_max_body_bytes: int
     # host:port for Prometheus /metrics (P4); empty = off.
     metrics_listen: str
 
@@ -69,5 +85,8 @@ class Config:
             allowed_origins=_split(env.get_str("ALLOWED_ORIGINS")) or LOCAL_ORIGINS,
             identity_ttl_seconds=env.get_int("IDENTITY_TTL_SECONDS", 120),
             max_body_bytes=env.get_int("MAX_BODY_BYTES", 1024 * 1024),
+            webhook_max_body_bytes=_webhook_limit(
+                env.get_int("WEBHOOK_MAX_BODY_BYTES", DEFAULT_WEBHOOK_MAX_BODY_BYTES)
+            ),
             metrics_listen=env.get_str("METRICS_LISTEN"),
         )

@@ -29,11 +29,16 @@ log = structlog.get_logger("agentworks.gateway.mcp")
 IDENTITY_SCOPE_KEY = "agentworks.identity"
 
 INSTRUCTIONS = (
-    "AgentWorks agent messaging. Use `messages` (action send) or `ask_crew` / `chat` to "
-    "message a crew or workflow; the result is a delivery receipt, not an answer. Agents "
-    "reply when they choose to: read replies with `messages` action read, passing the "
-    "receipt's inbox_id, the last next_cursor as `after`, and wait_seconds (up to 25) to "
-    "wait for new ones. Continue a conversation by sending with its inbox_id."
+    "AgentWorks agent messaging and functions. Use `messages` (action send) or `ask_crew` / "
+    "`chat` to message a crew or workflow; the result is a delivery receipt, not an answer. "
+    "Agents reply when they choose to: read replies with `messages` action read, passing "
+    "the receipt's inbox_id, the last next_cursor as `after`, and wait_seconds (up to 25) "
+    "to wait for new ones. Continue a conversation by sending with its inbox_id. To run a "
+    "declared task, use `functions`: action list (crew or workflow_id) shows what you may "
+    "call, action call returns a call_id at once; poll action status with that call_id "
+    "(wait_seconds up to 25) until the status is completed, failed, interrupted or "
+    "cancelled, answer a pending question with action reply, and read produced files with "
+    "action read."
 )
 
 ToolCaller = Callable[[str, dict[str, Any], ServerRequestContext[Any, Any]], Awaitable[dict]]

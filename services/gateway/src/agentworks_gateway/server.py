@@ -1,4 +1,5 @@
-"""The gateway's HTTP surface (G1, G4): `/mcp`, `/api/v1/tools/<tool>`, `/healthz`.
+"""The gateway's HTTP surface (G1, G4): `/mcp`, `/api/v1/tools/<tool>`, `/healthz`, and
+`POST /webhooks/<webhook_id>` (S5).
 
 Translation only: a bearer token becomes an identity, JSON becomes a tool call, and
 `AgentWorksError` becomes a JSON error with the matching HTTP status (or an MCP tool
@@ -138,6 +139,10 @@ def build_app(gateway: Gateway) -> Starlette:
                 return error_response(errors.Internal("internal error: see the gateway's log"))
             return JSONResponse(result)
 
+    async def webhook(request: Request) -> Response:
+        with _request_context(request.scope):
+            return await receive_webhook(gateway, request)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
@@ -147,9 +152,74 @@ def build_app(gateway: Gateway) -> Starlette:
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
+            Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),
             Route("/mcp", McpAuth(manager.handle_request, gateway)),
         ],
         lifespan=lifespan,
+    )
+
+
+# Credentials are not the webhook's business: the HMAC signature is its authentication.
+_NOT_FORWARDED = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The raw body, or _BodyTooLarge as soon as it passes `limit` bytes (never all read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _BodyTooLarge
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _BodyTooLarge
+    return bytes(body)
+
+
+async def receive_webhook(gateway: Gateway, request: Request) -> Response:
+    """`POST /webhooks/<webhook_id>` (G4, S5): no token; the scheduler checks the signature.
+
+    202 `{"delivery_id", "created"}` once the raw body is in the conversation's turn queue;
+    otherwise the scheduler's refusal with its HTTP status (401 bad or stale signature,
+    400 malformed, 404 unknown webhook, 409 replay, 503 unavailable), or 413 for a body
+    above GATEWAY_WEBHOOK_MAX_BODY_BYTES.
+    """
+    webhook_id = request.path_params["webhook_id"]
+    limit = gateway.config.webhook_max_body_bytes
+    try:
+        body = await _bounded_body(request, limit)
+        headers = {k: v for k, v in request.headers.items() if k not in _NOT_FORWARDED}
+        result = await gateway.receive_webhook(webhook_id, headers=headers, body=body)
+    except _BodyTooLarge:
+        log.info("webhook.refused", webhook_id=webhook_id, code="TOO_LARGE", limit=limit)
+        return JSONResponse(
+            error_body(
+                "INVALID_ARGUMENT",
+                f"webhook body is larger than {limit} bytes, the limit: send a smaller event "
+                "(for example a reference to the data); nothing was delivered",
+            ),
+            status_code=413,
+        )
+    except errors.AgentWorksError as exc:
+        code = exc.code.name
+        log.info("webhook.refused", webhook_id=webhook_id, code=code, reason=exc.message)
+        return JSONResponse(error_body(code, exc.message), status_code=HTTP_STATUS.get(code, 500))
+    except Exception:
+        log.exception("webhook.internal_error", webhook_id=webhook_id)
+        return error_response(errors.Internal("internal error: see the gateway's log"))
+    log.info(
+        "webhook.accepted",
+        webhook_id=webhook_id,
+        delivery_id=result.delivery_id,
+        created=result.created,
+        bytes=len(body),
+    )
+    return JSONResponse(
+        {"delivery_id": result.delivery_id, "created": result.created}, status_code=202
     )
 
 

@@ -7,16 +7,17 @@ the rules about its own data, the tokens.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC
 
 import grpc
 import structlog
 
-from agentworks.core.clients import MessagingClient
+from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.core.errors import NotFound, PermissionDenied, Unauthenticated
 from agentworks.core.identity import Identity, Minter, check_principal
 from agentworks.core.rpc import channel_options, channel_target
+from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.config import Config
 from agentworks_gateway.store import TokenStore
 from agentworks_gateway.tokens import (
@@ -31,6 +32,9 @@ from agentworks_gateway.tokens import (
 log = structlog.get_logger("agentworks.gateway")
 
 CREATE_TOKEN_HINT = "create one with `agentworks tokens create` (operator) or `agentworks up`"
+# Who the gateway is when it hands a webhook event to the scheduler (S5): the event's
+# sender has no token, its HMAC signature (checked by the scheduler) is the authentication.
+WEBHOOK_PRINCIPAL = "service:gateway"
 
 
 class Gateway:
@@ -41,13 +45,25 @@ class Gateway:
         self.tokens = tokens
         # One channel per service per process, balanced over its replicas; the
         # typed clients built per request share it.
-        self._messaging_channel = grpc.aio.insecure_channel(
-            channel_target(config.messaging_address), options=channel_options()
+        self._messaging_channel = self._channel(config.messaging_address)
+        self._functions_channel = self._channel(config.functions_address)
+        self._scheduler_channel = self._channel(config.scheduler_address)
+        self._webhook_identity = Minter(
+            WEBHOOK_PRINCIPAL, config.internal_key, ttl_seconds=config.identity_ttl_seconds
         )
+
+    @staticmethod
+    def _channel(addresses: str) -> grpc.aio.Channel:
+        return grpc.aio.insecure_channel(channel_target(addresses), options=channel_options())
 
     async def close(self) -> None:
         """Close the channels to the services."""
-        await self._messaging_channel.close()
+        for channel in (
+            self._messaging_channel,
+            self._functions_channel,
+            self._scheduler_channel,
+        ):
+            await channel.close()
 
     # ------------------------------------------------------------------ identity (A1, A2)
 
@@ -88,6 +104,27 @@ class Gateway:
     def messaging(self, identity: Identity) -> MessagingClient:
         """The messaging service, called as `identity`."""
         return MessagingClient(channel=self._messaging_channel, identity=self.minter(identity))
+
+    def functions(self, identity: Identity) -> FunctionsClient:
+        """The functions service, called as `identity`."""
+        return FunctionsClient(channel=self._functions_channel, identity=self.minter(identity))
+
+    def scheduler(self, identity: Identity) -> SchedulerClient:
+        """The scheduler service, called as `identity`."""
+        return SchedulerClient(channel=self._scheduler_channel, identity=self.minter(identity))
+
+    # ------------------------------------------------------------------- webhooks (S5)
+
+    async def receive_webhook(
+        self, webhook_id: str, *, headers: Mapping[str, str], body: bytes
+    ) -> scheduler_pb2.ReceiveWebhookResponse:
+        """Hand a webhook request (raw body, headers) to the scheduler as the gateway.
+
+        The scheduler checks the signature, the timestamp and replays, and delivers the
+        body byte-for-byte into the webhook's conversation.
+        """
+        client = SchedulerClient(channel=self._scheduler_channel, identity=self._webhook_identity)
+        return await client.receive_webhook(webhook_id, headers=headers, body=body)
 
     # -------------------------------------------------------------------- tokens (A1)
 

@@ -10,21 +10,24 @@ the typed clients; the services own every business rule.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
-from google.protobuf import json_format, timestamp_pb2
-from jsonschema import Draft202012Validator
+from google.protobuf import json_format
 from prometheus_client import Counter, Histogram
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
-from agentworks.core.clients import target_ref, target_str
+from agentworks.core.clients import target_str
 from agentworks.core.identity import Identity
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks_gateway.function_tools import FUNCTION_TOOLS
+from agentworks_gateway.scheduler_tools import SCHEDULER_TOOLS
+from agentworks_gateway.toolkit import Args, Handler, Tool, check_target, describe_faults
+from agentworks_gateway.toolkit import timestamp as _timestamp
+
+__all__ = ["TOOLS", "Args", "Handler", "Tool", "call_tool", "check_arguments", "find_tool"]
 
 log = structlog.get_logger("agentworks.gateway.tools")
 
@@ -40,34 +43,8 @@ TOOL_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 
-Args = dict[str, Any]
-Handler = Callable[[Any, Identity, Args], Awaitable[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One tool: what it is called, what it takes, and what runs it."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    handler: Handler
-    # Listed and callable over MCP; operator tools are served on /api only.
-    mcp: bool = True
-
-    @property
-    def validator(self) -> Draft202012Validator:
-        """The compiled JSON Schema validator of the arguments."""
-        return _VALIDATORS[self.name]
-
 
 # ------------------------------------------------------------------------ translation
-
-
-def _timestamp(ts: timestamp_pb2.Timestamp) -> str | None:
-    if not ts.seconds and not ts.nanos:
-        return None
-    return ts.ToDatetime(tzinfo=UTC).isoformat()
 
 
 def receipt_dict(receipt: m.SendReceipt) -> dict[str, Any]:
@@ -130,14 +107,6 @@ def target_dict(target: m.Target) -> dict[str, Any]:
         "created_at": _timestamp(target.created_at),
         "updated_at": _timestamp(target.updated_at),
     }
-
-
-def _target(value: str) -> str:
-    try:
-        target_ref(value)
-    except ValueError as exc:
-        raise errors.InvalidArgument(str(exc)) from None
-    return value
 
 
 # --------------------------------------------------------------------------- checks
@@ -224,25 +193,79 @@ async def chat(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
     return await _send(gateway, identity, "chat", args, ("workflow", "inbox_id"))
 
 
+async def _functions_registration(gateway: Any, identity: Identity, target: str) -> Any:
+    """The target's registration with the functions service, or None if it has none."""
+    try:
+        return await gateway.functions(identity).get_target(target)
+    except errors.NotFound:
+        return None
+
+
+def _with_limits(result: dict[str, Any], registration: Any) -> dict[str, Any]:
+    """A target's JSON with the functions service's running limit (F5) added."""
+    result["running_limit"] = registration.running_limit if registration else None
+    result["effective_running_limit"] = (
+        registration.effective_running_limit if registration else None
+    )
+    return result
+
+
+async def _register_functions(
+    gateway: Any, identity: Identity, target: str, owner: str, running_limit: int
+) -> Any:
+    try:
+        return await gateway.functions(identity).register_target(
+            target, owner=owner, running_limit=running_limit
+        )
+    except errors.AgentWorksError as exc:
+        # Messaging has it already; registering again replaces both, so a retry is safe.
+        raise type(exc)(
+            f"{target} is registered for messaging but not with the functions service: "
+            f"{exc.message}; run the same `targets register` again once that is fixed"
+        ) from None
+
+
 async def targets(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
-    """`targets`: register, update or get a crew or workflow (C1)."""
+    """`targets`: register, update, set_limit or get a crew or workflow (C1, F5).
+
+    Each service keeps its own copy of a target: register writes the owner and
+    free_text_ask to messaging, then the owner and running limit to functions.
+    """
     action = args["action"]
-    target = _target(args.get("target", ""))
+    target = check_target(args.get("target", ""))
     client = gateway.messaging(identity)
     if action == "register":
-        _check_fields("targets", action, args, ("target", "owner", "free_text_ask"))
+        _check_fields(
+            "targets", action, args, ("target", "owner", "free_text_ask", "running_limit")
+        )
         _require("targets", action, args, "owner")
         result = await client.register_target(
             target, owner=args["owner"], free_text_ask=args.get("free_text_ask")
         )
-    elif action == "update":
+        registration = await _register_functions(
+            gateway, identity, target, args["owner"], args.get("running_limit", 0)
+        )
+        return _with_limits(target_dict(result), registration)
+    if action == "update":
         _check_fields("targets", action, args, ("target", "free_text_ask"))
         _require("targets", action, args, "free_text_ask")
-        result = await client.update_target(target, free_text_ask=args["free_text_ask"])
-    else:
-        _check_fields("targets", action, args, ("target",))
+        # Messaging's setting only: a functions outage must not hide that it changed.
+        return target_dict(await client.update_target(target, free_text_ask=args["free_text_ask"]))
+    if action == "set_limit":
+        _check_fields("targets", action, args, ("target", "running_limit"))
+        _require("targets", action, args, "running_limit")
         result = await client.get_target(target)
-    return target_dict(result)
+        current = await _functions_registration(gateway, identity, target)
+        registration = await gateway.functions(identity).register_target(
+            target,
+            owner=current.owner if current else result.owner,
+            running_limit=args["running_limit"],
+        )
+        return _with_limits(target_dict(result), registration)
+    _check_fields("targets", action, args, ("target",))
+    result = await client.get_target(target)
+    registration = await _functions_registration(gateway, identity, target)
+    return _with_limits(target_dict(result), registration)
 
 
 async def tokens(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
@@ -376,9 +399,10 @@ TARGETS_SCHEMA: dict[str, Any] = {
     "properties": {
         "action": {
             "type": "string",
-            "enum": ["register", "update", "get"],
+            "enum": ["register", "update", "set_limit", "get"],
             "description": "register (operator): create or replace a crew or workflow with its "
-            "owner. update (owner or operator): change its capabilities. get: show it.",
+            "owner, for messaging and for functions. update (owner or operator): change its "
+            "capabilities. set_limit (operator): change its running limit. get: show it.",
         },
         "target": {
             "type": "string",
@@ -393,6 +417,14 @@ TARGETS_SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": "register, update: the 'Agent messaging' setting; on unless false. "
             "When false, programmatic messages to the target are refused.",
+        },
+        "running_limit": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1000,
+            "description": "register, set_limit (required there): how many function calls may "
+            "run at once; 0 = the functions service's default. At the limit a new call is "
+            "refused as busy.",
         },
     },
     "required": ["action", "target"],
@@ -463,7 +495,8 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "targets",
-            "Register, update or get a crew or workflow (operator tool, HTTP API only).",
+            "Register, update, set the running limit of, or get a crew or workflow (operator "
+            "tool, HTTP API only).",
             TARGETS_SCHEMA,
             targets,
             mcp=False,
@@ -475,12 +508,12 @@ TOOLS: dict[str, Tool] = {
             tokens,
             mcp=False,
         ),
+        *FUNCTION_TOOLS,
+        *SCHEDULER_TOOLS,
     )
 }
-
-_VALIDATORS = {name: Draft202012Validator(t.input_schema) for name, t in TOOLS.items()}
-for _validator in _VALIDATORS.values():
-    Draft202012Validator.check_schema(_validator.schema)
+for _tool in TOOLS.values():
+    _ = _tool.validator  # compile (and check) every schema at import
 
 
 def mcp_tools() -> list[Tool]:
@@ -503,13 +536,7 @@ def check_arguments(tool: Tool, args: Any) -> Args:
         raise errors.InvalidArgument(
             f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}"
         )
-    faults = []
-    for error in sorted(tool.validator.iter_errors(args), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path)
-        message = error.message
-        if error.validator == "pattern" and "description" in error.schema:
-            message = f"{error.instance!r} is not valid: expected {error.schema['description']}"
-        faults.append(f"{where}: {message}" if where else message)
+    faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
     if faults:
         raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
     return args

@@ -1,0 +1,209 @@
+"""What every tool module shares: the `Tool` record, JSON translation and schema builders.
+
+`tools.py` holds the registry; `function_tools.py` and `scheduler_tools.py` define the
+tools of those services with the helpers here, so the three read alike.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, timestamp_pb2
+from jsonschema import Draft202012Validator
+
+from agentworks.core import errors
+from agentworks.core.clients import target_ref
+from agentworks.core.identity import Identity
+
+Args = dict[str, Any]
+Handler = Callable[[Any, Identity, Args], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what it is called, what it takes, and what runs it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    # Listed and callable over MCP; operator tools are served on /api only.
+    mcp: bool = True
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        """The compiled JSON Schema validator of the arguments."""
+        Draft202012Validator.check_schema(self.input_schema)
+        return Draft202012Validator(self.input_schema)
+
+
+# ------------------------------------------------------------------------ translation
+
+
+def timestamp(ts: timestamp_pb2.Timestamp) -> str | None:
+    """A protobuf timestamp as RFC 3339 (UTC), or None when unset."""
+    if not ts.seconds and not ts.nanos:
+        return None
+    return ts.ToDatetime(tzinfo=UTC).isoformat()
+
+
+def plain(value: Any) -> Any:
+    """JSON from protobuf Struct/Value: whole numbers back to integers (Struct keeps floats)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def struct_json(message: Any) -> Any:
+    """A Struct or Value message as plain JSON."""
+    return plain(json_format.MessageToDict(message))
+
+
+def parse_time(value: str, field: str) -> datetime:
+    """An RFC 3339 / ISO 8601 time with an offset (`Z` works), else InvalidArgument."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise errors.InvalidArgument(
+            f"{field} {value!r} is not a time: use ISO 8601 with an offset, "
+            "e.g. 2026-01-31T09:00:00Z or 2026-01-31T10:00:00+01:00"
+        ) from None
+    if parsed.tzinfo is None:
+        raise errors.InvalidArgument(
+            f"{field} {value!r} has no time zone: add an offset, e.g. {value}Z for UTC"
+        )
+    return parsed
+
+
+def check_target(value: str) -> str:
+    """`crew:<name>` or `workflow:<id>`, else InvalidArgument."""
+    try:
+        target_ref(value)
+    except ValueError as exc:
+        raise errors.InvalidArgument(str(exc)) from None
+    return value
+
+
+# -------------------------------------------------------------------------- schemas
+
+
+def action_rule(
+    action: str,
+    fields: Iterable[str],
+    *,
+    required: Iterable[str] = (),
+    one_of: Iterable[str] = (),
+    one_of_required: bool = True,
+) -> dict[str, Any]:
+    """A 2020-12 `if`/`then` rule: what one action takes and needs.
+
+    `fields` are the arguments the action takes besides `action`; `required` must be
+    given; of `one_of` exactly one must be given (at most one when not
+    `one_of_required`). Faults are worded by `describe_faults`.
+    """
+    fields = list(fields)
+    then: dict[str, Any] = {"propertyNames": {"enum": ["action", *fields]}}
+    if required:
+        then["required"] = list(required)
+    choice = list(one_of)
+    if choice:
+        alternatives = [{"required": [name]} for name in choice]
+        if one_of_required:
+            then["oneOf"] = alternatives
+        else:
+            then["not"] = {"anyOf": _pairs(choice)}
+    return {
+        "if": {"properties": {"action": {"const": action}}, "required": ["action"]},
+        "then": then,
+    }
+
+
+def _pairs(names: list[str]) -> list[dict[str, Any]]:
+    return [{"required": [a, b]} for i, a in enumerate(names) for b in names[i + 1 :]]
+
+
+def _rule_context(schema: Mapping[str, Any], path: list[Any]) -> str:
+    """`action 'status'` for a fault inside an action rule, `with file` for a dependency."""
+    if "then" in path:
+        rule = path_value(schema, path[: path.index("then")])
+        return f"action {rule['if']['properties']['action']['const']!r}"
+    if "dependentSchemas" in path:
+        return f"a read (with {path[path.index('dependentSchemas') + 1]})"
+    return "this tool"
+
+
+def _or(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def describe_faults(
+    schema: Mapping[str, Any], found: Iterable[Any], args: Mapping[str, Any]
+) -> list[str]:
+    """Every argument fault, worded for a person; arguments an action does not take are
+    named together (`action 'status' does not take crew, text; it takes ...`)."""
+    faults: list[str] = []
+    # context -> (index of its fault, arguments it does not take, arguments it takes)
+    foreign: dict[str, tuple[int, list[str], list[str]]] = {}
+    for error in sorted(found, key=lambda e: list(e.path)):
+        path = list(error.absolute_schema_path)
+        if "propertyNames" not in path:
+            faults.append(describe_fault(schema, error, args))
+        elif error.instance in schema.get("properties", {}):  # additionalProperties names the rest
+            context = _rule_context(schema, path)
+            if context not in foreign:
+                allowed = [n for n in path_value(schema, path) if n != "action"]
+                foreign[context] = (len(faults), [], allowed)
+                faults.append("")
+            foreign[context][1].append(str(error.instance))
+    for context, (index, names, allowed) in foreign.items():
+        faults[index] = (
+            f"{context} does not take {', '.join(names)}; "
+            f"it takes {', '.join(allowed) or 'nothing else'}"
+        )
+    return faults
+
+
+def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any]) -> str:
+    """One argument fault, worded for a person; `where: message` for property faults."""
+    path = list(error.absolute_schema_path)
+    where = ".".join(str(p) for p in error.path)
+    message = error.message
+    if error.validator == "required" and ("then" in path or "dependentSchemas" in path):
+        missing = [n for n in error.validator_value if n not in args]
+        return f"{_rule_context(schema, path)} needs {', '.join(missing)}"
+    if error.validator == "oneOf" and "then" in path:
+        names = [alt["required"][0] for alt in error.validator_value]
+        given = [n for n in names if n in args]
+        got = f" (got {', '.join(given)})" if given else ""
+        return f"{_rule_context(schema, path)} needs exactly one of {_or(names)}{got}"
+    if error.validator == "not" and "then" in path:
+        names = sorted({n for alt in error.validator_value["anyOf"] for n in alt["required"]})
+        given = [n for n in names if n in args]
+        return (
+            f"{_rule_context(schema, path)} takes at most one of {_or(names)} "
+            f"(got {', '.join(given)})"
+        )
+    if error.validator == "dependentRequired":
+        for name, deps in error.validator_value.items():
+            missing = [d for d in deps if d not in args]
+            if name in args and missing:
+                return f"{name} needs {', '.join(missing)} too"
+    if error.validator == "pattern" and "description" in error.schema:
+        message = f"{error.instance!r} is not valid: expected {error.schema['description']}"
+    return f"{where}: {message}" if where else message
+
+
+def path_value(schema: Mapping[str, Any], path: list[Any]) -> Any:
+    """The schema node at an absolute schema path."""
+    node: Any = schema
+    for step in path:
+        node = node[step]
+    return node
