@@ -329,12 +329,16 @@ async def start(config: Config) -> RunningGateway:
 def main() -> None:
     """Run the gateway until SIGTERM/SIGINT, then drain and stop."""
     from agentworks.core.logging import configure_logging
+    from agentworks.core.tracing import configure_tracing, trace_database
 
     config = Config.from_env()
     configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)
+    tracing = configure_tracing("gateway")
 
     async def run() -> None:
         running = await start(config)
+        if tracing:
+            trace_database(running.database.engine)
         print(f"gateway listening on {running.address} (MCP: {running.mcp_url})", flush=True)
         await wait_for_signal()
         log.info("service.draining", service="gateway", grace=config.service.drain_seconds)

@@ -15,6 +15,7 @@ from agentworks.core.db import Database, migrate
 from agentworks.core.logging import configure_logging
 from agentworks.core.metrics import serve_metrics, watch_database
 from agentworks.core.rpc import GrpcServer
+from agentworks.core.tracing import configure_tracing, trace_database
 
 log = structlog.get_logger("agentworks.service")
 
@@ -77,8 +78,12 @@ def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> 
     """Run a service until SIGTERM/SIGINT, then drain and stop."""
     configure_logging(config.name, level=config.log_level, json=config.log_json)
 
+    tracing = configure_tracing(config.name)
+
     async def run() -> None:
         running = await start()
+        if tracing:
+            trace_database(running.database.engine)
         watch_database(config.name, running.database)
         metrics_port = serve_metrics(config.metrics_listen)
         log.info("service.ready", address=running.address, metrics_port=metrics_port or None)
