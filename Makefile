@@ -11,8 +11,14 @@ STUBS := libs/agentworks-core/src
 PROTOS := $(shell find proto -name '*.proto' | sort)
 PYTEST_ARGS ?=
 REPLICAS ?= 1
+SOAK_SECONDS ?= 300
+RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_processes.py \
+    tests/test_reliability_database.py tests/test_reliability_concurrency.py \
+    tests/test_reliability_shutdown.py tests/test_access_matrix.py tests/test_fuzz.py \
+    services/messaging/tests/test_bad_input.py services/functions/tests/test_bad_input.py \
+    services/scheduler/tests/test_bad_input.py
 
-.PHONY: help venv lock proto check-proto lint format test run bench up down clean docs
+.PHONY: help venv lock proto check-proto lint format test run bench reliability soak up down clean docs
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -64,6 +70,12 @@ run: $(BIN)/.installed ## Start the whole suite on the embedded PostgreSQL (REPL
 
 bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md
 	$(BIN)/python -m bench
+
+reliability: $(BIN)/.installed ## Run the fault, access, fuzz and bad-input tests; write docs/reliability.md
+	AGENTWORKS_WRITE_RELIABILITY=1 $(BIN)/pytest $(RELIABILITY_TESTS) $(PYTEST_ARGS)
+
+soak: $(BIN)/.installed ## Kill services and runtimes under load for SOAK_SECONDS (default 300)
+	AGENTWORKS_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest tests/test_reliability_processes.py -s $(PYTEST_ARGS)
 
 up: ## docker compose up (needs a Docker engine)
 	docker compose up --build -d

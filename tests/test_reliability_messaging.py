@@ -35,6 +35,12 @@ async def send_until_acknowledged(
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.reliability(
+    scenario="Process fault: messaging killed under sends (C4, C5, P3)",
+    action="SIGKILL messaging twice under 6 steady senders retrying with submission_ids; "
+    "restart each time",
+    check="every acknowledged message stored exactly once, no message without a receipt",
+)
 async def test_kill_9_during_sends_loses_and_duplicates_nothing_C4_C5_P3(
     database_url, service_process, identity
 ):
@@ -81,6 +87,12 @@ async def test_kill_9_during_sends_loses_and_duplicates_nothing_C4_C5_P3(
     assert total_messages == len(acknowledged)
 
 
+@pytest.mark.reliability(
+    scenario="PostgreSQL outage: messaging (P3, P4)",
+    action="stop PostgreSQL while a Read long-poll waits; send during the outage; start it",
+    check="send and the long-poll end UNAVAILABLE in < 15 s; the same process serves again "
+    "on its own; the message acknowledged before is kept and not duplicated",
+)
 async def test_database_outage_answers_unavailable_and_recovers_P3_P4(
     fault_postgres, start_messaging, identity
 ):
@@ -120,6 +132,12 @@ async def test_database_outage_answers_unavailable_and_recovers_P3_P4(
         assert again == before  # acknowledged before the outage, still there, not duplicated
 
 
+@pytest.mark.reliability(
+    scenario="Graceful shutdown of messaging (P4, C10)",
+    action="SIGTERM while a Read long-poll waits and a runtime holds a turn; restart",
+    check="the read returns an empty page (not an error), exit code 0 in < 10 s; the turn's "
+    "lease survives the restart and the turn completes",
+)
 async def test_sigterm_drains_long_polls_and_keeps_leases_P4_C10(
     database_url, service_process, identity
 ):

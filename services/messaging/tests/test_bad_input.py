@@ -191,3 +191,15 @@ async def test_bad_input_is_refused_clearly_and_stores_nothing_P6(
     assert err.value.code().name == code, err.value.details()
     assert words in err.value.details()
     assert snapshot(database_url) == before
+
+
+# Row for docs/reliability.md (see tests/conftest.py).
+RELIABILITY = {
+    "test": "test_bad_input_is_refused_clearly_and_stores_nothing_P6",
+    "scenario": "Bad input, messaging service (P6, C7)",
+    "action": f"{len(CASES)} cases over every RPC: missing destinations and fields, empty "
+    "and oversized text, bad target kinds and names, malformed and out-of-range cursors, "
+    "limits, waits and leases, unknown ids, oversized payloads and keys",
+    "check": "the expected status code with a message naming the field; row counts of "
+    "every messaging table unchanged",
+}

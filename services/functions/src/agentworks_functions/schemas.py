@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import referencing.jsonschema
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema_specifications import REGISTRY as METASCHEMAS
+from referencing.exceptions import Unresolvable
 
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import PRINCIPAL_RE
@@ -27,12 +31,81 @@ CALLER_PATTERN_RE = re.compile(rf"^(?:\*|(?:user|agent|workflow|service):\*|agen
 # ------------------------------------------------------------------------------- schemas
 
 
+def json_problems(value: Any, path: str) -> list[str]:
+    """What in a JSON value PostgreSQL cannot store (jsonb): NUL characters, NaN/Infinity."""
+    found: list[str] = []
+    if isinstance(value, str):
+        if "\x00" in value:
+            found.append(f"{path}: contains a NUL character (\\u0000), which cannot be stored")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            found.append(f"{path}: {value} is not a finite number")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                found.append(f"{path}: the key {key!r} contains a NUL character (\\u0000)")
+            found += json_problems(item, _path(path, [key]))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += json_problems(item, _path(path, [index]))
+    return found
+
+
+def check_storable(value: Any, field: str) -> None:
+    """Refuse JSON that cannot be stored, naming where (instead of a database error)."""
+    problems = json_problems(value, field)
+    if problems:
+        raise InvalidArgument(
+            describe_violations(
+                f"{field} cannot be stored",
+                problems,
+                "Remove NUL characters and use finite numbers.",
+            )
+        )
+
+
+def _references(resource: Any, resolver: Any) -> Iterable[tuple[Any, str]]:
+    """Every $ref / $dynamicRef of a schema, with the resolver of its scope."""
+    contents = resource.contents
+    if isinstance(contents, dict):
+        for keyword in ("$ref", "$dynamicRef"):
+            if isinstance(contents.get(keyword), str):
+                yield resolver, contents[keyword]
+    for sub in resource.subresources():
+        yield from _references(sub, resolver.in_subresource(sub))
+
+
+def _check_references(schema: dict[str, Any], field: str) -> None:
+    """Every reference must resolve inside the schema (or to a metaschema): remote
+    schemas are never fetched, so a URL cannot make the service read other hosts."""
+    resource = referencing.jsonschema.DRAFT202012.create_resource(schema)
+    root = resource.id() or "urn:agentworks:declared-schema"
+    resolver = METASCHEMAS.with_resource(root, resource).resolver(base_uri=root)
+    for scope, ref in _references(resource, resolver):
+        try:
+            scope.lookup(ref)
+        except Unresolvable:
+            raise InvalidArgument(
+                f"{field} has a $ref that cannot be resolved: {ref!r}; use references inside "
+                "the schema (such as #/$defs/name) — remote schemas are never fetched"
+            ) from None
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    # An explicit registry: jsonschema's default one fetches unknown $ref URLs over the
+    # network (and file://), which would let a declaration make the service read them.
+    return Draft202012Validator(schema, registry=METASCHEMAS, format_checker=FormatChecker())
+
+
 def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, Any]:
     """Check a declared schema against the 2020-12 metaschema (F1)."""
     if not isinstance(schema, dict):
         raise InvalidArgument(f"{field} must be a JSON object (a JSON Schema 2020-12 document)")
+    check_storable(schema, field)
     declared = schema.get("$schema")
-    if declared is not None and declared.rstrip("#") != DRAFT_2020_12:
+    if declared is not None and (
+        not isinstance(declared, str) or declared.rstrip("#") != DRAFT_2020_12
+    ):
         raise InvalidArgument(
             f"{field} declares $schema {declared!r}; only JSON Schema 2020-12 "
             f"({DRAFT_2020_12}) is supported — remove $schema or use that URI"
@@ -48,6 +121,7 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
         raise InvalidArgument(
             f'{field} must describe an object ("type": "object"): inputs are named fields'
         )
+    _check_references(schema, field)
     return schema
 
 
@@ -91,9 +165,12 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
     Missing, unknown and mistyped fields get their own wording; anything else keeps the
     validator's message. Ordered by path so the list reads top to bottom.
     """
-    validator = Draft202012Validator(schema, format_checker=FormatChecker())
     found: list[tuple[str, str]] = []
-    for error in validator.iter_errors(instance):
+    try:
+        errors = list(_validator(schema).iter_errors(instance))
+    except Unresolvable as exc:  # declared before references were checked
+        return [f"{prefix}: the schema has a $ref that cannot be resolved ({exc})"]
+    for error in errors:
         path = _path(prefix, error.absolute_path)
         if error.validator == "required":
             missing = re.match(r"^'(.+)' is a required property$", error.message)
@@ -215,6 +292,8 @@ def check_workflow_binding(
             raise InvalidArgument(
                 f"{where}.default is {_json_type(var.default)}, but the variable is {var.type}"
             )
+        if var.has_default:
+            check_storable(var.default, f"{where}.default")
         declared = (
             properties.get(var.name, {}).get("type") if isinstance(properties, dict) else None
         )

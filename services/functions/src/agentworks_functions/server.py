@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -71,8 +72,35 @@ def plain(value: Any) -> Any:
     return value
 
 
-def struct_in(message: struct_pb2.Struct) -> dict[str, Any]:
-    return plain(json_format.MessageToDict(message))
+def _non_finite(message: Any, path: str) -> str:
+    """The path of the first NaN/Infinity in a Struct, ListValue or Value."""
+    if isinstance(message, struct_pb2.Struct):
+        items: Any = ((f"{path}.{k}", v) for k, v in message.fields.items())
+    elif isinstance(message, struct_pb2.ListValue):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(message.values))
+    else:
+        kind = message.WhichOneof("kind")
+        if kind == "number_value":
+            return path if not math.isfinite(message.number_value) else ""
+        if kind in ("struct_value", "list_value"):
+            return _non_finite(getattr(message, kind), path)
+        return ""
+    return next((found for p, v in items if (found := _non_finite(v, p))), "")
+
+
+def json_in(message: struct_pb2.Struct | struct_pb2.Value, field: str) -> Any:
+    """A Struct/Value from a request as plain JSON; NaN and Infinity are not JSON."""
+    try:
+        return plain(json_format.MessageToDict(message))
+    except (ValueError, json_format.Error):
+        where = _non_finite(message, field) or field
+        raise InvalidArgument(
+            f"{where}: not a finite number (NaN or Infinity); JSON numbers are finite"
+        ) from None
+
+
+def struct_in(message: struct_pb2.Struct, field: str) -> dict[str, Any]:
+    return json_in(message, field)
 
 
 def struct_out(value: dict[str, Any] | None) -> struct_pb2.Struct | None:
@@ -119,7 +147,7 @@ def binding_in(binding: pb.WorkflowBinding) -> WorkflowBinding:
                 type=v.type,
                 required=v.required,
                 has_default=v.HasField("default_value"),
-                default=plain(json_format.MessageToDict(v.default_value))
+                default=json_in(v.default_value, f"workflow.variables[{v.name!r}].default")
                 if v.HasField("default_value")
                 else None,
             )
@@ -142,8 +170,12 @@ def function_in(fn: pb.Function) -> FunctionSpec:
         target=target_key(fn.target, "function.target"),
         name=fn.name,
         description=fn.description,
-        input_schema=struct_in(fn.input_schema) if fn.HasField("input_schema") else None,  # type: ignore[arg-type]
-        output_schema=struct_in(fn.output_schema) if fn.HasField("output_schema") else None,
+        input_schema=struct_in(fn.input_schema, "input_schema")  # type: ignore[arg-type]
+        if fn.HasField("input_schema")
+        else None,
+        output_schema=struct_in(fn.output_schema, "output_schema")
+        if fn.HasField("output_schema")
+        else None,
         allowed_callers=tuple(fn.allowed_callers),
         starts_work=fn.starts_work,
         workflow=binding_in(fn.workflow) if fn.HasField("workflow") else None,
@@ -305,7 +337,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             caller(),
             target=target_key(request.target),
             function=request.function,
-            inputs=struct_in(request.inputs),
+            inputs=struct_in(request.inputs, "inputs"),
             submission_id=request.submission_id,
             notify_conversation_id=request.notify_conversation_id,
             source=source,

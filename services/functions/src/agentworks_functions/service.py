@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import dataclasses
 import hashlib
 import json
 import mimetypes
@@ -46,6 +47,7 @@ from agentworks_functions.schemas import (
     check_schema,
     check_workflow_binding,
     describe_violations,
+    json_problems,
     may_call,
     parse_valid_json,
     resolve_variables,
@@ -88,6 +90,7 @@ MAX_ERROR_BYTES = 16 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_FILES_PER_CALL = 500
 MAX_FILE_NAME_BYTES = 255
+MAX_MEDIA_TYPE = 255
 MAX_RESULT_BYTES = 1024 * 1024
 MESSAGE_LIMIT_DEFAULT, MESSAGE_LIMIT_MAX = 50, 200
 EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX = 50, 200
@@ -126,7 +129,15 @@ def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
     return value
 
 
+def check_no_nul(value: str, field: str) -> str:
+    """PostgreSQL text cannot hold NUL characters: refuse them, naming the field."""
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
+    return value
+
+
 def check_size(value: str, field: str, limit: int) -> str:
+    check_no_nul(value, field)
     size = len(value.encode())
     if size > limit:
         raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
@@ -197,6 +208,15 @@ def notice_text(call: Call) -> str:
     )
 
 
+@dataclasses.dataclass
+class _ClaimGate:
+    """The claims of one target set in this process: they take turns (see _claim_once)."""
+
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    empty_since: float = float("-inf")  # start of the latest attempt that found nothing
+    users: int = 0
+
+
 class FunctionsService:
     """The function contract (A3, F1-F15) and the execution protocol (R1)."""
 
@@ -217,6 +237,7 @@ class FunctionsService:
         self.max_lease_seconds = max_lease_seconds
         self.notice_retry = timedelta(seconds=notice_retry_seconds)
         self.draining = asyncio.Event()
+        self._claim_gates: dict[tuple[str, ...], _ClaimGate] = {}
 
     # ------------------------------------------------------------------ targets
 
@@ -302,7 +323,7 @@ class FunctionsService:
 
     async def remove_function(self, identity: Identity, key: TargetKey, name: str) -> None:
         await self._owned_target(identity, key)
-        if not await self.store.delete_function(key, name):
+        if not _FUNCTION_RE.match(name or "") or not await self.store.delete_function(key, name):
             raise NotFound(f"function {name!r} not found on {key}")
         log.info("function.removed", target=str(key), function=name)
 
@@ -331,6 +352,11 @@ class FunctionsService:
         """Check inputs, then start a fresh execution within the running limit (F3-F6)."""
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
+        if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
+            raise NotFound(
+                f"function {function!r} not found on {target} (or you may not call it): list "
+                "the functions you may call with ListFunctions"
+            )
         check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
         if len(json.dumps(inputs).encode()) > MAX_INPUTS_BYTES:
             raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
@@ -352,6 +378,8 @@ class FunctionsService:
                     raise InvalidArgument(f"source.{field} is required (at most 200 characters)")
             if len(source.group) > 200:
                 raise InvalidArgument("source.group is longer than 200 characters")
+            for field, value in source.as_json().items():
+                check_no_nul(value, f"source.{field}")
         # F14: a workflow's retry ids are scoped to its run, step and group.
         submission_key = None
         if submission_id:
@@ -375,14 +403,13 @@ class FunctionsService:
                     raise submission_conflict(submission_id)
                 log.info("call.recovered", call_id=receipt.call_id, status=receipt.status)
                 return receipt
-        owner = (await self.store.get_target(target)).owner
-        declared = await self.store.get_function(target, function)
+        owner, declared, full = await self.store.function_for_call(target, function)
         if declared is None or not may_call(identity.principal, owner, declared.allowed_callers):
             raise NotFound(
                 f"function {function!r} not found on {target} (or you may not call it): list "
                 "the functions you may call with ListFunctions"
             )
-        problems = violations(declared.input_schema, inputs)
+        problems = json_problems(inputs, "inputs") + violations(declared.input_schema, inputs)
         variables = None
         if declared.workflow is not None:
             variables, variable_problems = resolve_variables(declared.workflow.variables, inputs)
@@ -395,6 +422,8 @@ class FunctionsService:
                     "Fix them and call again; no call was created.",
                 )
             )
+        if full is not None and not submission_key:
+            raise full  # at the limit already: refused at once (F5)
         receipt = await self.store.create_call(
             function=declared,
             caller=identity.principal,
@@ -441,10 +470,18 @@ class FunctionsService:
         )
         event_limit = bounded(event_limit, "event_limit", 1, EVENT_LIMIT_MAX, EVENT_LIMIT_DEFAULT)
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
-        await self._check_reader(identity, call_id)
         deadline = time.monotonic() + wait_seconds
         with self.listener.subscribe(CALL_CHANNEL, [call_id]) as waiter:
-            view = await self._view(call_id, after, message_limit, after_event, event_limit)
+            view, owner = await self.store.status(
+                call_id,
+                after=after,
+                message_limit=message_limit,
+                after_event=after_event,
+                event_limit=event_limit,
+            )
+            # A3: only the caller or the target's owner; everyone else gets NOT_FOUND.
+            if identity.principal not in (view.call.caller, owner):
+                raise call_not_found(call_id)
             baseline = view.call.version if seen_version is None else seen_version
             while (
                 wait_seconds
@@ -463,13 +500,14 @@ class FunctionsService:
     async def _view(
         self, call_id: str, after: int, message_limit: int, after_event: int, event_limit: int
     ) -> StatusView:
-        return await self.store.status(
+        view, _ = await self.store.status(
             call_id,
             after=after,
             message_limit=message_limit,
             after_event=after_event,
             event_limit=event_limit,
         )
+        return view
 
     async def read_file(
         self, identity: Identity, *, call_id: str, file: str, offset: int, limit: int
@@ -536,8 +574,11 @@ class FunctionsService:
         )
 
     async def _execution(self, identity: Identity, call_id: str) -> Call:
-        call = await self.store.get_call(call_id)
-        if call.runtime != identity.principal:
+        try:
+            call: Call | None = await self.store.get_call(call_id)
+        except NotFound:
+            call = None  # the same answer as for someone else's call (A3)
+        if call is None or call.runtime != identity.principal:
             raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
         return call
 
@@ -562,16 +603,52 @@ class FunctionsService:
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         lease = self._lease(lease_seconds)
         deadline = time.monotonic() + wait_seconds
-        with self.listener.subscribe(EXECUTION_CHANNEL, [str(k) for k in targets]) as waiter:
-            while True:
-                call = await self.store.claim_execution(identity.principal, targets, lease)
-                remaining = deadline - time.monotonic()
-                if call is not None or remaining <= 0 or self.draining.is_set():
-                    break
-                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+        names = sorted({str(k) for k in targets})
+        gate = self._claim_gates.setdefault(tuple(names), _ClaimGate())
+        gate.users += 1
+        try:
+            with self.listener.subscribe(EXECUTION_CHANNEL, names) as waiter:
+                since = time.monotonic()  # anything committed before this is worth a look
+                while True:
+                    call = await self._claim_once(gate, since, identity.principal, targets, lease)
+                    remaining = deadline - time.monotonic()
+                    if call is not None or remaining <= 0 or self.draining.is_set():
+                        break
+                    await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                    since = time.monotonic()
+        finally:
+            gate.users -= 1
+            if not gate.users:
+                self._claim_gates.pop(tuple(names), None)
         if call is not None:
             log.info("execution.claimed", call_id=call.id, target=str(call.target))
         return call
+
+    async def _claim_once(
+        self,
+        gate: _ClaimGate,
+        since: float,
+        runtime: str,
+        targets: Sequence[TargetKey],
+        lease: timedelta,
+    ) -> Call | None:
+        """One claim attempt, unless this process already knows it would find nothing.
+
+        A NOTIFY wakes every claim of the target waiting in this process, but only one
+        can take the new call. The claims of one target set therefore take turns, and
+        one that was woken at `since` skips the database when an attempt that started
+        after `since` found nothing: that attempt saw everything committed before the
+        wake-up, so whatever woke this claim is taken already. Without it, each new call
+        costs one empty claim per idle runtime.
+        """
+        async with gate.lock:
+            if gate.empty_since > since:
+                return None
+            started = time.monotonic()
+            call = await self.store.claim_execution(runtime, targets, lease)
+            if call is None:
+                gate.empty_since = max(gate.empty_since, started)
+            return call
 
     async def heartbeat(
         self, identity: Identity, *, call_id: str, lease_seconds: int
@@ -663,6 +740,11 @@ class FunctionsService:
             raise InvalidArgument("empty upload: the first chunk must name call_id and name")
         call_id, raw_name, media_type, data = first
         name = check_file_name(raw_name, call_id)
+        if len(media_type) > MAX_MEDIA_TYPE or _CONTROL_RE.search(media_type):
+            raise InvalidArgument(
+                f"media_type must be at most {MAX_MEDIA_TYPE} printable characters "
+                "(e.g. text/csv), or empty to guess it from the name"
+            )
         call = await self._execution(identity, call_id)
         if not call.is_open:
             raise PreconditionFailed(ended_message(call_id, call.status))
@@ -729,6 +811,7 @@ class FunctionsService:
         check_size(question, "question", MAX_QUESTION_BYTES)
         if not ask_id or len(ask_id) > MAX_ASK_ID:
             raise InvalidArgument(f"ask_id is required (at most {MAX_ASK_ID} characters)")
+        check_no_nul(ask_id, "ask_id")
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds
         with self.listener.subscribe(CALL_CHANNEL, [call_id]) as waiter:
@@ -827,12 +910,15 @@ class FunctionsService:
                             "The final text is kept as the answer.",
                         ),
                     )
+        notice = None
+        if call.notify_conversation_id:
+            notice = notice_text(dataclasses.replace(call, status=ending.status))
         status = await self.store.finish(
             call_id,
             identity.principal,
             ending,
             correction_turns=call.correction_turns,
-            notice_text=notice_text,
+            notice=notice,
         )
         log.info("execution.finished", call_id=call_id, status=status)
         return FinishOutcome(status)

@@ -20,17 +20,29 @@ Concurrency rests on PostgreSQL alone (P3):
 
 from __future__ import annotations
 
+import contextlib
+import re
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
+from psycopg.rows import namedtuple_row
+from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentworks.core.db import Database, notify
-from agentworks.core.errors import Busy, Conflict, InvalidArgument, NotFound, PreconditionFailed
+from agentworks.core.errors import (
+    Busy,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    Unavailable,
+)
 from agentworks_functions import tables as t
 from agentworks_functions.blobs import Blob, BlobStore, PostgresBlobStore
 from agentworks_functions.models import (
@@ -151,15 +163,21 @@ def _file(row: Any) -> FileInfo:
     )
 
 
-def _budgeted(rows: Sequence[Any], budget: int) -> list[Any]:
+def _budgeted(rows: Sequence[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
     """The leading rows whose text fits the byte budget (at least one)."""
-    out, used = [], 0
+    out: list[dict[str, Any]] = []
+    used = 0
     for row in rows:
-        used += len(row.text.encode())
+        used += len(row["text"].encode())
         if out and used > budget:
             break
         out.append(row)
     return out
+
+
+def _when(value: str) -> datetime:
+    """A timestamp from a JSON page (PostgreSQL writes them in ISO 8601)."""
+    return datetime.fromisoformat(value)
 
 
 def ended_message(call_id: str, status: str) -> str:
@@ -181,6 +199,30 @@ class FunctionsStore:
         self.default_running_limit = default_running_limit
         self.blobs: BlobStore = blobs or PostgresBlobStore(db)
 
+    @contextlib.asynccontextmanager
+    async def _raw(self, *, transaction: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A pooled connection's own psycopg connection, for the hot statements.
+
+        Skips SQLAlchemy's statement and result layers, about half the CPU of a short
+        statement. In autocommit unless `transaction`; then it commits on success and
+        rolls back on error. An outage still answers UNAVAILABLE, and a broken
+        connection leaves the pool.
+        """
+        opened = self.db.transaction() if transaction else self.db.autocommit()
+        async with opened as conn:
+            raw = await conn.get_raw_connection()
+            try:
+                yield raw.driver_connection
+            except psycopg.OperationalError as exc:
+                await conn.invalidate()
+                raise Unavailable("database unavailable, retry shortly") from exc
+
+    @staticmethod
+    async def _one(pg: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
+        async with pg.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(sql, params)
+            return await cur.fetchone()
+
     # ------------------------------------------------------------------ targets
 
     async def put_target(self, key: TargetKey, owner: str, running_limit: int) -> Target:
@@ -197,7 +239,7 @@ class FunctionsStore:
             return _target((await conn.execute(stmt)).one(), self.default_running_limit)
 
     async def get_target(self, key: TargetKey) -> Target:
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             row = (
                 await conn.execute(
                     sa.select(t.targets).where(
@@ -246,7 +288,7 @@ class FunctionsStore:
 
     async def get_function(self, key: TargetKey, name: str) -> Function | None:
         f = t.functions
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             row = (
                 await conn.execute(
                     sa.select(f).where(
@@ -258,7 +300,7 @@ class FunctionsStore:
 
     async def list_functions(self, key: TargetKey) -> list[Function]:
         f = t.functions
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             rows = (
                 await conn.execute(
                     sa.select(f)
@@ -273,7 +315,7 @@ class FunctionsStore:
     async def find_submission(self, caller: str, submission_key: str) -> tuple[Receipt, str] | None:
         """The call an earlier request with this retry key created, and its request hash."""
         c = t.calls
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             row = (
                 await conn.execute(
                     sa.select(c.c.id, c.c.status, c.c.request_hash).where(
@@ -284,6 +326,26 @@ class FunctionsStore:
         if row is None:
             return None
         return Receipt(str(row.id), row.status, created=False), row.request_hash
+
+    async def function_for_call(
+        self, key: TargetKey, name: str
+    ) -> tuple[str, Function | None, Busy | None]:
+        """(target owner, the declared function or None, Busy if the target is full).
+
+        One read, no lock. "Full" means the target's committed open calls already reach
+        its limit: a call without a retry key can be refused at once, without queueing
+        for the target's lock (calls are only ever accepted under that lock, so the
+        limit stays exact). NotFound if the target is not registered.
+        """
+        async with self._raw() as pg:
+            row = await self._one(
+                pg, _FUNCTION_FOR_CALL, {"kind": key.kind, "target_name": key.name, "name": name}
+            )
+        if row is None:
+            raise NotFound(f"{key} is not registered with the functions service")
+        limit = row.running_limit or self.default_running_limit
+        full = busy(key, row.open_calls, limit) if row.open_calls >= limit else None
+        return row.target_owner, _function(row) if row.name is not None else None, full
 
     async def create_call(
         self,
@@ -297,88 +359,73 @@ class FunctionsStore:
         request_hash: str,
         notify_conversation_id: str | None,
     ) -> Receipt:
-        """Insert a call if the retry key is new and the target has room (F4-F6)."""
+        """Insert a call if the retry key is new and the target has room (F4-F6).
+
+        Two statements in one transaction: (1) lock the target row, then insert the call
+        (the insert reads from the lock, so the lock always comes first); (2) count the
+        target's open calls, with a snapshot taken after the lock was granted, so every
+        call committed by an earlier holder is counted.
+        """
         call_id = uuid.uuid4()
         key = function.target
-        c = t.calls
-        async with self.db.transaction() as conn:
-            inserted = (
-                await conn.execute(
-                    pg_insert(c)
-                    .values(
-                        id=call_id,
-                        target_kind=key.kind,
-                        target_name=key.name,
-                        function=function.name,
-                        caller=caller,
-                        inputs=inputs,
-                        description=function.description,
-                        output_schema=function.output_schema,
-                        starts_work=function.starts_work,
-                        workflow=function.workflow.as_json() if function.workflow else None,
-                        variables=variables,
-                        run_id=uuid.uuid4() if function.workflow else None,
-                        source=source.as_json() if source else None,
-                        submission_key=submission_key,
-                        request_hash=request_hash,
-                        notify_conversation_id=notify_conversation_id,
-                        status=RUNNING,
-                    )
-                    .on_conflict_do_nothing(
-                        index_elements=["caller", "submission_key"],
-                        index_where=c.c.submission_key.isnot(None),
-                    )
-                    .returning(c.c.id)
+        values: dict[str, Any] = {
+            "id": call_id,
+            "target_kind": key.kind,
+            "target_name": key.name,
+            "function": function.name,
+            "caller": caller,
+            "inputs": inputs,
+            "description": function.description,
+            "output_schema": function.output_schema,
+            "starts_work": function.starts_work,
+            "workflow": function.workflow.as_json() if function.workflow else None,
+            "variables": variables,
+            "run_id": uuid.uuid4() if function.workflow else None,
+            "source": source.as_json() if source else None,
+            "submission_key": submission_key,
+            "request_hash": request_hash,
+            "notify_conversation_id": notify_conversation_id,
+        }
+        # JSON columns keep JSON null for None, as they always did.
+        for name in ("inputs", "output_schema", "workflow", "variables", "source"):
+            values[name] = Jsonb(values[name])
+        async with self._raw(transaction=True) as pg:
+            # Both statements and the BEGIN go out in one round trip; the count runs after
+            # the insert (and so after the lock), in the same transaction.
+            async with (
+                pg.pipeline(),
+                pg.cursor(row_factory=namedtuple_row) as inserting,
+                pg.cursor(row_factory=namedtuple_row) as counting,
+            ):
+                await inserting.execute(_INSERT_CALL, values)
+                await counting.execute(
+                    _COUNT_OPEN,
+                    {
+                        "id": call_id,
+                        "target_kind": key.kind,
+                        "target_name": key.name,
+                        "key": str(key),
+                    },
                 )
-            ).first()
-            if inserted is None:
+                first = await inserting.fetchone()
+                running = (await counting.fetchone()).running
+            if first.running_limit is None:
+                raise NotFound(f"{key} is not registered with the functions service")
+            if first.inserted is None:
                 # A twin with the same retry key committed first: recover it (F6).
-                row = (
-                    await conn.execute(
-                        sa.select(c.c.id, c.c.status, c.c.request_hash).where(
-                            c.c.caller == caller, c.c.submission_key == submission_key
-                        )
-                    )
-                ).one()
+                row = await self._one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
                 if row.request_hash != request_hash:
                     raise submission_conflict(submission_key or "")
                 return Receipt(str(row.id), row.status, created=False)
-            limit = (
-                await conn.execute(
-                    sa.select(t.targets.c.running_limit)
-                    .where(t.targets.c.kind == key.kind, t.targets.c.name == key.name)
-                    .with_for_update(key_share=True)  # FOR NO KEY UPDATE
-                )
-            ).scalar_one_or_none()
-            if limit is None:
-                raise NotFound(f"{key} is not registered with the functions service")
-            limit = limit or self.default_running_limit
-            running = (
-                await conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(c)
-                    .where(
-                        c.c.target_kind == key.kind,
-                        c.c.target_name == key.name,
-                        c.c.status.in_(OPEN_STATUSES),
-                    )
-                )
-            ).scalar_one()
+            limit = first.running_limit or self.default_running_limit
             if running > limit:
-                raise Busy(
-                    f"busy: {key} is running {running - 1} calls and its running limit is {limit}; "
-                    "the call was not queued or stored — retry later (the same submission_id "
-                    "is safe), or ask the operator to raise the limit"
-                )
-            await conn.execute(notify(EXECUTION_CHANNEL, str(key)))
+                raise busy(key, running - 1, limit)
         return Receipt(str(call_id), RUNNING, created=True)
 
     async def get_call(self, call_id: str) -> Call:
         call_uuid = _uuid(call_id, "call")
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(sa.select(t.calls).where(t.calls.c.id == call_uuid))
-            ).one_or_none()
+        async with self._raw() as pg:
+            row = await self._one(pg, _GET_CALL, {"call_id": call_uuid})
         if row is None:
             raise call_not_found(call_id)
         return _call(row)
@@ -386,104 +433,77 @@ class FunctionsStore:
     async def call_access(self, call_id: str) -> tuple[str, str]:
         """(caller, target owner) of a call, for the A3 check."""
         call_uuid = _uuid(call_id, "call")
-        c = t.calls
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(c.c.caller, t.targets.c.owner)
-                    .select_from(
-                        c.join(
-                            t.targets,
-                            sa.and_(
-                                t.targets.c.kind == c.c.target_kind,
-                                t.targets.c.name == c.c.target_name,
-                            ),
-                        )
-                    )
-                    .where(c.c.id == call_uuid)
-                )
-            ).one_or_none()
+        async with self._raw() as pg:
+            row = await self._one(pg, _CALL_ACCESS, {"call_id": call_uuid})
         if row is None:
             raise call_not_found(call_id)
         return row.caller, row.owner
 
     async def status(
         self, call_id: str, *, after: int, message_limit: int, after_event: int, event_limit: int
-    ) -> StatusView:
-        """One consistent snapshot of a call's record (F7)."""
+    ) -> tuple[StatusView, str]:
+        """One consistent snapshot of a call's record (F7), and the target's owner (A3).
+
+        One statement (one snapshot, one round trip): the call row, its target's owner and
+        the message, event, file, step and question pages as JSON arrays.
+        """
         call_uuid = _uuid(call_id, "call")
-        m, e, s, f, q = (
-            t.execution_messages,
-            t.execution_events,
-            t.workflow_steps,
-            t.files,
-            t.questions,
-        )
-        async with self.db.transaction() as conn:
-            # One snapshot for the call row and its pages.
-            await conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            row = (
-                await conn.execute(sa.select(t.calls).where(t.calls.c.id == call_uuid))
-            ).one_or_none()
-            if row is None:
-                raise call_not_found(call_id)
-            messages = _budgeted(
-                (
-                    await conn.execute(
-                        sa.select(m)
-                        .where(m.c.call_id == call_uuid, m.c.index > after)
-                        .order_by(m.c.index)
-                        .limit(message_limit)
-                    )
-                ).all(),
-                PAGE_TEXT_BUDGET,
+        async with self._raw() as pg:
+            row = await self._one(
+                pg,
+                _STATUS,
+                {
+                    "call_id": call_uuid,
+                    "after": after,
+                    "message_limit": message_limit,
+                    "after_event": after_event,
+                    "event_limit": event_limit,
+                },
             )
-            events = _budgeted(
-                (
-                    await conn.execute(
-                        sa.select(e)
-                        .where(e.c.call_id == call_uuid, e.c.index > after_event)
-                        .order_by(e.c.index)
-                        .limit(event_limit)
-                    )
-                ).all(),
-                PAGE_TEXT_BUDGET,
-            )
-            files = (
-                await conn.execute(sa.select(f).where(f.c.call_id == call_uuid).order_by(f.c.name))
-            ).all()
-            steps = []
-            if row.run_id is not None:
-                steps = (
-                    await conn.execute(
-                        sa.select(s).where(s.c.call_id == call_uuid).order_by(s.c.index)
-                    )
-                ).all()
-            question = ""
-            if row.status == WAITING_FOR_INPUT:
-                question = (
-                    await conn.execute(
-                        sa.select(q.c.question)
-                        .where(q.c.call_id == call_uuid, q.c.reply.is_(None))
-                        .order_by(q.c.seq.desc())
-                        .limit(1)
-                    )
-                ).scalar_one_or_none() or ""
-        return StatusView(
+        if row is None:
+            raise call_not_found(call_id)
+        messages = _budgeted(row.page_messages, PAGE_TEXT_BUDGET)
+        events = _budgeted(row.page_events, PAGE_TEXT_BUDGET)
+        view = StatusView(
             call=_call(row),
-            messages=[ExecutionMessage(r.index, r.role, r.text, r.created_at) for r in messages],
-            next_after=messages[-1].index if messages else after,
+            messages=[
+                ExecutionMessage(r["index"], r["role"], r["text"], _when(r["created_at"]))
+                for r in messages
+            ],
+            next_after=messages[-1]["index"] if messages else after,
             events=[
-                ExecutionEvent(r.index, r.kind, r.text, r.tool_name, r.created_at) for r in events
+                ExecutionEvent(
+                    r["index"], r["kind"], r["text"], r["tool_name"], _when(r["created_at"])
+                )
+                for r in events
             ],
-            next_after_event=events[-1].index if events else after_event,
-            files=[_file(r) for r in files],
+            next_after_event=events[-1]["index"] if events else after_event,
+            files=[
+                FileInfo(
+                    name=r["name"],
+                    size=r["size"],
+                    media_type=r["media_type"],
+                    sha256=r["sha256"],
+                    is_text=r["is_text"],
+                    created_at=_when(r["created_at"]),
+                    blob_id=r["blob_id"],
+                )
+                for r in row.page_files
+            ],
             steps=[
-                WorkflowStep(r.index, r.step, r.group_name, r.status, r.detail, r.created_at)
-                for r in steps
+                WorkflowStep(
+                    r["index"],
+                    r["step"],
+                    r["group_name"],
+                    r["status"],
+                    r["detail"],
+                    _when(r["created_at"]),
+                )
+                for r in row.page_steps or ()
             ],
-            question=question,
+            question=row.pending_question or "",
         )
+        return view, row.target_owner
 
     async def _lock_call(self, conn: AsyncConnection, call_id: str) -> Any:
         call_uuid = _uuid(call_id, "call")
@@ -498,8 +518,11 @@ class FunctionsStore:
 
     async def _lock_execution(self, conn: AsyncConnection, call_id: str, runtime: str) -> Any:
         """The call row, locked, if this runtime holds its execution."""
-        row = await self._lock_call(conn, call_id)
-        if row.runtime != runtime:
+        try:
+            row = await self._lock_call(conn, call_id)
+        except NotFound:
+            row = None  # the same answer as for someone else's call (A3)
+        if row is None or row.runtime != runtime:
             raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
         return row
 
@@ -545,8 +568,8 @@ class FunctionsStore:
                 )
                 await conn.execute(notify(NOTICE_CHANNEL, "due"))
             await conn.execute(notify(CALL_CHANNEL, str(row.id)))
-            # A slot is free again: runtimes may find more work for this target.
-            await conn.execute(notify(EXECUTION_CHANNEL, f"{row.target_kind}:{row.target_name}"))
+            # No notice to runtimes: a freed slot makes no call claimable (over the limit a
+            # call is refused, never queued), so waking them would only cost empty claims.
 
     async def cancel(self, call_id: str, by: str, notice_text: Callable) -> None:
         async with self.db.transaction() as conn:
@@ -595,7 +618,17 @@ class FunctionsStore:
     async def claim_execution(
         self, runtime: str, keys: Sequence[TargetKey], lease: timedelta
     ) -> Call | None:
-        """Take the oldest unclaimed call of these targets (R1)."""
+        """Take the oldest unclaimed call of these targets (R1).
+
+        One statement in autocommit: pick the oldest unclaimed call (skipping rows other
+        claims hold), take it, and notify its status waiters at commit. An empty claim
+        (another runtime was faster) costs one round trip.
+        """
+        if len(keys) == 1:
+            params = {"kind": keys[0].kind, "name": keys[0].name, "runtime": runtime}
+            async with self._raw() as pg:
+                row = await self._one(pg, _CLAIM_ONE, {**params, "lease": lease})
+            return _call(row) if row is not None else None
         c = t.calls
         by_kind: dict[str, list[str]] = {}
         for key in keys:
@@ -606,33 +639,33 @@ class FunctionsStore:
                 for kind, names in by_kind.items()
             )
         )
-        async with self.db.transaction() as conn:
-            call_id = (
-                await conn.execute(
-                    sa.select(c.c.id)
-                    .where(target_filter, c.c.status == RUNNING, c.c.runtime.is_(None))
-                    .order_by(c.c.created_at)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
-                )
-            ).scalar_one_or_none()
-            if call_id is None:
-                return None
-            row = (
-                await conn.execute(
-                    c.update()
-                    .where(c.c.id == call_id)
-                    .values(
-                        runtime=runtime,
-                        claimed_at=sa.func.now(),
-                        lease_expires_at=sa.func.now() + lease,
-                        version=c.c.version + 1,
-                    )
-                    .returning(*c.c)
-                )
-            ).one()
-            await conn.execute(notify(CALL_CHANNEL, str(call_id)))
-        return _call(row)
+        oldest = (
+            sa.select(c.c.id)
+            .where(target_filter, c.c.status == RUNNING, c.c.runtime.is_(None))
+            .order_by(c.c.created_at)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .cte("oldest")
+        )
+        claimed = (
+            c.update()
+            .where(c.c.id == oldest.c.id)
+            .values(
+                runtime=runtime,
+                claimed_at=sa.func.now(),
+                lease_expires_at=sa.func.now() + lease,
+                version=c.c.version + 1,
+            )
+            .returning(*c.c)
+            .cte("claimed")
+        )
+        stmt = sa.select(
+            claimed,
+            sa.func.pg_notify(CALL_CHANNEL, sa.cast(claimed.c.id, sa.Text)).label("notified"),
+        )
+        async with self.db.autocommit() as conn:
+            row = (await conn.execute(stmt)).one_or_none()
+        return _call(row) if row is not None else None
 
     async def heartbeat(self, call_id: str, runtime: str, lease: timedelta) -> tuple[str, datetime]:
         c = t.calls
@@ -795,7 +828,7 @@ class FunctionsStore:
         """(reply or None, call status) of one question."""
         q, c = t.questions, t.calls
         call_uuid = _uuid(call_id, "call")
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             row = (
                 await conn.execute(
                     sa.select(q.c.reply, c.c.status)
@@ -870,7 +903,7 @@ class FunctionsStore:
     async def file_info(self, call_id: str, name: str) -> FileInfo | None:
         f = t.files
         call_uuid = _uuid(call_id, "call")
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             row = (
                 await conn.execute(sa.select(f).where(f.c.call_id == call_uuid, f.c.name == name))
             ).one_or_none()
@@ -878,7 +911,7 @@ class FunctionsStore:
 
     async def file_count(self, call_id: str) -> int:
         f = t.files
-        async with self.db.transaction() as conn:
+        async with self.db.autocommit() as conn:
             return (
                 await conn.execute(
                     sa.select(sa.func.count())
@@ -921,15 +954,39 @@ class FunctionsStore:
         ending: Ending,
         *,
         correction_turns: int,
-        notice_text: Callable,
+        notice: str | None,
     ) -> str:
-        """End an execution the runtime finished; the call's status afterwards."""
-        async with self.db.transaction() as conn:
-            row = await self._lock_execution(conn, call_id, runtime)
-            if row.status in OPEN_STATUSES and row.correction_turns == correction_turns:
-                await self._end(conn, [row], ending, notice_text)
-                return ending.status
-            return row.status
+        """End an execution the runtime finished; the call's status afterwards.
+
+        One statement: the guarded UPDATE ends the call only while it is open, held by
+        this runtime and in the expected correction round (so it ends exactly once); the
+        completion notice (F13, text `notice`) is written by the same statement.
+        """
+        call_uuid = _uuid(call_id, "call")
+        async with self._raw() as pg:
+            row = await self._one(
+                pg,
+                _FINISH,
+                {
+                    "call_id": call_uuid,
+                    "runtime": runtime,
+                    "correction_turns": correction_turns,
+                    "status": ending.status,
+                    "answer": ending.answer,
+                    "has_result": ending.has_result,
+                    "result": None if ending.result is None else Jsonb(ending.result),
+                    "error": ending.error,
+                    "notice_text": notice or "",
+                },
+            )
+            if row.ended_status is not None:
+                return row.ended_status
+            current = await self._one(pg, _GET_CALL, {"call_id": call_uuid})
+        if current is None:
+            raise call_not_found(call_id)
+        if current.runtime != runtime:
+            raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
+        return current.status
 
     async def interrupt_expired(self, notice_text: Callable, batch: int = 100) -> int:
         """Executions whose lease ran out end `interrupted`, never restarted (F12)."""
@@ -1019,8 +1076,176 @@ class FunctionsStore:
         return await self.blobs.purge_unlinked(older_than)
 
 
+def busy(key: TargetKey, running: int, limit: int) -> Busy:
+    return Busy(
+        f"busy: {key} is running {running} calls and its running limit is {limit}; "
+        "the call was not queued or stored — retry later (the same submission_id "
+        "is safe), or ask the operator to raise the limit"
+    )
+
+
 def submission_conflict(submission_key: str) -> Conflict:
     return Conflict(
         f"submission_id {submission_key!r} was already used for a call with different inputs; "
         "use a new submission_id for a new call (or resend the same inputs to recover it)"
     )
+
+
+# The hot statements run on the pooled connection's own psycopg connection (see _raw),
+# written with psycopg placeholders.
+
+
+def _sql(text: str) -> str:
+    """`:name` placeholders as psycopg's `%(name)s`."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", text)
+
+
+# FinishExecution: end the call once (guarded by status, runtime and correction round),
+# queue its completion notice in the same statement, and wake its status waiters.
+_FINISH = _sql(
+    """
+WITH ended AS (
+    UPDATE functions.calls
+    SET status = :status, answer = :answer, has_result = :has_result, result = :result,
+        error = :error, ended_at = now(), version = version + 1
+    WHERE id = :call_id AND runtime = :runtime AND correction_turns = :correction_turns
+      AND status IN ('running', 'waiting_for_input')
+    RETURNING id, status, target_kind, target_name, function, notify_conversation_id
+), notice AS (
+    INSERT INTO functions.notices (call_id, conversation_id, text, attributes)
+    SELECT id, notify_conversation_id, :notice_text,
+           jsonb_build_object('call_id', CAST(id AS text), 'status', status,
+                              'target', target_kind || ':' || target_name,
+                              'function', function)
+    FROM ended WHERE notify_conversation_id IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING call_id
+)
+SELECT (SELECT status FROM ended) AS ended_status,
+       (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM ended) AS call_notified,
+       (SELECT pg_notify('functions_notices', 'due') FROM notice) AS notice_notified
+"""
+)
+
+# GetStatus: the call, its target's owner and every page in one statement and snapshot.
+_STATUS = _sql(
+    """
+SELECT c.*, t.owner AS target_owner,
+    (SELECT coalesce(json_agg(m ORDER BY m.index), '[]')
+     FROM (SELECT index, role, text, created_at FROM functions.execution_messages
+           WHERE call_id = c.id AND index > :after ORDER BY index LIMIT :message_limit) m
+    ) AS page_messages,
+    (SELECT coalesce(json_agg(e ORDER BY e.index), '[]')
+     FROM (SELECT index, kind, text, tool_name, created_at FROM functions.execution_events
+           WHERE call_id = c.id AND index > :after_event ORDER BY index LIMIT :event_limit) e
+    ) AS page_events,
+    (SELECT coalesce(json_agg(f ORDER BY f.name), '[]')
+     FROM (SELECT name, size, media_type, sha256, is_text, created_at, blob_id
+           FROM functions.files WHERE call_id = c.id) f
+    ) AS page_files,
+    CASE WHEN c.run_id IS NOT NULL THEN
+        (SELECT coalesce(json_agg(s ORDER BY s.index), '[]')
+         FROM (SELECT index, step, group_name, status, detail, created_at
+               FROM functions.workflow_steps WHERE call_id = c.id) s)
+    END AS page_steps,
+    CASE WHEN c.status = 'waiting_for_input' THEN
+        (SELECT question FROM functions.questions
+         WHERE call_id = c.id AND reply IS NULL ORDER BY seq DESC LIMIT 1)
+    END AS pending_question
+FROM functions.calls c
+JOIN functions.targets t ON t.kind = c.target_kind AND t.name = c.target_name
+WHERE c.id = :call_id
+"""
+)
+
+_FUNCTION_FOR_CALL = _sql(
+    """
+SELECT t.owner AS target_owner, t.running_limit,
+       (SELECT count(*) FROM functions.calls c
+        WHERE c.target_kind = t.kind AND c.target_name = t.name
+          AND c.status IN ('running', 'waiting_for_input')) AS open_calls,
+       f.*
+FROM functions.targets t
+LEFT JOIN functions.functions f
+    ON f.target_kind = t.kind AND f.target_name = t.name AND f.name = :name
+WHERE t.kind = :kind AND t.name = :target_name
+"""
+)
+
+# Call, statement 1: lock the target row, then (reading from the lock, so always after
+# it) insert the call unless its retry key exists.
+_INSERT_CALL = _sql(
+    """
+WITH target_lock AS (
+    SELECT running_limit FROM functions.targets
+    WHERE kind = :target_kind AND name = :target_name
+    FOR NO KEY UPDATE
+), inserted AS (
+    INSERT INTO functions.calls
+        (id, target_kind, target_name, function, caller, inputs, description, output_schema,
+         starts_work, workflow, variables, run_id, source, submission_key, request_hash,
+         notify_conversation_id, status)
+    SELECT :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
+           :output_schema, :starts_work, :workflow, :variables, :run_id, :source,
+           :submission_key, :request_hash, :notify_conversation_id, 'running'
+    FROM target_lock
+    ON CONFLICT (caller, submission_key) WHERE submission_key IS NOT NULL DO NOTHING
+    RETURNING id
+)
+SELECT (SELECT running_limit FROM target_lock) AS running_limit,
+       (SELECT id FROM inserted) AS inserted
+"""
+)
+
+# Call, statement 2 (fresh snapshot, taken after the lock): the target's open calls,
+# this one included; the notification is sent at commit, so never for a refused call.
+_COUNT_OPEN = _sql(
+    """
+SELECT count(*) AS running,
+       (SELECT pg_notify('functions_executions', :key)
+        WHERE EXISTS (SELECT 1 FROM functions.calls WHERE id = :id)) AS notified
+FROM functions.calls
+WHERE target_kind = :target_kind AND target_name = :target_name
+  AND status IN ('running', 'waiting_for_input')
+"""
+)
+
+# ClaimExecution for one target (the common case).
+_CLAIM_ONE = _sql(
+    """
+WITH oldest AS (
+    SELECT id FROM functions.calls
+    WHERE target_kind = :kind AND target_name = :name AND status = 'running'
+      AND runtime IS NULL
+    ORDER BY created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE functions.calls c
+    SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
+        version = c.version + 1
+    FROM oldest WHERE c.id = oldest.id
+    RETURNING c.*
+)
+SELECT claimed.*, pg_notify('functions_calls', CAST(claimed.id AS text)) AS notified
+FROM claimed
+"""
+)
+
+_GET_CALL = _sql("SELECT * FROM functions.calls WHERE id = :call_id")
+
+_CALL_ACCESS = _sql(
+    """
+SELECT c.caller, t.owner
+FROM functions.calls c
+JOIN functions.targets t ON t.kind = c.target_kind AND t.name = c.target_name
+WHERE c.id = :call_id
+"""
+)
+
+_SUBMISSION = _sql(
+    """
+SELECT id, status, request_hash FROM functions.calls
+WHERE caller = :caller AND submission_key = :key
+"""
+)

@@ -65,8 +65,18 @@ def target_ref(key: TargetKey) -> common_pb2.TargetRef:
     return common_pb2.TargetRef(kind=_KIND_OUT[key.kind], name=key.name)
 
 
+def json_in(message: Any, field: str) -> Any:
+    """A request's Struct (or Part) as JSON; NaN and Infinity are not JSON."""
+    try:
+        return json_format.MessageToDict(message)
+    except (ValueError, json_format.Error):
+        raise InvalidArgument(
+            f"{field} holds a number that is not finite (NaN or Infinity); use JSON numbers"
+        ) from None
+
+
 def parts_in(parts) -> list[dict[str, Any]] | None:
-    out = [json_format.MessageToDict(p) for p in parts]
+    out = [json_in(p, f"parts[{i}]") for i, p in enumerate(parts)]
     return out or None
 
 
@@ -240,9 +250,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     async def EnqueueDelivery(self, request, context):
         kind = _DELIVERY_KIND_IN.get(request.kind, "")
         attributes = (
-            json_format.MessageToDict(request.attributes)
-            if request.HasField("attributes")
-            else None
+            json_in(request.attributes, "attributes") if request.HasField("attributes") else None
         )
         delivery_id, created = await self.service.enqueue_delivery(
             caller(),

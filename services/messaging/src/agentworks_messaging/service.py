@@ -61,7 +61,7 @@ def decode_cursor(cursor: str, field: str = "after") -> int:
         if not raw.startswith(_CURSOR_PREFIX):
             raise ValueError(raw)
         position = int(raw[len(_CURSOR_PREFIX) :])
-        if position < 0:
+        if not 0 <= position < 2**63:  # positions are bigint
             raise ValueError(raw)
         return position
     except (ValueError, UnicodeDecodeError, binascii.Error):
@@ -82,7 +82,26 @@ def check_target(kind: str, name: str) -> TargetKey:
     return TargetKey(kind, name)
 
 
+def has_nul(value: Any) -> bool:
+    """Whether a string, or any string or key in JSON, holds a NUL character, which
+    PostgreSQL text and jsonb cannot store."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+def check_no_nul(value: Any, field: str) -> None:
+    if has_nul(value):
+        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
+
+
 def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
+    check_no_nul(text, "text")
+    check_no_nul(parts, "parts")
     if not text.strip() and not parts:
         raise InvalidArgument("text is empty: send some text or at least one part")
     size = len(text.encode())
@@ -97,6 +116,7 @@ def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
 
 
 def check_submission_id(submission_id: str) -> None:
+    check_no_nul(submission_id, "submission_id")
     if len(submission_id) > MAX_SUBMISSION_ID:
         raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
 
@@ -365,6 +385,12 @@ class MessagingService:
             )
         if len(text.encode()) > MAX_TEXT_BYTES:
             raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
+        for field, value in (
+            ("idempotency_key", idempotency_key),
+            ("text", text),
+            ("attributes", attributes),
+        ):
+            check_no_nul(value, field)
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise InvalidArgument(
                 f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"

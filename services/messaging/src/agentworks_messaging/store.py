@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -600,70 +601,43 @@ class MessagingStore:
         idempotency_key: str,
     ) -> tuple[str, bool]:
         conv_uuid = _uuid(conversation_id, "conversation")
-        c, d = t.conversations, t.deliveries
-        async with self.db.transaction() as conn:
-            existing = (
-                await conn.execute(
-                    sa.select(d.c.id, d.c.conversation_id).where(
-                        d.c.idempotency_key == idempotency_key
+        delivery_id = uuid.uuid4()
+        try:
+            async with self.db.autocommit() as conn:
+                row = (
+                    await conn.execute(
+                        _ENQUEUE,
+                        {
+                            "conversation_id": conv_uuid,
+                            "delivery_id": delivery_id,
+                            "kind": kind,
+                            "text": text,
+                            "payload": payload,
+                            "attributes": attributes,
+                            "key": idempotency_key,
+                        },
                     )
+                ).one()
+        except sa_exc.IntegrityError as exc:
+            if getattr(exc.orig, "sqlstate", None) == "23505":  # unique_violation
+                # A concurrent request with the same key committed first; nothing of
+                # this statement was stored.
+                raise _RetryEnqueue() from exc
+            raise
+        if row.existing_id is not None:
+            if row.existing_conversation != conv_uuid:
+                raise Conflict(
+                    f"idempotency_key {idempotency_key!r} was already used for another "
+                    "conversation; keys must be unique per occurrence"
                 )
-            ).one_or_none()
-            if existing is not None:
-                return _same_key(existing, conv_uuid, idempotency_key), False
-            row = (
-                await conn.execute(
-                    c.update()
-                    .where(c.c.id == conv_uuid)
-                    .values(
-                        last_position=c.c.last_position + 1,
-                        pending_deliveries=c.c.pending_deliveries + 1,
-                        oldest_pending_at=sa.func.coalesce(c.c.oldest_pending_at, sa.func.now()),
-                    )
-                    .returning(
-                        c.c.last_position, c.c.active_turn_id, c.c.target_kind, c.c.target_name
-                    )
-                )
-            ).one_or_none()
-            if row is None:
-                raise NotFound(f"conversation {conversation_id!r} not found")
-            delivery_id = uuid.uuid4()
-            inserted = (
-                await conn.execute(
-                    pg_insert(d)
-                    .values(
-                        id=delivery_id,
-                        conversation_id=conv_uuid,
-                        position=row.last_position,
-                        kind=kind,
-                        text=text,
-                        payload=payload,
-                        attributes=attributes,
-                        idempotency_key=idempotency_key,
-                    )
-                    .on_conflict_do_nothing(index_elements=["idempotency_key"])
-                    .returning(d.c.id)
-                )
-            ).first()
-            if inserted is None:
-                # A concurrent request with the same key won: undo our bookkeeping.
-                raise _RetryEnqueue()
-            if row.active_turn_id is None:
-                await conn.execute(notify(TURN_CHANNEL, f"{row.target_kind}:{row.target_name}"))
+            return str(row.existing_id), False
+        if not row.stored:
+            raise NotFound(f"conversation {conversation_id!r} not found")
         return str(delivery_id), True
 
 
 class _RetryEnqueue(Exception):
     """Raised inside the transaction to roll it back when a concurrent twin committed."""
-
-
-def _same_key(existing: Any, conv_uuid: uuid.UUID, key: str) -> str:
-    if existing.conversation_id != conv_uuid:
-        raise Conflict(
-            f"idempotency_key {key!r} was already used for another conversation; "
-            "keys must be unique per occurrence"
-        )
-    return str(existing.id)
 
 
 def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
@@ -805,3 +779,40 @@ SELECT EXISTS (SELECT 1 FROM msg) AS stored,
             THEN pg_notify('messaging_inbox', CAST(:inbox_id AS text)) END AS notified
 """
 ).bindparams(_PARTS)
+
+# EnqueueDelivery as one statement: the retry key is looked up first; a new delivery takes
+# the conversation's row lock (so its position follows commit order) and wakes the turn
+# claimers if no turn is running. A concurrent twin with the same key makes the INSERT
+# fail with a unique violation, which aborts the whole statement: nothing is stored and
+# the caller retries, now finding the twin (C10, S6, F13).
+_ENQUEUE = sa.text(
+    """
+WITH existing AS (
+    SELECT id, conversation_id FROM messaging.deliveries WHERE idempotency_key = :key
+), conv AS (
+    UPDATE messaging.conversations c
+    SET last_position = c.last_position + 1,
+        pending_deliveries = c.pending_deliveries + 1,
+        oldest_pending_at = coalesce(c.oldest_pending_at, now())
+    WHERE c.id = :conversation_id AND NOT EXISTS (SELECT 1 FROM existing)
+    RETURNING c.id, c.last_position, c.active_turn_id, c.target_kind, c.target_name
+), dlv AS (
+    INSERT INTO messaging.deliveries
+        (id, conversation_id, position, kind, text, payload, attributes, idempotency_key)
+    SELECT :delivery_id, conv.id, conv.last_position, :kind, :text, :payload, :attributes,
+           :key
+    FROM conv
+    RETURNING id
+)
+SELECT (SELECT id FROM existing) AS existing_id,
+       (SELECT conversation_id FROM existing) AS existing_conversation,
+       EXISTS (SELECT 1 FROM dlv) AS stored,
+       (SELECT pg_notify('messaging_turns', target_kind || ':' || target_name)
+        FROM conv WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS notified
+"""
+).bindparams(
+    sa.bindparam("conversation_id", type_=UUID),
+    sa.bindparam("delivery_id", type_=UUID),
+    sa.bindparam("payload", type_=BYTEA),
+    sa.bindparam("attributes", type_=t.deliveries.c.attributes.type),
+)

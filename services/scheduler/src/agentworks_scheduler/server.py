@@ -15,6 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.core.clients import MessagingClient, target_str
 from agentworks.core.db import Database
+from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import Identity, Minter, caller
 from agentworks.core.rpc import GrpcServer, channel_options, channel_target
 from agentworks.core.service import Running, main_for, prepare_database
@@ -51,14 +52,18 @@ def _ts(value: datetime) -> Timestamp:
     return ts
 
 
-def _dt(ts: Timestamp) -> datetime:
-    return ts.ToDatetime(tzinfo=UTC)
+def _dt(ts: Timestamp, field: str) -> datetime:
+    """A request's Timestamp as a datetime; out-of-range seconds or nanos are refused."""
+    try:
+        return ts.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument(f"{field} is not a valid timestamp: {exc}") from None
 
 
 def _when(request: Any) -> tuple[datetime | None, int | None]:
     which = request.WhichOneof("when")
     if which == "at":
-        return _dt(request.at), None
+        return _dt(request.at, "at"), None
     if which == "delay_seconds":
         return None, request.delay_seconds
     return None, None
@@ -210,7 +215,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 ),
                 name=request.name,
                 product=request.product,
-                start_at=_dt(request.start_at) if request.HasField("start_at") else None,
+                start_at=_dt(request.start_at, "start_at")
+                if request.HasField("start_at")
+                else None,
                 paused=request.paused,
             )
         )
@@ -264,7 +271,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             schedule_id=request.schedule_id if source == "schedule_id" else "",
             recurrence=recurrence_in(request.recurrence) if source == "recurrence" else None,
             count=request.count,
-            after=_dt(request.after) if request.HasField("after") else None,
+            after=_dt(request.after, "after") if request.HasField("after") else None,
         )
         return pb.PreviewScheduleResponse(fire_times=[_ts(t) for t in times])
 

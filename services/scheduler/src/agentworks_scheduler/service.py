@@ -78,6 +78,7 @@ MAX_NAME_CHARS = 200
 MAX_REASON_CHARS = 500
 MAX_DELAY = timedelta(days=400)
 MAX_PAST = timedelta(hours=1)
+MAX_PREVIEW_SPAN = timedelta(days=100 * 365)
 MAX_PENDING_WAKE_UPS = 100
 MAX_DELIVERY_ID_CHARS = 128
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 200
@@ -142,7 +143,7 @@ def decode_cursor(cursor: str) -> int:
         if not raw.startswith(_CURSOR_PREFIX):
             raise ValueError(raw)
         seq = int(raw[len(_CURSOR_PREFIX) :])
-        if seq < 0:
+        if not 0 <= seq < 2**63:  # positions are bigint
             raise ValueError(raw)
         return seq
     except (ValueError, UnicodeDecodeError, binascii.Error):
@@ -177,7 +178,15 @@ def check_pause_scope(product: str) -> str:
     return product
 
 
+def check_no_nul(value: str, field: str) -> str:
+    """PostgreSQL text cannot hold NUL characters: refuse them, naming the field."""
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
+    return value
+
+
 def check_text(value: str, field: str, limit: int, *, required: bool = False) -> str:
+    check_no_nul(value, field)
     if required and not value.strip():
         raise InvalidArgument(f"{field} is empty: give the text to deliver")
     size = len(value.encode())
@@ -187,6 +196,7 @@ def check_text(value: str, field: str, limit: int, *, required: bool = False) ->
 
 
 def check_name(name: str, field: str = "name") -> str:
+    check_no_nul(name, field)
     if len(name) > MAX_NAME_CHARS:
         raise InvalidArgument(f"{field} is longer than {MAX_NAME_CHARS} characters")
     return name
@@ -561,7 +571,14 @@ class SchedulerService:
     ) -> list[datetime]:
         """The next `count` fire times of a saved schedule or of a rule (S4)."""
         count = bounded(count, "count", PREVIEW_MAX, PREVIEW_DEFAULT)
-        start = after or datetime.now(UTC)
+        now = datetime.now(UTC)
+        if after is not None and abs(after - now) > MAX_PREVIEW_SPAN:
+            # Far enough out, fire times run past the year 9999 that datetime can hold.
+            raise InvalidArgument(
+                f"after must be within {MAX_PREVIEW_SPAN.days // 365} years of now, "
+                f"got {after.isoformat()}"
+            )
+        start = after or now
         if schedule_id:
             schedule = await self._owned_schedule(identity, schedule_id)
             return rec.fire_times(schedule.recurrence, schedule.anchor_at, start, count)
@@ -578,6 +595,7 @@ class SchedulerService:
         check_pause_scope(product)
         if len(reason) > MAX_REASON_CHARS:
             raise InvalidArgument(f"reason is longer than {MAX_REASON_CHARS} characters")
+        check_no_nul(reason, "reason")
         entries = await self.store.pause(product, reason, identity.principal)
         log.warning("timers.paused", product=product or "(global)", reason=reason)
         return entries

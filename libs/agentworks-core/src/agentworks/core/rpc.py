@@ -26,6 +26,11 @@ from agentworks.core.metrics import observe_rpc
 log = structlog.get_logger("agentworks.rpc")
 
 REQUEST_ID_KEY = "x-request-id"
+# Error messages travel percent-encoded in the grpc-message trailer, and clients refuse
+# trailers above 8 KiB (at random) or 16 KiB (always), which turns the error into
+# RESOURCE_EXHAUSTED "Stream removed". A message that quotes a huge input is cut so that
+# its encoded form stays below this many bytes.
+MAX_ERROR_MESSAGE_BYTES = 6000
 _OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
@@ -62,6 +67,54 @@ def channel_target(addresses: str) -> str:
     if len(parts) <= 1:
         return parts[0] if parts else addresses
     return "ipv4:" + ",".join(parts)
+
+
+def bounded_message(message: str) -> str:
+    """The message, cut so that it reaches the client (see MAX_ERROR_MESSAGE_BYTES)."""
+    if len(message) * 9 <= MAX_ERROR_MESSAGE_BYTES:  # even all-non-ASCII fits
+        return message
+    used = 0
+    for index, char in enumerate(message):
+        # Printable ASCII but '%' is sent as is; every other UTF-8 byte as %XX.
+        used += 1 if " " <= char <= "~" and char != "%" else 3 * len(char.encode())
+        if used > MAX_ERROR_MESSAGE_BYTES - 40:
+            return message[:index] + " ... (message truncated)"
+    return message
+
+
+class _Unparsable:
+    """A request message protobuf could not parse (too deeply nested, malformed bytes)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """Parse failures become a value the handler refuses with INVALID_ARGUMENT; raised
+    inside gRPC they would end the call UNKNOWN, naming an internal exception."""
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:
+            return _Unparsable(str(exc))
+
+    return parse
+
+
+def _parsed(request: Any) -> Any:
+    if isinstance(request, _Unparsable):
+        raise errors.InvalidArgument(
+            f"the request could not be parsed as the method's message: {request.reason}"
+        )
+    return request
+
+
+async def _parsed_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield _parsed(request)
 
 
 class _ServiceInterceptor(grpc.aio.ServerInterceptor):
@@ -105,7 +158,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
                 raise
             except errors.AgentWorksError as exc:
                 code = exc.code.name
-                await context.abort(exc.code, exc.message)
+                await context.abort(exc.code, bounded_message(exc.message))
             except Exception:
                 code = "INTERNAL"
                 log.exception("rpc.internal_error", method=method)
@@ -120,11 +173,11 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
 
             async def unary_unary(request, context):
                 async with scope(context):
-                    return await inner(request, context)
+                    return await inner(_parsed(request), context)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
@@ -132,12 +185,12 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
 
             async def unary_stream(request, context):
                 async with scope(context):
-                    async for item in inner_us(request, context):
+                    async for item in inner_us(_parsed(request), context):
                         yield item
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.stream_unary:
@@ -145,11 +198,11 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
 
             async def stream_unary(request_iterator, context):
                 async with scope(context):
-                    return await inner_su(request_iterator, context)
+                    return await inner_su(_parsed_stream(request_iterator), context)
 
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler

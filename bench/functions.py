@@ -1,0 +1,394 @@
+"""Functions benchmarks: call round trip and throughput vs a PostgreSQL job queue; limits.
+
+The job queue is `procrastinate` (psycopg 3 and LISTEN/NOTIFY, like us), installed for
+the benchmark only (`make bench` does it); without it that comparison is skipped with a
+note. Both systems run side by side on one database and are measured in alternating
+rounds, so a burst of load from elsewhere on the shared machine hits both alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import psutil
+import psycopg
+
+from agentworks.core import errors
+from agentworks.core.clients import FunctionsClient
+from agentworks.core.db import libpq_url
+from agentworks.core.identity import Minter
+from agentworks.runtime.executions import ExecutionContext, ExecutionWorker
+from bench.harness import Processes, Report, Row, median, percentile
+
+TARGET = "crew:bench"
+RUNTIMES = 8
+CALLERS = 32
+ROUNDS = 3
+# Open calls allowed per target while measuring round trips: never refuses a call.
+ROOMY_LIMIT = 1000
+
+INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+
+RoundTrip = Callable[[int], Awaitable[None]]
+
+
+@dataclass
+class Figures:
+    """One system's round-trip latencies (ms), throughputs (/s) and CPU per call (ms)."""
+
+    latencies: list[float] = field(default_factory=list)
+    throughputs: list[float] = field(default_factory=list)
+    cpu_per_call: list[float] = field(default_factory=list)
+
+
+class CpuMeter:
+    """CPU seconds spent by this process, the service processes and the database.
+
+    The database's share is every server process of the benchmark's PostgreSQL
+    (backends and background workers), found through pg_stat_activity.
+    """
+
+    def __init__(self, database_url: str, pids: list[int]) -> None:
+        self.database_url = database_url
+        self.pids = [os.getpid(), *pids]
+        self._start: dict[int, float] = {}
+
+    def _processes(self) -> list[int]:
+        with psycopg.connect(libpq_url(self.database_url), autocommit=True) as conn:
+            rows = conn.execute("SELECT pid FROM pg_stat_activity").fetchall()
+        return self.pids + [r[0] for r in rows]
+
+    @staticmethod
+    def _cpu(pid: int) -> float | None:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            return None
+        return t.user + t.system
+
+    def start(self) -> None:
+        self._start = {p: c for p in self._processes() if (c := self._cpu(p)) is not None}
+
+    def stop(self) -> float:
+        used = 0.0
+        for pid in self._processes():
+            now = self._cpu(pid)
+            if now is not None:
+                used += now - self._start.get(pid, 0.0)
+        return used
+
+
+async def closed_loop(op: RoundTrip, concurrency: int, seconds: float) -> int:
+    """Operations completed by `concurrency` loops running `op` for `seconds`."""
+    done = 0
+    stop_at = time.perf_counter() + seconds
+    counter = iter(range(10**9))
+
+    async def loop() -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await op(next(counter))
+            done += 1
+
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return done
+
+
+async def measure(
+    op: RoundTrip, figures: Figures, meter: CpuMeter, calls: int, seconds: float
+) -> None:
+    """One round: `calls` sequential round trips, then CALLERS loops for `seconds`."""
+    for n in range(calls):
+        started = time.perf_counter()
+        await op(n)
+        figures.latencies.append((time.perf_counter() - started) * 1000)
+    meter.start()
+    started = time.perf_counter()
+    done = await closed_loop(op, CALLERS, seconds)
+    elapsed = time.perf_counter() - started
+    figures.throughputs.append(done / elapsed)
+    figures.cpu_per_call.append(meter.stop() / max(done, 1) * 1000)
+
+
+async def setup_target(address: str, key: str, *, limit: int) -> None:
+    async with FunctionsClient(
+        address, identity=Minter("user:ops", key, roles={"operator"})
+    ) as ops:
+        await ops.register_target(TARGET, owner="user:owner", running_limit=limit)
+    async with FunctionsClient(address, identity=Minter("user:owner", key)) as owner:
+        await owner.declare_function(
+            TARGET, "noop", input_schema=INPUT_SCHEMA, allowed_callers=["user:*"]
+        )
+
+
+@contextlib.asynccontextmanager
+async def runtimes(address: str, key: str, count: int) -> AsyncIterator[None]:
+    """`count` SDK execution workers (asyncio tasks in this process) that finish at once."""
+
+    async def handle(ctx: ExecutionContext) -> str:
+        return "done"
+
+    with tempfile.TemporaryDirectory(prefix="agentworks-bench-calls-") as root:
+        workers = [
+            ExecutionWorker(
+                address,
+                Minter(f"agent:bench/runtime-{i}", key),
+                [TARGET],
+                handle,
+                root=root,
+                wait_seconds=20,
+            )
+            for i in range(count)
+        ]
+        tasks = [asyncio.create_task(w.run()) for w in workers]
+        await asyncio.sleep(0.5)  # every worker is parked in its ClaimExecution long-poll
+        try:
+            yield
+        finally:
+            for w in workers:
+                w.stop()
+            await asyncio.wait(tasks, timeout=30)
+            for task in tasks:
+                task.cancel()
+
+
+@contextlib.asynccontextmanager
+async def agentworks_system(procs: Processes) -> AsyncIterator[RoundTrip]:
+    """The functions service with RUNTIMES SDK workers; yields one call's round trip."""
+    address = procs.start("agentworks_functions", "FUNCTIONS")
+    await setup_target(address, procs.key, limit=ROOMY_LIMIT)
+    async with (
+        runtimes(address, procs.key, RUNTIMES),
+        FunctionsClient(address, identity=Minter("user:caller", procs.key)) as caller,
+    ):
+
+        async def round_trip(n: int) -> None:
+            receipt = await caller.call(TARGET, "noop", {"n": n})
+            status = await caller.wait(receipt.call_id, timeout=60)
+            if status.status != "completed":
+                raise RuntimeError(f"call ended {status.status}: {status.error}")
+
+        yield round_trip
+
+
+def procrastinate_available() -> bool:
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.asynccontextmanager
+async def procrastinate_system(database_url: str) -> AsyncIterator[RoundTrip]:
+    """The same round trip through procrastinate: defer -> a worker runs the job -> done.
+
+    One worker with RUNTIMES concurrent job slots (asyncio, in this process). "Done" is
+    the moment the worker's own finish_job (status succeeded) has committed, observed in
+    this process: no status polling, so the job queue is measured at its most favourable.
+    """
+    import procrastinate
+
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=libpq_url(database_url))
+    )
+    loop = asyncio.get_running_loop()
+    done: dict[int, asyncio.Future[None]] = {}
+
+    def future(job_id: int) -> asyncio.Future[None]:
+        if job_id not in done:
+            done[job_id] = loop.create_future()
+        return done[job_id]
+
+    @app.task(name="noop")
+    async def noop(n: int) -> str:
+        return "done"
+
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        manager = app.job_manager
+        finish_job = manager.finish_job
+
+        async def finished(job, status, delete_job):  # type: ignore[no-untyped-def]
+            await finish_job(job=job, status=status, delete_job=delete_job)
+            future(job.id).set_result(None)
+
+        manager.finish_job = finished  # type: ignore[method-assign]
+        worker = asyncio.create_task(
+            app.run_worker_async(concurrency=RUNTIMES, wait=True, install_signal_handlers=False)
+        )
+        await asyncio.sleep(0.5)
+
+        async def round_trip(n: int) -> None:
+            job_id = await noop.defer_async(n=n)
+            await asyncio.wait_for(future(job_id), 60)
+            del done[job_id]
+
+        try:
+            yield round_trip
+        finally:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(worker, 10)
+
+
+async def call_round_trip(procs: Processes, report: Report, calls: int, seconds: float) -> None:
+    """Call -> a runtime claims (long-poll) -> finishes -> the caller sees the end (F4, R1)."""
+    ours, theirs = Figures(), Figures()
+    have_queue = procrastinate_available()
+    if not have_queue:
+        report.notes.append(
+            "procrastinate is not installed, so the job-queue comparison was skipped: "
+            "`make bench` installs it for the benchmark (`.venv/bin/pip install procrastinate`)."
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        our_trip = await stack.enter_async_context(agentworks_system(procs))
+        their_trip = None
+        if have_queue:
+            their_trip = await stack.enter_async_context(procrastinate_system(procs.database_url))
+        meter = CpuMeter(procs.database_url, [c.pid for c in procs.children])
+        # Warm up pools, prepared plans and caches on both, then alternate rounds.
+        await closed_loop(our_trip, CALLERS, 1.0)
+        if their_trip:
+            await closed_loop(their_trip, CALLERS, 1.0)
+        per_round = max(1, calls // ROUNDS)
+        for _ in range(ROUNDS):
+            await measure(our_trip, ours, meter, per_round, seconds / ROUNDS)
+            if their_trip:
+                await measure(their_trip, theirs, meter, per_round, seconds / ROUNDS)
+
+    def base(values: list[float], fn: Callable[[list[float]], float]) -> float:
+        return fn(values) if values else float("nan")
+
+    baseline = "procrastinate: defer -> worker -> done" if have_queue else ""
+    scenario = f"call round trip, {RUNTIMES} idle runtimes"
+    for pct in (50, 99):
+        report.add(
+            Row(
+                scenario,
+                f"Call -> claimed -> finished -> caller sees it, p{pct}",
+                percentile(ours.latencies, pct),
+                "ms",
+                baseline,
+                base(theirs.latencies, lambda v, p=pct: percentile(v, p)),
+            )
+        )
+    ours_tput = median(ours.throughputs)
+    theirs_tput = base(theirs.throughputs, median)
+    scenario = f"call throughput, {RUNTIMES} runtimes, {CALLERS} callers"
+    report.add(
+        Row(
+            scenario,
+            "round trips completed per second (median of rounds)",
+            ours_tput,
+            "calls/s",
+            baseline,
+            theirs_tput,
+            "≥ 2 x the job queue",
+            (ours_tput >= 2 * theirs_tput) if have_queue else None,
+        )
+    )
+    report.add(
+        Row(
+            scenario,
+            "CPU per round trip (bench + services + PostgreSQL)",
+            median(ours.cpu_per_call),
+            "ms",
+            baseline,
+            base(theirs.cpu_per_call, median),
+        )
+    )
+    report.notes.append(
+        f"Call round trip: the {RUNTIMES} runtimes are `ExecutionWorker`s of the runtime "
+        "SDK, asyncio tasks in the benchmark process, each long-polling ClaimExecution; "
+        "the caller calls, then `FunctionsClient.wait` long-polls GetStatus until the call "
+        f"ends. procrastinate runs one worker with {RUNTIMES} concurrent slots in the same "
+        f"process. Throughput: {CALLERS} closed-loop callers; {ROUNDS} alternating rounds "
+        "per system, median reported. CPU per round trip adds the CPU time of every "
+        "process involved (a load-independent view of cost on this shared machine)."
+    )
+
+
+async def limit_contention(procs: Processes, report: Report, burst: int, limit: int) -> None:
+    """`burst` concurrent calls at a running limit of `limit`: exactly `limit` accepted (F5).
+
+    Baselines: the same burst on a target whose limit is never reached (concurrency
+    without contention), and calls one at a time.
+    """
+    address = procs.start("agentworks_functions", "FUNCTIONS")
+    async with (
+        FunctionsClient(address, identity=Minter("user:ops", procs.key, roles={"operator"})) as ops,
+        FunctionsClient(address, identity=Minter("user:owner", procs.key)) as owner,
+    ):
+        for name, running_limit in (("crew:contended", limit), ("crew:roomy", ROOMY_LIMIT)):
+            await ops.register_target(name, owner="user:owner", running_limit=running_limit)
+            await owner.declare_function(
+                name, "noop", input_schema=INPUT_SCHEMA, allowed_callers=["user:*"]
+            )
+    async with FunctionsClient(address, identity=Minter("user:caller", procs.key)) as caller:
+
+        async def call(target: str, n: int) -> tuple[float, str | None]:
+            started = time.perf_counter()
+            try:
+                receipt = await caller.call(target, "noop", {"n": n})
+            except errors.Busy:
+                return (time.perf_counter() - started) * 1000, None
+            return (time.perf_counter() - started) * 1000, receipt.call_id
+
+        async def bursts(target: str) -> tuple[list[float], list[int]]:
+            latencies, accepted_counts = [], []
+            for _ in range(5):
+                results = await asyncio.gather(*(call(target, n) for n in range(burst)))
+                accepted = [call_id for _, call_id in results if call_id]
+                accepted_counts.append(len(accepted))
+                latencies += [ms for ms, _ in results]
+                await asyncio.gather(*(caller.cancel(c) for c in accepted))
+            return latencies, accepted_counts
+
+        sequential: list[float] = []
+        for n in range(20 + burst):  # the first 20 warm up
+            ms, call_id = await call("crew:roomy", n)
+            if n >= 20:
+                sequential.append(ms)
+            if call_id:
+                await caller.cancel(call_id)
+        roomy, _ = await bursts("crew:roomy")
+        contended, accepted_counts = await bursts("crew:contended")
+    exact = all(n == limit for n in accepted_counts)
+    scenario = f"running limit {limit}, {burst} concurrent calls"
+    report.add(
+        Row(
+            scenario,
+            "calls accepted, worst burst (all 5: " + ", ".join(map(str, accepted_counts)) + ")",
+            float(max(accepted_counts, key=lambda n: abs(n - limit))),
+            "calls",
+            target=f"exactly {limit} every burst",
+            met=exact,
+        )
+    )
+    for pct in (50, 99):
+        for baseline, values in (
+            (f"same burst, limit {ROOMY_LIMIT} (no contention)", roomy),
+            ("one call at a time", sequential),
+        ):
+            report.add(
+                Row(
+                    scenario,
+                    f"Call answer (accepted or busy), p{pct}",
+                    percentile(contended, pct),
+                    "ms",
+                    baseline,
+                    percentile(values, pct),
+                )
+            )

@@ -1,0 +1,272 @@
+"""Fixtures for the cross-service tests, and the reliability report (docs/reliability.md).
+
+Reliability tests carry `@pytest.mark.reliability(scenario=..., action=..., check=...)`.
+Test modules outside `tests/` cannot use that mark when they run on their own (it is
+registered here), so they set a module-level `RELIABILITY = {"scenario": ..., "action":
+..., "check": ..., "test": <the test function it describes>}` instead. With
+`AGENTWORKS_WRITE_RELIABILITY=1` the session records the outcome of every such test and
+writes docs/reliability.md at the end (`make reliability`); otherwise nothing is written,
+so `make test` leaves the tree clean. A module may define `RELIABILITY_APPENDIX()`
+returning markdown (e.g. the access matrix) to print under the table.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass, field
+
+import pytest
+
+from agentworks.core.testing import service_env
+
+MARKER = (
+    "reliability(scenario, action, check): a row of docs/reliability.md "
+    "(written when AGENTWORKS_WRITE_RELIABILITY=1)"
+)
+REPORT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
+
+# What these tests found in the services, and how it ends now; written under the table.
+FIXED = [
+    "NUL characters (U+0000) in text or JSON — message text, parts, attributes, retry keys, "
+    "function descriptions, inputs, schemas, progress, execution messages, questions, "
+    "replies, final messages, wake-up notes, schedule prompts, names, pause reasons — "
+    "failed INTERNAL (PostgreSQL cannot store them); now INVALID_ARGUMENT naming the field.",
+    "NaN and Infinity in Structs (inputs, schemas, workflow defaults, parts, attributes) "
+    "failed INTERNAL; now INVALID_ARGUMENT naming the path.",
+    "A declared schema's `$ref` to a URL was fetched by the functions service at call and "
+    "result validation (jsonschema's default; `file://` too): a declaration could make the "
+    "service read other hosts or local files. References are now resolved only inside the "
+    "schema and the metaschemas, checked at declaration; an unresolvable one no longer "
+    "fails INTERNAL at call time.",
+    "`$schema` that is not a string failed INTERNAL.",
+    "Invalid Timestamps (`at`, `start_at`, `after`) and previews near the year 9999 failed "
+    "INTERNAL; cursors past int64 (scheduler lists, messaging reads) failed INTERNAL.",
+    "Error messages quoting a huge input exceeded what clients accept in the status "
+    'trailer, so callers saw RESOURCE_EXHAUSTED "Stream removed" (read as busy) instead of '
+    "INVALID_ARGUMENT; messages are now cut to fit.",
+    "Requests protobuf cannot parse (nested deeper than 100, truncated bytes) ended UNKNOWN "
+    "naming an internal exception; now INVALID_ARGUMENT.",
+    "Runtime RPCs (Report, UploadFile, AskInput, FinishExecution) answered an unknown "
+    "call_id differently from someone else's call, so any principal could tell that a "
+    "call_id exists (A3); now the same NOT_FOUND.",
+    "FileChunk.media_type was unbounded; now at most 255 printable characters.",
+    "Test fixture: `fault_postgres.stop()/start()` ran pg_ctl as another user from the test "
+    "process; that fork() now and then crashed in gRPC's fork handler (\"Fatal Python "
+    'error: Segmentation fault", the server never stopped, the messaging outage test '
+    "failed). It now signals the postmaster and starts it from a fresh interpreter.",
+]
+
+# Found, not fixed here.
+KNOWN = [
+    "JSON Schema `pattern` keywords run on Python's `re` in the functions event loop: a "
+    "declaration with a catastrophic pattern (e.g. `(a+)+$`) and a crafted input can block "
+    "a replica (ReDoS). Needs validation off the loop with a time bound, or a regex engine "
+    "without backtracking.",
+    "After a service restart the typed clients' first calls can fail fast with UNAVAILABLE "
+    '("connections to all backends failing"): the channel\'s reconnect backoff outlasts the '
+    "retry policy. Callers must retry (runtimes and these tests do); the SIGTERM test in "
+    "test_reliability_messaging.py calls right after the restart without retrying and "
+    "fails now and then because of it.",
+]
+
+# What this suite does not cover yet; written under the table.
+PENDING = [
+    "MCP-level bad input and token checks (bearer tokens, revoked tokens, tool argument "
+    "validation) belong to the gateway, which is being changed in parallel; they are not "
+    "in this table yet.",
+    "Revoked API tokens: the gateway's (A1); the gRPC services see only signed identities, "
+    "whose missing/forged/expired cases are in the access matrix.",
+    "UploadFile above the 64 MiB file limit is not exercised (too slow for `make test`); the "
+    "limit check itself runs per chunk before anything is linked.",
+    "Messaging's table-driven bad-input test (services/messaging/tests/test_bad_input.py) is "
+    "not in this table: it has no RELIABILITY entry yet (a one-line addition).",
+    "CreateWakeUp has no idempotency key: a client that retries after a lost response may "
+    "create a second wake-up. The process-fault test therefore never retries it and counts "
+    "such unacknowledged wake-ups separately (each still fires exactly once).",
+]
+
+
+@dataclass
+class Row:
+    scenario: str
+    action: str
+    check: str
+    test: str
+    outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> outcome
+
+    def outcome(self) -> str:
+        if not self.outcomes:
+            return "not run"
+        values = list(self.outcomes.values())
+        failed = values.count("failed")
+        skipped = values.count("skipped")
+        n = len(values)
+        cases = f" ({n} cases)" if n > 1 else ""
+        if failed:
+            return f"**FAILED** ({failed} of {n})" if n > 1 else "**FAILED**"
+        if skipped == n:
+            return "skipped"
+        if skipped:
+            return f"passed{cases}, {skipped} skipped"
+        return f"passed{cases}"
+
+
+class ReliabilityReport:
+    """Collects (scenario, action, check, outcome) per test function and writes the table."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.rows: dict[str, Row] = {}
+        self.appendices: dict[str, str] = {}  # module name -> markdown
+
+    @staticmethod
+    def _info(item: pytest.Item) -> dict[str, str] | None:
+        mark = item.get_closest_marker("reliability")
+        if mark is not None:
+            return dict(mark.kwargs)
+        module = getattr(item, "module", None)
+        info = getattr(module, "RELIABILITY", None)
+        if not isinstance(info, dict):
+            return None
+        name = getattr(item, "originalname", item.name)
+        return dict(info) if info.get("test", name) == name else None
+
+    @staticmethod
+    def _test_name(nodeid: str) -> str:
+        return nodeid.split("[", 1)[0]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            info = self._info(item)
+            if info is None:
+                continue
+            module = getattr(item, "module", None)
+            appendix = getattr(module, "RELIABILITY_APPENDIX", None)
+            if callable(appendix):
+                self.appendices.setdefault(module.__name__, appendix())
+            name = self._test_name(item.nodeid)
+            row = self.rows.setdefault(
+                name,
+                Row(info.get("scenario", ""), info.get("action", ""), info.get("check", ""), name),
+            )
+            row.outcomes.setdefault(item.nodeid, "not run")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        row = self.rows.get(self._test_name(report.nodeid))
+        if row is None:
+            return
+        current = row.outcomes.get(report.nodeid, "not run")
+        if report.failed:
+            row.outcomes[report.nodeid] = "failed"
+        elif report.skipped and current != "failed":
+            row.outcomes[report.nodeid] = "skipped"
+        elif report.when == "call" and report.passed and current != "failed":
+            row.outcomes[report.nodeid] = "passed"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.rows:
+            return
+        REPORT.write_text(render(list(self.rows.values()), list(self.appendices.values())))
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def render(rows: list[Row], appendices: list[str] = ()) -> str:
+    """docs/reliability.md: one table row per reliability test, in collection order."""
+    lines = [
+        "# Reliability and security (generated)",
+        "",
+        "Written by the test suite (`make reliability`, i.e. `AGENTWORKS_WRITE_RELIABILITY=1`",
+        "pytest over the reliability, access-matrix, fuzz and bad-input tests); do not edit by",
+        "hand. Each row is one test function; parametrized tests count their cases. Faults are",
+        "injected at seeded random points (`AGENTWORKS_FAULT_SEED`, default 7); the soak",
+        "version of the process-fault test runs for `AGENTWORKS_SOAK_SECONDS` (`make soak`).",
+        "",
+        "| scenario | what was done | what was checked | outcome | test |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {_cell(row.scenario)} | {_cell(row.action)} | {_cell(row.check)} "
+            f"| {row.outcome()} | `{row.test}` |"
+        )
+    for appendix in appendices:
+        lines += ["", appendix.rstrip()]
+    for title, items in (
+        ("Found by these tests and fixed", FIXED),
+        ("Found, not fixed yet", KNOWN),
+        ("Not covered here", PENDING),
+    ):
+        lines += ["", f"## {title}", ""]
+        lines += [f"- {item}" for item in items]
+    return "\n".join(lines) + "\n"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
+    if os.environ.get("AGENTWORKS_WRITE_RELIABILITY") == "1" and not (
+        config.pluginmanager.has_plugin("agentworks-reliability-report")
+    ):
+        config.pluginmanager.register(ReliabilityReport(config), "agentworks-reliability-report")
+
+
+# ----------------------------------------------------------------- services in-process
+
+
+@pytest.fixture
+async def start_functions(database_url: str, internal_key: str):
+    """`await start_functions(FUNCTIONS_X="y")` -> one more functions replica (in-process)."""
+    from agentworks_functions.config import Config
+    from agentworks_functions.server import start
+
+    started = []
+
+    async def make(**extra: str):
+        env = service_env(
+            database_url,
+            internal_key,
+            "FUNCTIONS",
+            FUNCTIONS_SWEEP_SECONDS="0.2",
+            FUNCTIONS_MIN_LEASE_SECONDS="1",
+            FUNCTIONS_NOTICE_RETRY_SECONDS="0.2",
+            FUNCTIONS_POLL_FALLBACK_SECONDS="2",
+            FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1",
+        )
+        env.update(extra)
+        running = await start(Config.from_env(env))
+        started.append(running)
+        return running
+
+    yield make
+    for running in started:
+        await running.stop(0)
+
+
+@pytest.fixture
+async def start_scheduler(database_url: str, internal_key: str):
+    """`await start_scheduler(SCHEDULER_MESSAGING_ADDRESS=...)` -> one more replica."""
+    from agentworks_scheduler.config import Config
+    from agentworks_scheduler.server import start
+
+    started = []
+
+    async def make(**extra: str):
+        env = service_env(
+            database_url,
+            internal_key,
+            "SCHEDULER",
+            SCHEDULER_TICK_SECONDS="0.2",
+            SCHEDULER_MIN_INTERVAL_SECONDS="1",
+        )
+        env.update(extra)
+        running = await start(Config.from_env(env))
+        started.append(running)
+        return running
+
+    yield make
+    for running in started:
+        await running.stop(0)

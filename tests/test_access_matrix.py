@@ -1,0 +1,394 @@
+"""Who may do what, at the gRPC level: principals x operations, one expected status per
+cell (A1, A2, A3, C3, F2, F6, S1).
+
+Principals: the call's caller and the inbox's principal (alice), the target's owner, an
+allowed caller (an agent admitted by a pattern), a disallowed caller, a stranger, the
+target's runtime, a runtime of another crew, an operator, and four identities every
+service must refuse with UNAUTHENTICATED: signed with the wrong key (forged), expired,
+unsigned (`alg: none`), and missing. Where the contract says "anyone else gets
+NOT_FOUND", the test also checks that a real id the principal may not see gets the same
+answer as a random id, so a guessed `call_id`, inbox or wake-up id reveals nothing.
+
+Revoked API tokens belong to the gateway (bearer tokens -> signed identities) and are
+checked there; MCP-level checks are pending (see docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+
+from agentworks.common.v1 import common_pb2
+from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.core.identity import METADATA_KEY, mint
+from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.functions.v1 import functions_pb2_grpc
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.scheduler.v1 import scheduler_pb2 as s
+from agentworks.scheduler.v1 import scheduler_pb2_grpc
+
+CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
+
+# name -> (principal, roles); the last four are identities no service may accept.
+PRINCIPALS: dict[str, tuple[str, frozenset[str]]] = {
+    "caller": ("user:alice", frozenset()),
+    "owner": ("user:owner", frozenset()),
+    "allowed": ("agent:alpha/scout", frozenset()),
+    "disallowed": ("agent:beta/x", frozenset()),
+    "stranger": ("user:mallory", frozenset()),
+    "runtime": ("agent:demo/bot", frozenset()),
+    "other_runtime": ("agent:other/bot", frozenset()),
+    "operator": ("user:ops", frozenset({"operator"})),
+    "forged": ("user:owner", frozenset({"operator"})),
+    "expired": ("user:owner", frozenset()),
+    "unsigned": ("user:owner", frozenset({"operator"})),
+    "missing": ("user:owner", frozenset()),
+}
+BAD_IDENTITIES = ("forged", "expired", "unsigned", "missing")
+
+
+def metadata(name: str, key: str) -> tuple[tuple[str, str], ...]:
+    principal, roles = PRINCIPALS[name]
+    if name == "missing":
+        return ()
+    if name == "forged":
+        token = mint(principal, "an-attacker-key-that-is-long-enough-32", roles=roles)
+    elif name == "expired":
+        token = mint(principal, key, roles=roles, ttl_seconds=60, now=time.time() - 3600)
+    elif name == "unsigned":
+        claims = {"sub": principal, "aud": "agentworks", "iat": int(time.time())}
+        claims |= {"exp": int(time.time()) + 300, "roles": sorted(roles)}
+        token = (
+            ".".join(
+                base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=")
+                for part in ({"alg": "none", "typ": "JWT"}, claims)
+            )
+            + "."
+        )
+    else:
+        token = mint(principal, key, roles=roles)
+    return ((METADATA_KEY, token),)
+
+
+@dataclass
+class World:
+    """Addresses, the ids the operations aim at, and trusted clients to prepare state."""
+
+    stubs: dict[str, Any]
+    ids: dict[str, str]
+    prepare: dict[str, Any]
+
+
+RPC = Callable[[str, str, Any], Awaitable[tuple[str, str]]]
+Operation = Callable[[World, RPC], Awaitable[tuple[str, str]]]
+
+
+async def fresh_call(world: World) -> str:
+    """A new call of alice's on crew:demo (for operations that end it)."""
+    receipt = await world.prepare["alice_f"].call("crew:demo", "echo", {"text": "again"})
+    return receipt.call_id
+
+
+# ------------------------------------------------------------------- the operations
+
+OPERATIONS: dict[str, Operation] = {
+    # functions
+    "functions.ListFunctions": lambda w, rpc: rpc(
+        "functions", "ListFunctions", f.ListFunctionsRequest(target=CREW)
+    ),
+    "functions.Call": lambda w, rpc: rpc(
+        "functions",
+        "Call",
+        f.CallRequest(target=CREW, function="echo", inputs=_struct({"text": "x"})),
+    ),
+    "functions.GetStatus": lambda w, rpc: rpc(
+        "functions", "GetStatus", f.GetStatusRequest(call_id=w.ids["call"])
+    ),
+    "functions.ReadFile": lambda w, rpc: rpc(
+        "functions", "ReadFile", f.ReadFileRequest(call_id=w.ids["call"], file="out.txt")
+    ),
+    "functions.Reply": lambda w, rpc: rpc(
+        "functions", "Reply", f.ReplyRequest(call_id=w.ids["call"], text="yes")
+    ),
+    "functions.Cancel": lambda w, rpc: _cancel(w, rpc),
+    "functions.DeclareFunction": lambda w, rpc: rpc(
+        "functions",
+        "DeclareFunction",
+        f.DeclareFunctionRequest(
+            function=f.Function(target=CREW, name="extra", input_schema=_struct({"type": "object"}))
+        ),
+    ),
+    "functions.RegisterTarget": lambda w, rpc: rpc(
+        "functions",
+        "RegisterTarget",
+        f.RegisterTargetRequest(
+            ref=common_pb2.TargetRef(kind=1, name="made"), owner="user:owner", running_limit=2
+        ),
+    ),
+    "functions.ClaimExecution": lambda w, rpc: rpc(
+        "functions", "ClaimExecution", f.ClaimExecutionRequest(targets=[CREW])
+    ),
+    "functions.Report": lambda w, rpc: rpc(
+        "functions", "Report", f.ReportRequest(call_id=w.ids["call"], progress="p")
+    ),
+    "functions.HeartbeatExecution": lambda w, rpc: rpc(
+        "functions", "HeartbeatExecution", f.HeartbeatExecutionRequest(call_id=w.ids["call"])
+    ),
+    # messaging
+    "messaging.Read": lambda w, rpc: rpc(
+        "messaging", "Read", m.ReadRequest(inbox_id=w.ids["inbox"])
+    ),
+    "messaging.Send(inbox)": lambda w, rpc: rpc(
+        "messaging", "Send", m.SendRequest(inbox_id=w.ids["inbox"], text="more")
+    ),
+    "messaging.GetTranscript": lambda w, rpc: rpc(
+        "messaging", "GetTranscript", m.GetTranscriptRequest(conversation_id=w.ids["conversation"])
+    ),
+    "messaging.SendMessage": lambda w, rpc: rpc(
+        "messaging", "SendMessage", m.SendMessageRequest(inbox_id=w.ids["inbox"], text="reply")
+    ),
+    "messaging.ClaimTurn": lambda w, rpc: rpc(
+        "messaging", "ClaimTurn", m.ClaimTurnRequest(targets=[CREW])
+    ),
+    "messaging.EnqueueDelivery": lambda w, rpc: rpc(
+        "messaging",
+        "EnqueueDelivery",
+        m.EnqueueDeliveryRequest(
+            conversation_id=w.ids["conversation"],
+            kind=m.DELIVERY_KIND_WAKE_UP,
+            idempotency_key=f"k-{uuid.uuid4()}",
+        ),
+    ),
+    # scheduler
+    "scheduler.CreateWakeUp": lambda w, rpc: rpc(
+        "scheduler",
+        "CreateWakeUp",
+        s.CreateWakeUpRequest(conversation_id=w.ids["conversation"], delay_seconds=3600),
+    ),
+    "scheduler.GetWakeUp": lambda w, rpc: rpc(
+        "scheduler", "GetWakeUp", s.GetWakeUpRequest(wake_up_id=w.ids["wake_up"])
+    ),
+    "scheduler.GetSchedule": lambda w, rpc: rpc(
+        "scheduler", "GetSchedule", s.GetScheduleRequest(schedule_id=w.ids["schedule"])
+    ),
+    "scheduler.Pause": lambda w, rpc: rpc("scheduler", "Pause", s.PauseRequest(product="crew:x")),
+}
+
+
+async def _cancel(world: World, rpc: RPC) -> tuple[str, str]:
+    return await rpc("functions", "Cancel", f.CancelRequest(call_id=await fresh_call(world)))
+
+
+def _struct(value: dict[str, Any]):
+    from google.protobuf import struct_pb2
+
+    out = struct_pb2.Struct()
+    out.update(value)
+    return out
+
+
+OK, NF, PD = "OK", "NOT_FOUND", "PERMISSION_DENIED"
+FP = "FAILED_PRECONDITION"
+# The expected status per operation and principal (the four bad identities always get
+# UNAUTHENTICATED and are not repeated here).
+
+
+def row(*codes: str) -> dict[str, str]:
+    good = [name for name in PRINCIPALS if name not in BAD_IDENTITIES]
+    assert len(codes) == len(good)
+    return dict(zip(good, codes, strict=True))
+
+
+# fmt: off
+EXPECTED: dict[str, dict[str, str]] = {
+    #                          caller owner allowed disallowed stranger runtime other_rt operator
+    "functions.ListFunctions":  row(OK, OK, OK, OK, OK, OK, OK, OK),
+    "functions.Call":           row(OK, OK, OK, NF, NF, NF, NF, NF),
+    "functions.GetStatus":      row(OK, OK, NF, NF, NF, NF, NF, NF),
+    "functions.ReadFile":       row(OK, OK, NF, NF, NF, NF, NF, NF),
+    "functions.Reply":          row(FP, FP, NF, NF, NF, NF, NF, NF),
+    "functions.Cancel":         row(OK, OK, NF, NF, NF, NF, NF, NF),
+    "functions.DeclareFunction": row(PD, OK, PD, PD, PD, PD, PD, PD),
+    "functions.RegisterTarget": row(PD, PD, PD, PD, PD, PD, PD, OK),
+    "functions.ClaimExecution": row(PD, PD, PD, PD, PD, OK, PD, PD),
+    "functions.Report":         row(NF, NF, NF, NF, NF, OK, NF, NF),
+    "functions.HeartbeatExecution": row(NF, NF, NF, NF, NF, OK, NF, NF),
+    "messaging.Read":           row(OK, NF, NF, NF, NF, NF, NF, NF),
+    "messaging.Send(inbox)":    row(OK, NF, NF, NF, NF, NF, NF, NF),
+    "messaging.GetTranscript":  row(OK, OK, NF, NF, NF, OK, NF, OK),
+    "messaging.SendMessage":    row(NF, NF, NF, NF, NF, OK, NF, NF),
+    "messaging.ClaimTurn":      row(PD, PD, PD, PD, PD, OK, PD, PD),
+    "messaging.EnqueueDelivery": row(PD, PD, PD, PD, PD, PD, PD, OK),
+    "scheduler.CreateWakeUp":   row(PD, PD, NF, NF, PD, OK, NF, OK),
+    "scheduler.GetWakeUp":      row(NF, NF, NF, NF, NF, OK, NF, OK),
+    "scheduler.GetSchedule":    row(NF, NF, NF, NF, NF, OK, NF, OK),
+    "scheduler.Pause":          row(PD, PD, PD, PD, PD, PD, PD, OK),
+}
+# fmt: on
+
+# Operations whose NOT_FOUND must look exactly like the one for a random id: (operation,
+# the world id it aims at).
+GUESSES = {
+    "functions.GetStatus": "call",
+    "functions.ReadFile": "call",
+    "functions.Reply": "call",
+    "functions.Report": "call",
+    "functions.HeartbeatExecution": "call",
+    "messaging.Read": "inbox",
+    "messaging.Send(inbox)": "inbox",
+    "messaging.GetTranscript": "conversation",
+    "messaging.SendMessage": "inbox",
+    "scheduler.GetWakeUp": "wake_up",
+    "scheduler.GetSchedule": "schedule",
+}
+
+
+@pytest.fixture
+async def world(start_messaging, start_functions, start_scheduler, identity):
+    """crew:demo (owner user:owner, runtime agent:demo/bot) on all three services; alice
+    has a conversation, and a call with a file claimed by the runtime; the runtime has a
+    wake-up and a schedule in alice's conversation."""
+    messaging = await start_messaging()
+    functions = await start_functions()
+    scheduler = await start_scheduler(SCHEDULER_MESSAGING_ADDRESS=messaging.address)
+    ops = identity("user:ops", {"operator"})
+    clients = {
+        "ops_m": MessagingClient(messaging.address, identity=ops),
+        "ops_f": FunctionsClient(functions.address, identity=ops),
+        "owner_f": FunctionsClient(functions.address, identity=identity("user:owner")),
+        "alice_m": MessagingClient(messaging.address, identity=identity("user:alice")),
+        "alice_f": FunctionsClient(functions.address, identity=identity("user:alice")),
+        "bot_f": FunctionsClient(functions.address, identity=identity("agent:demo/bot")),
+        "bot_s": SchedulerClient(scheduler.address, identity=identity("agent:demo/bot")),
+    }
+    await clients["ops_m"].register_target("crew:demo", owner="user:owner")
+    await clients["ops_f"].register_target("crew:demo", owner="user:owner", running_limit=100)
+    await clients["owner_f"].declare_function(
+        "crew:demo",
+        "echo",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+        allowed_callers=["user:alice", "agent:alpha/*"],
+    )
+    receipt = await clients["alice_m"].send("hello", target="crew:demo")
+    call = await clients["alice_f"].call("crew:demo", "echo", {"text": "x"})
+    execution = await clients["bot_f"].claim_execution(["crew:demo"], lease_seconds=300)
+    assert execution is not None and execution.call_id == call.call_id
+    await clients["bot_f"].upload_file(call.call_id, "out.txt", b"data")
+    wake_up = await clients["bot_s"].create_wake_up(receipt.conversation_id, delay_seconds=3600)
+    schedule = await clients["bot_s"].create_schedule(
+        receipt.conversation_id, "p", interval_seconds=3600
+    )
+    channels = {
+        name: grpc.aio.insecure_channel(running.address)
+        for name, running in (
+            ("messaging", messaging),
+            ("functions", functions),
+            ("scheduler", scheduler),
+        )
+    }
+    stubs = {
+        "messaging": messaging_pb2_grpc.MessagingServiceStub(channels["messaging"]),
+        "functions": functions_pb2_grpc.FunctionsServiceStub(channels["functions"]),
+        "scheduler": scheduler_pb2_grpc.SchedulerServiceStub(channels["scheduler"]),
+    }
+    ids = {
+        "call": call.call_id,
+        "inbox": receipt.inbox_id,
+        "conversation": receipt.conversation_id,
+        "wake_up": wake_up.wake_up_id,
+        "schedule": schedule.schedule_id,
+    }
+    yield World(stubs, ids, clients)
+    for client in clients.values():
+        await client.close()
+    for channel in channels.values():
+        await channel.close()
+
+
+def rpc_as(world: World, name: str, key: str) -> RPC:
+    async def rpc(service: str, method: str, request: Any) -> tuple[str, str]:
+        try:
+            await getattr(world.stubs[service], method)(
+                request, metadata=metadata(name, key), timeout=10
+            )
+        except grpc.aio.AioRpcError as exc:
+            return exc.code().name, exc.details() or ""
+        return "OK", ""
+
+    return rpc
+
+
+@pytest.mark.reliability(
+    scenario="Access matrix at the gRPC level (A1, A2, A3, C3, F2, S1)",
+    action=f"{len(OPERATIONS)} operations on messaging, functions and scheduler, each as "
+    f"{len(PRINCIPALS)} principals: caller, owner, allowed and disallowed caller, stranger, "
+    "the target's runtime, another crew's runtime, operator, and forged (wrong key), "
+    "expired, unsigned (alg none) and missing identities",
+    check="the expected status in every cell; every bad identity UNAUTHENTICATED; a real "
+    "call_id, inbox, conversation, wake-up or schedule id someone may not see answers "
+    "NOT_FOUND exactly like a random id",
+)
+@pytest.mark.parametrize("service", ["functions", "messaging", "scheduler"])
+async def test_access_matrix_A2_A3(world, internal_key, service):
+    """A2 A3: the rows of this service's operations — each as every principal."""
+    wrong = []
+    for operation in [op for op in OPERATIONS if op.startswith(f"{service}.")]:
+        for name in PRINCIPALS:
+            wrong += await check_cell(world, internal_key, operation, name)
+    assert not wrong, "\n".join(wrong)
+
+
+async def check_cell(world: World, key: str, operation: str, name: str) -> list[str]:
+    """Mismatches of one cell (empty when it holds)."""
+    expected = "UNAUTHENTICATED" if name in BAD_IDENTITIES else EXPECTED[operation][name]
+    code, details = await OPERATIONS[operation](world, rpc_as(world, name, key))
+    wrong = []
+    if code != expected:
+        wrong.append(f"{operation} as {name}: expected {expected}, got {code} ({details})")
+    if expected == "NOT_FOUND" and operation in GUESSES:
+        what = GUESSES[operation]
+        real, guessed = world.ids[what], str(uuid.uuid4())
+        probe = World(world.stubs, {**world.ids, what: guessed}, world.prepare)
+        code2, details2 = await OPERATIONS[operation](probe, rpc_as(world, name, key))
+        if (code2, details2.replace(guessed, "<id>")) != (code, details.replace(real, "<id>")):
+            wrong.append(
+                f"{operation} as {name}: a real {what} id answers {code} {details!r}, a "
+                f"random one {code2} {details2!r} — the difference reveals that it exists"
+            )
+    return wrong
+
+
+def test_matrix_covers_every_principal_and_operation():
+    """The table is complete: one expectation per (operation, principal)."""
+    good = [p for p in PRINCIPALS if p not in BAD_IDENTITIES]
+    assert set(EXPECTED) == set(OPERATIONS)
+    assert all(list(row) == good for row in EXPECTED.values())
+
+
+def RELIABILITY_APPENDIX() -> str:
+    """The matrix itself, for docs/reliability.md."""
+    good = [name for name in PRINCIPALS if name not in BAD_IDENTITIES]
+    header = ["operation", *good, "forged / expired / unsigned / missing"]
+    lines = [
+        "## Access matrix (tests/test_access_matrix.py)",
+        "",
+        "Principals: " + "; ".join(f"{n} = `{PRINCIPALS[n][0]}`" for n in good) + ".",
+        "NOT_FOUND cells marked * were also checked to answer exactly like a random id.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for operation, row_ in EXPECTED.items():
+        star = "*" if operation in GUESSES else ""
+        cells = [code + (star if code == "NOT_FOUND" else "") for code in row_.values()]
+        lines.append(f"| {operation} | " + " | ".join(cells) + " | UNAUTHENTICATED |")
+    return "\n".join(lines) + "\n"
