@@ -55,6 +55,11 @@ def channel_options(*, round_robin: bool = True) -> list[tuple[str, Any]]:
         ("grpc.enable_retries", 1),
         ("grpc.service_config", _RETRY_SERVICE_CONFIG),
         ("grpc.keepalive_time_ms", 30_000),
+        # Reconnect quickly after a replica restarts: with gRPC's default backoff (up to
+        # 120 s) a channel can stay failing long after the server is back.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
     ]
     if round_robin:
         options.append(("grpc.lb_policy_name", "round_robin"))
