@@ -26,7 +26,7 @@ async def run(args: argparse.Namespace) -> Report:
     sends = 100 if args.quick else 1000
     readers = 20 if args.quick else 100
     idle = 100 if args.quick else 1000
-    calls = 30 if args.quick else 150  # sequential round trips, per system
+    calls = 30 if args.quick else 120  # sequential round trips, per system
     call_seconds = 3.0 if args.quick else 9.0  # closed-loop time, per system
     small_history = growth.Scale(conversations=10, exchanges=50)  # 10^3 messages
     large_history = (
@@ -34,9 +34,9 @@ async def run(args: argparse.Namespace) -> Report:
         if args.quick
         else growth.Scale(conversations=10**5, exchanges=5)  # 10^6 messages
     )
-    growth_ops = 100 if args.quick else 300
+    growth_ops = 90 if args.quick else 240
     timers = (1000, 10**4) if args.quick else (1000, 10**5)
-    mcp_ops = 60 if args.quick else 200
+    mcp_ops = 60 if args.quick else 160
     scenarios = [
         ("send throughput", lambda p: messaging.send_throughput(p, report, seconds)),
         ("wake latency, 1 replica", lambda p: messaging.wake_latency(p, report, sends, readers, 1)),

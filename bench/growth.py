@@ -10,15 +10,17 @@ so the turn queue is empty, as in a system whose runtimes keep up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import psycopg
 
 from agentworks.core.clients import MessagingClient
-from agentworks.core.db import libpq_url
+from agentworks.core.db import libpq_url, with_database
 from agentworks.core.identity import Minter
 from agentworks_messaging.service import encode_cursor
 from agentworks_scheduler.config import Config as SchedulerConfig
@@ -146,10 +148,10 @@ async def latencies(op: Callable[[int], Awaitable[object]], count: int) -> list[
     return out
 
 
-async def measure_ops(
-    client: MessagingClient, inboxes: list[str], exchanges: int, count: int
-) -> dict[str, list[float]]:
-    """Sequential latencies of the three operations against the current history."""
+def operations(
+    client: MessagingClient, inboxes: list[str], exchanges: int
+) -> dict[str, Callable[[int], Awaitable[object]]]:
+    """The measured operations against one history."""
 
     async def send_new(n: int) -> None:
         await client.send(f"new conversation {n}", target=TARGET)
@@ -168,32 +170,82 @@ async def measure_ops(
         if len(page.messages) != PAGE:
             raise RuntimeError(f"expected a page of {PAGE}, got {len(page.messages)}")
 
-    ops = {"Read (page of 5 answers)": read_page, "Send (continue)": send_continue}
-    ops["Send (new conversation)"] = send_new
-    for op in ops.values():  # warm up
-        await latencies(op, 30)
-    return {name: await latencies(op, count) for name, op in ops.items()}
+    return {
+        "Read (page of 5 answers)": read_page,
+        "Send (continue)": send_continue,
+        "Send (new conversation)": send_new,
+    }
+
+
+def second_database(database_url: str) -> str:
+    """Another empty database on the same server (dropped with the scenario's server)."""
+    name = f"aw_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(database_url, name)
+
+
+def drop_database(database_url: str) -> None:
+    name = psycopg.conninfo.conninfo_to_dict(libpq_url(database_url))["dbname"]
+    admin = with_database(database_url, "postgres")
+    with psycopg.connect(libpq_url(admin), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def history_growth(
     procs: Processes, report: Report, small: Scale, large: Scale, count: int
 ) -> None:
-    """Send and page-read latency with a small and a large stored history."""
-    address = procs.start("agentworks_messaging", "MESSAGING")
-    async with MessagingClient(
-        address, identity=Minter("user:ops", procs.key, roles={"operator"})
-    ) as ops:
-        await ops.register_target(TARGET, owner="user:ops")
-    results = {}
-    loaded = {}
-    async with MessagingClient(address, identity=Minter(USER, procs.key)) as client:
-        extra = Scale(large.conversations - small.conversations, large.exchanges)
-        for scale, load in ((small, small), (large, extra)):
-            loaded[scale], inboxes = await asyncio.to_thread(
-                load_history, procs.database_url, load, 1000
+    """Send and page-read latency with a small and a large stored history.
+
+    Each history has its own database on the same PostgreSQL server and its own
+    messaging process; the operations alternate between the two in rounds, so a change
+    of load on the shared machine hits both alike.
+    """
+    urls = {small: second_database(procs.database_url), large: procs.database_url}
+    try:
+        await _history_growth(procs, report, small, large, count, urls)
+    finally:
+        for process in procs.children:  # the small history's messaging goes with its database
+            process.terminate()
+        drop_database(urls[small])
+
+
+async def _history_growth(
+    procs: Processes,
+    report: Report,
+    small: Scale,
+    large: Scale,
+    count: int,
+    urls: dict[Scale, str],
+) -> None:
+    clients: dict[Scale, MessagingClient] = {}
+    loaded: dict[Scale, float] = {}
+    ops: dict[Scale, dict[str, Callable[[int], Awaitable[object]]]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for scale in (small, large):
+            address = procs.start(
+                "agentworks_messaging", "MESSAGING", MESSAGING_DATABASE_URL=urls[scale]
             )
-            print(f"  loaded {load.label()} more in {loaded[scale]:.1f} s", flush=True)
-            results[scale] = await measure_ops(client, inboxes, load.exchanges, count)
+            async with MessagingClient(
+                address, identity=Minter("user:ops", procs.key, roles={"operator"})
+            ) as admin:
+                await admin.register_target(TARGET, owner="user:ops")
+            loaded[scale], inboxes = await asyncio.to_thread(load_history, urls[scale], scale, 1000)
+            print(f"  loaded {scale.label()} in {loaded[scale]:.1f} s", flush=True)
+            clients[scale] = await stack.enter_async_context(
+                MessagingClient(address, identity=Minter(USER, procs.key))
+            )
+            ops[scale] = operations(clients[scale], inboxes, scale.exchanges)
+        results: dict[Scale, dict[str, list[float]]] = {small: {}, large: {}}
+        for scale in (small, large):  # warm up
+            for op in ops[scale].values():
+                await latencies(op, 30)
+        rounds = 3
+        for _ in range(rounds):
+            for name in ops[small]:
+                for scale in (small, large):
+                    results[scale].setdefault(name, [])
+                    results[scale][name] += await latencies(ops[scale][name], count // rounds)
     scenario = f"history growth, {large.label()} vs {small.label()}"
     for name in results[small]:
         for pct in (50, 99):
@@ -213,12 +265,12 @@ async def history_growth(
             )
     report.notes.append(
         f"History growth: {small.label()} ({small.exchanges * 2} messages per conversation) "
-        f"then {large.label()} ({large.exchanges * 2} per conversation), bulk-loaded "
-        f"({loaded[large]:.0f} s for the large history on this machine) into one database "
-        "and read by the same messaging process; VACUUM ANALYZE and CHECKPOINT after each "
-        f"load. Operations run one at a time, {count} each, on random loaded conversations; "
-        "a read asks for "
-        f"{PAGE} answers from a random cursor."
+        f"and {large.label()} ({large.exchanges * 2} per conversation), bulk-loaded "
+        f"({loaded[large]:.0f} s for the large history on this machine) into two databases "
+        "of one PostgreSQL server, each served by its own messaging process; VACUUM ANALYZE "
+        "and CHECKPOINT after each load. Operations run one at a time, "
+        f"{count} of each per history, in alternating rounds, on random loaded "
+        f"conversations; a read asks for {PAGE} answers from a random cursor."
     )
 
 
