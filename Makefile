@@ -68,7 +68,8 @@ test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (Postg
 run: $(BIN)/.installed ## Start the whole suite on the embedded PostgreSQL (REPLICAS=n per service)
 	$(BIN)/agentworks up --replicas $(REPLICAS)
 
-bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md
+bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md (installs procrastinate for the comparison)
+	$(BIN)/python -m pip install -q procrastinate
 	$(BIN)/python -m bench
 
 reliability: $(BIN)/.installed ## Run the fault, access, fuzz and bad-input tests; write docs/reliability.md
