@@ -29,3 +29,36 @@ async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
     )
     assert 'agentworks_long_poll_waiters{service="messaging"}' in body
     assert 'agentworks_db_pool_checked_out{service="messaging"}' in body
+
+
+def test_gauge_refresh_is_configured_per_service_and_off_without_metrics_P4():
+    """P4: `<SERVICE>_METRICS_REFRESH_SECONDS` (default 5 s, at least 0.1 s) sets how often
+    the database-wide gauges are recomputed; with no metrics address nothing runs."""
+    from agentworks.core.config import Env, ServiceConfig
+    from agentworks.core.metrics import refresher
+
+    def config(**env: str) -> ServiceConfig:
+        return ServiceConfig.from_env("messaging", 50051, Env("MESSAGING", env))
+
+    assert config().metrics_refresh_seconds == 5.0
+    assert config(MESSAGING_METRICS_REFRESH_SECONDS="0.5").metrics_refresh_seconds == 0.5
+    assert config(MESSAGING_METRICS_REFRESH_SECONDS="0").metrics_refresh_seconds == 0.1
+
+    async def never() -> None:
+        raise AssertionError("no refresh without metrics")
+
+    assert refresher(config(), never) == []
+
+
+def test_published_label_sets_replace_the_previous_ones_P4():
+    """P4: a labelled gauge published again keeps only the label sets given this time."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from agentworks.core.metrics import publish
+
+    registry = CollectorRegistry()
+    gauge = Gauge("test_published", "A test gauge.", ["target"], registry=registry)
+    publish(gauge, {("crew:a",): 1, ("crew:b",): 2})
+    publish(gauge, {("crew:b",): 3})
+    assert registry.get_sample_value("test_published", {"target": "crew:a"}) is None
+    assert registry.get_sample_value("test_published", {"target": "crew:b"}) == 3

@@ -363,3 +363,33 @@ async def test_workflow_function_calls_record_a_run_with_step_history_F14(client
     assert status.source.run_id == "run-7" and status.caller == "workflow:wf-release"
     second = await runner.claim_execution([wf], wait_seconds=5)
     assert second.call_id == other_step.call_id and second.run_id != execution.run_id
+
+
+async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_end_F7_F11(
+    clients, echo, runtime
+):
+    """F7, F11: `until_ended` holds the read through messages and events, not past the end."""
+    alice = await clients("user:alice")
+    call_id = (await alice.call("crew:demo", echo, {"text": "x"})).call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+
+    # Open for the whole wait: returns at the deadline, still running, not before.
+    started = time.monotonic()
+    waiting = asyncio.create_task(alice.get_status(call_id, wait_seconds=2, until_ended=True))
+    await asyncio.sleep(0.3)
+    await runtime.report(call_id, progress="1/2", messages=["working"], sequence=1)
+    status = await waiting
+    assert status.status == "running" and time.monotonic() - started >= 1.9
+
+    # Woken by the end, not by the progress before it.
+    waiting = asyncio.create_task(alice.get_status(call_id, wait_seconds=20, until_ended=True))
+    await asyncio.sleep(0.3)
+    await runtime.report(call_id, events=[{"kind": "assistant", "text": "nearly"}], sequence=2)
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    started = time.monotonic()
+    await runtime.finish_execution(call_id, final_message="done")
+    status = await asyncio.wait_for(waiting, 10)
+    assert status.status == "completed" and time.monotonic() - started < 5
+    # The client's wait() is that one request.
+    assert (await alice.wait(call_id, timeout=5)).status == "completed"

@@ -25,6 +25,7 @@ from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2
 from agentworks_functions.config import Config
+from agentworks_functions.metrics import start_refresh
 from agentworks_functions.models import (
     RESULT_FILE,
     Call,
@@ -360,6 +361,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             event_limit=request.event_limit,
             wait_seconds=request.wait_seconds,
             seen_version=request.seen_version if request.HasField("seen_version") else None,
+            until_ended=request.until_ended,
         )
         return status_out(view)
 
@@ -555,6 +557,7 @@ async def start(config: Config) -> Running:
         asyncio.create_task(
             _deliver_notices(service, notice_sender(messaging), config), name="functions-notices"
         ),
+        *start_refresh(db, config),
     ]
     return Running("functions", server, db, background=background, on_stop=[messaging.close])
 

@@ -21,6 +21,7 @@ from agentworks.core.db import Listener
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.core.identity import Identity, check_principal
 from agentworks_functions.config import MAX_RUNNING_LIMIT
+from agentworks_functions.metrics import counting_busy
 from agentworks_functions.models import (
     CANCELLED,
     COMPLETED,
@@ -422,18 +423,19 @@ class FunctionsService:
                     "Fix them and call again; no call was created.",
                 )
             )
-        if full is not None and not submission_key:
-            raise full  # at the limit already: refused at once (F5)
-        receipt = await self.store.create_call(
-            function=declared,
-            caller=identity.principal,
-            inputs=inputs,
-            variables=variables,
-            source=source,
-            submission_key=submission_key,
-            request_hash=digest,
-            notify_conversation_id=notify_conversation_id or None,
-        )
+        with counting_busy(target):  # both refusals below count as busy (metrics)
+            if full is not None and not submission_key:
+                raise full  # at the limit already: refused at once (F5)
+            receipt = await self.store.create_call(
+                function=declared,
+                caller=identity.principal,
+                inputs=inputs,
+                variables=variables,
+                source=source,
+                submission_key=submission_key,
+                request_hash=digest,
+                notify_conversation_id=notify_conversation_id or None,
+            )
         structlog.contextvars.bind_contextvars(call_id=receipt.call_id)
         log.info(
             "call.accepted" if receipt.created else "call.recovered",
@@ -460,8 +462,12 @@ class FunctionsService:
         event_limit: int = 0,
         wait_seconds: int = 0,
         seen_version: int | None = None,
+        until_ended: bool = False,
     ) -> StatusView:
-        """The call's record with both pagings; optionally wait for a change (F7, F11)."""
+        """The call's record with both pagings; optionally wait for a change (F7, F11).
+
+        `until_ended` waits for the end of the call only, through any other change.
+        """
         for field, value in (("after", after), ("after_event", after_event)):
             if value < -1:
                 raise InvalidArgument(f"{field} must be -1 (from the start) or a next_{field}")
@@ -483,13 +489,13 @@ class FunctionsService:
             if identity.principal not in (view.call.caller, owner):
                 raise call_not_found(call_id)
             baseline = view.call.version if seen_version is None else seen_version
-            while (
-                wait_seconds
-                and view.call.is_open
-                and not view.messages
-                and not view.events
-                and view.call.version <= baseline
-            ):
+
+            def unchanged(view: StatusView) -> bool:
+                return until_ended or (
+                    not view.messages and not view.events and view.call.version <= baseline
+                )
+
+            while wait_seconds and view.call.is_open and unchanged(view):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.draining.is_set():
                     break

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,7 +41,6 @@ from agentworks.core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
-    Unavailable,
 )
 from agentworks_functions import tables as t
 from agentworks_functions.blobs import Blob, BlobStore, PostgresBlobStore
@@ -199,23 +198,9 @@ class FunctionsStore:
         self.default_running_limit = default_running_limit
         self.blobs: BlobStore = blobs or PostgresBlobStore(db)
 
-    @contextlib.asynccontextmanager
-    async def _raw(self, *, transaction: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
-        """A pooled connection's own psycopg connection, for the hot statements.
-
-        Skips SQLAlchemy's statement and result layers, about half the CPU of a short
-        statement. In autocommit unless `transaction`; then it commits on success and
-        rolls back on error. An outage still answers UNAVAILABLE, and a broken
-        connection leaves the pool.
-        """
-        opened = self.db.transaction() if transaction else self.db.autocommit()
-        async with opened as conn:
-            raw = await conn.get_raw_connection()
-            try:
-                yield raw.driver_connection
-            except psycopg.OperationalError as exc:
-                await conn.invalidate()
-                raise Unavailable("database unavailable, retry shortly") from exc
+    def _raw(self, *, transaction: bool = False) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A plain psycopg connection for the hot statements (see `Database.raw`)."""
+        return self.db.raw(transaction=transaction)
 
     @staticmethod
     async def _one(pg: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
@@ -389,26 +374,28 @@ class FunctionsStore:
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):
             values[name] = Jsonb(values[name])
-        async with self._raw(transaction=True) as pg:
-            # Both statements and the BEGIN go out in one round trip; the count runs after
-            # the insert (and so after the lock), in the same transaction.
-            async with (
-                pg.pipeline(),
-                pg.cursor(row_factory=namedtuple_row) as inserting,
-                pg.cursor(row_factory=namedtuple_row) as counting,
-            ):
-                await inserting.execute(_INSERT_CALL, values)
-                await counting.execute(
-                    _COUNT_OPEN,
-                    {
-                        "id": call_id,
-                        "target_kind": key.kind,
-                        "target_name": key.name,
-                        "key": str(key),
-                    },
-                )
-                first = await inserting.fetchone()
-                running = (await counting.fetchone()).running
+        # BEGIN and both statements go out in one round trip; the count runs after the
+        # insert (and so after the lock), in the same transaction; COMMIT, or ROLLBACK
+        # when the call is refused, ends it.
+        async with (
+            self._raw() as pg,
+            pg.pipeline(),
+            pg.transaction(),
+            pg.cursor(row_factory=namedtuple_row) as inserting,
+            pg.cursor(row_factory=namedtuple_row) as counting,
+        ):
+            await inserting.execute(_INSERT_CALL, values)
+            await counting.execute(
+                _COUNT_OPEN,
+                {
+                    "id": call_id,
+                    "target_kind": key.kind,
+                    "target_name": key.name,
+                    "key": str(key),
+                },
+            )
+            first = await inserting.fetchone()
+            running = (await counting.fetchone()).running
             if first.running_limit is None:
                 raise NotFound(f"{key} is not registered with the functions service")
             if first.inserted is None:

@@ -338,7 +338,7 @@ def main() -> None:
     async def run() -> None:
         running = await start(config)
         if tracing:
-            trace_database(running.database.engine)
+            trace_database(running.database)
         print(f"gateway listening on {running.address} (MCP: {running.mcp_url})", flush=True)
         await wait_for_signal()
         log.info("service.draining", service="gateway", grace=config.service.drain_seconds)

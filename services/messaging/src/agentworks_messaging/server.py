@@ -19,6 +19,7 @@ from agentworks.core.service import Running, main_for, prepare_database
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks_messaging.config import Config
+from agentworks_messaging.metrics import start_refresh
 from agentworks_messaging.models import Delivery, Message, Target, TargetKey, Turn
 from agentworks_messaging.service import MessagingService, check_target
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
@@ -311,7 +312,7 @@ async def start(config: Config) -> Running:
     )
     await server.start()
     sweeper = asyncio.create_task(_sweep(service, store, config), name="messaging-sweep")
-    return Running("messaging", server, db, background=[sweeper])
+    return Running("messaging", server, db, background=[sweeper, *start_refresh(db, config)])
 
 
 def main() -> None:

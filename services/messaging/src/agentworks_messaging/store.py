@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects.postgresql import BYTEA, JSONB, UUID
+from psycopg.rows import namedtuple_row
+from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.core.db import Database, notify
+from agentworks.core.db import Database, fixed_sql, notify
 from agentworks.core.errors import Conflict, NotFound, PreconditionFailed
 from agentworks_messaging import tables as t
 from agentworks_messaging.models import (
@@ -83,8 +84,22 @@ def _uuid(value: str, what: str) -> uuid.UUID:
         raise NotFound(f"{what} {value!r} not found") from None
 
 
+async def _one(pg: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
+    async with pg.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchone()
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
 class MessagingStore:
-    """All SQL of the messaging service."""
+    """All SQL of the messaging service.
+
+    The hot use cases (send, reply, read, enqueue) are fixed SQL on `Database.raw()`;
+    the rest go through SQLAlchemy Core.
+    """
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -138,19 +153,14 @@ class MessagingStore:
     # inserts nothing, and everything else in its statement is conditioned on that.
 
     async def _earlier_receipt(
-        self, conn: AsyncConnection, principal: str, submission_id: str, request_hash: str
+        self, pg: psycopg.AsyncConnection, principal: str, submission_id: str, request_hash: str
     ) -> Receipt | None:
         """The receipt already given for this retry key, if any (C4)."""
         if not submission_id:
             return None
-        row = (
-            await conn.execute(
-                sa.select(t.submissions).where(
-                    t.submissions.c.principal == principal,
-                    t.submissions.c.submission_id == submission_id,
-                )
-            )
-        ).one_or_none()
+        row = await _one(
+            pg, _EARLIER_RECEIPT, {"principal": principal, "submission_id": submission_id}
+        )
         if row is None:
             return None
         if row.request_hash != request_hash:
@@ -174,31 +184,30 @@ class MessagingStore:
     ) -> Receipt:
         """Start a conversation with a target, with a new inbox bound to the caller."""
         receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()))
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    _SEND_NEW,
-                    {
-                        "kind": key.kind,
-                        "name": key.name,
-                        "refuse": refuse_if_disabled,
-                        "principal": principal,
-                        "submission_id": submission_id,
-                        "request_hash": request_hash,
-                        "message_id": receipt.message_id,
-                        "conversation_id": receipt.conversation_id,
-                        "inbox_id": receipt.inbox_id,
-                        "delivery_id": str(uuid.uuid4()),
-                        "channel": channel,
-                        "text": text,
-                        "parts": parts,
-                        "target_key": str(key),
-                    },
-                )
-            ).one()
+        async with self.db.raw() as pg:
+            row = await _one(
+                pg,
+                _SEND_NEW,
+                {
+                    "kind": key.kind,
+                    "name": key.name,
+                    "refuse": refuse_if_disabled,
+                    "principal": principal,
+                    "submission_id": submission_id,
+                    "request_hash": request_hash,
+                    "message_id": receipt.message_id,
+                    "conversation_id": receipt.conversation_id,
+                    "inbox_id": receipt.inbox_id,
+                    "delivery_id": str(uuid.uuid4()),
+                    "channel": channel,
+                    "text": text,
+                    "parts": _json(parts),
+                    "target_key": str(key),
+                },
+            )
             if row.stored:
                 return receipt
-            earlier = await self._earlier_receipt(conn, principal, submission_id, request_hash)
+            earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier
         if not row.target_exists:
@@ -222,27 +231,26 @@ class MessagingStore:
         """Continue the conversation of an inbox bound to the caller (C3)."""
         inbox_uuid = _uuid(inbox_id, "inbox")
         message_id = str(uuid.uuid4())
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    _SEND_CONTINUE,
-                    {
-                        "inbox_id": inbox_uuid,
-                        "refuse": refuse_if_disabled,
-                        "principal": principal,
-                        "submission_id": submission_id,
-                        "request_hash": request_hash,
-                        "message_id": message_id,
-                        "delivery_id": str(uuid.uuid4()),
-                        "channel": channel,
-                        "text": text,
-                        "parts": parts,
-                    },
-                )
-            ).one()
+        async with self.db.raw() as pg:
+            row = await _one(
+                pg,
+                _SEND_CONTINUE,
+                {
+                    "inbox_id": inbox_uuid,
+                    "refuse": refuse_if_disabled,
+                    "principal": principal,
+                    "submission_id": submission_id,
+                    "request_hash": request_hash,
+                    "message_id": message_id,
+                    "delivery_id": str(uuid.uuid4()),
+                    "channel": channel,
+                    "text": text,
+                    "parts": _json(parts),
+                },
+            )
             if row.stored:
                 return Receipt(message_id, str(row.conversation_id), inbox_id)
-            earlier = await self._earlier_receipt(conn, principal, submission_id, request_hash)
+            earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier
         if not row.found:
@@ -293,25 +301,24 @@ class MessagingStore:
     ) -> Receipt:
         """An agent's explicit message to the conversation's inbox (C6)."""
         receipt = Receipt(str(uuid.uuid4()), conversation_id, inbox_id)
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    _AGENT_REPLY,
-                    {
-                        "principal": principal,
-                        "submission_id": submission_id,
-                        "request_hash": request_hash,
-                        "message_id": receipt.message_id,
-                        "conversation_id": conversation_id,
-                        "inbox_id": inbox_id,
-                        "text": text,
-                        "parts": parts,
-                    },
-                )
-            ).one()
+        async with self.db.raw() as pg:
+            row = await _one(
+                pg,
+                _AGENT_REPLY,
+                {
+                    "principal": principal,
+                    "submission_id": submission_id,
+                    "request_hash": request_hash,
+                    "message_id": receipt.message_id,
+                    "conversation_id": conversation_id,
+                    "inbox_id": inbox_id,
+                    "text": text,
+                    "parts": _json(parts),
+                },
+            )
             if row.stored:
                 return receipt
-            earlier = await self._earlier_receipt(conn, principal, submission_id, request_hash)
+            earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier
         raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
@@ -320,28 +327,14 @@ class MessagingStore:
 
     async def inbox_principal(self, inbox_id: str) -> str | None:
         inbox_uuid = _uuid(inbox_id, "inbox")
-        async with self.db.autocommit() as conn:
-            return (
-                await conn.execute(
-                    sa.select(t.inboxes.c.principal).where(t.inboxes.c.id == inbox_uuid)
-                )
-            ).scalar_one_or_none()
+        async with self.db.raw() as pg:
+            row = await _one(pg, _INBOX_PRINCIPAL, {"inbox_id": inbox_uuid})
+        return None if row is None else row.principal
 
     async def read_inbox(self, inbox_id: str, after: int, limit: int) -> list[Message]:
-        m = t.messages
-        async with self.db.autocommit() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(m)
-                    .where(
-                        m.c.inbox_id == inbox_id,
-                        m.c.direction == "to_inbox",
-                        m.c.position > after,
-                    )
-                    .order_by(m.c.position)
-                    .limit(limit)
-                )
-            ).all()
+        async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(_READ_INBOX, {"inbox_id": inbox_id, "after": after, "limit": limit})
+            rows = await cur.fetchall()
         return [_message(r) for r in rows]
 
     async def conversation(self, conversation_id: str) -> tuple[TargetKey, str, str, str]:
@@ -603,27 +596,24 @@ class MessagingStore:
         conv_uuid = _uuid(conversation_id, "conversation")
         delivery_id = uuid.uuid4()
         try:
-            async with self.db.autocommit() as conn:
-                row = (
-                    await conn.execute(
-                        _ENQUEUE,
-                        {
-                            "conversation_id": conv_uuid,
-                            "delivery_id": delivery_id,
-                            "kind": kind,
-                            "text": text,
-                            "payload": payload,
-                            "attributes": attributes,
-                            "key": idempotency_key,
-                        },
-                    )
-                ).one()
-        except sa_exc.IntegrityError as exc:
-            if getattr(exc.orig, "sqlstate", None) == "23505":  # unique_violation
-                # A concurrent request with the same key committed first; nothing of
-                # this statement was stored.
-                raise _RetryEnqueue() from exc
-            raise
+            async with self.db.raw() as pg:
+                row = await _one(
+                    pg,
+                    _ENQUEUE,
+                    {
+                        "conversation_id": conv_uuid,
+                        "delivery_id": delivery_id,
+                        "kind": kind,
+                        "text": text,
+                        "payload": payload,
+                        "attributes": _json(attributes),
+                        "key": idempotency_key,
+                    },
+                )
+        except psycopg.errors.UniqueViolation as exc:
+            # A concurrent request with the same key committed first; nothing of this
+            # statement was stored.
+            raise _RetryEnqueue() from exc
         if row.existing_id is not None:
             if row.existing_conversation != conv_uuid:
                 raise Conflict(
@@ -647,11 +637,25 @@ def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
     )
 
 
-_PARTS = sa.bindparam("parts", type_=JSONB(none_as_null=True))
-_REFUSE = sa.bindparam("refuse", type_=sa.Boolean)
+_EARLIER_RECEIPT = fixed_sql(
+    """
+SELECT request_hash, message_id, conversation_id, inbox_id FROM messaging.submissions
+WHERE principal = :principal AND submission_id = :submission_id
+"""
+)
+
+_INBOX_PRINCIPAL = fixed_sql("SELECT principal FROM messaging.inboxes WHERE id = :inbox_id")
+
+_READ_INBOX = fixed_sql(
+    """
+SELECT * FROM messaging.messages
+WHERE inbox_id = :inbox_id AND direction = 'to_inbox' AND position > :after
+ORDER BY position LIMIT :limit
+"""
+)
 
 # Start a conversation: target check, retry key, conversation, inbox, message, delivery.
-_SEND_NEW = sa.text(
+_SEND_NEW = fixed_sql(
     """
 WITH target AS (
     SELECT free_text_ask FROM messaging.targets WHERE kind = :kind AND name = :name
@@ -695,11 +699,11 @@ SELECT EXISTS (SELECT 1 FROM target) AS target_exists,
        CASE WHEN EXISTS (SELECT 1 FROM dlv)
             THEN pg_notify('messaging_turns', :target_key) END AS notified
 """
-).bindparams(_PARTS, _REFUSE)
+)
 
 # Continue a conversation through an inbox bound to the caller. The UPDATE takes the
 # conversation's row lock, so positions follow commit order.
-_SEND_CONTINUE = sa.text(
+_SEND_CONTINUE = fixed_sql(
     """
 WITH inbox AS (
     SELECT i.id, i.conversation_id, t.kind || ':' || t.name AS target, t.free_text_ask
@@ -747,10 +751,10 @@ SELECT EXISTS (SELECT 1 FROM inbox) AS found,
        (SELECT pg_notify('messaging_turns', target_kind || ':' || target_name)
         FROM conv WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS notified
 """
-).bindparams(_PARTS, _REFUSE)
+)
 
 # An agent's message to the conversation's inbox, waking its long-polling readers.
-_AGENT_REPLY = sa.text(
+_AGENT_REPLY = fixed_sql(
     """
 WITH sub AS (
     INSERT INTO messaging.submissions
@@ -778,14 +782,14 @@ SELECT EXISTS (SELECT 1 FROM msg) AS stored,
        CASE WHEN EXISTS (SELECT 1 FROM msg)
             THEN pg_notify('messaging_inbox', CAST(:inbox_id AS text)) END AS notified
 """
-).bindparams(_PARTS)
+)
 
 # EnqueueDelivery as one statement: the retry key is looked up first; a new delivery takes
 # the conversation's row lock (so its position follows commit order) and wakes the turn
 # claimers if no turn is running. A concurrent twin with the same key makes the INSERT
 # fail with a unique violation, which aborts the whole statement: nothing is stored and
 # the caller retries, now finding the twin (C10, S6, F13).
-_ENQUEUE = sa.text(
+_ENQUEUE = fixed_sql(
     """
 WITH existing AS (
     SELECT id, conversation_id FROM messaging.deliveries WHERE idempotency_key = :key
@@ -810,9 +814,4 @@ SELECT (SELECT id FROM existing) AS existing_id,
        (SELECT pg_notify('messaging_turns', target_kind || ':' || target_name)
         FROM conv WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS notified
 """
-).bindparams(
-    sa.bindparam("conversation_id", type_=UUID),
-    sa.bindparam("delivery_id", type_=UUID),
-    sa.bindparam("payload", type_=BYTEA),
-    sa.bindparam("attributes", type_=t.deliveries.c.attributes.type),
 )

@@ -23,6 +23,7 @@ from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 from agentworks_scheduler.config import Config
+from agentworks_scheduler.metrics import start_refresh
 from agentworks_scheduler.models import PauseEntry, Recurrence, Schedule, WakeUp, Webhook
 from agentworks_scheduler.service import Participation, SchedulerService
 from agentworks_scheduler.store import SchedulerStore
@@ -449,7 +450,7 @@ async def start(config: Config) -> SchedulerRunning:
         "scheduler",
         server,
         db,
-        background=[ticker],
+        background=[ticker, *start_refresh(db, config)],
         on_stop=[conversations.close],
         service=service,
     )

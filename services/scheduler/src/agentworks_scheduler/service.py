@@ -52,6 +52,7 @@ from agentworks.core.errors import (
     Unauthenticated,
 )
 from agentworks.core.identity import Identity
+from agentworks_scheduler import metrics
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.config import Config
 from agentworks_scheduler.models import (
@@ -885,6 +886,7 @@ class SchedulerService:
         for due, outcome in results:
             if isinstance(outcome, Delivered):
                 delivered += 1
+                metrics.fired(kind, due.late.total_seconds())
                 log.info(
                     f"{kind}.fired",
                     id=due.item.id,

@@ -66,6 +66,9 @@ class ServiceConfig:
     drain_seconds: float
     pool_size: int
     metrics_listen: str
+    # How often the service's database-wide gauges (queue depth, timers due, ...) are
+    # recomputed; only while metrics are served.
+    metrics_refresh_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
@@ -81,4 +84,5 @@ class ServiceConfig:
             drain_seconds=env.get_float("DRAIN_SECONDS", 10.0),
             pool_size=env.get_int("POOL_SIZE", 10),
             metrics_listen=env.get_str("METRICS_LISTEN"),
+            metrics_refresh_seconds=max(0.1, env.get_float("METRICS_REFRESH_SECONDS", 5.0)),
         )

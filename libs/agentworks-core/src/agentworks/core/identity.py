@@ -8,6 +8,7 @@ Services trust nothing else: a principal name that is not signed is refused.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from contextvars import ContextVar
@@ -91,9 +92,22 @@ def mint(
 
 
 def verify(token: str | None, key: str) -> Identity:
-    """Check a token's signature and expiry and return its identity."""
+    """Check a token's signature and expiry and return its identity.
+
+    A caller reuses its token for minutes, so a verified token is remembered (bounded,
+    per key) and only its expiry is checked again: the signature check is most of the
+    cost of an identity, and it cannot change for the same token and key.
+    """
     if not token:
         raise Unauthenticated(f"missing identity: send a signed {METADATA_KEY} metadata entry")
+    identity, expires = _verified(token, key)
+    if time.time() >= expires:
+        raise Unauthenticated("identity expired: mint a new one and retry")
+    return identity
+
+
+@functools.lru_cache(maxsize=4096)
+def _verified(token: str, key: str) -> tuple[Identity, float]:
     try:
         claims = jwt.decode(
             token,
@@ -110,7 +124,8 @@ def verify(token: str | None, key: str) -> Identity:
     if not isinstance(principal, str) or not PRINCIPAL_RE.match(principal):
         raise Unauthenticated("identity refused: malformed principal")
     roles = claims.get("roles") or []
-    return Identity(principal=principal, roles=frozenset(str(r) for r in roles))
+    identity = Identity(principal=principal, roles=frozenset(str(r) for r in roles))
+    return identity, float(claims["exp"])
 
 
 class Minter:

@@ -1,17 +1,26 @@
 """Prometheus metrics shared by every service (P4): RPCs, database pool, long-polls.
 
 Each process serves them on `<SERVICE>_METRICS_LISTEN` (host:port; empty = off).
-Service-specific metrics are declared next to the code that updates them.
+Service-specific metrics live in each service's `metrics.py`: counters and histograms
+are updated where their event happens; gauges of database-wide state are recomputed by
+one background task per process (`refresher`), every `<SERVICE>_METRICS_REFRESH_SECONDS`.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
+import structlog
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 if TYPE_CHECKING:
+    from agentworks.core.config import ServiceConfig
     from agentworks.core.db import Database
+
+log = structlog.get_logger("agentworks.metrics")
 
 RPC_REQUESTS = Counter(
     "agentworks_rpc_requests_total",
@@ -33,6 +42,11 @@ LONG_POLL_WAITERS = Gauge(
 NOTIFY_WAKEUPS = Gauge(
     "agentworks_notify_wakeups", "Waiters woken by NOTIFY since the process started.", ["service"]
 )
+GAUGES_REFRESHED = Gauge(
+    "agentworks_metrics_refreshed_timestamp_seconds",
+    "Unix time of the last successful refresh of this service's database-wide gauges.",
+    ["service"],
+)
 
 
 def observe_rpc(service: str, method: str, code: str, seconds: float) -> None:
@@ -43,9 +57,67 @@ def observe_rpc(service: str, method: str, code: str, seconds: float) -> None:
 def watch_database(service: str, db: Database) -> None:
     """Report the pool and the listener of this process's database."""
     pool = db.engine.sync_engine.pool
-    POOL_CHECKED_OUT.labels(service).set_function(lambda: pool.checkedout())  # type: ignore[attr-defined]
+    POOL_CHECKED_OUT.labels(service).set_function(
+        lambda: pool.checkedout() + db.hot.checked_out  # type: ignore[attr-defined]
+    )
     LONG_POLL_WAITERS.labels(service).set_function(lambda: db.listener.waiting)
     NOTIFY_WAKEUPS.labels(service).set_function(lambda: db.listener.wakeups)
+
+
+# The label sets each labelled gauge was last published with (see `publish`).
+_published: dict[Gauge, set[tuple[str, ...]]] = {}
+
+
+def publish(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+    """Set a labelled gauge to exactly `values`; label sets no longer present are removed."""
+    for labels, value in values.items():
+        gauge.labels(*labels).set(value)
+    for labels in _published.get(gauge, set()) - values.keys():
+        gauge.remove(*labels)
+    _published[gauge] = set(values)
+
+
+def inline_sql(statement: sa.ClauseElement) -> str:
+    """`statement` as PostgreSQL text with its constants written in (no parameters).
+
+    The gauges' queries rely on partial indexes, and PostgreSQL matches an index's
+    predicate only against constants: with parameters, a generic prepared plan could
+    scan the whole table. Run the text with `exec_driver_sql`.
+    """
+    from sqlalchemy.dialects import postgresql
+
+    return str(
+        statement.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
+    )
+
+
+async def refresh_every(
+    service: str, seconds: float, refresh: Callable[[], Awaitable[None]]
+) -> None:
+    """Recompute database-wide gauges every `seconds` until cancelled.
+
+    A failed refresh (database away) keeps the last values and is tried again next time;
+    `agentworks_metrics_refreshed_timestamp_seconds` tells how fresh they are.
+    """
+    while True:
+        try:
+            await refresh()
+            GAUGES_REFRESHED.labels(service).set_to_current_time()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("metrics.refresh_failed", service=service, error=str(exc))
+        await asyncio.sleep(seconds)
+
+
+def refresher(
+    config: ServiceConfig, refresh: Callable[[], Awaitable[None]]
+) -> list[asyncio.Task[None]]:
+    """The background task refreshing a service's gauges: none when metrics are off."""
+    if not config.metrics_listen:
+        return []
+    loop = refresh_every(config.name, config.metrics_refresh_seconds, refresh)
+    return [asyncio.create_task(loop, name=f"{config.name}-metrics")]
 
 
 def serve_metrics(listen: str) -> int:

@@ -83,7 +83,7 @@ def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> 
     async def run() -> None:
         running = await start()
         if tracing:
-            trace_database(running.database.engine)
+            trace_database(running.database)
         watch_database(config.name, running.database)
         metrics_port = serve_metrics(config.metrics_listen)
         log.info("service.ready", address=running.address, metrics_port=metrics_port or None)

@@ -302,3 +302,66 @@ def service_process(internal_key: str):
     yield make
     for proc in made:
         proc.kill()
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (for `<SERVICE>_METRICS_LISTEN`)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Scrape:
+    """One scrape of a process's `/metrics`, parsed: `scrape.value(name, label=...)`."""
+
+    def __init__(self, text: str) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        self.text = text
+        self.samples = {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """The sample with exactly these labels, or None when the process does not report it."""
+        return self.samples.get((name, frozenset(labels.items())))
+
+    def lines(self, prefix: str) -> str:
+        return "\n".join(line for line in self.text.splitlines() if line.startswith(prefix))
+
+
+def scrape(port: int) -> Scrape:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return Scrape(response.read().decode())
+
+
+async def scrape_until(port: int, check, *, prefix: str = "agentworks_", timeout: float = 20.0):
+    """Scrape every 0.05 s until `check(scrape)` holds; returns that scrape.
+
+    Bounded polling: the gauges are refreshed in another process, so no event crosses
+    the process boundary to wait on.
+    """
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            current = await asyncio.to_thread(scrape, port)
+        except OSError:  # not listening yet (restarting)
+            current = None
+        if current is not None and check(current):
+            return current
+        if time.monotonic() > deadline:
+            shown = current.lines(prefix) if current else "(no answer)"
+            raise AssertionError(f"metrics did not reach the expected values:\n{shown}")
+        await asyncio.sleep(0.05)

@@ -68,12 +68,15 @@ def configure_tracing(service: str) -> bool:
     return True
 
 
-def trace_database(engine) -> None:
-    """Trace the statements of one SQLAlchemy engine (its sync core for async engines)."""
+def trace_database(database) -> None:
+    """Trace a `Database`: every statement of its engine, and each hot-path block."""
+    from opentelemetry import trace
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 
+    engine = database.engine
     # The instrumentation declares SQLAlchemy < 2.1 but uses only the stable event API,
     # which 2.1 keeps; without skip_dep_check it would silently do nothing.
     SQLAlchemyInstrumentor().instrument(
         engine=getattr(engine, "sync_engine", engine), skip_dep_check=True
     )
+    database.tracer = trace.get_tracer("agentworks.db")

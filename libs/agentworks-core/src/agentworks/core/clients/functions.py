@@ -166,6 +166,7 @@ class FunctionsClient(ServiceClient):
         event_limit: int = 0,
         wait_seconds: int = 0,
         seen_version: int | None = None,
+        until_ended: bool = False,
     ) -> f.CallStatus:
         """Status, progress, message and event pages, answer/result/error, files (F7)."""
         request = f.GetStatusRequest(
@@ -175,6 +176,7 @@ class FunctionsClient(ServiceClient):
             after_event=after_event,
             event_limit=event_limit,
             wait_seconds=wait_seconds,
+            until_ended=until_ended,
         )
         if seen_version is not None:
             request.seen_version = seen_version
@@ -189,12 +191,16 @@ class FunctionsClient(ServiceClient):
 
         Raises DeadlineExceeded naming the last status if the timeout passes first.
         """
-        wanted = set(until) or {"completed", "failed", "interrupted", "cancelled"}
+        ended = {"completed", "failed", "interrupted", "cancelled"}
+        wanted = set(until) or ended
+        # Waiting for an end only: one request that the service holds until the call
+        # ends, whatever else happens meanwhile. Otherwise wake at every change.
+        until_ended = wanted <= ended
         deadline = time.monotonic() + timeout
-        status = await self.get_status(call_id, message_limit=1, event_limit=1)
-        while status.status not in wanted:
+        status: f.CallStatus | None = None
+        while status is None or status.status not in wanted:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if status is not None and remaining <= 0:
                 raise errors.DeadlineExceeded(
                     f"call {call_id} is still {status.status} after {timeout} s"
                 )
@@ -202,8 +208,9 @@ class FunctionsClient(ServiceClient):
                 call_id,
                 message_limit=1,
                 event_limit=1,
-                wait_seconds=max(1, min(25, int(remaining))),
-                seen_version=status.version,
+                wait_seconds=min(25, max(1, int(remaining))),
+                seen_version=None if status is None or until_ended else status.version,
+                until_ended=until_ended,
             )
         return status
 

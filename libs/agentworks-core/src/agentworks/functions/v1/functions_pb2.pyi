@@ -158,7 +158,7 @@ class CallReceipt(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
-    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds", "seen_version")
+    __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds", "seen_version", "until_ended")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +166,7 @@ class GetStatusRequest(_message.Message):
     EVENT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SEEN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_ENDED_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     after: int
     message_limit: int
@@ -173,7 +174,8 @@ class GetStatusRequest(_message.Message):
     event_limit: int
     wait_seconds: int
     seen_version: int
-    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ..., seen_version: _Optional[int] = ...) -> None: ...
+    until_ended: bool
+    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., message_limit: _Optional[int] = ..., after_event: _Optional[int] = ..., event_limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ..., seen_version: _Optional[int] = ..., until_ended: _Optional[bool] = ...) -> None: ...
 
 class ExecutionMessage(_message.Message):
     __slots__ = ("index", "role", "text", "created_at")

@@ -1,0 +1,109 @@
+"""Functions' own Prometheus metrics (P4): running calls and busy refusals, per target.
+
+The core metrics (RPCs, pool, long-polls) are in `agentworks.core.metrics`. The gauges
+describe the whole database, not this process: every replica reports the same values
+(aggregate with max(), not sum()). `refresh` recomputes them with one query, every
+`FUNCTIONS_METRICS_REFRESH_SECONDS`, only while metrics are served. The busy counter is
+per process (aggregate with sum()).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+from prometheus_client import Counter, Gauge
+
+from agentworks.core.db import Database
+from agentworks.core.errors import Busy
+from agentworks.core.metrics import inline_sql, publish, refresher
+from agentworks_functions import tables as t
+from agentworks_functions.config import Config
+from agentworks_functions.models import OPEN_STATUSES, RUNNING, TargetKey
+
+CALLS_RUNNING = Gauge(
+    "agentworks_functions_calls_running",
+    "Open calls (running or waiting for input): what counts against the running limit (F5).",
+    ["target"],
+)
+CALLS_UNCLAIMED = Gauge(
+    "agentworks_functions_calls_unclaimed",
+    "Running calls no runtime has claimed yet.",
+    ["target"],
+)
+RUNNING_LIMIT = Gauge(
+    "agentworks_functions_running_limit",
+    "The target's effective running limit (its own, else FUNCTIONS_DEFAULT_RUNNING_LIMIT).",
+    ["target"],
+)
+BUSY_REFUSALS = Counter(
+    "agentworks_functions_busy_refusals_total",
+    "Calls refused with RESOURCE_EXHAUSTED because the target was at its running limit.",
+    ["target"],
+)
+
+
+@contextlib.contextmanager
+def counting_busy(target: TargetKey) -> Iterator[None]:
+    """Count a busy refusal (F5) raised inside the block, then let it through."""
+    try:
+        yield
+    except Busy:
+        BUSY_REFUSALS.labels(str(target)).inc()
+        raise
+
+
+def _running_calls() -> sa.Select:
+    """Per registered target: open calls, unclaimed ones, the stored limit.
+
+    Only open calls are read, through the partial index `calls_open` (the set the
+    running limits bound); ended calls are never scanned.
+    """
+    c, tg = t.calls, t.targets
+    open_calls = (
+        sa.select(
+            c.c.target_kind,
+            c.c.target_name,
+            sa.func.count().label("n"),
+            sa.func.count()
+            .filter(sa.and_(c.c.status == RUNNING, c.c.runtime.is_(None)))
+            .label("unclaimed"),
+        )
+        .where(c.c.status.in_(OPEN_STATUSES))
+        .group_by(c.c.target_kind, c.c.target_name)
+        .subquery("open_calls")
+    )
+    return sa.select(
+        tg.c.kind,
+        tg.c.name,
+        tg.c.running_limit,
+        sa.func.coalesce(open_calls.c.n, 0).label("running"),
+        sa.func.coalesce(open_calls.c.unclaimed, 0).label("unclaimed"),
+    ).select_from(
+        tg.outerjoin(
+            open_calls,
+            sa.and_(open_calls.c.target_kind == tg.c.kind, open_calls.c.target_name == tg.c.name),
+        )
+    )
+
+
+_SQL = inline_sql(_running_calls())
+
+
+async def refresh(db: Database, default_running_limit: int) -> None:
+    """Recompute the per-target gauges (one statement)."""
+    async with db.autocommit() as conn:
+        rows = (await conn.exec_driver_sql(_SQL)).all()
+    publish(CALLS_RUNNING, {(f"{r.kind}:{r.name}",): r.running for r in rows})
+    publish(CALLS_UNCLAIMED, {(f"{r.kind}:{r.name}",): r.unclaimed for r in rows})
+    publish(
+        RUNNING_LIMIT,
+        {(f"{r.kind}:{r.name}",): r.running_limit or default_running_limit for r in rows},
+    )
+
+
+def start_refresh(db: Database, config: Config) -> list[asyncio.Task[None]]:
+    """The task that keeps the gauges fresh while metrics are served (else none)."""
+    return refresher(config.service, lambda: refresh(db, config.default_running_limit))
