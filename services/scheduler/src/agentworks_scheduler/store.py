@@ -254,36 +254,34 @@ class SchedulerStore:
     ) -> list[tuple[Due, FireOutcome]]:
         """Claim up to `limit` due, unpaused wake-ups, deliver them, record the outcome."""
         w = t.wake_ups
-        async with self.db.transaction() as conn:
-            now = await self._enter_firing(conn)
-            rows = (
-                await conn.execute(
-                    sa.select(w)
-                    .where(w.c.status == "pending", w.c.due_at <= now, _not_paused(w.c.product))
-                    .order_by(w.c.due_at)
-                    .limit(limit)
-                    .with_for_update(skip_locked=True, of=w)
-                )
-            ).all()
-            if not rows:
-                return []
-            dues = [Due(_wake_up(r), now) for r in rows]
-            outcomes = await deliver(dues)
-            for due, outcome in zip(dues, outcomes, strict=True):
-                if isinstance(outcome, Delivered):
-                    values: dict[str, Any] = {
-                        "status": "fired",
-                        "fired_at": sa.func.clock_timestamp(),
-                        "delivery_id": outcome.delivery_id,
-                        "late_seconds": due.late.total_seconds(),
-                    }
-                elif isinstance(outcome, Failed):
-                    values = {"status": "failed", "error": outcome.error}
-                else:
-                    continue  # Retry: stays pending, the next tick tries again
-                values["updated_at"] = sa.func.clock_timestamp()
-                await conn.execute(w.update().where(w.c.id == due.item.id).values(**values))
-        return list(zip(dues, outcomes, strict=True))
+
+        def claimable(now: datetime) -> list[sa.ColumnElement[bool]]:
+            return [w.c.status == "pending", w.c.due_at <= now, _not_paused(w.c.product)]
+
+        async def record(conn: AsyncConnection, fired: list[tuple[Due, FireOutcome]]) -> None:
+            delivered = [
+                {
+                    "b_id": due.item.id,
+                    "b_delivery": out.delivery_id,
+                    "b_late": due.late.total_seconds(),
+                }
+                for due, out in fired
+                if isinstance(out, Delivered)
+            ]
+            failed = [
+                {"b_id": due.item.id, "b_error": out.error}
+                for due, out in fired
+                if isinstance(out, Failed)
+            ]  # a Retry stays pending: the next tick tries again
+            if delivered:
+                await conn.execute(_WAKE_UP_FIRED, delivered)
+            if failed:
+                await conn.execute(_WAKE_UP_FAILED, failed)
+
+        async def deliver_all(dues: list[Due]) -> list[tuple[Due, FireOutcome]]:
+            return list(zip(dues, await deliver(dues), strict=True))
+
+        return await self._fire(w, claimable, w.c.due_at, _wake_up, limit, deliver_all, record)
 
     async def purge_finished_wake_ups(self, older_than: timedelta) -> int:
         w = t.wake_ups
@@ -415,35 +413,68 @@ class SchedulerStore:
         after the database clock: occurrences missed meanwhile collapse into this one.
         """
         s = t.schedules
+        next_fire: dict[Any, datetime] = {}
+
+        def claimable(now: datetime) -> list[sa.ColumnElement[bool]]:
+            return [~s.c.paused, s.c.next_fire_at <= now, _not_paused(s.c.product)]
+
+        async def deliver_all(dues: list[Due]) -> list[tuple[Due, FireOutcome]]:
+            results = await deliver(dues)
+            for due, (_, next_fire_at) in zip(dues, results, strict=True):
+                next_fire[due.item.id] = next_fire_at
+            return [(due, outcome) for due, (outcome, _) in zip(dues, results, strict=True)]
+
+        async def record(conn: AsyncConnection, fired: list[tuple[Due, FireOutcome]]) -> None:
+            delivered = [
+                {"b_id": due.item.id, "b_next": next_fire[due.item.id]}
+                for due, out in fired
+                if isinstance(out, Delivered)
+            ]
+            failed = [
+                {"b_id": due.item.id, "b_next": next_fire[due.item.id], "b_error": out.error}
+                for due, out in fired
+                if isinstance(out, Failed)
+            ]  # a Retry keeps the same occurrence and key for the next tick
+            if delivered:
+                await conn.execute(_SCHEDULE_FIRED, delivered)
+            if failed:
+                await conn.execute(_SCHEDULE_FAILED, failed)
+
+        return await self._fire(
+            s, claimable, s.c.next_fire_at, _schedule, limit, deliver_all, record
+        )
+
+    async def _fire(
+        self,
+        table: sa.Table,
+        claimable: Callable[[datetime], list[sa.ColumnElement[bool]]],
+        order_by: sa.ColumnElement[Any],
+        convert: Callable[[Any], Any],
+        limit: int,
+        deliver: Callable[[list[Due]], Awaitable[list[tuple[Due, FireOutcome]]]],
+        record: Callable[[AsyncConnection, list[tuple[Due, FireOutcome]]], Awaitable[None]],
+    ) -> list[tuple[Due, FireOutcome]]:
+        """The firing transaction (S6): lock a due batch, deliver, record, commit.
+
+        The outcomes are written as one batched UPDATE per kind of outcome (psycopg
+        sends an executemany in one pipeline), not one statement per row.
+        """
         async with self.db.transaction() as conn:
             now = await self._enter_firing(conn)
             rows = (
                 await conn.execute(
-                    sa.select(s)
-                    .where(~s.c.paused, s.c.next_fire_at <= now, _not_paused(s.c.product))
-                    .order_by(s.c.next_fire_at)
+                    sa.select(table)
+                    .where(*claimable(now))
+                    .order_by(order_by)
                     .limit(limit)
-                    .with_for_update(skip_locked=True, of=s)
+                    .with_for_update(skip_locked=True, of=table)
                 )
             ).all()
             if not rows:
                 return []
-            dues = [Due(_schedule(r), now) for r in rows]
-            results = await deliver(dues)
-            for due, (outcome, next_fire_at) in zip(dues, results, strict=True):
-                values: dict[str, Any] = {"next_fire_at": next_fire_at}
-                if isinstance(outcome, Delivered):
-                    values.update(
-                        last_fired_at=sa.func.clock_timestamp(),
-                        fire_count=s.c.fire_count + 1,
-                        last_error=None,
-                    )
-                elif isinstance(outcome, Failed):
-                    values["last_error"] = outcome.error
-                else:
-                    continue  # Retry: same occurrence, same key, next tick
-                await conn.execute(s.update().where(s.c.id == due.item.id).values(**values))
-        return [(due, outcome) for due, (outcome, _) in zip(dues, results, strict=True)]
+            fired = await deliver([Due(convert(r), now) for r in rows])
+            await record(conn, fired)
+        return fired
 
     # ------------------------------------------------------------------- pauses
 
@@ -631,3 +662,38 @@ class SchedulerStore:
                 r.delete().where(r.c.received_at < sa.func.now() - older_than)
             )
         return result.rowcount or 0
+
+
+# The outcomes of a firing batch, one executemany each (see SchedulerStore._fire).
+_w, _s = t.wake_ups, t.schedules
+_WAKE_UP_FIRED = (
+    _w.update()
+    .where(_w.c.id == sa.bindparam("b_id"))
+    .values(
+        status="fired",
+        fired_at=sa.func.clock_timestamp(),
+        delivery_id=sa.bindparam("b_delivery"),
+        late_seconds=sa.bindparam("b_late"),
+        updated_at=sa.func.clock_timestamp(),
+    )
+)
+_WAKE_UP_FAILED = (
+    _w.update()
+    .where(_w.c.id == sa.bindparam("b_id"))
+    .values(status="failed", error=sa.bindparam("b_error"), updated_at=sa.func.clock_timestamp())
+)
+_SCHEDULE_FIRED = (
+    _s.update()
+    .where(_s.c.id == sa.bindparam("b_id"))
+    .values(
+        next_fire_at=sa.bindparam("b_next"),
+        last_fired_at=sa.func.clock_timestamp(),
+        fire_count=_s.c.fire_count + 1,
+        last_error=None,
+    )
+)
+_SCHEDULE_FAILED = (
+    _s.update()
+    .where(_s.c.id == sa.bindparam("b_id"))
+    .values(next_fire_at=sa.bindparam("b_next"), last_error=sa.bindparam("b_error"))
+)
