@@ -210,3 +210,29 @@ def test_status_codes_are_the_documented_ones():
     """The domain errors map onto the gRPC codes the contract names."""
     assert Conflict.code == grpc.StatusCode.ALREADY_EXISTS
     assert PreconditionFailed.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def test_concurrent_sends_keep_their_own_outcomes_when_stored_together_C2_C3_C4_C8(
+    clients, operator, demo, database_url
+):
+    """C2 C3 C4 C8: concurrent new-conversation sends share statements (natural batching)
+    yet each gets its own answer: stored, retried twin, unknown target, switched off."""
+    owner = await clients("user:owner")
+    await operator.register_target("crew:quiet", owner="user:owner")
+    await owner.update_target("crew:quiet", free_text_ask=False)
+    alice = await clients("user:alice")
+    before = count(database_url, "messages")
+
+    sends = [alice.send(f"m{n}", target=demo) for n in range(40)]
+    sends += [alice.send("twin", target=demo, submission_id="same-key") for _ in range(6)]
+    sends += [alice.send("lost", target="crew:nowhere") for _ in range(3)]
+    sends += [alice.send("hush", target="crew:quiet") for _ in range(3)]
+    results = await asyncio.gather(*sends, return_exceptions=True)
+
+    stored, twins = results[:40], results[40:46]
+    assert all(r.accepted for r in stored)
+    assert len({r.conversation_id for r in stored}) == 40
+    assert len({(r.message_id, r.conversation_id, r.inbox_id) for r in twins}) == 1
+    assert all(isinstance(r, NotFound) for r in results[46:49])
+    assert all(isinstance(r, PreconditionFailed) for r in results[49:])
+    assert count(database_url, "messages") == before + 41  # 40 + one twin, nothing else

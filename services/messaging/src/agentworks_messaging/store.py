@@ -8,6 +8,7 @@ lets replicas claim turns and sweep leases without stepping on each other, and
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -20,6 +21,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentworks.core.batching import Batcher
 from agentworks.core.db import Database, fixed_sql, notify
 from agentworks.core.errors import Conflict, NotFound, PreconditionFailed
 from agentworks_messaging import tables as t
@@ -103,6 +105,8 @@ class MessagingStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Concurrent new-conversation sends share one statement and one commit.
+        self._new_sends: Batcher[dict[str, Any], Any] = Batcher(self._send_new_batch)
 
     # ------------------------------------------------------------------ targets
 
@@ -184,29 +188,27 @@ class MessagingStore:
     ) -> Receipt:
         """Start a conversation with a target, with a new inbox bound to the caller."""
         receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()))
+        row = await self._new_sends.submit(
+            {
+                "kind": key.kind,
+                "name": key.name,
+                "refuse": refuse_if_disabled,
+                "principal": principal,
+                "submission_id": submission_id,
+                "request_hash": request_hash,
+                "message_id": receipt.message_id,
+                "conversation_id": receipt.conversation_id,
+                "inbox_id": receipt.inbox_id,
+                "delivery_id": str(uuid.uuid4()),
+                "channel": channel,
+                "text": text,
+                "parts": None if parts is None else json.dumps(parts),
+                "target_key": str(key),
+            }
+        )
+        if row.stored:
+            return receipt
         async with self.db.raw() as pg:
-            row = await _one(
-                pg,
-                _SEND_NEW,
-                {
-                    "kind": key.kind,
-                    "name": key.name,
-                    "refuse": refuse_if_disabled,
-                    "principal": principal,
-                    "submission_id": submission_id,
-                    "request_hash": request_hash,
-                    "message_id": receipt.message_id,
-                    "conversation_id": receipt.conversation_id,
-                    "inbox_id": receipt.inbox_id,
-                    "delivery_id": str(uuid.uuid4()),
-                    "channel": channel,
-                    "text": text,
-                    "parts": _json(parts),
-                    "target_key": str(key),
-                },
-            )
-            if row.stored:
-                return receipt
             earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier
@@ -215,6 +217,17 @@ class MessagingStore:
         if not row.allowed:
             raise _messaging_disabled(key)
         raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
+
+    async def _send_new_batch(self, sends: Sequence[dict[str, Any]]) -> list[Any]:
+        """Store many new-conversation sends in one statement (see `Batcher`).
+
+        Each send keeps its own checks and outcome (row `n` answers send `n`); they share
+        the statement, its commit and the round trip.
+        """
+        columns = {name: [send[name] for send in sends] for name in _SEND_NEW_COLUMNS}
+        async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(_SEND_NEW, columns)
+            return await cur.fetchall()
 
     async def send_continue(
         self,
@@ -654,50 +667,86 @@ ORDER BY position LIMIT :limit
 """
 )
 
-# Start a conversation: target check, retry key, conversation, inbox, message, delivery.
+# Start conversations: target check, retry key, conversation, inbox, message, delivery,
+# for a batch of sends given as one array per column; one result row per send, in order.
+_SEND_NEW_COLUMNS = (
+    "kind",
+    "name",
+    "refuse",
+    "principal",
+    "submission_id",
+    "request_hash",
+    "message_id",
+    "conversation_id",
+    "inbox_id",
+    "delivery_id",
+    "channel",
+    "text",
+    "parts",
+    "target_key",
+)
 _SEND_NEW = fixed_sql(
     """
-WITH target AS (
-    SELECT free_text_ask FROM messaging.targets WHERE kind = :kind AND name = :name
+WITH input AS (
+    SELECT * FROM unnest(
+        CAST(:kind AS text[]), CAST(:name AS text[]), CAST(:refuse AS boolean[]),
+        CAST(:principal AS text[]), CAST(:submission_id AS text[]),
+        CAST(:request_hash AS text[]), CAST(:message_id AS uuid[]),
+        CAST(:conversation_id AS uuid[]), CAST(:inbox_id AS uuid[]),
+        CAST(:delivery_id AS uuid[]), CAST(:channel AS text[]), CAST(:text AS text[]),
+        CAST(:parts AS text[]), CAST(:target_key AS text[])
+    ) WITH ORDINALITY AS i (kind, name, refuse, principal, submission_id, request_hash,
+                            message_id, conversation_id, inbox_id, delivery_id, channel,
+                            text, parts, target_key, n)
+), target AS (
+    SELECT i.n, t.free_text_ask
+    FROM input i JOIN messaging.targets t ON t.kind = i.kind AND t.name = i.name
 ), ok AS (
-    SELECT 1 FROM target WHERE NOT (:refuse AND free_text_ask IS FALSE)
+    SELECT i.* FROM input i JOIN target USING (n)
+    WHERE NOT (i.refuse AND target.free_text_ask IS FALSE)
 ), sub AS (
     INSERT INTO messaging.submissions
         (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)
-    SELECT :principal, :submission_id, :request_hash, CAST(:message_id AS uuid),
-           CAST(:conversation_id AS uuid), CAST(:inbox_id AS uuid)
-    FROM ok WHERE :submission_id <> ''
+    SELECT principal, submission_id, request_hash, message_id, conversation_id, inbox_id
+    FROM ok WHERE submission_id <> ''
     ON CONFLICT DO NOTHING
-    RETURNING 1
+    RETURNING message_id
 ), go AS (
-    SELECT 1 FROM ok WHERE :submission_id = '' OR EXISTS (SELECT 1 FROM sub)
+    SELECT * FROM ok
+    WHERE submission_id = '' OR message_id IN (SELECT message_id FROM sub)
 ), conv AS (
     INSERT INTO messaging.conversations
         (id, target_kind, target_name, started_by, last_position, pending_deliveries,
          oldest_pending_at)
-    SELECT CAST(:conversation_id AS uuid), :kind, :name, :principal, 2, 1, now() FROM go
+    SELECT conversation_id, kind, name, principal, 2, 1, now() FROM go
     RETURNING id
 ), inbox AS (
     INSERT INTO messaging.inboxes (id, conversation_id, principal)
-    SELECT CAST(:inbox_id AS uuid), id, :principal FROM conv
+    SELECT go.inbox_id, conv.id, go.principal FROM go JOIN conv ON conv.id = go.conversation_id
     RETURNING id
 ), msg AS (
     INSERT INTO messaging.messages
         (id, conversation_id, position, inbox_id, direction, sender, channel, text, parts)
-    SELECT CAST(:message_id AS uuid), conv.id, 1, inbox.id, 'to_target', :principal,
-           :channel, :text, :parts
-    FROM conv, inbox
-    RETURNING id
+    SELECT go.message_id, conv.id, 1, inbox.id, 'to_target', go.principal, go.channel,
+           go.text, CAST(go.parts AS jsonb)
+    FROM go JOIN conv ON conv.id = go.conversation_id JOIN inbox ON inbox.id = go.inbox_id
+    RETURNING id, conversation_id
 ), dlv AS (
     INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
-    SELECT CAST(:delivery_id AS uuid), conv.id, 2, 'message', msg.id FROM conv, msg
+    SELECT go.delivery_id, msg.conversation_id, 2, 'message', msg.id
+    FROM go JOIN msg ON msg.id = go.message_id
     RETURNING id
+), woken AS (
+    SELECT count(pg_notify('messaging_turns', key)) AS n
+    FROM (SELECT DISTINCT go.target_key AS key FROM go JOIN dlv ON dlv.id = go.delivery_id) k
 )
-SELECT EXISTS (SELECT 1 FROM target) AS target_exists,
-       EXISTS (SELECT 1 FROM ok) AS allowed,
-       EXISTS (SELECT 1 FROM dlv) AS stored,
-       CASE WHEN EXISTS (SELECT 1 FROM dlv)
-            THEN pg_notify('messaging_turns', :target_key) END AS notified
+SELECT i.n,
+       EXISTS (SELECT 1 FROM target WHERE target.n = i.n) AS target_exists,
+       EXISTS (SELECT 1 FROM ok WHERE ok.n = i.n) AS allowed,
+       EXISTS (SELECT 1 FROM dlv WHERE dlv.id = i.delivery_id) AS stored,
+       (SELECT n FROM woken) AS woken
+FROM input i
+ORDER BY i.n
 """
 )
 
