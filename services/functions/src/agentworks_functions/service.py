@@ -89,6 +89,10 @@ MAX_ASK_ID = 100
 MAX_FINAL_MESSAGE_BYTES = 256 * 1024
 MAX_ERROR_BYTES = 16 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024
+# Past the file limit, up to this much more of the upload is read and dropped before the
+# refusal goes out: a grpc.aio client still writing when the status arrives reports
+# INTERNAL "Internal error from Core" instead of it (grpc/grpc#36066).
+MAX_UPLOAD_DRAIN_BYTES = 64 * 1024 * 1024
 MAX_FILES_PER_CALL = 500
 MAX_FILE_NAME_BYTES = 255
 MAX_MEDIA_TYPE = 255
@@ -207,6 +211,15 @@ def notice_text(call: Call) -> str:
         f"Its saved output (answer, result, error and files in {call.output_folder}) is "
         f"readable with functions status call_id={call.id}."
     )
+
+
+async def _drain(chunks: AsyncIterator[tuple[str, str, str, bytes]], limit: int) -> None:
+    """Read and drop the rest of an upload, at most `limit` bytes of it."""
+    dropped = 0
+    async for _, _, _, data in chunks:
+        dropped += len(data)
+        if dropped > limit:
+            return
 
 
 @dataclasses.dataclass
@@ -500,6 +513,8 @@ class FunctionsService:
                 if remaining <= 0 or self.draining.is_set():
                     break
                 await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                if until_ended and await self.store.call_status(call_id) in OPEN_STATUSES:
+                    continue  # a change, but not the end: no need to build the view
                 view = await self._view(call_id, after, message_limit, after_event, event_limit)
         return view
 
@@ -762,6 +777,8 @@ class FunctionsService:
             while True:
                 size += len(data)
                 if size > MAX_FILE_BYTES:
+                    await writer.abort()
+                    await _drain(chunks, MAX_UPLOAD_DRAIN_BYTES)
                     raise InvalidArgument(
                         f"file {name!r} is larger than {MAX_FILE_BYTES} bytes; nothing was stored"
                     )

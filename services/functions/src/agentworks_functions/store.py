@@ -21,7 +21,6 @@ Concurrency rests on PostgreSQL alone (P3):
 from __future__ import annotations
 
 import contextlib
-import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
@@ -34,7 +33,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.core.db import Database, notify
+from agentworks.core.db import Database, fixed_sql, notify
 from agentworks.core.errors import (
     Busy,
     Conflict,
@@ -408,6 +407,12 @@ class FunctionsStore:
             if running > limit:
                 raise busy(key, running - 1, limit)
         return Receipt(str(call_id), RUNNING, created=True)
+
+    async def call_status(self, call_id: str) -> str | None:
+        """Just the status of a call (a cheap re-check for a waiting read)."""
+        async with self._raw() as pg:
+            row = await self._one(pg, _CALL_STATUS, {"call_id": _uuid(call_id, "call")})
+        return None if row is None else row.status
 
     async def get_call(self, call_id: str) -> Call:
         call_uuid = _uuid(call_id, "call")
@@ -1082,14 +1087,9 @@ def submission_conflict(submission_key: str) -> Conflict:
 # written with psycopg placeholders.
 
 
-def _sql(text: str) -> str:
-    """`:name` placeholders as psycopg's `%(name)s`."""
-    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", text)
-
-
 # FinishExecution: end the call once (guarded by status, runtime and correction round),
 # queue its completion notice in the same statement, and wake its status waiters.
-_FINISH = _sql(
+_FINISH = fixed_sql(
     """
 WITH ended AS (
     UPDATE functions.calls
@@ -1115,7 +1115,7 @@ SELECT (SELECT status FROM ended) AS ended_status,
 )
 
 # GetStatus: the call, its target's owner and every page in one statement and snapshot.
-_STATUS = _sql(
+_STATUS = fixed_sql(
     """
 SELECT c.*, t.owner AS target_owner,
     (SELECT coalesce(json_agg(m ORDER BY m.index), '[]')
@@ -1145,7 +1145,7 @@ WHERE c.id = :call_id
 """
 )
 
-_FUNCTION_FOR_CALL = _sql(
+_FUNCTION_FOR_CALL = fixed_sql(
     """
 SELECT t.owner AS target_owner, t.running_limit,
        (SELECT count(*) FROM functions.calls c
@@ -1161,7 +1161,7 @@ WHERE t.kind = :kind AND t.name = :target_name
 
 # Call, statement 1: lock the target row, then (reading from the lock, so always after
 # it) insert the call unless its retry key exists.
-_INSERT_CALL = _sql(
+_INSERT_CALL = fixed_sql(
     """
 WITH target_lock AS (
     SELECT running_limit FROM functions.targets
@@ -1186,7 +1186,7 @@ SELECT (SELECT running_limit FROM target_lock) AS running_limit,
 
 # Call, statement 2 (fresh snapshot, taken after the lock): the target's open calls,
 # this one included; the notification is sent at commit, so never for a refused call.
-_COUNT_OPEN = _sql(
+_COUNT_OPEN = fixed_sql(
     """
 SELECT count(*) AS running,
        (SELECT pg_notify('functions_executions', :key)
@@ -1198,7 +1198,7 @@ WHERE target_kind = :target_kind AND target_name = :target_name
 )
 
 # ClaimExecution for one target (the common case).
-_CLAIM_ONE = _sql(
+_CLAIM_ONE = fixed_sql(
     """
 WITH oldest AS (
     SELECT id FROM functions.calls
@@ -1219,9 +1219,9 @@ FROM claimed
 """
 )
 
-_GET_CALL = _sql("SELECT * FROM functions.calls WHERE id = :call_id")
+_GET_CALL = fixed_sql("SELECT * FROM functions.calls WHERE id = :call_id")
 
-_CALL_ACCESS = _sql(
+_CALL_ACCESS = fixed_sql(
     """
 SELECT c.caller, t.owner
 FROM functions.calls c
@@ -1230,9 +1230,11 @@ WHERE c.id = :call_id
 """
 )
 
-_SUBMISSION = _sql(
+_SUBMISSION = fixed_sql(
     """
 SELECT id, status, request_hash FROM functions.calls
 WHERE caller = :caller AND submission_key = :key
 """
 )
+
+_CALL_STATUS = fixed_sql("SELECT status FROM functions.calls WHERE id = :call_id")
