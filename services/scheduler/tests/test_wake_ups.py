@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agentworks.core.clients import SchedulerClient
 from agentworks.core.errors import (
     Busy,
+    Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -182,3 +184,40 @@ async def test_wake_up_list_pages_by_cursor_S1(clients, conversation):
     assert [w.wake_up_id for w in [*first.wake_ups, *rest.wake_ups]] == made
     again = await sched.list_wake_ups(conversation_id=conversation, after=rest.next_cursor)
     assert again.wake_ups == [] and again.next_cursor == rest.next_cursor
+
+
+async def test_a_retried_create_gets_the_same_wake_up_S1_S6(clients, conversation, sql):
+    """S1 S6: the same request with the same submission_id creates one wake-up, even
+    concurrently and at the pending limit; the key with another request is refused."""
+    sched = await clients.scheduler(BOT)
+    twins = await asyncio.gather(
+        *(
+            sched.create_wake_up(conversation, delay_seconds=600, note="n", submission_id="k1")
+            for _ in range(8)
+        )
+    )
+    assert len({w.wake_up_id for w in twins}) == 1
+    with pytest.raises(Conflict, match="submission_id 'k1' was already used"):
+        await sched.create_wake_up(
+            conversation, delay_seconds=600, note="other", submission_id="k1"
+        )
+    with pytest.raises(InvalidArgument, match="submission_id is 129 characters"):
+        await sched.create_wake_up(conversation, delay_seconds=1, submission_id="x" * 129)
+    # Without a key the client makes one per call: two calls, two wake-ups.
+    await sched.create_wake_up(conversation, delay_seconds=600)
+    await sched.create_wake_up(conversation, delay_seconds=600)
+    assert await sql("SELECT count(*) FROM scheduler.wake_ups") == [(3,)]
+
+    await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, due_at, created_by) "
+        "SELECT gen_random_uuid(), %s, now() + interval '1 day', 'agent:demo/bot' "
+        "FROM generate_series(1, 97)",
+        conversation,
+    )
+    again = await sched.create_wake_up(
+        conversation, delay_seconds=600, note="n", submission_id="k1"
+    )
+    assert again.wake_up_id == twins[0].wake_up_id  # a retry is answered even when full
+    with pytest.raises(Busy):
+        await sched.create_wake_up(conversation, delay_seconds=600, submission_id="k2")
+    assert await sql("SELECT count(*) FROM scheduler.wake_ups") == [(100,)]

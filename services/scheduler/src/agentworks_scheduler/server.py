@@ -175,6 +175,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 delay_seconds=delay,
                 note=request.note,
                 product=request.product,
+                submission_id=request.submission_id,
             )
         )
 

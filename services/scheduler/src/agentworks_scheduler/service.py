@@ -74,6 +74,7 @@ log = structlog.get_logger("agentworks.scheduler")
 
 # Limits (P6), stated in docs/scheduler.md.
 MAX_NOTE_BYTES = 16 * 1024
+MAX_SUBMISSION_ID = 128
 MAX_PROMPT_BYTES = 16 * 1024
 MAX_NAME_CHARS = 200
 MAX_REASON_CHARS = 500
@@ -194,6 +195,15 @@ def check_text(value: str, field: str, limit: int, *, required: bool = False) ->
     if size > limit:
         raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
     return value
+
+
+def check_submission_id(submission_id: str) -> str:
+    check_no_nul(submission_id, "submission_id")
+    if len(submission_id) > MAX_SUBMISSION_ID:
+        raise InvalidArgument(
+            f"submission_id is {len(submission_id)} characters; the limit is {MAX_SUBMISSION_ID}"
+        )
+    return submission_id
 
 
 def check_name(name: str, field: str = "name") -> str:
@@ -356,11 +366,17 @@ class SchedulerService:
         delay_seconds: int | None,
         note: str,
         product: str,
+        submission_id: str = "",
     ) -> WakeUp:
-        """A durable wake-up for a conversation the caller serves (S1)."""
+        """A durable wake-up for a conversation the caller serves (S1).
+
+        With a `submission_id`, a retry of the same request gets the same wake-up.
+        """
         when = check_when(at, delay_seconds, datetime.now(UTC))
         check_text(note, "note", MAX_NOTE_BYTES)
+        check_submission_id(submission_id)
         place = await self._attach(identity, conversation_id, product)
+        request = [conversation_id, at.isoformat() if at else None, delay_seconds, note, product]
         wake_up = await self.store.create_wake_up(
             conversation_id=place.conversation_id,
             product=place.product,
@@ -368,6 +384,8 @@ class SchedulerService:
             when=when,
             created_by=identity.principal,
             max_pending=MAX_PENDING_WAKE_UPS,
+            submission_id=submission_id,
+            request_hash=hashlib.sha256(repr(request).encode()).hexdigest(),
         )
         log.info(
             "wake_up.created",

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -119,6 +120,13 @@ def _not_paused(product: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
     )
 
 
+def _retry_key_conflict(submission_id: str) -> Conflict:
+    return Conflict(
+        f"submission_id {submission_id!r} was already used for a different wake-up; "
+        "use a new submission_id for a new request"
+    )
+
+
 def _page(rows: list[Any], convert: Callable[[Any], Any], limit: int, after: int) -> Page:
     items = [convert(r) for r in rows[:limit]]
     return Page(items, items[-1].seq if items else after)
@@ -141,40 +149,63 @@ class SchedulerStore:
         when: When,
         created_by: str,
         max_pending: int,
+        submission_id: str = "",
+        request_hash: str = "",
     ) -> WakeUp:
+        """A pending wake-up, or the one this retry key created already (S1)."""
         w = t.wake_ups
         conv = _uuid(conversation_id, "conversation")
-        async with self.db.transaction() as conn:
-            # Serialize creates per conversation so the pending limit holds exactly.
-            await conn.execute(
-                sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"wake_ups:{conv}")))
-            )
-            pending = (
+        try:
+            async with self.db.transaction() as conn:
+                # Serialize creates per conversation so the pending limit holds exactly
+                # (and a retry finds its twin).
                 await conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(w)
-                    .where(w.c.conversation_id == conv, w.c.status == "pending")
+                    sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"wake_ups:{conv}")))
                 )
-            ).scalar_one()
-            if pending >= max_pending:
-                raise Busy(
-                    f"conversation {conversation_id} already has {pending} pending wake-ups "
-                    f"(the limit is {max_pending}); cancel or reschedule one instead"
-                )
-            row = (
-                await conn.execute(
-                    w.insert()
-                    .values(
-                        id=uuid.uuid4(),
-                        conversation_id=conv,
-                        product=product,
-                        note=note,
-                        due_at=_due_value(when),
-                        created_by=created_by,
+                if submission_id:
+                    earlier = (
+                        await conn.execute(
+                            sa.select(w).where(
+                                w.c.created_by == created_by, w.c.submission_id == submission_id
+                            )
+                        )
+                    ).one_or_none()
+                    if earlier is not None:
+                        if earlier.request_hash != request_hash:
+                            raise _retry_key_conflict(submission_id)
+                        return _wake_up(earlier)
+                pending = (
+                    await conn.execute(
+                        sa.select(sa.func.count())
+                        .select_from(w)
+                        .where(w.c.conversation_id == conv, w.c.status == "pending")
                     )
-                    .returning(*w.c)
-                )
-            ).one()
+                ).scalar_one()
+                if pending >= max_pending:
+                    raise Busy(
+                        f"conversation {conversation_id} already has {pending} pending "
+                        f"wake-ups (the limit is {max_pending}); cancel or reschedule one "
+                        "instead"
+                    )
+                row = (
+                    await conn.execute(
+                        w.insert()
+                        .values(
+                            id=uuid.uuid4(),
+                            conversation_id=conv,
+                            product=product,
+                            note=note,
+                            due_at=_due_value(when),
+                            created_by=created_by,
+                            submission_id=submission_id or None,
+                            request_hash=request_hash if submission_id else None,
+                        )
+                        .returning(*w.c)
+                    )
+                ).one()
+        except sa_exc.IntegrityError as exc:
+            # The same key, used at the same moment for another conversation.
+            raise _retry_key_conflict(submission_id) from exc
         return _wake_up(row)
 
     async def get_wake_up(self, wake_up_id: str) -> WakeUp:

@@ -25,6 +25,8 @@ wake_ups = sa.Table(
     sa.Column("delivery_id", UUID),
     sa.Column("late_seconds", sa.Double),
     sa.Column("error", sa.Text),
+    sa.Column("submission_id", sa.Text),
+    sa.Column("request_hash", sa.Text),
 )
 
 schedules = sa.Table(

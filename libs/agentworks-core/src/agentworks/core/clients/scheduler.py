@@ -76,9 +76,19 @@ class SchedulerClient(ServiceClient):
         delay_seconds: int | None = None,
         note: str = "",
         product: str = "",
+        submission_id: str | None = None,
     ) -> s.WakeUp:
-        """Ask for a wake-up at `at` (aware datetime) or after `delay_seconds`."""
-        request = s.CreateWakeUpRequest(conversation_id=conversation_id, note=note, product=product)
+        """Ask for a wake-up at `at` (aware datetime) or after `delay_seconds`.
+
+        A retry key is made up when none is given, so that the channel's automatic
+        retries (after a lost answer) cannot create a second wake-up; pass "" for none.
+        """
+        request = s.CreateWakeUpRequest(
+            conversation_id=conversation_id,
+            note=note,
+            product=product,
+            submission_id=uuid.uuid4().hex if submission_id is None else submission_id,
+        )
         if at is not None:
             request.at.CopyFrom(_ts(at))
         elif delay_seconds is not None:

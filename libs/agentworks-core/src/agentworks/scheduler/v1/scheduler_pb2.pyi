@@ -52,18 +52,20 @@ class WakeUp(_message.Message):
     def __init__(self, wake_up_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., note: _Optional[str] = ..., status: _Optional[_Union[WakeUpStatus, str]] = ..., product: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_id: _Optional[str] = ..., late_seconds: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
 
 class CreateWakeUpRequest(_message.Message):
-    __slots__ = ("conversation_id", "at", "delay_seconds", "note", "product")
+    __slots__ = ("conversation_id", "at", "delay_seconds", "note", "product", "submission_id")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
     DELAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     PRODUCT_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     at: _timestamp_pb2.Timestamp
     delay_seconds: int
     note: str
     product: str
-    def __init__(self, conversation_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay_seconds: _Optional[int] = ..., note: _Optional[str] = ..., product: _Optional[str] = ...) -> None: ...
+    submission_id: str
+    def __init__(self, conversation_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay_seconds: _Optional[int] = ..., note: _Optional[str] = ..., product: _Optional[str] = ..., submission_id: _Optional[str] = ...) -> None: ...
 
 class GetWakeUpRequest(_message.Message):
     __slots__ = ("wake_up_id",)
