@@ -59,6 +59,25 @@ async def test_a_valid_identity_is_served_A1_A2(stub, internal_key):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_key_rotation_accepts_the_listed_keys_and_nothing_else_A2(
+    start_messaging, internal_key
+):
+    """A2: during a key rotation identities signed with an accepted key pass, others not."""
+    old, next_key = "the-previous-key-" + "o" * 32, "the-next-key-" + "n" * 32
+    running = await start_messaging(AGENTWORKS_ACCEPTED_INTERNAL_KEYS=f"{old}, {next_key}")
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = messaging_pb2_grpc.MessagingServiceStub(channel)
+        for key in (internal_key, old, next_key):
+            metadata = ((METADATA_KEY, mint("user:alice", key)),)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=metadata)
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND  # past the identity check
+        stranger = ((METADATA_KEY, mint("user:alice", "some-other-key-" + "x" * 32)),)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=stranger)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
 async def test_health_is_serving_and_reflection_lists_the_service_P4(messaging):
     """P4: standard gRPC health checking and reflection answer without identity."""
     async with grpc.aio.insecure_channel(messaging.address) as channel:

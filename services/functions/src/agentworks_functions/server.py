@@ -545,6 +545,7 @@ async def start(config: Config) -> Running:
         name="functions",
         listen=config.service.listen,
         internal_key=config.service.internal_key,
+        accepted_keys=config.service.accepted_keys,
         register=lambda s: functions_pb2_grpc.add_FunctionsServiceServicer_to_server(
             FunctionsServicer(service), s
         ),

@@ -304,6 +304,7 @@ async def start(config: Config) -> Running:
         name="messaging",
         listen=config.service.listen,
         internal_key=config.service.internal_key,
+        accepted_keys=config.service.accepted_keys,
         register=lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(service), s
         ),

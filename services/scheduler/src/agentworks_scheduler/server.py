@@ -439,6 +439,7 @@ async def start(config: Config) -> SchedulerRunning:
         name="scheduler",
         listen=config.service.listen,
         internal_key=config.service.internal_key,
+        accepted_keys=config.service.accepted_keys,
         register=lambda s: scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(service), s
         ),

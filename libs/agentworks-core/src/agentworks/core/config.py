@@ -69,6 +69,9 @@ class ServiceConfig:
     # How often the service's database-wide gauges (queue depth, timers due, ...) are
     # recomputed; only while metrics are served.
     metrics_refresh_seconds: float = 5.0
+    # Identities signed with these keys are accepted too (key rotation); the service
+    # itself signs only with `internal_key`.
+    accepted_keys: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
@@ -85,4 +88,9 @@ class ServiceConfig:
             pool_size=env.get_int("POOL_SIZE", 10),
             metrics_listen=env.get_str("METRICS_LISTEN"),
             metrics_refresh_seconds=max(0.1, env.get_float("METRICS_REFRESH_SECONDS", 5.0)),
+            accepted_keys=tuple(
+                k.strip()
+                for k in env.environ.get("AGENTWORKS_ACCEPTED_INTERNAL_KEYS", "").split(",")
+                if k.strip()
+            ),
         )

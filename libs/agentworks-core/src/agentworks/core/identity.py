@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -91,16 +92,28 @@ def mint(
     return jwt.encode(claims, key, algorithm="HS256")
 
 
-def verify(token: str | None, key: str) -> Identity:
+def verify(token: str | None, key: str, accepted: Sequence[str] = ()) -> Identity:
     """Check a token's signature and expiry and return its identity.
 
-    A caller reuses its token for minutes, so a verified token is remembered (bounded,
-    per key) and only its expiry is checked again: the signature check is most of the
-    cost of an identity, and it cannot change for the same token and key.
+    `key` is the internal key; identities signed with one of the `accepted` keys pass
+    too, so that the key can be rotated without a window of refusals. A caller reuses
+    its token for minutes, so a verified token is remembered (bounded, per key) and only
+    its expiry is checked again: the signature check is most of the cost of an
+    identity, and it cannot change for the same token and key.
     """
     if not token:
         raise Unauthenticated(f"missing identity: send a signed {METADATA_KEY} metadata entry")
-    identity, expires = _verified(token, key)
+    try:
+        identity, expires = _verified(token, key)
+    except Unauthenticated as refused:
+        for other in accepted:
+            try:
+                identity, expires = _verified(token, other)
+                break
+            except Unauthenticated:
+                continue
+        else:
+            raise refused from None
     if time.time() >= expires:
         raise Unauthenticated("identity expired: mint a new one and retry")
     return identity

@@ -125,9 +125,10 @@ async def _parsed_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
 class _ServiceInterceptor(grpc.aio.ServerInterceptor):
     """Identity check, request context, metrics and error mapping for every RPC."""
 
-    def __init__(self, service: str, internal_key: str) -> None:
+    def __init__(self, service: str, internal_key: str, accepted_keys: Sequence[str] = ()) -> None:
         self._service = service
         self._key = internal_key
+        self._accepted = tuple(accepted_keys)
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
@@ -137,7 +138,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         metadata = dict(handler_call_details.invocation_metadata or ())
         token = metadata.get(METADATA_KEY)
         request_id = metadata.get(REQUEST_ID_KEY) or uuid.uuid4().hex
-        key, service = self._key, self._service
+        key, accepted, service = self._key, self._accepted, self._service
         short_method = method.rsplit("/", 1)[-1]
 
         @contextlib.asynccontextmanager
@@ -146,7 +147,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
             code = "OK"
             try:
                 try:
-                    identity = verify(token, key)
+                    identity = verify(token, key, accepted)
                 except errors.AgentWorksError as exc:
                     log.info("rpc.unauthenticated", method=method, reason=exc.message)
                     raise
@@ -228,6 +229,7 @@ class GrpcServer:
         register: Registrar,
         service_names: Sequence[str],
         on_drain: Callable[[], Awaitable[None]] | None = None,
+        accepted_keys: Sequence[str] = (),
     ) -> None:
         if not internal_key:
             raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
@@ -236,7 +238,7 @@ class GrpcServer:
         self._on_drain = on_drain
         self._service_names = list(service_names)
         self.server = grpc.aio.server(
-            interceptors=[_ServiceInterceptor(name, internal_key)],
+            interceptors=[_ServiceInterceptor(name, internal_key, accepted_keys)],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
