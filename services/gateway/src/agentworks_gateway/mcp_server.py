@@ -77,17 +77,23 @@ def error_result(code: str, message: str) -> types.CallToolResult:
 
 
 def build_server(call: ToolCaller) -> Server[Any]:
-    """An MCP server listing the MCP tools and running each call through `call`."""
+    """An MCP server listing the MCP tools and running each call through `call`.
+
+    The tool list is fixed, so it is built once; the SDK's per-call schema lookup (for
+    `Mcp-Param-*` headers) reads it directly instead of running tools/list each call.
+    """
+    definitions = tool_definitions()
+    input_schemas = {t.name: t.input_schema for t in definitions}
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_definitions())
+        return types.ListToolsResult(tools=definitions)
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if params.name not in {t.name for t in tools.mcp_tools()}:
+        if params.name not in input_schemas:
             # An unknown tool is a protocol error, not a tool result (MCP spec).
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -108,6 +114,7 @@ def build_server(call: ToolCaller) -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        get_tool_input_schema=input_schemas.get,
     )
 
 

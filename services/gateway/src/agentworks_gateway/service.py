@@ -37,12 +37,17 @@ CREATE_TOKEN_HINT = "create one with `agentworks tokens create` (operator) or `a
 WEBHOOK_PRINCIPAL = "service:gateway"
 
 
+# Callers whose identity signers are kept (see Gateway.minter).
+MAX_CACHED_MINTERS = 4096
+
+
 class Gateway:
     """One gateway process: its token store and its channels to the services."""
 
     def __init__(self, config: Config, tokens: TokenStore) -> None:
         self.config = config
         self.tokens = tokens
+        self._minters: dict[tuple[str, frozenset[str]], Minter] = {}
         # One channel per service per process, balanced over its replicas; the
         # typed clients built per request share it.
         self._messaging_channel = self._channel(config.messaging_address)
@@ -93,13 +98,24 @@ class Gateway:
         return Identity(principal=record.principal, roles=record.roles)
 
     def minter(self, identity: Identity) -> Minter:
-        """A signer of short-lived identities for this caller, sent on every gRPC call."""
-        return Minter(
-            identity.principal,
-            self.config.internal_key,
-            roles=identity.roles,
-            ttl_seconds=self.config.identity_ttl_seconds,
-        )
+        """A signer of short-lived identities for this caller, sent on every gRPC call.
+
+        Kept per principal and roles (bounded), so a caller's identity is signed once per
+        half lifetime instead of on every request, and the services' check of a known
+        identity is a cache hit.
+        """
+        key = (identity.principal, identity.roles)
+        minter = self._minters.get(key)
+        if minter is None:
+            if len(self._minters) >= MAX_CACHED_MINTERS:
+                self._minters.clear()
+            minter = self._minters[key] = Minter(
+                identity.principal,
+                self.config.internal_key,
+                roles=identity.roles,
+                ttl_seconds=self.config.identity_ttl_seconds,
+            )
+        return minter
 
     def messaging(self, identity: Identity) -> MessagingClient:
         """The messaging service, called as `identity`."""

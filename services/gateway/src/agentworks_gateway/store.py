@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
+from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.core.db import Database, sqlalchemy_url
+from agentworks.core.db import Database, fixed_sql, sqlalchemy_url
 from agentworks.core.errors import PreconditionFailed
 from agentworks_gateway.tables import api_tokens
 from agentworks_gateway.tokens import TokenRecord
@@ -24,8 +26,13 @@ _RECORD_COLUMNS = [
     api_tokens.c.revoked_by,
 ]
 
+_FIND_BY_HASH = fixed_sql(
+    "SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by "
+    "FROM gateway.api_tokens WHERE token_hash = :token_hash"
+)
 
-def _record(row: sa.Row) -> TokenRecord:
+
+def _record(row: Any) -> TokenRecord:
     return TokenRecord(
         token_id=row.token_id,
         label=row.label,
@@ -78,13 +85,17 @@ class TokenStore:
         return _record(row)
 
     async def find_by_hash(self, token_hash: str) -> TokenRecord | None:
-        """The token with this hash, revoked or not; None if there is none."""
-        async with self.database.transaction() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(*_RECORD_COLUMNS).where(api_tokens.c.token_hash == token_hash)
-                )
-            ).one_or_none()
+        """The token with this hash, revoked or not; None if there is none.
+
+        Every request looks its token up (a revocation works at once, on every replica),
+        so this is one fixed statement on a plain connection (`Database.raw`).
+        """
+        async with (
+            self.database.raw() as conn,
+            conn.cursor(row_factory=namedtuple_row) as cur,
+        ):
+            await cur.execute(_FIND_BY_HASH, {"token_hash": token_hash})
+            row = await cur.fetchone()
         return _record(row) if row else None
 
     async def list_tokens(self, *, include_revoked: bool) -> list[TokenRecord]:
