@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import referencing.jsonschema
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
@@ -17,6 +17,16 @@ from referencing.exceptions import Unresolvable
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import PRINCIPAL_RE
 from agentworks_functions.models import WorkflowBinding, WorkflowVariable
+from agentworks_functions.patterns import (
+    MatchBudget,
+    PatternError,
+    PatternValidator,
+    compile_pattern,
+    declared_patterns,
+    format_checker,
+    match_budget,
+    search,
+)
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 VARIABLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
@@ -25,6 +35,8 @@ MAX_LISTED_VIOLATIONS = 50
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}"
 # allowed_callers patterns besides exact principals (documented in docs/functions.md).
+# jsonschema's format checks, with `regex` judged by RE2 (as patterns run on it).
+_FORMATS = format_checker()
 CALLER_PATTERN_RE = re.compile(rf"^(?:\*|(?:user|agent|workflow|service):\*|agent:{_NAME}/\*)$")
 
 
@@ -94,7 +106,19 @@ def _check_references(schema: dict[str, Any], field: str) -> None:
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
     # An explicit registry: jsonschema's default one fetches unknown $ref URLs over the
     # network (and file://), which would let a declaration make the service read them.
-    return Draft202012Validator(schema, registry=METASCHEMAS, format_checker=FormatChecker())
+    # Patterns run on RE2, never on Python's backtracking `re` (see patterns.py).
+    return PatternValidator(schema, registry=METASCHEMAS, format_checker=_FORMATS)
+
+
+def _check_patterns(schema: dict[str, Any], field: str) -> None:
+    """Every pattern must compile with RE2, small enough to match in bounded time."""
+    for where, pattern in declared_patterns(schema):
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            raise InvalidArgument(
+                f"{field} at {where}: the pattern {pattern!r} cannot be used: {exc}"
+            ) from None
 
 
 def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, Any]:
@@ -110,8 +134,9 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
             f"{field} declares $schema {declared!r}; only JSON Schema 2020-12 "
             f"({DRAFT_2020_12}) is supported — remove $schema or use that URI"
         )
+    _check_patterns(schema, field)
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(schema, format_checker=_FORMATS)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise InvalidArgument(
@@ -151,25 +176,43 @@ def _path(prefix: str, parts: Iterable[Any]) -> str:
 
 
 def _unknown_keys(error: ValidationError) -> list[str]:
+    unexpected = getattr(error, "unexpected", None)  # set by the keywords in patterns.py
+    if unexpected is not None:
+        return list(unexpected)
     props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
     patterns = error.schema.get("patternProperties", {}) if isinstance(error.schema, dict) else {}
     instance = error.instance if isinstance(error.instance, dict) else {}
-    return [
-        key for key in instance if key not in props and not any(re.search(p, key) for p in patterns)
-    ]
+    return [key for key in instance if key not in props and not _matches(patterns, key)]
+
+
+def _matches(patterns: Iterable[str], key: str) -> bool:
+    for pattern in patterns:
+        try:
+            if search(pattern, key):
+                return True
+        except PatternError:  # reported by the keyword itself
+            continue
+    return False
 
 
 def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") -> list[str]:
     """Every way `instance` breaks `schema`, one readable line each (F3).
 
     Missing, unknown and mistyped fields get their own wording; anything else keeps the
-    validator's message. Ordered by path so the list reads top to bottom.
+    validator's message. Ordered by path so the list reads top to bottom. Matching the
+    schema's patterns has a budget (patterns.py); past it the one problem says so.
     """
-    found: list[tuple[str, str]] = []
     try:
-        errors = list(_validator(schema).iter_errors(instance))
+        with match_budget():
+            return _violation_lines(_validator(schema).iter_errors(instance), prefix)
     except Unresolvable as exc:  # declared before references were checked
         return [f"{prefix}: the schema has a $ref that cannot be resolved ({exc})"]
+    except MatchBudget as exc:
+        return [f"{prefix}: {exc}"]
+
+
+def _violation_lines(errors: Iterable[ValidationError], prefix: str) -> list[str]:
+    found: list[tuple[str, str]] = []
     for error in errors:
         path = _path(prefix, error.absolute_path)
         if error.validator == "required":

@@ -231,6 +231,17 @@ class _ClaimGate:
     users: int = 0
 
 
+def plain_ending(failed: bool, final_message: str, error: str) -> Ending:
+    """A finish with no result to check: completed with its answer, or failed."""
+    if failed:
+        return Ending(
+            FAILED,
+            answer=final_message,
+            error=error or "the execution reported a failure without details",
+        )
+    return Ending(COMPLETED, answer=final_message)
+
+
 class FunctionsService:
     """The function contract (A3, F1-F15) and the execution protocol (R1)."""
 
@@ -594,6 +605,9 @@ class FunctionsService:
             )
         )
 
+    async def _ended_status(self, identity: Identity, call_id: str) -> str:
+        return (await self._execution(identity, call_id)).status
+
     async def _execution(self, identity: Identity, call_id: str) -> Call:
         try:
             call: Call | None = await self.store.get_call(call_id)
@@ -880,6 +894,17 @@ class FunctionsService:
         check_size(error, "error", MAX_ERROR_BYTES)
         if correction_round not in (0, 1):
             raise InvalidArgument("correction_round must be 0, or 1 after the correction turn")
+        if correction_round == 0:
+            # The common case in one statement: an open call of this runtime with no
+            # output schema and no completion notice ends as reported. Anything else
+            # (a result to check, a notice to write, a retried or late finish) takes
+            # the full path below.
+            status = await self.store.finish(
+                call_id, identity.principal, plain_ending(failed, final_message, error)
+            )
+            if status is not None:
+                log.info("execution.finished", call_id=call_id, status=status)
+                return FinishOutcome(status)
         call = await self._execution(identity, call_id)
         if not call.is_open:
             if call.status in (CANCELLED, COMPLETED, FAILED):
@@ -888,14 +913,8 @@ class FunctionsService:
         if correction_round < call.correction_turns:
             # A retry of the first finish: the correction turn is already granted.
             return FinishOutcome(call.status, True, call.correction_prompt or "")
-        if failed:
-            ending = Ending(
-                FAILED,
-                answer=final_message,
-                error=error or "the execution reported a failure without details",
-            )
-        elif call.output_schema is None:
-            ending = Ending(COMPLETED, answer=final_message)
+        if failed or call.output_schema is None:
+            ending = plain_ending(failed, final_message, error)
         else:
             raw, problems = await self._result_file(call_id)
             value = None
@@ -943,6 +962,8 @@ class FunctionsService:
             correction_turns=call.correction_turns,
             notice=notice,
         )
+        if status is None:  # it ended meanwhile (cancelled, interrupted)
+            status = await self._ended_status(identity, call_id)
         log.info("execution.finished", call_id=call_id, status=status)
         return FinishOutcome(status)
 

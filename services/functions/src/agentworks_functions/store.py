@@ -945,24 +945,26 @@ class FunctionsStore:
         runtime: str,
         ending: Ending,
         *,
-        correction_turns: int,
-        notice: str | None,
-    ) -> str:
-        """End an execution the runtime finished; the call's status afterwards.
+        correction_turns: int | None = None,
+        notice: str | None = None,
+    ) -> str | None:
+        """End an execution the runtime finished; the status it ended with, or None.
 
         One statement: the guarded UPDATE ends the call only while it is open, held by
         this runtime and in the expected correction round (so it ends exactly once); the
-        completion notice (F13, text `notice`) is written by the same statement.
+        completion notice (F13, text `notice`) is written by the same statement. Without
+        `correction_turns` it ends only a plain call: no output schema, no notice, no
+        correction turn. None when nothing was ended.
         """
-        call_uuid = _uuid(call_id, "call")
         async with self._raw() as pg:
             row = await self._one(
                 pg,
                 _FINISH,
                 {
-                    "call_id": call_uuid,
+                    "call_id": _uuid(call_id, "call"),
                     "runtime": runtime,
-                    "correction_turns": correction_turns,
+                    "plain": correction_turns is None,
+                    "correction_turns": correction_turns or 0,
                     "status": ending.status,
                     "answer": ending.answer,
                     "has_result": ending.has_result,
@@ -971,14 +973,7 @@ class FunctionsStore:
                     "notice_text": notice or "",
                 },
             )
-            if row.ended_status is not None:
-                return row.ended_status
-            current = await self._one(pg, _GET_CALL, {"call_id": call_uuid})
-        if current is None:
-            raise call_not_found(call_id)
-        if current.runtime != runtime:
-            raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
-        return current.status
+        return row.ended_status
 
     async def interrupt_expired(self, notice_text: Callable, batch: int = 100) -> int:
         """Executions whose lease ran out end `interrupted`, never restarted (F12)."""
@@ -1097,6 +1092,7 @@ WITH ended AS (
         error = :error, ended_at = now(), version = version + 1
     WHERE id = :call_id AND runtime = :runtime AND correction_turns = :correction_turns
       AND status IN ('running', 'waiting_for_input')
+      AND (NOT :plain OR (output_schema IS NULL AND notify_conversation_id IS NULL))
     RETURNING id, status, target_kind, target_name, function, notify_conversation_id
 ), notice AS (
     INSERT INTO functions.notices (call_id, conversation_id, text, attributes)

@@ -1,0 +1,338 @@
+"""Regular expressions of declared JSON Schemas, on RE2 (linear time) instead of Python `re`.
+
+A declared schema's `pattern` and `patternProperties` come from a target's owner and are
+matched against callers' inputs and runtimes' results. Python's `re` backtracks: a
+pattern such as `^(a+)+$` and an input of thirty `a`s and a `!` take minutes and block
+the service's event loop (ReDoS). jsonschema always uses `re`, so `PatternValidator`
+replaces the four keywords that match patterns (`pattern`, `patternProperties`,
+`additionalProperties`, `unevaluatedProperties`) and the `regex` format with RE2
+(`google-re2`), whose matching time grows linearly with the input.
+
+Linear is not free: a pattern that compiles to a large program (`[ab]{1000}`,
+`\\p{L}{100}`) can cost several seconds on a 256 KiB input. So, besides RE2:
+
+- at declaration every pattern must compile with RE2 to at most
+  `MAX_PATTERN_PROGRAM` instructions (`check_patterns`);
+- each validation may spend at most `MATCH_BUDGET` byte-instructions (the bytes of the
+  text times the pattern's program size, summed over every match — an upper bound of
+  RE2's work); past it the validation stops with a violation (`MatchBudget`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import re2
+from jsonschema import Draft202012Validator, FormatChecker, validators
+from jsonschema.exceptions import ValidationError
+
+# The largest RE2 program a declared pattern may compile to (`^.{1,255}$` is 2296;
+# `[\p{L} ]{1,100}` is 119804: use a simple class with maxLength instead).
+MAX_PATTERN_PROGRAM = 5000
+# Byte-instructions one validation may spend matching patterns: at RE2's slowest
+# (about 10 ns per byte-instruction here) a little under 3 s; typical patterns take
+# microseconds, since RE2's DFA touches each byte once.
+MATCH_BUDGET = 2**28
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # refusals are reported to the caller, not logged by RE2
+
+
+class PatternError(ValueError):
+    """A pattern RE2 cannot compile, or one too large; the message says why."""
+
+
+class MatchBudget(Exception):
+    """A validation would pass `MATCH_BUDGET`; the message says which value and pattern."""
+
+
+@functools.lru_cache(maxsize=2048)
+def compile_pattern(pattern: str) -> Any:
+    """`pattern` compiled with RE2, or PatternError saying what to change."""
+    try:
+        compiled = re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "invalid pattern"
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise PatternError(
+            f"{reason}. Patterns run on RE2 (linear time): lookahead, lookbehind and "
+            "backreferences are not available"
+        ) from None
+    if compiled.programsize > MAX_PATTERN_PROGRAM:
+        raise PatternError(
+            f"it compiles to {compiled.programsize} RE2 instructions; the limit is "
+            f"{MAX_PATTERN_PROGRAM}. Use a simpler pattern (bound lengths with "
+            "minLength/maxLength instead of {m,n} on large classes)"
+        )
+    return compiled
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.remaining = limit
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
+    "agentworks_pattern_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def match_budget(limit: int = MATCH_BUDGET) -> Iterator[None]:
+    """Matches inside this block share `limit` byte-instructions; past it: MatchBudget."""
+    token = _budget.set(_Budget(limit))
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether `pattern` matches somewhere in `text` (RE2; counted against the budget)."""
+    compiled = compile_pattern(pattern)
+    budget = _budget.get()
+    if budget is not None:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        budget.remaining -= size * compiled.programsize
+        if budget.remaining < 0:
+            shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
+            raise MatchBudget(
+                f"too long to check against the pattern {shown!r}: {size} bytes against "
+                f"its {compiled.programsize} RE2 instructions pass the limit of "
+                f"{MATCH_BUDGET} byte-instructions per validation; send shorter values (or "
+                "ask the owner for a simpler pattern)"
+            )
+    return compiled.search(text) is not None
+
+
+def _matches_any(patterns: Iterable[str], text: str) -> bool:
+    return any(search(pattern, text) for pattern in patterns)
+
+
+# ------------------------------------------------------------------------- keywords
+# The same as jsonschema's own (jsonschema/_keywords.py, _utils.py, MIT licence), with
+# `search` in place of `re.search`. A pattern that cannot be used (declared before
+# patterns were checked) is a violation, not an internal error.
+
+
+def extras_msg(extras: list[Any]) -> tuple[str, str]:
+    verb = "was" if len(extras) == 1 else "were"
+    return ", ".join(repr(extra) for extra in extras), verb
+
+
+def _unexpected(message: str, keys: Iterable[str]) -> ValidationError:
+    """A refusal of properties; `.unexpected` lists them (for `schemas.violations`)."""
+    error = ValidationError(message)
+    error.unexpected = sorted(keys, key=str)  # type: ignore[attr-defined]
+    return error
+
+
+def _unusable(pattern: str, exc: PatternError) -> ValidationError:
+    return ValidationError(f"the schema's pattern {pattern!r} cannot be used: {exc}")
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = search(pattern, instance)
+    except PatternError as exc:
+        yield _unusable(pattern, exc)
+        return
+    if not found:
+        shown = (
+            repr(instance)
+            if len(instance) <= 100
+            else f"{instance[:80]!r}... ({len(instance)} characters)"
+        )
+        yield ValidationError(f"{shown} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            try:
+                found = search(pattern, key)
+            except PatternError as exc:
+                yield _unusable(pattern, exc)
+                return
+            if found:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional(instance: dict[str, Any], schema: dict[str, Any]) -> Iterator[str]:
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    for key in instance:
+        if key not in properties and not _matches_any(patterns, key):
+            yield key
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator:
+    if not validator.is_type(instance, "object"):
+        return
+    try:
+        extras = set(_additional(instance, schema))
+    except PatternError as exc:
+        yield ValidationError(f"the schema's patternProperties cannot be used: {exc}")
+        return
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield _unexpected(f"{joined} {verb} not match any of the regexes: {patterns}", extras)
+        else:
+            error = "Additional properties are not allowed (%s %s unexpected)"
+            yield _unexpected(error % extras_msg(sorted(extras, key=str)), extras)
+
+
+def _valid(errors: Iterator[Any]) -> bool:
+    return next(errors, None) is None
+
+
+def _evaluated_keys(validator: Any, instance: Any, schema: Any) -> list[str]:
+    """The keys of `instance` that `schema` evaluates (for unevaluatedProperties)."""
+    if validator.is_type(schema, "boolean"):
+        return []
+    keys: list[str] = []
+    for keyword in ("$ref", "$dynamicRef"):
+        reference = schema.get(keyword)
+        if reference is not None:
+            resolved = validator._resolver.lookup(reference)
+            keys += _evaluated_keys(
+                validator.evolve(schema=resolved.contents, _resolver=resolved.resolver),
+                instance,
+                resolved.contents,
+            )
+    properties = schema.get("properties")
+    if validator.is_type(properties, "object"):
+        keys += properties.keys() & instance.keys()
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        subschema = schema.get(keyword)
+        if subschema is not None:
+            keys += (k for k, v in instance.items() if _valid(validator.descend(v, subschema)))
+    if "patternProperties" in schema:
+        keys += (k for k in instance if _matches_any(schema["patternProperties"], k))
+    for name, subschema in schema.get("dependentSchemas", {}).items():
+        if name in instance:
+            keys += _evaluated_keys(validator, instance, subschema)
+    for keyword in ("allOf", "oneOf", "anyOf"):
+        for subschema in schema.get(keyword, []):
+            if _valid(validator.descend(instance, subschema)):
+                keys += _evaluated_keys(validator, instance, subschema)
+    if "if" in schema:
+        if validator.evolve(schema=schema["if"]).is_valid(instance):
+            keys += _evaluated_keys(validator, instance, schema["if"])
+            if "then" in schema:
+                keys += _evaluated_keys(validator, instance, schema["then"])
+        elif "else" in schema:
+            keys += _evaluated_keys(validator, instance, schema["else"])
+    return keys
+
+
+def _unevaluated_properties(
+    validator: Any, unevaluated: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    try:
+        evaluated = set(_evaluated_keys(validator, instance, schema))
+    except PatternError as exc:
+        yield ValidationError(f"the schema's patternProperties cannot be used: {exc}")
+        return
+    rejected = []
+    for key in instance:
+        if key not in evaluated:
+            for _ in validator.descend(instance[key], unevaluated, path=key, schema_path=key):
+                rejected.append(key)
+    if rejected:
+        if unevaluated is False:
+            error = "Unevaluated properties are not allowed (%s %s unexpected)"
+            yield _unexpected(error % extras_msg(sorted(rejected, key=str)), rejected)
+        else:
+            error = (
+                "Unevaluated properties are not valid under the given schema "
+                "(%s %s unevaluated and invalid)"
+            )
+            yield ValidationError(error % extras_msg(rejected))
+
+
+def _is_regex(instance: object) -> bool:
+    if not isinstance(instance, str):
+        return True
+    compile_pattern(instance)
+    return True
+
+
+def format_checker() -> FormatChecker:
+    """jsonschema's format checks, with `regex` meaning "RE2 accepts it" (a fresh copy)."""
+    checker = FormatChecker()  # copies the known checks; adding one changes only this copy
+    checker.checks("regex", raises=PatternError)(_is_regex)
+    return checker
+
+
+PatternValidator = validators.extend(
+    Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "unevaluatedProperties": _unevaluated_properties,
+    },
+)
+
+
+# ---------------------------------------------------------------------- declaration
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_ONE = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "items",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contentSchema",
+)
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+def _join(where: str, *parts: Any) -> str:
+    return "/".join([where, *map(str, parts)]) if where else "/".join(map(str, parts))
+
+
+def declared_patterns(schema: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """(where, pattern) of every `pattern` and `patternProperties` key in a schema."""
+    if not isinstance(schema, dict):
+        return
+    if isinstance(schema.get("pattern"), str):
+        yield _join(where, "pattern"), schema["pattern"]
+    if isinstance(schema.get("patternProperties"), dict):
+        for key in schema["patternProperties"]:
+            yield _join(where, "patternProperties"), key
+    for keyword in _SCHEMA_MAPS:
+        if isinstance(schema.get(keyword), dict):
+            for name, subschema in schema[keyword].items():
+                yield from declared_patterns(subschema, _join(where, keyword, name))
+    for keyword in _SCHEMA_ONE:
+        yield from declared_patterns(schema.get(keyword), _join(where, keyword))
+    for keyword in _SCHEMA_LISTS:
+        if isinstance(schema.get(keyword), list):
+            for index, subschema in enumerate(schema[keyword]):
+                yield from declared_patterns(subschema, _join(where, keyword, index))
