@@ -50,15 +50,20 @@ def is_disconnect(exc: BaseException) -> bool:
 
 
 class Database:
-    """The engine and the NOTIFY listener of one service process."""
+    """The engine, the hot-path pool and the NOTIFY listener of one service process.
+
+    At most `2 × pool_size` connections besides the listener: `pool_size` plain ones for
+    the hot statements (`raw()`), and SQLAlchemy's pool of half as many plus the same
+    overflow for everything else.
+    """
 
     def __init__(self, url: str, *, pool_size: int = 10, schema: str | None = None) -> None:
         self.url = url
         self.schema = schema
         self.engine: AsyncEngine = create_async_engine(
             sqlalchemy_url(url),
-            pool_size=pool_size,
-            max_overflow=pool_size,
+            pool_size=max(1, pool_size // 2),
+            max_overflow=max(1, pool_size - pool_size // 2),
             pool_timeout=10,
             pool_recycle=1800,
         )
