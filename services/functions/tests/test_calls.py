@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from agentworks.core import errors
+from agentworks.core.clients import FunctionsClient
 
 
 async def count_calls(database_url: str) -> int:
@@ -153,3 +154,31 @@ async def test_caller_or_owner_cancels_an_open_call_and_the_runtime_learns_it_F1
     await runtime.finish_execution(done.call_id, final_message="ok")
     with pytest.raises(errors.PreconditionFailed, match="already ended"):
         await alice.cancel(done.call_id)
+
+
+async def test_a_call_no_runtime_claims_ends_interrupted_and_frees_its_slot_F5_F12(
+    start_functions, identity, echo_schema
+):
+    """F5 F12: with no runtime serving the target, a call does not hold its running slot
+    forever: after FUNCTIONS_CLAIM_TIMEOUT_SECONDS it ends interrupted, saying why."""
+    replica = await start_functions(FUNCTIONS_CLAIM_TIMEOUT_SECONDS="1")
+    ops = FunctionsClient(replica.address, identity=identity("user:ops", {"operator"}))
+    owner = FunctionsClient(replica.address, identity=identity("user:owner"))
+    alice = FunctionsClient(replica.address, identity=identity("user:alice"))
+    try:
+        await ops.register_target("crew:idle", owner="user:owner", running_limit=1)
+        await owner.declare_function(
+            "crew:idle", "echo", input_schema=echo_schema, allowed_callers=["user:*"]
+        )
+        first = await alice.call("crew:idle", "echo", {"text": "anyone there?"})
+        with pytest.raises(errors.Busy):
+            await alice.call("crew:idle", "echo", {"text": "me too"})
+        status = await alice.wait(first.call_id, timeout=15)
+        assert status.status == "interrupted"
+        assert "no runtime claimed the call within 1 s" in status.error
+        assert not status.started  # it never ran
+        second = await alice.call("crew:idle", "echo", {"text": "again"})  # the slot is free
+        assert second.status == "running"
+    finally:
+        for client in (ops, owner, alice):
+            await client.close()

@@ -34,6 +34,9 @@ class Config:
     notice_retry_seconds: float
     # Unfinished file uploads older than this are deleted by the sweeper.
     stale_upload_seconds: int
+    # A call no runtime has claimed after this long ends `interrupted` and frees its
+    # running slot (F5, F12); 0 keeps it waiting for a runtime forever.
+    claim_timeout_seconds: float = 900.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -62,4 +65,5 @@ class Config:
             principal=env.get_str("PRINCIPAL", "service:functions"),
             notice_retry_seconds=env.get_float("NOTICE_RETRY_SECONDS", 5.0),
             stale_upload_seconds=env.get_int("STALE_UPLOAD_SECONDS", 3600),
+            claim_timeout_seconds=max(0.0, env.get_float("CLAIM_TIMEOUT_SECONDS", 900.0)),
         )

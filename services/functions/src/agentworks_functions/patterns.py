@@ -11,8 +11,8 @@ replaces the four keywords that match patterns (`pattern`, `patternProperties`,
 Linear is not free: a pattern that compiles to a large program (`[ab]{1000}`,
 `\\p{L}{100}`) can cost several seconds on a 256 KiB input. So, besides RE2:
 
-- at declaration every pattern must compile with RE2 to at most
-  `MAX_PATTERN_PROGRAM` instructions (`check_patterns`);
+- at declaration every pattern (`declared_patterns`) must compile with RE2 to at most
+  `MAX_PATTERN_PROGRAM` instructions (`compile_pattern`);
 - each validation may spend at most `MATCH_BUDGET` byte-instructions (the bytes of the
   text times the pattern's program size, summed over every match — an upper bound of
   RE2's work); past it the validation stops with a violation (`MatchBudget`).
@@ -30,8 +30,8 @@ import re2
 from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError
 
-# The largest RE2 program a declared pattern may compile to (`^.{1,255}$` is 2296;
-# `[\p{L} ]{1,100}` is 119804: use a simple class with maxLength instead).
+# The largest RE2 program a declared pattern may compile to (`^.{1,255}$` is about 2,300;
+# `[\p{L} ]{1,100}` about 120,000: use a simple class with maxLength instead).
 MAX_PATTERN_PROGRAM = 5000
 # Byte-instructions one validation may spend matching patterns: at RE2's slowest
 # (about 10 ns per byte-instruction here) a little under 3 s; typical patterns take
@@ -74,6 +74,7 @@ def compile_pattern(pattern: str) -> Any:
 
 class _Budget:
     def __init__(self, limit: int) -> None:
+        self.limit = limit
         self.remaining = limit
 
 
@@ -104,7 +105,7 @@ def search(pattern: str, text: str) -> bool:
             raise MatchBudget(
                 f"too long to check against the pattern {shown!r}: {size} bytes against "
                 f"its {compiled.programsize} RE2 instructions pass the limit of "
-                f"{MATCH_BUDGET} byte-instructions per validation; send shorter values (or "
+                f"{budget.limit} byte-instructions per validation; send shorter values (or "
                 "ask the owner for a simpler pattern)"
             )
     return compiled.search(text) is not None

@@ -33,10 +33,11 @@ VARIABLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
 # Violations listed in one error message; the count says how many there were in all.
 MAX_LISTED_VIOLATIONS = 50
 
-_NAME = r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}"
-# allowed_callers patterns besides exact principals (documented in docs/functions.md).
 # jsonschema's format checks, with `regex` judged by RE2 (as patterns run on it).
 _FORMATS = format_checker()
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}"
+# allowed_callers patterns besides exact principals (documented in docs/functions.md).
 CALLER_PATTERN_RE = re.compile(rf"^(?:\*|(?:user|agent|workflow|service):\*|agent:{_NAME}/\*)$")
 
 

@@ -530,6 +530,7 @@ async def start(config: Config) -> Running:
         min_lease_seconds=config.min_lease_seconds,
         max_lease_seconds=config.max_lease_seconds,
         notice_retry_seconds=config.notice_retry_seconds,
+        claim_timeout_seconds=config.claim_timeout_seconds,
     )
     messaging = MessagingClient(
         config.messaging_address,

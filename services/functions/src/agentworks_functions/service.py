@@ -254,8 +254,10 @@ class FunctionsService:
         min_lease_seconds: int = 5,
         max_lease_seconds: int = 300,
         notice_retry_seconds: float = 5.0,
+        claim_timeout_seconds: float = 0.0,
     ) -> None:
         self.store = store
+        self.claim_timeout = timedelta(seconds=claim_timeout_seconds) or None
         self.listener = listener
         self.poll_fallback_seconds = poll_fallback_seconds
         self.min_lease_seconds = min_lease_seconds
@@ -970,9 +972,19 @@ class FunctionsService:
     # --------------------------------------------------------------- background
 
     async def interrupt_expired(self) -> int:
+        """End lost executions, and calls no runtime claimed in time, `interrupted` (F12)."""
         count = await self.store.interrupt_expired(notice_text)
         if count:
             log.warning("executions.interrupted", count=count, reason="lease expired")
+        if self.claim_timeout is not None:
+            unclaimed = await self.store.interrupt_unclaimed(notice_text, self.claim_timeout)
+            if unclaimed:
+                log.warning(
+                    "calls.interrupted",
+                    count=unclaimed,
+                    reason=f"not claimed within {self.claim_timeout.total_seconds():g} s",
+                )
+            count += unclaimed
         return count
 
     async def deliver_notices(self, send: NoticeSender) -> int:

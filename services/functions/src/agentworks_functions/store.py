@@ -978,33 +978,51 @@ class FunctionsStore:
     async def interrupt_expired(self, notice_text: Callable, batch: int = 100) -> int:
         """Executions whose lease ran out end `interrupted`, never restarted (F12)."""
         c = t.calls
+        return await self._interrupt(
+            [c.c.runtime.isnot(None), c.c.lease_expires_at < sa.func.now()],
+            "interrupted: the execution's runtime stopped renewing its lease; saved "
+            "progress, messages and files stay readable; the call is not restarted — call "
+            "again if the work is still needed",
+            notice_text,
+            batch,
+        )
+
+    async def interrupt_unclaimed(
+        self, notice_text: Callable, older_than: timedelta, batch: int = 100
+    ) -> int:
+        """Calls no runtime claimed within `older_than` end `interrupted` (F5, F12).
+
+        Otherwise a call whose target has no runtime would hold a running slot forever.
+        """
+        c = t.calls
+        return await self._interrupt(
+            [c.c.runtime.is_(None), c.c.created_at < sa.func.now() - older_than],
+            f"interrupted: no runtime claimed the call within {older_than.total_seconds():g} "
+            "s (is a runtime serving this target?); it never started — call again when "
+            "one is running",
+            notice_text,
+            batch,
+        )
+
+    async def _interrupt(
+        self,
+        conditions: list[sa.ColumnElement[bool]],
+        error: str,
+        notice_text: Callable,
+        batch: int,
+    ) -> int:
+        c = t.calls
         async with self.db.transaction() as conn:
             rows = (
                 await conn.execute(
                     sa.select(c.c.id)
-                    .where(
-                        c.c.runtime.isnot(None),
-                        c.c.status.in_(OPEN_STATUSES),
-                        c.c.lease_expires_at < sa.func.now(),
-                    )
+                    .where(c.c.status.in_(OPEN_STATUSES), *conditions)
                     .limit(batch)
                     .with_for_update(skip_locked=True)
                 )
             ).all()
             if rows:
-                await self._end(
-                    conn,
-                    rows,
-                    Ending(
-                        INTERRUPTED,
-                        error=(
-                            "interrupted: the execution's runtime stopped renewing its lease; "
-                            "saved progress, messages and files stay readable; the call is not "
-                            "restarted — call again if the work is still needed"
-                        ),
-                    ),
-                    notice_text,
-                )
+                await self._end(conn, rows, Ending(INTERRUPTED, error=error), notice_text)
         return len(rows)
 
     # ------------------------------------------------------------------ notices
