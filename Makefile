@@ -16,7 +16,10 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
     tests/test_reliability_database.py tests/test_reliability_concurrency.py \
     tests/test_reliability_shutdown.py tests/test_access_matrix.py tests/test_fuzz.py \
     services/messaging/tests/test_bad_input.py services/functions/tests/test_bad_input.py \
-    services/scheduler/tests/test_bad_input.py
+    services/scheduler/tests/test_bad_input.py services/gateway/tests/test_bad_input.py \
+    services/functions/tests/test_patterns.py::test_a_catastrophic_pattern_and_a_hostile_input_are_answered_at_once_F3_P6 \
+    services/gateway/tests/test_http_api.py::test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_message_A1 \
+    services/gateway/tests/test_http_api.py::test_a_revoked_token_is_refused_on_the_next_request_on_every_replica_A1
 
 .PHONY: help venv lock proto check-proto lint format test run bench reliability soak up down clean docs
 

@@ -1,9 +1,9 @@
 """Fixtures for the cross-service tests, and the reliability report (docs/reliability.md).
 
-Reliability tests carry `@pytest.mark.reliability(scenario=..., action=..., check=...)`.
-Test modules outside `tests/` cannot use that mark when they run on their own (it is
-registered here), so they set a module-level `RELIABILITY = {"scenario": ..., "action":
-..., "check": ..., "test": <the test function it describes>}` instead. With
+Reliability tests carry `@pytest.mark.reliability(scenario=..., action=..., check=...)`
+(registered by the `agentworks.core.testing` plugin, so every package may use it). A
+module may instead set `RELIABILITY = {"scenario": ..., "action": ..., "check": ...,
+"test": <the test function it describes>}`. With
 `AGENTWORKS_WRITE_RELIABILITY=1` the session records the outcome of every such test and
 writes docs/reliability.md at the end (`make reliability`); otherwise nothing is written,
 so `make test` leaves the tree clean. A module may define `RELIABILITY_APPENDIX()`
@@ -51,6 +51,31 @@ FIXED = [
     "call_id differently from someone else's call, so any principal could tell that a "
     "call_id exists (A3); now the same NOT_FOUND.",
     "FileChunk.media_type was unbounded; now at most 255 printable characters.",
+    "JSON Schema `pattern` and `patternProperties` of declared functions ran on Python's "
+    "backtracking `re` in the functions event loop: `^(a+)+$` and a crafted input blocked "
+    "a replica for minutes (ReDoS). They now run on RE2 (linear time); declared patterns "
+    "must compile with RE2 to at most 5,000 instructions (lookaround, backreferences and "
+    "oversized programs are refused at declaration, naming the place), and one "
+    "validation may spend at most 2^28 byte-instructions on patterns.",
+    "An upload past the 64 MiB file limit reached the runtime (grpc.aio, as the runtime "
+    'SDK uses) as INTERNAL "Internal error from Core": the status arrived while the client '
+    "was still writing (grpc/grpc#36066). The service now reads and drops up to 64 MiB "
+    "more of the stream before refusing, so the client gets INVALID_ARGUMENT naming the "
+    "file and the limit.",
+    "Gateway: integers past int64 in cursors, offsets and seconds (`after`, `after_event`, "
+    "`seen_version`, `offset`, `delay_seconds`, `interval_seconds`) failed INTERNAL "
+    "(ValueError); the published schemas now state the int64 maximum.",
+    "Gateway: a NUL character in a token label or token id, or a lone surrogate (JSON "
+    "`\\ud800`, valid JSON but not Unicode) in any argument on /api/v1 (and so from the "
+    "stdio MCP proxy), failed INTERNAL; NUL characters and lone surrogates anywhere in tool "
+    "arguments are now refused naming the argument.",
+    "Gateway: integers beyond ±2^53 in `inputs`, `parts` data and declared schemas were "
+    "silently rounded (they travel as doubles in protobuf Structs); now refused naming the "
+    "path.",
+    "CreateWakeUp had no idempotency key: a client retrying after a lost answer could create "
+    "a second wake-up. It now takes a `submission_id` (the client makes one per call), and "
+    "the process-fault test retries every create through the kills with its key and "
+    "checks one wake-up per create.",
     "Test fixture: `fault_postgres.stop()/start()` ran pg_ctl as another user from the test "
     "process; that fork() now and then crashed in gRPC's fork handler (\"Fatal Python "
     'error: Segmentation fault", the server never stopped, the messaging outage test '
@@ -59,31 +84,26 @@ FIXED = [
 
 # Found, not fixed here.
 KNOWN = [
-    "JSON Schema `pattern` keywords run on Python's `re` in the functions event loop: a "
-    "declaration with a catastrophic pattern (e.g. `(a+)+$`) and a crafted input can block "
-    "a replica (ReDoS). Needs validation off the loop with a time bound, or a regex engine "
-    "without backtracking.",
+    "MCP SDK behaviour the gateway cannot change: the official client cannot send a lone "
+    'surrogate and its server refuses one as JSON-RPC -32700 ("unexpected end of hex '
+    'escape", naming the column, not the argument); `tools/call` with non-object '
+    'arguments gets -32602 "Invalid request parameters" without naming the field; and '
+    'the client reports a 401 (revoked or unknown token) as "Server returned an error '
+    "response\", without the gateway's message.",
+    "Pattern matching within the budget still runs on the functions event loop: one "
+    "validation can take up to a few seconds of CPU at worst (RE2's slowest, about 10 ns "
+    "per byte-instruction). Running validation in a worker thread (RE2 releases the GIL) "
+    "would keep the loop free even then.",
     "After a service restart the typed clients' first calls can fail fast with UNAVAILABLE "
-    '("connections to all backends failing"): the channel\'s reconnect backoff outlasts the '
-    "retry policy. Callers must retry (runtimes and these tests do); the SIGTERM test in "
-    "test_reliability_messaging.py calls right after the restart without retrying and "
-    "fails now and then because of it.",
+    '("connections to all backends failing"): the channel\'s reconnect backoff can outlast '
+    "the retry policy. Callers must retry UNAVAILABLE (runtimes and these tests do).",
 ]
 
 # What this suite does not cover yet; written under the table.
 PENDING = [
-    "MCP-level bad input and token checks (bearer tokens, revoked tokens, tool argument "
-    "validation) belong to the gateway, which is being changed in parallel; they are not "
-    "in this table yet.",
-    "Revoked API tokens: the gateway's (A1); the gRPC services see only signed identities, "
-    "whose missing/forged/expired cases are in the access matrix.",
-    "UploadFile above the 64 MiB file limit is not exercised (too slow for `make test`); the "
-    "limit check itself runs per chunk before anything is linked.",
-    "Messaging's table-driven bad-input test (services/messaging/tests/test_bad_input.py) is "
-    "not in this table: it has no RELIABILITY entry yet (a one-line addition).",
-    "CreateWakeUp has no idempotency key: a client that retries after a lost response may "
-    "create a second wake-up. The process-fault test therefore never retries it and counts "
-    "such unacknowledged wake-ups separately (each still fires exactly once).",
+    "The gateway's access matrix by principal (which tool action each token may use) is "
+    "covered per service at the gRPC level (access matrix above) and by the bad-input "
+    "rows for missing roles and someone else's ids; there is no separate gateway matrix.",
 ]
 
 

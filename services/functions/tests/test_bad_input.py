@@ -4,6 +4,7 @@ before and after the refused request (P6, F1, F3, F7, F8, R1)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from google.protobuf import struct_pb2
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core.identity import METADATA_KEY
+from agentworks.core.testing import database_snapshot
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 
@@ -25,19 +27,6 @@ NO_KIND = common_pb2.TargetRef(name="demo")
 BAD_KIND = common_pb2.TargetRef(kind=99, name="demo")  # type: ignore[arg-type]
 GHOST = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="ghost")
 UNKNOWN_UUID = "00000000-0000-0000-0000-000000000000"
-TABLES = [
-    "targets",
-    "functions",
-    "calls",
-    "execution_messages",
-    "execution_events",
-    "workflow_steps",
-    "questions",
-    "blobs",
-    "blob_chunks",
-    "files",
-    "notices",
-]
 OPS, OWNER, ALICE, BOT, SCOUT = (
     "user:ops",
     "user:owner",
@@ -74,1108 +63,399 @@ def read_file(name: str) -> Build:
     return lambda c: pb.ReadFileRequest(call_id=c.call_id, file=name)
 
 
+Case = tuple[str, str, Build, str, str]
+Row = tuple[Any, str]
+
+
+def cases(method: str, principal: str, code: str, *rows: Row) -> list[Case]:
+    """The cases of one RPC, caller and expected code: rows of (request, words the
+    message must contain). A request may be a builder `f(ctx)` when it needs the call."""
+
+    def builder(request: Any) -> Build:
+        return request if callable(request) else (lambda c: request)
+
+    return [(method, principal, builder(request), code, words) for request, words in rows]
+
+
+def declare(**fields: Any) -> pb.DeclareFunctionRequest:
+    """Declare crew:demo's `f` (input_schema {"type": "object"} unless `schema` says)."""
+    schema = fields.pop("schema", OBJECT)
+    return pb.DeclareFunctionRequest(function=fn(schema, **fields))
+
+
+def variable(**fields: Any) -> pb.DeclareFunctionRequest:
+    """Declare workflow:wf-1's `f` with one workflow variable."""
+    binding = pb.WorkflowBinding(route="r", variables=[pb.WorkflowVariable(**fields)])
+    return declare(target=WORKFLOW, workflow=binding)
+
+
+def call(function: str = "echo", inputs: Any = None, **fields: Any) -> pb.CallRequest:
+    """Call crew:demo's `function` (echo with {"text": "x"} unless said otherwise)."""
+    request = pb.CallRequest(target=CREW, function=function, **fields)
+    request.inputs.CopyFrom(struct({"text": "x"} if inputs is None else inputs))
+    return request
+
+
+def status(**fields: Any) -> Build:
+    return lambda c: pb.GetStatusRequest(call_id=c.call_id, **fields)
+
+
+def page(**fields: Any) -> Build:
+    return lambda c: pb.ReadFileRequest(call_id=c.call_id, file="out.txt", **fields)
+
+
+def runtime_call(request_type: Any, **fields: Any) -> Build:
+    """A runtime RPC's request about the pending call."""
+    return lambda c: request_type(call_id=c.call_id, **fields)
+
+
+def report(**fields: Any) -> Build:
+    return runtime_call(pb.ReportRequest, **fields)
+
+
+def upload(*chunks: dict[str, Any]) -> Build:
+    """An upload of these chunks; the first one names the pending call."""
+    return lambda c: [
+        pb.FileChunk(**({"call_id": c.call_id} if i == 0 else {}), **chunk)
+        for i, chunk in enumerate(chunks)
+    ]
+
+
+def ask(**fields: Any) -> Build:
+    fields.setdefault("ask_id", "q2")
+    return runtime_call(pb.AskInputRequest, **fields)
+
+
+def finish(**fields: Any) -> Build:
+    return runtime_call(pb.FinishExecutionRequest, **fields)
+
+
+INVALID, NOT_FOUND, DENIED = "INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED"
+
 # (method, principal, request builder, expected code, words the message must contain)
-CASES: list[tuple[str, str, Build, str, str]] = [
+CASES: list[Case] = [
     # --------------------------------------------------------------- targets
-    (
+    *cases(
         "RegisterTarget",
         OPS,
-        lambda c: pb.RegisterTargetRequest(owner=OWNER),
-        "INVALID_ARGUMENT",
-        "ref.kind",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(ref=BAD_KIND, owner=OWNER),
-        "INVALID_ARGUMENT",
-        "ref.kind",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(
-            ref=common_pb2.TargetRef(kind=1, name="../etc"), owner=OWNER
+        INVALID,
+        (pb.RegisterTargetRequest(owner=OWNER), "ref.kind"),
+        (pb.RegisterTargetRequest(ref=BAD_KIND, owner=OWNER), "ref.kind"),
+        *(
+            (pb.RegisterTargetRequest(ref=common_pb2.TargetRef(**ref), owner=OWNER), "target.name")
+            for ref in ({"kind": 1, "name": "../etc"}, {"kind": 1}, {"kind": 1, "name": "n" * 129})
         ),
-        "INVALID_ARGUMENT",
-        "target.name",
+        (pb.RegisterTargetRequest(ref=CREW, owner="nobody"), "owner"),
+        (pb.RegisterTargetRequest(ref=CREW), "owner"),
+        (pb.RegisterTargetRequest(ref=CREW, owner=OWNER, running_limit=-1), "running_limit"),
+        (pb.RegisterTargetRequest(ref=CREW, owner=OWNER, running_limit=1001), "running_limit"),
     ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(ref=common_pb2.TargetRef(kind=1), owner=OWNER),
-        "INVALID_ARGUMENT",
-        "target.name",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(
-            ref=common_pb2.TargetRef(kind=1, name="n" * 129), owner=OWNER
-        ),
-        "INVALID_ARGUMENT",
-        "target.name",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(ref=CREW, owner="nobody"),
-        "INVALID_ARGUMENT",
-        "owner",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(ref=CREW),
-        "INVALID_ARGUMENT",
-        "owner",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(ref=CREW, owner=OWNER, running_limit=-1),
-        "INVALID_ARGUMENT",
-        "running_limit",
-    ),
-    (
-        "RegisterTarget",
-        OPS,
-        lambda c: pb.RegisterTargetRequest(ref=CREW, owner=OWNER, running_limit=1001),
-        "INVALID_ARGUMENT",
-        "running_limit",
-    ),
-    (
+    *cases(
         "RegisterTarget",
         ALICE,
-        lambda c: pb.RegisterTargetRequest(ref=CREW, owner=ALICE),
-        "PERMISSION_DENIED",
-        "operator",
+        DENIED,
+        (pb.RegisterTargetRequest(ref=CREW, owner=ALICE), "operator"),
     ),
-    ("GetTarget", ALICE, lambda c: pb.GetTargetRequest(), "INVALID_ARGUMENT", "ref.kind"),
-    ("GetTarget", ALICE, lambda c: pb.GetTargetRequest(ref=GHOST), "NOT_FOUND", "not registered"),
+    *cases("GetTarget", ALICE, INVALID, (pb.GetTargetRequest(), "ref.kind")),
+    *cases("GetTarget", ALICE, NOT_FOUND, (pb.GetTargetRequest(ref=GHOST), "not registered")),
     # ---------------------------------------------------------- declarations
-    (
+    *cases(
+        "DeclareFunction", OWNER, INVALID, (pb.DeclareFunctionRequest(), "function.target.kind")
+    ),
+    *cases("DeclareFunction", OWNER, NOT_FOUND, (declare(target=GHOST), "not registered")),
+    *cases("DeclareFunction", ALICE, DENIED, (declare(), "only the owner")),
+    *cases(
         "DeclareFunction",
         OWNER,
-        lambda c: pb.DeclareFunctionRequest(),
-        "INVALID_ARGUMENT",
-        "function.target.kind",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, target=GHOST)),
-        "NOT_FOUND",
-        "not registered",
-    ),
-    (
-        "DeclareFunction",
-        ALICE,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT)),
-        "PERMISSION_DENIED",
-        "only the owner",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, name="")),
-        "INVALID_ARGUMENT",
-        "function name",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, name="1st")),
-        "INVALID_ARGUMENT",
-        "function name",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, name="f" * 65)),
-        "INVALID_ARGUMENT",
-        "function name",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, name="f\x00")),
-        "INVALID_ARGUMENT",
-        "function name",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, description="d" * 5000)),
-        "INVALID_ARGUMENT",
-        "description",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, description="a\x00b")),
-        "INVALID_ARGUMENT",
-        "description",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn()),
-        "INVALID_ARGUMENT",
-        "input_schema is required",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn({"type": "string"})),
-        "INVALID_ARGUMENT",
-        "describe an object",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn({"type": "objekt"})),
-        "INVALID_ARGUMENT",
-        "input_schema is not a valid JSON Schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn({"type": "object", "required": "text"})),
-        "INVALID_ARGUMENT",
-        "input_schema is not a valid JSON Schema 2020-12 at required",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn({"type": "object", "properties": {"a": {"pattern": "("}}})
+        INVALID,
+        *((declare(name=name), "function name") for name in ("", "1st", "f" * 65, "f\x00")),
+        (declare(description="d" * 5000), "description"),
+        (declare(description="a\x00b"), "description"),
+        (pb.DeclareFunctionRequest(function=fn()), "input_schema is required"),
+        (declare(schema={"type": "string"}), "describe an object"),
+        (declare(schema={"type": "objekt"}), "input_schema is not a valid JSON Schema"),
+        (
+            declare(schema={"type": "object", "required": "text"}),
+            "input_schema is not a valid JSON Schema 2020-12 at required",
         ),
-        "INVALID_ARGUMENT",
-        "input_schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"})
+        (declare(schema={"type": "object", "properties": {"a": {"pattern": "("}}}), "input_schema"),
+        (
+            declare(
+                schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
+            ),
+            "$schema",
         ),
-        "INVALID_ARGUMENT",
-        "$schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn({"$schema": 7, "type": "object"})),
-        "INVALID_ARGUMENT",
-        "$schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}})
+        (declare(schema={"$schema": 7, "type": "object"}), "$schema"),
+        *(
+            (declare(schema={"type": "object", "properties": {"a": {"$ref": ref}}}), "$ref")
+            for ref in ("#/$defs/missing", "https://example.com/schema.json")
         ),
-        "INVALID_ARGUMENT",
-        "$ref",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(
-                {"type": "object", "properties": {"a": {"$ref": "https://example.com/schema.json"}}}
+        *(
+            (declare(schema={"type": "object", **schema}), "input_schema")
+            for schema in (
+                {"maxProperties": NAN},
+                {"properties": {"a": {"maximum": INF}}},
+                {"properties": {"a": {"const": "x\x00"}}},
             )
         ),
-        "INVALID_ARGUMENT",
-        "$ref",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn({"type": "object", "maxProperties": NAN})),
-        "INVALID_ARGUMENT",
-        "input_schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn({"type": "object", "properties": {"a": {"maximum": INF}}})
+        (
+            declare(schema={"type": "object", "description": "x" * 70_000}),
+            "input_schema is larger",
         ),
-        "INVALID_ARGUMENT",
-        "input_schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn({"type": "object", "properties": {"a": {"const": "x\x00"}}})
+        (declare(output_schema=struct({"type": 5})), "output_schema"),
+        (declare(allowed_callers=["nobody"]), "allowed_callers"),
+        (declare(allowed_callers=[f"user:u{i}" for i in range(101)]), "allowed_callers"),
+        (declare(workflow=pb.WorkflowBinding(route="r")), "workflow is only"),
+        (declare(target=WORKFLOW), "workflow.route"),
+        (
+            declare(target=WORKFLOW, workflow=pb.WorkflowBinding(route="../../x y")),
+            "workflow.route",
         ),
-        "INVALID_ARGUMENT",
-        "input_schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn({"type": "object", "description": "x" * 70_000})
+        (variable(name="v", type="date"), ".type 'date'"),
+        (
+            variable(name="v", type="integer", default_value=struct_pb2.Value(string_value="3")),
+            ".default",
         ),
-        "INVALID_ARGUMENT",
-        "input_schema is larger",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, output_schema=struct({"type": 5}))),
-        "INVALID_ARGUMENT",
-        "output_schema",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, allowed_callers=["nobody"])),
-        "INVALID_ARGUMENT",
-        "allowed_callers",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(OBJECT, allowed_callers=[f"user:u{i}" for i in range(101)])
+        (
+            variable(name="v", type="number", default_value=struct_pb2.Value(number_value=NAN)),
+            "default",
         ),
-        "INVALID_ARGUMENT",
-        "allowed_callers",
     ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(OBJECT, workflow=pb.WorkflowBinding(route="r"))
-        ),
-        "INVALID_ARGUMENT",
-        "workflow is only",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(function=fn(OBJECT, target=WORKFLOW)),
-        "INVALID_ARGUMENT",
-        "workflow.route",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(OBJECT, target=WORKFLOW, workflow=pb.WorkflowBinding(route="../../x y"))
-        ),
-        "INVALID_ARGUMENT",
-        "workflow.route",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(
-                OBJECT,
-                target=WORKFLOW,
-                workflow=pb.WorkflowBinding(
-                    route="r", variables=[pb.WorkflowVariable(name="v", type="date")]
-                ),
-            )
-        ),
-        "INVALID_ARGUMENT",
-        ".type 'date'",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(
-                OBJECT,
-                target=WORKFLOW,
-                workflow=pb.WorkflowBinding(
-                    route="r",
-                    variables=[
-                        pb.WorkflowVariable(
-                            name="v",
-                            type="integer",
-                            default_value=struct_pb2.Value(string_value="3"),
-                        )
-                    ],
-                ),
-            )
-        ),
-        "INVALID_ARGUMENT",
-        ".default",
-    ),
-    (
-        "DeclareFunction",
-        OWNER,
-        lambda c: pb.DeclareFunctionRequest(
-            function=fn(
-                OBJECT,
-                target=WORKFLOW,
-                workflow=pb.WorkflowBinding(
-                    route="r",
-                    variables=[
-                        pb.WorkflowVariable(
-                            name="v",
-                            type="number",
-                            default_value=struct_pb2.Value(number_value=NAN),
-                        )
-                    ],
-                ),
-            )
-        ),
-        "INVALID_ARGUMENT",
-        "default",
-    ),
-    (
+    *cases(
         "RemoveFunction",
         ALICE,
-        lambda c: pb.RemoveFunctionRequest(target=CREW, name="echo"),
-        "PERMISSION_DENIED",
-        "only the owner",
+        DENIED,
+        (pb.RemoveFunctionRequest(target=CREW, name="echo"), "only the owner"),
     ),
-    (
+    *cases(
         "RemoveFunction",
         OWNER,
-        lambda c: pb.RemoveFunctionRequest(target=CREW, name="ghost"),
-        "NOT_FOUND",
-        "function 'ghost'",
+        NOT_FOUND,
+        (pb.RemoveFunctionRequest(target=CREW, name="ghost"), "function 'ghost'"),
+        (pb.RemoveFunctionRequest(target=CREW, name="a\x00"), "function 'a\\x00'"),
     ),
-    (
-        "RemoveFunction",
-        OWNER,
-        lambda c: pb.RemoveFunctionRequest(target=CREW, name="a\x00"),
-        "NOT_FOUND",
-        "function 'a\\x00'",
+    *cases(
+        "RemoveFunction", OWNER, INVALID, (pb.RemoveFunctionRequest(name="echo"), "target.kind")
     ),
-    (
-        "RemoveFunction",
-        OWNER,
-        lambda c: pb.RemoveFunctionRequest(name="echo"),
-        "INVALID_ARGUMENT",
-        "target.kind",
+    *cases(
+        "ListFunctions", ALICE, INVALID, (pb.ListFunctionsRequest(target=BAD_KIND), "target.kind")
     ),
-    (
-        "ListFunctions",
-        ALICE,
-        lambda c: pb.ListFunctionsRequest(target=BAD_KIND),
-        "INVALID_ARGUMENT",
-        "target.kind",
-    ),
-    (
-        "ListFunctions",
-        ALICE,
-        lambda c: pb.ListFunctionsRequest(target=GHOST),
-        "NOT_FOUND",
-        "not registered",
+    *cases(
+        "ListFunctions", ALICE, NOT_FOUND, (pb.ListFunctionsRequest(target=GHOST), "not registered")
     ),
     # ------------------------------------------------------------------ calls
-    (
+    *cases(
         "Call",
         ALICE,
-        lambda c: pb.CallRequest(target=CREW, inputs=struct({"text": "x"})),
-        "INVALID_ARGUMENT",
-        "function is required",
+        INVALID,
+        (pb.CallRequest(target=CREW, inputs=struct({"text": "x"})), "function is required"),
+        (pb.CallRequest(function="echo", inputs=struct({"text": "x"})), "target.kind"),
+        (pb.CallRequest(target=CREW, function="echo"), "inputs.text: missing (required)"),
+        (call(inputs={"text": 5}), "inputs.text: expected string, got integer"),
+        (call(inputs={"text": ["x"]}), "inputs.text: expected string, got array"),
+        (call(inputs={"text": "x", "colour": "red"}), "inputs.colour: unknown (not in the schema)"),
+        (call(inputs={"text": "x", "count": 1.5}), "inputs.count: expected integer, got number"),
+        (call(inputs={"text": None, "count": {}}), "(2 problems)"),
+        (call(inputs={"text": "a\x00b"}), "inputs.text"),
+        (call("anything", {"x": NAN}), "inputs.x"),
+        (call("anything", {"x": [1, -INF]}), "inputs.x[1]"),
+        (call("anything", {"k\x00": 1}), "inputs"),
+        (call("anything", {"x": "y" * 300_000}), "inputs are larger"),
+        (call(submission_id="s" * 201), "submission_id"),
+        (call(submission_id="s\x00"), "submission_id"),
+        (call(notify_conversation_id=UNKNOWN_UUID), "notify_conversation_id"),
+        (call(source=pb.CallSource(run_id="r", step="s")), "source"),
+        (call("legacy", {"a": "x"}), "cannot be resolved"),
     ),
-    (
+    *cases(
         "Call",
         ALICE,
-        lambda c: pb.CallRequest(function="echo", inputs=struct({"text": "x"})),
-        "INVALID_ARGUMENT",
-        "target.kind",
+        NOT_FOUND,
+        (pb.CallRequest(target=GHOST, function="echo"), "not registered"),
+        (pb.CallRequest(target=CREW, function="ghost"), "function 'ghost' not found"),
+        (pb.CallRequest(target=CREW, function="echo\x00"), "function 'echo\\x00' not found"),
     ),
-    (
+    *cases(
         "Call",
         ALICE,
-        lambda c: pb.CallRequest(target=GHOST, function="echo"),
-        "NOT_FOUND",
-        "not registered",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="ghost"),
-        "NOT_FOUND",
-        "function 'ghost' not found",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="echo\x00"),
-        "NOT_FOUND",
-        "function 'echo\\x00' not found",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="echo"),
-        "INVALID_ARGUMENT",
-        "inputs.text: missing (required)",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="echo", inputs=struct({"text": 5})),
-        "INVALID_ARGUMENT",
-        "inputs.text: expected string, got integer",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="echo", inputs=struct({"text": ["x"]})),
-        "INVALID_ARGUMENT",
-        "inputs.text: expected string, got array",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="echo", inputs=struct({"text": "x", "colour": "red"})
-        ),
-        "INVALID_ARGUMENT",
-        "inputs.colour: unknown (not in the schema)",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="echo", inputs=struct({"text": "x", "count": 1.5})
-        ),
-        "INVALID_ARGUMENT",
-        "inputs.count: expected integer, got number",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="echo", inputs=struct({"text": None, "count": {}})
-        ),
-        "INVALID_ARGUMENT",
-        "(2 problems)",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="echo", inputs=struct({"text": "a\x00b"})),
-        "INVALID_ARGUMENT",
-        "inputs.text",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="anything", inputs=struct({"x": NAN})),
-        "INVALID_ARGUMENT",
-        "inputs.x",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="anything", inputs=struct({"x": [1, -INF]})),
-        "INVALID_ARGUMENT",
-        "inputs.x[1]",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="anything", inputs=struct({"k\x00": 1})),
-        "INVALID_ARGUMENT",
-        "inputs",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="anything", inputs=struct({"x": "y" * 300_000})
-        ),
-        "INVALID_ARGUMENT",
-        "inputs are larger",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="echo", inputs=struct({"text": "x"}), submission_id="s" * 201
-        ),
-        "INVALID_ARGUMENT",
-        "submission_id",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="echo", inputs=struct({"text": "x"}), submission_id="s\x00"
-        ),
-        "INVALID_ARGUMENT",
-        "submission_id",
-    ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW, function="echo", inputs=struct({"text": "other"}), submission_id="s1"
-        ),
         "ALREADY_EXISTS",
-        "submission_id 's1'",
+        (call(inputs={"text": "other"}, submission_id="s1"), "submission_id 's1'"),
     ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW,
-            function="echo",
-            inputs=struct({"text": "x"}),
-            notify_conversation_id=UNKNOWN_UUID,
-        ),
-        "INVALID_ARGUMENT",
-        "notify_conversation_id",
-    ),
-    (
+    *cases(
         "Call",
         SCOUT,
-        lambda c: pb.CallRequest(
-            target=CREW,
-            function="echo",
-            inputs=struct({"text": "x"}),
-            notify_conversation_id="not-a-uuid",
-        ),
-        "INVALID_ARGUMENT",
-        "notify_conversation_id",
+        INVALID,
+        (call(notify_conversation_id="not-a-uuid"), "notify_conversation_id"),
     ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(
-            target=CREW,
-            function="echo",
-            inputs=struct({"text": "x"}),
-            source=pb.CallSource(run_id="r", step="s"),
-        ),
-        "INVALID_ARGUMENT",
-        "source",
-    ),
-    (
+    *cases(
         "Call",
         "workflow:wf-2",
-        lambda c: pb.CallRequest(
-            target=CREW,
-            function="echo",
-            inputs=struct({"text": "x"}),
-            source=pb.CallSource(run_id="r", step="s\x00"),
+        INVALID,
+        (call(source=pb.CallSource(run_id="r", step="s\x00")), "source.step"),
+    ),
+    *cases(
+        "GetStatus",
+        ALICE,
+        NOT_FOUND,
+        (pb.GetStatusRequest(), "call ''"),
+        (pb.GetStatusRequest(call_id="../../etc"), "call '../../etc'"),
+        (pb.GetStatusRequest(call_id=UNKNOWN_UUID), "call"),
+    ),
+    *cases(
+        "GetStatus",
+        ALICE,
+        INVALID,
+        (status(after=-2), "after must be"),
+        (status(after_event=-9), "after_event"),
+        (status(message_limit=201), "message_limit"),
+        (status(message_limit=-1), "message_limit"),
+        (status(event_limit=2**31 - 1), "event_limit"),
+        (status(wait_seconds=26), "wait_seconds"),
+        (status(wait_seconds=-1), "wait_seconds"),
+    ),
+    *cases(
+        "ReadFile",
+        ALICE,
+        INVALID,
+        *(
+            (read_file(name), "file")
+            for name in [
+                "../secret",
+                "/etc/passwd",
+                "out/../../x",
+                "a\\b",
+                ".",
+                "a//b",
+                "a/./b",
+                "x\x00",
+                "x\n",
+                "",
+            ]
         ),
-        "INVALID_ARGUMENT",
-        "source.step",
+        (lambda c: pb.ReadFileRequest(call_id=c.call_id, file=f".calls/{c.call_id}/../x"), "file"),
+        (read_file("n" * 256), "file name"),
+        (page(offset=-1), "offset"),
+        (page(offset=2**62), "offset"),
+        (page(limit=2 * 1024 * 1024), "limit"),
+        (page(limit=-1), "limit"),
     ),
-    (
-        "Call",
-        ALICE,
-        lambda c: pb.CallRequest(target=CREW, function="legacy", inputs=struct({"a": "x"})),
-        "INVALID_ARGUMENT",
-        "cannot be resolved",
-    ),
-    ("GetStatus", ALICE, lambda c: pb.GetStatusRequest(), "NOT_FOUND", "call ''"),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id="../../etc"),
-        "NOT_FOUND",
-        "call '../../etc'",
-    ),
-    ("GetStatus", ALICE, lambda c: pb.GetStatusRequest(call_id=UNKNOWN_UUID), "NOT_FOUND", "call"),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, after=-2),
-        "INVALID_ARGUMENT",
-        "after must be",
-    ),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, after_event=-9),
-        "INVALID_ARGUMENT",
-        "after_event",
-    ),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, message_limit=201),
-        "INVALID_ARGUMENT",
-        "message_limit",
-    ),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, message_limit=-1),
-        "INVALID_ARGUMENT",
-        "message_limit",
-    ),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, event_limit=2**31 - 1),
-        "INVALID_ARGUMENT",
-        "event_limit",
-    ),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, wait_seconds=26),
-        "INVALID_ARGUMENT",
-        "wait_seconds",
-    ),
-    (
-        "GetStatus",
-        ALICE,
-        lambda c: pb.GetStatusRequest(call_id=c.call_id, wait_seconds=-1),
-        "INVALID_ARGUMENT",
-        "wait_seconds",
-    ),
-    *[
-        (
-            "ReadFile",
-            ALICE,
-            read_file(name),
-            "INVALID_ARGUMENT",
-            "file",
-        )
-        for name in [
-            "../secret",
-            "/etc/passwd",
-            "out/../../x",
-            "a\\b",
-            ".",
-            "a//b",
-            "a/./b",
-            "x\x00",
-            "x\n",
-            "",
-        ]
-    ],
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file=f".calls/{c.call_id}/../x"),
-        "INVALID_ARGUMENT",
-        "file",
-    ),
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file="n" * 256),
-        "INVALID_ARGUMENT",
-        "file name",
-    ),
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file="nope.txt"),
-        "NOT_FOUND",
-        "file 'nope.txt'",
-    ),
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file="out.txt", offset=-1),
-        "INVALID_ARGUMENT",
-        "offset",
-    ),
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file="out.txt", offset=2**62),
-        "INVALID_ARGUMENT",
-        "offset",
-    ),
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file="out.txt", limit=2 * 1024 * 1024),
-        "INVALID_ARGUMENT",
-        "limit",
-    ),
-    (
-        "ReadFile",
-        ALICE,
-        lambda c: pb.ReadFileRequest(call_id=c.call_id, file="out.txt", limit=-1),
-        "INVALID_ARGUMENT",
-        "limit",
-    ),
-    (
+    *cases("ReadFile", ALICE, NOT_FOUND, (read_file("nope.txt"), "file 'nope.txt'")),
+    *cases(
         "Reply",
         ALICE,
-        lambda c: pb.ReplyRequest(call_id=c.call_id),
-        "INVALID_ARGUMENT",
-        "text is empty",
+        INVALID,
+        (runtime_call(pb.ReplyRequest), "text is empty"),
+        (runtime_call(pb.ReplyRequest, text="r" * 70_000), "text is 70000 bytes"),
+        (runtime_call(pb.ReplyRequest, text="r\x00"), "text"),
     ),
-    (
-        "Reply",
-        ALICE,
-        lambda c: pb.ReplyRequest(call_id=c.call_id, text="r" * 70_000),
-        "INVALID_ARGUMENT",
-        "text is 70000 bytes",
-    ),
-    (
-        "Reply",
-        ALICE,
-        lambda c: pb.ReplyRequest(call_id=c.call_id, text="r\x00"),
-        "INVALID_ARGUMENT",
-        "text",
-    ),
-    (
-        "Reply",
-        ALICE,
-        lambda c: pb.ReplyRequest(call_id=UNKNOWN_UUID, text="r"),
-        "NOT_FOUND",
-        "call",
-    ),
-    ("Cancel", ALICE, lambda c: pb.CancelRequest(call_id="nope"), "NOT_FOUND", "call 'nope'"),
+    *cases("Reply", ALICE, NOT_FOUND, (pb.ReplyRequest(call_id=UNKNOWN_UUID, text="r"), "call")),
+    *cases("Cancel", ALICE, NOT_FOUND, (pb.CancelRequest(call_id="nope"), "call 'nope'")),
     # ---------------------------------------------------------------- runtime
-    (
+    *cases(
         "ClaimExecution",
         BOT,
-        lambda c: pb.ClaimExecutionRequest(),
-        "INVALID_ARGUMENT",
-        "targets is empty",
+        INVALID,
+        (pb.ClaimExecutionRequest(), "targets is empty"),
+        (pb.ClaimExecutionRequest(targets=[CREW] * 101), "at most 100 targets"),
+        (pb.ClaimExecutionRequest(targets=[NO_KIND]), "targets[].kind"),
+        *(
+            (pb.ClaimExecutionRequest(targets=[CREW], **fields), name)
+            for name, values in (("wait_seconds", (26, -1)), ("lease_seconds", (100_000, -5)))
+            for fields in ({name: value} for value in values)
+        ),
     ),
-    (
+    *cases(
         "ClaimExecution",
         BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[CREW] * 101),
-        "INVALID_ARGUMENT",
-        "at most 100 targets",
+        DENIED,
+        (pb.ClaimExecutionRequest(targets=[GHOST]), "may not run executions of crew:ghost"),
     ),
-    (
-        "ClaimExecution",
-        BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[NO_KIND]),
-        "INVALID_ARGUMENT",
-        "targets[].kind",
-    ),
-    (
-        "ClaimExecution",
-        BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[GHOST]),
-        "PERMISSION_DENIED",
-        "may not run executions of crew:ghost",
-    ),
-    (
-        "ClaimExecution",
-        BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[CREW], wait_seconds=26),
-        "INVALID_ARGUMENT",
-        "wait_seconds",
-    ),
-    (
-        "ClaimExecution",
-        BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[CREW], wait_seconds=-1),
-        "INVALID_ARGUMENT",
-        "wait_seconds",
-    ),
-    (
-        "ClaimExecution",
-        BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[CREW], lease_seconds=100_000),
-        "INVALID_ARGUMENT",
-        "lease_seconds",
-    ),
-    (
-        "ClaimExecution",
-        BOT,
-        lambda c: pb.ClaimExecutionRequest(targets=[CREW], lease_seconds=-5),
-        "INVALID_ARGUMENT",
-        "lease_seconds",
-    ),
-    (
+    *cases(
         "HeartbeatExecution",
         BOT,
-        lambda c: pb.HeartbeatExecutionRequest(call_id=UNKNOWN_UUID),
-        "NOT_FOUND",
-        "execution",
+        NOT_FOUND,
+        (pb.HeartbeatExecutionRequest(call_id=UNKNOWN_UUID), "execution"),
     ),
-    (
+    *cases(
         "HeartbeatExecution",
         BOT,
-        lambda c: pb.HeartbeatExecutionRequest(call_id=c.call_id, lease_seconds=100_000),
-        "INVALID_ARGUMENT",
-        "lease_seconds",
+        INVALID,
+        (runtime_call(pb.HeartbeatExecutionRequest, lease_seconds=100_000), "lease_seconds"),
     ),
-    (
-        "HeartbeatExecution",
-        "agent:demo/other",
-        lambda c: pb.HeartbeatExecutionRequest(call_id=c.call_id),
-        "NOT_FOUND",
-        "execution",
-    ),
-    (
+    *cases(
         "Report",
         BOT,
-        lambda c: pb.ReportRequest(call_id=c.call_id, progress="p" * 5000),
-        "INVALID_ARGUMENT",
-        "progress",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(call_id=c.call_id, progress="p\x00"),
-        "INVALID_ARGUMENT",
-        "progress",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id, messages=[pb.ExecutionMessage(text="m")] * 101
+        INVALID,
+        (report(progress="p" * 5000), "progress"),
+        (report(progress="p\x00"), "progress"),
+        (report(messages=[pb.ExecutionMessage(text="m")] * 101), "101 messages"),
+        (report(messages=[pb.ExecutionMessage(role="Bad Role", text="m")]), "role"),
+        (report(messages=[pb.ExecutionMessage(text="m" * 70_000)]), "message text"),
+        (
+            report(messages=[pb.ExecutionMessage(text="ok"), pb.ExecutionMessage(text="m\x00")]),
+            "message text",
         ),
-        "INVALID_ARGUMENT",
-        "101 messages",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id, messages=[pb.ExecutionMessage(role="Bad Role", text="m")]
+        (report(events=[pb.ExecutionEvent()]), "event kind"),
+        (report(events=[pb.ExecutionEvent(kind="tool_call")]), "tool_name"),
+        (report(events=[pb.ExecutionEvent(kind="tool_call", tool_name="t\x00")]), "tool_name"),
+        (report(events=[pb.ExecutionEvent(kind="note", text="e" * 9000)]), "event text"),
+        (
+            report(steps=[pb.WorkflowStep(step="s", status="started")]),
+            "workflow function executions only",
         ),
-        "INVALID_ARGUMENT",
-        "role",
+        (report(sequence=-1), "sequence"),
     ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id, messages=[pb.ExecutionMessage(text="m" * 70_000)]
-        ),
-        "INVALID_ARGUMENT",
-        "message text",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id,
-            messages=[pb.ExecutionMessage(text="ok"), pb.ExecutionMessage(text="m\x00")],
-        ),
-        "INVALID_ARGUMENT",
-        "message text",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(call_id=c.call_id, events=[pb.ExecutionEvent()]),
-        "INVALID_ARGUMENT",
-        "event kind",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(call_id=c.call_id, events=[pb.ExecutionEvent(kind="tool_call")]),
-        "INVALID_ARGUMENT",
-        "tool_name",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id, events=[pb.ExecutionEvent(kind="tool_call", tool_name="t\x00")]
-        ),
-        "INVALID_ARGUMENT",
-        "tool_name",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id, events=[pb.ExecutionEvent(kind="note", text="e" * 9000)]
-        ),
-        "INVALID_ARGUMENT",
-        "event text",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(
-            call_id=c.call_id, steps=[pb.WorkflowStep(step="s", status="started")]
-        ),
-        "INVALID_ARGUMENT",
-        "workflow function executions only",
-    ),
-    (
-        "Report",
-        BOT,
-        lambda c: pb.ReportRequest(call_id=c.call_id, sequence=-1),
-        "INVALID_ARGUMENT",
-        "sequence",
-    ),
-    (
-        "Report",
-        "agent:demo/other",
-        lambda c: pb.ReportRequest(call_id=c.call_id),
-        "NOT_FOUND",
-        "execution",
-    ),
-    ("UploadFile", BOT, lambda c: [], "INVALID_ARGUMENT", "empty upload"),
-    (
+    *cases(
         "UploadFile",
         BOT,
-        lambda c: [pb.FileChunk(call_id=c.call_id, data=b"x")],
-        "INVALID_ARGUMENT",
-        "file is required",
+        INVALID,
+        (lambda c: [], "empty upload"),
+        (upload({"data": b"x"}), "file is required"),
+        (upload({"name": "../x", "data": b"x"}), "file '../x'"),
+        (upload({"name": "/abs", "data": b"x"}), "file '/abs'"),
+        (
+            upload({"name": "a.txt", "data": b"x"}, {"name": "b.txt", "data": b"y"}),
+            "same call and file",
+        ),
+        (upload({"name": "a.txt", "data": b"x", "media_type": "text/\x00plain"}), "media_type"),
+        (upload({"name": "a.txt", "data": b"x", "media_type": "t" * 300}), "media_type"),
     ),
-    (
-        "UploadFile",
-        BOT,
-        lambda c: [pb.FileChunk(call_id=c.call_id, name="../x", data=b"x")],
-        "INVALID_ARGUMENT",
-        "file '../x'",
-    ),
-    (
-        "UploadFile",
-        BOT,
-        lambda c: [pb.FileChunk(call_id=c.call_id, name="/abs", data=b"x")],
-        "INVALID_ARGUMENT",
-        "file '/abs'",
-    ),
-    (
-        "UploadFile",
-        BOT,
-        lambda c: [
-            pb.FileChunk(call_id=c.call_id, name="a.txt", data=b"x"),
-            pb.FileChunk(name="b.txt", data=b"y"),
-        ],
-        "INVALID_ARGUMENT",
-        "same call and file",
-    ),
-    (
-        "UploadFile",
-        BOT,
-        lambda c: [
-            pb.FileChunk(call_id=c.call_id, name="a.txt", data=b"x", media_type="text/\x00plain")
-        ],
-        "INVALID_ARGUMENT",
-        "media_type",
-    ),
-    (
-        "UploadFile",
-        BOT,
-        lambda c: [pb.FileChunk(call_id=c.call_id, name="a.txt", data=b"x", media_type="t" * 300)],
-        "INVALID_ARGUMENT",
-        "media_type",
-    ),
-    (
-        "UploadFile",
-        "agent:demo/other",
-        lambda c: [pb.FileChunk(call_id=c.call_id, name="a.txt", data=b"x")],
-        "NOT_FOUND",
-        "execution",
-    ),
-    (
+    *cases(
         "AskInput",
         BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="q2"),
-        "INVALID_ARGUMENT",
-        "question is empty",
+        INVALID,
+        (ask(), "question is empty"),
+        (ask(question="q" * 9000), "question"),
+        (ask(question="q\x00"), "question"),
+        *((ask(ask_id=ask_id, question="q"), "ask_id") for ask_id in ("", "a" * 101, "a\x00")),
+        (ask(question="q", wait_seconds=26), "wait_seconds"),
     ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="q2", question="q" * 9000),
-        "INVALID_ARGUMENT",
-        "question",
-    ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="q2", question="q\x00"),
-        "INVALID_ARGUMENT",
-        "question",
-    ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, question="q"),
-        "INVALID_ARGUMENT",
-        "ask_id",
-    ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="a" * 101, question="q"),
-        "INVALID_ARGUMENT",
-        "ask_id",
-    ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="a\x00", question="q"),
-        "INVALID_ARGUMENT",
-        "ask_id",
-    ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="q2", question="q", wait_seconds=26),
-        "INVALID_ARGUMENT",
-        "wait_seconds",
-    ),
-    (
-        "AskInput",
-        BOT,
-        lambda c: pb.AskInputRequest(call_id=c.call_id, ask_id="q2", question="another"),
-        "FAILED_PRECONDITION",
-        "pending question",
-    ),
-    (
+    *cases("AskInput", BOT, "FAILED_PRECONDITION", (ask(question="another"), "pending question")),
+    *cases(
         "FinishExecution",
         BOT,
-        lambda c: pb.FinishExecutionRequest(call_id=c.call_id, correction_round=2),
-        "INVALID_ARGUMENT",
-        "correction_round",
+        INVALID,
+        (finish(correction_round=2), "correction_round"),
+        (finish(final_message="f" * 300_000), "final_message"),
+        (finish(final_message="f\x00"), "final_message"),
+        (finish(failed=True, error="e" * 20_000), "error"),
     ),
-    (
-        "FinishExecution",
-        BOT,
-        lambda c: pb.FinishExecutionRequest(call_id=c.call_id, final_message="f" * 300_000),
-        "INVALID_ARGUMENT",
-        "final_message",
-    ),
-    (
-        "FinishExecution",
-        BOT,
-        lambda c: pb.FinishExecutionRequest(call_id=c.call_id, final_message="f\x00"),
-        "INVALID_ARGUMENT",
-        "final_message",
-    ),
-    (
-        "FinishExecution",
-        BOT,
-        lambda c: pb.FinishExecutionRequest(call_id=c.call_id, failed=True, error="e" * 20_000),
-        "INVALID_ARGUMENT",
-        "error",
-    ),
-    (
-        "FinishExecution",
-        "agent:demo/other",
-        lambda c: pb.FinishExecutionRequest(call_id=c.call_id),
-        "NOT_FOUND",
-        "execution",
+    # Another agent of the crew is not the runtime that holds the execution.
+    *(
+        (method, "agent:demo/other", build, NOT_FOUND, "execution")
+        for method, build in (
+            ("HeartbeatExecution", runtime_call(pb.HeartbeatExecutionRequest)),
+            ("Report", report()),
+            ("UploadFile", upload({"name": "a.txt", "data": b"x"})),
+            ("FinishExecution", finish()),
+        )
     ),
 ]
 
 
 def snapshot(database_url: str) -> dict[str, str]:
     """A digest of the content of every table of the functions schema."""
-    with psycopg.connect(database_url) as conn:
-        return {
-            table: conn.execute(
-                f"SELECT count(*) || ':' || md5(coalesce(string_agg(t::text, '|' "
-                f"ORDER BY t::text), '')) FROM functions.{table} t"
-            ).fetchone()[0]
-            for table in TABLES
-        }
+    return database_snapshot(database_url, ["functions"])
 
 
 @pytest.fixture
@@ -1264,3 +544,75 @@ def test_every_rpc_has_bad_input_cases():
     """The table covers the whole FunctionsService."""
     service = pb.DESCRIPTOR.services_by_name["FunctionsService"]
     assert set(METHODS) == {m.name for m in service.methods}
+
+
+MIB = 1024 * 1024
+MAX_FILE_BYTES = 64 * MIB  # the file limit (docs/functions.md)
+DRAIN_BYTES = 64 * MIB  # how much more the service reads before it refuses
+
+
+@pytest.mark.reliability(
+    scenario="UploadFile above the 64 MiB file limit (P6, R1)",
+    action="a runtime streams 1 MiB chunks (the same buffer: the test holds 1 MiB): a 65 "
+    "MiB file with the asyncio client the runtime SDK uses, and an endless stream",
+    check="INVALID_ARGUMENT naming the file and the limit (not the asyncio client's "
+    "INTERNAL); the endless stream is cut once the limit and the drain allowance are "
+    "passed; every table of the functions schema (blobs, blob_chunks, files) unchanged",
+)
+async def test_an_upload_above_64_mib_is_refused_and_stores_nothing_P6_R1(
+    functions, identity, ctx, database_url
+):
+    """P6 R1: the limit is checked per chunk as the upload streams in; past 64 MiB the
+    chunks written so far are deleted and the upload is refused naming the file and the
+    limit. The service reads (and drops) up to 64 MiB more first, so a client that is
+    still writing gets that answer: grpc.aio reports INTERNAL "Internal error from Core"
+    when the status arrives mid-write (grpc/grpc#36066)."""
+    before = snapshot(database_url)
+    piece = b"\xff" * MIB
+    metadata = ((METADATA_KEY, identity(BOT).token()),)
+    expected = f"file 'big.bin' is larger than {MAX_FILE_BYTES} bytes; nothing was stored"
+
+    def chunks(count: int):
+        yield pb.FileChunk(call_id=ctx.call_id, name="big.bin", data=piece)
+        for _ in range(count - 1):
+            yield pb.FileChunk(data=piece)
+
+    async def stream(count: int):
+        for chunk in chunks(count):
+            yield chunk
+
+    async with grpc.aio.insecure_channel(functions.address) as channel:
+        stub = functions_pb2_grpc.FunctionsServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.UploadFile(stream(MAX_FILE_BYTES // MIB + 1), metadata=metadata, timeout=120)
+    assert (refused.value.code(), refused.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        expected,
+    )
+    assert snapshot(database_url) == before
+
+    # A client that never stops is cut off: the synchronous client reports the status
+    # the service sent even while it is still writing.
+    sent = 0
+    endless = 4 * (MAX_FILE_BYTES + DRAIN_BYTES) // MIB  # bounded, should the limit be gone
+
+    def counted():
+        nonlocal sent
+        for chunk in chunks(endless):
+            sent += 1
+            yield chunk
+
+    def upload_sync() -> grpc.RpcError:
+        with grpc.insecure_channel(functions.address) as sync_channel:
+            sync_stub = functions_pb2_grpc.FunctionsServiceStub(sync_channel)
+            try:
+                sync_stub.UploadFile(counted(), metadata=metadata, timeout=120)
+            except grpc.RpcError as exc:
+                return exc
+        raise AssertionError("an endless upload was accepted")
+
+    cut = await asyncio.to_thread(upload_sync)
+    assert (cut.code(), cut.details()) == (grpc.StatusCode.INVALID_ARGUMENT, expected)
+    read = (MAX_FILE_BYTES + DRAIN_BYTES) // MIB
+    assert read < sent <= read + 16, sent  # plus what flow control lets through
+    assert snapshot(database_url) == before

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from mcp.shared.exceptions import MCPError
 
 SEND = "/api/v1/tools/messages"
 
@@ -14,6 +17,13 @@ async def test_health_endpoint_answers_ok_G4(gateway, api):
     assert response.json() == {"status": "ok"}
 
 
+@pytest.mark.reliability(
+    scenario="Bearer tokens at the gateway (A1, G1)",
+    action="requests to /api/v1 and /mcp with no Authorization header, a malformed one "
+    "(Basic) and an unknown token",
+    check="HTTP 401 UNAUTHENTICATED with WWW-Authenticate: Bearer and a message saying what "
+    "was wrong and how to get a token",
+)
 @pytest.mark.parametrize("path", ["/api/v1/tools/messages", "/mcp"])
 async def test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_message_A1(
     gateway, api, path
@@ -36,10 +46,21 @@ async def test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_messag
     assert "unknown API token" in unknown.json()["error"]["message"]
 
 
+@pytest.mark.reliability(
+    scenario="Revoked API token, two gateway replicas (A1, G1)",
+    action="an operator creates a token on replica 1; it works on both replicas over "
+    "/api/v1 and over MCP (official client sessions, one per replica, opened before); the "
+    "operator revokes it on replica 2",
+    check="the very next request with it on either replica is refused: /api/v1 and /mcp "
+    "with 401 UNAUTHENTICATED naming the revoked token, and the already-open MCP sessions' "
+    "next tool call fails (the SDK reports the 401 as an error response); tokens are not "
+    "cached",
+)
 async def test_a_revoked_token_is_refused_on_the_next_request_on_every_replica_A1(
-    gateways, api, operator_token
+    gateways, api, operator_token, mcp_session
 ):
-    """A1: revocation is immediate (tokens are not cached), on both replicas."""
+    """A1 G1: revocation is immediate (tokens are not cached), on both replicas, over
+    /api/v1 and for MCP sessions that were opened while the token was valid."""
     first, second = (api(operator_token, base_url=g.url) for g in gateways)
     created = await first.post(
         "/api/v1/tools/tokens",
@@ -48,24 +69,35 @@ async def test_a_revoked_token_is_refused_on_the_next_request_on_every_replica_A
     assert created.status_code == 200, created.text
     token, token_id = created.json()["token"], created.json()["token_id"]
     assert token.startswith("aw_")
+    read = {"action": "read", "inbox_id": "nope"}
 
     carol = [api(token, base_url=g.url) for g in gateways]
-    for client in carol:  # the token works on both replicas
-        response = await client.post(SEND, json={"action": "read", "inbox_id": "nope"})
-        assert response.status_code == 404
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = [
+            await stack.enter_async_context(mcp_session(g.mcp_url, token)) for g in gateways
+        ]
+        for client, session in zip(carol, sessions, strict=True):  # works on both replicas
+            response = await client.post(SEND, json=read)
+            assert response.status_code == 404
+            result = await session.call_tool("messages", read)
+            assert result.is_error and result.structured_content["error"]["code"] == "NOT_FOUND"
 
-    revoked = await second.post(
-        "/api/v1/tools/tokens", json={"action": "revoke", "token_id": token_id}
-    )
-    assert revoked.status_code == 200
-    assert revoked.json()["revoked_at"] and revoked.json()["revoked_by"] == "user:ops"
+        revoked = await second.post(
+            "/api/v1/tools/tokens", json={"action": "revoke", "token_id": token_id}
+        )
+        assert revoked.status_code == 200
+        assert revoked.json()["revoked_at"] and revoked.json()["revoked_by"] == "user:ops"
 
-    for client in carol:
-        for path in (SEND, "/mcp"):
-            response = await client.post(path, json={"action": "read", "inbox_id": "nope"})
-            assert response.status_code == 401
-            message = response.json()["error"]["message"]
-            assert f"API token {token_id} was revoked" in message
+        for client, session in zip(carol, sessions, strict=True):
+            for path in (SEND, "/mcp"):
+                response = await client.post(path, json=read)
+                assert response.status_code == 401
+                message = response.json()["error"]["message"]
+                assert f"API token {token_id} was revoked" in message
+            # The SDK reports the 401 as "Server returned an error response" (the
+            # gateway's text is in the HTTP answer checked above).
+            with pytest.raises(MCPError, match="error response"):
+                await session.call_tool("messages", read)
 
 
 async def test_tokens_are_listed_without_secrets_and_only_operators_manage_them_A1(

@@ -1,6 +1,6 @@
 """Every scheduler RPC refuses bad input with a clear error naming what was wrong, and
-stores and delivers nothing: the scheduler schema and messaging's deliveries are the same
-before and after the refused request (P6, S1, S4, S5)."""
+stores and delivers nothing: every table of the scheduler and messaging schemas is the
+same before and after the refused request (P6, S1, S4, S5)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import grpc
-import psycopg
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.core.clients.scheduler import signed_webhook_headers, webhook_signature
 from agentworks.core.identity import METADATA_KEY
+from agentworks.core.testing import database_snapshot
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 
 BOT, ALICE, OPS, GATEWAY = "agent:demo/bot", "user:alice", "user:ops", "service:gateway"
 UNKNOWN_UUID = "00000000-0000-0000-0000-000000000000"
-SCHEDULER_TABLES = ["wake_ups", "schedules", "pauses", "pause_gate", "webhooks"]
-SCHEDULER_TABLES.append("webhook_receipts")
-MESSAGING_TABLES = ["deliveries", "messages"]
 
 
 def ts(seconds: int, nanos: int = 0) -> Timestamp:
@@ -603,17 +600,8 @@ CASES: list[tuple[str, str, Build, str, str]] = [
 
 
 def snapshot(database_url: str) -> dict[str, str]:
-    """A digest of the scheduler schema's tables and messaging's deliveries and messages."""
-    tables = [f"scheduler.{t}" for t in SCHEDULER_TABLES]
-    tables += [f"messaging.{t}" for t in MESSAGING_TABLES]
-    with psycopg.connect(database_url) as conn:
-        return {
-            table: conn.execute(
-                f"SELECT count(*) || ':' || md5(coalesce(string_agg(t::text, '|' "
-                f"ORDER BY t::text), '')) FROM {table} t"
-            ).fetchone()[0]
-            for table in tables
-        }
+    """A digest of every table of the scheduler schema and of messaging's (deliveries)."""
+    return database_snapshot(database_url, ["scheduler", "messaging"])
 
 
 @pytest.fixture
@@ -664,7 +652,7 @@ RELIABILITY = {
     "characters, empty and oversized values, bad cursors (also past int64), bad cron rules "
     "and time zones, unsigned/badly signed/stale/oversized webhook requests",
     "check": "the expected status code (never INTERNAL) with a message naming the field; "
-    "the scheduler schema and messaging's deliveries unchanged",
+    "every table of the scheduler and messaging schemas unchanged",
 }
 
 

@@ -14,6 +14,7 @@ from agentworks.core.clients.functions import call_result
 from agentworks.core.identity import Identity
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.toolkit import (
+    INT64_MAX,
     Args,
     Tool,
     action_rule,
@@ -267,6 +268,7 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "after": {
         "type": "integer",
         "minimum": -1,
+        "maximum": INT64_MAX,
         "description": "status: execution messages after this index; start at -1, then pass "
         "next_after (default -1).",
     },
@@ -279,6 +281,7 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "after_event": {
         "type": "integer",
         "minimum": -1,
+        "maximum": INT64_MAX,
         "description": "status: conversation events after this index; start at -1, then pass "
         "next_after_event (default -1). Raw tool arguments and results are never included.",
     },
@@ -299,6 +302,7 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "seen_version": {
         "type": "integer",
         "minimum": 0,
+        "maximum": INT64_MAX,
         "description": "status: the version of the last status you saw; with wait_seconds, "
         "answer at once if the call changed since then.",
     },
@@ -313,6 +317,7 @@ _READ_PROPERTIES: dict[str, Any] = {
     "offset": {
         "type": "integer",
         "minimum": 0,
+        "maximum": INT64_MAX,
         "description": "read: byte offset to start at (default 0); then pass next_offset.",
     },
     "limit": {

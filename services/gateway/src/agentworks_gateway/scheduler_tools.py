@@ -12,7 +12,7 @@ from typing import Any
 from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks.scheduler.v1 import scheduler_pb2 as s
-from agentworks_gateway.toolkit import Args, Tool, action_rule, parse_time, timestamp
+from agentworks_gateway.toolkit import INT64_MAX, Args, Tool, action_rule, parse_time, timestamp
 
 WEBHOOK_PATH = "/webhooks/{webhook_id}"
 LIST_LIMIT_MAX = 200
@@ -313,6 +313,7 @@ WAKE_UPS_SCHEMA: dict[str, Any] = {
         "delay_seconds": {
             "type": "integer",
             "minimum": 0,
+            "maximum": INT64_MAX,
             "description": "reschedule: fire this many seconds from now (0 = next tick).",
         },
     },
@@ -368,6 +369,7 @@ SCHEDULES_SCHEMA: dict[str, Any] = {
         "interval_seconds": {
             "type": "integer",
             "minimum": 1,
+            "maximum": INT64_MAX,
             "description": "create, update, preview: a fixed interval (at least the scheduler's "
             "minimum, 60 s by default).",
         },

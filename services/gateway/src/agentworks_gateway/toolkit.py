@@ -7,6 +7,7 @@ tools of those services with the helpers here, so the three read alike.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,10 @@ from agentworks.core.identity import Identity
 
 Args = dict[str, Any]
 Handler = Callable[[Any, Identity, Args], Awaitable[dict[str, Any]]]
+
+# The largest value of the services' int64 fields (cursors, offsets, seconds); schemas
+# state it, so a larger number is refused naming the argument instead of failing.
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,65 @@ def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any
     if error.validator == "pattern" and "description" in error.schema:
         message = f"{error.instance!r} is not valid: expected {error.schema['description']}"
     return f"{where}: {message}" if where else message
+
+
+# --------------------------------------------------------------------- argument text
+
+# Arguments whose JSON becomes a protobuf Struct, where every number is a double.
+JSON_PAYLOADS = ("inputs", "parts", "input_schema", "output_schema", "workflow")
+EXACT_INTEGERS = 2**53  # beyond it a double no longer holds every integer
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    found = _SURROGATE.search(text)
+    if found:
+        return (
+            f"contains a lone surrogate (\\u{ord(found[0]):04x}), which is not Unicode text: "
+            "send UTF-8"
+        )
+    return None
+
+
+def text_faults(value: Any, path: str = "") -> list[str]:
+    """Strings (and keys) anywhere in the arguments that no service can take: NUL
+    characters (PostgreSQL cannot store them) and lone surrogates (not Unicode: JSON can
+    carry `\\ud800`, UTF-8 cannot)."""
+    faults: list[str] = []
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        faults += [f"{path}: {problem}"] if problem else []
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            problem = _text_problem(str(key))
+            faults += [f"{path or 'arguments'}: the key {key!r} {problem}"] if problem else []
+            faults += text_faults(item, _join(path, repr(key) if problem else key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            faults += text_faults(item, _join(path, index))
+    return faults
+
+
+def number_faults(value: Any, path: str) -> list[str]:
+    """Integers a JSON payload (a Struct: numbers are doubles) cannot carry exactly."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int) and abs(value) > EXACT_INTEGERS:
+        return [
+            f"{path}: {value} is too large to pass exactly (numbers here travel as doubles, "
+            "exact up to ±2^53 = 9007199254740992): send it as a string"
+        ]
+    if isinstance(value, dict):
+        return [f for key, item in value.items() for f in number_faults(item, _join(path, key))]
+    if isinstance(value, list):
+        return [f for i, item in enumerate(value) for f in number_faults(item, _join(path, i))]
+    return []
 
 
 def path_value(schema: Mapping[str, Any], path: list[Any]) -> Any:

@@ -24,7 +24,16 @@ from agentworks.core.identity import Identity
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.function_tools import FUNCTION_TOOLS
 from agentworks_gateway.scheduler_tools import SCHEDULER_TOOLS
-from agentworks_gateway.toolkit import Args, Handler, Tool, check_target, describe_faults
+from agentworks_gateway.toolkit import (
+    JSON_PAYLOADS,
+    Args,
+    Handler,
+    Tool,
+    check_target,
+    describe_faults,
+    number_faults,
+    text_faults,
+)
 from agentworks_gateway.toolkit import timestamp as _timestamp
 
 __all__ = ["TOOLS", "Args", "Handler", "Tool", "call_tool", "check_arguments", "find_tool"]
@@ -537,6 +546,13 @@ def check_arguments(tool: Tool, args: Any) -> Args:
             f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}"
         )
     faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
+    if not faults:  # the shape is right: now what no service can take
+        faults = text_faults(args) + [
+            fault
+            for name in JSON_PAYLOADS
+            if name in args
+            for fault in number_faults(args[name], name)
+        ]
     if faults:
         raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
     return args

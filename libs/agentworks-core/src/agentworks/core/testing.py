@@ -14,7 +14,7 @@ import secrets
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import psycopg
 import pytest
@@ -29,6 +29,17 @@ SERVICE_SCHEMAS = [
     ("scheduler", "agentworks_scheduler.migrations"),
     ("gateway", "agentworks_gateway.migrations"),
 ]
+
+
+RELIABILITY_MARKER = (
+    "reliability(scenario, action, check): a row of docs/reliability.md "
+    "(written by `make reliability`, see tests/conftest.py)"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here, so every package's tests may carry the mark, run alone or not.
+    config.addinivalue_line("markers", RELIABILITY_MARKER)
 
 
 def service_env(database_url: str, internal_key: str, prefix: str, **extra: str) -> dict[str, str]:
@@ -119,9 +130,8 @@ def template_database(pg_server_url: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def database_url(pg_server_url: str, template_database: str) -> Iterator[str]:
-    """A fresh, fully migrated database for one test."""
+@contextlib.contextmanager
+def _fresh_database(pg_server_url: str, template_database: str) -> Iterator[str]:
     name = f"aw_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
@@ -131,6 +141,42 @@ def database_url(pg_server_url: str, template_database: str) -> Iterator[str]:
         psycopg.connect(pg_server_url, autocommit=True) as conn,
     ):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(pg_server_url: str, template_database: str) -> Iterator[str]:
+    """A fresh, fully migrated database for one test."""
+    with _fresh_database(pg_server_url, template_database) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(pg_server_url: str, template_database: str) -> Iterator[str]:
+    """A fresh, fully migrated database shared by the tests of one module (for modules
+    that start their services once and run many cheap cases against them)."""
+    with _fresh_database(pg_server_url, template_database) as url:
+        yield url
+
+
+def database_snapshot(database_url: str, schemas: Iterable[str]) -> dict[str, str]:
+    """`{"schema.table": "<rows>:<md5 of the rows>"}` for every table of these schemas.
+
+    Bad-input tests take one before and one after a refused request: equal snapshots
+    show that the request stored nothing (checked, not assumed).
+    """
+    with psycopg.connect(database_url) as conn:
+        tables = conn.execute(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+            "WHERE table_schema = ANY(%s) AND table_type = 'BASE TABLE' ORDER BY 1",
+            (list(schemas),),
+        ).fetchall()
+        return {
+            table: conn.execute(
+                "SELECT count(*) || ':' || md5(coalesce(string_agg(t::text, '|' "
+                f"ORDER BY t::text), '')) FROM {table} t"
+            ).fetchone()[0]
+            for (table,) in tables
+        }
 
 
 @pytest.fixture
