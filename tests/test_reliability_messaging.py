@@ -162,7 +162,15 @@ async def test_sigterm_drains_long_polls_and_keeps_leases_P4_C10(
         assert time.monotonic() - started < 10
 
         await asyncio.to_thread(proc.start)
-        await bot.heartbeat_turn(turn.turn_id, lease_seconds=60)
+        # The channel may still be reconnecting: a runtime retries UNAVAILABLE, as here.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                await bot.heartbeat_turn(turn.turn_id, lease_seconds=60)
+                break
+            except RETRYABLE:
+                assert time.monotonic() < deadline, "messaging did not come back"
+                await asyncio.sleep(0.1)
         await bot.send_message(turn.reply_inbox_id, "done after the restart")
         await bot.complete_turn(turn.turn_id)
         page = await alice.read(receipt.inbox_id)

@@ -52,7 +52,7 @@ def is_disconnect(exc: BaseException) -> bool:
 class Database:
     """The engine, the hot-path pool and the NOTIFY listener of one service process.
 
-    At most `2 × pool_size` connections besides the listener: `pool_size` plain ones for
+    At most `2 * pool_size` connections besides the listener: `pool_size` plain ones for
     the hot statements (`raw()`), and SQLAlchemy's pool of half as many plus the same
     overflow for everything else.
     """
