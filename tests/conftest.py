@@ -90,10 +90,10 @@ KNOWN = [
     'arguments gets -32602 "Invalid request parameters" without naming the field; and '
     'the client reports a 401 (revoked or unknown token) as "Server returned an error '
     "response\", without the gateway's message.",
-    "Pattern matching within the budget still runs on the functions event loop: one "
-    "validation can take up to a few seconds of CPU at worst (RE2's slowest, about 10 ns "
-    "per byte-instruction). Running validation in a worker thread (RE2 releases the GIL) "
-    "would keep the loop free even then.",
+    "Matching a declared pattern within its budget can take a few seconds at worst. A "
+    "call's inputs are validated in a worker thread when the schema has patterns (RE2 "
+    "releases the GIL, so the event loop stays free); a runtime's result is still checked "
+    "on the event loop at FinishExecution.",
     "After a service restart the typed clients' first calls can fail fast with UNAVAILABLE "
     '("connections to all backends failing"): the channel\'s reconnect backoff can outlast '
     "the retry policy. Callers must retry UNAVAILABLE (runtimes and these tests do).",

@@ -1,7 +1,9 @@
-"""JSON Schema 2020-12 checks, caller patterns and workflow variables. Pure functions, no I/O."""
+"""JSON Schema 2020-12 checks, caller patterns and workflow variables: no I/O (validation with
+patterns can run in a worker thread, see `violations_off_loop`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -210,6 +212,20 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
         return [f"{prefix}: the schema has a $ref that cannot be resolved ({exc})"]
     except MatchBudget as exc:
         return [f"{prefix}: {exc}"]
+
+
+async def violations_off_loop(
+    schema: dict[str, Any], instance: Any, prefix: str = "inputs"
+) -> list[str]:
+    """`violations`, in a worker thread when the schema has patterns to match.
+
+    Matching within the budget can still take a few seconds at worst; RE2 releases the
+    GIL while it matches, so in a thread it leaves the event loop (other requests, health
+    checks) free. Schemas without patterns validate in place: they are fast.
+    """
+    if next(declared_patterns(schema), None) is None:
+        return violations(schema, instance, prefix)
+    return await asyncio.to_thread(violations, schema, instance, prefix)
 
 
 def _violation_lines(errors: Iterable[ValidationError], prefix: str) -> list[str]:

@@ -53,7 +53,7 @@ from agentworks_functions.schemas import (
     parse_valid_json,
     resolve_variables,
     result_problems,
-    violations,
+    violations_off_loop,
 )
 from agentworks_functions.store import (
     CALL_CHANNEL,
@@ -436,7 +436,9 @@ class FunctionsService:
                 f"function {function!r} not found on {target} (or you may not call it): list "
                 "the functions you may call with ListFunctions"
             )
-        problems = json_problems(inputs, "inputs") + violations(declared.input_schema, inputs)
+        problems = json_problems(inputs, "inputs") + await violations_off_loop(
+            declared.input_schema, inputs
+        )
         variables = None
         if declared.workflow is not None:
             variables, variable_problems = resolve_variables(declared.workflow.variables, inputs)
