@@ -96,7 +96,8 @@ async def test_bad_signatures_stale_times_replays_and_big_bodies_are_refused_S5_
         (wrong_key, body, Unauthenticated, "signature does not match"),
         (other_body, b'{"n": 2}', Unauthenticated, "signature does not match"),
         (unsigned, body, Unauthenticated, "not signed"),
-        (signed(timestamp=now - 301), body, Unauthenticated, "301 s old; the tolerance is 300"),
+        # 301 s old when signed; a second or two more by the time it is checked.
+        (signed(timestamp=now - 301), body, Unauthenticated, r"30\d s old; the tolerance is 300"),
         (signed(timestamp=now + 400), body, Unauthenticated, "in the future"),
         ({**signed(), TIMESTAMP_HEADER: "yesterday"}, body, InvalidArgument, "Unix seconds"),
         (
