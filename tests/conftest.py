@@ -72,6 +72,9 @@ FIXED = [
     "Gateway: integers beyond ±2^53 in `inputs`, `parts` data and declared schemas were "
     "silently rounded (they travel as doubles in protobuf Structs); now refused naming the "
     "path.",
+    "Pattern matching within the budget (up to a few seconds at worst) ran on the functions "
+    "event loop; a call's inputs and a runtime's result are now checked in a worker thread "
+    "when the schema has patterns (RE2 releases the GIL), so the loop stays free.",
     "CreateWakeUp had no idempotency key: a client retrying after a lost answer could create "
     "a second wake-up. It now takes a `submission_id` (the client makes one per call), and "
     "the process-fault test retries every create through the kills with its key and "
@@ -90,10 +93,6 @@ KNOWN = [
     'arguments gets -32602 "Invalid request parameters" without naming the field; and '
     'the client reports a 401 (revoked or unknown token) as "Server returned an error '
     "response\", without the gateway's message.",
-    "Matching a declared pattern within its budget can take a few seconds at worst. A "
-    "call's inputs are validated in a worker thread when the schema has patterns (RE2 "
-    "releases the GIL, so the event loop stays free); a runtime's result is still checked "
-    "on the event loop at FinishExecution.",
     "After a service restart the typed clients' first calls can fail fast with UNAVAILABLE "
     '("connections to all backends failing"): the channel\'s reconnect backoff can outlast '
     "the retry policy. Callers must retry UNAVAILABLE (runtimes and these tests do).",

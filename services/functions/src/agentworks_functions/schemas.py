@@ -1,5 +1,5 @@
 """JSON Schema 2020-12 checks, caller patterns and workflow variables: no I/O (validation with
-patterns can run in a worker thread, see `violations_off_loop`)."""
+patterns can run in a worker thread, see `off_loop`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import referencing.jsonschema
 from jsonschema import Draft202012Validator
@@ -29,6 +29,8 @@ from agentworks_functions.patterns import (
     match_budget,
     search,
 )
+
+T = TypeVar("T")
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 VARIABLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
@@ -214,18 +216,16 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
         return [f"{prefix}: {exc}"]
 
 
-async def violations_off_loop(
-    schema: dict[str, Any], instance: Any, prefix: str = "inputs"
-) -> list[str]:
-    """`violations`, in a worker thread when the schema has patterns to match.
+async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
+    """`check(*args)` against `schema`, in a worker thread when the schema has patterns.
 
     Matching within the budget can still take a few seconds at worst; RE2 releases the
     GIL while it matches, so in a thread it leaves the event loop (other requests, health
-    checks) free. Schemas without patterns validate in place: they are fast.
+    checks) free. Schemas without patterns are checked in place: they are fast.
     """
     if next(declared_patterns(schema), None) is None:
-        return violations(schema, instance, prefix)
-    return await asyncio.to_thread(violations, schema, instance, prefix)
+        return check(*args)
+    return await asyncio.to_thread(check, *args)
 
 
 def _violation_lines(errors: Iterable[ValidationError], prefix: str) -> list[str]:

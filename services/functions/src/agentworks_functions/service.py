@@ -50,10 +50,11 @@ from agentworks_functions.schemas import (
     describe_violations,
     json_problems,
     may_call,
+    off_loop,
     parse_valid_json,
     resolve_variables,
     result_problems,
-    violations_off_loop,
+    violations,
 )
 from agentworks_functions.store import (
     CALL_CHANNEL,
@@ -436,8 +437,8 @@ class FunctionsService:
                 f"function {function!r} not found on {target} (or you may not call it): list "
                 "the functions you may call with ListFunctions"
             )
-        problems = json_problems(inputs, "inputs") + await violations_off_loop(
-            declared.input_schema, inputs
+        problems = json_problems(inputs, "inputs") + await off_loop(
+            declared.input_schema, violations, declared.input_schema, inputs
         )
         variables = None
         if declared.workflow is not None:
@@ -923,7 +924,9 @@ class FunctionsService:
             raw, problems = await self._result_file(call_id)
             value = None
             if not problems:
-                value, problems = result_problems(call.output_schema, raw)
+                value, problems = await off_loop(
+                    call.output_schema, result_problems, call.output_schema, raw
+                )
             if not problems:
                 ending = Ending(COMPLETED, answer=final_message, has_result=True, result=value)
             elif call.correction_turns == 0:
@@ -942,7 +945,9 @@ class FunctionsService:
                     return FinishOutcome(RUNNING, True, prompt)
                 return FinishOutcome((await self.store.get_call(call_id)).status)
             else:
-                ok, value = parse_valid_json(call.output_schema, final_message)
+                ok, value = await off_loop(
+                    call.output_schema, parse_valid_json, call.output_schema, final_message
+                )
                 if ok:
                     ending = Ending(COMPLETED, answer=final_message, has_result=True, result=value)
                 else:
