@@ -105,8 +105,11 @@ class MessagingStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        # Concurrent new-conversation sends share one statement and one commit.
-        self._new_sends: Batcher[dict[str, Any], Any] = Batcher(self._send_new_batch)
+        # Concurrent new-conversation sends share one statement and one commit; at most
+        # half the hot connections carry batches, so reads never wait behind them.
+        self._new_sends: Batcher[dict[str, Any], Any] = Batcher(
+            self._send_new_batch, concurrency=max(1, min(4, db.hot.size // 2))
+        )
 
     # ------------------------------------------------------------------ targets
 

@@ -139,6 +139,7 @@ class HotPool:
 
     def __init__(self, url: str, *, size: int, max_age_seconds: float = 1800.0) -> None:
         self._url = libpq_url(url)
+        self.size = size
         self._slots = asyncio.Semaphore(size)
         self._idle: list[tuple[psycopg.AsyncConnection, float]] = []
         self._max_age = max_age_seconds
