@@ -127,6 +127,10 @@ class Database:
                 yield conn
 
 
+# A database host that does not answer (rather than refusing) fails a request after this.
+CONNECT_TIMEOUT_SECONDS = 5
+
+
 class HotPool:
     """Autocommit psycopg connections, reused; a new one is opened when none is idle.
 
@@ -160,7 +164,9 @@ class HotPool:
             yield conn
         except psycopg.OperationalError as exc:
             if conn is not None and not conn.closed and not conn.broken:
-                raise Unavailable(f"database error, retry shortly: {exc}") from exc
+                # A cancelled statement, a lock or serialization failure: worth a retry.
+                log.warning("db.retryable_error", error=str(exc), sqlstate=exc.sqlstate)
+                raise Unavailable("database busy, retry shortly") from exc
             await self._discard(conn)
             conn = None
             raise Unavailable("database unavailable, retry shortly") from exc
@@ -181,7 +187,9 @@ class HotPool:
             if not conn.closed and now - opened < self._max_age:
                 return conn, opened
             await self._discard(conn)
-        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        conn = await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+        )
         return conn, now
 
     async def _give_back(self, conn: psycopg.AsyncConnection, opened: float) -> None:
