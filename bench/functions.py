@@ -174,8 +174,12 @@ async def agentworks_system(procs: Processes) -> AsyncIterator[RoundTrip]:
     ):
 
         async def round_trip(n: int) -> None:
-            receipt = await caller.call(TARGET, "noop", {"n": n})
-            status = await caller.wait(receipt.call_id, timeout=60)
+            # One request: the call waits for its own end (Call with wait_seconds).
+            receipt = await caller.call(TARGET, "noop", {"n": n}, wait_seconds=25)
+            if receipt.HasField("outcome"):
+                status = receipt.outcome
+            else:
+                status = await caller.wait(receipt.call_id, timeout=60)
             if status.status != "completed":
                 raise RuntimeError(f"call ended {status.status}: {status.error}")
 
@@ -312,8 +316,8 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
     report.notes.append(
         f"Call round trip: the {RUNTIMES} runtimes are `ExecutionWorker`s of the runtime "
         "SDK, asyncio tasks in the benchmark process, each long-polling ClaimExecution; "
-        "the caller calls, then `FunctionsClient.wait` long-polls GetStatus until the call "
-        f"ends. procrastinate runs one worker with {RUNTIMES} concurrent slots in the same "
+        "the caller's Call waits for the call's end (`wait_seconds`, one request per round "
+        f"trip). procrastinate runs one worker with {RUNTIMES} concurrent slots in the same "
         f"process. Throughput: {CALLERS} closed-loop callers; {ROUNDS} alternating rounds "
         "per system, median reported. CPU per round trip adds the CPU time of every "
         "process involved (a load-independent view of cost on this shared machine)."

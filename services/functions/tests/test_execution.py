@@ -7,6 +7,7 @@ import base64
 import os
 import time
 
+import psycopg
 import pytest
 
 from agentworks.core import errors
@@ -393,3 +394,32 @@ async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_
     assert status.status == "completed" and time.monotonic() - started < 5
     # The client's wait() is that one request.
     assert (await alice.wait(call_id, timeout=5)).status == "completed"
+
+
+async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, database_url):
+    """F4 F7: Call with wait_seconds returns the ended call as its outcome, in one request;
+    still open at the deadline, the receipt alone; a bad wait stores nothing."""
+    alice = await clients("user:alice")
+
+    async def run_one() -> None:
+        execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
+        await runtime.finish_execution(execution.call_id, final_message="echo: hi")
+
+    worker = asyncio.create_task(run_one())
+    receipt = await alice.call("crew:demo", echo, {"text": "hi"}, wait_seconds=10)
+    await worker
+    assert receipt.HasField("outcome") and receipt.status == "completed"
+    assert receipt.outcome.call_id == receipt.call_id
+    assert receipt.outcome.answer == "echo: hi"
+
+    started = time.monotonic()
+    pending = await alice.call("crew:demo", echo, {"text": "nobody runs me"}, wait_seconds=1)
+    assert not pending.HasField("outcome") and pending.status == "running"
+    assert time.monotonic() - started >= 0.9
+
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        before = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
+        with pytest.raises(errors.InvalidArgument, match="wait_seconds must be between 0 and 25"):
+            await alice.call("crew:demo", echo, {"text": "x"}, wait_seconds=26)
+        after = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
+    assert before == after

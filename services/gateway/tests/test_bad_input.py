@@ -617,6 +617,12 @@ rows(
         "NOT_FOUND",
         "bot",
     ),
+    (
+        "wait_seconds 26",
+        {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "x"}}
+        | {"wait_seconds": 26},
+        "wait_seconds: 26 is greater",
+    ),
 )
 rows(
     "functions",

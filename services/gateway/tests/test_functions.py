@@ -147,6 +147,22 @@ async def test_functions_tool_lists_calls_and_reads_a_call_over_mcp_G2_F2_F4_F6_
         }
         assert final["caller"] == "user:alice"
 
+        # A quick call in one tool call: the receipt waits for the end and carries it.
+        async def run_next() -> None:
+            execution = await runtime.claim_execution([demo], wait_seconds=10)
+            await runtime.finish_execution(execution.call_id, final_message="quick")
+
+        running = asyncio.create_task(run_next())
+        quick = await tool_ok(
+            mcp,
+            "functions",
+            {**call, "submission_id": "try-2", "inputs": {"text": "q"}, "wait_seconds": 10},
+        )
+        await running
+        assert quick["status"] == "completed" and quick["created"] is True
+        assert quick["outcome"]["answer"] == "quick"
+        assert quick["outcome"]["call_id"] == quick["call_id"]
+
 
 async def test_functions_tool_refusals_carry_the_services_text_G2_F3_F5_F15_A3(
     gateway, api, operator_token, alice_token, make_token, demo, echo, mcp_session

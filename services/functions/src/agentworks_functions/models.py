@@ -132,6 +132,8 @@ class Receipt:
     call_id: str
     status: str
     created: bool
+    # The ended call, when the caller asked to wait for the end and it came in time.
+    outcome: StatusView | None = None
 
     @property
     def output_folder(self) -> str:

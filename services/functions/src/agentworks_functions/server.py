@@ -342,13 +342,17 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             submission_id=request.submission_id,
             notify_conversation_id=request.notify_conversation_id,
             source=source,
+            wait_seconds=request.wait_seconds,
         )
-        return pb.CallReceipt(
+        out = pb.CallReceipt(
             call_id=receipt.call_id,
             status=receipt.status,
             output_folder=receipt.output_folder,
             created=receipt.created,
         )
+        if receipt.outcome is not None:
+            out.outcome.CopyFrom(status_out(receipt.outcome))
+        return out
 
     async def GetStatus(self, request, context):
         structlog.contextvars.bind_contextvars(call_id=request.call_id)

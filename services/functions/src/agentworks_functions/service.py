@@ -376,8 +376,48 @@ class FunctionsService:
         submission_id: str,
         notify_conversation_id: str,
         source: CallSource | None,
+        wait_seconds: int = 0,
     ) -> Receipt:
-        """Check inputs, then start a fresh execution within the running limit (F3-F6)."""
+        """Check inputs, then start a fresh execution within the running limit (F3-F6).
+
+        With `wait_seconds`, wait that long for the call to end, and return it ended as
+        the receipt's `outcome` if it did: call and result in one request.
+        """
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        receipt = await self._call(
+            identity,
+            target=target,
+            function=function,
+            inputs=inputs,
+            submission_id=submission_id,
+            notify_conversation_id=notify_conversation_id,
+            source=source,
+        )
+        if not wait_seconds:
+            return receipt
+        view = await self.status(
+            identity,
+            call_id=receipt.call_id,
+            message_limit=1,
+            event_limit=1,
+            wait_seconds=wait_seconds,
+            until_ended=True,
+        )
+        if view.call.is_open:
+            return receipt
+        return dataclasses.replace(receipt, status=view.call.status, outcome=view)
+
+    async def _call(
+        self,
+        identity: Identity,
+        *,
+        target: TargetKey,
+        function: str,
+        inputs: dict[str, Any],
+        submission_id: str,
+        notify_conversation_id: str,
+        source: CallSource | None,
+    ) -> Receipt:
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL

@@ -218,8 +218,12 @@ async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, A
             args["function"],
             args.get("inputs", {}),
             submission_id=args.get("submission_id", ""),
+            wait_seconds=args.get("wait_seconds", 0),
         )
-        return receipt_dict(receipt, target, args["function"])
+        out = receipt_dict(receipt, target, args["function"])
+        if receipt.HasField("outcome"):
+            out["outcome"] = status_dict(receipt.outcome)
+        return out
     if action == "status":
         return await _status(client, args)
     if action == "read":
@@ -297,7 +301,8 @@ _STATUS_PROPERTIES: dict[str, Any] = {
         "maximum": MAX_WAIT_SECONDS,
         "description": "status: while the call is open and nothing is new after the cursors, "
         f"wait up to this many seconds for a change (0-{MAX_WAIT_SECONDS}, default 0). Reading "
-        "never starts, steers or interrupts the execution.",
+        "never starts, steers or interrupts the execution. call: wait up to this long for "
+        "the call to end; if it does, the receipt includes `outcome`, its final status.",
     },
     "seen_version": {
         "type": "integer",
@@ -383,7 +388,7 @@ FUNCTIONS_SCHEMA: dict[str, Any] = {
         action_rule("list", ("crew", "workflow_id"), one_of=("crew", "workflow_id")),
         action_rule(
             "call",
-            ("crew", "workflow_id", "function", "inputs", "submission_id"),
+            ("crew", "workflow_id", "function", "inputs", "submission_id", "wait_seconds"),
             required=("function",),
             one_of=("crew", "workflow_id"),
         ),
@@ -417,6 +422,10 @@ LEGACY_SCHEMA: dict[str, Any] = {
     "dependentRequired": {"offset": ["file"], "limit": ["file"]},
     "dependentSchemas": {"file": {"propertyNames": {"enum": list(_READ_FIELDS)}}},
 }
+LEGACY_SCHEMA["properties"]["wait_seconds"]["description"] = (
+    "While the call is open and nothing is new after the cursors, wait up to this many "
+    f"seconds for a change (0-{MAX_WAIT_SECONDS}, default 0)."
+)
 LEGACY_SCHEMA["properties"]["file"]["description"] = (
     "Read this file of the call instead of its status (with offset and limit)."
 )

@@ -137,14 +137,20 @@ class FunctionsClient(ServiceClient):
         submission_id: str = "",
         notify_conversation_id: str = "",
         source: Mapping[str, str] | None = None,
+        wait_seconds: int = 0,
     ) -> f.CallReceipt:
-        """Call a function; `source` is `{run_id, step, group}` for workflow callers (F14)."""
+        """Call a function; `source` is `{run_id, step, group}` for workflow callers (F14).
+
+        With `wait_seconds` (up to 25) the receipt carries the ended call as `outcome`
+        when it ends within that time (check `receipt.HasField("outcome")`).
+        """
         request = f.CallRequest(
             target=target_ref(target),
             function=function,
             inputs=struct(inputs or {}),
             submission_id=submission_id,
             notify_conversation_id=notify_conversation_id,
+            wait_seconds=wait_seconds,
         )
         if source is not None:
             request.source.CopyFrom(
@@ -154,7 +160,9 @@ class FunctionsClient(ServiceClient):
                     group=source.get("group", ""),
                 )
             )
-        return await self._unary("Call", request)
+        return await self._unary(
+            "Call", request, timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS)
+        )
 
     async def get_status(
         self,

@@ -130,32 +130,36 @@ class CallSource(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class CallRequest(_message.Message):
-    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id", "source")
+    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id", "source", "wait_seconds")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.TargetRef
     function: str
     inputs: _struct_pb2.Struct
     submission_id: str
     notify_conversation_id: str
     source: CallSource
-    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ...) -> None: ...
+    wait_seconds: int
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
 class CallReceipt(_message.Message):
-    __slots__ = ("call_id", "status", "output_folder", "created")
+    __slots__ = ("call_id", "status", "output_folder", "created", "outcome")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     status: str
     output_folder: str
     created: bool
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+    outcome: CallStatus
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ..., outcome: _Optional[_Union[CallStatus, _Mapping]] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds", "seen_version", "until_ended")
