@@ -131,9 +131,10 @@ OPTIMISATIONS = [
     "dictionary lookup instead of an HMAC check (about 0.15 ms per RPC, on every RPC "
     "including the floor's).",
     "functions: GetStatus `until_ended` lets `FunctionsClient.wait` make one request "
-    "per call instead of one per change (3 -> 1 status requests per round trip), and a "
-    "plain finish (no output schema, no notice) is one statement instead of a read and "
-    "a write.",
+    "per call instead of one per change (3 -> 1 status requests per round trip); then "
+    "Call with `wait_seconds` returns the ended call itself (no status request at all), "
+    "and a plain finish (no output schema, no notice) is one statement instead of a read "
+    "and a write. CPU per round trip (all processes) 20.7 -> 17.6 ms before the Call wait.",
     "scheduler: a firing batch records its outcomes with one batched UPDATE per kind of "
     "outcome instead of one UPDATE per row.",
     "gateway: the token lookup is one plain statement, identity signers are kept per "
@@ -142,14 +143,13 @@ OPTIMISATIONS = [
     "one at a time: 19.9 -> 13.8 ms; gateway CPU per call 8.7 -> 5.2 ms.",
     "Where the call round trip's CPU goes now (py-spy, per-process CPU): every gRPC "
     "request costs about 0.4 ms in the Python client and 0.6 ms in the Python server "
-    "(grpc.aio's own machinery: the RPC floor above), and a round trip is four requests "
-    "(Call, ClaimExecution, FinishExecution, GetStatus) and about seven statements across "
-    "the caller's, the runtime's and the service's processes; procrastinate's round trip "
-    "is three database calls in one process. A 2x lead over it would need the whole "
-    "round trip below about 2.7 ms of CPU, under the cost of the four requests alone, so "
-    "that target is out of reach for a gRPC service in Python; the next levers are "
-    "fewer requests (a call that waits for its end, a finish that claims the next "
-    "execution) rather than cheaper ones.",
+    "(grpc.aio's own machinery: the RPC floor above), and a round trip is three requests "
+    "(Call waiting for its end, ClaimExecution, FinishExecution) and about six statements "
+    "across the caller's, the runtime's and the service's processes; procrastinate's round "
+    "trip is three database calls in one process. A 2x lead over it would need the whole "
+    "round trip below about 2.7 ms of CPU, less than the three requests alone cost, so "
+    "that target is out of reach for gRPC services in Python; the one request left to "
+    "save is the claim (a finish that claims the next execution).",
 ]
 
 
