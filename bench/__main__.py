@@ -34,7 +34,7 @@ async def run(args: argparse.Namespace) -> Report:
         if args.quick
         else growth.Scale(conversations=10**5, exchanges=5)  # 10^6 messages
     )
-    growth_ops = 90 if args.quick else 240
+    growth_ops = 96 if args.quick else 480
     timers = (1000, 10**4) if args.quick else (1000, 10**5)
     mcp_ops = 60 if args.quick else 160
     scenarios = [

@@ -240,7 +240,9 @@ async def _history_growth(
         for scale in (small, large):  # warm up
             for op in ops[scale].values():
                 await latencies(op, 30)
-        rounds = 3
+        # Many short alternating rounds, so a burst of load from elsewhere on the shared
+        # machine lands on both histories alike instead of on one block of one of them.
+        rounds = 12
         for _ in range(rounds):
             for name in ops[small]:
                 for scale in (small, large):
