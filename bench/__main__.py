@@ -22,7 +22,7 @@ from bench.harness import Processes, Report, postgres
 
 async def run(args: argparse.Namespace) -> Report:
     report = Report()
-    seconds = 2.0 if args.quick else 5.0
+    seconds = 2.5 if args.quick else 10.0
     sends = 100 if args.quick else 1000
     readers = 20 if args.quick else 100
     idle = 100 if args.quick else 1000
