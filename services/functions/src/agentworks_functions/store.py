@@ -20,20 +20,18 @@ Concurrency rests on PostgreSQL alone (P3):
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.core.db import Database, fixed_sql, notify
+from agentworks.core.db import Database, fetch_one, fixed_sql, notify
 from agentworks.core.errors import (
     Busy,
     Conflict,
@@ -197,16 +195,6 @@ class FunctionsStore:
         self.default_running_limit = default_running_limit
         self.blobs: BlobStore = blobs or PostgresBlobStore(db)
 
-    def _raw(self, *, transaction: bool = False) -> contextlib.AbstractAsyncContextManager[Any]:
-        """A plain psycopg connection for the hot statements (see `Database.raw`)."""
-        return self.db.raw(transaction=transaction)
-
-    @staticmethod
-    async def _one(pg: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
-        async with pg.cursor(row_factory=namedtuple_row) as cur:
-            await cur.execute(sql, params)
-            return await cur.fetchone()
-
     # ------------------------------------------------------------------ targets
 
     async def put_target(self, key: TargetKey, owner: str, running_limit: int) -> Target:
@@ -321,8 +309,8 @@ class FunctionsStore:
         for the target's lock (calls are only ever accepted under that lock, so the
         limit stays exact). NotFound if the target is not registered.
         """
-        async with self._raw() as pg:
-            row = await self._one(
+        async with self.db.raw() as pg:
+            row = await fetch_one(
                 pg, _FUNCTION_FOR_CALL, {"kind": key.kind, "target_name": key.name, "name": name}
             )
         if row is None:
@@ -377,7 +365,7 @@ class FunctionsStore:
         # insert (and so after the lock), in the same transaction; COMMIT, or ROLLBACK
         # when the call is refused, ends it.
         async with (
-            self._raw() as pg,
+            self.db.raw() as pg,
             pg.pipeline(),
             pg.transaction(),
             pg.cursor(row_factory=namedtuple_row) as inserting,
@@ -399,7 +387,7 @@ class FunctionsStore:
                 raise NotFound(f"{key} is not registered with the functions service")
             if first.inserted is None:
                 # A twin with the same retry key committed first: recover it (F6).
-                row = await self._one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
+                row = await fetch_one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
                 if row.request_hash != request_hash:
                     raise submission_conflict(submission_key or "")
                 return Receipt(str(row.id), row.status, created=False)
@@ -410,14 +398,14 @@ class FunctionsStore:
 
     async def call_status(self, call_id: str) -> str | None:
         """Just the status of a call (a cheap re-check for a waiting read)."""
-        async with self._raw() as pg:
-            row = await self._one(pg, _CALL_STATUS, {"call_id": _uuid(call_id, "call")})
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, _CALL_STATUS, {"call_id": _uuid(call_id, "call")})
         return None if row is None else row.status
 
     async def get_call(self, call_id: str) -> Call:
         call_uuid = _uuid(call_id, "call")
-        async with self._raw() as pg:
-            row = await self._one(pg, _GET_CALL, {"call_id": call_uuid})
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, _GET_CALL, {"call_id": call_uuid})
         if row is None:
             raise call_not_found(call_id)
         return _call(row)
@@ -425,8 +413,8 @@ class FunctionsStore:
     async def call_access(self, call_id: str) -> tuple[str, str]:
         """(caller, target owner) of a call, for the A3 check."""
         call_uuid = _uuid(call_id, "call")
-        async with self._raw() as pg:
-            row = await self._one(pg, _CALL_ACCESS, {"call_id": call_uuid})
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, _CALL_ACCESS, {"call_id": call_uuid})
         if row is None:
             raise call_not_found(call_id)
         return row.caller, row.owner
@@ -440,8 +428,8 @@ class FunctionsStore:
         the message, event, file, step and question pages as JSON arrays.
         """
         call_uuid = _uuid(call_id, "call")
-        async with self._raw() as pg:
-            row = await self._one(
+        async with self.db.raw() as pg:
+            row = await fetch_one(
                 pg,
                 _STATUS,
                 {
@@ -618,8 +606,8 @@ class FunctionsStore:
         """
         if len(keys) == 1:
             params = {"kind": keys[0].kind, "name": keys[0].name, "runtime": runtime}
-            async with self._raw() as pg:
-                row = await self._one(pg, _CLAIM_ONE, {**params, "lease": lease})
+            async with self.db.raw() as pg:
+                row = await fetch_one(pg, _CLAIM_ONE, {**params, "lease": lease})
             return _call(row) if row is not None else None
         c = t.calls
         by_kind: dict[str, list[str]] = {}
@@ -956,8 +944,8 @@ class FunctionsStore:
         `correction_turns` it ends only a plain call: no output schema, no notice, no
         correction turn. None when nothing was ended.
         """
-        async with self._raw() as pg:
-            row = await self._one(
+        async with self.db.raw() as pg:
+            row = await fetch_one(
                 pg,
                 _FINISH,
                 {

@@ -7,10 +7,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.core.db import Database, fixed_sql, sqlalchemy_url
+from agentworks.core.db import Database, fetch_one, fixed_sql, sqlalchemy_url
 from agentworks.core.errors import PreconditionFailed
 from agentworks_gateway.tables import api_tokens
 from agentworks_gateway.tokens import TokenRecord
@@ -90,12 +89,8 @@ class TokenStore:
         Every request looks its token up (a revocation works at once, on every replica),
         so this is one fixed statement on a plain connection (`Database.raw`).
         """
-        async with (
-            self.database.raw() as conn,
-            conn.cursor(row_factory=namedtuple_row) as cur,
-        ):
-            await cur.execute(_FIND_BY_HASH, {"token_hash": token_hash})
-            row = await cur.fetchone()
+        async with self.database.raw() as conn:
+            row = await fetch_one(conn, _FIND_BY_HASH, {"token_hash": token_hash})
         return _record(row) if row else None
 
     async def list_tokens(self, *, include_revoked: bool) -> list[TokenRecord]:

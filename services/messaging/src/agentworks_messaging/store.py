@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentworks.core.batching import Batcher
-from agentworks.core.db import Database, fixed_sql, notify
+from agentworks.core.db import Database, fetch_one, fixed_sql, notify
 from agentworks.core.errors import Conflict, NotFound, PreconditionFailed
 from agentworks_messaging import tables as t
 from agentworks_messaging.models import (
@@ -84,12 +84,6 @@ def _uuid(value: str, what: str) -> uuid.UUID:
         return uuid.UUID(value)
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"{what} {value!r} not found") from None
-
-
-async def _one(pg: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
-    async with pg.cursor(row_factory=namedtuple_row) as cur:
-        await cur.execute(sql, params)
-        return await cur.fetchone()
 
 
 def _json(value: Any) -> Jsonb | None:
@@ -165,7 +159,7 @@ class MessagingStore:
         """The receipt already given for this retry key, if any (C4)."""
         if not submission_id:
             return None
-        row = await _one(
+        row = await fetch_one(
             pg, _EARLIER_RECEIPT, {"principal": principal, "submission_id": submission_id}
         )
         if row is None:
@@ -248,7 +242,7 @@ class MessagingStore:
         inbox_uuid = _uuid(inbox_id, "inbox")
         message_id = str(uuid.uuid4())
         async with self.db.raw() as pg:
-            row = await _one(
+            row = await fetch_one(
                 pg,
                 _SEND_CONTINUE,
                 {
@@ -318,7 +312,7 @@ class MessagingStore:
         """An agent's explicit message to the conversation's inbox (C6)."""
         receipt = Receipt(str(uuid.uuid4()), conversation_id, inbox_id)
         async with self.db.raw() as pg:
-            row = await _one(
+            row = await fetch_one(
                 pg,
                 _AGENT_REPLY,
                 {
@@ -344,7 +338,7 @@ class MessagingStore:
     async def inbox_principal(self, inbox_id: str) -> str | None:
         inbox_uuid = _uuid(inbox_id, "inbox")
         async with self.db.raw() as pg:
-            row = await _one(pg, _INBOX_PRINCIPAL, {"inbox_id": inbox_uuid})
+            row = await fetch_one(pg, _INBOX_PRINCIPAL, {"inbox_id": inbox_uuid})
         return None if row is None else row.principal
 
     async def read_inbox(self, inbox_id: str, after: int, limit: int) -> list[Message]:
@@ -613,7 +607,7 @@ class MessagingStore:
         delivery_id = uuid.uuid4()
         try:
             async with self.db.raw() as pg:
-                row = await _one(
+                row = await fetch_one(
                     pg,
                     _ENQUEUE,
                     {

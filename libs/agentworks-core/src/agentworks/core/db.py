@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 import structlog
+from psycopg.rows import namedtuple_row
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -416,6 +417,13 @@ def notify(channel: str, payload: str) -> sa.TextClause:
     return sa.text("SELECT pg_notify(:channel, :payload)").bindparams(
         channel=channel, payload=payload
     )
+
+
+async def fetch_one(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
+    """One row (a named tuple) of a fixed statement on a `Database.raw()` connection, or None."""
+    async with conn.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchone()
 
 
 def fixed_sql(text: str) -> str:
