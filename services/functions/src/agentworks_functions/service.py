@@ -11,13 +11,14 @@ import json
 import mimetypes
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 
-from agentworks.core.db import Listener
+from agentworks.core.db import Listener, Waiter
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.core.identity import Identity, check_principal
 from agentworks_functions.config import MAX_RUNNING_LIMIT
@@ -61,6 +62,7 @@ from agentworks_functions.store import (
     EXECUTION_CHANNEL,
     FunctionsStore,
     call_not_found,
+    ended_key,
     ended_message,
     submission_conflict,
 )
@@ -102,6 +104,8 @@ MESSAGE_LIMIT_DEFAULT, MESSAGE_LIMIT_MAX = 50, 200
 EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX = 50, 200
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 64 * 1024, 1024 * 1024
 MAX_WAIT_SECONDS = 25
+# The pages (after, message_limit, after_event, event_limit) of a Call's `outcome`.
+_OUTCOME = (-1, 1, -1, 1)
 LEASE_DEFAULT = 30
 MAX_CLAIM_TARGETS = 100
 # Tool events keep the tool name only: raw arguments and results are never stored (F7).
@@ -384,26 +388,37 @@ class FunctionsService:
         the receipt's `outcome` if it did: call and result in one request.
         """
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
-        receipt = await self._call(
-            identity,
-            target=target,
-            function=function,
-            inputs=inputs,
-            submission_id=submission_id,
-            notify_conversation_id=notify_conversation_id,
-            source=source,
-        )
-        if not wait_seconds:
-            return receipt
-        view = await self.status(
-            identity,
-            call_id=receipt.call_id,
-            message_limit=1,
-            event_limit=1,
-            wait_seconds=wait_seconds,
-            until_ended=True,
-        )
-        if view.call.is_open:
+        deadline = time.monotonic() + wait_seconds
+        call_id = uuid.uuid4()
+        # Listening for the end before the call exists: the end cannot be missed, and
+        # nothing needs reading before the first wait.
+        ends = [ended_key(call_id)] if wait_seconds else []
+        view: StatusView | None = None
+        with self.listener.subscribe(CALL_CHANNEL, ends) as waiter:
+            receipt = await self._call(
+                identity,
+                call_id=call_id,
+                target=target,
+                function=function,
+                inputs=inputs,
+                submission_id=submission_id,
+                notify_conversation_id=notify_conversation_id,
+                source=source,
+            )
+            if not wait_seconds:
+                return receipt
+            if receipt.created:
+                view = await self._until_ended(waiter, receipt.call_id, deadline, None, _OUTCOME)
+        if not receipt.created:  # an earlier call with this retry key: wait for that one
+            view = await self.status(
+                identity,
+                call_id=receipt.call_id,
+                message_limit=_OUTCOME[1],
+                event_limit=_OUTCOME[3],
+                wait_seconds=max(1, round(deadline - time.monotonic())),
+                until_ended=True,
+            )
+        if view is None or view.call.is_open:
             return receipt
         return dataclasses.replace(receipt, status=view.call.status, outcome=view)
 
@@ -411,6 +426,7 @@ class FunctionsService:
         self,
         identity: Identity,
         *,
+        call_id: uuid.UUID,
         target: TargetKey,
         function: str,
         inputs: dict[str, Any],
@@ -496,6 +512,7 @@ class FunctionsService:
             if full is not None and not submission_key:
                 raise full  # at the limit already: refused at once (F5)
             receipt = await self.store.create_call(
+                call_id=call_id,
                 function=declared,
                 caller=identity.principal,
                 inputs=inputs,
@@ -546,7 +563,9 @@ class FunctionsService:
         event_limit = bounded(event_limit, "event_limit", 1, EVENT_LIMIT_MAX, EVENT_LIMIT_DEFAULT)
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds
-        with self.listener.subscribe(CALL_CHANNEL, [call_id]) as waiter:
+        page = (after, message_limit, after_event, event_limit)
+        keys = [ended_key(call_id) if until_ended else call_id]
+        with self.listener.subscribe(CALL_CHANNEL, keys) as waiter:
             view, owner = await self.store.status(
                 call_id,
                 after=after,
@@ -557,21 +576,44 @@ class FunctionsService:
             # A3: only the caller or the target's owner; everyone else gets NOT_FOUND.
             if identity.principal not in (view.call.caller, owner):
                 raise call_not_found(call_id)
+            if until_ended:
+                return await self._until_ended(waiter, call_id, deadline, view, page)
             baseline = view.call.version if seen_version is None else seen_version
-
-            def unchanged(view: StatusView) -> bool:
-                return until_ended or (
-                    not view.messages and not view.events and view.call.version <= baseline
-                )
-
-            while wait_seconds and view.call.is_open and unchanged(view):
+            while (
+                wait_seconds
+                and view.call.is_open
+                and not view.messages
+                and not view.events
+                and view.call.version <= baseline
+            ):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.draining.is_set():
                     break
                 await waiter.wait(min(remaining, self.poll_fallback_seconds))
-                if until_ended and await self.store.call_status(call_id) in OPEN_STATUSES:
-                    continue  # a change, but not the end: no need to build the view
-                view = await self._view(call_id, after, message_limit, after_event, event_limit)
+                view = await self._view(call_id, *page)
+        return view
+
+    async def _until_ended(
+        self,
+        waiter: Waiter,
+        call_id: str,
+        deadline: float,
+        view: StatusView | None,
+        page: tuple[int, int, int, int],
+    ) -> StatusView | None:
+        """Wait (subscribed to the call's end) until it ended or `deadline`; the last view.
+
+        A wake-up means the call ended (or the listener reconnected): the view is read
+        once, at the end. Without one, a cheap status check stands in for the NOTIFY.
+        """
+        while view is None or view.call.is_open:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.draining.is_set():
+                break
+            woken = await waiter.wait(min(remaining, self.poll_fallback_seconds))
+            if not woken and await self.store.call_status(call_id) in OPEN_STATUSES:
+                continue
+            view = await self._view(call_id, *page)
         return view
 
     async def _view(

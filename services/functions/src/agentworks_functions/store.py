@@ -66,11 +66,17 @@ from agentworks_functions.models import (
 )
 
 EXECUTION_CHANNEL = "functions_executions"  # payload: "crew:<name>" — a call to claim
-CALL_CHANNEL = "functions_calls"  # payload: call_id — the call changed
+# payload: call_id — the call changed; when it ended, "<call_id> ended" is sent as well.
+CALL_CHANNEL = "functions_calls"
 NOTICE_CHANNEL = "functions_notices"  # payload: "due" — a completion notice to deliver
 
 # Bytes of message or event text one status page carries at most (always >= 1 item).
 PAGE_TEXT_BUDGET = 1024 * 1024
+
+
+def ended_key(call_id: object) -> str:
+    """The CALL_CHANNEL payload that says a call ended: what a wait for the end hears."""
+    return f"{call_id} ended"
 
 
 def _uuid(value: str, what: str) -> uuid.UUID:
@@ -322,6 +328,7 @@ class FunctionsStore:
     async def create_call(
         self,
         *,
+        call_id: uuid.UUID,
         function: Function,
         caller: str,
         inputs: dict[str, Any],
@@ -338,7 +345,6 @@ class FunctionsStore:
         target's open calls, with a snapshot taken after the lock was granted, so every
         call committed by an earlier holder is counted.
         """
-        call_id = uuid.uuid4()
         key = function.target
         values: dict[str, Any] = {
             "id": call_id,
@@ -548,6 +554,7 @@ class FunctionsStore:
                 )
                 await conn.execute(notify(NOTICE_CHANNEL, "due"))
             await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+            await conn.execute(notify(CALL_CHANNEL, ended_key(row.id)))
             # No notice to runtimes: a freed slot makes no call claimable (over the limit a
             # call is refused, never queued), so waking them would only cost empty claims.
 
@@ -1098,7 +1105,8 @@ WITH ended AS (
         error = :error, ended_at = now(), version = version + 1
     WHERE id = :call_id AND runtime = :runtime AND correction_turns = :correction_turns
       AND status IN ('running', 'waiting_for_input')
-      AND (NOT :plain OR (output_schema IS NULL AND notify_conversation_id IS NULL))
+      AND (NOT :plain OR (coalesce(output_schema, 'null') = 'null'
+                          AND notify_conversation_id IS NULL))
     RETURNING id, status, target_kind, target_name, function, notify_conversation_id
 ), notice AS (
     INSERT INTO functions.notices (call_id, conversation_id, text, attributes)
@@ -1112,6 +1120,8 @@ WITH ended AS (
 )
 SELECT (SELECT status FROM ended) AS ended_status,
        (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM ended) AS call_notified,
+       (SELECT pg_notify('functions_calls', CAST(id AS text) || ' ended') FROM ended)
+           AS end_notified,
        (SELECT pg_notify('functions_notices', 'due') FROM notice) AS notice_notified
 """
 )
