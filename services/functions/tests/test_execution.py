@@ -416,6 +416,29 @@ async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, dat
     pending = await alice.call("crew:demo", echo, {"text": "nobody runs me"}, wait_seconds=1)
     assert not pending.HasField("outcome") and pending.status == "running"
     assert time.monotonic() - started >= 0.9
+    await alice.cancel(pending.call_id)
+
+    # A retry with the same key waits for the first call's end: one call, one outcome.
+    def keyed() -> asyncio.Task:
+        return asyncio.create_task(
+            alice.call("crew:demo", echo, {"text": "k"}, submission_id="k1", wait_seconds=10)
+        )
+
+    first = keyed()
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
+    second = keyed()
+    await asyncio.sleep(0.3)
+    assert not first.done() and not second.done()
+    await runtime.finish_execution(execution.call_id, final_message="echo: k")
+    for receipt in await asyncio.wait_for(asyncio.gather(first, second), 10):
+        assert receipt.call_id == execution.call_id and receipt.outcome.answer == "echo: k"
+
+    # Any end ends the wait: here the caller's own cancel, from elsewhere.
+    waiting = asyncio.create_task(alice.call("crew:demo", echo, {"text": "c"}, wait_seconds=10))
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
+    await alice.cancel(execution.call_id)
+    receipt = await asyncio.wait_for(waiting, 5)
+    assert receipt.status == "cancelled" and receipt.outcome.status == "cancelled"
 
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         before = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
