@@ -11,7 +11,9 @@ import psycopg
 import pytest
 
 from agentworks.core import errors
+from agentworks.core.clients.common import target_ref
 from agentworks.core.clients.functions import call_result, page_bytes
+from agentworks.functions.v1 import functions_pb2 as f
 
 
 async def test_claim_long_poll_is_woken_by_a_new_call_R1(clients, echo, runtime):
@@ -446,3 +448,58 @@ async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, dat
             await alice.call("crew:demo", echo, {"text": "x"}, wait_seconds=26)
         after = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
     assert before == after
+
+
+async def test_a_finish_can_claim_the_next_execution_R1_F10(
+    clients, echo, summarize, runtime, database_url
+):
+    """R1 F10: FinishExecution with claim_next ends the call and claims the next queued one;
+    none after a correction request or when none is queued; a bad claim_next ends nothing."""
+    alice = await clients("user:alice")
+    first = await alice.call("crew:demo", echo, {"text": "1"})
+    second = await alice.call("crew:demo", echo, {"text": "2"})
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    assert execution.call_id == first.call_id
+
+    async def open_calls() -> int:
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            row = await (
+                await conn.execute("SELECT count(*) FROM functions.calls WHERE status = 'running'")
+            ).fetchone()
+        return row[0]
+
+    before = await open_calls()
+    for bad, problem in (
+        ({"claim_next": ["crew:other"]}, errors.PermissionDenied),
+        ({"claim_next": ["crew:demo"], "wait_seconds": 5}, errors.InvalidArgument),
+    ):
+        with pytest.raises(problem):
+            await finish_claiming(runtime, first.call_id, **bad)
+        assert await open_calls() == before
+
+    response = await finish_claiming(runtime, first.call_id, claim_next=["crew:demo"])
+    assert response.status == "completed"
+    assert response.HasField("next") and response.next.call_id == second.call_id
+    assert response.next.inputs["text"] == "2"
+    assert (await alice.get_status(second.call_id)).started
+
+    response = await finish_claiming(runtime, second.call_id, claim_next=["crew:demo"])
+    assert response.status == "completed" and not response.HasField("next")
+
+    # A correction request keeps the execution: nothing else is claimed with it.
+    asked = await alice.call("crew:demo", summarize, {"text": "a b c"})
+    queued = await alice.call("crew:demo", echo, {"text": "3"})
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    assert execution.call_id == asked.call_id
+    response = await finish_claiming(runtime, asked.call_id, claim_next=["crew:demo"])
+    assert response.correction_requested and not response.HasField("next")
+    execution = await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    assert execution.call_id == queued.call_id
+
+
+async def finish_claiming(runtime, call_id, *, claim_next, wait_seconds=0):
+    """FinishExecution with a claim_next, built by hand to reach the wait_seconds field."""
+    targets = [target_ref(t) for t in claim_next]
+    request = f.FinishExecutionRequest(call_id=call_id, final_message="done")
+    request.claim_next.CopyFrom(f.ClaimExecutionRequest(targets=targets, wait_seconds=wait_seconds))
+    return await runtime._unary("FinishExecution", request)

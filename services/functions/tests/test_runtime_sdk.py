@@ -9,6 +9,8 @@ import signal
 import sys
 import textwrap
 
+from prometheus_client import REGISTRY
+
 from agentworks.core.clients.functions import call_result
 from agentworks.runtime import demo_functions
 from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
@@ -67,6 +69,39 @@ async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
         status = await alice.wait(confirm.call_id, timeout=20)
         assert (status.status, status.answer) == ("completed", "Confirmed: ship it")
         assert [m.text for m in status.messages] == ["the caller answered: yes"]
+
+
+async def test_sdk_runs_queued_calls_claimed_by_its_finishes_R1(
+    functions, identity, clients, echo, tmp_path
+):
+    """R1: while calls are queued, each finish claims the next: no ClaimExecution each."""
+
+    def claims() -> float:
+        return sum(
+            REGISTRY.get_sample_value(
+                "agentworks_rpc_requests_total",
+                {"service": "functions", "method": "ClaimExecution", "code": code},
+            )
+            or 0.0
+            for code in ("OK", "CANCELLED")
+        )
+
+    gate = asyncio.Event()
+
+    async def handler(ctx: ExecutionContext) -> str:
+        await gate.wait()  # the first execution waits until every call is queued
+        return f"echo: {ctx.inputs['text']}"
+
+    alice = await clients("user:alice")
+    before = claims()
+    async with worker(functions, identity, handler, tmp_path, concurrency=1) as outcomes:
+        receipts = [await alice.call("crew:demo", echo, {"text": str(n)}) for n in range(4)]  # the limit
+        gate.set()
+        done = [await asyncio.wait_for(outcomes.get(), 20) for _ in receipts]
+        assert [o.call_id for o in done] == [r.call_id for r in receipts]
+        assert {o.status for o in done} == {"completed"}
+    # The first claim, and the one that waited after the last finish found nothing.
+    assert claims() - before <= 2
 
 
 async def test_sdk_takes_the_correction_turn_in_the_same_execution_F10(

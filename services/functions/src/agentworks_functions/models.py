@@ -248,6 +248,8 @@ class FinishOutcome:
     status: str
     correction_requested: bool = False
     correction_prompt: str = ""
+    # The runtime's next execution, when the finish was asked to claim one (R1).
+    next: Call | None = None
 
 
 @dataclass(frozen=True)

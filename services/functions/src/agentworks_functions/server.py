@@ -443,6 +443,16 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         return pb.AskInputResponse(answered=answered, reply=reply, status=status)
 
     async def FinishExecution(self, request, context):
+        claim_next: list[TargetKey] | None = None
+        lease_seconds = 0
+        if request.HasField("claim_next"):
+            if request.claim_next.wait_seconds:
+                raise InvalidArgument(
+                    "claim_next.wait_seconds must be 0: a finish does not wait; "
+                    "wait with ClaimExecution"
+                )
+            claim_next = [target_key(r, "claim_next.targets[]") for r in request.claim_next.targets]
+            lease_seconds = request.claim_next.lease_seconds
         outcome = await self.service.finish(
             caller(),
             call_id=request.call_id,
@@ -450,12 +460,17 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             final_message=request.final_message,
             error=request.error,
             correction_round=request.correction_round,
+            claim_next=claim_next,
+            lease_seconds=lease_seconds,
         )
-        return pb.FinishExecutionResponse(
+        response = pb.FinishExecutionResponse(
             status=outcome.status,
             correction_requested=outcome.correction_requested,
             correction_prompt=outcome.correction_prompt,
         )
+        if outcome.next is not None:
+            response.next.CopyFrom(execution_out(outcome.next))
+        return response
 
 
 def notice_sender(client: MessagingClient) -> NoticeSender:

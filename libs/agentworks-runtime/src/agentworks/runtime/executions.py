@@ -353,7 +353,11 @@ class ExecutionWorker:
 
     async def _serve(self) -> None:
         backoff = Backoff()
-        while not self._stopping.is_set():
+        execution: f.Execution | None = None  # claimed by the last finish, to run next
+        while execution is not None or not self._stopping.is_set():
+            if execution is not None:
+                _, execution = await self._handle(execution, claim_next=True)
+                continue
             try:
                 execution = await self._claim()
             except _FATAL as exc:
@@ -372,8 +376,6 @@ class ExecutionWorker:
                 continue
             backoff.reset()
             self._touch_health()
-            if execution is not None:
-                await self.handle(execution)
 
     async def _claim(self) -> f.Execution | None:
         claim = asyncio.ensure_future(
@@ -400,25 +402,33 @@ class ExecutionWorker:
 
     async def handle(self, execution: f.Execution) -> ExecutionOutcome:
         """Run one claimed execution to its end (public so tests and runners can drive it)."""
+        outcome, _ = await self._handle(execution, claim_next=False)
+        return outcome
+
+    async def _handle(
+        self, execution: f.Execution, *, claim_next: bool
+    ) -> tuple[ExecutionOutcome, f.Execution | None]:
+        """Run one execution; with `claim_next`, its finish also claims the next one."""
         bound = self.log.bind(call_id=execution.call_id, function=execution.function)
         ctx = ExecutionContext(execution=execution, client=self.client, root=self.root, log=bound)
         bound.info("execution.started")
         current: dict[str, asyncio.Task[Any]] = {}
         heartbeat = asyncio.create_task(self._heartbeat(ctx, current))
         outcome = ExecutionOutcome(execution.call_id, "unknown")
+        next_execution = None
         try:
-            outcome = await self._rounds(ctx, current)
+            outcome, next_execution = await self._rounds(ctx, current, claim_next)
         finally:
             heartbeat.cancel()
             await asyncio.wait({heartbeat})
         bound.info("execution.finished", status=outcome.status, corrected=outcome.corrected)
         if self.on_finished is not None:
             self.on_finished(outcome)
-        return outcome
+        return outcome, next_execution
 
     async def _rounds(
-        self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]]
-    ) -> ExecutionOutcome:
+        self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]], claim_next: bool
+    ) -> tuple[ExecutionOutcome, f.Execution | None]:
         handler = self._handler_for(ctx.function)
         correction_round = 0
         while True:
@@ -436,12 +446,12 @@ class ExecutionWorker:
                 if ctx.stopped:
                     return ExecutionOutcome(
                         ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
-                    )
+                    ), None
                 if task.cancelled():
                     failed, error = True, "the handler was cancelled"
                 elif (exc := task.exception()) is not None:
                     if isinstance(exc, ExecutionStopped):
-                        return ExecutionOutcome(ctx.call_id, "cancelled")
+                        return ExecutionOutcome(ctx.call_id, "cancelled"), None
                     ctx.log.warning("execution.handler_failed", error=repr(exc))
                     failed, error = True, f"{type(exc).__name__}: {exc}"
                 else:
@@ -454,29 +464,35 @@ class ExecutionWorker:
             try:
                 if not failed and ctx.result_file.exists():
                     await ctx.upload_file(ctx.result_file.name)
+                # While serving, the finish also claims the next execution (none when
+                # stopping): one request per execution while work is queued.
+                targets = self.targets if claim_next and not self._stopping.is_set() else []
                 response = await ctx._retrying(
-                    lambda failed=failed, final=final, error=error, r=correction_round: (
+                    lambda failed=failed, final=final, error=error, r=correction_round, t=targets: (
                         self.client.finish_execution(
                             ctx.call_id,
                             final_message=final,
                             failed=failed,
                             error=error,
                             correction_round=r,
+                            claim_next=t,
+                            lease_seconds=self.lease_seconds,
                         )
                     )
                 )
             except ExecutionStopped:
                 return ExecutionOutcome(
                     ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
-                )
+                ), None
             if response.correction_requested and correction_round == 0:
                 correction_round = 1
                 ctx.correction_prompt = response.correction_prompt
                 ctx.log.info("execution.correction_turn")
                 continue
+            next_execution = response.next if response.HasField("next") else None
             return ExecutionOutcome(
                 ctx.call_id, response.status, corrected=correction_round == 1, error=exc
-            )
+            ), next_execution
 
     async def _heartbeat(
         self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]]

@@ -363,15 +363,24 @@ class FunctionsClient(ServiceClient):
         failed: bool = False,
         error: str = "",
         correction_round: int = 0,
+        claim_next: Iterable[str] = (),
+        lease_seconds: int = 0,
     ) -> f.FinishExecutionResponse:
-        """Report the execution's terminal outcome; may ask for the correction turn (F10)."""
-        return await self._unary(
-            "FinishExecution",
-            f.FinishExecutionRequest(
-                call_id=call_id,
-                final_message=final_message,
-                failed=failed,
-                error=error,
-                correction_round=correction_round,
-            ),
+        """Report the execution's terminal outcome; may ask for the correction turn (F10).
+
+        With `claim_next` (targets), a finish that ends the call also claims the next
+        execution of those targets, without waiting: `response.next` when one was ready.
+        """
+        request = f.FinishExecutionRequest(
+            call_id=call_id,
+            final_message=final_message,
+            failed=failed,
+            error=error,
+            correction_round=correction_round,
         )
+        targets = [target_ref(t) for t in claim_next]
+        if targets:
+            request.claim_next.CopyFrom(
+                f.ClaimExecutionRequest(targets=targets, lease_seconds=lease_seconds)
+            )
+        return await self._unary("FinishExecution", request)

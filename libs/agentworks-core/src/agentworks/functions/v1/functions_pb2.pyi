@@ -470,25 +470,29 @@ class AskInputResponse(_message.Message):
     def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
 
 class FinishExecutionRequest(_message.Message):
-    __slots__ = ("call_id", "failed", "final_message", "error", "correction_round")
+    __slots__ = ("call_id", "failed", "final_message", "error", "correction_round", "claim_next")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CORRECTION_ROUND_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NEXT_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     failed: bool
     final_message: str
     error: str
     correction_round: int
-    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ..., correction_round: _Optional[int] = ...) -> None: ...
+    claim_next: ClaimExecutionRequest
+    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ..., correction_round: _Optional[int] = ..., claim_next: _Optional[_Union[ClaimExecutionRequest, _Mapping]] = ...) -> None: ...
 
 class FinishExecutionResponse(_message.Message):
-    __slots__ = ("status", "correction_requested", "correction_prompt")
+    __slots__ = ("status", "correction_requested", "correction_prompt", "next")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CORRECTION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CORRECTION_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
     status: str
     correction_requested: bool
     correction_prompt: str
-    def __init__(self, status: _Optional[str] = ..., correction_requested: _Optional[bool] = ..., correction_prompt: _Optional[str] = ...) -> None: ...
+    next: Execution
+    def __init__(self, status: _Optional[str] = ..., correction_requested: _Optional[bool] = ..., correction_prompt: _Optional[str] = ..., next: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
