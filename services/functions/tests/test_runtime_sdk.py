@@ -95,7 +95,8 @@ async def test_sdk_runs_queued_calls_claimed_by_its_finishes_R1(
     alice = await clients("user:alice")
     before = claims()
     async with worker(functions, identity, handler, tmp_path, concurrency=1) as outcomes:
-        receipts = [await alice.call("crew:demo", echo, {"text": str(n)}) for n in range(4)]  # the limit
+        # As many calls as the running limit allows.
+        receipts = [await alice.call("crew:demo", echo, {"text": str(n)}) for n in range(4)]
         gate.set()
         done = [await asyncio.wait_for(outcomes.get(), 20) for _ in receipts]
         assert [o.call_id for o in done] == [r.call_id for r in receipts]

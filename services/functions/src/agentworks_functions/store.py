@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
-from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -340,10 +340,10 @@ class FunctionsStore:
     ) -> Receipt:
         """Insert a call if the retry key is new and the target has room (F4-F6).
 
-        Two statements in one transaction: (1) lock the target row, then insert the call
-        (the insert reads from the lock, so the lock always comes first); (2) count the
-        target's open calls, with a snapshot taken after the lock was granted, so every
-        call committed by an earlier holder is counted.
+        One statement in autocommit: `functions.create_call` (migration 0002) locks the
+        target row, inserts the call, and counts the target's open calls with a snapshot
+        taken after the lock was granted, so every call committed by an earlier holder is
+        counted; over the limit it raises AW001, which undoes the insert.
         """
         key = function.target
         values: dict[str, Any] = {
@@ -363,43 +363,27 @@ class FunctionsStore:
             "submission_key": submission_key,
             "request_hash": request_hash,
             "notify_conversation_id": notify_conversation_id,
+            "default_limit": self.default_running_limit,
         }
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):
             values[name] = Jsonb(values[name])
-        # BEGIN and both statements go out in one round trip; the count runs after the
-        # insert (and so after the lock), in the same transaction; COMMIT, or ROLLBACK
-        # when the call is refused, ends it.
-        async with (
-            self.db.raw() as pg,
-            pg.pipeline(),
-            pg.transaction(),
-            pg.cursor(row_factory=namedtuple_row) as inserting,
-            pg.cursor(row_factory=namedtuple_row) as counting,
-        ):
-            await inserting.execute(_INSERT_CALL, values)
-            await counting.execute(
-                _COUNT_OPEN,
-                {
-                    "id": call_id,
-                    "target_kind": key.kind,
-                    "target_name": key.name,
-                    "key": str(key),
-                },
-            )
-            first = await inserting.fetchone()
-            running = (await counting.fetchone()).running
-            if first.running_limit is None:
+        async with self.db.raw() as pg:
+            try:
+                row = await fetch_one(pg, _CREATE_CALL, values)
+            except psycopg.Error as exc:
+                if exc.sqlstate != BUSY_SQLSTATE:
+                    raise
+                running, limit = (exc.diag.message_detail or "0/0").split("/")
+                raise busy(key, int(running), int(limit)) from None
+            if row.running_limit is None:
                 raise NotFound(f"{key} is not registered with the functions service")
-            if first.inserted is None:
+            if not row.inserted:
                 # A twin with the same retry key committed first: recover it (F6).
                 row = await fetch_one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
                 if row.request_hash != request_hash:
                     raise submission_conflict(submission_key or "")
                 return Receipt(str(row.id), row.status, created=False)
-            limit = first.running_limit or self.default_running_limit
-            if running > limit:
-                raise busy(key, running - 1, limit)
         return Receipt(str(call_id), RUNNING, created=True)
 
     async def call_status(self, call_id: str) -> str | None:
@@ -1171,43 +1155,17 @@ WHERE t.kind = :kind AND t.name = :target_name
 """
 )
 
-# Call, statement 1: lock the target row, then (reading from the lock, so always after
-# it) insert the call unless its retry key exists.
-_INSERT_CALL = fixed_sql(
+# Call: see migrations/0002_create_call.sql.
+_CREATE_CALL = fixed_sql(
     """
-WITH target_lock AS (
-    SELECT running_limit FROM functions.targets
-    WHERE kind = :target_kind AND name = :target_name
-    FOR NO KEY UPDATE
-), inserted AS (
-    INSERT INTO functions.calls
-        (id, target_kind, target_name, function, caller, inputs, description, output_schema,
-         starts_work, workflow, variables, run_id, source, submission_key, request_hash,
-         notify_conversation_id, status)
-    SELECT :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
-           :output_schema, :starts_work, :workflow, :variables, :run_id, :source,
-           :submission_key, :request_hash, :notify_conversation_id, 'running'
-    FROM target_lock
-    ON CONFLICT (caller, submission_key) WHERE submission_key IS NOT NULL DO NOTHING
-    RETURNING id
-)
-SELECT (SELECT running_limit FROM target_lock) AS running_limit,
-       (SELECT id FROM inserted) AS inserted
+SELECT * FROM functions.create_call(
+    :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
+    :output_schema, :starts_work, :workflow, :variables, :run_id, :source, :submission_key,
+    :request_hash, :notify_conversation_id, :default_limit)
 """
 )
-
-# Call, statement 2 (fresh snapshot, taken after the lock): the target's open calls,
-# this one included; the notification is sent at commit, so never for a refused call.
-_COUNT_OPEN = fixed_sql(
-    """
-SELECT count(*) AS running,
-       (SELECT pg_notify('functions_executions', :key)
-        WHERE EXISTS (SELECT 1 FROM functions.calls WHERE id = :id)) AS notified
-FROM functions.calls
-WHERE target_kind = :target_kind AND target_name = :target_name
-  AND status IN ('running', 'waiting_for_input')
-"""
-)
+# What create_call raises when the target is at its running limit.
+BUSY_SQLSTATE = "AW001"
 
 # ClaimExecution for one target (the common case).
 _CLAIM_ONE = fixed_sql(
