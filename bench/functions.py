@@ -315,9 +315,10 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
     )
     report.notes.append(
         f"Call round trip: the {RUNTIMES} runtimes are `ExecutionWorker`s of the runtime "
-        "SDK, asyncio tasks in the benchmark process, each long-polling ClaimExecution; "
-        "the caller's Call waits for the call's end (`wait_seconds`, one request per round "
-        f"trip). procrastinate runs one worker with {RUNTIMES} concurrent slots in the same "
+        "SDK, asyncio tasks in the benchmark process, each long-polling ClaimExecution when "
+        "idle; under load each finish claims the runtime's next execution (`claim_next`). "
+        "The caller's Call waits for the call's end (`wait_seconds`): two requests per round "
+        f"trip. procrastinate runs one worker with {RUNTIMES} concurrent slots in the same "
         f"process. Throughput: {CALLERS} closed-loop callers; {ROUNDS} alternating rounds "
         "per system, median reported. CPU per round trip adds the CPU time of every "
         "process involved (a load-independent view of cost on this shared machine)."
