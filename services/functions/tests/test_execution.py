@@ -485,10 +485,15 @@ async def test_a_finish_can_claim_the_next_execution_R1_F10(
 
     response = await finish_claiming(runtime, second.call_id, claim_next=["crew:demo"])
     assert response.status == "completed" and not response.HasField("next")
+    # A retried finish (its answer was lost) still claims what is queued now.
+    third = await alice.call("crew:demo", echo, {"text": "3"})
+    response = await finish_claiming(runtime, second.call_id, claim_next=["crew:demo"])
+    assert response.status == "completed" and response.next.call_id == third.call_id
+    await runtime.finish_execution(third.call_id, final_message="done")
 
     # A correction request keeps the execution: nothing else is claimed with it.
     asked = await alice.call("crew:demo", summarize, {"text": "a b c"})
-    queued = await alice.call("crew:demo", echo, {"text": "3"})
+    queued = await alice.call("crew:demo", echo, {"text": "4"})
     execution = await runtime.claim_execution(["crew:demo"], wait_seconds=5)
     assert execution.call_id == asked.call_id
     response = await finish_claiming(runtime, asked.call_id, claim_next=["crew:demo"])

@@ -60,6 +60,7 @@ from agentworks_functions.schemas import (
 from agentworks_functions.store import (
     CALL_CHANNEL,
     EXECUTION_CHANNEL,
+    Claim,
     FunctionsStore,
     call_not_found,
     ended_key,
@@ -987,27 +988,30 @@ class FunctionsService:
         execution of those targets, as ClaimExecution would without waiting (R1): one
         request per execution instead of two while work is queued.
         """
-        lease = None
+        claim: Claim | None = None
         if claim_next is not None:
             check_claim_targets(identity, claim_next, "claim_next.targets")
             lease = self._lease(lease_seconds)
-        outcome = await self._finish(
+            # None while this replica shuts down: the runtime claims from another.
+            claim = None if self.draining.is_set() else Claim(claim_next, lease)
+        # The finish statement itself claims for one target; for several, a claim follows.
+        one_target = claim if claim is not None and len(claim.targets) == 1 else None
+        outcome, tried = await self._finish(
             identity,
             call_id=call_id,
             failed=failed,
             final_message=final_message,
             error=error,
             correction_round=correction_round,
+            claim=one_target,
         )
-        if not claim_next or lease is None or outcome.status in OPEN_STATUSES:
-            return outcome  # no claim asked, or the call goes on (the correction turn)
-        if self.draining.is_set():
-            return outcome  # this replica is shutting down: claim from another
-        call = await self.store.claim_execution(identity.principal, claim_next, lease)
-        if call is None:
-            return outcome
-        log.info("execution.claimed", call_id=call.id, target=str(call.target))
-        return dataclasses.replace(outcome, next=call)
+        if claim is not None and not tried and outcome.status not in OPEN_STATUSES:
+            # Not tried by the finish statement (several targets, or a retried finish).
+            call = await self.store.claim_execution(identity.principal, claim.targets, claim.lease)
+            outcome = dataclasses.replace(outcome, next=call)
+        if outcome.next is not None:
+            log.info("execution.claimed", call_id=outcome.next.id, target=str(outcome.next.target))
+        return outcome
 
     async def _finish(
         self,
@@ -1018,7 +1022,9 @@ class FunctionsService:
         final_message: str,
         error: str,
         correction_round: int,
-    ) -> FinishOutcome:
+        claim: Claim | None,
+    ) -> tuple[FinishOutcome, bool]:
+        """The finish; True when its statement already tried `claim` (one target)."""
         check_size(final_message, "final_message", MAX_FINAL_MESSAGE_BYTES)
         check_size(error, "error", MAX_ERROR_BYTES)
         if correction_round not in (0, 1):
@@ -1028,20 +1034,20 @@ class FunctionsService:
             # output schema and no completion notice ends as reported. Anything else
             # (a result to check, a notice to write, a retried or late finish) takes
             # the full path below.
-            status = await self.store.finish(
-                call_id, identity.principal, plain_ending(failed, final_message, error)
+            status, next_call = await self.store.finish(
+                call_id, identity.principal, plain_ending(failed, final_message, error), claim=claim
             )
             if status is not None:
                 log.info("execution.finished", call_id=call_id, status=status)
-                return FinishOutcome(status)
+                return FinishOutcome(status, next=next_call), claim is not None
         call = await self._execution(identity, call_id)
         if not call.is_open:
             if call.status in (CANCELLED, COMPLETED, FAILED):
-                return FinishOutcome(call.status)  # cancelled, or a retried finish
+                return FinishOutcome(call.status), False  # cancelled, or a retried finish
             raise PreconditionFailed(ended_message(call_id, call.status))
         if correction_round < call.correction_turns:
             # A retry of the first finish: the correction turn is already granted.
-            return FinishOutcome(call.status, True, call.correction_prompt or "")
+            return FinishOutcome(call.status, True, call.correction_prompt or ""), False
         if failed or call.output_schema is None:
             ending = plain_ending(failed, final_message, error)
         else:
@@ -1066,8 +1072,8 @@ class FunctionsService:
                 )
                 if granted:
                     log.info("execution.correction_requested", call_id=call_id)
-                    return FinishOutcome(RUNNING, True, prompt)
-                return FinishOutcome((await self.store.get_call(call_id)).status)
+                    return FinishOutcome(RUNNING, True, prompt), False
+                return FinishOutcome((await self.store.get_call(call_id)).status), False
             else:
                 ok, value = await off_loop(
                     call.output_schema, parse_valid_json, call.output_schema, final_message
@@ -1088,17 +1094,18 @@ class FunctionsService:
         notice = None
         if call.notify_conversation_id:
             notice = notice_text(dataclasses.replace(call, status=ending.status))
-        status = await self.store.finish(
+        status, next_call = await self.store.finish(
             call_id,
             identity.principal,
             ending,
             correction_turns=call.correction_turns,
             notice=notice,
+            claim=claim,
         )
         if status is None:  # it ended meanwhile (cancelled, interrupted)
             status = await self._ended_status(identity, call_id)
         log.info("execution.finished", call_id=call_id, status=status)
-        return FinishOutcome(status)
+        return FinishOutcome(status, next=next_call), claim is not None
 
     # --------------------------------------------------------------- background
 

@@ -20,6 +20,7 @@ Concurrency rests on PostgreSQL alone (P3):
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
@@ -72,6 +73,14 @@ NOTICE_CHANNEL = "functions_notices"  # payload: "due" — a completion notice t
 
 # Bytes of message or event text one status page carries at most (always >= 1 item).
 PAGE_TEXT_BUDGET = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim of the runtime's next execution, made with its finish (R1)."""
+
+    targets: Sequence[TargetKey]
+    lease: timedelta
 
 
 def ended_key(call_id: object) -> str:
@@ -926,15 +935,21 @@ class FunctionsStore:
         *,
         correction_turns: int | None = None,
         notice: str | None = None,
-    ) -> str | None:
-        """End an execution the runtime finished; the status it ended with, or None.
+        claim: Claim | None = None,
+    ) -> tuple[str | None, Call | None]:
+        """End an execution the runtime finished: (the status it ended with, or None;
+        the runtime's next execution, claimed for `claim`, or None).
 
         One statement: the guarded UPDATE ends the call only while it is open, held by
         this runtime and in the expected correction round (so it ends exactly once); the
-        completion notice (F13, text `notice`) is written by the same statement. Without
-        `correction_turns` it ends only a plain call: no output schema, no notice, no
-        correction turn. None when nothing was ended.
+        completion notice (F13, text `notice`) is written by the same statement, and so is
+        the claim of the oldest unclaimed call of the claim's one target (only if the call
+        ended). Without `correction_turns` it ends only a plain call: no output schema, no
+        notice, no correction turn.
         """
+        if claim is not None and len(claim.targets) != 1:
+            raise ValueError("a finish claims for one target; use claim_execution for more")
+        key = claim.targets[0] if claim is not None else None
         async with self.db.raw() as pg:
             row = await fetch_one(
                 pg,
@@ -950,9 +965,13 @@ class FunctionsStore:
                     "result": None if ending.result is None else Jsonb(ending.result),
                     "error": ending.error,
                     "notice_text": notice or "",
+                    "claim": key is not None,
+                    "claim_kind": key.kind if key else "",
+                    "claim_name": key.name if key else "",
+                    "lease": claim.lease if claim is not None else timedelta(0),
                 },
             )
-        return row.ended_status
+        return row.ended_status, _call(row) if row.id is not None else None
 
     async def interrupt_expired(self, notice_text: Callable, batch: int = 100) -> int:
         """Executions whose lease ran out end `interrupted`, never restarted (F12)."""
@@ -1101,12 +1120,30 @@ WITH ended AS (
     FROM ended WHERE notify_conversation_id IS NOT NULL
     ON CONFLICT DO NOTHING
     RETURNING call_id
+), oldest AS (
+    -- With :claim, once the call ended: the runtime's next execution, as _CLAIM_ONE.
+    SELECT id FROM functions.calls
+    WHERE :claim AND EXISTS (SELECT 1 FROM ended)
+      AND target_kind = :claim_kind AND target_name = :claim_name AND status = 'running'
+      AND runtime IS NULL
+    ORDER BY created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE functions.calls c
+    SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
+        version = c.version + 1
+    FROM oldest WHERE c.id = oldest.id
+    RETURNING c.*
 )
 SELECT (SELECT status FROM ended) AS ended_status,
        (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM ended) AS call_notified,
        (SELECT pg_notify('functions_calls', CAST(id AS text) || ' ended') FROM ended)
            AS end_notified,
-       (SELECT pg_notify('functions_notices', 'due') FROM notice) AS notice_notified
+       (SELECT pg_notify('functions_notices', 'due') FROM notice) AS notice_notified,
+       (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM claimed) AS claim_notified,
+       claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true
 """
 )
 
