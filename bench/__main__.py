@@ -167,6 +167,15 @@ OPTIMISATIONS = [
     "0.41-0.43 ms; share of the RPC floor 0.31-0.36 -> 0.44-0.48 in the same runs), and a "
     "batch travels as one JSON parameter instead of 14 arrays (client CPU per 3-send "
     "batch 0.65 -> 0.44 ms).",
+    "Tried and not kept (no gain beyond the noise, measured back to back): two "
+    "processes per service behind round robin, for the messaging service and the floor "
+    "alike (sends are CPU-bound on this 2-core machine: 1.84 cores busy at 900 msg/s, "
+    "and each process's batches get smaller); uvloop as the event loop (grpc.aio polls "
+    "on its own thread, so the loop is not where the time goes); yielding once before "
+    "taking a batch (3.5 -> 5 sends per batch, throughput within the noise). Hot "
+    "statements are prepared by psycopg after their fifth run (its default), and a "
+    "generic plan is used: forcing custom plans made the send statement cost 3x the "
+    "database CPU.",
     "Where the call round trip's CPU goes now (py-spy, per-process CPU): about 4 ms in "
     "the functions service, of which about a third is grpc.aio's own machinery (its poller "
     "thread and per-request tasks); about 2 ms in PostgreSQL for five statements; about "
