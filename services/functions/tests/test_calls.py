@@ -39,6 +39,40 @@ async def test_invalid_inputs_list_every_violation_and_create_nothing_F3_P6(
     assert await count_calls(database_url) == 0
 
 
+async def test_calls_are_checked_against_the_declaration_as_it_is_now_F1_F3(
+    clients, owner, echo, echo_schema, start_functions, identity, database_url
+):
+    """F1 F3: after an owner re-declares or removes a function, through this replica or
+    another, the next call is checked against what is declared now (the service keeps
+    declarations it has read, and confirms them when it stores the call)."""
+    other = await start_functions()  # a second replica: its declarations are its own
+    alice = await clients("user:alice")
+    elsewhere = await clients("user:alice", address=other.address)
+    for caller in (alice, elsewhere):
+        await caller.call("crew:demo", echo, {"text": "a", "count": 1})
+    before = await count_calls(database_url)
+
+    strict = {**echo_schema, "properties": {"text": {"type": "string"}}}
+    await owner.declare_function("crew:demo", echo, input_schema=strict, allowed_callers=["user:*"])
+    for caller in (alice, elsewhere):
+        with pytest.raises(errors.InvalidArgument, match="inputs.count: unknown"):
+            await caller.call("crew:demo", echo, {"text": "a", "count": 1})
+        await caller.call("crew:demo", echo, {"text": "a"})
+    assert await count_calls(database_url) == before + 2
+
+    await owner.declare_function(
+        "crew:demo", echo, input_schema=strict, allowed_callers=["user:bob"]
+    )
+    for caller in (alice, elsewhere):
+        with pytest.raises(errors.NotFound, match="not found on crew:demo"):
+            await caller.call("crew:demo", echo, {"text": "a"})
+    await owner.remove_function("crew:demo", echo)
+    bob = await clients("user:bob")
+    with pytest.raises(errors.NotFound, match="not found on crew:demo"):
+        await bob.call("crew:demo", echo, {"text": "a"})
+    assert await count_calls(database_url) == before + 2
+
+
 async def test_each_call_gets_a_new_call_id_and_its_own_execution_and_folder_F4(
     clients, echo, runtime
 ):
