@@ -55,7 +55,7 @@ async def test_calls_are_checked_against_the_declaration_as_it_is_now_F1_F3(
     strict = {**echo_schema, "properties": {"text": {"type": "string"}}}
     await owner.declare_function("crew:demo", echo, input_schema=strict, allowed_callers=["user:*"])
     for caller in (alice, elsewhere):
-        with pytest.raises(errors.InvalidArgument, match="inputs.count: unknown"):
+        with pytest.raises(errors.InvalidArgument, match=r"inputs\.count: unknown"):
             await caller.call("crew:demo", echo, {"text": "a", "count": 1})
         await caller.call("crew:demo", echo, {"text": "a"})
     assert await count_calls(database_url) == before + 2

@@ -605,7 +605,7 @@ class FunctionsStore:
         (another runtime was faster) costs one round trip.
         """
         if len(keys) == 1:
-            params = {"kind": keys[0].kind, "name": keys[0].name, "runtime": runtime}
+            params = {"claim_kind": keys[0].kind, "claim_name": keys[0].name, "runtime": runtime}
             async with self.db.raw() as pg:
                 row = await fetch_one(pg, _CLAIM_ONE, {**params, "lease": lease})
             return _call(row) if row is not None else None
@@ -1098,6 +1098,23 @@ def submission_conflict(submission_key: str) -> Conflict:
 # written with psycopg placeholders.
 
 
+# Claim the oldest unclaimed call of one target (:claim_kind, :claim_name) for :runtime,
+# skipping rows other claims hold: ClaimExecution, and a finish that claims the next.
+_CLAIM_CTES = """oldest AS (
+    SELECT id FROM functions.calls
+    WHERE {only_if} target_kind = :claim_kind AND target_name = :claim_name
+      AND status = 'running' AND runtime IS NULL
+    ORDER BY created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE functions.calls c
+    SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
+        version = c.version + 1
+    FROM oldest WHERE c.id = oldest.id
+    RETURNING c.*
+)"""
+
 # FinishExecution: end the call once (guarded by status, runtime and correction round),
 # queue its completion notice in the same statement, and wake its status waiters.
 _FINISH = fixed_sql(
@@ -1120,22 +1137,9 @@ WITH ended AS (
     FROM ended WHERE notify_conversation_id IS NOT NULL
     ON CONFLICT DO NOTHING
     RETURNING call_id
-), oldest AS (
-    -- With :claim, once the call ended: the runtime's next execution, as _CLAIM_ONE.
-    SELECT id FROM functions.calls
-    WHERE :claim AND EXISTS (SELECT 1 FROM ended)
-      AND target_kind = :claim_kind AND target_name = :claim_name AND status = 'running'
-      AND runtime IS NULL
-    ORDER BY created_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE functions.calls c
-    SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
-        version = c.version + 1
-    FROM oldest WHERE c.id = oldest.id
-    RETURNING c.*
-)
+), """
+    + _CLAIM_CTES.format(only_if=":claim AND EXISTS (SELECT 1 FROM ended) AND")
+    + """
 SELECT (SELECT status FROM ended) AS ended_status,
        (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM ended) AS call_notified,
        (SELECT pg_notify('functions_calls', CAST(id AS text) || ' ended') FROM ended)
@@ -1206,21 +1210,9 @@ BUSY_SQLSTATE = "AW001"
 
 # ClaimExecution for one target (the common case).
 _CLAIM_ONE = fixed_sql(
-    """
-WITH oldest AS (
-    SELECT id FROM functions.calls
-    WHERE target_kind = :kind AND target_name = :name AND status = 'running'
-      AND runtime IS NULL
-    ORDER BY created_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE functions.calls c
-    SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
-        version = c.version + 1
-    FROM oldest WHERE c.id = oldest.id
-    RETURNING c.*
-)
+    "WITH "
+    + _CLAIM_CTES.format(only_if="")
+    + """
 SELECT claimed.*, pg_notify('functions_calls', CAST(claimed.id AS text)) AS notified
 FROM claimed
 """
