@@ -87,14 +87,16 @@ async def send_throughput(procs: Processes, report: Report, seconds: float) -> N
 
             await rate(send, concurrency, 1.0)  # warm up pools and prepared plans
             # Short alternating rounds, medians: a checkpoint or a burst of load from
-            # elsewhere lands on all three alike instead of on one of them.
+            # elsewhere lands on all three alike instead of on one of them. The order
+            # turns each round, so none always runs right after the same one (the
+            # database floor's burst of commits used to precede every send round).
             floors: list[float] = []
             db_floors: list[float] = []
             sent: list[float] = []
-            for _ in range(ROUNDS):
-                floors.append(await rate(floor_call, concurrency, seconds / ROUNDS))
-                db_floors.append(await rate(insert, concurrency, seconds / ROUNDS))
-                sent.append(await rate(send, concurrency, seconds / ROUNDS))
+            kinds = [(floor_call, floors), (insert, db_floors), (send, sent)]
+            for n in range(ROUNDS):
+                for op, results in kinds[n % 3 :] + kinds[: n % 3]:
+                    results.append(await rate(op, concurrency, seconds / ROUNDS))
             rpc_floor, db_floor, sends = median(floors), median(db_floors), median(sent)
             for c in conns:
                 await c.close()
@@ -123,8 +125,8 @@ async def send_throughput(procs: Processes, report: Report, seconds: float) -> N
             )
     report.notes.append(
         f"Send throughput: the RPC floor, the database floor and sends alternate in {ROUNDS} "
-        f"rounds of {seconds / ROUNDS:g} s at each concurrency; each figure is the median of "
-        "its rounds."
+        f"rounds of {seconds / ROUNDS:g} s at each concurrency, in an order that turns each "
+        "round; each figure is the median of its rounds."
     )
 
 
