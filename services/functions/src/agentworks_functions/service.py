@@ -589,7 +589,7 @@ class FunctionsService:
             if identity.principal not in (view.call.caller, owner):
                 raise call_not_found(call_id)
             if until_ended:
-                return await self._until_ended(waiter, call_id, deadline, view, page)
+                return await self._until_ended(waiter, call_id, deadline, view, page) or view
             baseline = view.call.version if seen_version is None else seen_version
             while (
                 wait_seconds
