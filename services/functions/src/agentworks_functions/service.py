@@ -484,12 +484,16 @@ class FunctionsService:
                 if source
                 else submission_id
             )
-        digest = request_hash(
-            str(target),
-            function,
-            inputs,
-            notify_conversation_id,
-            source.as_json() if source else None,
+        digest = (
+            request_hash(
+                str(target),
+                function,
+                inputs,
+                notify_conversation_id,
+                source.as_json() if source else None,
+            )
+            if submission_key
+            else ""  # no retry key: nothing to compare a retry with
         )
         if submission_key:
             found = await self.store.find_submission(identity.principal, submission_key)

@@ -202,7 +202,11 @@ class MessagingService:
             raise InvalidArgument("channel app is for people in the app (user principals) only")
         # C8: the switch refuses programmatic messages; a person's app chat still gets through.
         refuse = channel != "app"
-        digest = request_hash(str(target) if target else inbox_id, text, parts, channel)
+        digest = (
+            request_hash(str(target) if target else inbox_id, text, parts, channel)
+            if submission_id
+            else ""  # no retry key: nothing to compare a retry with
+        )
         if target is not None:
             receipt = await self.store.send_new(
                 principal=identity.principal,
@@ -255,7 +259,7 @@ class MessagingService:
             text=text,
             parts=parts,
             submission_id=submission_id,
-            request_hash=request_hash(inbox_id, text, parts),
+            request_hash=request_hash(inbox_id, text, parts) if submission_id else "",
         )
         log.info("reply.sent", message_id=receipt.message_id, conversation_id=conversation_id)
         return receipt
