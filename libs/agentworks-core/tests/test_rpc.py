@@ -1,0 +1,106 @@
+"""The server interceptor every service runs (A2, P4), over a real gRPC socket.
+
+A small generic service on the shared `GrpcServer` answers by the request's bytes:
+fine, a refusal (`AgentWorksError`), or an unexpected exception. Each case is called
+twice, because the interceptor builds a method's wrapped handler on its first request
+and reuses it after.
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+import structlog
+from prometheus_client import REGISTRY
+
+from agentworks.core import errors
+from agentworks.core.identity import METADATA_KEY, current_identity, mint
+from agentworks.core.rpc import REQUEST_ID_KEY, GrpcServer
+
+SERVICE = "agentworks.test.Echo"
+METHOD = f"/{SERVICE}/Echo"
+
+
+async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    if request == b"refuse":
+        raise errors.NotFound("nothing called that here")
+    if request == b"break":
+        raise RuntimeError("a bug")
+    context_vars = structlog.contextvars.get_contextvars()
+    return f"{current_identity.get().principal} {context_vars['request_id']}".encode()
+
+
+def _register(server: grpc.aio.Server) -> None:
+    handler = grpc.unary_unary_rpc_method_handler(_echo)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, {"Echo": handler}),)
+    )
+
+
+@pytest.fixture
+async def echo(internal_key):
+    server = GrpcServer(
+        name="echo",
+        listen="127.0.0.1:0",
+        internal_key=internal_key,
+        register=_register,
+        service_names=[SERVICE],
+    )
+    port = await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield channel
+    await server.stop(0)
+
+
+def _count(code: str) -> float:
+    labels = {"service": "echo", "method": "Echo", "code": code}
+    return REGISTRY.get_sample_value("agentworks_rpc_requests_total", labels) or 0.0
+
+
+async def test_every_request_is_checked_counted_and_mapped_A2_P4(echo, internal_key):
+    """A2 P4: on every request, not only a method's first: the identity is checked, the
+    request id given is bound for logs (and answered in an internal error), refusals map
+    to their status code, and each outcome is counted by method and code."""
+    call = echo.unary_unary(METHOD)
+    signed = ((METADATA_KEY, mint("user:alice", internal_key)),)
+    before = {code: _count(code) for code in ("OK", "NOT_FOUND", "INTERNAL", "UNAUTHENTICATED")}
+
+    for n in range(2):
+        request_id = f"req-{n}"
+        answer = await call(b"hello", metadata=(*signed, (REQUEST_ID_KEY, request_id)))
+        assert answer == f"user:alice {request_id}".encode()
+
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(b"refuse", metadata=signed)
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        assert refused.value.details() == "nothing called that here"
+
+        with pytest.raises(grpc.aio.AioRpcError) as broken:
+            await call(b"break", metadata=(*signed, (REQUEST_ID_KEY, request_id)))
+        assert broken.value.code() == grpc.StatusCode.INTERNAL
+        assert broken.value.details() == f"internal error (request_id={request_id})"
+
+        with pytest.raises(grpc.aio.AioRpcError) as stranger:
+            await call(b"hello", metadata=((METADATA_KEY, mint("user:alice", "x" * 40)),))
+        assert stranger.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    for code, value in before.items():
+        assert _count(code) == value + 2, code
+
+
+async def test_a_request_without_a_request_id_gets_its_own_P4(echo, internal_key):
+    """P4: a request that brings no request id is given a fresh one for its logs."""
+    call = echo.unary_unary(METHOD)
+    signed = ((METADATA_KEY, mint("user:bob", internal_key)),)
+    first, second = [(await call(b"hello", metadata=signed)).decode().split() for _ in "ab"]
+    assert first[0] == second[0] == "user:bob"
+    assert len(first[1]) == 32 and first[1] != second[1]
+
+
+async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, internal_key):
+    """P4: a method the service does not have is UNIMPLEMENTED, however often it is asked."""
+    signed = ((METADATA_KEY, mint("user:alice", internal_key)),)
+    for _ in range(2):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await echo.unary_unary(f"/{SERVICE}/Nope")(b"", metadata=signed)
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
