@@ -332,7 +332,8 @@ def declared_patterns(schema: Any, where: str = "") -> Iterator[tuple[str, str]]
             for name, subschema in schema[keyword].items():
                 yield from declared_patterns(subschema, _join(where, keyword, name))
     for keyword in _SCHEMA_ONE:
-        yield from declared_patterns(schema.get(keyword), _join(where, keyword))
+        if keyword in schema:  # (a Call walks its schema: no work for absent keywords)
+            yield from declared_patterns(schema[keyword], _join(where, keyword))
     for keyword in _SCHEMA_LISTS:
         if isinstance(schema.get(keyword), list):
             for index, subschema in enumerate(schema[keyword]):
