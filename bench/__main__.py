@@ -191,6 +191,10 @@ OPTIMISATIONS = [
     "0.94-1.03 ms, floor server CPU per request 0.61-0.71 -> 0.50-0.62 ms, functions CPU "
     "per call round trip 5.6-5.7 -> 4.2-5.3 ms. The floor gains as much as the send does, "
     "so the send's share of the floor moves within the noise (0.42-0.54 in those runs).",
+    "functions: the walk that looks for `pattern` keywords before each Call's input check "
+    "(patterns run on RE2 in a thread) built a path string for every keyword a schema "
+    "could have; it now visits only those present: 33 -> 5 us per Call for the "
+    "benchmark's schema, about 1% of the service's CPU per round trip.",
     "Looked at and left: the messaging sweep (one statement a second) showed up in a "
     "sampled profile, but sweeping every 60 s instead of every 1 s changed nothing "
     "measurable; psycopg's `PQsendQueryPrepared` looked expensive in profiles that count "
