@@ -91,3 +91,15 @@ class Transcript:
     next_cursor: str
     target: TargetKey
     inbox_id: str
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """A delivery to put into a conversation's turn queue, checked (S6, F13)."""
+
+    conversation_id: str
+    kind: str
+    text: str
+    payload: bytes | None
+    attributes: dict[str, Any] | None
+    idempotency_key: str

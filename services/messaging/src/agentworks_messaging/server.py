@@ -12,7 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core.db import Database
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import AgentWorksError, InvalidArgument
 from agentworks.core.identity import caller
 from agentworks.core.rpc import GrpcServer
 from agentworks.core.service import Running, main_for, prepare_database
@@ -20,8 +20,8 @@ from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks_messaging.config import Config
 from agentworks_messaging.metrics import start_refresh
-from agentworks_messaging.models import Delivery, Message, Target, TargetKey, Turn
-from agentworks_messaging.service import MessagingService, check_target
+from agentworks_messaging.models import Delivery, Message, NewDelivery, Target, TargetKey, Turn
+from agentworks_messaging.service import MessagingService, check_delivery, check_target
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
@@ -249,20 +249,44 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return pb.CompleteTurnResponse()
 
     async def EnqueueDelivery(self, request, context):
-        kind = _DELIVERY_KIND_IN.get(request.kind, "")
-        attributes = (
-            json_in(request.attributes, "attributes") if request.HasField("attributes") else None
-        )
-        delivery_id, created = await self.service.enqueue_delivery(
-            caller(),
-            conversation_id=request.conversation_id,
-            kind=kind,
-            text=request.text,
-            payload=request.payload,
-            attributes=attributes,
-            idempotency_key=request.idempotency_key,
-        )
+        fields = _delivery_in(request)
+        delivery_id, created = await self.service.enqueue_delivery(caller(), **fields)
         return pb.EnqueueDeliveryResponse(delivery_id=delivery_id, created=created)
+
+    async def EnqueueDeliveries(self, request, context):
+        items: list[NewDelivery | AgentWorksError] = []
+        for item in request.items:
+            try:
+                items.append(check_delivery(**_delivery_in(item)))
+            except AgentWorksError as exc:
+                items.append(exc)
+        outcomes = await self.service.enqueue_deliveries(caller(), items)
+        return pb.EnqueueDeliveriesResponse(results=[_result_out(o) for o in outcomes])
+
+
+def _delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
+    attributes = (
+        json_in(request.attributes, "attributes") if request.HasField("attributes") else None
+    )
+    return {
+        "conversation_id": request.conversation_id,
+        "kind": _DELIVERY_KIND_IN.get(request.kind, ""),
+        "text": request.text,
+        "payload": request.payload,
+        "attributes": attributes,
+        "idempotency_key": request.idempotency_key,
+    }
+
+
+def _result_out(outcome: tuple[str, bool] | AgentWorksError) -> pb.EnqueueDeliveryResult:
+    if isinstance(outcome, AgentWorksError):
+        return pb.EnqueueDeliveryResult(
+            error=pb.ItemError(code=outcome.code.value[0], message=outcome.message)
+        )
+    delivery_id, created = outcome
+    return pb.EnqueueDeliveryResult(
+        delivered=pb.EnqueueDeliveryResponse(delivery_id=delivery_id, created=created)
+    )
 
 
 async def _sweep(service: MessagingService, store: MessagingStore, config: Config) -> None:

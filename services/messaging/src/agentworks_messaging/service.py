@@ -16,10 +16,11 @@ from typing import Any
 import structlog
 
 from agentworks.core.db import Listener
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
 from agentworks.core.identity import Identity, check_principal
 from agentworks_messaging.models import (
     Message,
+    NewDelivery,
     Page,
     Receipt,
     Target,
@@ -37,6 +38,7 @@ MAX_PARTS_BYTES = 256 * 1024
 MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_SUBMISSION_ID = 200
 MAX_IDEMPOTENCY_KEY = 200
+MAX_DELIVERIES_PER_REQUEST = 500
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, 100
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 MAX_WAIT_SECONDS = 25
@@ -363,55 +365,107 @@ class MessagingService:
 
     # --------------------------------------------------------------- deliveries
 
-    async def enqueue_delivery(
-        self,
-        identity: Identity,
-        *,
-        conversation_id: str,
-        kind: str,
-        text: str,
-        payload: bytes,
-        attributes: dict[str, Any] | None,
-        idempotency_key: str,
-    ) -> tuple[str, bool]:
+    async def enqueue_delivery(self, identity: Identity, **fields: Any) -> tuple[str, bool]:
         """Queue a wake-up, schedule prompt, webhook event or completion notice (S6, F13)."""
-        if not (identity.is_service or identity.is_operator):
-            raise PermissionDenied("only platform services may enqueue deliveries")
-        if kind not in DELIVERY_KINDS or kind == "message":
-            raise InvalidArgument(
-                "kind must be one of wake_up, schedule, webhook, function_completed"
-            )
-        if not idempotency_key:
-            raise InvalidArgument("idempotency_key is required: one key per occurrence")
-        if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-            raise InvalidArgument(
-                f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters"
-            )
-        if len(text.encode()) > MAX_TEXT_BYTES:
-            raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
-        for field, value in (
-            ("idempotency_key", idempotency_key),
-            ("text", text),
-            ("attributes", attributes),
-        ):
-            check_no_nul(value, field)
-        if len(payload) > MAX_PAYLOAD_BYTES:
-            raise InvalidArgument(
-                f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
-            )
-        delivery_id, created = await self.store.enqueue_delivery(
-            conversation_id=conversation_id,
-            kind=kind,
-            text=text,
-            payload=payload or None,
-            attributes=attributes,
-            idempotency_key=idempotency_key,
-        )
+        _check_enqueuer(identity)
+        delivery = check_delivery(**fields)
+        [outcome] = await self.store.enqueue_deliveries([delivery])
+        if isinstance(outcome, AgentWorksError):
+            raise outcome
+        delivery_id, created = outcome
         log.info(
             "delivery.enqueued",
             delivery_id=delivery_id,
-            conversation_id=conversation_id,
-            kind=kind,
+            conversation_id=delivery.conversation_id,
+            kind=delivery.kind,
             created=created,
         )
         return delivery_id, created
+
+    async def enqueue_deliveries(
+        self, identity: Identity, items: Sequence[NewDelivery | AgentWorksError]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        """Queue many deliveries in one statement; each item succeeds or fails alone.
+
+        `items` are checked deliveries, or the error an item's checks already gave.
+        """
+        _check_enqueuer(identity)
+        if not 1 <= len(items) <= MAX_DELIVERIES_PER_REQUEST:
+            raise InvalidArgument(
+                f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}"
+            )
+        outcomes: list[tuple[str, bool] | AgentWorksError] = list(items)  # type: ignore[arg-type]
+        first: dict[str, int] = {}
+        todo: list[int] = []
+        for n, item in enumerate(items):
+            if isinstance(item, AgentWorksError):
+                continue
+            if item.idempotency_key in first:
+                outcomes[n] = InvalidArgument(
+                    f"idempotency_key {item.idempotency_key!r} appears twice in this "
+                    f"request (items {first[item.idempotency_key]} and {n}); one key per "
+                    "occurrence"
+                )
+                continue
+            first[item.idempotency_key] = n
+            todo.append(n)
+        if todo:
+            stored = await self.store.enqueue_deliveries([items[n] for n in todo])  # type: ignore[misc]
+            for n, outcome in zip(todo, stored, strict=True):
+                outcomes[n] = outcome
+        failed = [o for o in outcomes if isinstance(o, AgentWorksError)]
+        created = sum(1 for o in outcomes if isinstance(o, tuple) and o[1])
+        log.info(
+            "deliveries.enqueued",
+            count=len(items),
+            created=created,
+            duplicates=len(items) - created - len(failed),
+            failed=len(failed),
+        )
+        for n, outcome in enumerate(outcomes):
+            if isinstance(outcome, AgentWorksError):
+                log.warning("delivery.refused", item=n, error=outcome.message)
+        return outcomes
+
+
+def _check_enqueuer(identity: Identity) -> None:
+    if not (identity.is_service or identity.is_operator):
+        raise PermissionDenied("only platform services may enqueue deliveries")
+
+
+def check_delivery(
+    *,
+    conversation_id: str,
+    kind: str,
+    text: str,
+    payload: bytes,
+    attributes: dict[str, Any] | None,
+    idempotency_key: str,
+) -> NewDelivery:
+    """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong."""
+    if kind not in DELIVERY_KINDS or kind == "message":
+        raise InvalidArgument("kind must be one of wake_up, schedule, webhook, function_completed")
+    if not idempotency_key:
+        raise InvalidArgument("idempotency_key is required: one key per occurrence")
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters")
+    if len(text.encode()) > MAX_TEXT_BYTES:
+        raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
+    for field, value in (
+        ("idempotency_key", idempotency_key),
+        ("text", text),
+        ("attributes", attributes),
+    ):
+        check_no_nul(value, field)
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise InvalidArgument(
+            f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )
+    return NewDelivery(
+        conversation_id=conversation_id,
+        kind=kind,
+        text=text,
+        payload=payload or None,
+        attributes=attributes,
+        idempotency_key=idempotency_key,
+    )

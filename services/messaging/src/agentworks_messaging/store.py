@@ -8,6 +8,7 @@ lets replicas claim turns and sweep leases without stepping on each other, and
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Sequence
@@ -23,11 +24,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentworks.core.batching import Batcher
 from agentworks.core.db import Database, fetch_one, fixed_sql, notify
-from agentworks.core.errors import Conflict, NotFound, PreconditionFailed
+from agentworks.core.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
 from agentworks_messaging import tables as t
 from agentworks_messaging.models import (
     Delivery,
     Message,
+    NewDelivery,
     Page,
     Receipt,
     Target,
@@ -584,59 +586,65 @@ class MessagingStore:
 
     # --------------------------------------------------------------- deliveries
 
-    async def enqueue_delivery(self, **kwargs: Any) -> tuple[str, bool]:
-        """Queue a delivery once per idempotency key (S6, F13); (delivery_id, created)."""
-        try:
-            return await self._enqueue_once(**kwargs)
-        except _RetryEnqueue:
-            # A concurrent request with the same key committed first; now we see it.
-            return await self._enqueue_once(**kwargs)
+    async def enqueue_deliveries(
+        self, items: Sequence[NewDelivery]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        """Queue deliveries once per idempotency key, all in one statement (S6, F13).
 
-    async def _enqueue_once(
-        self,
-        *,
-        conversation_id: str,
-        kind: str,
-        text: str,
-        payload: bytes | None,
-        attributes: dict[str, Any] | None,
-        idempotency_key: str,
-    ) -> tuple[str, bool]:
-        conv_uuid = _uuid(conversation_id, "conversation")
-        delivery_id = uuid.uuid4()
-        try:
-            async with self.db.raw() as pg:
-                row = await fetch_one(
-                    pg,
-                    _ENQUEUE,
-                    {
-                        "conversation_id": conv_uuid,
-                        "delivery_id": delivery_id,
-                        "kind": kind,
-                        "text": text,
-                        "payload": payload,
-                        "attributes": _json(attributes),
-                        "key": idempotency_key,
-                    },
-                )
-        except psycopg.errors.UniqueViolation as exc:
-            # A concurrent request with the same key committed first; nothing of this
-            # statement was stored.
-            raise _RetryEnqueue() from exc
-        if row.existing_id is not None:
-            if row.existing_conversation != conv_uuid:
-                raise Conflict(
-                    f"idempotency_key {idempotency_key!r} was already used for another "
-                    "conversation; keys must be unique per occurrence"
-                )
-            return str(row.existing_id), False
-        if not row.stored:
-            raise NotFound(f"conversation {conversation_id!r} not found")
-        return str(delivery_id), True
-
-
-class _RetryEnqueue(Exception):
-    """Raised inside the transaction to roll it back when a concurrent twin committed."""
+        One outcome per item, in order: (delivery_id, created), or the error that item
+        alone failed with (nothing of it stored). Keys must differ within `items`.
+        """
+        outcomes: list[tuple[str, bool] | AgentWorksError] = []
+        rows: list[dict[str, Any]] = []
+        for n, item in enumerate(items):
+            try:
+                conversation = _uuid(item.conversation_id, "conversation")
+            except NotFound as exc:
+                outcomes.append(exc)
+                continue
+            delivery_id = str(uuid.uuid4())
+            outcomes.append((delivery_id, True))
+            rows.append(
+                {
+                    "n": n,
+                    "conversation_id": str(conversation),
+                    "delivery_id": delivery_id,
+                    "kind": item.kind,
+                    "text": item.text,
+                    "payload": None
+                    if item.payload is None
+                    else base64.b64encode(item.payload).decode(),
+                    "attributes": item.attributes,
+                    "key": item.idempotency_key,
+                }
+            )
+        if not rows:
+            return outcomes
+        for attempt in range(3):
+            try:
+                async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+                    await cur.execute(_ENQUEUE, {"items": json.dumps(rows)})
+                    results = await cur.fetchall()
+                break
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+                # A concurrent request with one of these keys committed first (or the
+                # database broke a lock cycle): nothing was stored; the next attempt
+                # sees the committed deliveries as existing.
+                if attempt == 2:
+                    raise
+        for row in results:
+            item = items[row.n]
+            if row.existing_id is not None:
+                if row.other_conversation:
+                    outcomes[row.n] = Conflict(
+                        f"idempotency_key {item.idempotency_key!r} was already used for "
+                        "another conversation; keys must be unique per occurrence"
+                    )
+                else:
+                    outcomes[row.n] = (str(row.existing_id), False)
+            elif not row.stored:
+                outcomes[row.n] = NotFound(f"conversation {item.conversation_id!r} not found")
+        return outcomes
 
 
 def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
@@ -817,29 +825,50 @@ SELECT EXISTS (SELECT 1 FROM msg) AS stored,
 # claimers if no turn is running. A concurrent twin with the same key makes the INSERT
 # fail with a unique violation, which aborts the whole statement: nothing is stored and
 # the caller retries, now finding the twin (C10, S6, F13).
+# Queue deliveries given as one JSON array of objects (payload in base64), one result
+# row per item. Conversations are locked in id order (two batches never wait on each
+# other in a cycle); each gets its new positions in one UPDATE, in item order.
 _ENQUEUE = fixed_sql(
     """
-WITH existing AS (
-    SELECT id, conversation_id FROM messaging.deliveries WHERE idempotency_key = :key
+WITH input AS (
+    SELECT * FROM json_to_recordset(CAST(:items AS json)) AS (
+        n integer, conversation_id uuid, delivery_id uuid, kind text, text text,
+        payload text, attributes jsonb, key text)
+), existing AS (
+    SELECT i.n, d.id, d.conversation_id <> i.conversation_id AS other_conversation
+    FROM input i JOIN messaging.deliveries d ON d.idempotency_key = i.key
+), fresh AS (
+    SELECT i.*, row_number() OVER (PARTITION BY i.conversation_id ORDER BY i.n) AS k
+    FROM input i WHERE i.n NOT IN (SELECT n FROM existing)
+), locked AS (
+    SELECT c.id FROM messaging.conversations c
+    WHERE c.id IN (SELECT conversation_id FROM fresh)
+    ORDER BY c.id
+    FOR UPDATE
 ), conv AS (
     UPDATE messaging.conversations c
-    SET last_position = c.last_position + 1,
-        pending_deliveries = c.pending_deliveries + 1,
+    SET last_position = c.last_position + f.added,
+        pending_deliveries = c.pending_deliveries + f.added,
         oldest_pending_at = coalesce(c.oldest_pending_at, now())
-    WHERE c.id = :conversation_id AND NOT EXISTS (SELECT 1 FROM existing)
-    RETURNING c.id, c.last_position, c.active_turn_id, c.target_kind, c.target_name
+    FROM (SELECT conversation_id, count(*) AS added FROM fresh GROUP BY conversation_id) f
+    WHERE c.id = f.conversation_id AND c.id IN (SELECT id FROM locked)
+    RETURNING c.id, c.last_position - f.added AS base, c.active_turn_id,
+              c.target_kind || ':' || c.target_name AS target
 ), dlv AS (
     INSERT INTO messaging.deliveries
         (id, conversation_id, position, kind, text, payload, attributes, idempotency_key)
-    SELECT :delivery_id, conv.id, conv.last_position, :kind, :text, :payload, :attributes,
-           :key
-    FROM conv
+    SELECT f.delivery_id, conv.id, conv.base + f.k, f.kind, f.text,
+           decode(f.payload, 'base64'), f.attributes, f.key
+    FROM fresh f JOIN conv ON conv.id = f.conversation_id
     RETURNING id
+), woken AS (
+    SELECT count(pg_notify('messaging_turns', target)) AS n
+    FROM (SELECT DISTINCT target FROM conv WHERE active_turn_id IS NULL) k
 )
-SELECT (SELECT id FROM existing) AS existing_id,
-       (SELECT conversation_id FROM existing) AS existing_conversation,
-       EXISTS (SELECT 1 FROM dlv) AS stored,
-       (SELECT pg_notify('messaging_turns', target_kind || ':' || target_name)
-        FROM conv WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS notified
+SELECT i.n, e.id AS existing_id, e.other_conversation,
+       i.delivery_id IN (SELECT id FROM dlv) AS stored,
+       (SELECT n FROM woken) AS woken
+FROM input i LEFT JOIN existing e ON e.n = i.n
+ORDER BY i.n
 """
 )

@@ -18,14 +18,14 @@ class Config:
     """Everything the scheduler service reads from its environment."""
 
     service: ServiceConfig
-    # Where EnqueueDelivery and the participation check go (host:port[,host:port...]).
+    # Where EnqueueDeliveries and the participation check go (host:port[,host:port...]).
     messaging_address: str
     # How often each replica looks for due wake-ups and schedule occurrences (S2).
     tick_seconds: float
-    # Occurrences one replica claims per transaction, and delivers at once.
+    # Occurrences one replica claims per transaction and sends to messaging in one
+    # EnqueueDeliveries request (or a few, past 500 or 2 MiB of text).
     batch_size: int
-    fire_concurrency: int
-    # Deadline of one EnqueueDelivery; a slower one is retried on a later tick.
+    # Deadline of one EnqueueDeliveries request; what it carried is retried on a later tick.
     delivery_timeout_seconds: float
     # Shortest interval a schedule may have.
     min_interval_seconds: int
@@ -48,7 +48,6 @@ class Config:
             messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051", shared=True),
             tick_seconds=max(0.01, env.get_float("TICK_SECONDS", 60.0)),
             batch_size=max(1, env.get_int("BATCH_SIZE", 100)),
-            fire_concurrency=max(1, env.get_int("FIRE_CONCURRENCY", 16)),
             delivery_timeout_seconds=max(0.5, env.get_float("DELIVERY_TIMEOUT_SECONDS", 10.0)),
             min_interval_seconds=max(1, env.get_int("MIN_INTERVAL_SECONDS", 60)),
             webhook_tolerance_seconds=tolerance,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,9 +13,9 @@ import grpc
 import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.core.clients import MessagingClient, target_str
+from agentworks.core.clients import MessagingClient, delivery_request, target_str
 from agentworks.core.db import Database
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import AgentWorksError, InvalidArgument
 from agentworks.core.identity import Identity, Minter, caller
 from agentworks.core.rpc import GrpcServer, channel_options, channel_target
 from agentworks.core.service import Running, main_for, prepare_database
@@ -390,6 +390,26 @@ class MessagingConversations:
             attributes=attributes,
         )
         return response.delivery_id, response.created
+
+    async def enqueue_many(
+        self, requests: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        results = await self._as_scheduler.enqueue_deliveries(
+            [
+                delivery_request(
+                    r["conversation_id"],
+                    kind=_DELIVERY_KIND[r["kind"]],
+                    idempotency_key=r["idempotency_key"],
+                    text=r["text"],
+                    payload=r.get("payload", b""),
+                    attributes=r.get("attributes"),
+                )
+                for r in requests
+            ]
+        )
+        return [
+            r if isinstance(r, AgentWorksError) else (r.delivery_id, r.created) for r in results
+        ]
 
     async def close(self) -> None:
         await self._channel.close()

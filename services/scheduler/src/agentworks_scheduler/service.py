@@ -28,7 +28,7 @@ import secrets
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -127,6 +127,14 @@ class Conversations(Protocol):
         attributes: Mapping[str, Any] | None = None,
     ) -> tuple[str, bool]:
         """Put a delivery into the conversation's turn queue: (delivery_id, created)."""
+        ...
+
+    async def enqueue_many(
+        self, requests: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        """Many deliveries in one request (each with `enqueue`'s fields, at most
+        MAX_ENQUEUE_ITEMS): one outcome per request, (delivery_id, created) or the error
+        that delivery alone failed with. An error of the whole request is raised."""
         ...
 
 
@@ -813,31 +821,42 @@ class SchedulerService:
             await self._ticked.wait_for(lambda: self.ticks >= target)
 
     async def _deliver_all(
-        self, dues: list[Due], one: Callable[[Due], Awaitable[FireOutcome]]
+        self, dues: list[Due], request_of: Callable[[Due], dict[str, Any]]
     ) -> list[FireOutcome]:
-        gate = asyncio.Semaphore(self.config.fire_concurrency)
-
-        async def bounded_one(due: Due) -> FireOutcome:
-            async with gate:
-                return await one(due)
-
-        return list(await asyncio.gather(*(bounded_one(d) for d in dues)))
-
-    async def _enqueue(self, due: Due, **request: Any) -> FireOutcome:
-        """One occurrence into messaging, classified as delivered, failed or retry."""
-        try:
-            delivery_id, created = await self.conversations.enqueue(**request)
-        except (NotFound, InvalidArgument, Conflict) as exc:
-            self.stats["failed"] += 1
-            log.warning("occurrence.refused", key=request["idempotency_key"], error=exc.message)
-            return Failed(exc.message)
-        except AgentWorksError as exc:
-            self.stats["retries"] += 1
-            log.warning("occurrence.retry", key=request["idempotency_key"], error=exc.message)
-            return Retry(exc.message)
-        self.stats["delivered" if created else "duplicates"] += 1
+        """Deliver a batch of occurrences in as few EnqueueDeliveries requests as fit."""
+        requests = [request_of(due) for due in dues]
+        outcomes: list[FireOutcome] = []
+        for chunk in _chunks(requests):
+            try:
+                results = await self.conversations.enqueue_many(chunk)
+            except AgentWorksError as exc:  # the whole request failed: all stay pending
+                results = [Retry(exc.message)] * len(chunk)
+            outcomes += [
+                self._outcome(request["idempotency_key"], result)
+                for request, result in zip(chunk, results, strict=True)
+            ]
         if self.after_delivery is not None:
-            await self.after_delivery(due)
+            for due, outcome in zip(dues, outcomes, strict=True):
+                if isinstance(outcome, Delivered):
+                    await self.after_delivery(due)
+        return outcomes
+
+    def _outcome(self, key: str, result: tuple[str, bool] | AgentWorksError | Retry) -> FireOutcome:
+        """One occurrence's answer from messaging, as delivered, failed or retry."""
+        if isinstance(result, Retry):
+            self.stats["retries"] += 1
+            log.warning("occurrence.retry", key=key, error=result.error)
+            return result
+        if isinstance(result, (NotFound, InvalidArgument, Conflict)):
+            self.stats["failed"] += 1
+            log.warning("occurrence.refused", key=key, error=result.message)
+            return Failed(result.message)
+        if isinstance(result, AgentWorksError):
+            self.stats["retries"] += 1
+            log.warning("occurrence.retry", key=key, error=result.message)
+            return Retry(result.message)
+        delivery_id, created = result
+        self.stats["delivered" if created else "duplicates"] += 1
         return Delivered(delivery_id, created)
 
     def _lateness(self, due: Due) -> dict[str, Any]:
@@ -845,39 +864,37 @@ class SchedulerService:
         return {"late": late > self._late_after, "late_seconds": round(late.total_seconds(), 3)}
 
     async def _fire_wake_ups(self) -> tuple[int, int]:
-        async def one(due: Due) -> FireOutcome:
+        def request(due: Due) -> dict[str, Any]:
             wake_up: WakeUp = due.item
             due_at = wake_up.due_at.astimezone(UTC).isoformat(timespec="microseconds")
-            return await self._enqueue(
-                due,
-                conversation_id=wake_up.conversation_id,
-                kind="wake_up",
-                idempotency_key=f"wake_up:{wake_up.id}:{due_at}",
-                text=wake_up.note,
-                attributes={
+            return {
+                "conversation_id": wake_up.conversation_id,
+                "kind": "wake_up",
+                "idempotency_key": f"wake_up:{wake_up.id}:{due_at}",
+                "text": wake_up.note,
+                "attributes": {
                     "wake_up_id": wake_up.id,
                     "due_at": due_at,
                     "requested_by": wake_up.created_by,
                     **self._lateness(due),
                 },
-            )
+            }
 
         results = await self.store.fire_due_wake_ups(
-            self.config.batch_size, lambda dues: self._deliver_all(dues, one)
+            self.config.batch_size, lambda dues: self._deliver_all(dues, request)
         )
         return self._report("wake_up", results)
 
     async def _fire_schedules(self) -> tuple[int, int]:
-        async def one(due: Due) -> FireOutcome:
+        def request(due: Due) -> dict[str, Any]:
             schedule: Schedule = due.item
             occurrence = schedule.next_fire_at.astimezone(UTC).isoformat(timespec="microseconds")
-            return await self._enqueue(
-                due,
-                conversation_id=schedule.conversation_id,
-                kind="schedule",
-                idempotency_key=f"schedule:{schedule.id}:{occurrence}",
-                text=schedule.prompt,
-                attributes={
+            return {
+                "conversation_id": schedule.conversation_id,
+                "kind": "schedule",
+                "idempotency_key": f"schedule:{schedule.id}:{occurrence}",
+                "text": schedule.prompt,
+                "attributes": {
                     "schedule_id": schedule.id,
                     "schedule_name": schedule.name,
                     "occurrence": occurrence,
@@ -886,10 +903,10 @@ class SchedulerService:
                     ),
                     **self._lateness(due),
                 },
-            )
+            }
 
         async def deliver(dues: list[Due]) -> list[tuple[FireOutcome, datetime]]:
-            outcomes = await self._deliver_all(dues, one)
+            outcomes = await self._deliver_all(dues, request)
             # Whatever was missed up to now collapses into this occurrence (S3).
             return [
                 (o, rec.next_after(d.item.recurrence, d.item.anchor_at, d.now))
@@ -924,3 +941,23 @@ class SchedulerService:
         await self.store.purge_webhook_receipts(
             timedelta(hours=self.config.webhook_replay_window_hours)
         )
+
+
+# One EnqueueDeliveries request carries at most this many deliveries (messaging's limit)
+# and about this many bytes of text (well under gRPC's 8 MiB message limit).
+MAX_ENQUEUE_ITEMS = 500
+MAX_ENQUEUE_BYTES = 2 * 1024 * 1024
+
+
+def _chunks(requests: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for request in requests:
+        weight = len(request["text"].encode()) + 1024  # the rest of an item is small
+        if chunk and (len(chunk) == MAX_ENQUEUE_ITEMS or size + weight > MAX_ENQUEUE_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(request)
+        size += weight
+    if chunk:
+        yield chunk

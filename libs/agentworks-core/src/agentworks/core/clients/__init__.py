@@ -6,7 +6,7 @@ Each method takes plain arguments, sends a signed identity and a deadline, and r
 
 from agentworks.core.clients.common import struct, target_ref, target_str
 from agentworks.core.clients.functions import FunctionsClient as FunctionsClient
-from agentworks.core.clients.messaging import MessagingClient
+from agentworks.core.clients.messaging import MessagingClient, delivery_request
 from agentworks.core.clients.scheduler import SchedulerClient as SchedulerClient
 
-__all__ = ["MessagingClient", "struct", "target_ref", "target_str"]
+__all__ = ["MessagingClient", "delivery_request", "struct", "target_ref", "target_str"]

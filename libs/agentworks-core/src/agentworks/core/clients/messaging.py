@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import grpc
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core.clients.common import (
@@ -11,6 +13,7 @@ from agentworks.core.clients.common import (
     struct,
     target_ref,
 )
+from agentworks.core.errors import AgentWorksError, from_status
 from agentworks.core.rpc import ServiceClient
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
@@ -130,12 +133,55 @@ class MessagingClient(ServiceClient):
     ) -> m.EnqueueDeliveryResponse:
         return await self._unary(
             "EnqueueDelivery",
-            m.EnqueueDeliveryRequest(
-                conversation_id=conversation_id,
+            delivery_request(
+                conversation_id,
                 kind=kind,
+                idempotency_key=idempotency_key,
                 text=text,
                 payload=payload,
-                attributes=struct(attributes),
-                idempotency_key=idempotency_key,
+                attributes=attributes,
             ),
         )
+
+    async def enqueue_deliveries(
+        self, requests: Sequence[m.EnqueueDeliveryRequest]
+    ) -> list[m.EnqueueDeliveryResponse | AgentWorksError]:
+        """Many deliveries in one request (see `delivery_request`); one outcome per item.
+
+        An item's outcome is its response, or the error EnqueueDelivery would have raised
+        for it alone; an error of the whole request (access, transport) is raised.
+        """
+        response = await self._unary(
+            "EnqueueDeliveries", m.EnqueueDeliveriesRequest(items=requests)
+        )
+        return [
+            r.delivered
+            if r.HasField("delivered")
+            else from_status(
+                _STATUS_BY_NUMBER.get(r.error.code, grpc.StatusCode.UNKNOWN), r.error.message
+            )
+            for r in response.results
+        ]
+
+
+def delivery_request(
+    conversation_id: str,
+    *,
+    kind: int,
+    idempotency_key: str,
+    text: str = "",
+    payload: bytes = b"",
+    attributes: Mapping[str, Any] | None = None,
+) -> m.EnqueueDeliveryRequest:
+    """One item of `enqueue_deliveries` (or the request of `enqueue_delivery`)."""
+    return m.EnqueueDeliveryRequest(
+        conversation_id=conversation_id,
+        kind=kind,
+        text=text,
+        payload=payload,
+        attributes=struct(attributes),
+        idempotency_key=idempotency_key,
+    )
+
+
+_STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}

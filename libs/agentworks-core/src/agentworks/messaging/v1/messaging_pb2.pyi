@@ -306,3 +306,31 @@ class EnqueueDeliveryResponse(_message.Message):
     delivery_id: str
     created: bool
     def __init__(self, delivery_id: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class EnqueueDeliveriesRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[EnqueueDeliveryRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[EnqueueDeliveryRequest, _Mapping]]] = ...) -> None: ...
+
+class EnqueueDeliveriesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[EnqueueDeliveryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[EnqueueDeliveryResult, _Mapping]]] = ...) -> None: ...
+
+class EnqueueDeliveryResult(_message.Message):
+    __slots__ = ("delivered", "error")
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    delivered: EnqueueDeliveryResponse
+    error: ItemError
+    def __init__(self, delivered: _Optional[_Union[EnqueueDeliveryResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class ItemError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -91,6 +91,11 @@ class MessagingServiceStub:
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveryRequest.SerializeToString,
                 response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveryResponse.FromString,
                 _registered_method=True)
+        self.EnqueueDeliveries = channel.unary_unary(
+                '/agentworks.messaging.v1.MessagingService/EnqueueDeliveries',
+                request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveriesRequest.SerializeToString,
+                response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveriesResponse.FromString,
+                _registered_method=True)
 
 
 class MessagingServiceServicer:
@@ -174,6 +179,15 @@ class MessagingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EnqueueDeliveries(self, request, context):
+        """The same for many deliveries at once (the scheduler's firing batches): one request
+        and one statement. Each item succeeds or fails on its own, with the outcome
+        EnqueueDelivery would have given it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MessagingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -231,6 +245,11 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.EnqueueDelivery,
                     request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveryRequest.FromString,
                     response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveryResponse.SerializeToString,
+            ),
+            'EnqueueDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnqueueDeliveries,
+                    request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveriesRequest.FromString,
+                    response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -532,6 +551,33 @@ class MessagingService:
             '/agentworks.messaging.v1.MessagingService/EnqueueDelivery',
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveryRequest.SerializeToString,
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnqueueDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.messaging.v1.MessagingService/EnqueueDeliveries',
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveriesRequest.SerializeToString,
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.EnqueueDeliveriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
