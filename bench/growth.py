@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 import uuid
@@ -285,6 +286,7 @@ async def start_scheduler(procs: Processes, messaging: str) -> SchedulerRunning:
             "SCHEDULER_MESSAGING_ADDRESS": messaging,
             "SCHEDULER_TICK_SECONDS": str(TICK_SECONDS),
             "AGENTWORKS_INTERNAL_KEY": procs.key,
+            **{k: v for k, v in os.environ.items() if k == "SCHEDULER_BATCH_SIZE"},
         }
     )
     return await start_scheduler_service(config)

@@ -168,6 +168,19 @@ OPERATIONS: dict[str, Operation] = {
             idempotency_key=f"k-{uuid.uuid4()}",
         ),
     ),
+    "messaging.EnqueueDeliveries": lambda w, rpc: rpc(
+        "messaging",
+        "EnqueueDeliveries",
+        m.EnqueueDeliveriesRequest(
+            items=[
+                m.EnqueueDeliveryRequest(
+                    conversation_id=w.ids["conversation"],
+                    kind=m.DELIVERY_KIND_WAKE_UP,
+                    idempotency_key=f"k-{uuid.uuid4()}",
+                )
+            ]
+        ),
+    ),
     # scheduler
     "scheduler.CreateWakeUp": lambda w, rpc: rpc(
         "scheduler",
@@ -228,6 +241,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "messaging.SendMessage":    row(NF, NF, NF, NF, NF, OK, NF, NF),
     "messaging.ClaimTurn":      row(PD, PD, PD, PD, PD, OK, PD, PD),
     "messaging.EnqueueDelivery": row(PD, PD, PD, PD, PD, PD, PD, OK),
+    "messaging.EnqueueDeliveries": row(PD, PD, PD, PD, PD, PD, PD, OK),
     "scheduler.CreateWakeUp":   row(PD, PD, NF, NF, PD, OK, NF, OK),
     "scheduler.GetWakeUp":      row(NF, NF, NF, NF, NF, OK, NF, OK),
     "scheduler.GetSchedule":    row(NF, NF, NF, NF, NF, OK, NF, OK),

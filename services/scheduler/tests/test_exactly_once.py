@@ -84,3 +84,47 @@ async def test_replica_killed_between_delivery_and_bookkeeping_does_not_duplicat
         "ON d.id = w.delivery_id WHERE w.id = %s",
         wake_up.wake_up_id,
     ) == [(1,)]
+
+
+async def test_a_refused_occurrence_fails_alone_and_its_batch_fires_S2_S6(
+    scheduler, start_scheduler, clients, alice, demo, sql, until
+):
+    """S2 S6: a batch goes to messaging as EnqueueDeliveries requests of at most 500; an
+    occurrence messaging refuses (its conversation is gone) fails on its own, and every
+    other one of the batch fires once."""
+    conversation = (await alice.send("many", target=demo)).conversation_id
+    # One replica, whose batch holds all of them: three requests (500, 500, 201).
+    replica = await start_scheduler(SCHEDULER_BATCH_SIZE="2000")
+    await scheduler.stop(0)
+    ops = await clients.scheduler("user:ops", {"operator"}, address=replica.address)
+    await ops.pause(reason="load")
+    await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, product, note, due_at, created_by) "
+        "SELECT gen_random_uuid(), %s, 'crew:demo', 'n' || g, "
+        "now() - interval '1 second', 'agent:demo/bot' FROM generate_series(1, 1200) g",
+        conversation,
+    )
+    await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, product, note, due_at, created_by) "
+        "VALUES (gen_random_uuid(), gen_random_uuid(), 'crew:demo', 'nowhere', "
+        "now() - interval '1 second', 'agent:demo/bot')"
+    )
+    await ops.resume()
+
+    async def settled() -> bool:
+        rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'")
+        return rows == [(0,)]
+
+    await until(replica.service, settled, timeout=60)
+    assert await sql(
+        "SELECT status, count(*) FROM scheduler.wake_ups GROUP BY status ORDER BY status"
+    ) == [("failed", 1), ("fired", 1200)]
+    [(error,)] = await sql("SELECT error FROM scheduler.wake_ups WHERE status = 'failed'")
+    assert "not found" in error
+    positions = await sql(
+        "SELECT min(position), max(position), count(*) FROM messaging.deliveries "
+        "WHERE conversation_id = %s AND kind = 'wake_up'",
+        conversation,
+    )
+    assert positions == [(3, 1202, 1200)]  # 1 and 2: the opening message and its delivery
+    assert replica.service.stats["delivered"] == 1200

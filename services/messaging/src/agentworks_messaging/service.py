@@ -424,7 +424,8 @@ class MessagingService:
         )
         for n, outcome in enumerate(outcomes):
             if isinstance(outcome, AgentWorksError):
-                log.warning("delivery.refused", item=n, error=outcome.message)
+                key = getattr(items[n], "idempotency_key", "")
+                log.warning("delivery.refused", item=n, key=key, error=outcome.message)
         return outcomes
 
 
