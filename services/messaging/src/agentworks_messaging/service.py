@@ -394,39 +394,40 @@ class MessagingService:
             raise InvalidArgument(
                 f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}"
             )
-        outcomes: list[tuple[str, bool] | AgentWorksError] = list(items)  # type: ignore[arg-type]
+        outcomes: dict[int, tuple[str, bool] | AgentWorksError] = {}
+        fresh: list[tuple[int, NewDelivery]] = []
         first: dict[str, int] = {}
-        todo: list[int] = []
         for n, item in enumerate(items):
             if isinstance(item, AgentWorksError):
-                continue
-            if item.idempotency_key in first:
+                outcomes[n] = item
+            elif item.idempotency_key in first:
                 outcomes[n] = InvalidArgument(
                     f"idempotency_key {item.idempotency_key!r} appears twice in this "
                     f"request (items {first[item.idempotency_key]} and {n}); one key per "
                     "occurrence"
                 )
-                continue
-            first[item.idempotency_key] = n
-            todo.append(n)
-        if todo:
-            stored = await self.store.enqueue_deliveries([items[n] for n in todo])  # type: ignore[misc]
-            for n, outcome in zip(todo, stored, strict=True):
-                outcomes[n] = outcome
-        failed = [o for o in outcomes if isinstance(o, AgentWorksError)]
-        created = sum(1 for o in outcomes if isinstance(o, tuple) and o[1])
+            else:
+                first[item.idempotency_key] = n
+                fresh.append((n, item))
+        if fresh:
+            stored = await self.store.enqueue_deliveries([item for _, item in fresh])
+            outcomes.update(zip([n for n, _ in fresh], stored, strict=True))
+        results = [outcomes[n] for n in range(len(items))]
+        created = sum(1 for r in results if isinstance(r, tuple) and r[1])
+        failed = sum(1 for r in results if isinstance(r, AgentWorksError))
         log.info(
             "deliveries.enqueued",
             count=len(items),
             created=created,
-            duplicates=len(items) - created - len(failed),
-            failed=len(failed),
+            duplicates=len(items) - created - failed,
+            failed=failed,
         )
-        for n, outcome in enumerate(outcomes):
-            if isinstance(outcome, AgentWorksError):
-                key = getattr(items[n], "idempotency_key", "")
-                log.warning("delivery.refused", item=n, key=key, error=outcome.message)
-        return outcomes
+        for n, result in enumerate(results):
+            if isinstance(result, AgentWorksError):
+                item = items[n]
+                key = item.idempotency_key if isinstance(item, NewDelivery) else ""
+                log.warning("delivery.refused", item=n, key=key, error=result.message)
+        return results
 
 
 def _check_enqueuer(identity: Identity) -> None:

@@ -67,6 +67,13 @@ class Database:
             max_overflow=max(1, pool_size - pool_size // 2),
             pool_timeout=10,
             pool_recycle=1800,
+            # Never server-side prepared: each statement is planned with its parameter
+            # values. A prepared statement's generic plan cannot use a partial index
+            # whose predicate a parameter must satisfy (`status = $1` for an index
+            # `WHERE status = 'pending'`), and PostgreSQL falls back to scanning the
+            # whole table: the scheduler's due-timer claim cost grew with every fired
+            # timer. The hot statements (`raw()`) write such constants into their text.
+            connect_args={"prepare_threshold": None},
         )
         self.listener = Listener(url)
         self.hot = HotPool(url, size=pool_size)
