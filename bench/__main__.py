@@ -231,6 +231,15 @@ OPTIMISATIONS = [
     "timers/s; CPU per timer fired about 4.3 -> 0.8 ms (scheduler 0.24, messaging 0.11, "
     "PostgreSQL 0.44). The drain is now bound by one batch at a time per replica: "
     "`SCHEDULER_BATCH_SIZE=500` gave 2,141 timers/s; the default stays 100.",
+    "Then, with 10^5 due (the full run), the drain still fell to about a third of the "
+    "10^3 rate (518 against 1,520 timers/s): the claim of due wake-ups, built with "
+    "SQLAlchemy, took 40-200 ms (seen in pg_stat_activity) and scanned the whole table. "
+    "psycopg prepares a statement after its fifth run, and a prepared statement's generic "
+    "plan cannot use the partial index `wake_ups_due ... WHERE status = 'pending'` when "
+    "'pending' is a parameter. SQLAlchemy's connections no longer prepare (the hot "
+    "statements on `raw()` still do, with such constants in their text); the same "
+    "applies to the turn claim's and the sweepers' partial indexes. Back to back at "
+    "10^5: 513 -> 800 timers/s.",
     "Looked at again and left, for sends at 32: two messaging processes behind round robin "
     "(with today's per-send costs) are still worse, 690-718 against 857-933 msg/s: each "
     "process's batches get smaller, so messaging CPU per send rises 0.98 -> 1.44 ms and "
