@@ -128,3 +128,31 @@ async def test_a_refused_occurrence_fails_alone_and_its_batch_fires_S2_S6(
     )
     assert positions == [(3, 1202, 1200)]  # 1 and 2: the opening message and its delivery
     assert replica.service.stats["delivered"] == 1200
+
+
+async def test_occurrences_stay_due_while_messaging_is_away_and_fire_once_after_S2_S6(
+    scheduler, start_messaging, messaging, clients, conversation, sql, until, deliveries
+):
+    """S2 S6: while messaging cannot be reached the whole request fails; its occurrences
+    stay due, and fire once each when messaging is back."""
+    sched = await clients.scheduler(BOT)
+    notes = [f"while away {n}" for n in range(3)]
+    for note in notes:
+        await sched.create_wake_up(conversation, delay_seconds=1, note=note)
+    await messaging.stop(0)
+
+    async def retried() -> bool:
+        return scheduler.service.stats["retries"] >= 3
+
+    await until(scheduler.service, retried)
+    assert await sql("SELECT DISTINCT status FROM scheduler.wake_ups") == [("pending",)]
+
+    await start_messaging(MESSAGING_LISTEN=messaging.address)
+
+    async def fired() -> bool:
+        rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'fired'")
+        return rows == [(3,)]
+
+    await until(scheduler.service, fired, timeout=30)
+    rows = await deliveries(conversation, "wake_up")
+    assert sorted(text for _, text, _ in rows) == notes

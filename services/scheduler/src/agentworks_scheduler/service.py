@@ -830,7 +830,10 @@ class SchedulerService:
             try:
                 results = await self.conversations.enqueue_many(chunk)
             except AgentWorksError as exc:  # the whole request failed: all stay pending
-                results = [Retry(exc.message)] * len(chunk)
+                self.stats["retries"] += len(chunk)
+                log.warning("occurrences.retry", count=len(chunk), error=exc.message)
+                outcomes += [Retry(exc.message)] * len(chunk)
+                continue
             outcomes += [
                 self._outcome(request["idempotency_key"], result)
                 for request, result in zip(chunk, results, strict=True)
@@ -841,12 +844,8 @@ class SchedulerService:
                     await self.after_delivery(due)
         return outcomes
 
-    def _outcome(self, key: str, result: tuple[str, bool] | AgentWorksError | Retry) -> FireOutcome:
+    def _outcome(self, key: str, result: tuple[str, bool] | AgentWorksError) -> FireOutcome:
         """One occurrence's answer from messaging, as delivered, failed or retry."""
-        if isinstance(result, Retry):
-            self.stats["retries"] += 1
-            log.warning("occurrence.retry", key=key, error=result.error)
-            return result
         if isinstance(result, (NotFound, InvalidArgument, Conflict)):
             self.stats["failed"] += 1
             log.warning("occurrence.refused", key=key, error=result.message)
