@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 
 from agentworks.core.clients import MessagingClient
@@ -68,4 +70,59 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
             assert row[0] is not None
     finally:
         for client in (ops, alice, scout_chat):
+            await client.close()
+
+
+async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
+    messaging, identity, clients, echo, functions, start_functions, database_url
+):
+    """F13: due notices go to messaging in one request; one for a conversation messaging
+    does not know is recorded as failed and not retried, the others are delivered."""
+    ops = MessagingClient(messaging.address, identity=identity("user:ops", {"operator"}))
+    alice = MessagingClient(messaging.address, identity=identity("user:alice"))
+    try:
+        await ops.register_target("crew:alpha", owner="user:owner")
+        known = (await alice.send("echo twice", target="crew:alpha")).conversation_id
+        scout = await clients("agent:alpha/scout")
+        runtime = await clients("agent:demo/bot")
+        unknown = "00000000-0000-4000-8000-000000000000"
+        calls = {}
+        for conversation in (known, unknown, known):
+            call = await scout.call(
+                "crew:demo", echo, {"text": "hi"}, notify_conversation_id=conversation
+            )
+            await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+            await runtime.finish_execution(call.call_id, final_message="echo: hi")
+            calls[call.call_id] = conversation
+        # This replica has no messaging: the three notices wait in the outbox together.
+        await functions.stop(0)
+        await start_functions(FUNCTIONS_MESSAGING_ADDRESS=messaging.address)
+
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            for _ in range(100):
+                rows = await (
+                    await conn.execute(
+                        "SELECT call_id::text, delivered_at IS NOT NULL, failed_at IS NOT NULL, "
+                        "coalesce(last_error, '') FROM functions.notices"
+                    )
+                ).fetchall()
+                if all(delivered or failed for _, delivered, failed, _ in rows):
+                    break
+                await asyncio.sleep(0.1)
+            for call_id, delivered, failed, error in rows:
+                if calls[call_id] == known:
+                    assert (delivered, failed) == (True, False)
+                else:
+                    assert (delivered, failed) == (False, True)
+                    assert error.startswith("permanent: NOT_FOUND")
+            count = await (
+                await conn.execute(
+                    "SELECT count(*) FROM messaging.deliveries "
+                    "WHERE kind = 'function_completed' AND conversation_id = %s",
+                    (known,),
+                )
+            ).fetchone()
+            assert count[0] == 2
+    finally:
+        for client in (ops, alice):
             await client.close()

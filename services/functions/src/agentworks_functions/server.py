@@ -15,7 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
-from agentworks.core.clients import MessagingClient
+from agentworks.core.clients import MessagingClient, delivery_request
 from agentworks.core.db import Database
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import Minter, caller
@@ -474,31 +474,47 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
 
 
 def notice_sender(client: MessagingClient) -> NoticeSender:
-    """Deliver a completion notice into the caller's conversation (F13), once per call."""
+    """Deliver completion notices into the callers' conversations (F13), once per call.
 
-    async def send(notice: Notice) -> str | None:
+    A batch of due notices goes in one EnqueueDeliveries request; each notice succeeds
+    or fails on its own.
+    """
+
+    async def send(notices: list[Notice]) -> list[str | None]:
         try:
-            await client.enqueue_delivery(
-                notice.conversation_id,
-                kind=messaging_pb2.DELIVERY_KIND_FUNCTION_COMPLETED,
-                idempotency_key=f"call:{notice.call_id}:done",
-                text=notice.text,
-                attributes=notice.attributes,
+            results = await client.enqueue_deliveries(
+                [
+                    delivery_request(
+                        notice.conversation_id,
+                        kind=messaging_pb2.DELIVERY_KIND_FUNCTION_COMPLETED,
+                        idempotency_key=f"call:{notice.call_id}:done",
+                        text=notice.text,
+                        attributes=notice.attributes,
+                    )
+                    for notice in notices
+                ]
             )
-        except (errors.NotFound, errors.InvalidArgument, errors.Conflict) as exc:
-            log.error(
-                "notice.refused", call_id=notice.call_id, code=exc.code.name, error=exc.message
-            )
-            return f"permanent: {exc.code.name}: {exc.message}"
-        except errors.AgentWorksError as exc:
-            log.warning(
-                "notice.retry", call_id=notice.call_id, code=exc.code.name, error=exc.message
-            )
-            return f"retry: {exc.code.name}: {exc.message}"
-        log.info("notice.delivered", call_id=notice.call_id, conversation_id=notice.conversation_id)
-        return None
+        except errors.AgentWorksError as exc:  # the whole request: every notice waits
+            log.warning("notices.retry", count=len(notices), code=exc.code.name, error=exc.message)
+            return [f"retry: {exc.code.name}: {exc.message}"] * len(notices)
+        return [_notice_outcome(n, r) for n, r in zip(notices, results, strict=True)]
 
     return send
+
+
+def _notice_outcome(notice: Notice, result: object) -> str | None:
+    if isinstance(result, errors.NotFound | errors.InvalidArgument | errors.Conflict):
+        log.error(
+            "notice.refused", call_id=notice.call_id, code=result.code.name, error=result.message
+        )
+        return f"permanent: {result.code.name}: {result.message}"
+    if isinstance(result, errors.AgentWorksError):
+        log.warning(
+            "notice.retry", call_id=notice.call_id, code=result.code.name, error=result.message
+        )
+        return f"retry: {result.code.name}: {result.message}"
+    log.info("notice.delivered", call_id=notice.call_id, conversation_id=notice.conversation_id)
+    return None
 
 
 async def _sweep(service: FunctionsService, store: FunctionsStore, config: Config) -> None:

@@ -118,7 +118,8 @@ _KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 
-NoticeSender = Callable[[Notice], Awaitable[str | None]]
+# Sends completion notices in one request; per notice None (delivered) or why not.
+NoticeSender = Callable[[list[Notice]], Awaitable[list[str | None]]]
 
 
 def check_target(kind: str, name: str) -> TargetKey:

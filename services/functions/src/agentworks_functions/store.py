@@ -1027,15 +1027,17 @@ class FunctionsStore:
 
     async def deliver_notices(
         self,
-        send: Callable[[Notice], Awaitable[str | None]],
+        send: Callable[[list[Notice]], Awaitable[list[str | None]]],
         *,
         retry_after: timedelta,
-        batch: int = 20,
+        batch: int = 100,
     ) -> int:
-        """Send due completion notices; `send` returns None on success or why it failed.
+        """Send due completion notices, a batch at a time; `send` says per notice None
+        (delivered) or why it failed.
 
-        A notice stays locked while it is sent, so replicas never send one twice at once;
-        after a crash it is sent again and messaging's idempotency key drops the repeat.
+        The notices stay locked while they are sent, so replicas never send one twice at
+        once; after a crash they are sent again and messaging's idempotency key drops the
+        repeats.
         """
         n = t.notices
         async with self.db.transaction() as conn:
@@ -1052,15 +1054,14 @@ class FunctionsStore:
                     .with_for_update(skip_locked=True)
                 )
             ).all()
-            for row in rows:
-                notice = Notice(
-                    str(row.call_id),
-                    str(row.conversation_id),
-                    row.text,
-                    row.attributes,
-                    row.attempts,
-                )
-                outcome = await send(notice)
+            if not rows:
+                return 0
+            notices = [
+                Notice(str(r.call_id), str(r.conversation_id), r.text, r.attributes, r.attempts)
+                for r in rows
+            ]
+            outcomes = await send(notices)
+            for row, outcome in zip(rows, outcomes, strict=True):
                 if outcome is None:
                     values: dict[str, Any] = {"delivered_at": sa.func.now(), "last_error": None}
                 elif outcome.startswith("permanent:"):
