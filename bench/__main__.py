@@ -240,6 +240,10 @@ OPTIMISATIONS = [
     "statements on `raw()` still do, with such constants in their text); the same "
     "applies to the turn claim's and the sweepers' partial indexes. Back to back at "
     "10^5: 513 -> 800 timers/s.",
+    "scheduler: a batch's delivered wake-ups (and schedule occurrences) are recorded with "
+    "one UPDATE over arrays instead of an executemany of one UPDATE per row (each planned "
+    "anew, now that SQLAlchemy's statements are not prepared). Back to back at 10^4: "
+    "1,170-1,237 -> 1,314-1,325 timers/s.",
     "Looked at again and left, for sends at 32: two messaging processes behind round robin "
     "(with today's per-send costs) are still worse, 690-718 against 857-933 msg/s: each "
     "process's batches get smaller, so messaging CPU per send rises 0.98 -> 1.44 ms and "
