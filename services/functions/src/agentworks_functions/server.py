@@ -503,7 +503,7 @@ def notice_sender(client: MessagingClient) -> NoticeSender:
 
 
 def _notice_outcome(notice: Notice, result: object) -> str | None:
-    if isinstance(result, errors.NotFound | errors.InvalidArgument | errors.Conflict):
+    if isinstance(result, errors.REFUSED_FOR_GOOD):
         log.error(
             "notice.refused", call_id=notice.call_id, code=result.code.name, error=result.message
         )

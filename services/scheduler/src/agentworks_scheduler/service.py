@@ -43,8 +43,8 @@ from agentworks.core.clients.scheduler import (
     webhook_signature,
 )
 from agentworks.core.errors import (
+    REFUSED_FOR_GOOD,
     AgentWorksError,
-    Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -771,7 +771,7 @@ class SchedulerService:
                         "body_sha256": body_sha256,
                     },
                 )
-            except (NotFound, InvalidArgument, Conflict) as exc:
+            except REFUSED_FOR_GOOD as exc:
                 raise PreconditionFailed(
                     f"webhook {webhook.id} cannot deliver into conversation "
                     f"{webhook.conversation_id}: {exc.message}; nothing was delivered"
@@ -846,7 +846,7 @@ class SchedulerService:
 
     def _outcome(self, key: str, result: tuple[str, bool] | AgentWorksError) -> FireOutcome:
         """One occurrence's answer from messaging, as delivered, failed or retry."""
-        if isinstance(result, (NotFound, InvalidArgument, Conflict)):
+        if isinstance(result, REFUSED_FOR_GOOD):
             self.stats["failed"] += 1
             log.warning("occurrence.refused", key=key, error=result.message)
             return Failed(result.message)

@@ -95,6 +95,11 @@ _BY_CODE: dict[grpc.StatusCode, type[AgentWorksError]] = {
 }
 
 
+# What a delivery refused with one of these gets on every retry too: callers record it
+# as failed instead of trying again (the scheduler's occurrences, functions' notices).
+REFUSED_FOR_GOOD: tuple[type[AgentWorksError], ...] = (InvalidArgument, NotFound, Conflict)
+
+
 def from_status(code: grpc.StatusCode, message: str) -> AgentWorksError:
     """Rebuild the domain error a service raised from the status a client received."""
     return _BY_CODE.get(code, AgentWorksError)(message)
