@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import psycopg
 
 from agentworks.core.clients import MessagingClient
+from agentworks.core.db import Database
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks_functions.store import FunctionsStore
 
 
 async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F13(
@@ -126,3 +129,77 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
     finally:
         for client in (ops, alice):
             await client.close()
+
+
+async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13(
+    clients, echo, functions, database_url
+):
+    """F13: one sent batch records per notice delivered, failed for good, or due again
+    after a backoff that doubles with each attempt; a notice not yet due is not sent."""
+    scout = await clients("agent:alpha/scout")
+    runtime = await clients("agent:demo/bot")
+    conversation = "00000000-0000-4000-8000-00000000000a"
+    order = []
+    for _ in range(3):
+        call = await scout.call(
+            "crew:demo", echo, {"text": "hi"}, notify_conversation_id=conversation
+        )
+        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+        await runtime.finish_execution(call.call_id, final_message="echo: hi")
+        order.append(call.call_id)
+    # The service's own sender has no messaging; stop it so that only this store sends.
+    await functions.stop(0)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            "UPDATE functions.notices SET attempts = 0, last_error = NULL, "
+            "next_attempt_at = now() - interval '1 second'"
+        )
+
+    answers = dict(
+        zip(
+            order,
+            [None, "permanent: NOT_FOUND: no such conversation", "UNAVAILABLE: away"],
+            strict=True,
+        )
+    )
+    sent: list[list[str]] = []
+
+    async def send(notices):
+        sent.append([n.call_id for n in notices])
+        return [answers[n.call_id] for n in notices]
+
+    db = Database(database_url, pool_size=2)
+    await db.start()
+    try:
+        store = FunctionsStore(db, default_running_limit=10)
+        retry_after = timedelta(seconds=30)
+        assert await store.deliver_notices(send, retry_after=retry_after) == 3
+        assert sorted(sent[0]) == sorted(order)
+        # Nothing is due now: the transient failure waits out its backoff.
+        assert await store.deliver_notices(send, retry_after=retry_after) == 0
+
+        query = (
+            "SELECT call_id::text, attempts, delivered_at IS NOT NULL, failed_at IS NOT NULL, "
+            "last_error, extract(epoch FROM next_attempt_at - now()) FROM functions.notices"
+        )
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            rows = {r[0]: r[1:] for r in await (await conn.execute(query)).fetchall()}
+            delivered, failed, again = (rows[c] for c in order)
+            assert delivered[:4] == (1, True, False, None)
+            assert failed[:4] == (1, False, True, answers[order[1]])
+            assert again[:4] == (1, False, False, "UNAVAILABLE: away")
+            assert 25 < again[4] <= 30
+
+            # Due again: the second attempt fails too and waits twice as long.
+            await conn.execute(
+                "UPDATE functions.notices SET next_attempt_at = now() WHERE call_id = %s",
+                (order[2],),
+            )
+            assert await store.deliver_notices(send, retry_after=retry_after) == 1
+            assert sent[-1] == [order[2]]
+            rows = {r[0]: r[1:] for r in await (await conn.execute(query)).fetchall()}
+            assert rows[order[2]][:4] == (2, False, False, "UNAVAILABLE: away")
+            assert 55 < rows[order[2]][4] <= 60
+            assert rows[order[0]][0] == rows[order[1]][0] == 1
+    finally:
+        await db.close()

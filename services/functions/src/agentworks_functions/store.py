@@ -1061,19 +1061,18 @@ class FunctionsStore:
                 for r in rows
             ]
             outcomes = await send(notices)
-            for row, outcome in zip(rows, outcomes, strict=True):
-                if outcome is None:
-                    values: dict[str, Any] = {"delivered_at": sa.func.now(), "last_error": None}
-                elif outcome.startswith("permanent:"):
-                    values = {"failed_at": sa.func.now(), "last_error": outcome}
-                else:
-                    delay = retry_after * min(2**row.attempts, 60)
-                    values = {"next_attempt_at": sa.func.now() + delay, "last_error": outcome}
-                await conn.execute(
-                    n.update()
-                    .where(n.c.call_id == row.call_id)
-                    .values(attempts=row.attempts + 1, **values)
-                )
+            # Every outcome in one statement: delivered, failed for good, or due again
+            # after a backoff that doubles per attempt (capped at 60 x retry_after).
+            await conn.execute(
+                _NOTICES_ATTEMPTED,
+                {
+                    "ids": [row.call_id for row in rows],
+                    "errors": outcomes,
+                    "delays": [
+                        (retry_after * min(2**row.attempts, 60)).total_seconds() for row in rows
+                    ],
+                },
+            )
         return len(rows)
 
     async def purge_unlinked_blobs(self, older_than: timedelta) -> int:
@@ -1093,6 +1092,25 @@ def submission_conflict(submission_key: str) -> Conflict:
         f"submission_id {submission_key!r} was already used for a call with different inputs; "
         "use a new submission_id for a new call (or resend the same inputs to recover it)"
     )
+
+
+# One sent batch's outcomes (deliver_notices): an error of None means delivered, one
+# that starts with "permanent:" means refused for good, any other means try again later.
+_NOTICES_ATTEMPTED = sa.text(
+    """
+UPDATE functions.notices n
+SET attempts = n.attempts + 1,
+    last_error = b.error,
+    delivered_at = CASE WHEN b.error IS NULL THEN now() END,
+    failed_at = CASE WHEN b.error LIKE 'permanent:%' THEN now() END,
+    next_attempt_at = CASE
+        WHEN b.error IS NULL OR b.error LIKE 'permanent:%' THEN n.next_attempt_at
+        ELSE now() + make_interval(secs => b.delay) END
+FROM unnest(CAST(:ids AS uuid[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))
+    AS b (call_id, error, delay)
+WHERE n.call_id = b.call_id
+"""
+)
 
 
 # The hot statements run on the pooled connection's own psycopg connection (see _raw),
