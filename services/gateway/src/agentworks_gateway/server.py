@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentworks.core import errors
 from agentworks.core.db import Database
 from agentworks.core.metrics import serve_metrics, watch_database
-from agentworks.core.service import prepare_database, wait_for_signal
+from agentworks.core.service import prepare_database, wait_for_signal, warn_unknown_settings
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
 from agentworks_gateway.config import Config
@@ -333,6 +333,7 @@ def main() -> None:
 
     config = Config.from_env()
     configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)
+    warn_unknown_settings(config.service)
     tracing = configure_tracing("gateway")
 
     async def run() -> None:

@@ -416,14 +416,10 @@ class Supervisor:
                 skipped.append(spec.name)
                 continue
             for replica, address in enumerate(self.addresses(index), start=1):
-                env = self._child_env(
-                    **{
-                        f"{spec.prefix}_LISTEN": address,
-                        f"{spec.prefix}_MESSAGING_ADDRESS": messaging,
-                        f"{spec.prefix}_FUNCTIONS_ADDRESS": functions,
-                        f"{spec.prefix}_SCHEDULER_ADDRESS": scheduler,
-                    }
-                )
+                # Functions and the scheduler call messaging; nothing else is called.
+                env = self._child_env(**{f"{spec.prefix}_LISTEN": address})
+                if spec.name != "messaging":
+                    env[f"{spec.prefix}_MESSAGING_ADDRESS"] = messaging
                 if spec.name == "scheduler":
                     env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)

@@ -6,6 +6,7 @@ Each service defines its own frozen dataclass in its `config.py` and builds it w
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,8 +18,11 @@ class Env:
 
     prefix: str
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The names (without the prefix) asked for so far; see `unknown`.
+    asked: set[str] = field(default_factory=set, compare=False, repr=False)
 
     def _raw(self, name: str, *, shared: bool) -> str | None:
+        self.asked.add(name)
         value = self.environ.get(f"{self.prefix}_{name}")
         if (value is None or value == "") and shared:
             value = self.environ.get(name)
@@ -52,6 +56,25 @@ class Env:
             return default
         return value.strip().lower() in ("1", "true", "yes", "on")
 
+    def unknown(self) -> list[str]:
+        """Each `<PREFIX>_*` variable set but never asked for, as a sentence naming it and
+        the closest known setting: a typo, or a setting this version no longer has.
+
+        `<PREFIX>_ADDRESS` is left out: it is how the other services reach this one,
+        and one environment often serves them all.
+        """
+        start = f"{self.prefix}_"
+        known = sorted(start + name for name in self.asked)
+        found = []
+        for variable in sorted(self.environ):
+            name = variable[len(start) :]
+            if not variable.startswith(start) or name in self.asked or name == "ADDRESS":
+                continue
+            close = difflib.get_close_matches(variable, known, n=1, cutoff=0.75)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            found.append(f"{variable} is not a setting and was ignored{hint}")
+        return found
+
 
 @dataclass(frozen=True)
 class ServiceConfig:
@@ -72,6 +95,9 @@ class ServiceConfig:
     # Identities signed with these keys are accepted too (key rotation); the service
     # itself signs only with `internal_key`.
     accepted_keys: tuple[str, ...] = ()
+    # The environment this was read from, for `Env.unknown` once the service's own
+    # config has read the rest.
+    env: Env | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
@@ -93,4 +119,5 @@ class ServiceConfig:
                 for k in env.environ.get("AGENTWORKS_ACCEPTED_INTERNAL_KEYS", "").split(",")
                 if k.strip()
             ),
+            env=env,
         )

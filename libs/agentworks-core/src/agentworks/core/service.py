@@ -74,9 +74,17 @@ def prepare_database(config: ServiceConfig, schema: str, migrations: str) -> Non
     migrate(config.database_url, schema, migrations)
 
 
+def warn_unknown_settings(config: ServiceConfig) -> None:
+    """Log each of the service's variables that no setting read (a typo, or a removed
+    setting), so that an operator learns it had no effect."""
+    for problem in config.env.unknown() if config.env else ():
+        log.warning("config.unknown_setting", service=config.name, problem=problem)
+
+
 def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> None:
     """Run a service until SIGTERM/SIGINT, then drain and stop."""
     configure_logging(config.name, level=config.log_level, json=config.log_json)
+    warn_unknown_settings(config)
 
     tracing = configure_tracing(config.name)
 
