@@ -9,6 +9,15 @@ import signal
 import sys
 from pathlib import Path
 
+# Runs argv[1:] with SIGINT at its default disposition, as a terminal would. A shell
+# without job control (a CI script, `make test &`) starts its background commands with
+# SIGINT ignored, their children inherit that, and Python then never turns SIGINT into
+# KeyboardInterrupt: the Ctrl-C the test below sends would be lost.
+WITH_CTRL_C = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
 
 async def test_messages_send_prints_the_receipt_and_read_prints_the_reply_G3_C2_C7(
     gateway, cli, alice_token, demo, bot
@@ -147,6 +156,7 @@ async def test_read_follow_prints_pages_as_replies_arrive_until_interrupted_G3_C
     inbox = json.loads((await send.communicate())[0])["inbox_id"]
 
     follow = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WITH_CTRL_C,
         agentworks, "messages", "read", "--inbox", inbox, "--follow", "--json",
         env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -163,8 +173,13 @@ async def test_read_follow_prints_pages_as_replies_arrive_until_interrupted_G3_C
         assert seen == ["one", "two"]
     finally:
         follow.send_signal(signal.SIGINT)
-        async with asyncio.timeout(30):
-            code = await follow.wait()
+        try:
+            async with asyncio.timeout(30):
+                code = await follow.wait()
+        finally:
+            if follow.returncode is None:
+                follow.kill()
+                await follow.wait()
     assert code == 0
 
 
