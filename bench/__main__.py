@@ -75,6 +75,14 @@ async def run(args: argparse.Namespace) -> Report:
         f"{len(__import__('os').sched_getaffinity(0))} CPUs; client and server share them."
     )
     report.notes.append(
+        "Service processes run with LOG_LEVEL=warning, so they write no line per request. "
+        "At the default (info), a send logs one JSON line and a call round trip three "
+        "(accepted, claimed, finished): about 40 us of the service's CPU per line "
+        "(measured in-process), some 4% of a send and 1% of a call round trip; "
+        "two back-to-back runs at 32 senders gave 787-841 msg/s at info against 857-868 "
+        "at warning."
+    )
+    report.notes.append(
         "Sends start a new conversation each (the heaviest send: conversation, inbox, "
         "message and delivery rows in one transaction)."
     )
