@@ -485,8 +485,8 @@ class SchedulerStore:
     ) -> list[tuple[Due, FireOutcome]]:
         """The firing transaction (S6): lock a due batch, deliver, record, commit.
 
-        The outcomes are written as one batched UPDATE per kind of outcome (psycopg
-        sends an executemany in one pipeline), not one statement per row.
+        `record` writes the delivered occurrences with one UPDATE over arrays and the
+        rare failures with an executemany, not one statement per row.
         """
         async with self.db.transaction() as conn:
             now = await self._enter_firing(conn)
