@@ -143,6 +143,7 @@ def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services):
         config = RuntimeConfig.from_env({**services[name]["environment"], **key})
         assert config.principal == "agent:demo/demo-bot" and config.targets == ("crew:demo",)
         assert config.health_file.startswith("/tmp/"), name
+        assert config.unknown_settings == (), name
         configs[name] = config
     assert configs["demo-runtime"].scheduler_address == "scheduler:50053"
     assert configs["demo-functions"].root.startswith("/tmp/"), "calls need a writable root"

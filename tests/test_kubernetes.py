@@ -336,7 +336,8 @@ def _address(value: str) -> tuple[str, str, int]:
 
 def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap):
     """P3/P5: the env of each container builds its real config: listen and metrics
-    addresses, database URL, internal key, pool size, peers (gRPC Service DNS names)."""
+    addresses, database URL, internal key, pool size, peers (gRPC Service DNS names);
+    and it sets no variable of the process's own prefix that no setting reads."""
     from agentworks.runtime.config import RuntimeConfig
     from agentworks_gateway.config import Config as GatewayConfig
     from agentworks_gateway.up import parse_args
@@ -356,6 +357,7 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
         assert service.internal_key == FAKE_SECRETS["AGENTWORKS_INTERNAL_KEY"], name
         assert service.log_json is True, name
         assert 1 <= service.pool_size <= 10, name
+        assert service.env is not None and service.env.unknown() == [], name
         if name != "messaging":
             assert config.messaging_address == messaging, name
     env = _env(_container(objects[("Deployment", "gateway")]), configmap)
@@ -367,11 +369,13 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
         configmap["FUNCTIONS_ADDRESS"],
         configmap["SCHEDULER_ADDRESS"],
     )
+    assert gateway.service.env is not None and gateway.service.env.unknown() == []
     assert "gateway.agentworks.svc:*" in gateway.allowed_hosts
     assert "*" not in gateway.allowed_hosts, "DNS-rebinding protection stays on"
     runtime_env = _env(_container(objects[("Deployment", "demo-runtime")]), configmap)
     runtime = RuntimeConfig.from_env(runtime_env)
     assert runtime.messaging_address == messaging
+    assert runtime.unknown_settings == ()
     assert runtime.health_file.startswith("/tmp/"), "the root filesystem is read-only"
     job = _container(objects[("Job", "agentworks-bootstrap")])
     job_env = _env(job, configmap)

@@ -27,6 +27,7 @@ from agentworks.core.identity import Minter
 from agentworks.core.testing import service_env
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker
+from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.demo import handle_turn as demo_handle_turn
 from agentworks.runtime.demo import reminder_delay
 from agentworks.runtime.serving import run_until_signal
@@ -529,3 +530,22 @@ async def test_a_failing_worker_stops_the_others_and_exits_1_a2(capsys):
     assert await asyncio.wait_for(run_until_signal(healthy, broken), WAIT) == 1
     assert healthy.stopped.is_set()
     assert "identity signature is invalid" in capsys.readouterr().err
+
+
+def test_the_runtime_names_its_own_unknown_variables_only_p4_r1():
+    """P4 R1: AGENTWORKS_* is shared by the runtime, the CLI and the services' key, so the
+    runtime names only unread AGENTWORKS_RUNTIME_* variables."""
+    config = RuntimeConfig.from_env(
+        {
+            "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+            "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
+            "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
+            "AGENTWORKS_RUNTIME_CONCURENCY": "4",
+            "AGENTWORKS_TOKEN": "aw_for_the_cli",
+        }
+    )
+    assert config.concurrency == 1
+    assert config.unknown_settings == (
+        "AGENTWORKS_RUNTIME_CONCURENCY is not a setting and was ignored; "
+        "did you mean AGENTWORKS_RUNTIME_CONCURRENCY?",
+    )

@@ -56,18 +56,19 @@ class Env:
             return default
         return value.strip().lower() in ("1", "true", "yes", "on")
 
-    def unknown(self) -> list[str]:
-        """Each `<PREFIX>_*` variable set but never asked for, as a sentence naming it and
-        the closest known setting: a typo, or a setting this version no longer has.
+    def unknown(self, within: str = "") -> list[str]:
+        """Each `<PREFIX>_<within>*` variable set but never asked for, as a sentence
+        naming it and the closest known setting: a typo, or a setting this version no
+        longer has.
 
         `<PREFIX>_ADDRESS` is left out: it is how the other services reach this one,
         and one environment often serves them all.
         """
-        start = f"{self.prefix}_"
-        known = sorted(start + name for name in self.asked)
+        start = f"{self.prefix}_{within}"
+        known = sorted(f"{self.prefix}_{name}" for name in self.asked)
         found = []
         for variable in sorted(self.environ):
-            name = variable[len(start) :]
+            name = variable[len(self.prefix) + 1 :]
             if not variable.startswith(start) or name in self.asked or name == "ADDRESS":
                 continue
             close = difflib.get_close_matches(variable, known, n=1, cutoff=0.75)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from agentworks.core.identity import Minter
-from agentworks.core.logging import configure_logging
+from agentworks.core.logging import configure_logging, get_logger
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.executions import ExecutionHandler, serve_executions
@@ -172,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentworks-runtime: {exc}", file=sys.stderr)
         return 2
     configure_logging("runtime", level=config.log_level, json=config.log_json)
+    for problem in config.unknown_settings:
+        get_logger(__name__).warning("config.unknown_setting", problem=problem)
     if executions is not None:
         return asyncio.run(serve_executions(config, executions))
     assert handler is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ class RuntimeConfig:
     health_file: str = ""
     log_level: str = "info"
     log_json: bool = True
+    # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
+    unknown_settings: tuple[str, ...] = ()
 
     @classmethod
     def from_env(
@@ -67,6 +70,7 @@ class RuntimeConfig:
             log_level=env.get_str("LOG_LEVEL", "info", shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
         )
+        config = dataclasses.replace(config, unknown_settings=tuple(env.unknown("RUNTIME_")))
         config.validate()
         return config
 
