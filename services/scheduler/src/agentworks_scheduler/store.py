@@ -127,9 +127,15 @@ def _retry_key_conflict(submission_id: str) -> Conflict:
     )
 
 
-def _page(rows: list[Any], convert: Callable[[Any], Any], limit: int, after: int) -> Page:
-    items = [convert(r) for r in rows[:limit]]
-    return Page(items, items[-1].seq if items else after)
+def _listing(table: sa.Table, *, conversation_id: str, product: str, after: int) -> sa.Select:
+    """Rows of `table` past the cursor `after` in creation order, of one conversation
+    and one product when they are given (empty: any)."""
+    query = sa.select(table).where(table.c.seq > after).order_by(table.c.seq)
+    if conversation_id:
+        query = query.where(table.c.conversation_id == _uuid(conversation_id, "conversation"))
+    if product:
+        query = query.where(table.c.product == product)
+    return query
 
 
 class SchedulerStore:
@@ -137,6 +143,15 @@ class SchedulerStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    async def _page(
+        self, query: sa.Select, convert: Callable[[Any], Any], limit: int, after: int
+    ) -> Page:
+        """The first `limit` rows of `query` as one page; its cursor is the last row's seq."""
+        async with self.db.transaction() as conn:
+            rows = (await conn.execute(query.limit(limit))).all()
+        items = [convert(r) for r in rows]
+        return Page(items, items[-1].seq if items else after)
 
     # ----------------------------------------------------------------- wake-ups
 
@@ -263,11 +278,7 @@ class SchedulerStore:
     ) -> Page:
         """Wake-ups in creation order; `visible_to` = (principal, product) limits them."""
         w = t.wake_ups
-        query = sa.select(w).where(w.c.seq > after).order_by(w.c.seq).limit(limit)
-        if conversation_id:
-            query = query.where(w.c.conversation_id == _uuid(conversation_id, "conversation"))
-        if product:
-            query = query.where(w.c.product == product)
+        query = _listing(w, conversation_id=conversation_id, product=product, after=after)
         if not include_finished:
             query = query.where(w.c.status == "pending")
         if visible_to is not None:
@@ -276,9 +287,7 @@ class SchedulerStore:
             if own_product:
                 visible = sa.or_(visible, w.c.product == own_product)
             query = query.where(visible)
-        async with self.db.transaction() as conn:
-            rows = (await conn.execute(query)).all()
-        return _page(rows, _wake_up, limit, after)
+        return await self._page(query, _wake_up, limit, after)
 
     async def fire_due_wake_ups(
         self, limit: int, deliver: Callable[[list[Due]], Awaitable[list[FireOutcome]]]
@@ -421,16 +430,10 @@ class SchedulerStore:
         limit: int,
     ) -> Page:
         s = t.schedules
-        query = sa.select(s).where(s.c.seq > after).order_by(s.c.seq).limit(limit)
-        if conversation_id:
-            query = query.where(s.c.conversation_id == _uuid(conversation_id, "conversation"))
-        if product:
-            query = query.where(s.c.product == product)
+        query = _listing(s, conversation_id=conversation_id, product=product, after=after)
         if created_by is not None:
             query = query.where(s.c.created_by == created_by)
-        async with self.db.transaction() as conn:
-            rows = (await conn.execute(query)).all()
-        return _page(rows, _schedule, limit, after)
+        return await self._page(query, _schedule, limit, after)
 
     async def fire_due_schedules(
         self,
@@ -615,16 +618,10 @@ class SchedulerStore:
         limit: int,
     ) -> Page:
         h = t.webhooks
-        query = sa.select(h).where(h.c.seq > after).order_by(h.c.seq).limit(limit)
-        if conversation_id:
-            query = query.where(h.c.conversation_id == _uuid(conversation_id, "conversation"))
-        if product:
-            query = query.where(h.c.product == product)
+        query = _listing(h, conversation_id=conversation_id, product=product, after=after)
         if created_by is not None:
             query = query.where(h.c.created_by == created_by)
-        async with self.db.transaction() as conn:
-            rows = (await conn.execute(query)).all()
-        return _page(rows, _webhook, limit, after)
+        return await self._page(query, _webhook, limit, after)
 
     async def receive_webhook(
         self,
