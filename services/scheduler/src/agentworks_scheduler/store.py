@@ -127,14 +127,23 @@ def _retry_key_conflict(submission_id: str) -> Conflict:
     )
 
 
-def _listing(table: sa.Table, *, conversation_id: str, product: str, after: int) -> sa.Select:
-    """Rows of `table` past the cursor `after` in creation order, of one conversation
-    and one product when they are given (empty: any)."""
+def _listing(
+    table: sa.Table,
+    *,
+    conversation_id: str,
+    product: str,
+    after: int,
+    created_by: str | None = None,
+) -> sa.Select:
+    """Rows of `table` past the cursor `after` in creation order, of one conversation,
+    one product and one creator when they are given (empty or None: any)."""
     query = sa.select(table).where(table.c.seq > after).order_by(table.c.seq)
     if conversation_id:
         query = query.where(table.c.conversation_id == _uuid(conversation_id, "conversation"))
     if product:
         query = query.where(table.c.product == product)
+    if created_by is not None:
+        query = query.where(table.c.created_by == created_by)
     return query
 
 
@@ -429,10 +438,13 @@ class SchedulerStore:
         after: int,
         limit: int,
     ) -> Page:
-        s = t.schedules
-        query = _listing(s, conversation_id=conversation_id, product=product, after=after)
-        if created_by is not None:
-            query = query.where(s.c.created_by == created_by)
+        query = _listing(
+            t.schedules,
+            conversation_id=conversation_id,
+            product=product,
+            created_by=created_by,
+            after=after,
+        )
         return await self._page(query, _schedule, limit, after)
 
     async def fire_due_schedules(
@@ -617,10 +629,13 @@ class SchedulerStore:
         after: int,
         limit: int,
     ) -> Page:
-        h = t.webhooks
-        query = _listing(h, conversation_id=conversation_id, product=product, after=after)
-        if created_by is not None:
-            query = query.where(h.c.created_by == created_by)
+        query = _listing(
+            t.webhooks,
+            conversation_id=conversation_id,
+            product=product,
+            created_by=created_by,
+            after=after,
+        )
         return await self._page(query, _webhook, limit, after)
 
     async def receive_webhook(
