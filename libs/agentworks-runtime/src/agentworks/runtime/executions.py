@@ -48,7 +48,7 @@ from agentworks.core.clients.functions import FunctionsClient
 from agentworks.core.identity import Minter
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
-from agentworks.runtime.serving import run_until_signal
+from agentworks.runtime.serving import run_until_signal, unless_stopped
 from agentworks.runtime.turns import Backoff
 
 log = structlog.get_logger("agentworks.runtime.executions")
@@ -378,22 +378,12 @@ class ExecutionWorker:
             self._touch_health()
 
     async def _claim(self) -> f.Execution | None:
-        claim = asyncio.ensure_future(
+        return await unless_stopped(
             self.client.claim_execution(
                 self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
-            )
+            ),
+            self._stopping,
         )
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not claim.done():
-                claim.cancel()
-            await asyncio.wait({claim})
-        if claim.cancelled():
-            return None
-        return claim.result()
 
     def _handler_for(self, function: str) -> ExecutionHandler | None:
         if isinstance(self.handler, Mapping):

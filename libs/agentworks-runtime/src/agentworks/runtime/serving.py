@@ -20,11 +20,32 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from agentworks.core import errors
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+T = TypeVar("T")
+
+
+async def unless_stopped(claim: Awaitable[T], stopping: asyncio.Event) -> T | None:
+    """Await a claim (a long-poll) unless `stopping` is set first: then cancel it and
+    answer None. A claim the service granted just before the cancel still lands, so
+    the caller serves what it now holds instead of leaving it to lease expiry."""
+    claimed = asyncio.ensure_future(claim)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({claimed, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not claimed.done():
+            claimed.cancel()
+        await asyncio.wait({claimed})  # never raises
+    if claimed.cancelled():
+        return None
+    return claimed.result()
 
 
 class Worker(Protocol):

@@ -52,6 +52,7 @@ from agentworks.core.clients import MessagingClient, SchedulerClient, target_ref
 from agentworks.core.identity import Minter
 from agentworks.core.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.runtime.serving import unless_stopped
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 
 log = structlog.get_logger("agentworks.runtime")
@@ -368,23 +369,12 @@ class TurnWorker:
             await asyncio.wait_for(self._stopping.wait(), delay)
 
     async def _claim(self) -> m.Turn | None:
-        claim = asyncio.ensure_future(
+        return await unless_stopped(
             self.client.claim_turn(
                 self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
-            )
+            ),
+            self._stopping,
         )
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not claim.done():
-                claim.cancel()
-            # Never raises: lets a claim the service granted just before the cancel land.
-            await asyncio.wait({claim})
-        if claim.cancelled():
-            return None
-        return claim.result()
 
     async def _handle(self, turn: m.Turn) -> None:
         bound = self.log.bind(turn_id=turn.turn_id, conversation_id=turn.conversation_id)
