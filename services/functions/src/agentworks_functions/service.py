@@ -6,7 +6,6 @@ import asyncio
 import codecs
 import contextlib
 import dataclasses
-import hashlib
 import json
 import mimetypes
 import re
@@ -18,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from agentworks.core.checks import bounded, check_no_nul, request_hash
 from agentworks.core.db import Listener, Waiter
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.core.identity import Identity, check_principal
@@ -133,40 +133,12 @@ def check_target(kind: str, name: str) -> TargetKey:
     return TargetKey(kind, name)
 
 
-def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
-    if value == 0 and low > 0:
-        return default
-    if not low <= value <= high:
-        raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
-    return value
-
-
-def check_no_nul(value: str, field: str) -> str:
-    """PostgreSQL text cannot hold NUL characters: refuse them, naming the field."""
-    if "\x00" in value:
-        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
-    return value
-
-
 def check_size(value: str, field: str, limit: int) -> str:
     check_no_nul(value, field)
     size = len(value.encode())
     if size > limit:
         raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
     return value
-
-
-def request_hash(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def serves(identity: Identity, key: TargetKey) -> bool:
-    """Whether this principal may run the target's executions (claim, report, finish)."""
-    if identity.is_service and "runtime" in identity.roles:
-        return True
-    if key.kind == "crew":
-        return identity.crew == key.name
-    return identity.principal == f"workflow:{key.name}"
 
 
 def check_file_name(name: str, call_id: str) -> str:
@@ -245,7 +217,7 @@ def check_claim_targets(identity: Identity, targets: Sequence[TargetKey], field:
     if len(targets) > MAX_CLAIM_TARGETS:
         raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} {field} per claim")
     for key in targets:
-        if not serves(identity, key):
+        if not identity.serves(key.kind, key.name):
             raise PermissionDenied(f"{identity.principal} may not run executions of {key}")
 
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hashlib
 import json
 import re
 import time
@@ -15,6 +12,8 @@ from typing import Any
 
 import structlog
 
+from agentworks.core import checks
+from agentworks.core.checks import bounded, check_no_nul, request_hash
 from agentworks.core.db import Listener
 from agentworks.core.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
 from agentworks.core.identity import Identity, check_principal
@@ -51,26 +50,12 @@ _CURSOR_PREFIX = "p1:"
 
 def encode_cursor(position: int) -> str:
     """An opaque cursor for a position."""
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{position}".encode()).decode().rstrip("=")
+    return checks.encode_cursor(position, _CURSOR_PREFIX)
 
 
 def decode_cursor(cursor: str, field: str = "after") -> int:
     """The position behind a cursor; empty means the start."""
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith(_CURSOR_PREFIX):
-            raise ValueError(raw)
-        position = int(raw[len(_CURSOR_PREFIX) :])
-        if not 0 <= position < 2**63:  # positions are bigint
-            raise ValueError(raw)
-        return position
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise InvalidArgument(
-            f"{field} {cursor!r} is not a cursor: pass a next_cursor you received, "
-            "or leave it empty to start from the beginning"
-        ) from None
+    return checks.decode_cursor(cursor, _CURSOR_PREFIX, field)
 
 
 def check_target(kind: str, name: str) -> TargetKey:
@@ -82,23 +67,6 @@ def check_target(kind: str, name: str) -> TargetKey:
             "starting with a letter or digit"
         )
     return TargetKey(kind, name)
-
-
-def has_nul(value: Any) -> bool:
-    """Whether a string, or any string or key in JSON, holds a NUL character, which
-    PostgreSQL text and jsonb cannot store."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_nul(v) for v in value)
-    return False
-
-
-def check_no_nul(value: Any, field: str) -> None:
-    if has_nul(value):
-        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
 
 
 def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
@@ -121,27 +89,6 @@ def check_submission_id(submission_id: str) -> None:
     check_no_nul(submission_id, "submission_id")
     if len(submission_id) > MAX_SUBMISSION_ID:
         raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
-
-
-def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
-    if value == 0 and low > 0:
-        return default
-    if not low <= value <= high:
-        raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
-    return value
-
-
-def request_hash(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def serves(identity: Identity, key: TargetKey) -> bool:
-    """Whether this principal may act as the target's agents (claim turns, reply)."""
-    if identity.is_service and "runtime" in identity.roles:
-        return True
-    if key.kind == "crew":
-        return identity.crew == key.name
-    return identity.principal == f"workflow:{key.name}"
 
 
 class MessagingService:
@@ -252,7 +199,7 @@ class MessagingService:
         check_text(text, parts)
         check_submission_id(submission_id)
         conversation_id, key, _ = await self.store.inbox_target(inbox_id)
-        if not serves(identity, key):
+        if not identity.serves(key.kind, key.name):
             raise NotFound(f"inbox {inbox_id!r} not found")
         receipt = await self.store.agent_reply(
             principal=identity.principal,
@@ -299,7 +246,7 @@ class MessagingService:
         key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
         if not (
             identity.principal in (owner, inbox_principal)
-            or serves(identity, key)
+            or identity.serves(key.kind, key.name)
             or identity.is_operator
         ):
             raise NotFound(f"conversation {conversation_id!r} not found")
@@ -324,7 +271,7 @@ class MessagingService:
         if len(targets) > MAX_CLAIM_TARGETS:
             raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} targets per claim")
         for key in targets:
-            if not serves(identity, key):
+            if not identity.serves(key.kind, key.name):
                 raise PermissionDenied(f"{identity.principal} may not act for {key}")
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         lease = timedelta(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import hashlib
 import hmac
 import re
@@ -35,6 +34,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from agentworks.core import checks
+from agentworks.core.checks import bounded, check_no_nul
 from agentworks.core.clients.scheduler import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -142,33 +143,11 @@ class Conversations(Protocol):
 
 
 def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
+    return checks.encode_cursor(seq, _CURSOR_PREFIX)
 
 
 def decode_cursor(cursor: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith(_CURSOR_PREFIX):
-            raise ValueError(raw)
-        seq = int(raw[len(_CURSOR_PREFIX) :])
-        if not 0 <= seq < 2**63:  # positions are bigint
-            raise ValueError(raw)
-        return seq
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise InvalidArgument(
-            f"after {cursor!r} is not a cursor: pass a next_cursor you received, "
-            "or leave it empty to start from the beginning"
-        ) from None
-
-
-def bounded(value: int, field: str, high: int, default: int) -> int:
-    if value == 0:
-        return default
-    if not 1 <= value <= high:
-        raise InvalidArgument(f"{field} must be between 1 and {high}, got {value}")
-    return value
+    return checks.decode_cursor(cursor, _CURSOR_PREFIX)
 
 
 def check_product(product: str, *, field: str = "product") -> str:
@@ -186,13 +165,6 @@ def check_pause_scope(product: str) -> str:
             "or use crew:<name>, workflow:<id>, crew:* or workflow:*"
         )
     return product
-
-
-def check_no_nul(value: str, field: str) -> str:
-    """PostgreSQL text cannot hold NUL characters: refuse them, naming the field."""
-    if "\x00" in value:
-        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
-    return value
 
 
 def check_text(value: str, field: str, limit: int, *, required: bool = False) -> str:
@@ -417,7 +389,7 @@ class SchedulerService:
         limit: int,
     ) -> tuple[list[WakeUp], str]:
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)
         page: Page = await self.store.list_wake_ups(
             conversation_id=conversation_id,
@@ -576,7 +548,7 @@ class SchedulerService:
         self, identity: Identity, *, conversation_id: str, product: str, after: str, limit: int
     ) -> tuple[list[Schedule], str]:
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)
         page = await self.store.list_schedules(
             conversation_id=conversation_id,
@@ -597,7 +569,7 @@ class SchedulerService:
         after: datetime | None,
     ) -> list[datetime]:
         """The next `count` fire times of a saved schedule or of a rule (S4)."""
-        count = bounded(count, "count", PREVIEW_MAX, PREVIEW_DEFAULT)
+        count = bounded(count, "count", 1, PREVIEW_MAX, PREVIEW_DEFAULT)
         now = datetime.now(UTC)
         if after is not None and abs(after - now) > MAX_PREVIEW_SPAN:
             # Far enough out, fire times run past the year 9999 that datetime can hold.
@@ -673,7 +645,7 @@ class SchedulerService:
         self, identity: Identity, *, conversation_id: str, product: str, after: str, limit: int
     ) -> tuple[list[Webhook], str]:
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)
         page = await self.store.list_webhooks(
             conversation_id=conversation_id,

@@ -68,6 +68,16 @@ class Identity:
             return None
         return self.principal.split(":", 1)[1].split("/", 1)[0]
 
+    def serves(self, target_kind: str, target_name: str) -> bool:
+        """Whether this principal acts as the target's agents: claims its turns and
+        executions, replies and reports for it. The target's own crew agents or its
+        workflow, or a service with the `runtime` role."""
+        if self.is_service and "runtime" in self.roles:
+            return True
+        if target_kind == "crew":
+            return self.crew == target_name
+        return self.principal == f"workflow:{target_name}"
+
 
 def mint(
     principal: str,

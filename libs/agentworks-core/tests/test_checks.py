@@ -1,0 +1,39 @@
+"""The request checks the services share (P6): each refusal names the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentworks.core.checks import bounded, check_no_nul, decode_cursor, encode_cursor
+from agentworks.core.errors import InvalidArgument
+
+
+def test_a_cursor_round_trips_and_another_services_cursor_is_refused_P6():
+    """P6: positions survive the round trip, up to the bigint limit; a cursor made with
+    another prefix (another service's), garbage and positions past int64 are refused
+    with a message naming the field."""
+    for position in (0, 1, 42, 2**63 - 1):
+        assert decode_cursor(encode_cursor(position, "p1:"), "p1:") == position
+    assert decode_cursor("", "p1:") == 0
+    for bad in (encode_cursor(5, "s1:"), "%%%", encode_cursor(2**63, "p1:"), "cDE6LTE"):
+        with pytest.raises(InvalidArgument, match=r"^after .* is not a cursor"):
+            decode_cursor(bad, "p1:")
+    with pytest.raises(InvalidArgument, match=r"^before "):
+        decode_cursor("x", "p1:", "before")
+
+
+def test_bounds_default_and_refuse_naming_the_field_P6():
+    """P6: 0 (unset) takes the default when 0 is out of range; otherwise the range holds."""
+    assert bounded(0, "limit", 1, 100, 20) == 20
+    assert bounded(0, "wait_seconds", 0, 25, 0) == 0
+    assert bounded(100, "limit", 1, 100, 20) == 100
+    with pytest.raises(InvalidArgument, match="limit must be between 1 and 100, got 101"):
+        bounded(101, "limit", 1, 100, 20)
+
+
+def test_nul_is_refused_in_text_and_anywhere_in_json_P6():
+    """P6: PostgreSQL text and jsonb cannot hold NUL: in a string, a key or a nested value."""
+    assert check_no_nul({"a": ["b", 1, None]}, "inputs") == {"a": ["b", 1, None]}
+    for value in ("a\x00b", {"k\x00": 1}, {"k": ["ok", {"deep": "\x00"}]}):
+        with pytest.raises(InvalidArgument, match=r"^inputs contains a NUL character"):
+            check_no_nul(value, "inputs")
