@@ -544,13 +544,21 @@ class SchedulerService:
         await self.store.delete_schedule(schedule_id)
         log.info("schedule.deleted", schedule_id=schedule_id)
 
-    async def list_schedules(
-        self, identity: Identity, *, conversation_id: str, product: str, after: str, limit: int
-    ) -> tuple[list[Schedule], str]:
+    async def _list_own(
+        self,
+        identity: Identity,
+        listing: Callable[..., Awaitable[Page]],
+        *,
+        conversation_id: str,
+        product: str,
+        after: str,
+        limit: int,
+    ) -> tuple[list[Any], str]:
+        """One page of the caller's own schedules or webhooks (an operator's: anyone's)."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)
-        page = await self.store.list_schedules(
+        page = await listing(
             conversation_id=conversation_id,
             product=product,
             created_by=None if identity.is_operator else identity.principal,
@@ -558,6 +566,18 @@ class SchedulerService:
             limit=limit,
         )
         return page.items, encode_cursor(page.next_seq)
+
+    async def list_schedules(
+        self, identity: Identity, *, conversation_id: str, product: str, after: str, limit: int
+    ) -> tuple[list[Schedule], str]:
+        return await self._list_own(
+            identity,
+            self.store.list_schedules,
+            conversation_id=conversation_id,
+            product=product,
+            after=after,
+            limit=limit,
+        )
 
     async def preview_schedule(
         self,
@@ -644,17 +664,14 @@ class SchedulerService:
     async def list_webhooks(
         self, identity: Identity, *, conversation_id: str, product: str, after: str, limit: int
     ) -> tuple[list[Webhook], str]:
-        position = decode_cursor(after)
-        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
-        check_product(product)
-        page = await self.store.list_webhooks(
+        return await self._list_own(
+            identity,
+            self.store.list_webhooks,
             conversation_id=conversation_id,
             product=product,
-            created_by=None if identity.is_operator else identity.principal,
-            after=position,
+            after=after,
             limit=limit,
         )
-        return page.items, encode_cursor(page.next_seq)
 
     async def rotate_webhook_secret(self, identity: Identity, webhook_id: str) -> Webhook:
         await self._owned_webhook(identity, webhook_id)
