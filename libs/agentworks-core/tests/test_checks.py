@@ -1,4 +1,4 @@
-"""The request checks the services share (P6): each refusal names the field."""
+"""The request checks the services share (P6, C1): each refusal names the field."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 
 from agentworks.core.checks import bounded, check_no_nul, decode_cursor, encode_cursor
 from agentworks.core.errors import InvalidArgument
+from agentworks.core.targets import TargetKey, check_target
 
 
 def test_a_cursor_round_trips_and_another_services_cursor_is_refused_P6():
@@ -37,3 +38,17 @@ def test_nul_is_refused_in_text_and_anywhere_in_json_P6():
     for value in ("a\x00b", {"k\x00": 1}, {"k": ["ok", {"deep": "\x00"}]}):
         with pytest.raises(InvalidArgument, match=r"^inputs contains a NUL character"):
             check_no_nul(value, "inputs")
+
+
+def test_a_target_is_a_crew_or_workflow_with_a_plain_name_C1_P6():
+    """C1 P6: crew and workflow targets with 1-128 letters, digits, '.', '_' or '-' (a
+    letter or digit first); anything else is refused naming target.kind or target.name."""
+    assert str(check_target("crew", "demo")) == "crew:demo"
+    assert check_target("workflow", "w.1_x-" + "a" * 122) == TargetKey(
+        "workflow", "w.1_x-" + "a" * 122
+    )
+    with pytest.raises(InvalidArgument, match=r"^target\.kind must be crew or workflow"):
+        check_target("team", "demo")
+    for name in ("", "-lead", "a b", "a" * 129, "crew/x"):
+        with pytest.raises(InvalidArgument, match=r"^target\.name "):
+            check_target("crew", name)

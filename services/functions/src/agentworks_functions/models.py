@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from agentworks.core.targets import TargetKey
+
 # Call statuses (F7). Open calls count against the running limit (F5).
 RUNNING = "running"
 WAITING_FOR_INPUT = "waiting_for_input"
@@ -23,15 +25,6 @@ RESULT_FILE = "result.json"
 def output_folder(call_id: str) -> str:
     """The call's private output folder, relative to the target's project (F4)."""
     return f".calls/{call_id}/"
-
-
-@dataclass(frozen=True)
-class TargetKey:
-    kind: str  # "crew" | "workflow"
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import Minter, caller
 from agentworks.core.rpc import GrpcServer
 from agentworks.core.service import Running, main_for, prepare_database
+from agentworks.core.targets import check_target
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2
@@ -40,7 +41,7 @@ from agentworks_functions.models import (
     WorkflowBinding,
     WorkflowVariable,
 )
-from agentworks_functions.service import FunctionsService, NoticeSender, check_target
+from agentworks_functions.service import FunctionsService, NoticeSender
 from agentworks_functions.store import (
     CALL_CHANNEL,
     EXECUTION_CHANNEL,

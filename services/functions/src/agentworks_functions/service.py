@@ -122,17 +122,6 @@ _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 NoticeSender = Callable[[list[Notice]], Awaitable[list[str | None]]]
 
 
-def check_target(kind: str, name: str) -> TargetKey:
-    if kind not in ("crew", "workflow"):
-        raise InvalidArgument("target.kind must be crew or workflow")
-    if not _NAME_RE.match(name or ""):
-        raise InvalidArgument(
-            f"target.name {name!r} is not valid: 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return TargetKey(kind, name)
-
-
 def check_size(value: str, field: str, limit: int) -> str:
     check_no_nul(value, field)
     size = len(value.encode())

@@ -6,14 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-
-@dataclass(frozen=True)
-class TargetKey:
-    kind: str  # "crew" | "workflow"
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
+from agentworks.core.targets import TargetKey
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ from agentworks.core.errors import AgentWorksError, InvalidArgument
 from agentworks.core.identity import caller
 from agentworks.core.rpc import GrpcServer
 from agentworks.core.service import Running, main_for, prepare_database
+from agentworks.core.targets import check_target
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks_messaging.config import Config
 from agentworks_messaging.metrics import start_refresh
 from agentworks_messaging.models import Delivery, Message, NewDelivery, Target, TargetKey, Turn
-from agentworks_messaging.service import MessagingService, check_delivery, check_target
+from agentworks_messaging.service import MessagingService, check_delivery
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")

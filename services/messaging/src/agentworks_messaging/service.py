@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -44,7 +43,6 @@ MAX_WAIT_SECONDS = 25
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
 MAX_CLAIM_TARGETS = 100
 DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _CURSOR_PREFIX = "p1:"
 
 
@@ -56,17 +54,6 @@ def encode_cursor(position: int) -> str:
 def decode_cursor(cursor: str, field: str = "after") -> int:
     """The position behind a cursor; empty means the start."""
     return checks.decode_cursor(cursor, _CURSOR_PREFIX, field)
-
-
-def check_target(kind: str, name: str) -> TargetKey:
-    if kind not in ("crew", "workflow"):
-        raise InvalidArgument("target.kind must be crew or workflow")
-    if not _NAME_RE.match(name or ""):
-        raise InvalidArgument(
-            f"target.name {name!r} is not valid: 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return TargetKey(kind, name)
 
 
 def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
