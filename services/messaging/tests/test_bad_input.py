@@ -38,6 +38,29 @@ CASES = [
         "INVALID_ARGUMENT",
         "submission_id",
     ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, parts=[common_pb2.Part()]),
+        "INVALID_ARGUMENT",
+        "parts[0] is empty",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(
+            target=CREW, text="x", parts=[common_pb2.Part(text="ok"), common_pb2.Part(text=" ")]
+        ),
+        "INVALID_ARGUMENT",
+        "parts[1] is empty",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", channel=99),
+        "INVALID_ARGUMENT",
+        "channel 99",
+    ),
     ("Send", "user:alice", pb.SendRequest(inbox_id="not-a-uuid", text="x"), "NOT_FOUND", "inbox"),
     ("Send", "user:alice", pb.SendRequest(inbox_id=UNKNOWN_UUID, text="x"), "NOT_FOUND", "inbox"),
     ("Read", "user:alice", pb.ReadRequest(), "INVALID_ARGUMENT", "inbox_id"),
@@ -194,8 +217,9 @@ RELIABILITY = {
     "test": "test_bad_input_is_refused_clearly_and_stores_nothing_P6",
     "scenario": "Bad input, messaging service (P6, C7)",
     "action": f"{len(CASES)} cases over every RPC: missing destinations and fields, empty "
-    "and oversized text, bad target kinds and names, malformed and out-of-range cursors, "
-    "limits, waits and leases, unknown ids, oversized payloads and keys",
+    "and oversized text, empty parts, unknown channels, bad target kinds and names, "
+    "malformed and out-of-range cursors, limits, waits and leases, unknown ids, oversized "
+    "payloads and keys",
     "check": "the expected status code with a message naming the field; every table of "
     "the messaging schema unchanged (content digest)",
 }

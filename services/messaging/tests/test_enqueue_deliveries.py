@@ -67,6 +67,22 @@ async def test_each_item_gets_its_own_outcome_and_a_refused_item_stores_nothing_
         [delivery_request(b, kind=WAKE_UP, idempotency_key="k-earlier")]
     )
     assert isinstance(other, Conflict) and "another conversation" in other.message
+    for changed in (
+        delivery_request(a, kind=WAKE_UP, idempotency_key="k-a1", text="a changed"),
+        delivery_request(a, kind=pb.DELIVERY_KIND_SCHEDULE, idempotency_key="k-a1", text="a one"),
+        delivery_request(a, kind=pb.DELIVERY_KIND_WEBHOOK, idempotency_key="k-a2"),
+    ):
+        [refused] = await scheduler.enqueue_deliveries([changed])
+        assert isinstance(refused, Conflict) and "different content" in refused.message
+    # A retry repeats the content; its attributes (lateness, say) may differ.
+    [retry] = await scheduler.enqueue_deliveries(
+        [
+            delivery_request(
+                a, kind=WAKE_UP, idempotency_key="k-a1", text="a one", attributes={"late": True}
+            )
+        ]
+    )
+    assert (retry.delivery_id, retry.created) == (a1.delivery_id, False)
 
     # Positions follow the request's order within each conversation; nothing refused is
     # stored. Position 1 is the opening message, 2 its delivery.

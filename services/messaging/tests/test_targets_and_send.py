@@ -49,6 +49,26 @@ async def test_only_the_owner_changes_settings_C1(clients, demo):
     assert (await owner.get_target(demo)).capabilities.free_text_ask is False
 
 
+async def test_registering_again_keeps_the_owners_setting_unless_given_C1_C8(
+    clients, operator, demo
+):
+    """C1 C8: registering an existing target again (a deploy's bootstrap, say) moves its
+    owner but keeps a messaging switch the owner turned off; a given setting replaces it."""
+    owner = await clients("user:owner")
+    await owner.update_target(demo, free_text_ask=False)
+
+    again = await operator.register_target(demo, owner="user:owner")
+    assert again.capabilities.free_text_ask is False
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await (await clients("user:alice")).send("still off?", target=demo)
+
+    moved = await operator.register_target(demo, owner="user:heir")
+    assert moved.owner == "user:heir"
+    assert moved.capabilities.free_text_ask is False
+    replaced = await operator.register_target(demo, owner="user:heir", free_text_ask=True)
+    assert replaced.capabilities.free_text_ask is True
+
+
 async def test_send_creates_conversation_and_inbox_bound_to_caller_C2_C3(clients, demo):
     """C2 C3: a send without inbox_id starts a conversation with a new inbox."""
     alice = await clients("user:alice")

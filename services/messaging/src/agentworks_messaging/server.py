@@ -63,6 +63,15 @@ def target_key(ref: common_pb2.TargetRef, field: str = "target") -> TargetKey:
     return check_target(kind, ref.name)
 
 
+def channel_in(channel: int) -> str:
+    name = _CHANNEL_IN.get(channel)
+    if name is None:
+        raise InvalidArgument(
+            f"channel {channel} is not a channel: CHANNEL_PROGRAMMATIC (the default) or CHANNEL_APP"
+        )
+    return name
+
+
 def target_ref(key: TargetKey) -> common_pb2.TargetRef:
     return common_pb2.TargetRef(kind=_KIND_OUT[key.kind], name=key.name)
 
@@ -175,7 +184,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             text=request.text,
             parts=parts_in(request.parts),
             submission_id=request.submission_id,
-            channel=_CHANNEL_IN.get(request.channel, "programmatic"),
+            channel=channel_in(request.channel),
         )
         structlog.contextvars.bind_contextvars(conversation_id=receipt.conversation_id)
         return pb.SendReceipt(

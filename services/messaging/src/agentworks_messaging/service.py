@@ -61,6 +61,9 @@ def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
     check_no_nul(parts, "parts")
     if not text.strip() and not parts:
         raise InvalidArgument("text is empty: send some text or at least one part")
+    for i, part in enumerate(parts or ()):
+        if not part.get("data") and not str(part.get("text", "")).strip():
+            raise InvalidArgument(f"parts[{i}] is empty: a part carries some text or data")
     size = len(text.encode())
     if size > MAX_TEXT_BYTES:
         raise InvalidArgument(f"text is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes")

@@ -110,13 +110,15 @@ class MessagingStore:
     # ------------------------------------------------------------------ targets
 
     async def put_target(self, key: TargetKey, owner: str, free_text_ask: bool | None) -> Target:
+        """Create the target, or give an existing one this owner. A capability not given
+        (None) keeps its stored value: registering again never undoes an owner's setting."""
+        changes: dict[str, Any] = {"owner": owner, "updated_at": sa.func.now()}
+        if free_text_ask is not None:
+            changes["free_text_ask"] = free_text_ask
         stmt = (
             pg_insert(t.targets)
             .values(kind=key.kind, name=key.name, owner=owner, free_text_ask=free_text_ask)
-            .on_conflict_do_update(
-                index_elements=["kind", "name"],
-                set_={"owner": owner, "free_text_ask": free_text_ask, "updated_at": sa.func.now()},
-            )
+            .on_conflict_do_update(index_elements=["kind", "name"], set_=changes)
             .returning(*t.targets.c)
         )
         async with self.db.transaction() as conn:
@@ -640,6 +642,12 @@ class MessagingStore:
                         f"idempotency_key {item.idempotency_key!r} was already used for "
                         "another conversation; keys must be unique per occurrence"
                     )
+                elif row.other_content:
+                    outcomes[row.n] = Conflict(
+                        f"idempotency_key {item.idempotency_key!r} was already used for a "
+                        "delivery with different content (kind, text or payload); a retry "
+                        "must repeat it, new content needs a new key"
+                    )
                 else:
                     outcomes[row.n] = (str(row.existing_id), False)
             elif not row.stored:
@@ -835,7 +843,9 @@ WITH input AS (
         n integer, conversation_id uuid, delivery_id uuid, kind text, text text,
         payload text, attributes jsonb, key text)
 ), existing AS (
-    SELECT i.n, d.id, d.conversation_id <> i.conversation_id AS other_conversation
+    SELECT i.n, d.id, d.conversation_id <> i.conversation_id AS other_conversation,
+           (d.kind, d.text, d.payload) IS DISTINCT FROM
+               (i.kind, i.text, decode(i.payload, 'base64')) AS other_content
     FROM input i JOIN messaging.deliveries d ON d.idempotency_key = i.key
 ), fresh AS (
     SELECT i.*, row_number() OVER (PARTITION BY i.conversation_id ORDER BY i.n) AS k
@@ -865,7 +875,7 @@ WITH input AS (
     SELECT count(pg_notify('messaging_turns', target)) AS n
     FROM (SELECT DISTINCT target FROM conv WHERE active_turn_id IS NULL) k
 )
-SELECT i.n, e.id AS existing_id, e.other_conversation,
+SELECT i.n, e.id AS existing_id, e.other_conversation, e.other_content,
        i.delivery_id IN (SELECT id FROM dlv) AS stored,
        (SELECT n FROM woken) AS woken
 FROM input i LEFT JOIN existing e ON e.n = i.n

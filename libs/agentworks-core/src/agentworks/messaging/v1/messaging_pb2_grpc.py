@@ -104,8 +104,9 @@ class MessagingServiceServicer:
     """
 
     def RegisterTarget(self, request, context):
-        """Targets (C1). RegisterTarget is for operators; it creates or replaces the target's
-        owner and capabilities. UpdateTarget lets the owner change capabilities.
+        """Targets (C1). RegisterTarget is for operators; it creates the target, or gives an
+        existing one this owner and any capability set in the request (a capability left
+        unset keeps its stored value). UpdateTarget lets the owner change capabilities.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
