@@ -98,7 +98,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
     ("CreateWakeUp", BOT, wake(at=at(-timedelta(hours=2))), "INVALID_ARGUMENT", "in the past"),
     ("CreateWakeUp", BOT, wake(at=at(timedelta(days=401))), "INVALID_ARGUMENT", "days ahead"),
     ("CreateWakeUp", BOT, wake(at=TOO_LATE), "INVALID_ARGUMENT", "at"),
-    ("CreateWakeUp", BOT, wake(at=BAD_NANOS), "INVALID_ARGUMENT", "at"),
+    ("CreateWakeUp", BOT, wake(at=BAD_NANOS), "INVALID_ARGUMENT", "nanos must be 0-999,999,999"),
     (
         "CreateWakeUp",
         BOT,
@@ -243,6 +243,15 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         "time_zone",
     ),
     ("CreateSchedule", BOT, cron("0 9 * * *", "UTC\x00"), "INVALID_ARGUMENT", "time_zone"),
+    ("CreateSchedule", BOT, cron("0 9 * * *", "localtime"), "INVALID_ARGUMENT", "time_zone"),
+    ("CreateSchedule", BOT, cron("0 9 * * *", "Factory"), "INVALID_ARGUMENT", "time_zone"),
+    (
+        "CreateSchedule",
+        BOT,
+        schedule(recurrence=pb.Recurrence(interval_seconds=3600, time_zone="Mars/Olympus")),
+        "INVALID_ARGUMENT",
+        "time_zone 'Mars/Olympus'",
+    ),
     (
         "CreateSchedule",
         BOT,
@@ -580,7 +589,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         GATEWAY,
         receive(lambda c: c.signed(b"{}", delivery="has space")),
         "INVALID_ARGUMENT",
-        "X-AgentWorks-Delivery",
+        "X-AgentWorks-Delivery is not a valid delivery id",
     ),
     (
         "ReceiveWebhook",

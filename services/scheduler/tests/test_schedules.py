@@ -41,6 +41,8 @@ async def test_operator_manages_a_cron_schedule_with_a_time_zone_S4(clients, con
     renamed = await ops.update_schedule(schedule.schedule_id, prompt="morning status")
     assert renamed.prompt == "morning status"
     assert renamed.next_fire_at == schedule.next_fire_at  # same rule, same next time
+    with pytest.raises(ValueError, match="time_zone goes with a cron rule"):
+        await ops.update_schedule(schedule.schedule_id, time_zone="America/New_York")
     hourly = await ops.update_schedule(schedule.schedule_id, interval_seconds=3600)
     assert hourly.recurrence.interval_seconds == 3600
     expected = datetime.now(UTC) + timedelta(hours=1)

@@ -41,9 +41,16 @@ _ALIASES = {
 }
 
 
+# In the zone database's folder but not zones to schedule by: the server host's own
+# zone (whatever it happens to be), and the placeholder of unconfigured systems.
+_NOT_ZONES = frozenset({"localtime", "factory", "posixrules"})
+
+
 def zone(name: str) -> ZoneInfo:
     """The IANA zone `name` ("" means UTC), or InvalidArgument."""
     try:
+        if name.lower() in _NOT_ZONES:
+            raise ValueError(name)
         return ZoneInfo(name or "UTC")
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidArgument(
@@ -94,7 +101,7 @@ def check(recurrence: Recurrence, *, min_interval_seconds: int) -> Recurrence:
             f"interval_seconds must be between {min_interval_seconds} and "
             f"{MAX_INTERVAL_SECONDS}, got {interval}"
         )
-    return Recurrence(interval_seconds=interval, time_zone=recurrence.time_zone or "UTC")
+    return Recurrence(interval_seconds=interval, time_zone=zone(recurrence.time_zone).key)
 
 
 def occurrences(recurrence: Recurrence, anchor: datetime, after: datetime) -> Iterator[datetime]:

@@ -55,6 +55,10 @@ def _ts(value: datetime) -> Timestamp:
 
 def _dt(ts: Timestamp, field: str) -> datetime:
     """A request's Timestamp as a datetime; out-of-range seconds or nanos are refused."""
+    if not 0 <= ts.nanos <= 999_999_999:  # protobuf's own message misstates the range
+        raise InvalidArgument(
+            f"{field} is not a valid timestamp: nanos must be 0-999,999,999, got {ts.nanos}"
+        )
     try:
         return ts.ToDatetime(tzinfo=UTC)
     except (ValueError, OverflowError) as exc:

@@ -447,7 +447,10 @@ class SchedulerService:
         rule = self._check_recurrence(recurrence)
         now = datetime.now(UTC)
         if start_at is not None and rule.interval_seconds is None:
-            raise InvalidArgument("start_at applies to interval schedules only; cron rules fire")
+            raise InvalidArgument(
+                "start_at applies to interval schedules only; cron rules fire at the times "
+                "they name (in time_zone), so leave start_at out"
+            )
         if start_at is not None and not now - MAX_DELAY <= start_at <= now + MAX_DELAY:
             raise InvalidArgument(f"start_at must be within {MAX_DELAY.days} days of now")
         place = await self._attach(identity, conversation_id, product)
@@ -736,8 +739,9 @@ class SchedulerService:
             )
         delivery = lowered.get(DELIVERY_HEADER.lower(), "")
         if not _DELIVERY_ID_RE.match(delivery):
+            problem = "is not a valid delivery id" if delivery else "is required"
             raise InvalidArgument(
-                f"{DELIVERY_HEADER} is required: a unique id per event, 1-"
+                f"{DELIVERY_HEADER} {problem}: a unique id per event, 1-"
                 f"{MAX_DELIVERY_ID_CHARS} printable ASCII characters without spaces"
             )
         body_sha256 = hashlib.sha256(body).hexdigest()

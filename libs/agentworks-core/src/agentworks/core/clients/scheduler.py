@@ -55,6 +55,9 @@ def _recurrence(
     cron: str | None, interval_seconds: int | None, time_zone: str
 ) -> s.Recurrence | None:
     if cron is None and interval_seconds is None:
+        if time_zone:
+            # The zone is part of a cron rule: alone it would be dropped without a word.
+            raise ValueError("time_zone goes with a cron rule: give cron too")
         return None
     if cron is not None:
         return s.Recurrence(cron=cron, time_zone=time_zone)
