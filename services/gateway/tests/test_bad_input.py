@@ -361,8 +361,8 @@ rows(
     ("empty crew", {"action": "send", "crew": "", "message": "hi"}, "exactly one of crew"),
     ("unknown crew", {"action": "send", "crew": "nope", "message": "hi"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "send", "crew": "../etc", "message": "hi"}, "name"),
-    ("no message", {"action": "send", "crew": "demo"}, "text is empty"),
-    ("blank message", {"action": "send", "crew": "demo", "message": "  "}, "text"),
+    ("no message", {"action": "send", "crew": "demo"}, "message is empty"),
+    ("blank message", {"action": "send", "crew": "demo", "message": "  "}, "message is empty"),
     ("oversized message", {"action": "send", "crew": "demo", "message": BIG}, "65536 bytes"),
     ("NUL in message", {"action": "send", "crew": "demo", "message": "a\x00b"}, "message" + NUL),
     (

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+from agentworks.core.errors import Unavailable
 
 # Runs argv[1:] with SIGINT at its default disposition, as a terminal would. A shell
 # without job control (a CI script, `make test &`) starts its background commands with
@@ -139,38 +144,28 @@ async def test_operator_registers_targets_and_manages_tokens_from_the_cli_G3_A1_
     assert code == 4 and "no token 'tok_missing'" in err
 
 
-async def test_read_follow_prints_pages_as_replies_arrive_until_interrupted_G3_C7(
-    gateway, alice_token, demo, bot, tmp_path
-):
-    """G3 C7: `messages read --follow --json` prints one JSON page per line as agents reply."""
+@contextlib.asynccontextmanager
+async def following(gateway, token: str, cwd: Path) -> AsyncIterator[tuple[str, Any]]:
+    """(inbox, process): a new conversation's inbox, read by `messages read --follow
+    --json` in a subprocess; Ctrl-C'd on the way out, where it must exit 0."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTWORKS_")},
         "AGENTWORKS_URL": gateway.url,
-        "AGENTWORKS_TOKEN": alice_token,
+        "AGENTWORKS_TOKEN": token,
     }
     agentworks = str(Path(sys.executable).with_name("agentworks"))
     send = await asyncio.create_subprocess_exec(
         agentworks, "--json", "messages", "send", "--crew", "demo", "ping",
-        env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+        env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     inbox = json.loads((await send.communicate())[0])["inbox_id"]
-
     follow = await asyncio.create_subprocess_exec(
         sys.executable, "-c", WITH_CTRL_C,
         agentworks, "messages", "read", "--inbox", inbox, "--follow", "--json",
-        env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
-        turn = await bot.claim_turn([demo], wait_seconds=10)
-        for text in ("one", "two"):
-            await bot.send_message(turn.reply_inbox_id, text)
-        await bot.complete_turn(turn.turn_id)
-        seen: list[str] = []
-        async with asyncio.timeout(30):
-            while len(seen) < 2:
-                page = json.loads(await follow.stdout.readline())
-                seen += [m["text"] for m in page["messages"]]
-        assert seen == ["one", "two"]
+        yield inbox, follow
     finally:
         follow.send_signal(signal.SIGINT)
         try:
@@ -181,6 +176,51 @@ async def test_read_follow_prints_pages_as_replies_arrive_until_interrupted_G3_C
                 follow.kill()
                 await follow.wait()
     assert code == 0
+
+
+async def replies(follow, count: int) -> list[str]:
+    """The texts of the next `count` messages the follower prints."""
+    seen: list[str] = []
+    async with asyncio.timeout(30):
+        while len(seen) < count:
+            page = json.loads(await follow.stdout.readline())
+            seen += [m["text"] for m in page["messages"]]
+    return seen
+
+
+async def test_read_follow_prints_pages_as_replies_arrive_until_interrupted_G3_C7(
+    gateway, alice_token, demo, bot, tmp_path
+):
+    """G3 C7: `messages read --follow --json` prints one JSON page per line as agents reply."""
+    async with following(gateway, alice_token, tmp_path) as (_, follow):
+        turn = await bot.claim_turn([demo], wait_seconds=10)
+        for text in ("one", "two"):
+            await bot.send_message(turn.reply_inbox_id, text)
+        await bot.complete_turn(turn.turn_id)
+        assert await replies(follow, 2) == ["one", "two"]
+
+
+async def test_read_follow_waits_out_a_messaging_restart_G3_C7(
+    gateway, alice_token, demo, bot, messaging, start_messaging, tmp_path
+):
+    """G3 C7: --follow runs until Ctrl-C: while messaging is down it says so on stderr and
+    tries again, and it prints the replies sent once messaging is back."""
+    async with following(gateway, alice_token, tmp_path) as (_, follow):
+        turn = await bot.claim_turn([demo], wait_seconds=10)
+        await messaging.stop(0)
+        async with asyncio.timeout(30):
+            note = (await follow.stderr.readline()).decode()
+        assert "messaging service is unavailable" in note and "trying again" in note
+        assert follow.returncode is None
+        await start_messaging(MESSAGING_LISTEN=messaging.address)
+        async with asyncio.timeout(30):
+            while True:  # the bot's channel reconnects too
+                try:
+                    await bot.send_message(turn.reply_inbox_id, "back")
+                    break
+                except Unavailable:
+                    await asyncio.sleep(0.5)
+        assert await replies(follow, 1) == ["back"]
 
 
 async def test_up_hands_its_arguments_to_the_supervisor_G3(cli):

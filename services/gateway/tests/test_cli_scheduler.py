@@ -42,6 +42,19 @@ async def test_wake_ups_are_listed_rescheduled_and_cancelled_from_the_cli_G3_S1(
     header, row = out.splitlines()
     assert header.split() == ["ID", "STATUS", "DUE", "CONVERSATION", "PRODUCT", "NOTE"]
     assert row.split()[:2] == [wake_up.wake_up_id, "pending"] and "check the deploy" in row
+    assert "more may follow" not in err  # one row of at most 50: this was the last page
+    second = await agent_scheduler.create_wake_up(conversation, delay_seconds=7200)
+    code, out, err = await cli(
+        "wake-ups", "list", "--conversation", conversation, "--limit", "1", env=ops
+    )
+    assert code == 0 and len(out.splitlines()) == 2
+    cursor = err.split("more may follow: --after ")[1].split()[0]
+    code, out, err = await cli(
+        "wake-ups", "list", "--conversation", conversation, "--limit", "1", "--after", cursor,
+        env=ops,
+    )  # fmt: skip
+    assert code == 0 and out.splitlines()[1].split()[0] == second.wake_up_id
+    await agent_scheduler.cancel_wake_up(second.wake_up_id)
 
     before = datetime.now(UTC)
     code, out, err = await cli(
@@ -60,7 +73,8 @@ async def test_wake_ups_are_listed_rescheduled_and_cancelled_from_the_cli_G3_S1(
     code, out, err = await cli("wake-ups", "list", "--conversation", conversation, env=ops)
     assert code == 0 and out.split() == header.split() and "no wake-ups" in err
     code, out, err = await cli("wake-ups", "list", "--all", "--json", env=ops)
-    assert [w["status"] for w in json.loads(out)["wake_ups"]] == ["cancelled"]
+    statuses = [(w["wake_up_id"], w["status"]) for w in json.loads(out)["wake_ups"]]
+    assert statuses == [(wake_up.wake_up_id, "cancelled"), (second.wake_up_id, "cancelled")]
 
     code, _, err = await cli("wake-ups", "cancel", wake_up.wake_up_id, env=ops)
     assert code == 6, err  # FAILED_PRECONDITION: only pending wake-ups can be cancelled

@@ -185,7 +185,7 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
     assert structured.json()["conversation_id"] == receipt["conversation_id"]
     empty = await client.post(SEND, json={"action": "send", "crew": "demo", "message": ""})
     assert empty.status_code == 400
-    assert empty.json()["error"]["message"].startswith("text is empty")  # messaging's text
+    assert empty.json()["error"]["message"].startswith("message is empty")
     (message,) = page.json()["messages"]
     assert message["text"] == "hello back" and message["sender"] == "agent:demo/bot"
     assert message["direction"] == "to_inbox" and message["created_at"]

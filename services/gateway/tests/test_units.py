@@ -101,7 +101,8 @@ def test_config_reads_gateway_variables_with_fallbacks():
 
 
 def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
-    """G3: --url/--token, then AGENTWORKS_URL/AGENTWORKS_TOKEN, then .agentworks/cli.json."""
+    """G3: --url/--token, then AGENTWORKS_URL/AGENTWORKS_TOKEN, then the cli.json in
+    AGENTWORKS_HOME (./.agentworks by default)."""
     (tmp_path / ".agentworks").mkdir()
     (tmp_path / ".agentworks" / "cli.json").write_text(
         json.dumps({"url": "http://file:1", "token": "aw_file"})
@@ -114,6 +115,14 @@ def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
     assert (from_flags.url, from_flags.token) == ("http://flag:2", "aw_flag")
     nothing = cli.resolve_settings(None, None, {}, tmp_path / "elsewhere")
     assert (nothing.url, nothing.token) == (cli.DEFAULT_URL, "")
+    # `agentworks up --home DIR` (or AGENTWORKS_HOME=DIR) wrote DIR/cli.json.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "cli.json").write_text(json.dumps({"url": "http://home:3", "token": "aw_home"}))
+    from_home = cli.resolve_settings(None, None, {"AGENTWORKS_HOME": str(home)}, tmp_path / "x")
+    assert (from_home.url, from_home.token) == ("http://home:3", "aw_home")
+    relative = cli.resolve_settings(None, None, {"AGENTWORKS_HOME": "home"}, tmp_path)
+    assert relative.token == "aw_home"
 
 
 def test_every_error_code_has_a_documented_exit_code_G3():

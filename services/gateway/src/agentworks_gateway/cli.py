@@ -30,6 +30,8 @@ from agentworks_gateway.api import ApiClient, ApiError
 DEFAULT_URL = "http://127.0.0.1:8080"
 CONFIG_FILE = Path(".agentworks") / "cli.json"
 FOLLOW_WAIT_SECONDS = 25
+# --follow's pause after an unreachable gateway or service: first, then at most (doubling).
+FOLLOW_RETRY_SECONDS = (1.0, 10.0)
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -96,8 +98,9 @@ class Settings:
 def resolve_settings(
     url: str | None, token: str | None, environ: Mapping[str, str], cwd: Path
 ) -> Settings:
-    """Flags first, then AGENTWORKS_URL / AGENTWORKS_TOKEN, then ./.agentworks/cli.json."""
-    file = cwd / CONFIG_FILE
+    """Flags first, then AGENTWORKS_URL / AGENTWORKS_TOKEN, then the cli.json that
+    `agentworks up` wrote in its home (AGENTWORKS_HOME, as for `up`; default ./.agentworks)."""
+    file = cwd / (environ.get("AGENTWORKS_HOME") or CONFIG_FILE.parent) / CONFIG_FILE.name
     stored: dict[str, Any] = {}
     if file.is_file():
         try:
@@ -236,12 +239,23 @@ async def _messages_read(api: ApiClient, args: argparse.Namespace) -> None:
     if args.limit is not None:
         call["limit"] = args.limit
     announced = False
+    pause = FOLLOW_RETRY_SECONDS[0]
     while True:
         if wait and not args.json and sys.stderr.isatty() and not announced:
             stop = " (Ctrl-C to stop)" if args.follow else ""
             _note(f"waiting up to {wait} s for new messages{stop} ...")
             announced = args.follow
-        page = await api.call("messages", call)
+        try:
+            page = await api.call("messages", call)
+        except ApiError as exc:
+            # --follow runs until Ctrl-C: a restarting gateway or service is waited out.
+            if not args.follow or exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                raise
+            _note(f"{exc.message}; trying again in {pause:g} s (Ctrl-C to stop)")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, FOLLOW_RETRY_SECONDS[1])
+            continue
+        pause = FOLLOW_RETRY_SECONDS[0]
         if args.json:
             if page["messages"] or not args.follow:
                 _print_json(page, compact=args.follow)
@@ -331,13 +345,13 @@ def _common_options() -> argparse.ArgumentParser:
     group.add_argument(
         "--url",
         default=argparse.SUPPRESS,
-        help="gateway base URL (env AGENTWORKS_URL, else url in ./.agentworks/cli.json, "
-        f"else {DEFAULT_URL})",
+        help="gateway base URL (env AGENTWORKS_URL, else url in $AGENTWORKS_HOME/cli.json, "
+        f"home ./.agentworks by default; else {DEFAULT_URL})",
     )
     group.add_argument(
         "--token",
         default=argparse.SUPPRESS,
-        help="API token (env AGENTWORKS_TOKEN, else token in ./.agentworks/cli.json)",
+        help="API token (env AGENTWORKS_TOKEN, else token in $AGENTWORKS_HOME/cli.json)",
     )
     group.add_argument(
         "--json",
@@ -421,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--follow",
         action="store_true",
         help="keep reading and print messages as they arrive, until Ctrl-C "
-        "(with --json: one JSON page per line)",
+        "(with --json: one JSON page per line); an unreachable gateway or service is "
+        "retried, with a note on stderr",
     )
     read.set_defaults(run=_messages_read)
 
@@ -563,7 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not settings.token:
             raise UsageError(
                 "no API token: pass --token, set AGENTWORKS_TOKEN, or run `agentworks up` "
-                f"(it writes {CONFIG_FILE}); an operator can create one with "
+                f"(it writes {CONFIG_FILE}, or cli.json in AGENTWORKS_HOME when it ran with "
+                "--home); an operator can create one with "
                 "`agentworks tokens create`",
                 EXIT_AUTH,
             )

@@ -33,8 +33,9 @@ The gateway URL and the API token come from, in this order:
 
 1. `--url` / `--token`;
 2. the environment variables `AGENTWORKS_URL` / `AGENTWORKS_TOKEN`;
-3. the keys `url` / `token` of `.agentworks/cli.json` in the current directory, which
-   `agentworks up` writes;
+3. the keys `url` / `token` of the `cli.json` that `agentworks up` writes in its home:
+   `$AGENTWORKS_HOME/cli.json`, or `.agentworks/cli.json` in the current directory when
+   `AGENTWORKS_HOME` is not set (`up --home DIR` users: `export AGENTWORKS_HOME=DIR`);
 4. for the URL only, `{default_url}`.
 
 ## Output

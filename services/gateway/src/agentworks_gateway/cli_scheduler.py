@@ -63,8 +63,15 @@ def _list_request(action: str, args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def _next_page(result: Mapping[str, Any], key: str) -> None:
-    if result["next_cursor"] and result[key]:
+# The scheduler's page size when --limit is not given (docs/scheduler.md).
+LIST_LIMIT_DEFAULT = 50
+
+
+def _next_page(result: Mapping[str, Any], key: str, args: argparse.Namespace) -> None:
+    """A hint for the next page, when this one is full (a shorter page was the last)."""
+    if result["next_cursor"] and len(result[key]) >= (
+        getattr(args, "limit", None) or LIST_LIMIT_DEFAULT
+    ):
         _note(f"more may follow: --after {result['next_cursor']}")
 
 
@@ -111,7 +118,7 @@ async def wake_ups(api: ApiClient, args: argparse.Namespace) -> None:
             ),
             "no wake-ups",
         )
-        _next_page(result, "wake_ups")
+        _next_page(result, "wake_ups", args)
         return
     request = {"action": args.action, "wake_up_id": args.wake_up_id}
     if args.action == "reschedule":
@@ -183,7 +190,7 @@ async def schedules(api: ApiClient, args: argparse.Namespace) -> None:
             ),
             "no schedules",
         )
-        _next_page(result, "schedules")
+        _next_page(result, "schedules", args)
         return
     request: dict[str, Any] = {"action": action}
     if getattr(args, "schedule_id", None):
@@ -280,7 +287,7 @@ async def webhooks(api: ApiClient, args: argparse.Namespace) -> None:
             ),
             "no webhooks",
         )
-        _next_page(result, "webhooks")
+        _next_page(result, "webhooks", args)
         return
     request: dict[str, Any] = {"action": action}
     if action == "create":

@@ -159,9 +159,12 @@ async def _send(
     gateway: Any, identity: Identity, tool: str, args: Args, destinations: tuple[str, ...]
 ) -> dict[str, Any]:
     destination = _one_destination(tool, args, destinations)
+    message = args.get("message", "")
+    if not message.strip() and not args.get("parts"):
+        raise errors.InvalidArgument("message is empty: send some text or at least one part")
     client = gateway.messaging(identity)
     receipt = await client.send(
-        args.get("message", ""),
+        message,
         target=None if destination == "inbox_id" else f"{destination}:{args[destination]}",
         inbox_id=args.get("inbox_id"),
         submission_id=args.get("submission_id", ""),

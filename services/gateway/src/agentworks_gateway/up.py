@@ -720,6 +720,9 @@ class Supervisor:
         rel = os.path.relpath(self.home)
         home = rel if not rel.startswith("..") else str(self.home)
         database = f"embedded PostgreSQL, data in {home}/pg" if self.embedded else "DATABASE_URL"
+        # The CLI looks in ./.agentworks unless AGENTWORKS_HOME says otherwise.
+        default_home = (pathlib.Path.cwd() / ".agentworks").resolve()
+        cli_env = "" if self.home.resolve() == default_home else f" given AGENTWORKS_HOME={home}"
         services = [
             f"{spec.name} {','.join(self.addresses(i))}"
             for i, spec in enumerate(GRPC_SERVICES)
@@ -730,7 +733,7 @@ class Supervisor:
             "AgentWorks is up.",
             f"  MCP       {self.gateway_url}/mcp   (Authorization: Bearer <token>)",
             f"  token     {token or '(none: gateway tokens module missing)'}",
-            f"            saved in {home}/dev-token; the CLI reads {home}/cli.json",
+            f"            saved in {home}/dev-token; the CLI reads {home}/cli.json{cli_env}",
             f"  services  {' | '.join(services)}",
             f"  database  {database}",
         ]

@@ -374,4 +374,10 @@ class ServiceClient:
                 request, metadata=self._metadata(), timeout=timeout or self.timeout
             )
         except grpc.aio.AioRpcError as exc:
-            raise errors.from_status(exc.code(), exc.details() or exc.code().name) from None
+            details = exc.details() or exc.code().name
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                # Often the channel's own words ("connections to all backends failing"):
+                # say which service, and that a retry is the remedy.
+                service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
+                details = f"the {service} service is unavailable ({details}); retry shortly"
+            raise errors.from_status(exc.code(), details) from None
