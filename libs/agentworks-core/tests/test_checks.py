@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from google.protobuf import struct_pb2
 
-from agentworks.core.checks import bounded, check_no_nul, decode_cursor, encode_cursor
+from agentworks.core.checks import (
+    MAX_JSON_DEPTH,
+    bounded,
+    check_json_depth,
+    check_no_nul,
+    decode_cursor,
+    encode_cursor,
+)
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.targets import TargetKey, check_target
 
@@ -52,3 +60,27 @@ def test_a_target_is_a_crew_or_workflow_with_a_plain_name_C1_P6():
     for name in ("", "-lead", "a b", "a" * 129, "crew/x"):
         with pytest.raises(InvalidArgument, match=r"^target\.name "):
             check_target("crew", name)
+
+
+def nested(depth: int) -> object:
+    """Objects and arrays alternating, `depth` deep."""
+    value: object = "leaf"
+    for level in range(depth):
+        value = {"a": value} if level % 2 else [value]
+    return value
+
+
+def test_json_deeper_than_protobuf_can_carry_back_is_refused_P6():
+    """P6: JSON at the depth limit survives a round trip through protobuf inside a
+    response (as results and pages do); one level more is refused, naming the field."""
+    deepest = nested(MAX_JSON_DEPTH)
+    assert check_json_depth(deepest, "inputs") is deepest
+    wrapped = struct_pb2.ListValue()
+    wrapped.values.add().list_value.values.add().struct_value.update({"result": deepest})
+    again = struct_pb2.ListValue.FromString(wrapped.SerializeToString())
+    assert again.values[0].list_value.values[0].struct_value["result"] is not None
+    with pytest.raises(InvalidArgument, match=rf"^inputs nests .* more than {MAX_JSON_DEPTH}"):
+        check_json_depth(nested(MAX_JSON_DEPTH + 1), "inputs")
+    with pytest.raises(InvalidArgument, match="parts"):
+        check_json_depth(nested(100_000), "parts")  # no recursion to exhaust
+    assert check_json_depth("scalar", "x") == "scalar"

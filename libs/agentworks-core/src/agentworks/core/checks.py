@@ -33,6 +33,28 @@ def check_no_nul(value: T, field: str) -> T:
     return value
 
 
+# JSON values travel as google.protobuf.Struct/Value, three messages deep per object or
+# array, and protobuf refuses messages nested over 100 deep: a value deeper than this
+# could be stored but never sent back (a status, a page) without failing.
+MAX_JSON_DEPTH = 24
+
+
+def check_json_depth(value: T, field: str, limit: int = MAX_JSON_DEPTH) -> T:
+    """Refuse JSON whose objects and arrays nest more than `limit` deep, naming the field.
+    (`{}` is 1 deep.)"""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:  # iterative: a hostile value must not exhaust Python's recursion
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                raise InvalidArgument(
+                    f"{field} nests objects and arrays more than {limit} deep; flatten it"
+                )
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
 def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
     """`value` within [low, high]; 0 (proto3's unset) means `default` when 0 is below
     the range."""
