@@ -8,13 +8,17 @@ and reuses it after.
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import grpc
 import pytest
 import structlog
 from prometheus_client import REGISTRY
 
 from agentworks.core import errors
-from agentworks.core.identity import METADATA_KEY, current_identity, mint
+from agentworks.core.clients import MessagingClient
+from agentworks.core.identity import METADATA_KEY, Minter, current_identity, mint
 from agentworks.core.rpc import REQUEST_ID_KEY, GrpcServer
 
 SERVICE = "agentworks.test.Echo"
@@ -104,3 +108,49 @@ async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, internal_k
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await echo.unary_unary(f"/{SERVICE}/Nope")(b"", metadata=signed)
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_key):
+    """P4: when the channel gives up (nothing listening, or no answer before the
+    deadline) the typed client's error names the service and the remedy, not only
+    gRPC's own words."""
+
+    async def hang(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.sleep(30)
+        return b""
+
+    def register(server: grpc.aio.Server) -> None:
+        handler = grpc.unary_unary_rpc_method_handler(hang)
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "agentworks.messaging.v1.MessagingService", {"Send": handler}
+                ),
+            )
+        )
+
+    server = GrpcServer(
+        name="slow",
+        listen="127.0.0.1:0",
+        internal_key=internal_key,
+        register=register,
+        service_names=[],
+    )
+    port = await server.start()
+    identity = Minter("user:alice", internal_key)
+    try:
+        async with MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=0.3) as c:
+            with pytest.raises(errors.DeadlineExceeded) as late:
+                await c.send("hi", target="crew:demo")
+    finally:
+        await server.stop(0)
+    assert late.value.message.startswith("the messaging service did not answer Send within")
+    assert late.value.message.endswith("; retry shortly")
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    async with MessagingClient(f"127.0.0.1:{closed}", identity=identity, timeout=5) as c:
+        with pytest.raises(errors.Unavailable) as down:
+            await c.send("hi", target="crew:demo")
+    assert down.value.message.startswith("the messaging service is unavailable (")

@@ -317,6 +317,9 @@ class Surface:
 
 BIG = "x" * 70_000  # past every text limit of 64 KiB
 HUGE_INT = 2**70  # a JSON number past int64
+DEEP: dict[str, Any] = {"text": "x"}
+for _ in range(40):
+    DEEP = {"text": "x", "more": DEEP}
 LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode text
 # The MCP SDK's client will not send one (it cannot encode it), and its server's JSON
 # parser refuses the escape: a JSON-RPC parse error saying where, before any tool runs.
@@ -593,6 +596,11 @@ rows(
             "inputs": {"text": "x", "count": HUGE_INT},
         },
         "inputs.count: 1180591620717411303424 is too large to pass exactly",
+    ),
+    (
+        "inputs nested 40 deep",
+        {"action": "call", "crew": "demo", "function": "echo", "inputs": DEEP},
+        "inputs nests objects and arrays more than 24 deep",
     ),
     (
         "oversized inputs",

@@ -223,6 +223,32 @@ async def test_read_follow_waits_out_a_messaging_restart_G3_C7(
         assert await replies(follow, 1) == ["back"]
 
 
+async def test_input_that_is_not_utf8_is_a_usage_error_not_a_traceback_G3(
+    gateway, cli, alice_token, demo
+):
+    """G3: bytes that are not UTF-8 (an argument, the token) end with exit 2 and a
+    message that says so; a reader that goes away early gets no traceback either."""
+    env = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token}
+    code, out, err = await cli("messages", "send", "--crew", "demo", b"bad\xff", env=env)
+    assert code == 2 and "not valid UTF-8" in err and "Traceback" not in err
+    code, out, err = await cli(
+        "--json", "messages", "send", "--crew", "demo", "hi", "--token", b"aw_\xff", env=env
+    )
+    assert code == 2 and json.loads(out)["error"]["code"] == "USAGE"
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head` that has already exited
+    try:
+        process = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("agentworks")), "--json", "crews", "functions",
+            "demo", env={**os.environ, **env}, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    _, err = await process.communicate()
+    assert process.returncode == 1 and b"Traceback" not in err, err
+
+
 async def test_up_hands_its_arguments_to_the_supervisor_G3(cli):
     """G3: `agentworks up ...` is parsed by agentworks_gateway.up.main, not by this CLI."""
     code, out, err = await cli("up", "--help")

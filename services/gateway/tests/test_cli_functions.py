@@ -181,7 +181,8 @@ async def test_functions_commands_declare_list_call_and_read_workflow_functions_
     gateway, cli, operator_token, make_token, alice_token, functions, identity, tmp_path
 ):
     """G3 F1 F14: an operator registers a workflow with a running limit, its owner declares
-    a function from a file plus flags, a user lists, calls and reads it with --workflow."""
+    a function from a file plus flags, a user lists, calls and reads it with --workflow
+    (a call read with another workflow's id is not found)."""
     ops = _env(gateway, operator_token)
     owner = _env(gateway, await make_token("user:owner"))
     alice = _env(gateway, alice_token)
@@ -240,8 +241,9 @@ async def test_functions_commands_declare_list_call_and_read_workflow_functions_
         await flow.finish_execution(execution.call_id, final_message="report ready")
 
     code, out, err = await cli(
-        "functions", "call-status", "--call", receipt["call_id"], "--json", env=alice
-    )
+        "functions", "call-status", "--workflow", "wf-1", "--call", receipt["call_id"],
+        "--json", env=alice,
+    )  # fmt: skip
     assert code == 0, err
     status = json.loads(out)
     assert status["status"] == "completed" and status["answer"] == "report ready"
@@ -253,6 +255,11 @@ async def test_functions_commands_declare_list_call_and_read_workflow_functions_
     )
     assert code == 0, err
     assert out == "EU: all good\n"
+    code, out, err = await cli(
+        "functions", "call-file", "--workflow", "wf-2", "--call", receipt["call_id"],
+        "--file", "report.txt", env=alice,
+    )  # fmt: skip
+    assert code == 4 and "is not a call of workflow:wf-2" in err and out == ""
 
     code, out, err = await cli("functions", "remove", "workflow:wf-1", "report", env=alice)
     assert code == 3 and "only the owner of workflow:wf-1 (user:owner)" in err

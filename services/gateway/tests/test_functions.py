@@ -198,13 +198,24 @@ async def test_functions_tool_refusals_carry_the_services_text_G2_F3_F5_F15_A3(
         assert text.startswith("busy: crew:demo is running 1 calls and its running limit is 1")
 
         code, text = await tool_error(
-            mcp, "functions", {"action": "status", "call_id": call_id, "crew": "demo"}
+            mcp, "functions", {"action": "status", "call_id": call_id, "function": "echo"}
         )
         assert code == "INVALID_ARGUMENT"
         assert text == (
-            "invalid arguments for functions: action 'status' does not take crew; it takes "
-            "call_id, after, message_limit, after_event, event_limit, wait_seconds, seen_version"
+            "invalid arguments for functions: action 'status' does not take function; it "
+            "takes call_id, after, message_limit, after_event, event_limit, wait_seconds, "
+            "seen_version, crew, workflow_id"
         )
+        # A target given with the call_id must be the call's own (the seed's
+        # `functions call-status --workflow <id>`).
+        mine = await tool_ok(
+            mcp, "functions", {"action": "status", "call_id": call_id, "crew": "demo"}
+        )
+        assert mine["call_id"] == call_id
+        code, text = await tool_error(
+            mcp, "functions", {"action": "cancel", "call_id": call_id, "workflow_id": "wf-9"}
+        )
+        assert code == "NOT_FOUND" and "is not a call of workflow:wf-9" in text
         code, text = await tool_error(mcp, "functions", {"action": "list"})
         assert text.endswith("action 'list' needs exactly one of crew or workflow_id")
         code, text = await tool_error(mcp, "functions", {"action": "list", "workflow_id": "nope"})

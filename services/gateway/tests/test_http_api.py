@@ -190,6 +190,13 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
     assert message["text"] == "hello back" and message["sender"] == "agent:demo/bot"
     assert message["direction"] == "to_inbox" and message["created_at"]
     assert page.json()["next_cursor"]
+    # JSON has no integer type: 1.0 is the whole number 1; 1.5 is not.
+    whole = {"action": "read", "inbox_id": receipt["inbox_id"], "limit": 1.0, "wait_seconds": 0.0}
+    again = await client.post(SEND, json=whole)
+    assert again.status_code == 200, again.text
+    assert [m["text"] for m in again.json()["messages"]] == ["hello back"]
+    half = await client.post(SEND, json={**whole, "limit": 1.5})
+    assert half.status_code == 400 and "limit" in half.json()["error"]["message"]
 
 
 async def test_send_refuses_ambiguous_or_missing_destinations_before_calling_a_service_C2(

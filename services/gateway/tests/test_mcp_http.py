@@ -88,6 +88,18 @@ async def test_official_client_round_trip_across_two_replicas_G1_G2_C2_C6_C7(
     assert all(a != b for a, b in zip(transport.order, transport.order[1:], strict=False))
 
 
+async def test_get_on_mcp_is_405_there_is_no_event_stream_G1(gateway, alice_token):
+    """G1: stateless Streamable HTTP offers no server-to-client stream; GET /mcp says so
+    with 405 instead of holding an event stream open that nothing can ever use."""
+    async with httpx2.AsyncClient(timeout=10) as http:
+        response = await http.get(
+            gateway.mcp_url,
+            headers={"Authorization": f"Bearer {alice_token}", "Accept": "text/event-stream"},
+        )
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert "no event stream" in response.json()["error"]["message"]
+
+
 async def test_an_empty_long_poll_returns_at_its_deadline_C7(gateway, alice_token, demo):
     """C7: with nothing new, a read with wait_seconds returns an empty page at the deadline."""
     async with mcp_client(gateway.mcp_url, alice_token) as mcp:

@@ -16,6 +16,11 @@ CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
 NO_KIND = common_pb2.TargetRef(name="demo")
 BAD_NAME = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="../etc")
 UNKNOWN_UUID = "00000000-0000-0000-0000-000000000000"
+DEEP_PART = common_pb2.Part()
+_deep: dict = {"leaf": 1}
+for _ in range(25):  # 27 deep as stored ([part, data, ...]): parses, but too deep to keep
+    _deep = {"a": _deep}
+DEEP_PART.data.update(_deep)
 
 # (method, principal, request, expected code, words the message must contain)
 CASES = [
@@ -53,6 +58,13 @@ CASES = [
         ),
         "INVALID_ARGUMENT",
         "parts[1] is empty",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", parts=[DEEP_PART]),
+        "INVALID_ARGUMENT",
+        "parts nests objects and arrays more than 24 deep",
     ),
     (
         "Send",

@@ -584,7 +584,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 EXIT_AUTH,
             )
         return asyncio.run(_dispatch(args, settings))
-    except UsageError as exc:
+    except (UsageError, UnicodeError) as exc:
+        if isinstance(exc, UnicodeError):  # argv, stdin or an @file that is not UTF-8
+            exc = UsageError(
+                "an argument, a file or stdin is not valid UTF-8 text, or the token is not "
+                f"ASCII ({exc}); the API takes UTF-8 JSON"
+            )
         if args.json:
             _print_json({"error": {"code": "USAGE", "message": str(exc)}})
         else:
@@ -594,6 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc.code, exc.message, args.json)
     except KeyboardInterrupt:
         return EXIT_OK if getattr(args, "follow", False) else 130
+    except BrokenPipeError:  # `agentworks ... | head`: the reader has gone; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1  # as Python itself exits on EPIPE
 
 
 async def _dispatch(args: argparse.Namespace, settings: Settings) -> int:

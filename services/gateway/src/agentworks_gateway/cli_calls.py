@@ -166,7 +166,7 @@ def print_functions(result: Mapping[str, Any]) -> None:
                 inputs,
                 "yes" if fn["output_schema"] else "no",
                 "yes" if fn["starts_work"] else "no",
-                description[:60],
+                description if len(description) <= 60 else description[:59] + "…",
             )
         )
     _print_table(
@@ -269,7 +269,7 @@ async def wait_for_call(
 
 
 async def call_status(api: ApiClient, args: argparse.Namespace) -> None:
-    request: dict[str, Any] = {"action": "status", "call_id": args.call}
+    request: dict[str, Any] = {"action": "status", **_named_call(args)}
     for field, value in (
         ("after", args.after),
         ("after_event", args.after_event),
@@ -295,7 +295,7 @@ async def call_file(api: ApiClient, args: argparse.Namespace) -> None:
     """Download a call's file page by page (following next_offset) to --out or stdout."""
     request: dict[str, Any] = {
         "action": "read",
-        "call_id": args.call,
+        **_named_call(args),
         "file": args.file,
         "offset": args.offset,
     }
@@ -338,7 +338,7 @@ async def call_file(api: ApiClient, args: argparse.Namespace) -> None:
 
 async def reply(api: ApiClient, args: argparse.Namespace) -> None:
     text = sys.stdin.read() if args.text == "-" else args.text
-    status = await api.call("functions", {"action": "reply", "call_id": args.call, "text": text})
+    status = await api.call("functions", {"action": "reply", **_named_call(args), "text": text})
     if args.json:
         _print_json(status)
     else:
@@ -346,7 +346,7 @@ async def reply(api: ApiClient, args: argparse.Namespace) -> None:
 
 
 async def cancel(api: ApiClient, args: argparse.Namespace) -> None:
-    status = await api.call("functions", {"action": "cancel", "call_id": args.call})
+    status = await api.call("functions", {"action": "cancel", **_named_call(args)})
     if args.json:
         _print_json(status)
     else:
@@ -459,8 +459,22 @@ async def remove(api: ApiClient, args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------ parser
 
 
-def _call_id(parser: argparse.ArgumentParser) -> None:
+def _call_id(parser: argparse.ArgumentParser, group: str) -> None:
     parser.add_argument("--call", required=True, metavar="ID", help="the call_id")
+    if group == "functions":  # the call_id is enough; a target given must be the call's
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--workflow", metavar="ID", help="the call's workflow (checked)")
+        where.add_argument("--crew", metavar="NAME", help="the call's crew (checked)")
+
+
+def _named_call(args: argparse.Namespace) -> dict[str, Any]:
+    """The call's arguments: its call_id, and the crew or workflow it was named with."""
+    named: dict[str, Any] = {"call_id": args.call}
+    if getattr(args, "workflow", None):
+        named["workflow_id"] = args.workflow
+    if getattr(args, "crew", None):
+        named["crew"] = args.crew
+    return named
 
 
 def _add_call(
@@ -522,7 +536,7 @@ def _add_call_reads(sub: Any, common: argparse.ArgumentParser, group: str) -> No
         "answer, the validated result, the error, the files and a pending question. Page "
         "with --after / --after-event (start at -1; the output ends with the next values).",
     )
-    _call_id(status)
+    _call_id(status, group)
     status.add_argument(
         "--after", type=int, metavar="N", help="messages after index N (default -1: from the start)"
     )
@@ -547,7 +561,7 @@ def _add_call_reads(sub: Any, common: argparse.ArgumentParser, group: str) -> No
         "from --offset until the end or --limit bytes. With --json, print one page as the API "
         "returns it (content or content_base64, next_offset) instead.",
     )
-    _call_id(read)
+    _call_id(read, group)
     read.add_argument(
         "--file", required=True, metavar="NAME", help="the file, as call-status lists it"
     )
@@ -564,12 +578,12 @@ def _add_call_reads(sub: Any, common: argparse.ArgumentParser, group: str) -> No
         help="answer a call's pending question",
         description="Answer the question a waiting call (status waiting_for_input) asked.",
     )
-    _call_id(answer)
+    _call_id(answer, group)
     answer.add_argument("text", metavar="TEXT", help="the answer; - reads stdin")
     answer.set_defaults(run=reply, group=group)
 
     stop = sub.add_parser("cancel", parents=[common], help="cancel an open call")
-    _call_id(stop)
+    _call_id(stop, group)
     stop.set_defaults(run=cancel, group=group)
 
 

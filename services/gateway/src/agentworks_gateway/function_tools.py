@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentworks.core import errors
 from agentworks.core.clients import target_str
 from agentworks.core.clients.functions import call_result
 from agentworks.core.identity import Identity
@@ -203,6 +204,17 @@ async def _read(client: Any, args: Args) -> dict[str, Any]:
     return page_dict(page, args["call_id"])
 
 
+async def _check_call_target(client: Any, args: Args) -> None:
+    """NotFound unless the call is one of the crew or workflow the arguments name."""
+    target = _function_target(args)
+    status = await client.get_status(args["call_id"], message_limit=1, event_limit=1)
+    if target_str(status.target) != target:
+        raise errors.NotFound(
+            f"call {args['call_id']!r} is not a call of {target}; check the call_id and the "
+            "crew or workflow_id (or leave them out: the call_id is enough)"
+        )
+
+
 async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
     """`functions`: list, call, status, read, reply, cancel (F2-F15)."""
     action = args["action"]
@@ -224,6 +236,8 @@ async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, A
         if receipt.HasField("outcome"):
             out["outcome"] = status_dict(receipt.outcome)
         return out
+    if "crew" in args or "workflow_id" in args:
+        await _check_call_target(client, args)
     if action == "status":
         return await _status(client, args)
     if action == "read":
@@ -349,12 +363,14 @@ FUNCTIONS_SCHEMA: dict[str, Any] = {
         "crew": {
             "type": "string",
             "minLength": 1,
-            "description": "list, call: the crew's name. Give exactly one of crew and workflow_id.",
+            "description": "list, call: the crew's name. Give exactly one of crew and "
+            "workflow_id (status, read, reply, cancel: optional, checked against the call).",
         },
         "workflow_id": {
             "type": "string",
             "minLength": 1,
-            "description": "list, call: the workflow's id.",
+            "description": "list, call: the workflow's id (status, read, reply, cancel: "
+            "optional, checked against the call).",
         },
         "function": {
             "type": "string",
@@ -392,10 +408,23 @@ FUNCTIONS_SCHEMA: dict[str, Any] = {
             required=("function",),
             one_of=("crew", "workflow_id"),
         ),
-        action_rule("status", _STATUS_FIELDS, required=("call_id",)),
-        action_rule("read", _READ_FIELDS, required=("call_id", "file")),
-        action_rule("reply", ("call_id", "text"), required=("call_id", "text")),
-        action_rule("cancel", ("call_id",), required=("call_id",)),
+        # A call is named by its call_id; a crew or workflow_id given as well (as the
+        # CLI's `functions call-status --workflow` does) must be the call's target.
+        *(
+            action_rule(
+                action,
+                (*fields, "crew", "workflow_id"),
+                required=required,
+                one_of=("crew", "workflow_id"),
+                one_of_required=False,
+            )
+            for action, fields, required in (
+                ("status", _STATUS_FIELDS, ("call_id",)),
+                ("read", _READ_FIELDS, ("call_id", "file")),
+                ("reply", ("call_id", "text"), ("call_id", "text")),
+                ("cancel", ("call_id",), ("call_id",)),
+            )
+        ),
     ],
 }
 

@@ -67,6 +67,16 @@ class McpAuth:
         self.gateway = gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "GET":
+            # Stateless: there is no session whose stream anything could be pushed on.
+            # The MCP transport spec's answer for a server without that stream is 405.
+            response = JSONResponse(
+                error_body("UNIMPLEMENTED", "GET /mcp: this server has no event stream; POST"),
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
         with _request_context(scope):
             authorization = dict(scope.get("headers") or ()).get(b"authorization")
             try:

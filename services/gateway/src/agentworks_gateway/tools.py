@@ -19,6 +19,7 @@ from prometheus_client import Counter, Histogram
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
+from agentworks.core.checks import check_json_depth
 from agentworks.core.clients import target_str
 from agentworks.core.identity import Identity
 from agentworks.messaging.v1 import messaging_pb2 as m
@@ -142,8 +143,9 @@ def _one_destination(tool: str, args: Args, names: tuple[str, ...]) -> str:
     if len(given) != 1:
         listed = ", ".join(names[:-1]) + " or " + names[-1]
         got = f" (got {', '.join(given)})" if given else ""
+        starters = " or ".join(n for n in names if n != "inbox_id")
         raise errors.InvalidArgument(
-            f"{tool} needs exactly one of {listed}{got}: a crew or workflow starts a new "
+            f"{tool} needs exactly one of {listed}{got}: a {starters} starts a new "
             "conversation, an inbox_id continues one"
         )
     return given[0]
@@ -548,6 +550,14 @@ def check_arguments(tool: Tool, args: Any) -> Args:
         raise errors.InvalidArgument(
             f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}"
         )
+    for name in JSON_PAYLOADS:  # first: the checks below walk the JSON recursively
+        if name in args:
+            try:
+                check_json_depth(args[name], name)
+            except errors.InvalidArgument as exc:
+                raise errors.InvalidArgument(
+                    f"invalid arguments for {tool.name}: {exc.message}"
+                ) from None
     faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
     if not faults:  # the shape is right: now what no service can take
         faults = text_faults(args) + [
@@ -558,7 +568,14 @@ def check_arguments(tool: Tool, args: Any) -> Args:
         ]
     if faults:
         raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
-    return args
+    # JSON Schema counts 2.0 as an integer; the services' integer fields take only ints.
+    properties = tool.input_schema.get("properties", {})
+    return {
+        name: int(value)
+        if isinstance(value, float) and properties.get(name, {}).get("type") == "integer"
+        else value
+        for name, value in args.items()
+    }
 
 
 async def call_tool(

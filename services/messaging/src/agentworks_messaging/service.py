@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 
 from agentworks.core import checks
-from agentworks.core.checks import bounded, check_no_nul, request_hash
+from agentworks.core.checks import bounded, check_json_depth, check_no_nul, request_hash
 from agentworks.core.db import Listener
 from agentworks.core.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
 from agentworks.core.identity import Identity, check_principal
@@ -61,6 +61,7 @@ def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
     check_no_nul(parts, "parts")
     if not text.strip() and not parts:
         raise InvalidArgument("text is empty: send some text or at least one part")
+    check_json_depth(parts, "parts")
     for i, part in enumerate(parts or ()):
         if not part.get("data") and not str(part.get("text", "")).strip():
             raise InvalidArgument(f"parts[{i}] is empty: a part carries some text or data")
@@ -396,6 +397,7 @@ def check_delivery(
         ("attributes", attributes),
     ):
         check_no_nul(value, field)
+    check_json_depth(attributes, "attributes")
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise InvalidArgument(
             f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"

@@ -369,15 +369,21 @@ class ServiceClient:
         return md
 
     async def _unary(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
+        timeout = timeout or self.timeout
         try:
             return await getattr(self.stub, method)(
-                request, metadata=self._metadata(), timeout=timeout or self.timeout
+                request, metadata=self._metadata(), timeout=timeout
             )
         except grpc.aio.AioRpcError as exc:
             details = exc.details() or exc.code().name
+            # Often the channel's own words ("connections to all backends failing",
+            # "Deadline Exceeded"): say which service, and that a retry is the remedy.
+            service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                # Often the channel's own words ("connections to all backends failing"):
-                # say which service, and that a retry is the remedy.
-                service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
                 details = f"the {service} service is unavailable ({details}); retry shortly"
+            elif exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                details = (
+                    f"the {service} service did not answer {method} within {timeout:g} s "
+                    f"({details}); retry shortly"
+                )
             raise errors.from_status(exc.code(), details) from None
