@@ -54,6 +54,25 @@ def fn(schema: Any = None, **fields: Any) -> pb.Function:
 
 
 OBJECT = {"type": "object"}
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """A JSON object nested `depth` deep: {"a": {"a": ... {} ...}} (`{}` is 1 deep)."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+# One level deeper than JSON may nest (24): protobuf could not send it back.
+DEEP_VALUE = struct_pb2.Value()
+DEEP_VALUE.struct_value.update(nested(25))
+DEEP_SCHEMA = {"type": "object", "properties": {"a": {"const": nested(22)}}}
+LOOP_SCHEMA = {
+    "type": "object",
+    "$defs": {"a": {"$ref": "#/$defs/a"}},
+    "not": {"$ref": "#/$defs/a"},
+}
 LEGACY_SCHEMA = {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/s.json"}}}
 
 Build = Callable[[SimpleNamespace], Any]
@@ -220,6 +239,17 @@ CASES: list[Case] = [
             variable(name="v", type="number", default_value=struct_pb2.Value(number_value=NAN)),
             "default",
         ),
+        (declare(schema=DEEP_SCHEMA), "input_schema nests objects and arrays more than 24 deep"),
+        (
+            declare(output_schema=struct(DEEP_SCHEMA)),
+            "output_schema nests objects and arrays more than 24 deep",
+        ),
+        (
+            variable(name="v", type="object", default_value=DEEP_VALUE),
+            "workflow.variables['v'].default nests objects and arrays more than 24 deep",
+        ),
+        (declare(schema=LOOP_SCHEMA), "input_schema has references that loop forever"),
+        (declare(output_schema=struct(LOOP_SCHEMA)), "output_schema has references that loop"),
     ),
     *cases(
         "RemoveFunction",
@@ -261,6 +291,10 @@ CASES: list[Case] = [
         (call("anything", {"x": [1, -INF]}), "inputs.x[1]"),
         (call("anything", {"k\x00": 1}), "inputs"),
         (call("anything", {"x": "y" * 300_000}), "inputs are larger"),
+        (
+            call("anything", {"x": nested(24)}),
+            "inputs nests objects and arrays more than 24 deep",
+        ),
         (call(submission_id="s" * 201), "submission_id"),
         (call(submission_id="s\x00"), "submission_id"),
         (call(notify_conversation_id=UNKNOWN_UUID), "notify_conversation_id"),
@@ -512,8 +546,8 @@ RELIABILITY = {
     "action": f"{len(CASES)} cases over all {len(METHODS)} RPCs (one test per RPC): "
     "missing fields, wrong enum values, Struct inputs of the wrong "
     "JSON type, unknown input fields, NUL characters, non-finite numbers, empty and "
-    "oversized values, bad cursors and limits, malformed JSON Schemas, path traversal in "
-    "file names",
+    "oversized values, JSON nested too deep, bad cursors and limits, malformed JSON Schemas "
+    "and endless $ref loops, path traversal in file names",
     "check": "the expected status code (never INTERNAL) with a message naming the field; "
     "every table of the functions schema byte-for-byte unchanged",
 }

@@ -39,6 +39,41 @@ async def test_invalid_inputs_list_every_violation_and_create_nothing_F3_P6(
     assert await count_calls(database_url) == 0
 
 
+async def test_refusals_name_the_place_and_how_to_list_callable_functions_F2_F3(
+    clients, operator, owner, echo
+):
+    """F2 F3: a function that is not there (or not callable) says how to see the ones the
+    caller may call, on the CLI, in the MCP tool and over gRPC; an input refused by a
+    `false` schema is named by its place, like every other violation."""
+    await operator.register_target("workflow:wf-1", owner="user:owner")
+    alice = await clients("user:alice")
+    for target, function, how in (
+        ("crew:demo", "ghost", "`agentworks crews functions demo` (CLI), the `functions` tool "),
+        ("crew:demo", "not a name!", "with action=list, crew=demo (MCP), or ListFunctions"),
+        ("workflow:wf-1", "ghost", "`agentworks functions list --workflow wf-1` (CLI)"),
+        ("workflow:wf-1", "ghost", "with action=list, workflow_id=wf-1 (MCP)"),
+    ):
+        with pytest.raises(errors.NotFound) as refused:
+            await alice.call(target, function, {})
+        message = refused.value.message
+        assert f"function {function!r} not found on {target} (or you may not call it)" in message
+        assert how in message, message
+
+    closed = {
+        "type": "object",
+        "properties": {
+            "x": False,
+            "pair": {"type": "array", "prefixItems": [{"type": "string"}, False]},
+        },
+    }
+    await owner.declare_function("crew:demo", "closed", input_schema=closed, allowed_callers=["*"])
+    with pytest.raises(errors.InvalidArgument) as refused:
+        await alice.call("crew:demo", "closed", {"x": 1, "pair": ["a", 2]})
+    assert "(2 problems)" in refused.value.message
+    assert "inputs.pair[1]: not allowed (the schema accepts no value here)" in refused.value.message
+    assert "inputs.x: not allowed (the schema accepts no value here)" in refused.value.message
+
+
 async def test_calls_are_checked_against_the_declaration_as_it_is_now_F1_F3(
     clients, owner, echo, echo_schema, start_functions, identity, database_url
 ):
@@ -113,10 +148,14 @@ async def test_running_limit_refuses_at_once_with_busy_and_no_queue_F5(
 
 
 async def test_submission_id_recovers_the_call_even_when_busy_and_refuses_new_inputs_F6(
-    clients, operator, echo, runtime
+    clients, operator, owner, echo, echo_schema, runtime
 ):
-    """F6: same key -> same call_id whatever its state; same key, other inputs -> refused."""
+    """F6: same key -> same call_id whatever its state; same key, other inputs or another
+    function -> refused, saying which."""
     await operator.register_target("crew:demo", owner="user:owner", running_limit=1)
+    await owner.declare_function(
+        "crew:demo", "shout", input_schema=echo_schema, allowed_callers=["user:*"]
+    )
     alice = await clients("user:alice")
     bob = await clients("user:bob")
     receipt = await alice.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
@@ -126,8 +165,11 @@ async def test_submission_id_recovers_the_call_even_when_busy_and_refuses_new_in
         await alice.call("crew:demo", echo, {"text": "b"}, submission_id="k2")
     with pytest.raises(errors.Busy):  # keys are per caller: bob's k1 is a new call
         await bob.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
-    with pytest.raises(errors.Conflict, match="already used for a call with different inputs"):
+    used = "already used for a call of a different function or with different inputs"
+    with pytest.raises(errors.Conflict, match=used):
         await alice.call("crew:demo", echo, {"text": "other"}, submission_id="k1")
+    with pytest.raises(errors.Conflict, match=used):  # the same inputs, another function
+        await alice.call("crew:demo", "shout", {"text": "a"}, submission_id="k1")
 
     await runtime.claim_execution(["crew:demo"], wait_seconds=5)
     await runtime.finish_execution(receipt.call_id, final_message="done")

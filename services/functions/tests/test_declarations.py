@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -12,6 +14,24 @@ ECHO_SCHEMA = {
     "type": "object",
     "properties": {"text": {"type": "string"}},
     "required": ["text"],
+}
+
+
+def nested(depth: int) -> dict:
+    """A JSON object nested `depth` deep: {"a": {"a": ... {} ...}} (`{}` is 1 deep)."""
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+# 25 levels of objects: one more than JSON may nest (it is sent back as a Struct).
+TOO_DEEP = {"type": "object", "properties": {"a": {"const": nested(22)}}}
+# A $ref that leads back to itself: validating anything against it would never end.
+LOOP = {
+    "type": "object",
+    "$defs": {"a": {"$ref": "#/$defs/a"}},
+    "properties": {"x": {"$ref": "#/$defs/a"}},
 }
 
 
@@ -61,6 +81,16 @@ async def test_only_the_owner_may_declare_or_remove_A3_F1(clients, owner, demo, 
         ({"input_schema": ECHO_SCHEMA, "allowed_callers": ["bob"]}, "not principals or patterns"),
         ({"input_schema": ECHO_SCHEMA, "description": "x" * 5000}, "limit is 4096 bytes"),
         ({"input_schema": {"type": "object", "description": "y" * 70000}}, "larger than 65536"),
+        ({"input_schema": TOO_DEEP}, "input_schema nests objects and arrays more than 24 deep"),
+        (
+            {"input_schema": ECHO_SCHEMA, "output_schema": TOO_DEEP},
+            "output_schema nests objects and arrays more than 24 deep",
+        ),
+        ({"input_schema": LOOP}, "input_schema has references that loop forever"),
+        (
+            {"input_schema": ECHO_SCHEMA, "output_schema": LOOP},
+            "output_schema has references that loop forever",
+        ),
     ],
 )
 async def test_schemas_and_fields_are_checked_at_declaration_F1_P6(owner, demo, kwargs, fragment):
@@ -191,3 +221,86 @@ async def test_tables_match_the_migrations_P1(database_url):
     in_code = {(t.name, c.name) for t in tables.metadata.tables.values() for c in t.columns}
     assert in_database == in_code
     assert all(isinstance(t, sa.Table) for t in tables.metadata.tables.values())
+
+
+async def test_reference_cycles_are_refused_and_recursive_schemas_still_validate_F1_F3_F10(
+    owner, demo, runtime, database_url
+):
+    """F1 F3 F10: a $ref chain that comes back to a schema without applying to a part of
+    the value ($ref, allOf, not, if, dependentSchemas...) would make validation recurse
+    forever (INTERNAL at every call): it is refused at declaration, naming the loop.
+    One declared before this check is refused clearly at call time (inputs) or fails the
+    result check (outputs), never INTERNAL. Recursion through properties or items ends
+    with the value and stays accepted."""
+    loops = {
+        "#/$defs/a → #/$defs/a": LOOP,
+        "#/$defs/a → #/$defs/a/allOf/0 → #/$defs/b → #/$defs/b/not → #/$defs/a": {
+            "type": "object",
+            "$defs": {
+                "a": {"allOf": [{"$ref": "#/$defs/b"}]},
+                "b": {"not": {"$ref": "#/$defs/a"}},
+            },
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
+        "# → #/if → #": {"type": "object", "if": {"$ref": "#"}},
+        "# → #/dependentSchemas/k → #": {
+            "type": "object",
+            "dependentSchemas": {"k": {"$ref": "#"}},
+        },
+    }
+    for loop, schema in loops.items():
+        for fields in (
+            {"input_schema": schema},
+            {"input_schema": ECHO_SCHEMA, "output_schema": schema},
+        ):
+            with pytest.raises(errors.InvalidArgument) as refused:
+                await owner.declare_function(demo, "loop", **fields)
+            assert f"has references that loop forever: {loop}." in refused.value.message
+    assert await owner.list_functions(demo) == []
+
+    # Declared before reference cycles were refused (written to the table directly).
+    with psycopg.connect(database_url) as conn:
+        for name, input_schema, output_schema in (
+            ("legacy_in", LOOP, None),
+            ("legacy_out", ECHO_SCHEMA, LOOP),
+        ):
+            conn.execute(
+                "INSERT INTO functions.functions (target_kind, target_name, name, input_schema,"
+                " output_schema) VALUES ('crew', 'demo', %s, %s, %s)",
+                (name, json.dumps(input_schema), output_schema and json.dumps(output_schema)),
+            )
+    unchecked = "cannot be checked: the schema's references loop or nest too deep"
+    with pytest.raises(errors.InvalidArgument, match=f"inputs: {unchecked}"):
+        await owner.call(demo, "legacy_in", {"x": 1})
+    receipt = await owner.call(demo, "legacy_out", {"text": "t"})
+    await runtime.claim_execution([demo], wait_seconds=5)
+    await runtime.upload_file(receipt.call_id, "result.json", b'{"x": 1}')
+    first = await runtime.finish_execution(receipt.call_id, final_message="done")
+    assert first.correction_requested and f"result: {unchecked}" in first.correction_prompt
+    # The final message is JSON, but it cannot be checked either: failed.
+    second = await runtime.finish_execution(
+        receipt.call_id, final_message='{"x": 1}', correction_round=1
+    )
+    assert second.status == "failed"
+    assert f"result: {unchecked}" in (await owner.get_status(receipt.call_id)).error
+
+    tree = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#"}},
+        },
+        "required": ["name"],
+    }
+    await owner.declare_function(demo, "tree", input_schema=tree, output_schema=tree)
+    leaf = {"name": "leaf"}
+    await owner.call(
+        demo, "tree", {"name": "root", "children": [{"name": "a", "children": [leaf]}]}
+    )
+    with pytest.raises(
+        errors.InvalidArgument,
+        match=r"inputs\.children\[0\]\.children\[0\]\.name: expected string, got integer",
+    ):
+        await owner.call(
+            demo, "tree", {"name": "r", "children": [{"name": "a", "children": [{"name": 1}]}]}
+        )

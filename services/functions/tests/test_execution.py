@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import time
 
@@ -508,3 +509,59 @@ async def finish_claiming(runtime, call_id, *, claim_next, wait_seconds=0):
     request = f.FinishExecutionRequest(call_id=call_id, final_message="done")
     request.claim_next.CopyFrom(f.ClaimExecutionRequest(targets=targets, wait_seconds=wait_seconds))
     return await runtime._unary("FinishExecution", request)
+
+
+def nested(depth: int) -> dict:
+    """A JSON object nested `depth` deep: {"a": {"a": ... {} ...}} (`{}` is 1 deep)."""
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+async def test_a_result_too_deep_to_send_back_is_refused_and_statuses_stay_readable_F10_P6(
+    clients, owner, demo, runtime
+):
+    """F10 P6: a result nested deeper than 24 levels (as JSON travels in a Struct,
+    protobuf cannot carry more than ~33 back) is a result problem like invalid JSON:
+    the one correction turn names it, then the call fails saying so. It is never stored,
+    so every status stays readable (it used to complete, then answer nothing). A result
+    the database cannot store (NaN, NUL) or Python cannot parse (nested 100,000 deep)
+    gets the correction turn too, never INTERNAL; 24 levels complete and read back."""
+    await owner.declare_function(
+        demo, "anyjson", input_schema={"type": "object"}, output_schema={"type": "object"}
+    )
+    deep = json.dumps(nested(48))
+    receipt = await owner.call(demo, "anyjson", {})
+    call_id = receipt.call_id
+    await runtime.claim_execution([demo], wait_seconds=5)
+    await runtime.upload_file(call_id, "result.json", deep.encode())
+    first = await runtime.finish_execution(call_id, final_message="done")
+    assert first.correction_requested and first.status == "running"
+    too_deep = "result nests objects and arrays more than 24 deep; flatten it"
+    assert too_deep in first.correction_prompt
+    assert (await owner.get_status(call_id)).status == "running"
+    # Still too deep after the correction, and so is the final message's JSON: failed.
+    second = await runtime.finish_execution(call_id, final_message=deep, correction_round=1)
+    assert second.status == "failed"
+    status = await owner.get_status(call_id)
+    assert status.status == "failed" and too_deep in status.error
+    assert not status.has_result and status.answer == deep
+
+    for raw, problem in (
+        (b'{"a": NaN}', "result.a: nan is not a finite number"),
+        (b'{"a": "x\\u0000"}', "result.a: contains a NUL character"),
+        (b"[" * 100_000 + b"]" * 100_000, "nests objects and arrays too deep to read"),
+    ):
+        receipt = await owner.call(demo, "anyjson", {})
+        await runtime.claim_execution([demo], wait_seconds=5)
+        await runtime.upload_file(receipt.call_id, "result.json", raw)
+        refused = await runtime.finish_execution(receipt.call_id, final_message="done")
+        assert refused.correction_requested and problem in refused.correction_prompt, raw[:20]
+
+    receipt = await owner.call(demo, "anyjson", {})
+    await runtime.claim_execution([demo], wait_seconds=5)
+    await runtime.upload_file(receipt.call_id, "result.json", json.dumps(nested(24)).encode())
+    done = await runtime.finish_execution(receipt.call_id, final_message="done")
+    assert done.status == "completed"
+    assert call_result(await owner.get_status(receipt.call_id)) == nested(24)

@@ -154,6 +154,85 @@ async def test_sdk_handler_failure_and_cancel_F10_F15(functions, identity, clien
         assert (outcome.call_id, outcome.status) == (slow.call_id, "cancelled")
 
 
+def _nested(depth: int) -> object:
+    value: object = "bottom"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+async def test_sdk_fails_a_call_whose_answer_the_service_refuses_and_keeps_serving_R1_F10(
+    functions, identity, clients, echo, tmp_path
+):
+    """R1 F10: an answer FinishExecution refuses (too big, NUL) or that cannot be sent
+    (not JSON, nested too deep, a lone surrogate), or a huge exception message, fails
+    that call with the reason; the worker serves on, and the refused finish still claims
+    the next queued call (claim_next)."""
+
+    def claims() -> float:
+        return sum(
+            REGISTRY.get_sample_value(
+                "agentworks_rpc_requests_total",
+                {"service": "functions", "method": "ClaimExecution", "code": code},
+            )
+            or 0.0
+            for code in ("OK", "CANCELLED")
+        )
+
+    gate = asyncio.Event()
+
+    async def handler(ctx: ExecutionContext) -> object:
+        await gate.wait()  # the first execution waits until every call is queued
+        text = ctx.inputs["text"]
+        if text == "big":
+            return "x" * 300_000
+        if text == "nul":
+            return "a\x00b"
+        if text == "raise":
+            raise RuntimeError("y" * 20_000 + "\x00")
+        if text == "bytes":
+            return b"not json"
+        if text == "deep":
+            return _nested(40)
+        if text == "surrogate":
+            return "a\udcffb"  # a lone surrogate: protobuf cannot encode it
+        return f"echo: {text}"
+
+    unreportable = "the handler's answer could not be reported: "
+    expected = {
+        "big": unreportable + "final_message is 300000 bytes; the limit is 262144 bytes",
+        "nul": unreportable + "final_message contains a NUL character",
+        "bytes": unreportable + "TypeError: Object of type bytes is not JSON serializable",
+        "deep": unreportable + "the handler's return value nests objects and arrays more "
+        "than 24 deep",
+        "surrogate": unreportable + "UnicodeEncodeError: 'utf-8' codec can't encode",
+        "raise": "RuntimeError: yyyyy",
+    }
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path, lease_seconds=3) as outcomes:
+        for batch in (["big", "nul", "bytes", "ok"], ["deep", "surrogate", "ok", "raise"]):
+            gate.clear()
+            before = claims()
+            # At most as many calls as the running limit (4) allows.
+            receipts = [await alice.call("crew:demo", echo, {"text": t}) for t in batch]
+            gate.set()
+            done = [await asyncio.wait_for(outcomes.get(), 20) for _ in receipts]
+            assert [o.call_id for o in done] == [r.call_id for r in receipts]
+            # The first claim and the one after the last finish: the others were claimed
+            # by the finishes, refused ones included.
+            assert claims() - before <= 2
+            for text, receipt in zip(batch, receipts, strict=True):
+                status = await alice.get_status(receipt.call_id)
+                if text == "ok":
+                    assert (status.status, status.answer) == ("completed", "echo: ok")
+                    continue
+                assert status.status == "failed" and not status.correction_turn, (text, status)
+                assert status.error.startswith(expected[text]), (text, status.error[:300])
+                assert len(status.error.encode()) <= 16 * 1024 and "\x00" not in status.error
+                if text == "raise":  # a huge exception message is cut to fit
+                    assert status.error.endswith("bytes in all]")
+
+
 RUNTIME_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys

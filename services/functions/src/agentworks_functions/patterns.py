@@ -292,6 +292,38 @@ PatternValidator = validators.extend(
         "unevaluatedProperties": _unevaluated_properties,
     },
 )
+_descend = PatternValidator.descend
+
+
+def _descend_with_false_paths(
+    self: Any,
+    instance: Any,
+    schema: Any,
+    path: Any = None,
+    schema_path: Any = None,
+    resolver: Any = None,
+) -> Iterator[ValidationError]:
+    """jsonschema's `descend`, except that a `false` subschema's refusal keeps the place
+    it was applied at (`{"properties": {"x": false}}` refuses `inputs.x`, not `inputs`):
+    jsonschema returns that error before adding `path` and `schema_path`."""
+    if schema is not False:
+        yield from _descend(self, instance, schema, path, schema_path, resolver)
+        return
+    error = ValidationError(
+        f"False schema does not allow {instance!r}",
+        validator=None,
+        validator_value=None,
+        instance=instance,
+        schema=schema,
+    )
+    if path is not None:
+        error.path.appendleft(path)
+    if schema_path is not None:
+        error.schema_path.appendleft(schema_path)
+    yield error
+
+
+PatternValidator.descend = _descend_with_false_paths  # this class only, not jsonschema's
 
 
 # ---------------------------------------------------------------------- declaration

@@ -7,7 +7,7 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import referencing.jsonschema
@@ -16,6 +16,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
+from agentworks.core.checks import check_json_depth
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import PRINCIPAL_RE
 from agentworks_functions.models import WorkflowBinding, WorkflowVariable
@@ -92,12 +93,17 @@ def _references(resource: Any, resolver: Any) -> Iterable[tuple[Any, str]]:
         yield from _references(sub, resolver.in_subresource(sub))
 
 
+def _root_resolver(schema: dict[str, Any]) -> tuple[Any, Any]:
+    """The declared schema as a resource, and the resolver of its root scope."""
+    resource = referencing.jsonschema.DRAFT202012.create_resource(schema)
+    root = resource.id() or "urn:agentworks:declared-schema"
+    return resource, METASCHEMAS.with_resource(root, resource).resolver(base_uri=root)
+
+
 def _check_references(schema: dict[str, Any], field: str) -> None:
     """Every reference must resolve inside the schema (or to a metaschema): remote
     schemas are never fetched, so a URL cannot make the service read other hosts."""
-    resource = referencing.jsonschema.DRAFT202012.create_resource(schema)
-    root = resource.id() or "urn:agentworks:declared-schema"
-    resolver = METASCHEMAS.with_resource(root, resource).resolver(base_uri=root)
+    resource, resolver = _root_resolver(schema)
     for scope, ref in _references(resource, resolver):
         try:
             scope.lookup(ref)
@@ -106,6 +112,122 @@ def _check_references(schema: dict[str, Any], field: str) -> None:
                 f"{field} has a $ref that cannot be resolved: {ref!r}; use references inside "
                 "the schema (such as #/$defs/name) — remote schemas are never fetched"
             ) from None
+
+
+# Keywords that apply their subschemas to the same value (in place), and those that apply
+# them to a part of it (a property, an item, a key). Validation follows references
+# through both; a cycle of in-place ones never reaches a smaller value, so it never ends.
+_IN_PLACE = {
+    "$ref": "ref",
+    "$dynamicRef": "ref",
+    "allOf": "list",
+    "anyOf": "list",
+    "oneOf": "list",
+    "not": "one",
+    "if": "one",
+    "then": "one",
+    "else": "one",
+    "dependentSchemas": "map",
+}
+_DESCENDING = {
+    "properties": "map",
+    "patternProperties": "map",
+    "additionalProperties": "one",
+    "unevaluatedProperties": "one",
+    "propertyNames": "one",
+    "prefixItems": "list",
+    "items": "one",
+    "contains": "one",
+    "unevaluatedItems": "one",
+}
+
+# A schema as validation applies it: its contents, the resolver of its scope, and where
+# it is (a JSON pointer into the declared schema, or the reference that led there).
+_Node = tuple[Any, Any, str]
+
+
+def _pointers(schema: Any) -> dict[int, str]:
+    """The JSON pointer of every object and array in the declared schema, by identity."""
+    found: dict[int, str] = {}
+    stack: list[tuple[Any, str]] = [(schema, "#")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict | list):
+            found.setdefault(id(item), where)
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in pairs:
+                part = str(key).replace("~", "~0").replace("/", "~1")
+                stack.append((child, f"{where}/{part}"))
+    return found
+
+
+def _applied(node: _Node, keywords: dict[str, str], where: dict[int, str]) -> Iterator[_Node]:
+    """The schemas `node` applies through `keywords`, each with the resolver of its scope."""
+    contents, resolver, _ = node
+    for keyword, shape in keywords.items():
+        value = contents.get(keyword)
+        if shape == "ref":
+            if not isinstance(value, str):
+                continue
+            try:
+                resolved = resolver.lookup(value)
+            except Unresolvable:  # reported by validation itself
+                continue
+            label = where.get(id(resolved.contents), f"{keyword} {value!r}")
+            yield resolved.contents, resolved.resolver, label
+            continue
+        if shape == "one":
+            children = [value]
+        elif shape == "list":
+            children = value if isinstance(value, list) else []
+        else:
+            children = list(value.values()) if isinstance(value, dict) else []
+        for child in children:
+            if isinstance(child, dict):  # true and false apply nothing further
+                sub = referencing.jsonschema.DRAFT202012.create_resource(child)
+                yield child, resolver.in_subresource(sub), where.get(id(child), keyword)
+
+
+def _check_reference_cycles(schema: dict[str, Any], field: str) -> None:
+    """Refuse references that lead back to a schema without descending into the value:
+    validation would follow them forever (a RecursionError at every call).
+
+    A depth-first walk along the in-place keywords, started at every schema validation
+    can reach; reaching a schema that is still on the walk's path closes a cycle.
+    """
+    _, resolver = _root_resolver(schema)
+    where = _pointers(schema)
+    done: set[int] = set()  # schemas whose in-place walk found no cycle
+    starts: list[_Node] = [(schema, resolver, "#")]
+    while starts:
+        start = starts.pop()
+        if id(start[0]) in done:
+            continue
+        path: list[_Node] = [start]
+        on_path = {id(start[0]): 0}
+        walks = [_applied(start, _IN_PLACE, where)]
+        starts.extend(_applied(start, _DESCENDING, where))
+        while walks:
+            node = next(walks[-1], None)
+            if node is None:
+                walks.pop()
+                finished = path.pop()
+                del on_path[id(finished[0])]
+                done.add(id(finished[0]))
+                continue
+            if not isinstance(node[0], dict) or id(node[0]) in done:
+                continue
+            if id(node[0]) in on_path:
+                cycle = " → ".join(n[2] for n in [*path[on_path[id(node[0])] :], node])
+                raise InvalidArgument(
+                    f"{field} has references that loop forever: {cycle}. Validation would "
+                    "never end: a chain of $ref that comes back to a schema must first "
+                    "apply to a part of the value (through properties, items, ...)"
+                )
+            on_path[id(node[0])] = len(path)
+            path.append(node)
+            walks.append(_applied(node, _IN_PLACE, where))
+            starts.extend(_applied(node, _DESCENDING, where))
 
 
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
@@ -130,6 +252,7 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
     """Check a declared schema against the 2020-12 metaschema (F1)."""
     if not isinstance(schema, dict):
         raise InvalidArgument(f"{field} must be a JSON object (a JSON Schema 2020-12 document)")
+    check_json_depth(schema, field)  # it is sent back as a Struct (ListFunctions, claims)
     check_storable(schema, field)
     declared = schema.get("$schema")
     if declared is not None and (
@@ -152,6 +275,7 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
             f'{field} must describe an object ("type": "object"): inputs are named fields'
         )
     _check_references(schema, field)
+    _check_reference_cycles(schema, field)
     return schema
 
 
@@ -214,6 +338,11 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
         return [f"{prefix}: the schema has a $ref that cannot be resolved ({exc})"]
     except MatchBudget as exc:
         return [f"{prefix}: {exc}"]
+    except RecursionError:  # declared before reference cycles were refused
+        return [
+            f"{prefix}: cannot be checked: the schema's references loop or nest too deep for "
+            "validation to end; the function's owner must fix its declaration"
+        ]
 
 
 async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
@@ -241,6 +370,8 @@ def _violation_lines(errors: Iterable[ValidationError], prefix: str) -> list[str
                 found.append(
                     (_path(path, [key]), f"{_path(path, [key])}: unknown (not in the schema)")
                 )
+        elif error.validator is None and error.schema is False:
+            found.append((path, f"{path}: not allowed (the schema accepts no value here)"))
         elif error.validator == "type":
             expected = error.validator_value
             if isinstance(expected, list):
@@ -261,24 +392,41 @@ def describe_violations(what: str, problems: Sequence[str], advice: str) -> str:
     return f"{what} ({count}): " + "; ".join(listed) + tail + f". {advice}"
 
 
+def _result_value(value: Any) -> list[str]:
+    """What keeps a parsed result from being stored and sent back (in a status)."""
+    try:
+        check_json_depth(value, "result")
+    except InvalidArgument as exc:  # protobuf could not carry it back: never readable
+        return [exc.message]
+    return json_problems(value, "result")
+
+
+def _parse(text: str | bytes) -> Any:
+    """JSON, or ValueError; a value nested beyond Python's recursion is not JSON to us."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("it nests objects and arrays too deep to read") from None
+
+
 def result_problems(schema: dict[str, Any], raw: bytes | None) -> tuple[Any, list[str]]:
     """Parse and validate a result file; (value, problems) — no problems means valid (F10)."""
     if raw is None:
         return None, ["the result file was not written (FUNCTION_RESULT_FILE is missing)"]
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = _parse(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         return None, [f"the result file is not valid JSON: {exc}"]
-    return value, violations(schema, value, prefix="result")
+    return value, _result_value(value) or violations(schema, value, prefix="result")
 
 
 def parse_valid_json(schema: dict[str, Any], text: str) -> tuple[bool, Any]:
     """Whether `text` parses as JSON valid for `schema` (the F10 fallback), and the value."""
     try:
-        value = json.loads(text)
+        value = _parse(text)
     except ValueError:
         return False, None
-    return (not violations(schema, value, prefix="result")), value
+    return (not _result_value(value) and not violations(schema, value, prefix="result")), value
 
 
 # ------------------------------------------------------------------------------- callers
@@ -353,6 +501,7 @@ def check_workflow_binding(
                 f"{where}.default is {_json_type(var.default)}, but the variable is {var.type}"
             )
         if var.has_default:
+            check_json_depth(var.default, f"{where}.default")  # sent back as a Value
             check_storable(var.default, f"{where}.default")
         declared = (
             properties.get(var.name, {}).get("type") if isinstance(properties, dict) else None

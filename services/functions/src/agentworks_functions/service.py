@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from agentworks.core.checks import bounded, check_no_nul, request_hash
+from agentworks.core.checks import bounded, check_json_depth, check_no_nul, request_hash
 from agentworks.core.db import Listener, Waiter
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.core.identity import Identity, check_principal
@@ -128,6 +128,21 @@ def check_size(value: str, field: str, limit: int) -> str:
     if size > limit:
         raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
     return value
+
+
+def function_not_found(target: TargetKey, function: str) -> NotFound:
+    """The same answer for a function that does not exist and one the caller may not call
+    (F2), saying where to see the ones it may: the CLI, the MCP tool and the RPC."""
+    if target.kind == "crew":
+        cli, mcp = f"agentworks crews functions {target.name}", f"crew={target.name}"
+    else:
+        cli = f"agentworks functions list --workflow {target.name}"
+        mcp = f"workflow_id={target.name}"
+    return NotFound(
+        f"function {function!r} not found on {target} (or you may not call it); see the "
+        f"functions you may call: `{cli}` (CLI), the `functions` tool with action=list, "
+        f"{mcp} (MCP), or ListFunctions (gRPC)"
+    )
 
 
 def check_file_name(name: str, call_id: str) -> str:
@@ -411,13 +426,11 @@ class FunctionsService:
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
-            raise NotFound(
-                f"function {function!r} not found on {target} (or you may not call it): list "
-                "the functions you may call with ListFunctions"
-            )
+            raise function_not_found(target, function)
         check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
         if len(json.dumps(inputs).encode()) > MAX_INPUTS_BYTES:
             raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
+        check_json_depth(inputs, "inputs")  # the execution carries them back as a Struct
         if notify_conversation_id:
             if identity.kind not in ("agent", "workflow"):
                 raise InvalidArgument(
@@ -467,10 +480,7 @@ class FunctionsService:
                 return receipt
         owner, declared, full = await self.store.function_for_call(target, function)
         if declared is None or not may_call(identity.principal, owner, declared.allowed_callers):
-            raise NotFound(
-                f"function {function!r} not found on {target} (or you may not call it): list "
-                "the functions you may call with ListFunctions"
-            )
+            raise function_not_found(target, function)
         problems = json_problems(inputs, "inputs") + await off_loop(
             declared.input_schema, violations, declared.input_schema, inputs
         )

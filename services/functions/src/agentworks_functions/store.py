@@ -1089,8 +1089,9 @@ def busy(key: TargetKey, running: int, limit: int) -> Busy:
 
 def submission_conflict(submission_key: str) -> Conflict:
     return Conflict(
-        f"submission_id {submission_key!r} was already used for a call with different inputs; "
-        "use a new submission_id for a new call (or resend the same inputs to recover it)"
+        f"submission_id {submission_key!r} was already used for a call of a different "
+        "function or with different inputs; use a new submission_id for a new call (or "
+        "repeat the same call to recover it)"
     )
 
 
