@@ -50,8 +50,30 @@ COMMAND = textwrap.dedent(
         (folder / "pid").write_text(str(os.getpid()))
         print("started", flush=True)
         time.sleep(600)
+    elif mode == "noisy":
+        out = sys.stdout.buffer
+        out.write(b"L" * 100_000 + b"\\n" + b"M" * 70_000 + b"\\n" + b"tab\\0bed\\n")
+        sys.stderr.buffer.write(b"warn\\0ing\\n")
+        out.write(b"hello\\0world")  # the last line, without a newline
+    elif mode == "nulfail":
+        sys.stderr.buffer.write(b"bad\\0thing\\n")
+        sys.exit(1)
+    elif mode == "files":
+        for name in ("a.txt", "back" + chr(92) + "slash.txt", "new" + chr(10) + "line.txt"):
+            (folder / name).write_text(name)
+        (folder / "z").mkdir()
+        (folder / "z" / "last.txt").write_text("last")
+        print("made files")
+    elif mode == "many":
+        for n in range(int(inputs["text"])):
+            (folder / f"f{n:03}.txt").write_text(str(n))
+        result.write_text(json.dumps({"summary": "many", "words": 0}))
+        print("made", inputs["text"])
     """
 )
+# Modes with an output schema (the others return their last line).
+SCHEMA_MODES = ("ok", "fail", "correct", "many")
+MODES = (*SCHEMA_MODES, "hang", "noisy", "nulfail", "files")
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -102,12 +124,12 @@ async def alice(client_for):
     await ops.register_target("crew:demo", owner="user:owner")
     owner = await client_for("user:owner")
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    for name in ("ok", "fail", "correct", "hang"):
+    for name in MODES:
         await owner.declare_function(
             "crew:demo",
             name,
             input_schema=schema,
-            output_schema=SUMMARY_SCHEMA if name != "hang" else None,
+            output_schema=SUMMARY_SCHEMA if name in SCHEMA_MODES else None,
             allowed_callers=["user:*"],
         )
     return await client_for("user:alice")
@@ -118,7 +140,7 @@ async def runner(functions, identity, root):
     """A command-runner runtime for crew:demo; yields the queue of finished executions."""
     script = root / "command.py"
     script.write_text(COMMAND)
-    commands = {m: [sys.executable, str(script), m] for m in ("ok", "fail", "correct", "hang")}
+    commands = {m: [sys.executable, str(script), m] for m in MODES}
     outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
     worker = ExecutionWorker(
         functions.address,
@@ -205,6 +227,66 @@ async def test_cancel_terminates_the_running_command_R2_F15(functions, identity,
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert (await alice.get_status(receipt.call_id)).status == "cancelled"
+
+
+async def test_runner_cuts_long_lines_and_replaces_nul_characters_R2_F10(
+    functions, identity, alice, tmp_path
+):
+    """R2 F10: stdout lines past 64 KiB are cut to MAX_LINE_BYTES with a note, and NUL
+    characters become U+FFFD in messages, the final line and the stderr tail."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        noisy = await alice.call("crew:demo", "noisy", {"text": "x"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+        failing = await alice.call("crew:demo", "nulfail", {"text": "x"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "failed"
+    status = await alice.get_status(noisy.call_id)
+    assert status.status == "completed" and status.answer == "hello\ufffdworld"
+    assert [m.text for m in status.messages] == [
+        "reading x",
+        "L" * 16384 + " [... line cut: 100000 bytes in all]",
+        "M" * 16384 + " [... line cut: 70000 bytes in all]",
+        "tab\ufffdbed",
+        "hello\ufffdworld",
+    ]
+    status = await alice.get_status(failing.call_id)
+    assert status.status == "failed"
+    assert status.error.endswith("exited with status 1: bad\ufffdthing"), status.error
+
+
+async def test_runner_uploads_every_file_the_service_accepts_and_names_the_rest_R2_F10(
+    functions, identity, alice, tmp_path
+):
+    """R2 F10: files whose names the service refuses (a backslash, a newline) are skipped
+    and named with the reason in a runner message; the others are uploaded and the call
+    completes."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "files", {"text": "x"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+    status = await alice.get_status(receipt.call_id)
+    assert (status.status, status.answer) == ("completed", "made files")
+    assert {f.name for f in status.files} == {"a.txt", "z/last.txt"}
+    (note,) = [m.text for m in status.messages if m.role == "runner"]
+    assert note.startswith("2 of 4 files in the output folder were not uploaded: ")
+    assert "'back\\\\slash.txt'" in note and "'new\\nline.txt'" in note, note
+    assert "is not a path inside the call's output folder" in note
+
+
+async def test_runner_uploads_up_to_the_file_limit_result_first_and_says_what_it_skipped_R2_F10(
+    functions, identity, alice, tmp_path
+):
+    """R2 F10: past the 500 files a call keeps, the runner uploads result.json and the
+    first 499 others, names the skipped ones in a runner message, and completes."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "many", {"text": "503"})
+        assert (await asyncio.wait_for(outcomes.get(), 120)).status == "completed"
+    status = await alice.get_status(receipt.call_id)
+    assert status.status == "completed" and call_result(status) == {"summary": "many", "words": 0}
+    assert len(status.files) == 500 and "result.json" in {f.name for f in status.files}
+    (note,) = [m.text for m in status.messages if m.role == "runner"]
+    assert note == (
+        "4 of 504 files in the output folder were not uploaded: 'f499.txt', 'f500.txt', "
+        "'f501.txt', 'f502.txt': the call already has 500 files, the most it can keep"
+    )
 
 
 def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):

@@ -11,7 +11,8 @@ heartbeat, and calls the handler with an `ExecutionContext`:
         ctx.result_file.write_text(json.dumps({...}))     # FUNCTION_RESULT_FILE (F10)
         return "done"                                      # the final message
 
-What the handler returns is the execution's final message (a non-string is sent as JSON).
+What the handler returns is the execution's final message (a non-string is sent as JSON,
+and must nest at most 24 deep: `agentworks.core.checks.MAX_JSON_DEPTH`).
 After the handler returns, the result file (if it exists and was not uploaded unchanged)
 is uploaded and the execution is finished. When the service asks for the one correction
 turn (F10), the same handler is called again with `ctx.correction_prompt` set, and the
@@ -20,7 +21,14 @@ worker finishes a second time.
 Failure policy:
 
 - A handler that raises ends the execution `failed` with the exception as the error; no
-  correction turn (F10).
+  correction turn (F10). The error is made to fit what FinishExecution accepts: NUL
+  characters are replaced and it is cut to `MAX_ERROR_BYTES`.
+- An answer that cannot be reported (not JSON, nested too deep, a result file the service
+  refuses, or a final message FinishExecution refuses: too big, NUL characters) ends the
+  execution `failed` with "the handler's answer could not be reported: <why>".
+- A finish refused even then, or failing after its retries, is logged and the worker
+  moves on (the lease expires and the service records the call `interrupted`); a worker
+  never stops because of one execution.
 - A cancel (F15) or a lost lease (F12) is learned from the next heartbeat, report, ask
   or upload: the handler task is cancelled and nothing more is reported.
 - A worker that is itself cancelled leaves its executions unfinished; their leases expire
@@ -43,6 +51,7 @@ import structlog
 from google.protobuf import json_format
 
 from agentworks.core import errors
+from agentworks.core.checks import check_json_depth
 from agentworks.core.clients import target_ref, target_str
 from agentworks.core.clients.functions import FunctionsClient
 from agentworks.core.identity import Minter
@@ -57,6 +66,28 @@ _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 _FATAL = (errors.Unauthenticated, errors.InvalidArgument, errors.PermissionDenied)
 # How long one AskInput long-poll waits before asking again (the service allows 0-25).
 ASK_POLL_SECONDS = 20
+# What FinishExecution accepts as the error of a failed execution; no NUL characters.
+MAX_ERROR_BYTES = 16 * 1024
+UNREPORTABLE = "the handler's answer could not be reported: "
+
+
+def fit_text(text: str, limit: int) -> str:
+    """`text` as the services store it: NUL characters replaced (U+FFFD) and at most
+    `limit` UTF-8 bytes, cut at a character boundary with a note saying so."""
+    text = text.replace("\x00", "\ufffd")
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return data.decode("utf-8", "replace")
+    note = f" [... cut: {len(data)} bytes in all]"
+    kept = data[: max(0, limit - len(note.encode()))].decode("utf-8", "ignore")
+    return kept + note
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line of an error: the service's message, or `Type: message`."""
+    if isinstance(exc, errors.AgentWorksError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
 
 
 class ExecutionStopped(Exception):
@@ -272,7 +303,9 @@ class ExecutionOutcome:
     """How one execution ended here, for callers that watch the worker (tests, metrics)."""
 
     call_id: str
-    status: str  # the service's status after finish, or "cancelled" / "lease_lost"
+    # The service's status after finish, or "cancelled" / "lease_lost", or "unreported"
+    # when no finish was accepted (the lease then expires: `interrupted`).
+    status: str
     corrected: bool = False
     error: BaseException | None = None
 
@@ -408,6 +441,11 @@ class ExecutionWorker:
         next_execution = None
         try:
             outcome, next_execution = await self._rounds(ctx, current, claim_next)
+        except Exception as exc:
+            # Never let one execution stop the worker: the call's lease expires and the
+            # service records it `interrupted` (F12).
+            bound.exception("execution.unreported", error=describe(exc))
+            outcome = ExecutionOutcome(execution.call_id, "unreported", error=exc)
         finally:
             heartbeat.cancel()
             await asyncio.wait({heartbeat})
@@ -434,46 +472,35 @@ class ExecutionWorker:
                     task.cancel()
                     raise
                 if ctx.stopped:
-                    return ExecutionOutcome(
-                        ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
-                    ), None
+                    return self._stopped(ctx), None
                 if task.cancelled():
                     failed, error = True, "the handler was cancelled"
                 elif (exc := task.exception()) is not None:
                     if isinstance(exc, ExecutionStopped):
                         return ExecutionOutcome(ctx.call_id, "cancelled"), None
-                    ctx.log.warning("execution.handler_failed", error=repr(exc))
+                    ctx.log.warning("execution.handler_failed", error=repr(exc)[:2000])
                     failed, error = True, f"{type(exc).__name__}: {exc}"
                 else:
-                    value = task.result()
-                    final = value if isinstance(value, str) else ""
-                    if value is not None and not isinstance(value, str):
-                        final = json.dumps(value)
-                        if ctx.output_schema is not None and not ctx.result_file.exists():
-                            ctx.write_result(value)
+                    try:
+                        final = self._answer(ctx, task.result())
+                    except Exception as bad:  # not JSON, too deep, unwritable result file
+                        ctx.log.warning("execution.answer_unreportable", error=describe(bad))
+                        failed, error, exc = True, UNREPORTABLE + describe(bad), bad
             try:
                 if not failed and ctx.result_file.exists():
-                    await ctx.upload_file(ctx.result_file.name)
-                # While serving, the finish also claims the next execution (none when
-                # stopping): one request per execution while work is queued.
-                targets = self.targets if claim_next and not self._stopping.is_set() else []
-                response = await ctx._retrying(
-                    lambda failed=failed, final=final, error=error, r=correction_round, t=targets: (
-                        self.client.finish_execution(
-                            ctx.call_id,
-                            final_message=final,
-                            failed=failed,
-                            error=error,
-                            correction_round=r,
-                            claim_next=t,
-                            lease_seconds=self.lease_seconds,
-                        )
-                    )
+                    try:
+                        await ctx.upload_file(ctx.result_file.name)
+                    except (errors.InvalidArgument, OSError) as bad:
+                        ctx.log.warning("execution.result_unreportable", error=describe(bad))
+                        failed, final = True, ""
+                        error = f"{UNREPORTABLE}the result file: {describe(bad)}"
+                response = await self._finish(
+                    ctx, failed, final, error, correction_round, claim_next
                 )
             except ExecutionStopped:
-                return ExecutionOutcome(
-                    ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
-                ), None
+                return self._stopped(ctx), None
+            if response is None:
+                return ExecutionOutcome(ctx.call_id, "unreported", error=exc), None
             if response.correction_requested and correction_round == 0:
                 correction_round = 1
                 ctx.correction_prompt = response.correction_prompt
@@ -483,6 +510,76 @@ class ExecutionWorker:
             return ExecutionOutcome(
                 ctx.call_id, response.status, corrected=correction_round == 1, error=exc
             ), next_execution
+
+    @staticmethod
+    def _stopped(ctx: ExecutionContext) -> ExecutionOutcome:
+        return ExecutionOutcome(
+            ctx.call_id, "cancelled" if ctx.cancelled.is_set() else "lease_lost"
+        )
+
+    @staticmethod
+    def _answer(ctx: ExecutionContext, value: Any) -> str:
+        """The final message for what the handler returned (a non-string as JSON)."""
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            value.encode("utf-8")  # a lone surrogate cannot be sent (UnicodeEncodeError)
+            return value
+        check_json_depth(value, "the handler's return value")
+        final = json.dumps(value)
+        if ctx.output_schema is not None and not ctx.result_file.exists():
+            ctx.write_result(value)
+        return final
+
+    async def _finish(
+        self,
+        ctx: ExecutionContext,
+        failed: bool,
+        final: str,
+        error: str,
+        correction_round: int,
+        claim_next: bool,
+    ) -> f.FinishExecutionResponse | None:
+        """FinishExecution; a refused outcome is reported again as a failure with the
+        service's reason. None when no finish was accepted (logged; the lease expires)."""
+        error = fit_text(error, MAX_ERROR_BYTES) if failed else ""
+        for attempt in (1, 2):
+            # While serving, the finish also claims the next execution (none when
+            # stopping): one request per execution while work is queued.
+            targets = self.targets if claim_next and not self._stopping.is_set() else []
+            try:
+                return await ctx._retrying(
+                    lambda failed=failed, final=final, error=error, t=targets: (
+                        self.client.finish_execution(
+                            ctx.call_id,
+                            final_message=final,
+                            failed=failed,
+                            error=error,
+                            correction_round=correction_round,
+                            claim_next=t,
+                            lease_seconds=self.lease_seconds,
+                        )
+                    )
+                )
+            except errors.InvalidArgument as refused:
+                ctx.log.warning("execution.finish_refused", error=refused.message, failed=failed)
+                if attempt == 2:
+                    break
+                what = "error" if failed else "answer"
+                failed, final = True, ""
+                error = fit_text(
+                    f"the handler's {what} could not be reported: {refused.message}",
+                    MAX_ERROR_BYTES,
+                )
+            except ExecutionStopped:
+                raise
+            except errors.AgentWorksError as failure:
+                ctx.log.error(
+                    "execution.finish_failed", code=failure.code.name, error=failure.message
+                )
+                return None
+        ctx.log.error("execution.unreported", reason="FinishExecution refused the outcome")
+        return None
 
     async def _heartbeat(
         self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]]

@@ -16,34 +16,51 @@ For each execution the runner starts the function's command with:
   command again in the same folder
 
 Each stdout line becomes an execution message (role `stdout`, batched); the last
-non-empty stdout line is the final message. Every regular file in the folder is uploaded
-when the command ends (successful or not). Exit status 0 finishes the execution; any
-other status (or a signal) fails it with the status and the tail of stderr. A cancel
-(F15) or a lost lease terminates the command's process group (SIGTERM, then SIGKILL).
+non-empty stdout line is the final message. A line longer than `MAX_LINE_BYTES` is cut
+(with a note saying so), and NUL characters, which the service cannot store, become
+U+FFFD, in stdout lines and the stderr tail alike. Every regular file in the folder is
+uploaded when the command ends (successful or not), `result.json` first; a file the
+service refuses (a name with a backslash or a control character, too big, past the
+call's `MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role
+`runner`) on the call. Exit status 0 finishes the execution; any other status (or a
+signal) fails it with the status and the tail of stderr. A cancel (F15) or a lost lease
+terminates the command's process group (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
 import pathlib
 import shlex
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as f
-from agentworks.runtime.executions import ExecutionContext, ExecutionStopped
+from agentworks.runtime.executions import (
+    ExecutionContext,
+    ExecutionStopped,
+    describe,
+    fit_text,
+)
 
 # Bytes of stderr kept for the error message of a failed command.
 STDERR_TAIL_BYTES = 4096
 # Execution messages per call the runner reports; the service allows 10,000.
 MAX_REPORTED_LINES = 9_900
+# A longer stdout line is cut to this many bytes (the service allows 64 KiB a message).
 MAX_LINE_BYTES = 16 * 1024
 FLUSH_SECONDS = 0.2
 MAX_LINES_PER_REPORT = 100
+# Files the service keeps per call; past it, uploads are refused (and skipped here).
+MAX_FILES_PER_CALL = 500
+# The runner's own note on the call (skipped files).
+RUNNER_NOTE_BYTES = 16 * 1024
 
 
 class CommandFailed(Exception):
@@ -138,6 +155,9 @@ class CommandRunner:
                 group.create_task(lines.flush_periodically())
                 returncode = await process.wait()
                 lines.closed.set()
+        except BaseExceptionGroup as failed:
+            await self._terminate(process, ctx)
+            raise failed.exceptions[0] from None  # the reason, not "unhandled errors in a..."
         except BaseException:
             await self._terminate(process, ctx)
             raise
@@ -152,7 +172,7 @@ class CommandRunner:
                 if returncode < 0
                 else f"exited with status {returncode}"
             )
-            tail = stderr_tail.decode("utf-8", "replace").strip()
+            tail = _last_bytes(_text(bytes(stderr_tail)), STDERR_TAIL_BYTES).strip()
             raise CommandFailed(f"command {argv[0]} {how}" + (f": {tail}" if tail else ""))
         return lines.last_line
 
@@ -178,16 +198,16 @@ class _LineReporter:
         self.reported = 0
         self.last_line = ""
         self.truncated = False
+        self.refused = False  # the service refused a batch: report no more lines
         self.closed = asyncio.Event()
         self.eof = asyncio.Event()
 
     async def read(self, stream: asyncio.StreamReader | None) -> None:
         assert stream is not None
-        while True:
-            raw = await stream.readline()
-            if not raw:
-                break
-            line = raw[:MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r\n")
+        async for raw, cut in _lines(stream, MAX_LINE_BYTES):
+            line = _text(raw, partial=cut > 0).rstrip("\r")
+            if cut:
+                line += f" [... line cut: {len(raw) + cut} bytes in all]"
             if line.strip():
                 self.last_line = line.strip()
             if self.reported + len(self.pending) < MAX_REPORTED_LINES:
@@ -203,7 +223,16 @@ class _LineReporter:
         while self.pending:
             batch = self.pending[:MAX_LINES_PER_REPORT]
             del self.pending[:MAX_LINES_PER_REPORT]
-            await self.ctx.report(messages=[_stdout(line) for line in batch])
+            if self.refused:
+                continue
+            try:
+                await self.ctx.report(messages=[_stdout(line) for line in batch])
+            except errors.InvalidArgument as exc:
+                # Lines are cleaned and bounded, so this is the call's message limit
+                # (a correction turn runs the command again): keep running, stop sending.
+                self.refused = True
+                self.ctx.log.warning("command.output_refused", error=exc.message)
+                continue
             self.reported += len(batch)
 
     async def flush_periodically(self) -> None:
@@ -220,6 +249,43 @@ def _stdout(line: str) -> f.ExecutionMessage:
     return f.ExecutionMessage(role="stdout", text=line)
 
 
+def _text(data: bytes, *, partial: bool = False) -> str:
+    """Output bytes as text the service can store: invalid UTF-8 and NUL become U+FFFD.
+    With `partial`, a character cut in two at the end is left out."""
+    if partial:
+        text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=False)
+    else:
+        text = data.decode("utf-8", "replace")
+    return text.replace("\x00", "\ufffd")
+
+
+def _last_bytes(text: str, limit: int) -> str:
+    """The end of `text`, at most `limit` UTF-8 bytes (a cut character left out)."""
+    data = text.encode()
+    return text if len(data) <= limit else data[-limit:].decode("utf-8", "ignore")
+
+
+async def _lines(stream: asyncio.StreamReader, limit: int) -> AsyncIterator[tuple[bytes, int]]:
+    """The lines of `stream` without their newline, each cut to `limit` bytes, with how
+    many bytes were cut off. Reads in chunks: a line of any length neither fails
+    (StreamReader.readline's 64 KiB limit) nor fills memory."""
+    line = bytearray()
+    cut = 0
+    while chunk := await stream.read(65536):
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:
+            room = max(0, limit - len(line))
+            line += part[:room]
+            yield bytes(line), cut + max(0, len(part) - room)
+            line.clear()
+            cut = 0
+        room = max(0, limit - len(line))
+        line += rest[:room]
+        cut += max(0, len(rest) - room)
+    if line or cut:
+        yield bytes(line), cut
+
+
 async def _tail(stream: asyncio.StreamReader | None, keep: bytearray) -> None:
     assert stream is not None
     while chunk := await stream.read(65536):
@@ -228,7 +294,12 @@ async def _tail(stream: asyncio.StreamReader | None, keep: bytearray) -> None:
 
 
 async def upload_folder(ctx: ExecutionContext) -> int:
-    """Upload every regular file in the call's folder (symlinks are skipped); the count."""
+    """Upload every regular file in the call's folder (symlinks are skipped); the count.
+
+    `result.json` goes first. A file the service refuses, or that cannot be read, is
+    skipped and the rest are still uploaded; the skipped files are logged and named,
+    with the reasons, in one message (role `runner`) on the call.
+    """
     folder = ctx.output_dir
 
     def files() -> list[str]:
@@ -240,8 +311,50 @@ async def upload_folder(ctx: ExecutionContext) -> int:
                     found.append(path.relative_to(folder).as_posix())
         return sorted(found)
 
+    result = ctx.result_file.name
+    names = sorted(await asyncio.to_thread(files), key=lambda name: name != result)
+    skipped: dict[str, list[str]] = {}  # reason -> names
     count = 0
-    for name in await asyncio.to_thread(files):
-        if await ctx.upload_file(name, path=folder / name) is not None:
-            count += 1
+    for name in names:
+        reason = ""
+        if len(ctx.uploaded) >= MAX_FILES_PER_CALL and name not in ctx.uploaded:
+            reason = f"the call already has {MAX_FILES_PER_CALL} files, the most it can keep"
+        elif not _is_utf8(name):
+            reason = "its name is not valid UTF-8"
+        else:
+            try:
+                if await ctx.upload_file(name, path=folder / name) is not None:
+                    count += 1
+            except errors.InvalidArgument as exc:
+                reason = exc.message
+            except OSError as exc:  # removed or unreadable meanwhile
+                reason = describe(exc)
+        if reason:
+            ctx.log.warning("command.file_skipped", file=name, reason=reason)
+            skipped.setdefault(reason, []).append(name)
+    if skipped:
+        await _note_skipped(ctx, skipped, len(names))
     return count
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in the name (surrogate escapes)
+        return False
+    return True
+
+
+async def _note_skipped(ctx: ExecutionContext, skipped: dict[str, list[str]], total: int) -> None:
+    """Say on the call which files were not uploaded and why (one `runner` message)."""
+    count = sum(len(names) for names in skipped.values())
+    parts = []
+    for reason, names in skipped.items():
+        shown = ", ".join(repr(name) for name in names[:20])
+        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+        parts.append(f"{shown}{more}: {reason}")
+    text = f"{count} of {total} files in the output folder were not uploaded: " + "; ".join(parts)
+    try:
+        await ctx.message(fit_text(text, RUNNER_NOTE_BYTES), role="runner")
+    except errors.InvalidArgument as exc:  # the call's message limit: the log has it
+        ctx.log.warning("command.note_refused", error=exc.message)
