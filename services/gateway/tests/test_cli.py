@@ -91,7 +91,7 @@ async def test_exit_codes_for_auth_not_found_usage_and_unreachable_G3_A1(gateway
     code, _, err = await cli(
         "messages", "read", "--inbox", "x", "--wait", "99", "--token", alice_token, env=env
     )
-    assert code == 2 and "wait_seconds: 99 is greater than the maximum of 25" in err
+    assert code == 2 and "--wait must be 0-25 seconds, got 99" in err
 
     code, _, err = await cli(
         "messages", "read", "--inbox", "x", "--token", alice_token, "--url", "http://127.0.0.1:9"
@@ -223,11 +223,12 @@ async def test_read_follow_waits_out_a_messaging_restart_G3_C7(
         assert await replies(follow, 1) == ["back"]
 
 
-async def test_input_that_is_not_utf8_is_a_usage_error_not_a_traceback_G3(
+async def test_usage_errors_are_clear_with_or_without_json_and_never_a_traceback_G3(
     gateway, cli, alice_token, demo
 ):
-    """G3: bytes that are not UTF-8 (an argument, the token) end with exit 2 and a
-    message that says so; a reader that goes away early gets no traceback either."""
+    """G3: bytes that are not UTF-8 (an argument, the token), a flag out of range and a
+    malformed flag end with exit 2 and a message that says so (with --json: the error
+    object on stdout); a reader that goes away early gets no traceback either."""
     env = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token}
     code, out, err = await cli("messages", "send", "--crew", "demo", b"bad\xff", env=env)
     assert code == 2 and "not valid UTF-8" in err and "Traceback" not in err
@@ -235,6 +236,18 @@ async def test_input_that_is_not_utf8_is_a_usage_error_not_a_traceback_G3(
         "--json", "messages", "send", "--crew", "demo", "hi", "--token", b"aw_\xff", env=env
     )
     assert code == 2 and json.loads(out)["error"]["code"] == "USAGE"
+    code, out, err = await cli("messages", "read", "--inbox", "x", "--wait", "30", env=env)
+    assert code == 2 and "--wait must be 0-25 seconds, got 30" in err
+    code, out, err = await cli("--json", "messages", "read", "--inbox", "x", "--limit", "abc")
+    assert (
+        code == 2
+        and err == ""
+        and json.loads(out)["error"]
+        == {
+            "code": "USAGE",
+            "message": "agentworks messages read: argument --limit: invalid int value: 'abc'",
+        }
+    )
 
     read_end, write_end = os.pipe()
     os.close(read_end)  # like `| head` that has already exited

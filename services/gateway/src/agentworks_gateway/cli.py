@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
 import os
 import sys
@@ -233,6 +235,8 @@ async def _messages_send(api: ApiClient, args: argparse.Namespace) -> None:
 
 async def _messages_read(api: ApiClient, args: argparse.Namespace) -> None:
     wait = args.wait if args.wait is not None else (FOLLOW_WAIT_SECONDS if args.follow else 0)
+    if not 0 <= wait <= FOLLOW_WAIT_SECONDS:  # the service's range, in the flag's words
+        raise UsageError(f"--wait must be 0-{FOLLOW_WAIT_SECONDS} seconds, got {wait}")
     call: dict[str, Any] = {"action": "read", "inbox_id": args.inbox, "wait_seconds": wait}
     if args.after:
         call["after"] = args.after
@@ -564,7 +568,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["up"]:
         return _run_up(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if "--json" in argv:  # a usage error too is a JSON object on stdout then
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                args = parser.parse_args(argv)
+        except SystemExit as exc:
+            if exc.code == 0:  # --help
+                raise
+            last = (said.getvalue().strip().splitlines() or ["invalid arguments"])[-1]
+            _print_json({"error": {"code": "USAGE", "message": last.replace(": error: ", ": ")}})
+            return EXIT_USAGE
+    else:
+        args = parser.parse_args(argv)
     if args.run is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
