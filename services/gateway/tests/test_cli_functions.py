@@ -217,6 +217,8 @@ async def test_functions_commands_declare_list_call_and_read_workflow_functions_
     assert _fields(out)["route"] == "reports/regional"
     assert _fields(out)["allowed_callers"] == "user:*"
 
+    code, out, err = await cli("functions", "list", "--workflow", "workflow:wf-1", env=alice)
+    assert code == 2 and "without the 'workflow:' prefix: 'wf-1', not 'workflow:wf-1'" in err
     code, out, err = await cli("functions", "list", "--workflow", "wf-1", env=alice)
     assert code == 0, err
     assert out.splitlines()[1].split()[:2] == ["report", "region*:string"]

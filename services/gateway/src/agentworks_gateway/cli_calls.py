@@ -179,10 +179,23 @@ def print_functions(result: Mapping[str, Any]) -> None:
 # ----------------------------------------------------------------------------- commands
 
 
+def _bare(value: str, kind: str) -> str:
+    """A crew's name or a workflow's id as the call commands take it: without the
+    `crew:`/`workflow:` prefix that the targets commands use."""
+    prefix = f"{kind}:"
+    if value.startswith(prefix):
+        what = "crew's name" if kind == "crew" else "workflow's id"
+        raise UsageError(
+            f"give the {what} without the {prefix!r} prefix: "
+            f"{value.removeprefix(prefix)!r}, not {value!r}"
+        )
+    return value
+
+
 def _target_args(args: argparse.Namespace) -> dict[str, str]:
     if getattr(args, "workflow", None):
-        return {"workflow_id": args.workflow}
-    return {"crew": args.crew}
+        return {"workflow_id": _bare(args.workflow, "workflow")}
+    return {"crew": _bare(args.crew, "crew")}
 
 
 def _show_call_command(args: argparse.Namespace) -> str:
@@ -471,9 +484,9 @@ def _named_call(args: argparse.Namespace) -> dict[str, Any]:
     """The call's arguments: its call_id, and the crew or workflow it was named with."""
     named: dict[str, Any] = {"call_id": args.call}
     if getattr(args, "workflow", None):
-        named["workflow_id"] = args.workflow
+        named["workflow_id"] = _bare(args.workflow, "workflow")
     if getattr(args, "crew", None):
-        named["crew"] = args.crew
+        named["crew"] = _bare(args.crew, "crew")
     return named
 
 
