@@ -172,7 +172,7 @@ async def test_crews_call_exit_codes_busy_invalid_cancelled_and_failed_G3_F3_F5_
     assert f"call {execution.call_id} ended failed: disk full" in err
 
     code, _, err = await cli("crews", "call-status", "--call", "nope", env=env)
-    assert code == 4 and "call 'nope' not found" in err
+    assert code == 4 and "call 'nope' not found: check the call_id" in err
     code, _, err = await cli("crews", "call", "demo", "echo", "-i", "text", env=env)
     assert code == 2 and "-i 'text': write KEY=VALUE" in err
 

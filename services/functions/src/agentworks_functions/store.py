@@ -92,7 +92,10 @@ def _uuid(value: str, what: str) -> uuid.UUID:
     try:
         return uuid.UUID(value)
     except (ValueError, AttributeError, TypeError):
-        raise NotFound(f"{what} {value!r} not found") from None
+        # Not an id at all: the same answer as an id nobody may see (A3).
+        raise (
+            call_not_found(value) if what == "call" else NotFound(f"{what} {value!r} not found")
+        ) from None
 
 
 def call_not_found(call_id: str) -> NotFound:
