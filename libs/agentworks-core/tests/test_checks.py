@@ -13,6 +13,7 @@ from agentworks.core.checks import (
     decode_cursor,
     encode_cursor,
 )
+from agentworks.core.clients import struct
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.targets import TargetKey, check_target
 
@@ -84,3 +85,17 @@ def test_json_deeper_than_protobuf_can_carry_back_is_refused_P6():
     with pytest.raises(InvalidArgument, match="parts"):
         check_json_depth(nested(100_000), "parts")  # no recursion to exhaust
     assert check_json_depth("scalar", "x") == "scalar"
+
+
+def test_typed_clients_refuse_what_a_struct_would_round_or_not_carry_back_F3_P6():
+    """F3 P6: a Struct holds numbers as doubles; the typed clients refuse an integer a
+    double would round (instead of sending a different number) and JSON nested deeper
+    than the services take, naming the field; what fits goes through unchanged."""
+    with pytest.raises(ValueError, match=r"^inputs: 9007199254740993 is too large"):
+        struct({"id": 2**53 + 1}, "inputs")
+    with pytest.raises(ValueError, match="-18446744073709551616"):
+        struct({"ids": [1, {"n": -(2**64)}]}, "inputs")
+    with pytest.raises(InvalidArgument, match=r"^inputs nests"):
+        struct({"v": nested(MAX_JSON_DEPTH)}, "inputs")
+    fits = struct({"id": 2**53, "ok": True, "v": nested(MAX_JSON_DEPTH - 1)}, "inputs")
+    assert fits is not None and fits["id"] == 2**53 and fits["ok"] is True

@@ -8,6 +8,7 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from agentworks.common.v1 import common_pb2
+from agentworks.core.checks import check_json_depth
 
 TargetKind = common_pb2.TargetKind
 _KINDS = {"crew": TargetKind.TARGET_KIND_CREW, "workflow": TargetKind.TARGET_KIND_WORKFLOW}
@@ -32,9 +33,38 @@ def target_str(ref: common_pb2.TargetRef) -> str:
     return f"{_KIND_NAMES.get(ref.kind, 'unknown')}:{ref.name}"
 
 
-def struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct | None:
+# A Struct holds numbers as doubles, exact for integers up to this size only.
+EXACT_INTEGERS = 2**53
+
+
+def _inexact(value: Any) -> int | None:
+    """The first integer in `value` (JSON) that a double would round, if any."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and abs(item) > EXACT_INTEGERS:
+            return item
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return None
+
+
+def struct(value: Mapping[str, Any] | None, what: str = "value") -> struct_pb2.Struct | None:
+    """`value` as a Struct; ValueError (naming `what`) for what a Struct cannot carry
+    exactly or back: integers past ±2^53, nesting past the services' depth limit."""
     if value is None:
         return None
+    check_json_depth(value, what)  # InvalidArgument, as the service would answer
+    inexact = _inexact(value)
+    if inexact is not None:
+        raise ValueError(
+            f"{what}: {inexact} is too large to pass exactly (numbers travel as doubles, "
+            "exact up to ±2^53): send it as a string"
+        )
     s = struct_pb2.Struct()
     s.update(dict(value))
     return s

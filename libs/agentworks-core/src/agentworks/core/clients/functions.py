@@ -105,8 +105,8 @@ class FunctionsClient(ServiceClient):
             target=target_ref(target),
             name=name,
             description=description,
-            input_schema=struct(input_schema),
-            output_schema=struct(output_schema),
+            input_schema=struct(input_schema, "input_schema"),
+            output_schema=struct(output_schema, "output_schema"),
             allowed_callers=list(allowed_callers),
             starts_work=starts_work,
         )
@@ -147,7 +147,7 @@ class FunctionsClient(ServiceClient):
         request = f.CallRequest(
             target=target_ref(target),
             function=function,
-            inputs=struct(inputs or {}),
+            inputs=struct(inputs or {}, "inputs"),
             submission_id=submission_id,
             notify_conversation_id=notify_conversation_id,
             wait_seconds=wait_seconds,

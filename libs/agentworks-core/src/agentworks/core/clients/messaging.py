@@ -179,7 +179,7 @@ def delivery_request(
         kind=kind,
         text=text,
         payload=payload,
-        attributes=struct(attributes),
+        attributes=struct(attributes, "attributes"),
         idempotency_key=idempotency_key,
     )
 
