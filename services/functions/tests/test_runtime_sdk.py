@@ -71,21 +71,22 @@ async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
         assert [m.text for m in status.messages] == ["the caller answered: yes"]
 
 
+def claims() -> float:
+    """ClaimExecution requests this process has answered so far (its metrics)."""
+    return sum(
+        REGISTRY.get_sample_value(
+            "agentworks_rpc_requests_total",
+            {"service": "functions", "method": "ClaimExecution", "code": code},
+        )
+        or 0.0
+        for code in ("OK", "CANCELLED")
+    )
+
+
 async def test_sdk_runs_queued_calls_claimed_by_its_finishes_R1(
     functions, identity, clients, echo, tmp_path
 ):
     """R1: while calls are queued, each finish claims the next: no ClaimExecution each."""
-
-    def claims() -> float:
-        return sum(
-            REGISTRY.get_sample_value(
-                "agentworks_rpc_requests_total",
-                {"service": "functions", "method": "ClaimExecution", "code": code},
-            )
-            or 0.0
-            for code in ("OK", "CANCELLED")
-        )
-
     gate = asyncio.Event()
 
     async def handler(ctx: ExecutionContext) -> str:
@@ -168,17 +169,6 @@ async def test_sdk_fails_a_call_whose_answer_the_service_refuses_and_keeps_servi
     (not JSON, nested too deep, a lone surrogate), or a huge exception message, fails
     that call with the reason; the worker serves on, and the refused finish still claims
     the next queued call (claim_next)."""
-
-    def claims() -> float:
-        return sum(
-            REGISTRY.get_sample_value(
-                "agentworks_rpc_requests_total",
-                {"service": "functions", "method": "ClaimExecution", "code": code},
-            )
-            or 0.0
-            for code in ("OK", "CANCELLED")
-        )
-
     gate = asyncio.Event()
 
     async def handler(ctx: ExecutionContext) -> object:
