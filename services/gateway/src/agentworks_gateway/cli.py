@@ -554,12 +554,14 @@ def _run_up(argv: list[str]) -> int:
     return up.main(argv)
 
 
-def _fail(code: str, message: str, as_json: bool) -> int:
+def _fail(code: str, message: str, as_json: bool, exit_code: int | None = None) -> int:
+    """Say what failed (the error object on stdout with --json, else on stderr); the
+    exit code is the status's unless given."""
     if as_json:
         _print_json({"error": {"code": code, "message": message}})
     else:
         _note(f"agentworks: {message}")
-    return EXIT_CODES.get(code, EXIT_ERROR)
+    return EXIT_CODES.get(code, EXIT_ERROR) if exit_code is None else exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -577,8 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if exc.code == 0:  # --help
                 raise
             last = (said.getvalue().strip().splitlines() or ["invalid arguments"])[-1]
-            _print_json({"error": {"code": "USAGE", "message": last.replace(": error: ", ": ")}})
-            return EXIT_USAGE
+            return _fail("USAGE", last.replace(": error: ", ": "), True, EXIT_USAGE)
     else:
         args = parser.parse_args(argv)
     if args.run is None:
@@ -606,11 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "an argument, a file or stdin is not valid UTF-8 text, or the token is not "
                 f"ASCII ({exc}); the API takes UTF-8 JSON"
             )
-        if args.json:
-            _print_json({"error": {"code": "USAGE", "message": str(exc)}})
-        else:
-            _note(f"agentworks: {exc}")
-        return exc.exit_code
+        return _fail("USAGE", str(exc), args.json, exc.exit_code)
     except ApiError as exc:
         return _fail(exc.code, exc.message, args.json)
     except KeyboardInterrupt:

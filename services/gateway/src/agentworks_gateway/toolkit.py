@@ -17,6 +17,7 @@ from google.protobuf import json_format, timestamp_pb2
 from jsonschema import Draft202012Validator
 
 from agentworks.core import errors
+from agentworks.core.checks import EXACT_INTEGERS
 from agentworks.core.clients import target_ref
 from agentworks.core.identity import Identity
 
@@ -210,7 +211,6 @@ def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any
 
 # Arguments whose JSON becomes a protobuf Struct, where every number is a double.
 JSON_PAYLOADS = ("inputs", "parts", "input_schema", "output_schema", "workflow")
-EXACT_INTEGERS = 2**53  # beyond it a double no longer holds every integer
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -33,6 +33,9 @@ def check_no_nul(value: T, field: str) -> T:
     return value
 
 
+# JSON numbers travel as doubles (google.protobuf.Value): exact for integers up to this.
+EXACT_INTEGERS = 2**53
+
 # JSON values travel as google.protobuf.Struct/Value, three messages deep per object or
 # array, and protobuf refuses messages nested over 100 deep: a value deeper than this
 # could be stored but never sent back (a status, a page) without failing.

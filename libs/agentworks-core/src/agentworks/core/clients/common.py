@@ -8,7 +8,7 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from agentworks.common.v1 import common_pb2
-from agentworks.core.checks import check_json_depth
+from agentworks.core.checks import EXACT_INTEGERS, check_json_depth
 
 TargetKind = common_pb2.TargetKind
 _KINDS = {"crew": TargetKind.TARGET_KIND_CREW, "workflow": TargetKind.TARGET_KIND_WORKFLOW}
@@ -31,10 +31,6 @@ def target_ref(target: str | common_pb2.TargetRef) -> common_pb2.TargetRef:
 def target_str(ref: common_pb2.TargetRef) -> str:
     """A TargetRef as `crew:<name>` / `workflow:<id>`."""
     return f"{_KIND_NAMES.get(ref.kind, 'unknown')}:{ref.name}"
-
-
-# A Struct holds numbers as doubles, exact for integers up to this size only.
-EXACT_INTEGERS = 2**53
 
 
 def _inexact(value: Any) -> int | None:
