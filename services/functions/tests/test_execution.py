@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import time
+import uuid
 
 import psycopg
 import pytest
@@ -14,7 +15,10 @@ import pytest
 from agentworks.core import errors
 from agentworks.core.clients.common import target_ref
 from agentworks.core.clients.functions import call_result, page_bytes
+from agentworks.core.db import Database
+from agentworks.core.targets import TargetKey
 from agentworks.functions.v1 import functions_pb2 as f
+from agentworks_functions.store import FunctionsStore
 
 
 async def test_claim_long_poll_is_woken_by_a_new_call_R1(clients, echo, runtime):
@@ -367,6 +371,42 @@ async def test_workflow_function_calls_record_a_run_with_step_history_F14(client
     assert status.source.run_id == "run-7" and status.caller == "workflow:wf-release"
     second = await runner.claim_execution([wf], wait_seconds=5)
     assert second.call_id == other_step.call_id and second.run_id != execution.run_id
+
+
+async def test_a_retry_key_race_quotes_the_callers_own_submission_id_F6_F14(
+    clients, echo, database_url
+):
+    """F6, F14: a twin that loses the insert race with other inputs is refused, naming the
+    caller's submission_id, not the run/step/group key it is stored under."""
+    db = Database(database_url, pool_size=1)
+    await db.start()
+    try:
+        store = FunctionsStore(db, default_running_limit=10)
+        _, declared, _ = await store.function_for_call(TargetKey("crew", "demo"), echo)
+        assert declared is not None
+
+        async def create(request_hash: str):
+            return await store.create_call(
+                call_id=uuid.uuid4(),
+                function=declared,
+                caller="workflow:wf-release",
+                inputs={"text": request_hash},
+                variables=None,
+                source=None,
+                submission_key="run-7/build-step/g1/s1",
+                request_hash=request_hash,
+                notify_conversation_id=None,
+                submission_id="s1",
+            )
+
+        first = await create("a")
+        assert first.created and not (await create("a")).created  # the twin recovers it
+        with pytest.raises(errors.Conflict) as refused:
+            await create("b")
+        assert "submission_id 's1' was already used" in refused.value.message
+        assert "run-7" not in refused.value.message
+    finally:
+        await db.close()
 
 
 async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_end_F7_F11(

@@ -509,6 +509,7 @@ class FunctionsService:
                 submission_key=submission_key,
                 request_hash=digest,
                 notify_conversation_id=notify_conversation_id or None,
+                submission_id=submission_id,
             )
         structlog.contextvars.bind_contextvars(call_id=receipt.call_id)
         log.info(

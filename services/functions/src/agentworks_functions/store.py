@@ -349,8 +349,12 @@ class FunctionsStore:
         submission_key: str | None,
         request_hash: str,
         notify_conversation_id: str | None,
+        submission_id: str,
     ) -> Receipt:
         """Insert a call if the retry key is new and the target has room (F4-F6).
+
+        `submission_key` is the stored retry key (a workflow's is scoped to its run, step
+        and group, F14); `submission_id` is the caller's own, the one errors quote.
 
         One statement in autocommit: `functions.create_call` (migration 0002) locks the
         target row, inserts the call, and counts the target's open calls with a snapshot
@@ -394,7 +398,7 @@ class FunctionsStore:
                 # A twin with the same retry key committed first: recover it (F6).
                 row = await fetch_one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
                 if row.request_hash != request_hash:
-                    raise submission_conflict(submission_key or "")
+                    raise submission_conflict(submission_id)
                 return Receipt(str(row.id), row.status, created=False)
         return Receipt(str(call_id), RUNNING, created=True)
 
