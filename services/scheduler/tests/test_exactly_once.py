@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 from agentworks_scheduler.models import Due
 
@@ -156,3 +157,114 @@ async def test_occurrences_stay_due_while_messaging_is_away_and_fire_once_after_
     await until(scheduler.service, fired, timeout=30)
     rows = await deliveries(conversation, "wake_up")
     assert sorted(text for _, text, _ in rows) == notes
+
+
+async def test_edited_prompt_after_lost_answer_is_still_delivered_once_S4_S6(
+    scheduler, start_scheduler, clients, conversation, sql, deliveries, until
+):
+    """S4 S6: messaging stored a schedule occurrence, the replica died before recording
+    it, and the owner edited the prompt meanwhile. The retry sends the same key with the
+    new prompt, which messaging refuses (ALREADY_EXISTS: other content). The occurrence
+    is in the turn queue once, with the prompt it was sent with, and the schedule records
+    it fired — not failed; the new prompt applies from the next occurrence on."""
+    delivered = asyncio.Event()
+    never = asyncio.Event()
+
+    async def die_here(due: Due) -> None:
+        delivered.set()
+        await never.wait()
+
+    scheduler.service.after_delivery = die_here
+    sched = await clients.scheduler(BOT)
+    schedule = await sched.create_schedule(
+        conversation,
+        "first prompt",
+        interval_seconds=3600,
+        start_at=datetime.now(UTC) + timedelta(seconds=1),
+    )
+    await asyncio.wait_for(delivered.wait(), 10)
+    await scheduler.stop(0)  # killed mid-firing: its transaction rolls back
+
+    row = "SELECT fire_count, last_error, next_fire_at FROM scheduler.schedules WHERE id = %s"
+    [(count, error, occurrence)] = await sql(row, schedule.schedule_id)
+    assert (count, error) == (0, None)
+    stamp = occurrence.astimezone(UTC).isoformat(timespec="microseconds")
+    key = f"schedule:{schedule.schedule_id}:{stamp}"
+    assert [(k, text) for k, text, _ in await deliveries(conversation, "schedule")] == [
+        (key, "first prompt")
+    ]
+
+    # An operator's pause, taken while no replica runs, holds the retry until the edit.
+    await sql(
+        "INSERT INTO scheduler.pauses (product, reason, paused_by) "
+        "VALUES ('', 'editing', 'user:ops')"
+    )
+    restarted = await start_scheduler()
+    owner = await clients.scheduler(BOT, address=restarted.address)
+    edited = await owner.update_schedule(schedule.schedule_id, prompt="edited prompt")
+    assert edited.prompt == "edited prompt" and edited.fire_count == 0
+    ops = await clients.scheduler("user:ops", {"operator"}, address=restarted.address)
+    await ops.resume()
+
+    async def settled() -> bool:
+        [(count, error, _)] = await sql(row, schedule.schedule_id)
+        return count > 0 or error is not None
+
+    await until(restarted.service, settled)
+    [(count, error, next_fire_at)] = await sql(row, schedule.schedule_id)
+    assert (count, error) == (1, None)
+    assert next_fire_at > occurrence
+    assert [(k, text) for k, text, _ in await deliveries(conversation, "schedule")] == [
+        (key, "first prompt")
+    ]
+    assert restarted.service.stats["duplicates"] == 1
+    assert restarted.service.stats["failed"] == 0
+    assert restarted.service.stats["delivered"] == 0
+
+
+async def test_wake_up_retried_with_other_content_is_recorded_fired_not_failed_S6(
+    scheduler, start_scheduler, clients, conversation, sql, deliveries, until
+):
+    """S6: the same for a wake-up. Its note cannot be edited through the API, so the
+    row is changed behind the scheduler's back: the retry's ALREADY_EXISTS records it
+    fired (messaging's refusal names no delivery id, so none is recorded), and the rest
+    of its batch is recorded with it."""
+    delivered = asyncio.Event()
+    never = asyncio.Event()
+
+    async def die_here(due: Due) -> None:
+        delivered.set()
+        await never.wait()
+
+    scheduler.service.after_delivery = die_here
+    sched = await clients.scheduler(BOT)
+    wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="as sent")
+    await asyncio.wait_for(delivered.wait(), 10)
+    await scheduler.stop(0)  # killed mid-firing: its transaction rolls back
+
+    await sql("UPDATE scheduler.wake_ups SET note = 'changed' WHERE id = %s", wake_up.wake_up_id)
+    [(other,)] = await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, product, note, due_at, created_by) "
+        "VALUES (gen_random_uuid(), %s, 'crew:demo', 'other', now(), %s) RETURNING id",
+        conversation,
+        BOT,
+    )
+    restarted = await start_scheduler()
+    status = "SELECT status, delivery_id, error FROM scheduler.wake_ups WHERE id = %s"
+
+    async def fired() -> bool:
+        rows = await sql(
+            "SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending' AND id IN (%s, %s)",
+            wake_up.wake_up_id,
+            other,
+        )
+        return rows == [(0,)]
+
+    await until(restarted.service, fired)
+    assert await sql(status, wake_up.wake_up_id) == [("fired", None, None)]
+    [(state, delivery_id, _)] = await sql(status, other)
+    assert state == "fired" and delivery_id is not None
+    rows = await deliveries(conversation, "wake_up")
+    assert sorted(text for _, text, _ in rows) == ["as sent", "other"]
+    assert restarted.service.stats["duplicates"] == 1
+    assert restarted.service.stats["failed"] == 0

@@ -73,6 +73,34 @@ def test_interval_occurrences_stay_on_their_grid_and_count_what_was_missed_S3_S4
     assert rec.missed(hourly, anchor, anchor, utc(2025, 1, 1)) == rec.MISSED_CAP
 
 
+def test_reversed_range_wraps_around_overnight_S4():
+    """S4: a range whose start is above its end wraps past the field's end: hours 22-2
+    are 22:00-02:59 of the wall clock; a step counts across the wrap."""
+    overnight = cron("* 22-2 * * *")
+    assert fire_times(overnight, utc(2024, 1, 1, 2, 58), 3) == [
+        utc(2024, 1, 1, 2, 59),
+        utc(2024, 1, 1, 22, 0),
+        utc(2024, 1, 1, 22, 1),
+    ]
+    assert fire_times(overnight, utc(2024, 1, 1, 23, 58), 3) == [
+        utc(2024, 1, 1, 23, 59),
+        utc(2024, 1, 2, 0, 0),
+        utc(2024, 1, 2, 0, 1),
+    ]
+    every_other = cron("0 22-2/2 * * *")
+    assert fire_times(every_other, utc(2024, 1, 1, 12), 4) == [
+        utc(2024, 1, 1, 22),
+        utc(2024, 1, 2, 0),
+        utc(2024, 1, 2, 2),
+        utc(2024, 1, 2, 22),
+    ]
+    assert fire_times(cron("5-1 7 * * *"), utc(2024, 1, 1, 7, 0), 3) == [
+        utc(2024, 1, 1, 7, 1),
+        utc(2024, 1, 1, 7, 5),
+        utc(2024, 1, 1, 7, 6),
+    ]
+
+
 @pytest.mark.parametrize(
     ("rule", "message"),
     [

@@ -85,9 +85,13 @@ class Webhook:
 
 @dataclass(frozen=True)
 class Delivered:
-    """Messaging accepted the occurrence (created=False: it already had that key)."""
+    """Messaging accepted the occurrence (created=False: it already had that key).
 
-    delivery_id: str
+    `delivery_id` is None when messaging held the key with other content (ALREADY_EXISTS):
+    the occurrence was delivered by an earlier attempt whose answer was lost.
+    """
+
+    delivery_id: str | None
     created: bool
 
 

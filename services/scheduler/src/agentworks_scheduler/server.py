@@ -332,7 +332,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             headers=dict(request.headers),
             body=request.body,
         )
-        return pb.ReceiveWebhookResponse(delivery_id=result.delivery_id, created=result.created)
+        return pb.ReceiveWebhookResponse(
+            delivery_id=result.delivery_id or "", created=result.created
+        )
 
 
 class MessagingConversations:

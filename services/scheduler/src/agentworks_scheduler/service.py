@@ -46,6 +46,7 @@ from agentworks.core.clients.scheduler import (
 from agentworks.core.errors import (
     REFUSED_FOR_GOOD,
     AgentWorksError,
+    Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -839,6 +840,16 @@ class SchedulerService:
 
     def _outcome(self, key: str, result: tuple[str, bool] | AgentWorksError) -> FireOutcome:
         """One occurrence's answer from messaging, as delivered, failed or retry."""
+        if isinstance(result, Conflict):
+            # Messaging already holds a delivery under this occurrence's key, which only
+            # the scheduler mints (the wake-up's or schedule's id and the occurrence): an
+            # earlier attempt was stored and its answer lost, and the content changed
+            # since (a schedule's prompt was edited). The occurrence is in the turn queue
+            # once, with the first attempt's text: delivered (S6). Messaging's refusal
+            # carries no delivery id, so none is recorded.
+            self.stats["duplicates"] += 1
+            log.warning("occurrence.delivered_earlier", key=key, error=result.message)
+            return Delivered(None, created=False)
         if isinstance(result, REFUSED_FOR_GOOD):
             self.stats["failed"] += 1
             log.warning("occurrence.refused", key=key, error=result.message)
