@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import signal
+import subprocess
 import sys
 import textwrap
 
@@ -15,8 +16,15 @@ import pytest
 
 from agentworks.core.clients import FunctionsClient
 from agentworks.core.clients.functions import call_result
+from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import ExecutionOutcome, ExecutionWorker
-from agentworks.runtime.runner import CommandRunner, load_commands, parse_commands
+from agentworks.runtime.runner import (
+    RECORDS_FOLDER,
+    CommandRunner,
+    load_commands,
+    parse_commands,
+    reap_orphans,
+)
 
 # One script plays every command: its first argument says how to behave.
 COMMAND = textwrap.dedent(
@@ -50,6 +58,19 @@ COMMAND = textwrap.dedent(
         (folder / "pid").write_text(str(os.getpid()))
         print("started", flush=True)
         time.sleep(600)
+    elif mode == "tree":  # a leader and its child in one process group, both hanging
+        import subprocess
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        (folder / "pids.tmp").write_text(f"{os.getpid()} {child.pid}")
+        (folder / "pids.tmp").rename(folder / "pids")
+        print("started", flush=True)
+        time.sleep(600)
+    elif mode == "leave":  # the leader exits at once; its child holds stdout open
+        import subprocess
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        (folder / "pids.tmp").write_text(f"{os.getpid()} {child.pid}")
+        (folder / "pids.tmp").rename(folder / "pids")
+        print("started", flush=True)
     elif mode == "noisy":
         out = sys.stdout.buffer
         out.write(b"L" * 100_000 + b"\\n" + b"M" * 70_000 + b"\\n" + b"tab\\0bed\\n")
@@ -73,7 +94,7 @@ COMMAND = textwrap.dedent(
 )
 # Modes with an output schema (the others return their last line).
 SCHEMA_MODES = ("ok", "fail", "correct", "many")
-MODES = (*SCHEMA_MODES, "hang", "noisy", "nulfail", "files")
+MODES = (*SCHEMA_MODES, "hang", "tree", "leave", "noisy", "nulfail", "files")
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -179,6 +200,8 @@ async def test_runner_runs_the_command_in_the_call_folder_and_uploads_its_files_
     assert await alice.read_file_bytes(receipt.call_id, "out/report.txt") == b"report for hello"
     folder = tmp_path / "project" / ".calls" / receipt.call_id
     assert (folder / "out" / "report.txt").read_text() == "report for hello"
+    # The record of the running command (outside the call's folder) went with it.
+    assert list((tmp_path / "project" / RECORDS_FOLDER).iterdir()) == []
 
 
 async def test_runner_failure_keeps_stderr_and_files_and_gets_no_correction_turn_R2_F10(
@@ -227,6 +250,40 @@ async def test_cancel_terminates_the_running_command_R2_F15(functions, identity,
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert (await alice.get_status(receipt.call_id)).status == "cancelled"
+
+
+async def test_cancel_stops_what_the_command_left_running_after_it_exited_R2_F15(
+    functions, identity, alice, tmp_path
+):
+    """R2 F15: a command whose leader has exited while a process it started still runs
+    (and holds its output open) is still running; a cancel stops that process too."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "leave", {"text": "x"})
+        pids = tmp_path / "project" / ".calls" / receipt.call_id / "pids"
+        for _ in range(300):
+            if pids.exists():
+                break
+            await asyncio.sleep(0.1)
+        leader, child = map(int, pids.read_text().split())
+        try:
+            for _ in range(100):  # the leader has exited (a zombie until it is reaped)
+                stat = _watchdog.proc_stat(leader)
+                if stat is None or stat[0] == "Z":
+                    break
+                await asyncio.sleep(0.1)
+            assert (await alice.get_status(receipt.call_id)).status == "running"
+            await alice.cancel(receipt.call_id)
+            outcome = await asyncio.wait_for(outcomes.get(), 30)
+            assert outcome.status == "cancelled"
+            for _ in range(50):
+                stat = _watchdog.proc_stat(child)
+                if stat is None or stat[0] == "Z":
+                    break
+                await asyncio.sleep(0.1)
+            assert stat is None or stat[0] == "Z", f"process {child} outlived the cancel"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
 
 
 async def test_runner_cuts_long_lines_and_replaces_nul_characters_R2_F10(
@@ -304,38 +361,46 @@ def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
             parse_commands(bad)
 
 
-async def test_run_commands_cli_serves_calls_until_sigterm_R2_R1_F4(
-    functions, internal_key, alice, tmp_path
-):
-    """R2/R1/F4: `agentworks-runtime run-commands --commands JSON --root DIR --target crew:x`
-    runs each call's command in ROOT/.calls/<call_id>/; SIGTERM stops it cleanly (exit 0)."""
+async def start_cli_runner(
+    functions, internal_key: str, tmp_path: pathlib.Path, modes: tuple[str, ...], **env: str
+) -> asyncio.subprocess.Process:
+    """`agentworks-runtime run-commands` for crew:demo, in its own process, serving
+    `modes` in tmp_path/project; its output (stdout and stderr) piped."""
     script = tmp_path / "command.py"
     script.write_text(COMMAND)
-    commands = json.dumps({"ok": [sys.executable, str(script), "ok"]})
-    env = {
-        **os.environ,
-        "AGENTWORKS_INTERNAL_KEY": internal_key,
-        "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/runner",
-        "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
-        "LOG_JSON": "false",
-    }
-    root = tmp_path / "project"
-    process = await asyncio.create_subprocess_exec(
+    commands = json.dumps({m: [sys.executable, str(script), m] for m in modes})
+    return await asyncio.create_subprocess_exec(
         str(pathlib.Path(sys.executable).parent / "agentworks-runtime"),
         "run-commands",
         "--commands",
         commands,
         "--root",
-        str(root),
+        str(tmp_path / "project"),
         "--target",
         "crew:demo",
         "--functions-address",
         functions.address,
-        env=env,
+        env={
+            **os.environ,
+            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/runner",
+            "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
+            "LOG_JSON": "false",
+            **env,
+        },
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+
+
+async def test_run_commands_cli_serves_calls_until_sigterm_R2_R1_F4(
+    functions, internal_key, alice, tmp_path
+):
+    """R2/R1/F4: `agentworks-runtime run-commands --commands JSON --root DIR --target crew:x`
+    runs each call's command in ROOT/.calls/<call_id>/; SIGTERM stops it cleanly (exit 0)."""
+    root = tmp_path / "project"
+    process = await start_cli_runner(functions, internal_key, tmp_path, ("ok",))
     try:
         receipt = await alice.call("crew:demo", "ok", {"text": "cli"})
         status = await alice.wait(receipt.call_id, timeout=30)
@@ -348,6 +413,169 @@ async def test_run_commands_cli_serves_calls_until_sigterm_R2_R1_F4(
         output, _ = await asyncio.wait_for(process.communicate(), 15)
     assert process.returncode == 0, output.decode()
     assert b"worker.stopped" in output
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (an orphan's zombie may wait for
+    an init that does not reap it)."""
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
+
+
+def children(pid: int) -> dict[int, bytes]:
+    """The processes whose parent is `pid`, with their command lines."""
+    found = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_bytes()
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == pid:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes()
+    return found
+
+
+async def until(check, timeout: float) -> bool:
+    """Poll `check()` until it is true (True) or `timeout` seconds pass (False)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+async def started_tree(alice, root: pathlib.Path) -> tuple[str, list[int]]:
+    """Call `tree` and wait until its command runs: (call_id, [leader pid, child pid])."""
+    receipt = await alice.call("crew:demo", "tree", {"text": "x"})
+    pids_file = root / ".calls" / receipt.call_id / "pids"
+    assert await until(pids_file.exists, 30), "the command did not start"
+    pids = [int(pid) for pid in pids_file.read_text().split()]
+    assert all(running(pid) for pid in pids)
+    assert {os.getpgid(pid) for pid in pids} == {pids[0]}  # one group, the leader's
+    return receipt.call_id, pids
+
+
+def kill_all(pids: list[int], processes: list[asyncio.subprocess.Process]) -> None:
+    """Cleanup: SIGKILL whatever of a test's processes still runs."""
+    for process in processes:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+    for pid in pids:
+        if running(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12(
+    functions, internal_key, alice, tmp_path
+):
+    """R2 F12: `kill -9` of a runner -> its watchdog kills the running command's whole
+    process group (the leader and its child) within the kill grace, without waiting for
+    a runner to start again, and removes the record; the call ends `interrupted`."""
+    root = tmp_path / "project"
+    pids: list[int] = []
+    process = await start_cli_runner(
+        functions, internal_key, tmp_path, ("tree",), AGENTWORKS_RUNTIME_LEASE_SECONDS="5"
+    )
+    try:
+        call_id, pids = await started_tree(alice, root)
+        (record,) = (root / RECORDS_FOLDER).iterdir()
+        assert json.loads(record.read_text())["pgid"] == pids[0]
+        process.kill()
+        await process.communicate()
+        assert await until(lambda: not any(running(pid) for pid in pids), 15), [
+            pid for pid in pids if running(pid)
+        ]
+        assert await until(lambda: not record.exists(), 5)
+        status = await alice.wait(call_id, timeout=30)
+        assert status.status == "interrupted" and not status.files
+    finally:
+        kill_all(pids, [process])
+        await process.communicate()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
+    functions, internal_key, alice, tmp_path
+):
+    """R2 F12: a runner killed together with its watchdog leaves its command running;
+    the next runner on the same root kills that process group at start (found through
+    the record under .calls/.runner/, the leader checked by its start time) and removes
+    the record."""
+    root = tmp_path / "project"
+    pids: list[int] = []
+    processes = [await start_cli_runner(functions, internal_key, tmp_path, ("tree",))]
+    try:
+        _, pids = await started_tree(alice, root)
+        first = processes[0]
+        (watchdog,) = [p for p, cmd in children(first.pid).items() if b"_watchdog" in cmd]
+        os.kill(watchdog, signal.SIGKILL)
+        assert await until(lambda: not running(watchdog), 5)
+        first.kill()
+        await first.communicate()
+        await asyncio.sleep(1)
+        assert all(running(pid) for pid in pids), "the orphan should outlive both here"
+
+        processes.append(await start_cli_runner(functions, internal_key, tmp_path, ("tree",)))
+        assert await until(lambda: not any(running(pid) for pid in pids), 20), [
+            pid for pid in pids if running(pid)
+        ]
+        assert list((root / RECORDS_FOLDER).iterdir()) == []
+        second = processes[1]
+        second.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(second.communicate(), 15)
+        assert second.returncode == 0, output.decode()
+        assert b"command.orphan_killed" in output and str(pids[0]).encode() in output
+    finally:
+        kill_all(pids, processes)
+        for process in processes:
+            await process.communicate()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+def test_orphan_sweep_spares_live_runners_and_pids_given_out_again_R2(tmp_path):
+    """R2: the startup sweep leaves alone a record whose runner is alive (another runner
+    on the root) and a group whose leader did not start at the recorded time (its pid
+    given out again); it kills the recorded group of a runner that is gone."""
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+    )
+    try:
+        folder = tmp_path / RECORDS_FOLDER
+        folder.mkdir(parents=True)
+        start = _watchdog.start_time(sleeper.pid)
+        me = _watchdog.start_time(os.getpid())
+        assert start is not None and me is not None
+
+        def record(name: str, runner_start: int, leader_start: int) -> None:
+            (folder / f"{name}.json").write_text(
+                json.dumps(
+                    {
+                        "pgid": sleeper.pid,
+                        "start": leader_start,
+                        "runner_pid": os.getpid(),
+                        "runner_start": runner_start,
+                        "call_id": name,
+                    }
+                )
+            )
+
+        record("live", me, start)  # this process's: a live runner
+        record("reused", me + 1, start + 1)  # a runner gone; its leader's pid reused
+        assert reap_orphans(tmp_path, grace=1) == []
+        assert sleeper.poll() is None
+        assert [p.name for p in folder.iterdir()] == ["live.json"]  # the stale one went
+        record("dead", me + 1, start)  # a runner gone; its command still running
+        assert reap_orphans(tmp_path, grace=1) == [sleeper.pid]
+        assert sleeper.wait(5) == -signal.SIGTERM
+        assert [p.name for p in folder.iterdir()] == ["live.json"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys):

@@ -9,11 +9,18 @@ import signal
 import sys
 import textwrap
 
+import structlog.testing
 from prometheus_client import REGISTRY
 
 from agentworks.core.clients.functions import call_result
+from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import demo_functions
-from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
+from agentworks.runtime.executions import (
+    ExecutionContext,
+    ExecutionOutcome,
+    ExecutionWorker,
+    clean_text,
+)
 
 
 @contextlib.asynccontextmanager
@@ -71,16 +78,22 @@ async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
         assert [m.text for m in status.messages] == ["the caller answered: yes"]
 
 
-def claims() -> float:
-    """ClaimExecution requests this process has answered so far (its metrics)."""
+def requests(method: str, *codes: str) -> float:
+    """`method` requests this process's functions service has answered so far with one
+    of `codes` (its metrics)."""
     return sum(
         REGISTRY.get_sample_value(
             "agentworks_rpc_requests_total",
-            {"service": "functions", "method": "ClaimExecution", "code": code},
+            {"service": "functions", "method": method, "code": code},
         )
         or 0.0
-        for code in ("OK", "CANCELLED")
+        for code in codes
     )
+
+
+def claims() -> float:
+    """ClaimExecution requests this process has answered so far (its metrics)."""
+    return requests("ClaimExecution", "OK", "CANCELLED")
 
 
 async def test_sdk_runs_queued_calls_claimed_by_its_finishes_R1(
@@ -221,6 +234,115 @@ async def test_sdk_fails_a_call_whose_answer_the_service_refuses_and_keeps_servi
                 assert len(status.error.encode()) <= 16 * 1024 and "\x00" not in status.error
                 if text == "raise":  # a huge exception message is cut to fit
                     assert status.error.endswith("bytes in all]")
+
+
+async def test_sdk_replaces_nul_characters_in_the_free_text_a_handler_sends_R1_F7_F11_F14(
+    functions, identity, clients, operator, owner, tmp_path
+):
+    """R1 F7 F11 F14: progress, message and event text, a step's detail and a question
+    with NUL characters (or a lone surrogate) reach the service with U+FFFD, as the
+    runner's output does, instead of being refused; a message the handler passed is not
+    changed in place; names are not touched; the call completes."""
+    wf = "workflow:wf-build"
+    await operator.register_target(wf, owner="user:owner")
+    await owner.declare_function(
+        wf,
+        "build",
+        input_schema={"type": "object"},
+        allowed_callers=["user:*"],
+        workflow={"route": "ci/build", "allowed_groups": ["builders"]},
+    )
+    note = f.ExecutionMessage(role="note", text="c\x00d")
+
+    async def handler(ctx: ExecutionContext) -> str:
+        await ctx.progress("half\x00way")
+        await ctx.message("a\x00b")
+        await ctx.message("file \udcff.txt", role="tool")  # undecodable bytes in a name
+        await ctx.report(messages=[note], events=[{"kind": "assistant", "text": "e\x00f"}])
+        await ctx.event("assistant", "g\x00h")
+        await ctx.step("compile", "failed", group="builders", detail="exit\x002")
+        return "done: " + await ctx.ask("go\x00on?")
+
+    alice = await clients("user:alice")
+    outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
+    running = ExecutionWorker(
+        functions.address,
+        identity(wf),
+        [wf],
+        handler,
+        root=tmp_path,
+        wait_seconds=5,
+        on_finished=outcomes.put_nowait,
+    )
+    task = asyncio.create_task(running.run())
+    try:
+        receipt = await alice.call(wf, "build", {})
+        asking = await alice.wait(receipt.call_id, until={"waiting_for_input"}, timeout=20)
+        assert (asking.question, asking.progress) == ("go\ufffdon?", "half\ufffdway")
+        await alice.reply(receipt.call_id, "yes")
+        assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+    finally:
+        running.stop()
+        await asyncio.wait_for(task, 15)
+    status = await alice.get_status(receipt.call_id)
+    assert (status.status, status.answer) == ("completed", "done: yes")
+    assert [(m.role, m.text) for m in status.messages] == [
+        ("assistant", "a\ufffdb"),
+        ("tool", "file \ufffd.txt"),
+        ("note", "c\ufffdd"),
+    ]
+    assert [e.text for e in status.events] == ["e\ufffdf", "g\ufffdh"]
+    assert [(s.step, s.group, s.detail) for s in status.run.steps] == [
+        ("compile", "builders", "exit\ufffd2")
+    ]
+    assert note.text == "c\x00d"
+    # The one helper the runner's output goes through as well.
+    assert clean_text("x\x00y\udcffz\u00e9") == "x\ufffdy\ufffdz\u00e9"
+
+
+async def test_worker_logs_and_serves_on_when_the_service_refuses_both_finishes_R1_F12(
+    functions, identity, clients, echo, tmp_path, monkeypatch
+):
+    """R1 F12: when FinishExecution refuses the outcome and then the failure reporting
+    it, the worker logs it (execution.finish_refused twice, execution.unreported), stops
+    renewing the lease, neither crashes nor retries in a loop, and serves the next call;
+    the lease expires and the call ends `interrupted`.
+
+    With this service and this SDK both finishes are never refused (the SDK fits the
+    error to the limits the service states); a service with stricter limits (an older or
+    newer version) would. So this test runs the real service with a 40-byte error limit.
+    """
+    monkeypatch.setattr("agentworks_functions.service.MAX_ERROR_BYTES", 40)
+
+    async def handler(ctx: ExecutionContext) -> str:
+        if ctx.inputs["text"] == "boom":
+            raise RuntimeError("the tool exploded, with a long story to tell")
+        return "ok"
+
+    alice = await clients("user:alice")
+    refused_before = requests("FinishExecution", "INVALID_ARGUMENT")
+    with structlog.testing.capture_logs() as logs:
+        async with worker(functions, identity, handler, tmp_path, lease_seconds=3) as outcomes:
+            boom = await alice.call("crew:demo", echo, {"text": "boom"})
+            outcome = await asyncio.wait_for(outcomes.get(), 20)
+            assert (outcome.call_id, outcome.status) == (boom.call_id, "unreported")
+            assert requests("FinishExecution", "INVALID_ARGUMENT") - refused_before == 2
+            # Neither a crash nor a loop: a second later, no more finishes and at most
+            # one more claim (a long poll), and the next call is served.
+            finishes, claimed = requests("FinishExecution", "OK", "INVALID_ARGUMENT"), claims()
+            await asyncio.sleep(1)
+            assert requests("FinishExecution", "OK", "INVALID_ARGUMENT") == finishes
+            assert claims() - claimed <= 1
+            ok = await alice.call("crew:demo", echo, {"text": "ok"})
+            assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+            status = await alice.wait(boom.call_id, timeout=20)
+            assert status.status == "interrupted", status
+    assert (await alice.get_status(ok.call_id)).answer == "ok"
+    events = [e for e in logs if e.get("call_id") == boom.call_id]
+    refusals = [e for e in events if e["event"] == "execution.finish_refused"]
+    assert [e["failed"] for e in refusals] == [True, True]
+    assert "the limit is 40 bytes" in refusals[1]["error"]
+    assert any(e["event"] == "execution.unreported" and e["log_level"] == "error" for e in events)
 
 
 RUNTIME_SCRIPT = textwrap.dedent(

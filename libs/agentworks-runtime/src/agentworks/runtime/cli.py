@@ -146,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "target", None):
         environ["AGENTWORKS_RUNTIME_TARGETS"] = ",".join(args.target)
     executions: ExecutionHandler | dict[str, ExecutionHandler] | None = None
+    runner = None
     handler: TurnHandler | None = None
     try:
         if args.command == "demo":
@@ -163,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run-commands":
             from agentworks.runtime.runner import CommandRunner, load_commands
 
-            executions = CommandRunner(load_commands(args.commands))
+            runner = CommandRunner(load_commands(args.commands))
+            executions = runner
             config = RuntimeConfig.from_env(environ)
         else:
             handler = load_handler(args.handler)
@@ -174,6 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("runtime", level=config.log_level, json=config.log_json)
     for problem in config.unknown_settings:
         get_logger(__name__).warning("config.unknown_setting", problem=problem)
+    if runner is not None:
+        # Commands a runner that died left running under this root: kill them now,
+        # before the first call (the runner module docstring says why and how).
+        runner.reap_orphans(config.root)
     if executions is not None:
         return asyncio.run(serve_executions(config, executions))
     assert handler is not None

@@ -29,6 +29,13 @@ Failure policy:
 - A finish refused even then, or failing after its retries, is logged and the worker
   moves on (the lease expires and the service records the call `interrupted`); a worker
   never stops because of one execution.
+- Free text a handler sends through the context (progress, message text, event text,
+  a step's detail, a question) is cleaned with `clean_text`, as the command runner
+  cleans its output: NUL characters, which PostgreSQL text cannot store, and lone
+  surrogates, which cannot be sent, become U+FFFD instead of getting the report
+  refused. Names (roles, kinds, tool names, steps, groups, statuses) are not changed: the
+  service refuses a bad one, naming it. Nor is the answer: it is the call's result, so
+  an answer with a NUL fails the call, saying so, rather than being altered.
 - A cancel (F15) or a lost lease (F12) is learned from the next heartbeat, report, ask
   or upload: the handler task is cancelled and nothing more is reported.
 - A worker that is itself cancelled leaves its executions unfinished; their leases expire
@@ -42,6 +49,7 @@ import contextlib
 import hashlib
 import json
 import pathlib
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,13 +79,26 @@ MAX_ERROR_BYTES = 16 * 1024
 UNREPORTABLE = "the handler's answer could not be reported: "
 
 
+# What text cannot hold to be stored and sent: NUL (PostgreSQL text refuses it) and lone
+# surrogates (not encodable as UTF-8, so protobuf refuses them).
+_UNSENDABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """`text` as the services can store it: each NUL character and lone surrogate
+    replaced with U+FFFD. The runner's output and the SDK's free text both go through it."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd")
+    return _UNSENDABLE.sub("\ufffd", text)
+
+
 def fit_text(text: str, limit: int) -> str:
-    """`text` as the services store it: NUL characters replaced (U+FFFD) and at most
-    `limit` UTF-8 bytes, cut at a character boundary with a note saying so."""
-    text = text.replace("\x00", "\ufffd")
-    data = text.encode("utf-8", "surrogatepass")
+    """`text` cleaned (`clean_text`) and at most `limit` UTF-8 bytes, cut at a character
+    boundary with a note saying so."""
+    text = clean_text(text)
+    data = text.encode("utf-8")
     if len(data) <= limit:
-        return data.decode("utf-8", "replace")
+        return text
     note = f" [... cut: {len(data)} bytes in all]"
     kept = data[: max(0, limit - len(note.encode()))].decode("utf-8", "ignore")
     return kept + note
@@ -218,9 +239,16 @@ class ExecutionContext:
         events: Sequence[Mapping[str, Any] | f.ExecutionEvent] = (),
         steps: Sequence[Mapping[str, Any] | f.WorkflowStep] = (),
     ) -> None:
-        """Send progress, messages, events and steps in one report (retried safely)."""
+        """Send progress, messages, events and steps in one report (retried safely).
+
+        Free text (progress, message and event text, step detail) is cleaned with
+        `clean_text`: a NUL character becomes U+FFFD instead of a refusal."""
         self._sequence += 1
         sequence = self._sequence
+        progress = None if progress is None else clean_text(progress)
+        messages = [clean_text(m) if isinstance(m, str) else _cleaned(m, "text") for m in messages]
+        events = [_cleaned(e, "text") for e in events]
+        steps = [_cleaned(s, "detail") for s in steps]
         response = await self._retrying(
             lambda: self.client.report(
                 self.call_id,
@@ -239,7 +267,7 @@ class ExecutionContext:
 
     async def message(self, text: str, *, role: str = "assistant") -> None:
         """Add an execution message (paged by `after` in status)."""
-        await self.report(messages=[f.ExecutionMessage(role=role, text=text)])
+        await self.report(messages=[f.ExecutionMessage(role=role, text=clean_text(text))])
 
     async def event(self, kind: str, text: str = "", *, tool_name: str = "") -> None:
         """Add a conversation event; tool_call/tool_result events keep the tool name only."""
@@ -276,7 +304,9 @@ class ExecutionContext:
         return info
 
     async def ask(self, question: str, *, timeout: float | None = None) -> str:
-        """Ask a human-input question and wait for the caller's or owner's reply (F11)."""
+        """Ask a human-input question and wait for the caller's or owner's reply (F11).
+        The question is cleaned (`clean_text`)."""
+        question = clean_text(question)
         self._asks += 1
         ask_id = f"ask-{self._asks}"
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -293,6 +323,21 @@ class ExecutionContext:
             self._check(response.status)
             if response.answered:
                 return response.reply
+
+
+def _cleaned(item: Any, field: str) -> Any:
+    """A report item (a mapping or a message) with its free-text `field` cleaned; a
+    message is copied when that changes it, never altered in place."""
+    if isinstance(item, Mapping):
+        value = item.get(field)
+        return {**item, field: clean_text(value)} if isinstance(value, str) else item
+    clean = clean_text(getattr(item, field))
+    if clean == getattr(item, field):
+        return item
+    copy = type(item)()
+    copy.CopyFrom(item)
+    setattr(copy, field, clean)
+    return copy
 
 
 ExecutionHandler = Callable[[ExecutionContext], Awaitable[Any]]
@@ -472,6 +517,8 @@ class ExecutionWorker:
                     task.cancel()
                     raise
                 if ctx.stopped:
+                    if not task.cancelled():
+                        task.exception()  # retrieved: ExecutionStopped is the expected end
                     return self._stopped(ctx), None
                 if task.cancelled():
                     failed, error = True, "the handler was cancelled"

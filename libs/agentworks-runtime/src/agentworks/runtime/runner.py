@@ -25,11 +25,40 @@ call's `MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role
 `runner`) on the call. Exit status 0 finishes the execution; any other status (or a
 signal) fails it with the status and the tail of stderr. A cancel (F15) or a lost lease
 terminates the command's process group (SIGTERM, then SIGKILL).
+
+A command never outlives its runner for long, even when the runner is killed with
+SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody wants the work):
+
+- The runner's watchdog (`_watchdog.py`), a small process of its own started with the
+  first command, is told each command's process group when it starts and ends. It
+  learns of the runner's death, however it happens, from end of file on the pipe only
+  the runner writes to (the kernel closes it), and kills the groups still running.
+- Each running command also has a record in `<root>/.calls/.runner/` (outside every
+  call's folder, so never uploaded), removed when the command ends. A runner starting
+  on a root (the `run-commands` CLI at once, a `CommandRunner` at its first call there)
+  kills the groups in records whose runner is gone: the backstop when the watchdog died
+  with its runner (`kill -9` of both, the OOM killer).
+- A group is killed only while it is provably the recorded one: its leader's start time
+  (from /proc/<pid>/stat) is recorded with it, so a pid the system has given out again
+  is left alone. A record of a runner that is still alive (another runner on the same
+  root) is left alone too.
+
+Why not PR_SET_PDEATHSIG: it reaches only the direct child, not what a shell script
+started; setting it between fork and exec needs `preexec_fn`, which is unsafe in a
+process with threads (grpc has them); and it fires when the *thread* that started the
+child ends, not the process. A pipe's end of file has none of these problems. The
+watchdog runs in its own session, so a signal to the runner's process group (a
+terminal's Ctrl-C, `kill -9 -PGID`) leaves it alive to clean up. What a command moves
+out of its process group (`setsid`, a double fork into a new session) is beyond reach,
+as for a cancel; and the record-less instant between a command's start and its record
+(microseconds) is not covered. Linux only: elsewhere the watchdog trusts its own
+tracking and the startup sweep does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import codecs
 import contextlib
 import json
@@ -37,17 +66,26 @@ import os
 import pathlib
 import shlex
 import signal
+import subprocess
+import sys
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import structlog
+
 from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import (
     ExecutionContext,
     ExecutionStopped,
+    clean_text,
     describe,
     fit_text,
 )
+
+log = structlog.get_logger("agentworks.runtime.runner")
 
 # Bytes of stderr kept for the error message of a failed command.
 STDERR_TAIL_BYTES = 4096
@@ -61,6 +99,9 @@ MAX_LINES_PER_REPORT = 100
 MAX_FILES_PER_CALL = 500
 # The runner's own note on the call (skipped files).
 RUNNER_NOTE_BYTES = 16 * 1024
+# Records of the commands running now, one file each, under the root: outside every
+# call's folder `.calls/<call_id>/`, so never uploaded.
+RECORDS_FOLDER = ".calls/.runner"
 
 
 class CommandFailed(Exception):
@@ -110,6 +151,16 @@ class CommandRunner:
         self.commands = parse_commands(dict(commands))
         self.env = dict(env or {})
         self.kill_grace_seconds = kill_grace_seconds
+        self._swept: set[pathlib.Path] = set()
+
+    def reap_orphans(self, root: pathlib.Path | str) -> list[int]:
+        """Kill the commands runners that died left running under `root`, once per root
+        (`reap_orphans`); the process groups killed. Blocks up to the kill grace."""
+        root = pathlib.Path(root).resolve()
+        if root in self._swept:
+            return []
+        self._swept.add(root)
+        return reap_orphans(root, grace=self.kill_grace_seconds)
 
     def environment(self, ctx: ExecutionContext) -> dict[str, str]:
         """The command's environment for one execution."""
@@ -136,6 +187,8 @@ class CommandRunner:
                 f"no command is configured for function {ctx.function!r}; configured: "
                 f"{sorted(self.commands)}"
             )
+        if ctx.root.resolve() not in self._swept:
+            await asyncio.to_thread(self.reap_orphans, ctx.root)
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=ctx.output_dir,
@@ -145,6 +198,8 @@ class CommandRunner:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, so a cancel stops it all
         )
+        guard = _guard()
+        guard.track(process.pid, ctx, argv, self.kill_grace_seconds)
         ctx.log.info("command.started", argv=list(argv), pid=process.pid)
         lines = _LineReporter(ctx)
         stderr_tail = bytearray()
@@ -162,6 +217,7 @@ class CommandRunner:
             await self._terminate(process, ctx)
             raise
         finally:
+            guard.untrack(process.pid)
             if not ctx.stopped:
                 with contextlib.suppress(ExecutionStopped):
                     await upload_folder(ctx)
@@ -177,16 +233,184 @@ class CommandRunner:
         return lines.last_line
 
     async def _terminate(self, process: asyncio.subprocess.Process, ctx: ExecutionContext) -> None:
-        if process.returncode is not None:
+        """Stop the command's whole process group: SIGTERM, then SIGKILL after the grace.
+
+        The leader may have exited already while a process it started runs on (holding
+        its output open, so the command is not over): the group is signalled all the
+        same. Its id cannot be another group's: Linux gives no pid out again while a
+        process group of that id exists.
+        """
+        pgid = process.pid
+        if process.returncode is not None and not _watchdog.group_running(pgid):
             return
-        ctx.log.info("command.terminating", pid=process.pid)
+        ctx.log.info("command.terminating", pid=pgid)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            os.killpg(pgid, signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.kill_grace_seconds
         try:
             await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_grace_seconds)
+            # The leader is gone; what it started has the rest of the grace to end.
+            while loop.time() < deadline:
+                if not _watchdog.group_running(pgid):
+                    break
+                await asyncio.sleep(0.05)
         except (TimeoutError, asyncio.CancelledError):
+            pass
+        if _watchdog.group_running(pgid):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def reap_orphans(root: pathlib.Path | str, *, grace: float = 5.0) -> list[int]:
+    """Kill the commands that runners which died left running under `root`; their
+    process groups.
+
+    Reads the records in `<root>/.calls/.runner/`. A record whose runner is alive (this
+    process, or another runner on the same root) is left alone. For the others, the
+    group is killed (SIGTERM, then SIGKILL after `grace` seconds) if it is still the
+    recorded one (same leader start time), and the record is removed.
+    """
+    stale: dict[pathlib.Path, tuple[int, int, dict[str, Any]]] = {}
+    for path in sorted((pathlib.Path(root) / RECORDS_FOLDER).glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            runner_pid, runner_start = int(record["runner_pid"]), int(record["runner_start"])
+            pgid, start = int(record["pgid"]), int(record["start"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a record this runner wrote: leave it
+        if not _watchdog.is_alive(runner_pid, runner_start):
+            stale[path] = pgid, start, record
+    if not stale:
+        return []
+    killed = _watchdog.kill_groups({pgid: start for pgid, start, _ in stale.values()}, grace)
+    for path, (pgid, _, record) in stale.items():
+        if pgid in killed:
+            log.warning(
+                "command.orphan_killed",
+                pgid=pgid,
+                call_id=record.get("call_id"),
+                runner_pid=record.get("runner_pid"),
+            )
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return killed
+
+
+class _Guard:
+    """This process's running commands: a record of each under its root, and the
+    watchdog that kills them if this process dies (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.start = _watchdog.start_time(self.pid)
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.tracked: dict[int, dict[str, Any]] = {}  # pgid -> the watchdog's message
+        self.lock = threading.Lock()  # workers may run in several threads' event loops
+
+    def track(self, pid: int, ctx: ExecutionContext, argv: Sequence[str], grace: float) -> None:
+        """A command started as the leader of process group `pid`. Never raises."""
+        start = _watchdog.start_time(pid)
+        record = ctx.root / RECORDS_FOLDER / f"{self.pid}-{pid}.json"
+        if start is not None and self.start is not None:
+            written = {
+                "pgid": pid,
+                "start": start,
+                "runner_pid": self.pid,
+                "runner_start": self.start,
+                "call_id": ctx.call_id,
+                "argv": list(argv),
+            }
+            try:
+                record.parent.mkdir(parents=True, exist_ok=True)
+                temporary = record.with_suffix(".tmp")
+                temporary.write_text(json.dumps(written))
+                os.replace(temporary, record)  # a record is whole or absent
+            except OSError as exc:
+                ctx.log.warning("command.record_failed", error=describe(exc))
+        message = {"track": pid, "start": start, "grace": grace, "record": str(record)}
+        with self.lock:
+            self.tracked[pid] = message
+            self._send(message)
+
+    def untrack(self, pid: int) -> None:
+        """The command that led group `pid` has ended (or was killed). Never raises."""
+        with self.lock:
+            message = self.tracked.pop(pid, None)
+            if message is None:
+                return
+            with contextlib.suppress(OSError):
+                pathlib.Path(message["record"]).unlink()
+            self._send({"untrack": pid})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        watchdog = self.watchdog
+        if watchdog is not None and watchdog.poll() is None:
+            try:
+                _write_line(watchdog, message)
+                return
+            except (OSError, ValueError):  # ValueError: its pipe was closed (at exit)
+                pass  # start another below
+        self._start_watchdog()
+
+    def _start_watchdog(self) -> None:
+        """Start the watchdog (again) and tell it every command running now."""
+        if not self.tracked:
+            return
+        if self.watchdog is None:
+            atexit.register(self.close)
+        else:
+            log.warning("runner.watchdog_restarted", exit_status=self.watchdog.poll())
+            self.close()
+            with contextlib.suppress(OSError):
+                self.watchdog.kill()
+            self.watchdog.wait()
+        try:
+            # A plain Popen (no preexec_fn): safe in a process with threads.
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-I", _watchdog.__file__, str(self.pid)],
+                bufsize=0,  # nothing left in a buffer to flush into a broken pipe later
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a signal to this process's group spares it
+            )
+            for message in self.tracked.values():
+                _write_line(self.watchdog, message)
+        except (OSError, ValueError) as exc:
+            log.warning("runner.watchdog_failed", error=describe(exc))
+
+    def close(self) -> None:
+        """At exit: let the watchdog go (it kills what still runs, not waited for)."""
+        if self.watchdog is None or self.pid != os.getpid():
+            return
+        if self.watchdog.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.watchdog.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.watchdog.wait(0 if self.tracked else 0.5)
+
+
+def _write_line(watchdog: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    """One JSON line to the watchdog's (unbuffered) stdin, all of it."""
+    assert watchdog.stdin is not None
+    data = memoryview(json.dumps(message).encode() + b"\n")
+    while data:
+        written = watchdog.stdin.write(data)
+        if not written:
+            raise OSError("the watchdog's pipe takes nothing")
+        data = data[written:]
+
+
+_the_guard: _Guard | None = None
+
+
+def _guard() -> _Guard:
+    """This process's guard (a forked child gets its own)."""
+    global _the_guard
+    if _the_guard is None or _the_guard.pid != os.getpid():
+        _the_guard = _Guard()
+    return _the_guard
 
 
 class _LineReporter:
@@ -256,7 +480,7 @@ def _text(data: bytes, *, partial: bool = False) -> str:
         text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=False)
     else:
         text = data.decode("utf-8", "replace")
-    return text.replace("\x00", "\ufffd")
+    return clean_text(text)
 
 
 def _last_bytes(text: str, limit: int) -> str:
