@@ -470,6 +470,13 @@ def kill_all(pids: list[int], processes: list[asyncio.subprocess.Process]) -> No
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+@pytest.mark.reliability(
+    scenario="Process fault: command runner killed (R2, F12)",
+    action="SIGKILL to a `run-commands` runner while its command (a leader and its child, "
+    "one process group) runs",
+    check="the runner's watchdog kills the whole group within the kill grace, without a "
+    "runner starting again; the command's record is removed; the call ends `interrupted`",
+)
 async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12(
     functions, internal_key, alice, tmp_path
 ):
@@ -499,6 +506,13 @@ async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+@pytest.mark.reliability(
+    scenario="Process fault: command runner and its watchdog killed (R2, F12)",
+    action="SIGKILL to the watchdog and then the runner while a command runs; the command "
+    "is shown still running; a second runner starts on the same root",
+    check="the second runner kills the orphaned process group at start (found by its "
+    "record, the leader checked by its start time) and removes the record",
+)
 async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
     functions, internal_key, alice, tmp_path
 ):
