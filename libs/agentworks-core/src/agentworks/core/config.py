@@ -7,9 +7,18 @@ Each service defines its own frozen dataclass in its `config.py` and builds it w
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
+
+
+class ConfigError(ValueError):
+    """A setting's value cannot be used; the message names the variable and what it
+    must be. Services report it on one line and exit (status 2) instead of starting."""
 
 
 @dataclass(frozen=True)
@@ -32,23 +41,58 @@ class Env:
         value = self._raw(name, shared=shared)
         return default if value is None else value
 
-    def get_int(self, name: str, default: int, *, shared: bool = False) -> int:
+    def get_int(
+        self,
+        name: str,
+        default: int,
+        *,
+        shared: bool = False,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> int:
+        """An integer setting; a value that is not one, or is out of range, is refused
+        with a `ConfigError` naming the variable."""
         value = self._raw(name, shared=shared)
         if value is None:
             return default
         try:
-            return int(value)
-        except ValueError as exc:
-            raise ValueError(f"{self.prefix}_{name} must be an integer, got {value!r}") from exc
+            number = int(value)
+        except ValueError:
+            raise ConfigError(f"{self.prefix}_{name} must be an integer, got {value!r}") from None
+        return self._in_range(name, value, number, minimum, maximum)
 
-    def get_float(self, name: str, default: float, *, shared: bool = False) -> float:
+    def get_float(
+        self,
+        name: str,
+        default: float,
+        *,
+        shared: bool = False,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> float:
+        """A number setting; a value that is not a finite number, or is out of range, is
+        refused with a `ConfigError` naming the variable."""
         value = self._raw(name, shared=shared)
         if value is None:
             return default
         try:
-            return float(value)
-        except ValueError as exc:
-            raise ValueError(f"{self.prefix}_{name} must be a number, got {value!r}") from exc
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"{self.prefix}_{name} must be a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"{self.prefix}_{name} must be a finite number, got {value!r}")
+        return self._in_range(name, value, number, minimum, maximum)
+
+    def _in_range(self, name: str, raw: str, number: N, low: N | None, high: N | None) -> N:
+        if (low is not None and number < low) or (high is not None and number > high):
+            if high is None:
+                wanted = f"at least {low}"
+            elif low is None:
+                wanted = f"at most {high}"
+            else:
+                wanted = f"between {low} and {high}"
+            raise ConfigError(f"{self.prefix}_{name} must be {wanted}, got {raw!r}")
+        return number
 
     def get_bool(self, name: str, default: bool, *, shared: bool = False) -> bool:
         value = self._raw(name, shared=shared)
