@@ -27,6 +27,13 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "make run settings (on the command line, e.g. make run AGENTWORKS_HTTP_PORT=7880, or exported):"
+	@printf "  \033[36m%-22s\033[0m %s\n" \
+	  "REPLICAS" "processes per service (default 1)" \
+	  "AGENTWORKS_HTTP_PORT" "the gateway's HTTP port (default 8080; replicas take the next ones)" \
+	  "AGENTWORKS_BASE_PORT" "the first gRPC port; services take consecutive ports (default 50051)" \
+	  "AGENTWORKS_HOME" "state directory: database, keys, cli.json (default .agentworks); one suite per home"
 
 $(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,8 +77,11 @@ test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (Postg
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-run: $(BIN)/.installed ## Start the whole suite on the embedded PostgreSQL (REPLICAS=n per service)
-	$(BIN)/agentworks up --replicas $(REPLICAS)
+run: $(BIN)/.installed ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home)
+	$(BIN)/agentworks up --replicas $(REPLICAS) \
+	  $(if $(AGENTWORKS_HTTP_PORT),--http-port $(AGENTWORKS_HTTP_PORT)) \
+	  $(if $(AGENTWORKS_BASE_PORT),--base-port $(AGENTWORKS_BASE_PORT)) \
+	  $(if $(AGENTWORKS_HOME),--home $(AGENTWORKS_HOME))
 
 bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md (installs procrastinate for the comparison)
 	$(BIN)/python -m pip install -q procrastinate

@@ -267,3 +267,98 @@ async def test_up_hands_its_arguments_to_the_supervisor_G3(cli):
     code, out, err = await cli("up", "--help")
     assert code == 0, err
     assert out.startswith("usage: ") and " up " in out.splitlines()[0]
+
+
+async def test_the_cli_finds_cli_json_in_a_parent_directory_and_says_where_it_looked_G3(
+    gateway, cli, operator_token, demo, tmp_path
+):
+    """G3: run anywhere inside the project, the CLI finds .agentworks/cli.json in the
+    current directory or the nearest parent (as git finds .git); without one, the error
+    says where it looked; AGENTWORKS_HOME names the one file to read."""
+    project = tmp_path / "project"
+    deeper = project / "src" / "deeper"
+    deeper.mkdir(parents=True)
+    (project / ".agentworks").mkdir()
+    (project / ".agentworks" / "cli.json").write_text(
+        json.dumps({"url": gateway.url, "token": operator_token})
+    )
+    code, out, err = await cli("targets", "get", "crew:demo", "--json", cwd=deeper)
+    assert code == 0, err
+    assert json.loads(out)["target"] == "crew:demo"
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    code, _, err = await cli("targets", "get", "crew:demo", cwd=outside)
+    assert code == 3 and "no API token" in err
+    assert f"looked for .agentworks/cli.json in {outside} and its parents: not found" in err
+    assert "export AGENTWORKS_HOME=DIR" in err
+
+    home = {"AGENTWORKS_HOME": str(tmp_path / "nowhere")}
+    code, _, err = await cli("targets", "get", "crew:demo", cwd=deeper, env=home)
+    assert code == 3
+    assert f"looked for {tmp_path / 'nowhere' / 'cli.json'} (from AGENTWORKS_HOME)" in err
+
+
+async def test_an_unreachable_gateway_error_names_the_cli_json_that_gave_its_url_G3(cli, tmp_path):
+    """G3: a cli.json left by a suite that has stopped: the error says which file gave
+    the URL, so the stale file is obvious; a URL from the environment is named too."""
+    (tmp_path / ".agentworks").mkdir()
+    stale = tmp_path / ".agentworks" / "cli.json"
+    stale.write_text(json.dumps({"url": "http://127.0.0.1:9", "token": "aw_" + "x" * 43}))
+    code, _, err = await cli("tokens", "list")
+    assert code == 7 and "cannot reach the gateway at http://127.0.0.1:9" in err
+    assert f"The URL came from {stale}, written by `agentworks up`" in err
+    code, out, _ = await cli("--json", "tokens", "list")
+    assert code == 7 and str(stale) in json.loads(out)["error"]["message"]
+    code, _, err = await cli("tokens", "list", env={"AGENTWORKS_URL": "http://127.0.0.1:9"})
+    assert code == 7 and "The URL came from AGENTWORKS_URL" in err
+
+
+async def test_targets_commands_take_crew_and_workflow_options_as_well_as_a_target_G3(
+    gateway, cli, operator_token, demo
+):
+    """G3: `targets get --crew demo` (as other commands take --crew NAME) is the same as
+    `targets get crew:demo`; --workflow ID likewise; one target, and only one, is needed."""
+    env = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": operator_token}
+    code, out, err = await cli("targets", "get", "--crew", "demo", "--json", env=env)
+    assert code == 0, err
+    by_option = json.loads(out)
+    code, out, err = await cli("targets", "get", "crew:demo", "--json", env=env)
+    assert code == 0 and json.loads(out) == by_option
+    code, out, err = await cli(
+        "targets", "register", "--workflow", "wf-7", "--owner", "user:dana", env=env
+    )
+    assert code == 0 and "workflow:wf-7" in out, err
+    code, out, err = await cli(
+        "targets", "update", "--workflow", "wf-7", "--no-free-text-ask", env=env
+    )
+    assert code == 0 and "workflow:wf-7" in out, err
+    code, _, err = await cli("targets", "get", env=env)
+    assert code == 2 and "name one target" in err and "--crew NAME" in err
+    code, _, err = await cli("targets", "get", "crew:demo", "--crew", "demo", env=env)
+    assert code == 2 and "name one target" in err
+    code, _, err = await cli("targets", "get", "--crew", "crew:demo", env=env)
+    assert code == 2 and "without the 'crew:' prefix" in err
+
+
+async def test_an_unknown_option_shows_the_usage_of_the_command_it_was_given_to_G3(cli):
+    """G3: `agentworks crews call demo hello --bogus` prints the usage of `crews call`
+    (its arguments and options), not the top-level usage; with --json the message names
+    the command too. Unknown top-level options keep the top-level usage."""
+    code, out, err = await cli("crews", "call", "demo", "hello", "--bogus")
+    assert code == 2 and out == ""
+    assert err.startswith("usage: agentworks crews call "), err
+    assert "CREW FUNCTION" in err
+    assert err.rstrip().endswith("agentworks crews call: error: unrecognized arguments: --bogus")
+    code, _, err = await cli("targets", "get", "crew:demo", "--bogus", "1")
+    assert code == 2 and err.startswith("usage: agentworks targets get ")
+    assert "unrecognized arguments: --bogus 1" in err
+    code, _, err = await cli("crews", "--bogus", "call", "demo", "hello")
+    assert code == 2 and err.startswith("usage: agentworks crews ")
+    code, out, err = await cli("--json", "schedules", "list", "--bogus")
+    assert code == 2 and err == ""
+    assert json.loads(out)["error"]["message"] == (
+        "agentworks schedules list: unrecognized arguments: --bogus"
+    )
+    code, _, err = await cli("--bogus", "tokens", "list")
+    assert code == 2 and err.startswith("usage: agentworks [-h]")

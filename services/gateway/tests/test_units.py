@@ -102,7 +102,7 @@ def test_config_reads_gateway_variables_with_fallbacks():
 
 def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
     """G3: --url/--token, then AGENTWORKS_URL/AGENTWORKS_TOKEN, then the cli.json in
-    AGENTWORKS_HOME (./.agentworks by default)."""
+    AGENTWORKS_HOME (else .agentworks here or in the nearest parent that has one)."""
     (tmp_path / ".agentworks").mkdir()
     (tmp_path / ".agentworks" / "cli.json").write_text(
         json.dumps({"url": "http://file:1", "token": "aw_file"})
@@ -113,7 +113,10 @@ def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
     assert (from_env.url, from_env.token) == ("http://file:1", "aw_env")
     from_flags = cli.resolve_settings("http://flag:2", "aw_flag", {"AGENTWORKS_URL": "x"}, tmp_path)
     assert (from_flags.url, from_flags.token) == ("http://flag:2", "aw_flag")
-    nothing = cli.resolve_settings(None, None, {}, tmp_path / "elsewhere")
+    # From a subdirectory: the nearest parent's .agentworks/cli.json (as git finds .git).
+    below = cli.resolve_settings(None, None, {}, tmp_path / "src" / "deep")
+    assert (below.token, below.config) == ("aw_file", str(tmp_path / ".agentworks" / "cli.json"))
+    nothing = cli.resolve_settings(None, None, {"AGENTWORKS_HOME": "none"}, tmp_path)
     assert (nothing.url, nothing.token) == (cli.DEFAULT_URL, "")
     # `agentworks up --home DIR` (or AGENTWORKS_HOME=DIR) wrote DIR/cli.json.
     home = tmp_path / "home"

@@ -95,16 +95,35 @@ class Settings:
     token: str
     url_source: str
     token_source: str
+    # The cli.json of `agentworks up` that was read ("" if none), and where it was
+    # looked for: both for messages.
+    config: str = ""
+    searched: str = ""
+
+
+def find_config(environ: Mapping[str, str], cwd: Path) -> tuple[Path | None, str]:
+    """The cli.json `agentworks up` wrote, and where it was looked for (for messages):
+    `$AGENTWORKS_HOME/cli.json` when AGENTWORKS_HOME is set, else `.agentworks/cli.json`
+    in `cwd` or the nearest parent that has one (as git finds `.git`)."""
+    home = environ.get("AGENTWORKS_HOME")
+    if home:
+        file = cwd / home / CONFIG_FILE.name
+        return (file if file.is_file() else None), f"{file} (from AGENTWORKS_HOME)"
+    for directory in (cwd, *cwd.parents):
+        file = directory / CONFIG_FILE
+        if file.is_file():
+            return file, str(file)
+    return None, f"{CONFIG_FILE} in {cwd} and its parents"
 
 
 def resolve_settings(
     url: str | None, token: str | None, environ: Mapping[str, str], cwd: Path
 ) -> Settings:
     """Flags first, then AGENTWORKS_URL / AGENTWORKS_TOKEN, then the cli.json that
-    `agentworks up` wrote in its home (AGENTWORKS_HOME, as for `up`; default ./.agentworks)."""
-    file = cwd / (environ.get("AGENTWORKS_HOME") or CONFIG_FILE.parent) / CONFIG_FILE.name
+    `agentworks up` wrote in its home (`find_config`)."""
+    file, searched = find_config(environ, cwd)
     stored: dict[str, Any] = {}
-    if file.is_file():
+    if file is not None:
         try:
             stored = json.loads(file.read_text())
         except (OSError, ValueError) as exc:
@@ -128,7 +147,41 @@ def resolve_settings(
         token=resolved_token,
         url_source=url_source or "default",
         token_source=token_source,
+        config="" if file is None else str(file),
+        searched=searched,
     )
+
+
+def _no_token(settings: Settings) -> UsageError:
+    if settings.config:
+        where = f"{settings.config} has no token"
+    else:
+        where = f"looked for {settings.searched}: not found"
+    return UsageError(
+        "no API token: pass --token, set AGENTWORKS_TOKEN, or run `agentworks up`, which "
+        f"writes .agentworks/cli.json ({where}; for a suite started with --home DIR: "
+        "export AGENTWORKS_HOME=DIR); an operator can create a token with "
+        "`agentworks tokens create`",
+        EXIT_AUTH,
+    )
+
+
+def _url_origin(exc: ApiError, settings: Settings) -> ApiError:
+    """A gateway that cannot be reached: say where its URL came from (a stale cli.json
+    of a suite that has stopped shows at once)."""
+    if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or "the gateway at" not in exc.message:
+        return exc
+    source = settings.url_source
+    if source == "default":
+        origin = "is the default (no --url, AGENTWORKS_URL or url in a cli.json)"
+    elif source.startswith("--") or source == "AGENTWORKS_URL":
+        origin = f"came from {source}"
+    else:
+        origin = (
+            f"came from {source}, written by `agentworks up`: if that suite has stopped, "
+            "start it again, or delete the file"
+        )
+    return ApiError(exc.code, f"{exc.message}. The URL {origin}")
 
 
 # ----------------------------------------------------------------------------- output
@@ -277,8 +330,31 @@ async def _messages_read(api: ApiClient, args: argparse.Namespace) -> None:
             _note(f"next_cursor: {page['next_cursor']}")
 
 
+def _target(args: argparse.Namespace) -> str:
+    """TARGET (crew:<name> or workflow:<id>), or --crew NAME / --workflow ID."""
+    from agentworks_gateway.cli_calls import _bare
+
+    given = [
+        value
+        for value in (
+            args.target,
+            args.crew and "crew:" + _bare(args.crew, "crew"),
+            args.workflow and "workflow:" + _bare(args.workflow, "workflow"),
+        )
+        if value
+    ]
+    if len(given) != 1:
+        command = args.action.replace("_", "-")
+        said = "nothing" if not given else " and ".join(given)
+        raise UsageError(
+            f"targets {command}: name one target, as TARGET (crew:<name> or workflow:<id>) "
+            f"or with --crew NAME or --workflow ID; got {said}"
+        )
+    return given[0]
+
+
 async def _targets(api: ApiClient, args: argparse.Namespace) -> None:
-    call: dict[str, Any] = {"action": args.action, "target": args.target}
+    call: dict[str, Any] = {"action": args.action, "target": _target(args)}
     if args.action == "register":
         call["owner"] = args.owner
     if args.action in ("register", "set_limit") and args.running_limit is not None:
@@ -341,6 +417,20 @@ async def _mcp_stdio(api: ApiClient, args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------ parser
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of a command or action: an argument it does not know is its own error,
+    shown with its own usage (argparse would leave it to the top-level parser, whose
+    usage says nothing about the command's options)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def _common_options() -> argparse.ArgumentParser:
     # SUPPRESS keeps a subcommand from resetting what was given before it, so
     # `agentworks --json tokens list` and `agentworks tokens list --json` both work.
@@ -349,13 +439,14 @@ def _common_options() -> argparse.ArgumentParser:
     group.add_argument(
         "--url",
         default=argparse.SUPPRESS,
-        help="gateway base URL (env AGENTWORKS_URL, else url in $AGENTWORKS_HOME/cli.json, "
-        f"home ./.agentworks by default; else {DEFAULT_URL})",
+        help="gateway base URL (env AGENTWORKS_URL, else url in the cli.json of `agentworks "
+        "up`: $AGENTWORKS_HOME/cli.json, or .agentworks/cli.json here or in a parent "
+        f"directory; else {DEFAULT_URL})",
     )
     group.add_argument(
         "--token",
         default=argparse.SUPPRESS,
-        help="API token (env AGENTWORKS_TOKEN, else token in $AGENTWORKS_HOME/cli.json)",
+        help="API token (env AGENTWORKS_TOKEN, else token in that cli.json)",
     )
     group.add_argument(
         "--json",
@@ -364,6 +455,13 @@ def _common_options() -> argparse.ArgumentParser:
         help="print JSON for scripts instead of text",
     )
     return parent
+
+
+def _target_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", nargs="?", metavar="TARGET", help="crew:<name> or workflow:<id>")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--crew", metavar="NAME", help="the crew NAME (instead of TARGET)")
+    where.add_argument("--workflow", metavar="ID", help="the workflow ID (instead of TARGET)")
 
 
 def _free_text_ask_flags(parser: argparse.ArgumentParser) -> None:
@@ -389,7 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_common_options()],
     )
     parser.set_defaults(url=None, token=None, json=False, run=None)
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    # Commands and their actions (CommandParser, inherited) report unknown arguments
+    # with their own usage.
+    commands = parser.add_subparsers(
+        title="commands", metavar="COMMAND", parser_class=CommandParser
+    )
 
     # messages
     messages = commands.add_parser(
@@ -457,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="register (or replace) a crew or workflow (operator)",
     )
-    register.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
+    _target_arguments(register)
     register.add_argument(
         "--owner", required=True, metavar="PRINCIPAL", help="owner, e.g. user:alice"
     )
@@ -473,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     update = targets_cmds.add_parser(
         "update", parents=[common], help="change a target's capabilities (owner or operator)"
     )
-    update.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
+    _target_arguments(update)
     _free_text_ask_flags(update)
     update.set_defaults(run=_targets, action="update")
     set_limit = targets_cmds.add_parser(
@@ -481,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="change how many function calls of a target may run at once (operator)",
     )
-    set_limit.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
+    _target_arguments(set_limit)
     set_limit.add_argument(
         "--running-limit",
         type=int,
@@ -491,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     set_limit.set_defaults(run=_targets, action="set_limit")
     get = targets_cmds.add_parser("get", parents=[common], help="show a crew or workflow")
-    get.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
+    _target_arguments(get)
     get.set_defaults(run=_targets, action="get")
 
     # tokens
@@ -590,16 +692,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # stdout carries results (and MCP frames for `mcp stdio`); logs go to stderr.
     configure_logging("cli", level=os.environ.get("AGENTWORKS_LOG_LEVEL", "warning"), json=False)
+    settings: Settings | None = None
     try:
         settings = resolve_settings(args.url, args.token, os.environ, Path.cwd())
         if not settings.token:
-            raise UsageError(
-                "no API token: pass --token, set AGENTWORKS_TOKEN, or run `agentworks up` "
-                f"(it writes {CONFIG_FILE}, or cli.json in AGENTWORKS_HOME when it ran with "
-                "--home); an operator can create one with "
-                "`agentworks tokens create`",
-                EXIT_AUTH,
-            )
+            raise _no_token(settings)
         return asyncio.run(_dispatch(args, settings))
     except (UsageError, UnicodeError) as exc:
         if isinstance(exc, UnicodeError):  # argv, stdin or an @file that is not UTF-8
@@ -609,6 +706,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return _fail("USAGE", str(exc), args.json, exc.exit_code)
     except ApiError as exc:
+        if settings is not None:
+            exc = _url_origin(exc, settings)
         return _fail(exc.code, exc.message, args.json)
     except KeyboardInterrupt:
         return EXIT_OK if getattr(args, "follow", False) else 130

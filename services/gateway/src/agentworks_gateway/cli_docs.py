@@ -34,8 +34,10 @@ The gateway URL and the API token come from, in this order:
 1. `--url` / `--token`;
 2. the environment variables `AGENTWORKS_URL` / `AGENTWORKS_TOKEN`;
 3. the keys `url` / `token` of the `cli.json` that `agentworks up` writes in its home:
-   `$AGENTWORKS_HOME/cli.json`, or `.agentworks/cli.json` in the current directory when
-   `AGENTWORKS_HOME` is not set (`up --home DIR` users: `export AGENTWORKS_HOME=DIR`);
+   `$AGENTWORKS_HOME/cli.json`, or, when `AGENTWORKS_HOME` is not set,
+   `.agentworks/cli.json` in the current directory or the nearest parent directory that
+   has one (so the CLI works from anywhere in the project; `up --home DIR` users:
+   `export AGENTWORKS_HOME=DIR`);
 4. for the URL only, `{default_url}`.
 
 ## Output

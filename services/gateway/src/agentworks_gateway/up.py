@@ -11,6 +11,10 @@ wake-ups; `demo-funcs` serves function calls in `.agentworks/demo-project/.calls
 and prints where to start. The scheduler ticks every `SCHEDULER_TICK_SECONDS` (5 s here
 unless set), so the demo's reminders arrive promptly.
 
+One suite per home: `up` holds an exclusive lock on `<home>/up.lock` (fcntl.flock, released
+by the kernel when the process ends, even by kill -9) and refuses to start while another
+`up` holds it, naming its pid and ports.
+
 Each child's output is prefixed with its name. A child that dies is reported and
 restarted with backoff. Ctrl-C or SIGTERM stops every child (SIGTERM, a grace period,
 then SIGKILL) and then the embedded PostgreSQL.
@@ -27,11 +31,13 @@ import ast
 import asyncio
 import collections
 import contextlib
+import fcntl
 import importlib.util
 import json
 import os
 import pathlib
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -62,6 +68,9 @@ DEMO_PROJECT = "demo-project"
 # Local default tick: reminders of the demo crew arrive within seconds (service default 60).
 LOCAL_TICK_SECONDS = "5"
 REGISTER_SECONDS = 30.0
+# Held (flock) by the running `agentworks up` of a home; it says who holds it.
+LOCK_FILE = "up.lock"
+DEFAULT_HOME = ".agentworks"
 NAME_WIDTH = 12
 OUTPUT_LINE_LIMIT = 1 << 20
 RESTART_BACKOFF_MAX = 30.0
@@ -219,37 +228,63 @@ class Options:
     bootstrap_only: bool
 
 
+def _env_int(
+    parser: argparse.ArgumentParser, environ: dict[str, str], name: str, default: int
+) -> int:
+    value = environ.get(name) or ""
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        parser.error(f"{name}={value!r} is not a whole number")
+
+
+PORTS_EPILOG = (
+    "Ports in use (another suite, or something else on 8080/50051)? Choose others with "
+    "--base-port/--http-port, or through make: "
+    "make run AGENTWORKS_BASE_PORT=7800 AGENTWORKS_HTTP_PORT=7880. A second suite also "
+    "needs its own home (--home DIR, or AGENTWORKS_HOME=DIR); then point the CLI at it "
+    "with export AGENTWORKS_HOME=DIR."
+)
+
+
 def parse_args(argv: Sequence[str], environ: dict[str, str]) -> Options:
     """Parse `agentworks up` arguments; every flag has an environment fallback."""
     parser = argparse.ArgumentParser(
         prog="agentworks up",
         description="Run the whole AgentWorks suite locally (embedded PostgreSQL by default).",
+        epilog=PORTS_EPILOG,
     )
     parser.add_argument(
         "--replicas",
         type=int,
-        default=int(environ.get("AGENTWORKS_REPLICAS") or 1),
+        default=_env_int(parser, environ, "AGENTWORKS_REPLICAS", 1),
         help="processes per service (env AGENTWORKS_REPLICAS, default 1)",
     )
     parser.add_argument(
         "--base-port",
         type=int,
-        default=int(environ.get("AGENTWORKS_BASE_PORT") or 50051),
-        help="first gRPC port; services take consecutive ports (default 50051)",
+        default=_env_int(parser, environ, "AGENTWORKS_BASE_PORT", 50051),
+        help="first gRPC port; services take consecutive ports "
+        "(env AGENTWORKS_BASE_PORT, default 50051)",
     )
     parser.add_argument(
         "--http-port",
         type=int,
-        default=int(environ.get("AGENTWORKS_HTTP_PORT") or 8080),
-        help="first gateway HTTP port (default 8080)",
+        default=_env_int(parser, environ, "AGENTWORKS_HTTP_PORT", 8080),
+        help="first gateway HTTP port (env AGENTWORKS_HTTP_PORT, default 8080)",
     )
     parser.add_argument(
-        "--host", default=environ.get("AGENTWORKS_HOST") or "127.0.0.1", help="listen address"
+        "--host",
+        default=environ.get("AGENTWORKS_HOST") or "127.0.0.1",
+        help="listen address (env AGENTWORKS_HOST, default 127.0.0.1)",
     )
     parser.add_argument(
         "--home",
-        default=environ.get("AGENTWORKS_HOME") or ".agentworks",
-        help="state directory: pg data, keys, cli.json (env AGENTWORKS_HOME, default .agentworks)",
+        default=environ.get("AGENTWORKS_HOME") or DEFAULT_HOME,
+        help="state directory: pg data, keys, cli.json; one running suite per home "
+        f"(env AGENTWORKS_HOME, default {DEFAULT_HOME})",
     )
     parser.add_argument(
         "--database-url",
@@ -365,6 +400,77 @@ async def ensure_dev_token(home: pathlib.Path, database_url: str, environ: dict[
     return token
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lock_home(home: pathlib.Path, info: dict[str, object]) -> int:
+    """Take `home/up.lock` for this process's lifetime and write `info` into it; the fd.
+
+    fcntl.flock: the kernel drops the lock when the process ends, however it ends (no
+    stale pid file after kill -9). Another `up` holding it is a StartupError that says
+    which pid and ports, and how to run a second suite.
+    """
+    path = home / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder: dict[str, object] = {}
+        for _ in range(10):  # the holder writes right after locking: give it a moment
+            with contextlib.suppress(OSError, ValueError):
+                read = json.loads(os.pread(fd, 1 << 16, 0) or b"{}")
+                holder = read if isinstance(read, dict) else {}
+            if holder:
+                break
+            time.sleep(0.05)
+        os.close(fd)
+        raise StartupError(_refusal(home, holder)) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+    return fd
+
+
+def other_ports(base_port: int, http_port: int, home: str = "") -> str:
+    """How to start beside those ports (100 up, in another home if given): the flags, or
+    the `make run` settings."""
+    base, http = base_port + 100, http_port + 100
+    flags, settings = f"--base-port {base} --http-port {http}", ""
+    if home:
+        flags, settings = f"--home {home} {flags}", f"AGENTWORKS_HOME={home} "
+    settings += f"AGENTWORKS_BASE_PORT={base} AGENTWORKS_HTTP_PORT={http}"
+    return f"agentworks up {flags}, or make run {settings}"
+
+
+def _refusal(home: pathlib.Path, holder: dict[str, object]) -> str:
+    pid = holder.get("pid")
+    who = f"pid {pid}" if isinstance(pid, int) and _alive(pid) else "pid unknown"
+    ports = ""
+    if holder.get("gateway_url"):
+        ports = f", gateway {holder['gateway_url']}, gRPC ports {holder.get('grpc_ports', '?')}"
+    base, http = holder.get("base_port"), holder.get("http_port")
+    if not (isinstance(base, int) and isinstance(http, int)):
+        base, http = 50051, 8080
+    kill = f", or kill {pid}" if who != "pid unknown" else ""
+    other = "/tmp/agentworks-2"
+    return (
+        f"another `agentworks up` ({who}{ports}) is already running on the home {home} "
+        f"(it holds {home / LOCK_FILE}). Use that suite (its CLI reads {home / 'cli.json'}), "
+        f"or stop it first (Ctrl-C in its terminal{kill}). To run a second suite beside "
+        f"it, give it its own home and ports: {other_ports(base, http, other)}; "
+        f"then point its CLI at it with export AGENTWORKS_HOME={other}."
+    )
+
+
 class Supervisor:
     """Starts, watches, restarts and stops the suite's processes."""
 
@@ -378,6 +484,8 @@ class Supervisor:
         self.database_url = ""
         self.key = ""
         self.embedded = False
+        # The home's lock, held until the process ends (never closed on purpose).
+        self.lock_fd: int | None = None
 
     # ------------------------------------------------------------------ plan
 
@@ -392,6 +500,20 @@ class Supervisor:
     @property
     def gateway_url(self) -> str:
         return f"http://{self.options.host}:{self.options.http_port}"
+
+    def lock_info(self) -> dict[str, object]:
+        """Who runs this home: written into its lock file, quoted by a refused `up`."""
+        ports = [
+            int(a.rsplit(":", 1)[1]) for i in range(len(GRPC_SERVICES)) for a in self.addresses(i)
+        ]
+        return {
+            "pid": os.getpid(),
+            "gateway_url": self.gateway_url,
+            "grpc_ports": f"{min(ports)}-{max(ports)}",
+            "base_port": self.options.base_port,
+            "http_port": self.options.http_port,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
 
     def _child_env(self, **extra: str) -> dict[str, str]:
         env = dict(self.environ)
@@ -504,6 +626,7 @@ class Supervisor:
     async def start(self) -> None:
         """Database, key, services, registration, dev token, runtime, banner."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self.lock_fd = lock_home(self.home, self.lock_info())
         self._check_ports()
         await self._database()
         self.key = self._internal_key()
@@ -543,7 +666,9 @@ class Supervisor:
         if taken:
             raise StartupError(
                 f"port(s) already in use: {', '.join(taken)}. Is another `agentworks up` "
-                "running? Stop it, or choose other ports with --base-port / --http-port."
+                "running? Stop it, or choose other ports, e.g. "
+                f"{other_ports(self.options.base_port, self.options.http_port)} (a second "
+                "suite also needs its own --home, AGENTWORKS_HOME)."
             )
 
     async def _database(self) -> None:
@@ -720,9 +845,18 @@ class Supervisor:
         rel = os.path.relpath(self.home)
         home = rel if not rel.startswith("..") else str(self.home)
         database = f"embedded PostgreSQL, data in {home}/pg" if self.embedded else "DATABASE_URL"
-        # The CLI looks in ./.agentworks unless AGENTWORKS_HOME says otherwise.
-        default_home = (pathlib.Path.cwd() / ".agentworks").resolve()
-        cli_env = "" if self.home.resolve() == default_home else f" given AGENTWORKS_HOME={home}"
+        # The CLI finds .agentworks/cli.json in the current directory or a parent, or
+        # reads $AGENTWORKS_HOME/cli.json: another home must be exported to be used.
+        default_home = (pathlib.Path.cwd() / DEFAULT_HOME).resolve()
+        export = self.home != default_home
+        preset = bool(self.environ.get("AGENTWORKS_DEV_TOKEN"))
+        if not token:
+            shown = "(none: gateway tokens module missing)"
+        elif preset:
+            shown = "from AGENTWORKS_DEV_TOKEN (not shown)"
+        else:
+            shown = token
+        saved = "" if preset or not token else f"saved in {home}/dev-token; "
         services = [
             f"{spec.name} {','.join(self.addresses(i))}"
             for i, spec in enumerate(GRPC_SERVICES)
@@ -732,15 +866,20 @@ class Supervisor:
             "",
             "AgentWorks is up.",
             f"  MCP       {self.gateway_url}/mcp   (Authorization: Bearer <token>)",
-            f"  token     {token or '(none: gateway tokens module missing)'}",
-            f"            saved in {home}/dev-token; the CLI reads {home}/cli.json{cli_env}",
+            f"  token     {shown}",
+            f"            {saved}the CLI reads {home}/cli.json",
             f"  services  {' | '.join(services)}",
             f"  database  {database}",
         ]
         if skipped:
             lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
+        lines.append("Try the CLI:")
+        if export:
+            lines += [
+                "  # this suite's home is not ./.agentworks: tell the CLI where it is first",
+                f"  export AGENTWORKS_HOME={shlex.quote(str(self.home))}",
+            ]
         lines += [
-            "Try the CLI:",
             '  agentworks messages send --crew demo "hello"   (or "remind me in 10 s")',
             "  agentworks messages read --inbox <inbox_id from the receipt> --wait 20",
         ]
@@ -780,7 +919,14 @@ async def bootstrap(options: Options, environ: dict[str, str]) -> int:
     except (TimeoutError, errors.AgentWorksError) as exc:
         print(f"agentworks up --bootstrap-only: {exc}", file=sys.stderr)
         return 1
-    print(f"demo crew registered; dev token: {token or '(none)'}", flush=True)
+    if not token:
+        said = "(none)"
+    elif environ.get("AGENTWORKS_DEV_TOKEN"):
+        # Set from a Secret: a Job's log is readable more widely than the Secret.
+        said = "from AGENTWORKS_DEV_TOKEN (not printed)"
+    else:
+        said = token  # generated here (and kept in <home>/dev-token)
+    print(f"demo crew registered; dev token: {said}", flush=True)
     return 0
 
 
