@@ -140,7 +140,12 @@ def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services):
     for name, command in {"demo-runtime": "demo", "demo-functions": "functions-demo"}.items():
         argv = services[name]["command"][1:]
         assert argv == [command] and _parser().parse_args(argv).command == command, name
-        config = RuntimeConfig.from_env({**services[name]["environment"], **key})
+        # As compose passes it: `${VAR:-default}` becomes the default (LOG_LEVEL is checked).
+        environment = {
+            variable: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+            for variable, value in services[name]["environment"].items()
+        }
+        config = RuntimeConfig.from_env({**environment, **key})
         assert config.principal == "agent:demo/demo-bot" and config.targets == ("crew:demo",)
         assert config.health_file.startswith("/tmp/"), name
         assert config.unknown_settings == (), name

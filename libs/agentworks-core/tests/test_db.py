@@ -48,3 +48,39 @@ async def test_engine_statements_are_never_prepared_so_partial_indexes_stay_usab
             assert "Index Scan using jobs_due" in plan, plan
     finally:
         await db.close()
+
+
+def test_a_database_that_does_not_answer_fails_the_migration_in_bounded_time_P4():
+    """P4: a start connects to migrate with a timeout (10 s by default; a
+    `connect_timeout` in the URL wins), so a host that accepts the connection but never
+    answers (a black hole) fails the start instead of hanging it."""
+    import socket
+    import time
+
+    import psycopg
+    import pytest
+
+    from agentworks.core.db import START_CONNECT_TIMEOUT_SECONDS, connect_timeout, migrate
+
+    assert START_CONNECT_TIMEOUT_SECONDS == 10
+    assert connect_timeout("postgresql://u@h/db", 10) == {"connect_timeout": 10}
+    assert connect_timeout("postgresql://u@h/db?connect_timeout=3", 10) == {}
+    with socket.create_server(("127.0.0.1", 0)) as hole:  # listens, never accepts
+        url = f"postgresql://user:secret@127.0.0.1:{hole.getsockname()[1]}/db"
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError, match="timeout"):
+            migrate(url, "messaging", "agentworks_messaging.migrations", timeout=2)
+        assert time.monotonic() - started < 8
+
+
+def test_a_database_is_described_without_its_password_P4():
+    """P4: start-up failures name the database as user@host:port/database, never with
+    its password."""
+    from agentworks.core.db import describe_database
+
+    assert describe_database("postgresql://aw:s3cret@db.internal:5432/agentworks") == (
+        "aw@db.internal:5432/agentworks"
+    )
+    assert describe_database("postgresql+psycopg://aw:s3cret@h1,h2/x") == "aw@h1,h2/x"
+    assert describe_database("host=/tmp dbname=x password=s3cret") == "/tmp/x"
+    assert "s3cret" not in describe_database("host=h password=s3cret garbage")

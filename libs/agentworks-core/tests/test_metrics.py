@@ -32,9 +32,10 @@ async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
 
 
 def test_gauge_refresh_is_configured_per_service_and_off_without_metrics_P4():
-    """P4: `<SERVICE>_METRICS_REFRESH_SECONDS` (default 5 s, at least 0.1 s) sets how often
-    the database-wide gauges are recomputed; with no metrics address nothing runs."""
-    from agentworks.core.config import Env, ServiceConfig
+    """P4 P6: `<SERVICE>_METRICS_REFRESH_SECONDS` (default 5 s, 0.1 s to an hour) sets how
+    often the database-wide gauges are recomputed, a value out of range is refused; with
+    no metrics address nothing runs."""
+    from agentworks.core.config import ConfigError, Env, ServiceConfig
     from agentworks.core.metrics import refresher
 
     def config(**env: str) -> ServiceConfig:
@@ -42,7 +43,9 @@ def test_gauge_refresh_is_configured_per_service_and_off_without_metrics_P4():
 
     assert config().metrics_refresh_seconds == 5.0
     assert config(MESSAGING_METRICS_REFRESH_SECONDS="0.5").metrics_refresh_seconds == 0.5
-    assert config(MESSAGING_METRICS_REFRESH_SECONDS="0").metrics_refresh_seconds == 0.1
+    assert config(MESSAGING_METRICS_REFRESH_SECONDS="0.1").metrics_refresh_seconds == 0.1
+    with pytest.raises(ConfigError, match="MESSAGING_METRICS_REFRESH_SECONDS must be between"):
+        config(MESSAGING_METRICS_REFRESH_SECONDS="0")
 
     async def never() -> None:
         raise AssertionError("no refresh without metrics")

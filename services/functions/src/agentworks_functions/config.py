@@ -6,10 +6,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import Env, ServiceConfig
+from agentworks.core.config import ConfigError, Env, ServiceConfig
 
 DEFAULT_PORT = 50052
 MAX_RUNNING_LIMIT = 1000
+# Shortest sweep, long-poll re-check and notice retry intervals: below, a loop would
+# spin on the database.
+MIN_INTERVAL_SECONDS = 0.05
+MAX_INTERVAL_SECONDS = 3600
+# Longest execution lease a runtime may be granted (FUNCTIONS_MAX_LEASE_SECONDS).
+MAX_LEASE_LIMIT = 86400
 
 
 @dataclass(frozen=True)
@@ -41,29 +47,43 @@ class Config:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
         env = Env("FUNCTIONS", dict(os.environ if environ is None else environ))
-        default_limit = env.get_int("DEFAULT_RUNNING_LIMIT", 4)
-        if not 1 <= default_limit <= MAX_RUNNING_LIMIT:
-            raise ValueError(
-                f"FUNCTIONS_DEFAULT_RUNNING_LIMIT must be 1-{MAX_RUNNING_LIMIT}, "
-                f"got {default_limit}"
-            )
-        min_lease = env.get_int("MIN_LEASE_SECONDS", 5)
-        max_lease = env.get_int("MAX_LEASE_SECONDS", 300)
-        if not 1 <= min_lease <= max_lease:
-            raise ValueError(
-                "FUNCTIONS_MIN_LEASE_SECONDS must be at least 1 and at most "
-                f"FUNCTIONS_MAX_LEASE_SECONDS, got {min_lease} and {max_lease}"
+        min_lease = env.get_int("MIN_LEASE_SECONDS", 5, minimum=1, maximum=MAX_LEASE_LIMIT)
+        max_lease = env.get_int("MAX_LEASE_SECONDS", 300, minimum=1, maximum=MAX_LEASE_LIMIT)
+        if min_lease > max_lease:
+            raise ConfigError(
+                "FUNCTIONS_MIN_LEASE_SECONDS must be at most FUNCTIONS_MAX_LEASE_SECONDS, "
+                f"got {min_lease} and {max_lease}"
             )
         return cls(
             service=ServiceConfig.from_env("functions", DEFAULT_PORT, env),
-            default_running_limit=default_limit,
-            sweep_seconds=env.get_float("SWEEP_SECONDS", 1.0),
-            poll_fallback_seconds=env.get_float("POLL_FALLBACK_SECONDS", 5.0),
+            default_running_limit=env.get_int(
+                "DEFAULT_RUNNING_LIMIT", 4, minimum=1, maximum=MAX_RUNNING_LIMIT
+            ),
+            sweep_seconds=env.get_float(
+                "SWEEP_SECONDS", 1.0, minimum=MIN_INTERVAL_SECONDS, maximum=MAX_INTERVAL_SECONDS
+            ),
+            poll_fallback_seconds=env.get_float(
+                "POLL_FALLBACK_SECONDS",
+                5.0,
+                minimum=MIN_INTERVAL_SECONDS,
+                maximum=MAX_INTERVAL_SECONDS,
+            ),
             min_lease_seconds=min_lease,
             max_lease_seconds=max_lease,
             messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051"),
             principal=env.get_str("PRINCIPAL", "service:functions"),
-            notice_retry_seconds=env.get_float("NOTICE_RETRY_SECONDS", 5.0),
-            stale_upload_seconds=env.get_int("STALE_UPLOAD_SECONDS", 3600),
-            claim_timeout_seconds=max(0.0, env.get_float("CLAIM_TIMEOUT_SECONDS", 900.0)),
+            notice_retry_seconds=env.get_float(
+                "NOTICE_RETRY_SECONDS",
+                5.0,
+                minimum=MIN_INTERVAL_SECONDS,
+                maximum=MAX_INTERVAL_SECONDS,
+            ),
+            # Below a minute, an upload still being written could be purged.
+            stale_upload_seconds=env.get_int(
+                "STALE_UPLOAD_SECONDS", 3600, minimum=60, maximum=30 * 86400
+            ),
+            # 0: wait for a runtime forever.
+            claim_timeout_seconds=env.get_float(
+                "CLAIM_TIMEOUT_SECONDS", 900.0, minimum=0, maximum=30 * 86400
+            ),
         )

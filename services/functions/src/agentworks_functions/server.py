@@ -20,7 +20,7 @@ from agentworks.core.db import Database
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import Minter, caller
 from agentworks.core.rpc import GrpcServer
-from agentworks.core.service import Running, main_for, prepare_database
+from agentworks.core.service import Running, main_for, prepare_database, read_config
 from agentworks.core.targets import check_target
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
@@ -601,5 +601,5 @@ async def start(config: Config) -> Running:
 
 
 def main() -> None:
-    config = Config.from_env()
+    config = read_config("functions", Config.from_env)
     main_for(config.service, lambda: start(config))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,19 +16,19 @@ LOCAL_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 # allows at most 1 MiB, because messaging refuses larger payloads.
 DEFAULT_WEBHOOK_MAX_BODY_BYTES = 256 * 1024
 MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
+# The gateway relays long-polls of up to 25 s (C7, F7): its drain outlasts them, so a
+# restart never cuts one (and waiting ones return at once on SIGTERM anyway).
+DEFAULT_DRAIN_SECONDS = 30.0
+DEFAULT_POOL_SIZE = 10
+DEFAULT_IDENTITY_TTL_SECONDS = 120
+# Below this an identity may expire between signing and the service's check (clock
+# skew, a slow hop): every call would be refused "identity expired".
+MIN_IDENTITY_TTL_SECONDS = 10
+MAX_IDENTITY_TTL_SECONDS = 3600
 
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
-
-
-def _webhook_limit(value: int) -> int:
-    if not 1 <= value <= MAX_WEBHOOK_BODY_BYTES:
-        raise ValueError(
-            f"GATEWAY_WEBHOOK_MAX_BODY_BYTES must be 1-{MAX_WEBHOOK_BODY_BYTES} (the "
-            f"scheduler's ceiling), got {value}"
-        )
-    return value
 
 
 @dataclass(frozen=True)
@@ -76,17 +77,37 @@ class Config:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
         """Read the gateway's configuration from `environ` (default: the process env)."""
         env = Env("GATEWAY") if environ is None else Env("GATEWAY", dict(environ))
+        # The shared settings, with the gateway's own default drain and their ranges
+        # (a pool of 0 would make every call wait, then fail "database busy").
+        service = dataclasses.replace(
+            ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            drain_seconds=env.get_float(
+                "DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=3600
+            ),
+            pool_size=env.get_int("POOL_SIZE", DEFAULT_POOL_SIZE, minimum=1, maximum=1000),
+        )
         return cls(
-            service=ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            service=service,
             messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051"),
             functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
             scheduler_address=env.get_str("SCHEDULER_ADDRESS", "127.0.0.1:50053"),
             allowed_hosts=_split(env.get_str("ALLOWED_HOSTS")) or LOCAL_HOSTS,
             allowed_origins=_split(env.get_str("ALLOWED_ORIGINS")) or LOCAL_ORIGINS,
-            identity_ttl_seconds=env.get_int("IDENTITY_TTL_SECONDS", 120),
-            max_body_bytes=env.get_int("MAX_BODY_BYTES", 1024 * 1024),
-            webhook_max_body_bytes=_webhook_limit(
-                env.get_int("WEBHOOK_MAX_BODY_BYTES", DEFAULT_WEBHOOK_MAX_BODY_BYTES)
+            identity_ttl_seconds=env.get_int(
+                "IDENTITY_TTL_SECONDS",
+                DEFAULT_IDENTITY_TTL_SECONDS,
+                minimum=MIN_IDENTITY_TTL_SECONDS,
+                maximum=MAX_IDENTITY_TTL_SECONDS,
             ),
-            metrics_listen=env.get_str("METRICS_LISTEN"),
+            max_body_bytes=env.get_int(
+                "MAX_BODY_BYTES", 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+            ),
+            # At most the scheduler's ceiling: messaging refuses larger payloads.
+            webhook_max_body_bytes=env.get_int(
+                "WEBHOOK_MAX_BODY_BYTES",
+                DEFAULT_WEBHOOK_MAX_BODY_BYTES,
+                minimum=1,
+                maximum=MAX_WEBHOOK_BODY_BYTES,
+            ),
+            metrics_listen=service.metrics_listen,
         )

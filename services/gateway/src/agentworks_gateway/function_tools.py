@@ -7,6 +7,7 @@ functions service checks inputs, access (A3), limits and states.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from agentworks.core import errors
@@ -184,17 +185,47 @@ def _function_target(args: Args) -> str:
     return check_target(f"workflow:{args['workflow_id']}")
 
 
-async def _status(client: Any, args: Args) -> dict[str, Any]:
-    status = await client.get_status(
-        args["call_id"],
-        after=args.get("after", -1),
-        message_limit=args.get("message_limit", 0),
-        after_event=args.get("after_event", -1),
-        event_limit=args.get("event_limit", 0),
-        wait_seconds=args.get("wait_seconds", 0),
-        seen_version=args.get("seen_version"),
+async def _status(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
+    status = await gateway.long_poll(
+        lambda wait: client.get_status(
+            args["call_id"],
+            after=args.get("after", -1),
+            message_limit=args.get("message_limit", 0),
+            after_event=args.get("after_event", -1),
+            event_limit=args.get("event_limit", 0),
+            wait_seconds=wait,
+            seen_version=args.get("seen_version"),
+        ),
+        args.get("wait_seconds", 0),
     )
     return status_dict(status)
+
+
+async def _call(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
+    target = _function_target(args)
+    wait = args.get("wait_seconds", 0)
+    submission_id = args.get("submission_id", "")
+    # A waiting call is asked again without the wait when the gateway drains (P4): with
+    # a retry key, the caller's or one of the gateway's own, that returns the same call.
+    own_key = bool(wait) and not submission_id
+    if own_key:
+        submission_id = f"gateway-{uuid.uuid4().hex}"
+    receipt = await gateway.long_poll(
+        lambda wait: client.call(
+            target,
+            args["function"],
+            args.get("inputs", {}),
+            submission_id=submission_id,
+            wait_seconds=wait,
+        ),
+        wait,
+    )
+    out = receipt_dict(receipt, target, args["function"])
+    if own_key:
+        out["created"] = True  # nobody else knows this key: this request created it
+    if receipt.HasField("outcome"):
+        out["outcome"] = status_dict(receipt.outcome)
+    return out
 
 
 async def _read(client: Any, args: Args) -> dict[str, Any]:
@@ -224,22 +255,11 @@ async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, A
         listed = await client.list_functions(target)
         return {"target": target, "functions": [function_dict(fn) for fn in listed]}
     if action == "call":
-        target = _function_target(args)
-        receipt = await client.call(
-            target,
-            args["function"],
-            args.get("inputs", {}),
-            submission_id=args.get("submission_id", ""),
-            wait_seconds=args.get("wait_seconds", 0),
-        )
-        out = receipt_dict(receipt, target, args["function"])
-        if receipt.HasField("outcome"):
-            out["outcome"] = status_dict(receipt.outcome)
-        return out
+        return await _call(gateway, client, args)
     if "crew" in args or "workflow_id" in args:
         await _check_call_target(client, args)
     if action == "status":
-        return await _status(client, args)
+        return await _status(gateway, client, args)
     if action == "read":
         return await _read(client, args)
     if action == "reply":
@@ -252,7 +272,7 @@ async def get_crew_function_call(gateway: Any, identity: Identity, args: Args) -
     client = gateway.functions(identity)
     if "file" in args:
         return await _read(client, args)
-    return await _status(client, args)
+    return await _status(gateway, client, args)
 
 
 async def declarations(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:

@@ -21,16 +21,26 @@ import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.core import errors
 from agentworks.core.db import Database
-from agentworks.core.metrics import serve_metrics, watch_database
-from agentworks.core.service import prepare_database, wait_for_signal, warn_unknown_settings
-from agentworks_gateway import tools
+from agentworks.core.identity import Identity
+from agentworks.core.service import (
+    CONFIG_ERROR,
+    StartFailed,
+    prepare_database,
+    read_config,
+    report_start_failure,
+    start_metrics,
+    wait_for_signal,
+    warn_unknown_settings,
+)
+from agentworks_gateway import metrics, tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
 from agentworks_gateway.config import Config
 from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY, build_http_server
@@ -38,6 +48,8 @@ from agentworks_gateway.service import Gateway
 from agentworks_gateway.store import TokenStore
 
 log = structlog.get_logger("agentworks.gateway")
+
+SHUTTING_DOWN = "the gateway is shutting down; retry"
 
 
 def error_response(exc: errors.AgentWorksError) -> JSONResponse:
@@ -57,6 +69,52 @@ def _request_context(scope: Scope) -> Iterator[str]:
     request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex
     with structlog.contextvars.bound_contextvars(request_id=request_id):
         yield request_id
+
+
+class DrainGuard:
+    """ASGI middleware: a request still running when the drain ends answers 503.
+
+    Waiting long-polls return as the drain starts (`Gateway.long_poll`); what still runs
+    when `GATEWAY_DRAIN_SECONDS` have passed is cancelled by uvicorn. Such a request gets
+    `UNAVAILABLE` "the gateway is shutting down; retry" as JSON, not uvicorn's plain-text
+    500 and traceback.
+    """
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not self.gateway.draining.is_set():
+                raise  # not ours to answer (the client went away)
+            log.warning(
+                "request.cut",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                reason="still running when the drain ended (GATEWAY_DRAIN_SECONDS)",
+                answered=not started,
+            )
+            if started:
+                return  # a partial answer: the connection closes
+            response = JSONResponse(
+                error_body("UNAVAILABLE", SHUTTING_DOWN),
+                status_code=503,
+                headers={"Connection": "close", "Retry-After": "1"},
+            )
+            await response(scope, receive, send)
 
 
 class McpAuth:
@@ -84,7 +142,7 @@ class McpAuth:
                     authorization.decode("latin-1") if authorization else None
                 )
             except errors.AgentWorksError as exc:
-                log.info("mcp.refused", code=exc.code.name, reason=exc.message)
+                metrics.refused("mcp", exc)
                 await error_response(exc)(scope, receive, send)
                 return
             scope[IDENTITY_SCOPE_KEY] = identity
@@ -118,36 +176,42 @@ def build_app(gateway: Gateway) -> Starlette:
     async def call_tool(request: Request) -> Response:
         with _request_context(request.scope):
             try:
-                identity = await gateway.authenticate(request.headers.get("authorization"))
-                declared = request.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > config.max_body_bytes:
-                    raise errors.InvalidArgument(
-                        f"request body is {declared} bytes; the limit is {config.max_body_bytes}"
-                    )
-                body = await request.body()
-                if len(body) > config.max_body_bytes:
-                    raise errors.InvalidArgument(
-                        f"request body is {len(body)} bytes; the limit is {config.max_body_bytes}"
-                    )
-                try:
-                    args: Any = json.loads(body or b"{}")
-                except ValueError as exc:
-                    raise errors.InvalidArgument(
-                        f"request body is not JSON ({exc}): send the tool's arguments as a "
-                        "JSON object"
-                    ) from None
+                identity, args = await _api_call(request)
+            except errors.AgentWorksError as exc:
+                metrics.refused("api", exc)
+                return error_response(exc)
+            try:
                 with structlog.contextvars.bound_contextvars(principal=identity.principal):
                     result = await tools.call_tool(
                         gateway, identity, request.path_params["tool"], args, mcp=False
                     )
             except errors.AgentWorksError as exc:
-                if exc.code.name == "UNAUTHENTICATED":
-                    log.info("api.refused", code=exc.code.name, reason=exc.message)
                 return error_response(exc)
             except Exception:
                 log.exception("api.internal_error", tool=request.path_params["tool"])
                 return error_response(errors.Internal("internal error: see the gateway's log"))
             return JSONResponse(result)
+
+    async def _api_call(request: Request) -> tuple[Identity, Any]:
+        """The caller and the tool's arguments of an API request, or its refusal."""
+        identity = await gateway.authenticate(request.headers.get("authorization"))
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > config.max_body_bytes:
+            raise errors.InvalidArgument(
+                f"request body is {declared} bytes; the limit is {config.max_body_bytes}"
+            )
+        body = await request.body()
+        if len(body) > config.max_body_bytes:
+            raise errors.InvalidArgument(
+                f"request body is {len(body)} bytes; the limit is {config.max_body_bytes}"
+            )
+        try:
+            args: Any = json.loads(body or b"{}")
+        except ValueError as exc:
+            raise errors.InvalidArgument(
+                f"request body is not JSON ({exc}): send the tool's arguments as a JSON object"
+            ) from None
+        return identity, args
 
     async def webhook(request: Request) -> Response:
         with _request_context(request.scope):
@@ -165,6 +229,7 @@ def build_app(gateway: Gateway) -> Starlette:
             Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),
             Route("/mcp", McpAuth(manager.handle_request, gateway)),
         ],
+        middleware=[Middleware(DrainGuard, gateway=gateway)],
         lifespan=lifespan,
     )
 
@@ -284,9 +349,11 @@ class RunningGateway:
         return f"{self.url}/mcp"
 
     async def stop(self, grace: float = 5.0) -> None:
-        """Stop taking requests, let in-flight ones (long-polls too) finish for `grace` s."""
+        """Stop taking requests; waiting long-polls return at once with what they have,
+        other requests get `grace` s to finish, then answer 503 UNAVAILABLE."""
         if self.task.done() and self.server.should_exit:
             return
+        self.gateway.begin_drain()
         # After `grace` seconds uvicorn cancels what still runs (uvicorn reads 0 as
         # "already late" and logs an error even when nothing runs, hence the floor).
         self.server.config.timeout_graceful_shutdown = max(grace, 0.05)
@@ -301,14 +368,19 @@ class RunningGateway:
 async def start(config: Config) -> RunningGateway:
     """Start the gateway in this event loop; returns once it accepts connections."""
     if not config.internal_key:
-        raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
+        raise StartFailed(
+            "no internal key: set AGENTWORKS_INTERNAL_KEY (or GATEWAY_INTERNAL_KEY)",
+            status=CONFIG_ERROR,
+        )
+    # Metrics first: a taken metrics port fails the start, naming GATEWAY_METRICS_LISTEN.
+    metrics_port = start_metrics(config.service)
+    if metrics_port:
+        log.info("metrics.serving", port=metrics_port)
     await asyncio.to_thread(
         prepare_database, config.service, "gateway", "agentworks_gateway.migrations"
     )
     database = Database(config.database_url, pool_size=config.service.pool_size, schema="gateway")
-    watch_database("gateway", database)
-    if config.metrics_listen:
-        log.info("metrics.serving", port=serve_metrics(config.metrics_listen))
+    metrics.watch_pool(database)
     gateway = Gateway(config, TokenStore(database))
     host, port = config.host_port
     server = _Uvicorn(
@@ -330,7 +402,8 @@ async def start(config: Config) -> RunningGateway:
         await gateway.close()
         await database.close()
         exc = task.exception() if not task.cancelled() else None
-        raise OSError(f"gateway could not listen on {config.listen}") from exc
+        reason = f": {exc}" if exc is not None else ""
+        raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
     port = server.servers[0].sockets[0].getsockname()[1]
     log.info("server.started", service="gateway", host=host, port=port)
     return RunningGateway(gateway, database, server, task, host, port)
@@ -341,7 +414,7 @@ def main() -> None:
     from agentworks.core.logging import configure_logging
     from agentworks.core.tracing import configure_tracing, trace_database
 
-    config = Config.from_env()
+    config = read_config("gateway", Config.from_env)
     configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)
     warn_unknown_settings(config.service)
     tracing = configure_tracing("gateway")
@@ -355,4 +428,7 @@ def main() -> None:
         log.info("service.draining", service="gateway", grace=config.service.drain_seconds)
         await running.stop(config.service.drain_seconds)
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except StartFailed as failure:
+        report_start_failure("gateway", failure)

@@ -7,8 +7,10 @@ the rules about its own data, the tokens.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC
+from typing import TypeVar
 
 import grpc
 import structlog
@@ -40,6 +42,8 @@ WEBHOOK_PRINCIPAL = "service:gateway"
 # Callers whose identity signers are kept (see Gateway.minter).
 MAX_CACHED_MINTERS = 4096
 
+T = TypeVar("T")
+
 
 class Gateway:
     """One gateway process: its token store and its channels to the services."""
@@ -56,10 +60,47 @@ class Gateway:
         self._webhook_identity = Minter(
             WEBHOOK_PRINCIPAL, config.internal_key, ttl_seconds=config.identity_ttl_seconds
         )
+        # Set when the process starts to stop (SIGTERM): long-polls return at once.
+        self.draining = asyncio.Event()
 
     @staticmethod
     def _channel(addresses: str) -> grpc.aio.Channel:
         return grpc.aio.insecure_channel(channel_target(addresses), options=channel_options())
+
+    def begin_drain(self) -> None:
+        """The process is stopping: waiting long-polls return now with what they have,
+        and new ones do not wait, so that clients ask again elsewhere (P4)."""
+        self.draining.set()
+
+    async def long_poll(self, ask: Callable[[int], Awaitable[T]], wait_seconds: int) -> T:
+        """`await ask(wait_seconds)`, a service call that may wait that long for news;
+        ended early when the gateway starts to drain.
+
+        On a drain the waiting call is cancelled (the service stops waiting too) and
+        asked again with no wait, so the caller gets at once what it would have got had
+        the wait passed with no news (or the news that came meanwhile). `ask` must be
+        safe to repeat: a read, or a call with a retry key.
+        """
+        if not wait_seconds or self.draining.is_set():
+            return await ask(0)
+        waiting = asyncio.ensure_future(ask(wait_seconds))
+        drained = asyncio.ensure_future(self.draining.wait())
+        try:
+            await asyncio.wait({waiting, drained}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            waiting.cancel()  # the caller went away (or the drain ended): stop waiting
+            waiting.add_done_callback(_discard_outcome)
+            raise
+        finally:
+            drained.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            waiting.add_done_callback(_discard_outcome)
+            await asyncio.wait({waiting})  # never raises; our own cancellation does
+            if waiting.cancelled() or waiting.exception() is not None:
+                log.info("long_poll.ended_early", reason="draining", wait_seconds=wait_seconds)
+                return await ask(0)
+        return waiting.result()
 
     async def close(self) -> None:
         """Close the channels to the services."""
@@ -189,3 +230,8 @@ class Gateway:
             raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")
         log.info("token.revoked", token_id=token_id, by=caller.principal)
         return record
+
+
+def _discard_outcome(task: asyncio.Future[object]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -10,7 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentworks.core.db import Database, fetch_one, fixed_sql, sqlalchemy_url
-from agentworks.core.errors import PreconditionFailed
+from agentworks.core.errors import PreconditionFailed, Unavailable
+from agentworks_gateway.metrics import database_failed
 from agentworks_gateway.tables import api_tokens
 from agentworks_gateway.tokens import TokenRecord
 
@@ -44,15 +46,29 @@ def _record(row: Any) -> TokenRecord:
     )
 
 
+@contextlib.asynccontextmanager
+async def _watched(operation: str) -> AsyncIterator[None]:
+    """Count and log (rate-limited) the database being away or full, then re-raise."""
+    try:
+        yield
+    except Unavailable as exc:
+        database_failed(operation, exc)
+        raise
+
+
 class TokenStore:
-    """API tokens in PostgreSQL (schema `gateway`)."""
+    """API tokens in PostgreSQL (schema `gateway`).
+
+    A database that is away or has no free connection raises Unavailable; each such
+    failure is counted in `agentworks_gateway_database_errors_total` and logged.
+    """
 
     def __init__(self, database: Database) -> None:
         self.database = database
 
     async def ping(self) -> None:
         """Run a trivial query; raises Unavailable when the database cannot be reached."""
-        async with self.database.transaction() as conn:
+        async with _watched("healthz"), self.database.transaction() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
     async def insert(
@@ -66,7 +82,7 @@ class TokenStore:
         created_by: str,
     ) -> TokenRecord:
         """Store a new token (its hash only)."""
-        async with self.database.transaction() as conn:
+        async with _watched("tokens"), self.database.transaction() as conn:
             row = (
                 await conn.execute(
                     api_tokens.insert()
@@ -89,7 +105,7 @@ class TokenStore:
         Every request looks its token up (a revocation works at once, on every replica),
         so this is one fixed statement on a plain connection (`Database.raw`).
         """
-        async with self.database.raw() as conn:
+        async with _watched("authenticate"), self.database.raw() as conn:
             row = await fetch_one(conn, _FIND_BY_HASH, {"token_hash": token_hash})
         return _record(row) if row else None
 
@@ -98,13 +114,13 @@ class TokenStore:
         query = sa.select(*_RECORD_COLUMNS).order_by(api_tokens.c.created_at, api_tokens.c.token_id)
         if not include_revoked:
             query = query.where(api_tokens.c.revoked_at.is_(None))
-        async with self.database.transaction() as conn:
+        async with _watched("tokens"), self.database.transaction() as conn:
             rows = (await conn.execute(query)).all()
         return [_record(r) for r in rows]
 
     async def revoke(self, token_id: str, *, revoked_by: str) -> TokenRecord | None:
         """Mark a token revoked (keeping the first revocation); None if there is no such id."""
-        async with self.database.transaction() as conn:
+        async with _watched("tokens"), self.database.transaction() as conn:
             await conn.execute(
                 api_tokens.update()
                 .where(api_tokens.c.token_id == token_id, api_tokens.c.revoked_at.is_(None))

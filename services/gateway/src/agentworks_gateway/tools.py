@@ -9,6 +9,7 @@ the typed clients; the services own every business rule.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -43,7 +44,8 @@ log = structlog.get_logger("agentworks.gateway.tools")
 
 TOOL_CALLS = Counter(
     "agentworks_gateway_tool_calls_total",
-    "Tool calls served by the gateway, by tool, surface (mcp/api) and outcome (status name).",
+    "Tool calls served by the gateway, by tool, surface (mcp/api) and outcome (ok, a status "
+    "name, or cancelled: cut at the end of a drain, or its client went away).",
     ["tool", "surface", "outcome"],
 )
 TOOL_DURATION = Histogram(
@@ -185,11 +187,15 @@ async def messages(gateway: Any, identity: Identity, args: Args) -> dict[str, An
         )
     _check_fields("messages", action, args, _READ_FIELDS)
     _require("messages", action, args, "inbox_id")
-    response = await gateway.messaging(identity).read(
-        args["inbox_id"],
-        after=args.get("after", ""),
-        limit=args.get("limit", 0),
-        wait_seconds=args.get("wait_seconds", 0),
+    client = gateway.messaging(identity)
+    response = await gateway.long_poll(
+        lambda wait: client.read(
+            args["inbox_id"],
+            after=args.get("after", ""),
+            limit=args.get("limit", 0),
+            wait_seconds=wait,
+        ),
+        args.get("wait_seconds", 0),
     )
     return {
         "messages": [message_dict(msg) for msg in response.messages],
@@ -592,6 +598,10 @@ async def call_tool(
         raise
     except Exception:
         outcome = "INTERNAL"
+        raise
+    except asyncio.CancelledError:
+        # The drain ended with the call still running, or its client went away.
+        outcome = "cancelled"
         raise
     finally:
         elapsed = time.monotonic() - started

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from agentworks.core.config import Env, ServiceConfig
 
 DEFAULT_PORT = 50051
+# Shortest sweep and long-poll re-check intervals: below, a loop would spin on the
+# database (0 made the sweeper busy-loop).
+MIN_INTERVAL_SECONDS = 0.05
+# Submission keys are kept at least this long (C4); smaller values are raised to it.
+MIN_DEDUP_WINDOW_HOURS = 24
 
 
 @dataclass(frozen=True)
@@ -21,7 +26,8 @@ class Config:
     # Waiting long-polls re-check the database at least this often, in case a
     # notification was missed while the listener reconnected.
     poll_fallback_seconds: float
-    # How long submission_id keys are kept for deduplication (C4); at least 24 hours.
+    # How long submission_id keys are kept for deduplication (C4); at least 24 hours
+    # (docs/messaging.md: 0-23 are raised to 24).
     dedup_window_hours: int
 
     @classmethod
@@ -29,7 +35,14 @@ class Config:
         env = Env("MESSAGING", dict(os.environ if environ is None else environ))
         return cls(
             service=ServiceConfig.from_env("messaging", DEFAULT_PORT, env),
-            sweep_seconds=env.get_float("SWEEP_SECONDS", 1.0),
-            poll_fallback_seconds=env.get_float("POLL_FALLBACK_SECONDS", 5.0),
-            dedup_window_hours=max(24, env.get_int("DEDUP_WINDOW_HOURS", 168)),
+            sweep_seconds=env.get_float(
+                "SWEEP_SECONDS", 1.0, minimum=MIN_INTERVAL_SECONDS, maximum=3600
+            ),
+            poll_fallback_seconds=env.get_float(
+                "POLL_FALLBACK_SECONDS", 5.0, minimum=MIN_INTERVAL_SECONDS, maximum=3600
+            ),
+            dedup_window_hours=max(
+                MIN_DEDUP_WINDOW_HOURS,
+                env.get_int("DEDUP_WINDOW_HOURS", 168, minimum=0, maximum=24 * 366),
+            ),
         )

@@ -15,7 +15,7 @@ from agentworks.core.db import Database
 from agentworks.core.errors import AgentWorksError, InvalidArgument
 from agentworks.core.identity import caller
 from agentworks.core.rpc import GrpcServer
-from agentworks.core.service import Running, main_for, prepare_database
+from agentworks.core.service import Running, main_for, prepare_database, read_config
 from agentworks.core.targets import check_target
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
@@ -351,5 +351,5 @@ async def start(config: Config) -> Running:
 
 
 def main() -> None:
-    config = Config.from_env()
+    config = read_config("messaging", Config.from_env)
     main_for(config.service, lambda: start(config))

@@ -6,11 +6,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import Env, ServiceConfig
+from agentworks.core.config import ConfigError, Env, ServiceConfig
+from agentworks_scheduler.recurrence import MAX_INTERVAL_SECONDS
 
 DEFAULT_PORT = 50053
 # Messaging refuses payloads above 1 MiB, so a webhook body can never be larger.
 MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
+# Shortest tick: below, the ticker would spin on the database.
+MIN_TICK_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -42,23 +45,36 @@ class Config:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
         env = Env("SCHEDULER", dict(os.environ if environ is None else environ))
         service = ServiceConfig.from_env("scheduler", DEFAULT_PORT, env)
-        tolerance = max(1, env.get_int("WEBHOOK_TOLERANCE_SECONDS", 300))
+        tolerance = env.get_int("WEBHOOK_TOLERANCE_SECONDS", 300, minimum=1, maximum=86400)
+        # Longer than the tolerance, so a replay is refused as a replay, not as stale:
+        # the default grows with the tolerance; a smaller value set is refused.
+        least_replay_hours = 1 + 2 * tolerance // 3600
+        replay_hours = env.get_int(
+            "WEBHOOK_REPLAY_WINDOW_HOURS", max(24, least_replay_hours), maximum=24 * 366
+        )
+        if replay_hours < least_replay_hours:
+            raise ConfigError(
+                f"SCHEDULER_WEBHOOK_REPLAY_WINDOW_HOURS must be at least {least_replay_hours} "
+                f"with SCHEDULER_WEBHOOK_TOLERANCE_SECONDS={tolerance}, got {replay_hours}"
+            )
         return cls(
             service=service,
             messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051", shared=True),
-            tick_seconds=max(0.01, env.get_float("TICK_SECONDS", 60.0)),
-            batch_size=max(1, env.get_int("BATCH_SIZE", 100)),
-            delivery_timeout_seconds=max(0.5, env.get_float("DELIVERY_TIMEOUT_SECONDS", 10.0)),
-            min_interval_seconds=max(1, env.get_int("MIN_INTERVAL_SECONDS", 60)),
+            tick_seconds=env.get_float(
+                "TICK_SECONDS", 60.0, minimum=MIN_TICK_SECONDS, maximum=86400
+            ),
+            batch_size=env.get_int("BATCH_SIZE", 100, minimum=1, maximum=10_000),
+            delivery_timeout_seconds=env.get_float(
+                "DELIVERY_TIMEOUT_SECONDS", 10.0, minimum=0.5, maximum=300
+            ),
+            min_interval_seconds=env.get_int(
+                "MIN_INTERVAL_SECONDS", 60, minimum=1, maximum=MAX_INTERVAL_SECONDS
+            ),
             webhook_tolerance_seconds=tolerance,
-            webhook_max_body_bytes=min(
-                MAX_WEBHOOK_BODY_BYTES,
-                max(1, env.get_int("WEBHOOK_MAX_BODY_BYTES", 256 * 1024)),
+            webhook_max_body_bytes=env.get_int(
+                "WEBHOOK_MAX_BODY_BYTES", 256 * 1024, minimum=1, maximum=MAX_WEBHOOK_BODY_BYTES
             ),
-            # Longer than the tolerance, so a replay is refused as a replay, not as stale.
-            webhook_replay_window_hours=max(
-                1 + 2 * tolerance // 3600, env.get_int("WEBHOOK_REPLAY_WINDOW_HOURS", 24)
-            ),
+            webhook_replay_window_hours=replay_hours,
             webhook_key=env.get_str("WEBHOOK_KEY") or service.internal_key,
-            history_days=max(1, env.get_int("HISTORY_DAYS", 30)),
+            history_days=env.get_int("HISTORY_DAYS", 30, minimum=1, maximum=3660),
         )

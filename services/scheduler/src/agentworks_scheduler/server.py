@@ -18,7 +18,7 @@ from agentworks.core.db import Database
 from agentworks.core.errors import AgentWorksError, InvalidArgument
 from agentworks.core.identity import Identity, Minter, caller
 from agentworks.core.rpc import GrpcServer, channel_options, channel_target
-from agentworks.core.service import Running, main_for, prepare_database
+from agentworks.core.service import Running, main_for, prepare_database, read_config
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
@@ -485,5 +485,5 @@ async def start(config: Config) -> SchedulerRunning:
 
 
 def main() -> None:
-    config = Config.from_env()
+    config = read_config("scheduler", Config.from_env)
     main_for(config.service, lambda: start(config))

@@ -15,6 +15,12 @@ from typing import TypeVar
 
 N = TypeVar("N", int, float)
 
+# The words a yes/no setting takes (any case); anything else is refused.
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+# `LOG_LEVEL` values (any case).
+LOG_LEVELS = ("debug", "info", "warning", "warn", "error", "critical")
+
 
 class ConfigError(ValueError):
     """A setting's value cannot be used; the message names the variable and what it
@@ -30,12 +36,22 @@ class Env:
     # The names (without the prefix) asked for so far; see `unknown`.
     asked: set[str] = field(default_factory=set, compare=False, repr=False)
 
-    def _raw(self, name: str, *, shared: bool) -> str | None:
+    def _lookup(self, name: str, *, shared: bool) -> tuple[str, str | None]:
+        """The variable that holds the setting (the prefixed one unless only the shared
+        one is set) and its value, None when unset or empty."""
         self.asked.add(name)
-        value = self.environ.get(f"{self.prefix}_{name}")
-        if (value is None or value == "") and shared:
-            value = self.environ.get(name)
-        return value if value not in (None, "") else None
+        variable = f"{self.prefix}_{name}"
+        value = self.environ.get(variable)
+        if (value is None or value == "") and shared and self.environ.get(name):
+            variable, value = name, self.environ[name]
+        return variable, value if value not in (None, "") else None
+
+    def _raw(self, name: str, *, shared: bool) -> str | None:
+        return self._lookup(name, shared=shared)[1]
+
+    def variable(self, name: str, *, shared: bool = False) -> str:
+        """The name of the variable a setting is read from, for messages."""
+        return self._lookup(name, shared=shared)[0]
 
     def get_str(self, name: str, default: str = "", *, shared: bool = False) -> str:
         value = self._raw(name, shared=shared)
@@ -52,14 +68,14 @@ class Env:
     ) -> int:
         """An integer setting; a value that is not one, or is out of range, is refused
         with a `ConfigError` naming the variable."""
-        value = self._raw(name, shared=shared)
+        variable, value = self._lookup(name, shared=shared)
         if value is None:
             return default
         try:
             number = int(value)
         except ValueError:
-            raise ConfigError(f"{self.prefix}_{name} must be an integer, got {value!r}") from None
-        return self._in_range(name, value, number, minimum, maximum)
+            raise ConfigError(f"{variable} must be an integer, got {value!r}") from None
+        return self._in_range(variable, value, number, minimum, maximum)
 
     def get_float(
         self,
@@ -72,18 +88,19 @@ class Env:
     ) -> float:
         """A number setting; a value that is not a finite number, or is out of range, is
         refused with a `ConfigError` naming the variable."""
-        value = self._raw(name, shared=shared)
+        variable, value = self._lookup(name, shared=shared)
         if value is None:
             return default
         try:
             number = float(value)
         except ValueError:
-            raise ConfigError(f"{self.prefix}_{name} must be a number, got {value!r}") from None
+            raise ConfigError(f"{variable} must be a number, got {value!r}") from None
         if not math.isfinite(number):
-            raise ConfigError(f"{self.prefix}_{name} must be a finite number, got {value!r}")
-        return self._in_range(name, value, number, minimum, maximum)
+            raise ConfigError(f"{variable} must be a finite number, got {value!r}")
+        return self._in_range(variable, value, number, minimum, maximum)
 
-    def _in_range(self, name: str, raw: str, number: N, low: N | None, high: N | None) -> N:
+    @staticmethod
+    def _in_range(variable: str, raw: str, number: N, low: N | None, high: N | None) -> N:
         if (low is not None and number < low) or (high is not None and number > high):
             if high is None:
                 wanted = f"at least {low}"
@@ -91,14 +108,46 @@ class Env:
                 wanted = f"at most {high}"
             else:
                 wanted = f"between {low} and {high}"
-            raise ConfigError(f"{self.prefix}_{name} must be {wanted}, got {raw!r}")
+            raise ConfigError(f"{variable} must be {wanted}, got {raw!r}")
         return number
 
     def get_bool(self, name: str, default: bool, *, shared: bool = False) -> bool:
-        value = self._raw(name, shared=shared)
+        """A yes/no setting: true/yes/on/1 or false/no/off/0 (any case); another value
+        is refused with a `ConfigError` naming the variable, not read as false."""
+        variable, value = self._lookup(name, shared=shared)
         if value is None:
             return default
-        return value.strip().lower() in ("1", "true", "yes", "on")
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+        raise ConfigError(
+            f"{variable} must be true or false (also 1/0, yes/no, on/off), got {value!r}"
+        )
+
+    def get_choice(
+        self, name: str, default: str, choices: tuple[str, ...], *, shared: bool = False
+    ) -> str:
+        """One of `choices` (any case, returned in lower case); another value is refused."""
+        variable, value = self._lookup(name, shared=shared)
+        if value is None:
+            return default
+        word = value.strip().lower()
+        if word not in choices:
+            raise ConfigError(f"{variable} must be one of {', '.join(choices)}, got {value!r}")
+        return word
+
+    def get_address(
+        self, name: str, default: str = "", *, shared: bool = False, empty_host: bool = False
+    ) -> str:
+        """A `host:port` setting (`[::1]:8080` for IPv6; port 0-65535, 0 picks a free
+        one); with `empty_host`, `:port` is accepted too. Empty stays empty."""
+        variable, value = self._lookup(name, shared=shared)
+        if value is None:
+            return default
+        check_address(variable, value, empty_host=empty_host)
+        return value
 
     def unknown(self, within: str = "") -> list[str]:
         """Each `<PREFIX>_<within>*` variable set but never asked for, as a sentence
@@ -119,6 +168,19 @@ class Env:
             hint = f"; did you mean {close[0]}?" if close else ""
             found.append(f"{variable} is not a setting and was ignored{hint}")
         return found
+
+
+def check_address(variable: str, value: str, *, empty_host: bool = False) -> tuple[str, int]:
+    """`host:port` split into host (brackets of an IPv6 address removed) and port, or a
+    `ConfigError` naming `variable`."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise ConfigError(
+            f"{variable} must look like host:port (port 0-65535, IPv6 as [::1]:port), got {value!r}"
+        )
+    if host.startswith("[") != host.endswith("]") or (not host and not empty_host):
+        raise ConfigError(f"{variable} must look like host:port, got {value!r}")
+    return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True)
@@ -144,21 +206,31 @@ class ServiceConfig:
     # config has read the rest.
     env: Env | None = field(default=None, compare=False, repr=False)
 
+    def variable(self, name: str, *, shared: bool = False) -> str:
+        """`<PREFIX>_<name>`, or the shared variable the setting was read from."""
+        if self.env is None:
+            return f"{self.name.upper()}_{name}"
+        return self.env.variable(name, shared=shared)
+
     @classmethod
     def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
+        """Read and check the settings every service has; a value out of its range (see
+        docs/operations.md) is refused with a `ConfigError` naming the variable."""
         env = env or Env(name.upper())
         return cls(
             name=name,
-            listen=env.get_str("LISTEN", f"127.0.0.1:{default_port}"),
+            listen=env.get_address("LISTEN", f"127.0.0.1:{default_port}"),
             database_url=env.get_str("DATABASE_URL", shared=True),
             internal_key=env.get_str("INTERNAL_KEY", shared=False)
             or env.environ.get("AGENTWORKS_INTERNAL_KEY", ""),
-            log_level=env.get_str("LOG_LEVEL", "info", shared=True),
+            log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
-            drain_seconds=env.get_float("DRAIN_SECONDS", 10.0),
-            pool_size=env.get_int("POOL_SIZE", 10),
-            metrics_listen=env.get_str("METRICS_LISTEN"),
-            metrics_refresh_seconds=max(0.1, env.get_float("METRICS_REFRESH_SECONDS", 5.0)),
+            drain_seconds=env.get_float("DRAIN_SECONDS", 10.0, minimum=0, maximum=3600),
+            pool_size=env.get_int("POOL_SIZE", 10, minimum=1, maximum=1000),
+            metrics_listen=env.get_address("METRICS_LISTEN", empty_host=True),
+            metrics_refresh_seconds=env.get_float(
+                "METRICS_REFRESH_SECONDS", 5.0, minimum=0.1, maximum=3600
+            ),
             accepted_keys=tuple(
                 k.strip()
                 for k in env.environ.get("AGENTWORKS_ACCEPTED_INTERNAL_KEYS", "").split(",")

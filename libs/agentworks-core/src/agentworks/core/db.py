@@ -73,7 +73,10 @@ class Database:
             # `WHERE status = 'pending'`), and PostgreSQL falls back to scanning the
             # whole table: the scheduler's due-timer claim cost grew with every fired
             # timer. The hot statements (`raw()`) write such constants into their text.
-            connect_args={"prepare_threshold": None},
+            connect_args={
+                "prepare_threshold": None,
+                **connect_timeout(url, CONNECT_TIMEOUT_SECONDS),
+            },
         )
         self.listener = Listener(url)
         self.hot = HotPool(url, size=pool_size)
@@ -137,6 +140,33 @@ class Database:
 
 # A database host that does not answer (rather than refusing) fails a request after this.
 CONNECT_TIMEOUT_SECONDS = 5
+# ... and a service's start (its migrations) after this; a `connect_timeout` in the URL
+# wins over both.
+START_CONNECT_TIMEOUT_SECONDS = 10
+
+
+def connect_timeout(url: str, seconds: float) -> dict[str, Any]:
+    """`{"connect_timeout": seconds}` unless the URL sets its own (psycopg's keyword
+    arguments override the URL's parameters)."""
+    try:
+        if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(libpq_url(url)):
+            return {}
+    except psycopg.ProgrammingError:
+        pass  # the connection attempt reports it
+    return {"connect_timeout": seconds}
+
+
+def describe_database(url: str) -> str:
+    """`user@host:port/dbname` of a database URL, for messages: never the password."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(libpq_url(url))
+    except psycopg.ProgrammingError:
+        return "(a database URL that cannot be parsed)"
+    user = f"{params['user']}@" if params.get("user") else ""
+    host = str(params.get("host") or params.get("hostaddr") or "local socket")
+    port = f":{params['port']}" if str(params.get("port") or "").strip(",") else ""
+    dbname = f"/{params['dbname']}" if params.get("dbname") else ""
+    return f"{user}{host}{port}{dbname}"
 
 
 class HotPool:
@@ -196,7 +226,7 @@ class HotPool:
                 return conn, opened
             await self._discard(conn)
         conn = await psycopg.AsyncConnection.connect(
-            self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+            self._url, autocommit=True, **connect_timeout(self._url, CONNECT_TIMEOUT_SECONDS)
         )
         return conn, now
 
@@ -260,14 +290,18 @@ def load_migrations(package: str) -> list[Migration]:
     return found
 
 
-def migrate(url: str, schema: str, package: str) -> list[int]:
+def migrate(
+    url: str, schema: str, package: str, *, timeout: float = START_CONNECT_TIMEOUT_SECONDS
+) -> list[int]:
     """Apply the pending migrations of one service's schema; returns the versions applied.
 
-    Safe to run from several replicas at once: an advisory lock serializes them.
+    Safe to run from several replicas at once: an advisory lock serializes them. A
+    database that does not answer fails the connection after `timeout` seconds
+    (`psycopg.OperationalError`) instead of hanging the start.
     """
     migrations = load_migrations(package)
     applied_now = []
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(url), autocommit=True, **connect_timeout(url, timeout)) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"migrate:{schema}",))
         try:
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
@@ -394,7 +428,11 @@ class Listener:
         backoff = 0.1
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                conn = await psycopg.AsyncConnection.connect(
+                    self._url,
+                    autocommit=True,
+                    **connect_timeout(self._url, CONNECT_TIMEOUT_SECONDS),
+                )
                 async with conn:
                     for channel in self._channels:
                         await conn.execute(sa_quote_listen(channel))

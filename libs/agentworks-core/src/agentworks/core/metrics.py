@@ -132,10 +132,14 @@ def refresher(
     return [asyncio.create_task(loop, name=f"{config.name}-metrics")]
 
 
-def serve_metrics(listen: str) -> int:
-    """Serve /metrics on `host:port` (port 0 picks one); returns the port, 0 when off."""
+def serve_metrics(listen: str, *, variable: str = "METRICS_LISTEN") -> int:
+    """Serve /metrics on `host:port` (port 0 picks one; no host: 127.0.0.1); returns the
+    port, 0 when off. An address that is not host:port is a `ConfigError` naming
+    `variable`; one that cannot be bound (taken, unknown host) an `OSError`."""
     if not listen:
         return 0
-    host, _, port = listen.rpartition(":")
-    server, _thread = start_http_server(int(port), addr=host or "127.0.0.1")
+    from agentworks.core.config import check_address
+
+    host, port = check_address(variable, listen, empty_host=True)
+    server, _thread = start_http_server(port, addr=host or "127.0.0.1")
     return server.server_port

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import Env
+from agentworks.core.config import LOG_LEVELS, Env
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import check_principal
 
@@ -15,6 +15,8 @@ from agentworks.core.identity import check_principal
 MAX_WAIT_SECONDS = 25
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 300
+# Turns one runtime process handles at once.
+MAX_CONCURRENCY = 1000
 
 
 def split_targets(value: str) -> tuple[str, ...]:
@@ -63,11 +65,15 @@ class RuntimeConfig:
             functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
             scheduler_address=env.get_str("SCHEDULER_ADDRESS", "127.0.0.1:50053"),
             root=env.get_str("RUNTIME_ROOT", "."),
-            wait_seconds=env.get_int("RUNTIME_WAIT_SECONDS", 20),
-            lease_seconds=env.get_int("RUNTIME_LEASE_SECONDS", 30),
-            concurrency=env.get_int("RUNTIME_CONCURRENCY", 1),
+            wait_seconds=env.get_int(
+                "RUNTIME_WAIT_SECONDS", 20, minimum=0, maximum=MAX_WAIT_SECONDS
+            ),
+            lease_seconds=env.get_int(
+                "RUNTIME_LEASE_SECONDS", 30, minimum=MIN_LEASE_SECONDS, maximum=MAX_LEASE_SECONDS
+            ),
+            concurrency=env.get_int("RUNTIME_CONCURRENCY", 1, minimum=1, maximum=MAX_CONCURRENCY),
             health_file=env.get_str("RUNTIME_HEALTH_FILE"),
-            log_level=env.get_str("LOG_LEVEL", "info", shared=True),
+            log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
         )
         config = dataclasses.replace(config, unknown_settings=tuple(env.unknown("RUNTIME_")))
@@ -108,7 +114,8 @@ class RuntimeConfig:
                 f"AGENTWORKS_RUNTIME_LEASE_SECONDS must be {MIN_LEASE_SECONDS}-"
                 f"{MAX_LEASE_SECONDS}, got {self.lease_seconds}"
             )
-        if self.concurrency < 1:
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
             raise ValueError(
-                f"AGENTWORKS_RUNTIME_CONCURRENCY must be at least 1, got {self.concurrency}"
+                f"AGENTWORKS_RUNTIME_CONCURRENCY must be 1-{MAX_CONCURRENCY}, "
+                f"got {self.concurrency}"
             )

@@ -1,0 +1,53 @@
+"""The runtime's settings are range-checked and its log settings refused when unknown (P4, P6)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from agentworks.core.config import ConfigError
+from agentworks.runtime.config import RuntimeConfig
+
+BASE = {
+    "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+    "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
+    "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
+}
+
+
+@pytest.mark.parametrize(
+    ("setting", "bad", "message"),
+    [
+        ("AGENTWORKS_RUNTIME_WAIT_SECONDS", "26", "must be between 0 and 25, got '26'"),
+        ("AGENTWORKS_RUNTIME_LEASE_SECONDS", "4", "must be between 5 and 300, got '4'"),
+        ("AGENTWORKS_RUNTIME_CONCURRENCY", "0", "must be between 1 and 1000, got '0'"),
+        ("AGENTWORKS_RUNTIME_CONCURRENCY", "two", "must be an integer, got 'two'"),
+        ("LOG_LEVEL", "verbose", "must be one of debug, info, warning, warn, error, critical"),
+        ("LOG_JSON", "ture", "must be true or false (also 1/0, yes/no, on/off), got 'ture'"),
+    ],
+)
+def test_out_of_range_settings_are_refused_naming_the_variable_P4_P6(setting, bad, message):
+    """P4 P6: the runtime refuses a setting out of its range or an unknown log word,
+    naming the variable."""
+    with pytest.raises(ConfigError) as refused:
+        RuntimeConfig.from_env({**BASE, setting: bad})
+    assert str(refused.value).startswith(f"{setting} {message}")
+
+
+def test_a_bad_setting_stops_the_runtime_with_one_line_P4():
+    """P4: `agentworks-runtime demo` with AGENTWORKS_RUNTIME_CONCURRENCY=0 prints one line
+    naming it and exits with status 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agentworks.runtime", "demo"],
+        env={**os.environ, **BASE, "AGENTWORKS_RUNTIME_CONCURRENCY": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "agentworks-runtime: AGENTWORKS_RUNTIME_CONCURRENCY must be between 1 and 1000, got '0'\n"
+    )

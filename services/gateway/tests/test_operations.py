@@ -1,0 +1,419 @@
+"""The gateway as an operator runs it (G3, G4, P4): SIGTERM while requests wait, its own
+database away, its settings' ranges, its metrics. Each gateway here is a real process
+(`python -m agentworks_gateway`) whose JSON log lines the tests read."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
+
+from agentworks.core.config import ConfigError
+from agentworks.core.db import sqlalchemy_url
+from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks_gateway.config import Config
+from agentworks_gateway.tokens import ensure_token, new_token
+
+AGENTWORKS = os.path.join(os.path.dirname(sys.executable), "agentworks")
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+SHUTTING_DOWN = {"error": {"code": "UNAVAILABLE", "message": "the gateway is shutting down; retry"}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class GatewayProcess:
+    """`async with GatewayProcess(env) as gw:` -> `gw.url`; `await gw.terminate()` sends
+    SIGTERM and returns the seconds it took to exit; `gw.events` are its JSON log lines."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        base = {
+            k: v for k, v in os.environ.items() if not k.startswith(("AGENTWORKS_", "GATEWAY_"))
+        }
+        self.env = {**base, "LOG_JSON": "true", **env}
+        self.process: asyncio.subprocess.Process | None = None
+        self.url = ""
+        self.stderr: list[str] = []
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> GatewayProcess:
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentworks_gateway", env=self.env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        self._reader = asyncio.create_task(self._read_stderr())
+        async with asyncio.timeout(60):
+            line = (await self.process.stdout.readline()).decode()
+        assert line.startswith("gateway listening on "), (line, self.text)
+        self.url = "http://" + line.split()[3]
+        return self
+
+    async def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        async for line in self.process.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    @property
+    def text(self) -> str:
+        return "".join(self.stderr)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.stderr:
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+        return out
+
+    async def terminate(self, timeout: float = 60) -> float:
+        """SIGTERM; the seconds until the process exited."""
+        assert self.process is not None
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(timeout):
+            await self.process.wait()
+            if self._reader is not None:
+                await self._reader
+        return time.monotonic() - started
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+def gateway_env(
+    database_url: str,
+    internal_key: str,
+    messaging_address: str,
+    functions_address: str = "127.0.0.1:1",
+    **extra: str,
+) -> dict[str, str]:
+    return {
+        "GATEWAY_DATABASE_URL": database_url,
+        "GATEWAY_LISTEN": "127.0.0.1:0",
+        "GATEWAY_MESSAGING_ADDRESS": messaging_address,
+        "GATEWAY_FUNCTIONS_ADDRESS": functions_address,
+        "GATEWAY_SCHEDULER_ADDRESS": "127.0.0.1:1",
+        "AGENTWORKS_INTERNAL_KEY": internal_key,
+        **extra,
+    }
+
+
+async def until(predicate, timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110 (state in other processes and threads)
+            await asyncio.sleep(0.02)
+
+
+async def timed(awaitable) -> tuple[Any, float]:
+    """The result and the monotonic time it came."""
+    result = await awaitable
+    return result, time.monotonic()
+
+
+def tools_call(tool: str, args: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": args},
+        }
+    )
+
+
+def tool_calls(gw: GatewayProcess, **match: Any) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in gw.events
+        if e.get("event") == "tool.called" and all(e.get(k) == v for k, v in match.items())
+    ]
+
+
+async def test_sigterm_returns_waiting_reads_at_once_G3_P4(
+    database_url, internal_key, messaging, functions, api, alice_token, echo, cli, mcp_session
+):
+    """G3 P4: with the default drain (30 s), SIGTERM during a CLI `messages read --wait 25`,
+    an MCP `messages` read and an MCP `functions` call with wait_seconds answers each at
+    once with what there is (an empty page, the call's receipt, one call only); the
+    process exits in seconds, logs each call "ok", and logs no traceback."""
+    alice = api(alice_token)
+    sent = await alice.post(
+        "/api/v1/tools/messages", json={"action": "send", "crew": "demo", "message": "hi"}
+    )
+    inbox = sent.json()["inbox_id"]
+    page = await alice.post("/api/v1/tools/messages", json={"action": "read", "inbox_id": inbox})
+    cursor = page.json()["next_cursor"]
+    waiting_reads = messaging.database.listener.waiting
+    waiting_calls = functions.database.listener.waiting
+
+    env = gateway_env(database_url, internal_key, messaging.address, functions.address)
+    async with GatewayProcess(env) as gw, mcp_session(f"{gw.url}/mcp", alice_token) as mcp:
+        await mcp.list_tools()  # the client checks results against the listed schemas
+        cli_env = {"AGENTWORKS_URL": gw.url, "AGENTWORKS_TOKEN": alice_token}
+        read_cli = asyncio.create_task(
+            timed(cli("messages", "read", "--inbox", inbox, "--after", cursor,
+                      "--wait", "25", "--json", env=cli_env))
+        )  # fmt: skip
+        read_mcp = asyncio.create_task(
+            timed(mcp.call_tool(
+                "messages",
+                {"action": "read", "inbox_id": inbox, "after": cursor, "wait_seconds": 25},
+            ))
+        )  # fmt: skip
+        call_mcp = asyncio.create_task(
+            timed(mcp.call_tool(
+                "functions",
+                {"action": "call", "crew": "demo", "function": "echo",
+                 "inputs": {"text": "x"}, "wait_seconds": 25},
+            ))
+        )  # fmt: skip
+        await until(
+            lambda: (
+                messaging.database.listener.waiting >= waiting_reads + 2
+                and functions.database.listener.waiting >= waiting_calls + 1
+            )
+        )
+        await asyncio.sleep(0.3)  # well into the wait
+        signalled = time.monotonic()
+        exit_seconds = await gw.terminate()
+        async with asyncio.timeout(10):
+            (code, out, err), cli_done = await read_cli
+            read, read_done = await read_mcp
+            called, call_done = await call_mcp
+
+    assert gw.process.returncode == 0, gw.text
+    assert exit_seconds < 8, f"the gateway took {exit_seconds:.1f} s to stop"
+    for done in (cli_done, read_done, call_done):
+        assert done - signalled < 5, f"answered {done - signalled:.1f} s after SIGTERM"
+    assert code == 0, err
+    assert json.loads(out)["messages"] == []
+    assert not read.is_error, read.content
+    assert read.structured_content["messages"] == []
+    assert not called.is_error, called.content
+    receipt = called.structured_content
+    # Recovered by the retry key the gateway added, yet created by this request.
+    assert receipt["created"] is True and receipt["status"] in ("queued", "running")
+    assert "outcome" not in receipt
+    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        calls = conn.execute(
+            sa.text("SELECT id FROM functions.calls WHERE caller = 'user:alice'")
+        ).all()
+    engine.dispose()
+    assert [str(c.id) for c in calls] == [receipt["call_id"]]  # asked twice, one call
+
+    draining = [e for e in gw.events if e.get("event") == "service.draining"]
+    assert draining and draining[0]["grace"] == 30
+    assert len([e for e in gw.events if e.get("event") == "long_poll.ended_early"]) == 3
+    for surface, tool, action in (
+        ("api", "messages", "read"),
+        ("mcp", "messages", "read"),
+        ("mcp", "functions", "call"),
+    ):
+        logged = tool_calls(gw, surface=surface, tool=tool, action=action)
+        assert [e["outcome"] for e in logged] == ["ok"], (surface, tool, logged)
+    assert "Traceback" not in gw.text and "Exception in ASGI" not in gw.text, gw.text
+
+
+class SlowMessaging(messaging_pb2_grpc.MessagingServiceServicer):
+    """A messaging service whose Send takes a minute: a call still running when the
+    gateway's drain ends."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+
+    async def Send(self, request, context):
+        self.sends += 1
+        await asyncio.sleep(60)
+
+
+async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancelled_G4_P4(
+    database_url, internal_key
+):
+    """G4 P4: a tool call still running when GATEWAY_DRAIN_SECONDS end answers 503
+    UNAVAILABLE "the gateway is shutting down; retry" as JSON (API and MCP), is logged
+    with outcome "cancelled", and leaves no traceback in the log."""
+    token = new_token()
+    await asyncio.to_thread(ensure_token, database_url, token, "user:alice", set(), "t")
+    slow = SlowMessaging()
+    server = grpc.aio.server()
+    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(slow, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    send = {"action": "send", "crew": "demo", "message": "hi"}
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        env = gateway_env(
+            database_url, internal_key, f"127.0.0.1:{port}", GATEWAY_DRAIN_SECONDS="1"
+        )
+        async with (
+            GatewayProcess(env) as gw,
+            httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as http,
+        ):
+            by_api = asyncio.create_task(http.post("/api/v1/tools/messages", json=send))
+            by_mcp = asyncio.create_task(
+                http.post("/mcp", content=tools_call("messages", send), headers=MCP_HEADERS)
+            )
+            await until(lambda: slow.sends >= 2)
+            signalled = time.monotonic()
+            exit_seconds = await gw.terminate()
+            async with asyncio.timeout(10):
+                api_answer, mcp_answer = await by_api, await by_mcp
+            answered = time.monotonic() - signalled
+    finally:
+        await server.stop(0)
+
+    assert gw.process.returncode == 0, gw.text
+    assert exit_seconds < 6 and answered < 6, (exit_seconds, answered)
+    for answer in (api_answer, mcp_answer):
+        assert answer.status_code == 503, answer.text
+        assert answer.json() == SHUTTING_DOWN
+    assert [e["outcome"] for e in tool_calls(gw, tool="messages", surface="api")] == ["cancelled"]
+    assert [e["outcome"] for e in tool_calls(gw, tool="messages", surface="mcp")] == ["cancelled"]
+    cut = [e for e in gw.events if e.get("event") == "request.cut"]
+    assert sorted(e["path"] for e in cut) == ["/api/v1/tools/messages", "/mcp"], cut
+    assert "Traceback" not in gw.text and "Exception in ASGI" not in gw.text, gw.text
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
+    fault_postgres, internal_key, messaging
+):
+    """G4 P4: with its own PostgreSQL down, the gateway answers 503 UNAVAILABLE, logs a
+    warning (at most one per 10 s per operation, the rest counted as `suppressed`),
+    counts each failure in agentworks_gateway_database_errors_total and each refused
+    request in agentworks_gateway_requests_refused_total, and serves again once the
+    database is back. Its metrics have no long-poll or NOTIFY gauges (it does not LISTEN).
+    """
+    token = new_token()
+    await asyncio.to_thread(ensure_token, fault_postgres.url, token, "user:alice", set(), "t")
+    metrics_port = free_port()
+    env = gateway_env(
+        fault_postgres.url,
+        internal_key,
+        messaging.address,
+        GATEWAY_METRICS_LISTEN=f"127.0.0.1:{metrics_port}",
+    )
+    send = {"action": "send", "crew": "demo", "message": "hi"}
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        GatewayProcess(env) as gw,
+        httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=30) as http,
+    ):
+        assert (await http.get("/healthz")).status_code == 200
+        before = await asyncio.to_thread(scrape, metrics_port)
+        names = {(name, labels) for name, labels in before}
+        assert ("agentworks_db_pool_checked_out", (("service", "gateway"),)) in names
+        for gauge in ("agentworks_long_poll_waiters", "agentworks_notify_wakeups"):
+            assert not [n for n in names if n[0] == gauge], f"{gauge} is served by the gateway"
+        errors_key = ("agentworks_gateway_database_errors_total", (("operation", "authenticate"),))
+        assert before[errors_key] == 0
+
+        await asyncio.to_thread(fault_postgres.stop)
+        answers = [await http.post("/api/v1/tools/messages", json=send) for _ in range(3)]
+        answers.append(
+            await http.post("/mcp", content=tools_call("messages", send), headers=MCP_HEADERS)
+        )
+        health = await http.get("/healthz")
+        after = await asyncio.to_thread(scrape, metrics_port)
+
+        await asyncio.to_thread(fault_postgres.start)
+        async with asyncio.timeout(30):
+            back = {"action": "list"}
+            while (await http.post("/api/v1/tools/tokens", json=back)).status_code == 503:  # noqa: ASYNC110
+                await asyncio.sleep(0.2)
+        await gw.terminate()
+
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "UNAVAILABLE" and "retry shortly" in error["message"], error
+    assert health.status_code == 503
+    assert after[errors_key] == 4
+    healthz_key = ("agentworks_gateway_database_errors_total", (("operation", "healthz"),))
+    assert after[healthz_key] == 1
+    refused = "agentworks_gateway_requests_refused_total"
+    assert after[(refused, (("code", "UNAVAILABLE"), ("surface", "api")))] == 3
+    assert after[(refused, (("code", "UNAVAILABLE"), ("surface", "mcp")))] == 1
+    warnings = [e for e in gw.events if e.get("event") == "database.unavailable"]
+    assert sorted(e["operation"] for e in warnings) == ["authenticate", "healthz"], warnings
+    first = next(e for e in warnings if e["operation"] == "authenticate")
+    assert first["level"] == "warning" and first["suppressed"] == 0
+    assert "retry shortly" in first["reason"] and first["error"], first
+    # Back: the token lookup works again (a "tokens" call by a non-operator is refused
+    # as PERMISSION_DENIED, after its token was found).
+    assert tool_calls(gw, tool="tokens")[-1]["outcome"] == "PERMISSION_DENIED"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("GATEWAY_POOL_SIZE", "0", "must be between 1 and 1000"),
+        ("GATEWAY_IDENTITY_TTL_SECONDS", "0", "must be between 10 and 3600"),
+        ("GATEWAY_IDENTITY_TTL_SECONDS", "-60", "must be between 10 and 3600"),
+        ("GATEWAY_DRAIN_SECONDS", "-1", "must be between 0 and 3600"),
+        ("GATEWAY_MAX_BODY_BYTES", "0", "must be between 1024 and"),
+        ("GATEWAY_WEBHOOK_MAX_BODY_BYTES", str(2 * 1024 * 1024), "must be between 1 and 1048576"),
+    ],
+)
+def test_gateway_settings_out_of_range_are_refused_G4_P4(variable, value, says):
+    """G4 P4: a pool of 0 (every call would wait, then fail "database busy"), an identity
+    lifetime under 10 s (every call "identity expired"), a negative drain, ... are refused
+    naming the variable; the drain is 30 s unless set (longer than a 25 s long-poll)."""
+    assert Config.from_env({}).service.drain_seconds == 30
+    assert Config.from_env({}).service.pool_size == 10
+    with pytest.raises(ConfigError) as refused:
+        Config.from_env({variable: value})
+    assert str(refused.value).startswith(f"{variable} {says}"), refused.value
+
+
+async def test_gateway_process_with_pool_size_0_exits_2_naming_the_setting_G4_P4(
+    database_url, internal_key
+):
+    """G4 P4: GATEWAY_POOL_SIZE=0 stops the process at once (status 2), one line naming
+    the variable, before it would answer /healthz 200 and fail every call."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AGENTWORKS_", "GATEWAY_"))},
+        **gateway_env(database_url, internal_key, "127.0.0.1:1", GATEWAY_POOL_SIZE="0"),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentworks_gateway", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(30):
+        out, err = await process.communicate()
+    assert process.returncode == 2, err.decode()
+    assert out == b""
+    assert err.decode() == "gateway: GATEWAY_POOL_SIZE must be between 1 and 1000, got '0'\n"
