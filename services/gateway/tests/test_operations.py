@@ -416,4 +416,7 @@ async def test_gateway_process_with_pool_size_0_exits_2_naming_the_setting_G4_P4
         out, err = await process.communicate()
     assert process.returncode == 2, err.decode()
     assert out == b""
-    assert err.decode() == "gateway: GATEWAY_POOL_SIZE must be between 1 and 1000, got '0'\n"
+    (line,) = err.decode().splitlines()
+    failed = json.loads(line)
+    assert failed["event"] == "service.start_failed" and failed["exit_status"] == 2
+    assert failed["error"] == "GATEWAY_POOL_SIZE must be between 1 and 1000, got '0'"
