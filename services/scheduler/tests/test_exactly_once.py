@@ -10,6 +10,20 @@ from agentworks_scheduler.models import Due
 BOT = "agent:demo/bot"
 
 
+def hang_after_delivery(scheduler) -> asyncio.Event:
+    """Make `scheduler` hang once messaging has taken a batch, before it records it (as
+    if killed there); the event is set when that point is reached."""
+    delivered = asyncio.Event()
+    never = asyncio.Event()
+
+    async def die_here(due: Due) -> None:
+        delivered.set()
+        await never.wait()
+
+    scheduler.service.after_delivery = die_here
+    return delivered
+
+
 async def test_thousand_due_wake_ups_on_three_replicas_are_each_delivered_once_S6_P3(
     start_scheduler, scheduler, clients, alice, demo, sql, until
 ):
@@ -53,14 +67,7 @@ async def test_replica_killed_between_delivery_and_bookkeeping_does_not_duplicat
 ):
     """S6: messaging got the wake-up, the replica died before recording it; a restarted
     replica delivers it again with the same key, and messaging keeps one."""
-    delivered = asyncio.Event()
-    never = asyncio.Event()
-
-    async def die_here(due: Due) -> None:
-        delivered.set()
-        await never.wait()
-
-    scheduler.service.after_delivery = die_here
+    delivered = hang_after_delivery(scheduler)
     sched = await clients.scheduler(BOT)
     wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="once")
     await asyncio.wait_for(delivered.wait(), 10)
@@ -167,14 +174,7 @@ async def test_edited_prompt_after_lost_answer_is_still_delivered_once_S4_S6(
     new prompt, which messaging refuses (ALREADY_EXISTS: other content). The occurrence
     is in the turn queue once, with the prompt it was sent with, and the schedule records
     it fired — not failed; the new prompt applies from the next occurrence on."""
-    delivered = asyncio.Event()
-    never = asyncio.Event()
-
-    async def die_here(due: Due) -> None:
-        delivered.set()
-        await never.wait()
-
-    scheduler.service.after_delivery = die_here
+    delivered = hang_after_delivery(scheduler)
     sched = await clients.scheduler(BOT)
     schedule = await sched.create_schedule(
         conversation,
@@ -229,14 +229,7 @@ async def test_wake_up_retried_with_other_content_is_recorded_fired_not_failed_S
     row is changed behind the scheduler's back: the retry's ALREADY_EXISTS records it
     fired (messaging's refusal names no delivery id, so none is recorded), and the rest
     of its batch is recorded with it."""
-    delivered = asyncio.Event()
-    never = asyncio.Event()
-
-    async def die_here(due: Due) -> None:
-        delivered.set()
-        await never.wait()
-
-    scheduler.service.after_delivery = die_here
+    delivered = hang_after_delivery(scheduler)
     sched = await clients.scheduler(BOT)
     wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="as sent")
     await asyncio.wait_for(delivered.wait(), 10)
