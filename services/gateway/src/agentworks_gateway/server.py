@@ -98,8 +98,11 @@ class DrainGuard:
         try:
             await self.app(scope, receive, tracked)
         except asyncio.CancelledError:
-            if not self.gateway.draining.is_set():
-                raise  # not ours to answer (the client went away)
+            if not self.gateway.drain_ended():
+                raise  # not the drain's cut (the client went away, a cancel scope): not ours
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # handled here: answered below
             log.warning(
                 "request.cut",
                 method=scope.get("method"),
@@ -353,7 +356,7 @@ class RunningGateway:
         other requests get `grace` s to finish, then answer 503 UNAVAILABLE."""
         if self.task.done() and self.server.should_exit:
             return
-        self.gateway.begin_drain()
+        self.gateway.begin_drain(max(grace, 0.05))
         # After `grace` seconds uvicorn cancels what still runs (uvicorn reads 0 as
         # "already late" and logs an error even when nothing runs, hence the floor).
         self.server.config.timeout_graceful_shutdown = max(grace, 0.05)

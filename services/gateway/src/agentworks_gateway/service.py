@@ -62,15 +62,23 @@ class Gateway:
         )
         # Set when the process starts to stop (SIGTERM): long-polls return at once.
         self.draining = asyncio.Event()
+        # When the drain's grace ends (loop time): what still runs then is cut.
+        self.drain_ends_at = float("inf")
 
     @staticmethod
     def _channel(addresses: str) -> grpc.aio.Channel:
         return grpc.aio.insecure_channel(channel_target(addresses), options=channel_options())
 
-    def begin_drain(self) -> None:
+    def begin_drain(self, grace: float) -> None:
         """The process is stopping: waiting long-polls return now with what they have,
-        and new ones do not wait, so that clients ask again elsewhere (P4)."""
+        and new ones do not wait, so that clients ask again elsewhere (P4). Requests
+        still running after `grace` seconds are cut."""
+        self.drain_ends_at = asyncio.get_running_loop().time() + grace
         self.draining.set()
+
+    def drain_ended(self) -> bool:
+        """Whether the drain's grace has run out (with a little slack for the timer)."""
+        return asyncio.get_running_loop().time() >= self.drain_ends_at - 0.5
 
     async def long_poll(self, ask: Callable[[int], Awaitable[T]], wait_seconds: int) -> T:
         """`await ask(wait_seconds)`, a service call that may wait that long for news;
