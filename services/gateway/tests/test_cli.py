@@ -130,7 +130,8 @@ async def test_operator_registers_targets_and_manages_tokens_from_the_cli_G3_A1_
     assert code == 0, err
     assert created["token_id"] in out and "dana ci" in out and created["token"] not in out
 
-    dana = {"AGENTWORKS_TOKEN": created["token"]}  # env beats cli.json
+    # env beats cli.json; a token from the env is not sent to the URL of a cli.json
+    dana = {"AGENTWORKS_TOKEN": created["token"], "AGENTWORKS_URL": gateway.url}
     code, _, err = await cli("tokens", "list", env=dana)
     assert code == 3 and "only operators may list tokens" in err
 

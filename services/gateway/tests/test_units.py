@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import psycopg
@@ -109,8 +110,13 @@ def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
     )
     from_file = cli.resolve_settings(None, None, {}, tmp_path)
     assert (from_file.url, from_file.token) == ("http://file:1", "aw_file")
+    # A token from the environment never goes to the URL of a cli.json: the URL comes
+    # from the file only with the file's own token.
     from_env = cli.resolve_settings(None, None, {"AGENTWORKS_TOKEN": "aw_env"}, tmp_path)
-    assert (from_env.url, from_env.token) == ("http://file:1", "aw_env")
+    assert (from_env.url, from_env.token, from_env.config) == (cli.DEFAULT_URL, "aw_env", "")
+    env_url = {"AGENTWORKS_URL": "http://env:4"}
+    url_from_env = cli.resolve_settings(None, None, env_url, tmp_path)
+    assert (url_from_env.url, url_from_env.token) == ("http://env:4", "aw_file")
     from_flags = cli.resolve_settings("http://flag:2", "aw_flag", {"AGENTWORKS_URL": "x"}, tmp_path)
     assert (from_flags.url, from_flags.token) == ("http://flag:2", "aw_flag")
     # From a subdirectory: the nearest parent's .agentworks/cli.json (as git finds .git).
@@ -126,6 +132,52 @@ def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
     assert (from_home.url, from_home.token) == ("http://home:3", "aw_home")
     relative = cli.resolve_settings(None, None, {"AGENTWORKS_HOME": "home"}, tmp_path)
     assert relative.token == "aw_home"
+
+
+def test_cli_settings_never_send_a_given_token_to_the_url_of_a_parents_cli_json_G3(tmp_path):
+    """G3: a cli.json in a parent (planted in /tmp/.agentworks, or shipped in a cloned
+    repository) does not choose where AGENTWORKS_TOKEN / --token is sent; with both
+    values given no cli.json is read, so a malformed one is no obstacle."""
+    (tmp_path / ".agentworks").mkdir()
+    planted = tmp_path / ".agentworks" / "cli.json"
+    planted.write_text(json.dumps({"url": "http://attacker:1", "token": "aw_planted"}))
+    below = tmp_path / "clone" / "src"
+    token = {"AGENTWORKS_TOKEN": "aw_mine"}
+    default = cli.resolve_settings(None, None, token, below)
+    assert (default.url, default.url_source, default.token) == (
+        cli.DEFAULT_URL,
+        "default",
+        "aw_mine",
+    )
+    flag = cli.resolve_settings(None, "aw_flag", {"AGENTWORKS_URL": "http://env:2"}, below)
+    assert (flag.url, flag.token) == ("http://env:2", "aw_flag")
+
+    planted.write_text("{not json")
+    both = cli.resolve_settings("http://flag:3", None, token, below)
+    assert (both.url, both.token, both.config) == ("http://flag:3", "aw_mine", "")
+    from_env = cli.resolve_settings(None, None, {**token, "AGENTWORKS_URL": "http://e:4"}, below)
+    assert (from_env.url, from_env.token) == ("http://e:4", "aw_mine")
+    with pytest.raises(cli.UsageError, match="cannot read"):
+        cli.resolve_settings(None, None, {}, below)  # the file must give the token: say so
+
+
+def test_cli_settings_ignore_a_cli_json_another_user_owns_G3(tmp_path, monkeypatch):
+    """G3: a cli.json not owned by the current user is ignored (parent walk and
+    AGENTWORKS_HOME alike), and the "where it looked" message says so."""
+    (tmp_path / ".agentworks").mkdir()
+    planted = tmp_path / ".agentworks" / "cli.json"
+    planted.write_text(json.dumps({"url": "http://attacker:1", "token": "aw_planted"}))
+    assert cli.resolve_settings(None, None, {}, tmp_path).token == "aw_planted"  # ours
+    monkeypatch.setattr(cli.os, "getuid", lambda: os.stat(planted).st_uid + 1)
+    below = tmp_path / "src"
+    ignored = cli.resolve_settings(None, None, {}, below)
+    assert (ignored.url, ignored.token, ignored.config) == (cli.DEFAULT_URL, "", "")
+    assert ignored.searched == (
+        f".agentworks/cli.json in {below} and its parents (ignored, not owned by you: {planted})"
+    )
+    home = cli.resolve_settings(None, None, {"AGENTWORKS_HOME": ".agentworks"}, tmp_path)
+    assert (home.token, home.config) == ("", "")
+    assert home.searched.endswith(f"ignored: {planted} is not owned by you")
 
 
 def test_every_error_code_has_a_documented_exit_code_G3():

@@ -101,28 +101,65 @@ class Settings:
     searched: str = ""
 
 
+def _owned_by_user(file: Path) -> bool:
+    """Whether the current user owns `file` (always true where there are no uids)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return True
+    try:
+        return file.stat().st_uid == getuid()
+    except OSError:
+        return False
+
+
 def find_config(environ: Mapping[str, str], cwd: Path) -> tuple[Path | None, str]:
     """The cli.json `agentworks up` wrote, and where it was looked for (for messages):
     `$AGENTWORKS_HOME/cli.json` when AGENTWORKS_HOME is set, else `.agentworks/cli.json`
-    in `cwd` or the nearest parent that has one (as git finds `.git`)."""
+    in `cwd` or the nearest parent that has one (as git finds `.git`). A file another
+    user owns (one planted in /tmp/.agentworks, say) is ignored, and the message says so."""
     home = environ.get("AGENTWORKS_HOME")
     if home:
         file = cwd / home / CONFIG_FILE.name
-        return (file if file.is_file() else None), f"{file} (from AGENTWORKS_HOME)"
+        searched = f"{file} (from AGENTWORKS_HOME)"
+        if not file.is_file():
+            return None, searched
+        if not _owned_by_user(file):
+            return None, f"{searched}, ignored: {file} is not owned by you"
+        return file, searched
+    ignored: list[str] = []
     for directory in (cwd, *cwd.parents):
         file = directory / CONFIG_FILE
         if file.is_file():
-            return file, str(file)
-    return None, f"{CONFIG_FILE} in {cwd} and its parents"
+            if _owned_by_user(file):
+                return file, str(file)
+            ignored.append(str(file))
+    searched = f"{CONFIG_FILE} in {cwd} and its parents"
+    if ignored:
+        searched += f" (ignored, not owned by you: {', '.join(ignored)})"
+    return None, searched
 
 
 def resolve_settings(
     url: str | None, token: str | None, environ: Mapping[str, str], cwd: Path
 ) -> Settings:
     """Flags first, then AGENTWORKS_URL / AGENTWORKS_TOKEN, then the cli.json that
-    `agentworks up` wrote in its home (`find_config`)."""
-    file, searched = find_config(environ, cwd)
-    stored: dict[str, Any] = {}
+    `agentworks up` wrote in its home (`find_config`). The cli.json is read only when
+    it must supply the token, and its URL is used only with its own token: a token from
+    --token or AGENTWORKS_TOKEN is never sent to a URL some cli.json chose."""
+
+    def given(flag: str | None, env_name: str, key: str) -> tuple[str, str]:
+        if flag:
+            return flag, f"--{key}"
+        if environ.get(env_name):
+            return environ[env_name], env_name
+        return "", ""
+
+    resolved_url, url_source = given(url, "AGENTWORKS_URL", "url")
+    resolved_token, token_source = given(token, "AGENTWORKS_TOKEN", "token")
+    file: Path | None = None
+    searched = ""
+    if not resolved_token:
+        file, searched = find_config(environ, cwd)
     if file is not None:
         try:
             stored = json.loads(file.read_text())
@@ -130,18 +167,10 @@ def resolve_settings(
             raise UsageError(f"cannot read {file}: {exc}; fix or delete it") from None
         if not isinstance(stored, dict):
             raise UsageError(f"{file} must hold a JSON object with keys url and token")
-
-    def pick(flag: str | None, env_name: str, key: str) -> tuple[str, str]:
-        if flag:
-            return flag, f"--{key}"
-        if environ.get(env_name):
-            return environ[env_name], env_name
-        if stored.get(key):
-            return str(stored[key]), str(file)
-        return "", ""
-
-    resolved_url, url_source = pick(url, "AGENTWORKS_URL", "url")
-    resolved_token, token_source = pick(token, "AGENTWORKS_TOKEN", "token")
+        if stored.get("token"):
+            resolved_token, token_source = str(stored["token"]), str(file)
+            if not resolved_url and stored.get("url"):
+                resolved_url, url_source = str(stored["url"]), str(file)
     return Settings(
         url=resolved_url or DEFAULT_URL,
         token=resolved_token,
@@ -173,7 +202,7 @@ def _url_origin(exc: ApiError, settings: Settings) -> ApiError:
         return exc
     source = settings.url_source
     if source == "default":
-        origin = "is the default (no --url, AGENTWORKS_URL or url in a cli.json)"
+        origin = "is the default (no --url, AGENTWORKS_URL, or cli.json that gave the token)"
     elif source.startswith("--") or source == "AGENTWORKS_URL":
         origin = f"came from {source}"
     else:
@@ -441,12 +470,12 @@ def _common_options() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="gateway base URL (env AGENTWORKS_URL, else url in the cli.json of `agentworks "
         "up`: $AGENTWORKS_HOME/cli.json, or .agentworks/cli.json here or in a parent "
-        f"directory; else {DEFAULT_URL})",
+        f"directory, used only with the token from that file; else {DEFAULT_URL})",
     )
     group.add_argument(
         "--token",
         default=argparse.SUPPRESS,
-        help="API token (env AGENTWORKS_TOKEN, else token in that cli.json)",
+        help="API token (env AGENTWORKS_TOKEN, else token in that cli.json if you own it)",
     )
     group.add_argument(
         "--json",

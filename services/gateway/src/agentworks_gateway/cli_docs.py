@@ -37,7 +37,9 @@ The gateway URL and the API token come from, in this order:
    `$AGENTWORKS_HOME/cli.json`, or, when `AGENTWORKS_HOME` is not set,
    `.agentworks/cli.json` in the current directory or the nearest parent directory that
    has one (so the CLI works from anywhere in the project; `up --home DIR` users:
-   `export AGENTWORKS_HOME=DIR`);
+   `export AGENTWORKS_HOME=DIR`). The file is read only when no token is given by 1 or
+   2, and only if you own it; its URL is used only together with its token, so a token
+   you give is never sent to a URL from a file someone else left in a parent directory;
 4. for the URL only, `{default_url}`.
 
 ## Output
