@@ -592,6 +592,54 @@ def test_orphan_sweep_spares_live_runners_and_pids_given_out_again_R2(tmp_path):
         sleeper.wait()
 
 
+def test_orphan_sweep_removes_other_boots_and_spares_other_pid_namespaces_R2(tmp_path):
+    """R2: a record written in another boot is removed without any kill (nothing of it
+    can run); one from another pid namespace (same boot) is left alone, its group not
+    killed, though its runner looks gone from here."""
+    boot, namespace = _watchdog.boot_id(), _watchdog.pid_namespace()
+    if boot is None or namespace is None:
+        pytest.skip("needs /proc")
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+    )
+    try:
+        folder = tmp_path / RECORDS_FOLDER
+        folder.mkdir(parents=True)
+        start = _watchdog.start_time(sleeper.pid)
+        me = _watchdog.start_time(os.getpid())
+        assert start is not None and me is not None
+
+        def record(name: str, boot_id: str, pid_ns: int) -> None:
+            (folder / f"{name}.json").write_text(
+                json.dumps(
+                    {
+                        "pgid": sleeper.pid,
+                        "start": start,
+                        "runner_pid": os.getpid(),
+                        "runner_start": me + 1,  # its runner looks gone from here
+                        "boot_id": boot_id,
+                        "pid_ns": pid_ns,
+                        "call_id": name,
+                    }
+                )
+            )
+
+        record("other-boot", boot + "-not", namespace)
+        record("other-ns", boot, namespace + 1)
+        assert reap_orphans(tmp_path, grace=1) == []
+        assert sleeper.poll() is None
+        assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
+        assert reap_orphans(tmp_path, grace=1) == []
+        assert sleeper.poll() is None
+        record("this-one", boot, namespace)  # this boot and namespace: a runner gone
+        assert reap_orphans(tmp_path, grace=1) == [sleeper.pid]
+        assert sleeper.wait(5) == -signal.SIGTERM
+        assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys):
     """R2: a missing or malformed commands file is refused before anything starts (exit 2)."""
     from agentworks.runtime.cli import main

@@ -9,8 +9,9 @@ stdin per change:
     {"track": PGID, "start": TICKS, "grace": SECONDS, "record": PATH}   a command started
     {"untrack": PGID}                                                   it ended
 
-The runner holds the only write end of that pipe, so the kernel closes it when the
-runner exits, however it exits (SIGKILL and crashes included). The watchdog then reads
+The runner holds the only write end of that pipe (a child it forks closes its copy at
+once), so the kernel closes it when the runner exits, however it exits (SIGKILL and
+crashes included). The watchdog then reads
 end of file, kills every process group still tracked (SIGTERM, then SIGKILL after the
 grace), removes their records and exits. No signal, thread or `preexec_fn` is involved.
 
@@ -49,6 +50,22 @@ def start_time(pid: int) -> int | None:
     """When process `pid` started (clock ticks after boot); None if it does not exist."""
     stat = proc_stat(pid)
     return None if stat is None else stat[2]
+
+
+def boot_id() -> str | None:
+    """This boot's id (pids and start times mean something only within one boot)."""
+    try:
+        return (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def pid_namespace() -> int | None:
+    """This process's pid namespace (its inode): pids mean something only within one."""
+    try:
+        return os.stat(PROC / "self" / "ns" / "pid").st_ino
+    except OSError:
+        return None
 
 
 def is_alive(pid: int, start: int) -> bool:

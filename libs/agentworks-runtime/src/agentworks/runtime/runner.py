@@ -26,13 +26,17 @@ call's `MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role
 signal) fails it with the status and the tail of stderr. A cancel (F15) or a lost lease
 terminates the command's process group (SIGTERM, then SIGKILL).
 
-A command never outlives its runner for long, even when the runner is killed with
-SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody wants the work):
+A command never outlives its runner for long while it runs, even when the runner is
+killed with SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody
+wants the work). This covers the command while it runs: processes a command leaves
+running after it has ended (`nohup x >log 2>&1 &`, its output redirected) are not
+tracked; a function that starts work may do that on purpose (F9).
 
 - The runner's watchdog (`_watchdog.py`), a small process of its own started with the
   first command, is told each command's process group when it starts and ends. It
   learns of the runner's death, however it happens, from end of file on the pipe only
-  the runner writes to (the kernel closes it), and kills the groups still running.
+  the runner writes to (the kernel closes it; a child the runner forks, multiprocessing
+  included, closes its copy at once), and kills the groups still running.
 - Each running command also has a record in `<root>/.calls/.runner/` (outside every
   call's folder, so never uploaded), removed when the command ends. A runner starting
   on a root (the `run-commands` CLI at once, a `CommandRunner` at its first call there)
@@ -41,7 +45,10 @@ SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody wants t
 - A group is killed only while it is provably the recorded one: its leader's start time
   (from /proc/<pid>/stat) is recorded with it, so a pid the system has given out again
   is left alone. A record of a runner that is still alive (another runner on the same
-  root) is left alone too.
+  root) is left alone too. Pids and start times mean something only within one boot
+  and one pid namespace, both recorded too: a record from another boot (a reboot, a
+  restarted container with the root on a volume) is just removed, and one from another
+  pid namespace (a runner in another container on the same root) is left alone.
 
 Why not PR_SET_PDEATHSIG: it reaches only the direct child, not what a shell script
 started; setting it between fork and exec needs `preexec_fn`, which is unsafe in a
@@ -266,12 +273,15 @@ def reap_orphans(root: pathlib.Path | str, *, grace: float = 5.0) -> list[int]:
     """Kill the commands that runners which died left running under `root`; their
     process groups.
 
-    Reads the records in `<root>/.calls/.runner/`. A record whose runner is alive (this
-    process, or another runner on the same root) is left alone. For the others, the
-    group is killed (SIGTERM, then SIGKILL after `grace` seconds) if it is still the
+    Reads the records in `<root>/.calls/.runner/`. A record written in another boot is
+    removed (nothing of it can be running); one written in another pid namespace (a
+    runner in another container on the same root) is left alone, as are records whose
+    runner is alive (this process, or another runner on the same root). For the others,
+    the group is killed (SIGTERM, then SIGKILL after `grace` seconds) if it is still the
     recorded one (same leader start time), and the record is removed.
     """
     stale: dict[pathlib.Path, tuple[int, int, dict[str, Any]]] = {}
+    boot, namespace = _watchdog.boot_id(), _watchdog.pid_namespace()
     for path in sorted((pathlib.Path(root) / RECORDS_FOLDER).glob("*.json")):
         try:
             record = json.loads(path.read_text())
@@ -279,6 +289,12 @@ def reap_orphans(root: pathlib.Path | str, *, grace: float = 5.0) -> list[int]:
             pgid, start = int(record["pgid"]), int(record["start"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a record this runner wrote: leave it
+        if None not in (boot, record.get("boot_id")) and record["boot_id"] != boot:
+            with contextlib.suppress(OSError):
+                path.unlink()  # another boot: nothing of it can be running
+            continue
+        if None not in (namespace, record.get("pid_ns")) and record["pid_ns"] != namespace:
+            continue  # another pid namespace's (same boot): its pids are not ours to judge
         if not _watchdog.is_alive(runner_pid, runner_start):
             stale[path] = pgid, start, record
     if not stale:
@@ -318,6 +334,8 @@ class _Guard:
                 "start": start,
                 "runner_pid": self.pid,
                 "runner_start": self.start,
+                "boot_id": _watchdog.boot_id(),
+                "pid_ns": _watchdog.pid_namespace(),
                 "call_id": ctx.call_id,
                 "argv": list(argv),
             }
@@ -411,6 +429,20 @@ def _guard() -> _Guard:
     if _the_guard is None or _the_guard.pid != os.getpid():
         _the_guard = _Guard()
     return _the_guard
+
+
+def _forget_guard_in_child() -> None:
+    """After os.fork() (multiprocessing too), in the child: close its copy of the
+    watchdog pipe's write end, sending nothing (unbuffered), so the watchdog reads end of
+    file when the runner dies, whatever children it forked; the child gets its own guard."""
+    global _the_guard
+    guard, _the_guard = _the_guard, None
+    if guard is not None and guard.watchdog is not None and guard.watchdog.stdin is not None:
+        with contextlib.suppress(OSError, ValueError):
+            guard.watchdog.stdin.close()
+
+
+os.register_at_fork(after_in_child=_forget_guard_in_child)
 
 
 class _LineReporter:
