@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import psycopg
@@ -175,6 +176,43 @@ async def test_submission_id_recovers_the_call_even_when_busy_and_refuses_new_in
     await runtime.finish_execution(receipt.call_id, final_message="done")
     later = await alice.call("crew:demo", echo, {"text": "a"}, submission_id="k1")
     assert later.call_id == receipt.call_id and later.status == "completed"
+
+
+async def test_a_fresh_retry_key_is_refused_at_once_when_busy_and_a_retry_gets_its_call_F5_F6(
+    clients, operator, echo, database_url
+):
+    """F5 F6: a key its caller vouches is fresh (the gateway's own, for a waiting call)
+    is refused busy from the first read, without queueing for the target's lock; asked
+    again as a retry, the key gets the call it made, even at the limit."""
+    await operator.register_target("crew:demo", owner="user:owner", running_limit=1)
+    alice = await clients("user:alice")
+    first = await alice.call("crew:demo", echo, {"text": "1"}, submission_id="g1")
+    again = await alice.call(
+        "crew:demo", echo, {"text": "1"}, submission_id="g1", fresh_submission_id=False
+    )
+    assert again.call_id == first.call_id and not again.created
+
+    # Another session holds the target's row lock, as a Call being accepted does.
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        await holder.execute(
+            "SELECT 1 FROM functions.targets WHERE kind = 'crew' AND name = 'demo' FOR UPDATE"
+        )
+        with pytest.raises(errors.Busy, match="running limit is 1"):
+            await asyncio.wait_for(
+                alice.call(
+                    "crew:demo", echo, {"text": "2"}, submission_id="g2", fresh_submission_id=True
+                ),
+                timeout=5,  # queued behind the lock it would wait until the holder ends
+            )
+        # A key not vouched fresh may be a retry whose call is being stored: it waits.
+        retry = asyncio.ensure_future(
+            alice.call("crew:demo", echo, {"text": "2"}, submission_id="g2")
+        )
+        await asyncio.sleep(0.5)
+        assert not retry.done()
+    with pytest.raises(errors.Busy):  # the holder is gone: over the limit all the same
+        await retry
+    assert await count_calls(database_url) == 1
 
 
 async def test_only_caller_and_owner_see_a_call_everyone_else_gets_not_found_A3(

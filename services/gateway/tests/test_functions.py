@@ -196,6 +196,11 @@ async def test_functions_tool_refusals_carry_the_services_text_G2_F3_F5_F15_A3(
         code, text = await tool_error(mcp, "functions", {**call, "inputs": {"text": "b"}})
         assert code == "RESOURCE_EXHAUSTED"
         assert text.startswith("busy: crew:demo is running 1 calls and its running limit is 1")
+        # A waiting call (the gateway adds its own retry key, vouched fresh) is busy too.
+        code, text = await tool_error(
+            mcp, "functions", {**call, "inputs": {"text": "b"}, "wait_seconds": 5}
+        )
+        assert code == "RESOURCE_EXHAUSTED" and text.startswith("busy: crew:demo")
 
         code, text = await tool_error(
             mcp, "functions", {"action": "status", "call_id": call_id, "function": "echo"}

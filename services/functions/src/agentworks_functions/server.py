@@ -344,6 +344,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             notify_conversation_id=request.notify_conversation_id,
             source=source,
             wait_seconds=request.wait_seconds,
+            fresh_submission_id=request.fresh_submission_id,
         )
         out = pb.CallReceipt(
             call_id=receipt.call_id,

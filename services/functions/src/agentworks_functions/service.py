@@ -370,11 +370,14 @@ class FunctionsService:
         notify_conversation_id: str,
         source: CallSource | None,
         wait_seconds: int = 0,
+        fresh_submission_id: bool = False,
     ) -> Receipt:
         """Check inputs, then start a fresh execution within the running limit (F3-F6).
 
         With `wait_seconds`, wait that long for the call to end, and return it ended as
         the receipt's `outcome` if it did: call and result in one request.
+        `fresh_submission_id`: the caller vouches that `submission_id` was never sent
+        before, so no earlier call is looked for and a full target refuses at once.
         """
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds
@@ -393,6 +396,7 @@ class FunctionsService:
                 submission_id=submission_id,
                 notify_conversation_id=notify_conversation_id,
                 source=source,
+                fresh_submission_id=fresh_submission_id,
             )
             if not wait_seconds:
                 return receipt
@@ -422,6 +426,7 @@ class FunctionsService:
         submission_id: str,
         notify_conversation_id: str,
         source: CallSource | None,
+        fresh_submission_id: bool = False,
     ) -> Receipt:
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
@@ -470,7 +475,7 @@ class FunctionsService:
             if submission_key
             else ""  # no retry key: nothing to compare a retry with
         )
-        if submission_key:
+        if submission_key and not fresh_submission_id:
             found = await self.store.find_submission(identity.principal, submission_key)
             if found is not None:
                 receipt, earlier_hash = found
@@ -497,8 +502,11 @@ class FunctionsService:
                 )
             )
         with counting_busy(target):  # both refusals below count as busy (metrics)
-            if full is not None and not submission_key:
-                raise full  # at the limit already: refused at once (F5)
+            # At the limit already: refused at once (F5). A retry must not be refused so,
+            # as its call may exist (the lookup above missed a twin still being stored);
+            # a fresh key has no earlier call to return.
+            if full is not None and (not submission_key or fresh_submission_id):
+                raise full
             receipt = await self.store.create_call(
                 call_id=call_id,
                 function=declared,

@@ -210,16 +210,24 @@ async def _call(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
     own_key = bool(wait) and not submission_id
     if own_key:
         submission_id = f"gateway-{uuid.uuid4().hex}"
-    receipt = await gateway.long_poll(
-        lambda wait: client.call(
+    asked = False
+
+    def ask(wait: int) -> Any:
+        # Only the first request with the gateway's key may say it is fresh: the service
+        # then skips the lookup and refuses a full target at once (F5). Asking again
+        # is a retry that must get the call the first request made.
+        nonlocal asked
+        fresh, asked = own_key and not asked, True
+        return client.call(
             target,
             args["function"],
             args.get("inputs", {}),
             submission_id=submission_id,
             wait_seconds=wait,
-        ),
-        wait,
-    )
+            fresh_submission_id=fresh,
+        )
+
+    receipt = await gateway.long_poll(ask, wait)
     out = receipt_dict(receipt, target, args["function"])
     if own_key:
         out["created"] = True  # nobody else knows this key: this request created it

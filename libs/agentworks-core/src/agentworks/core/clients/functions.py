@@ -138,11 +138,14 @@ class FunctionsClient(ServiceClient):
         notify_conversation_id: str = "",
         source: Mapping[str, str] | None = None,
         wait_seconds: int = 0,
+        fresh_submission_id: bool = False,
     ) -> f.CallReceipt:
         """Call a function; `source` is `{run_id, step, group}` for workflow callers (F14).
 
         With `wait_seconds` (up to 25) the receipt carries the ended call as `outcome`
         when it ends within that time (check `receipt.HasField("outcome")`).
+        `fresh_submission_id`: `submission_id` was made for this call and never sent
+        before (a retry with it must leave this False).
         """
         request = f.CallRequest(
             target=target_ref(target),
@@ -151,6 +154,7 @@ class FunctionsClient(ServiceClient):
             submission_id=submission_id,
             notify_conversation_id=notify_conversation_id,
             wait_seconds=wait_seconds,
+            fresh_submission_id=fresh_submission_id,
         )
         if source is not None:
             request.source.CopyFrom(

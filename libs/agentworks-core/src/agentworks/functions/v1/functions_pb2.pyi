@@ -130,7 +130,7 @@ class CallSource(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class CallRequest(_message.Message):
-    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id", "source", "wait_seconds")
+    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id", "source", "wait_seconds", "fresh_submission_id")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,7 @@ class CallRequest(_message.Message):
     NOTIFY_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FRESH_SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.TargetRef
     function: str
     inputs: _struct_pb2.Struct
@@ -145,7 +146,8 @@ class CallRequest(_message.Message):
     notify_conversation_id: str
     source: CallSource
     wait_seconds: int
-    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+    fresh_submission_id: bool
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., wait_seconds: _Optional[int] = ..., fresh_submission_id: _Optional[bool] = ...) -> None: ...
 
 class CallReceipt(_message.Message):
     __slots__ = ("call_id", "status", "output_folder", "created", "outcome")
