@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from agentworks.core.config import ConfigError
-from agentworks.core.testing import free_port, service_env
+from agentworks.core.testing import failed_start, free_port, service_env
 from agentworks_functions.config import Config
 
 pytestmark = pytest.mark.timeout(90)
@@ -79,17 +76,9 @@ def test_a_bad_setting_stops_the_functions_process_with_one_line_P4(internal_key
         "FUNCTIONS_POLL_FALLBACK_SECONDS": "0",
         "LOG_JSON": "true",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "agentworks_functions"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stdout == ""
-    [line] = done.stderr.splitlines()
-    assert json.loads(line) | {"timestamp": None} == {
+    status, event = failed_start("agentworks_functions", env)
+    assert status == 2
+    assert event | {"timestamp": None} == {
         "event": "service.start_failed",
         "service": "functions",
         "level": "error",

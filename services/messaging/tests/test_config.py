@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from agentworks.core import testing
 from agentworks.core.config import ConfigError
 from agentworks.core.testing import free_port, scrape, service_env
 from agentworks_messaging.config import Config
@@ -37,22 +38,7 @@ def environment(database_url: str, internal_key: str, **extra: str) -> dict[str,
 
 def failed_start(env: dict[str, str]) -> tuple[int, dict]:
     """Run `python -m agentworks_messaging` until it exits; its status and its one line."""
-    done = subprocess.run(
-        [sys.executable, "-m", "agentworks_messaging"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.stdout == ""
-    assert "Traceback" not in done.stderr
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    event = json.loads(lines[0])
-    assert event["event"] == "service.start_failed"
-    assert event["service"] == "messaging"
-    assert event["exit_status"] == done.returncode
-    return done.returncode, event
+    return testing.failed_start("agentworks_messaging", env)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agentworks.core.testing import free_port, service_env
+from agentworks.core.testing import failed_start, free_port, service_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -115,16 +115,6 @@ def test_a_bad_setting_stops_the_scheduler_process_with_one_line_P4(internal_key
         "SCHEDULER_TICK_SECONDS": "0",
         "LOG_JSON": "true",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "agentworks_scheduler"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stdout == ""
-    [line] = done.stderr.splitlines()
-    event = json.loads(line)
-    assert event["event"] == "service.start_failed"
+    status, event = failed_start("agentworks_scheduler", env)
+    assert status == 2
     assert event["error"] == "SCHEDULER_TICK_SECONDS must be between 0.05 and 86400, got '0'"

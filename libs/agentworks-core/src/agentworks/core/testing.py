@@ -350,6 +350,28 @@ def service_process(internal_key: str):
         proc.kill()
 
 
+def failed_start(package: str, env: dict[str, str]) -> tuple[int, dict]:
+    """Run `python -m <package>` (a service: `agentworks_messaging`, ...) with `env` until
+    it exits, and check that it failed the way every service must (P4): nothing on
+    stdout, no traceback, exactly one `service.start_failed` JSON line on stderr, naming
+    the service and its exit status. Returns (exit status, that line)."""
+    import json
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", package], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    event = json.loads(lines[0])
+    assert event["event"] == "service.start_failed", event
+    assert event["service"] == package.removeprefix("agentworks_"), event
+    assert event["exit_status"] == done.returncode, event
+    return done.returncode, event
+
+
 # --------------------------------------------------------------------------- metrics
 
 
