@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentworks.core.config import ConfigError
 from agentworks.core.db import sqlalchemy_url
-from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks_gateway.config import Config
 from agentworks_gateway.tokens import ensure_token, new_token
 
@@ -240,23 +240,32 @@ async def test_sigterm_returns_waiting_reads_at_once_G3_P4(
 
 
 class SlowMessaging(messaging_pb2_grpc.MessagingServiceServicer):
-    """A messaging service whose Send takes a minute: a call still running when the
-    gateway's drain ends."""
+    """A messaging service whose Send of "quick" answers once `release` is set, and whose
+    other Sends take a minute: calls still running when the gateway's drain ends."""
 
     def __init__(self) -> None:
         self.sends = 0
+        self.release = asyncio.Event()
 
     async def Send(self, request, context):
         self.sends += 1
-        await asyncio.sleep(60)
+        if request.text != "quick":
+            await asyncio.sleep(60)
+        await self.release.wait()
+        return messaging_pb2.SendReceipt(
+            accepted=True, message_id="m1", conversation_id="c1", inbox_id="i1"
+        )
 
 
 async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancelled_G4_P4(
     database_url, internal_key
 ):
-    """G4 P4: a tool call still running when GATEWAY_DRAIN_SECONDS end answers 503
-    UNAVAILABLE "the gateway is shutting down; retry" as JSON (API and MCP), is logged
-    with outcome "cancelled", and leaves no traceback in the log."""
+    """G4 P4: after SIGTERM (GATEWAY_DRAIN_SECONDS=2) the gateway takes no new connection
+    (refused, never a 503) while calls in flight go on; one that ends within the grace
+    gets its real answer; the ones still running when the grace ends answer, not before,
+    503 UNAVAILABLE "the gateway is shutting down; retry" as JSON (API and MCP, with
+    Retry-After), are logged with outcome "cancelled", and leave no traceback."""
+    grace = 2.0
     token = new_token()
     await asyncio.to_thread(ensure_token, database_url, token, "user:alice", set(), "t")
     slow = SlowMessaging()
@@ -266,33 +275,65 @@ async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancel
     await server.start()
     send = {"action": "send", "crew": "demo", "message": "hi"}
     headers = {"Authorization": f"Bearer {token}"}
+    list_tools = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+
+    async def probe() -> httpx.Response:
+        """A new request on a new connection."""
+        async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=10) as fresh:
+            return await fresh.post("/mcp", content=list_tools, headers=MCP_HEADERS)
+
     try:
         env = gateway_env(
-            database_url, internal_key, f"127.0.0.1:{port}", GATEWAY_DRAIN_SECONDS="1"
+            database_url, internal_key, f"127.0.0.1:{port}", GATEWAY_DRAIN_SECONDS=str(grace)
         )
         async with (
             GatewayProcess(env) as gw,
             httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as http,
         ):
-            by_api = asyncio.create_task(http.post("/api/v1/tools/messages", json=send))
+            by_api = asyncio.create_task(timed(http.post("/api/v1/tools/messages", json=send)))
             by_mcp = asyncio.create_task(
-                http.post("/mcp", content=tools_call("messages", send), headers=MCP_HEADERS)
+                timed(http.post("/mcp", content=tools_call("messages", send), headers=MCP_HEADERS))
             )
-            await until(lambda: slow.sends >= 2)
+            quick = asyncio.create_task(
+                timed(http.post("/api/v1/tools/messages", json={**send, "message": "quick"}))
+            )
+            await until(lambda: slow.sends >= 3)
             signalled = time.monotonic()
-            exit_seconds = await gw.terminate()
+            terminating = asyncio.create_task(gw.terminate())
+            # The listener closes as the drain starts; a request that still got in is
+            # served, never refused with a 503.
+            early: list[httpx.Response] = []
+            async with asyncio.timeout(grace / 2):
+                while True:
+                    try:
+                        early.append(await probe())
+                    except httpx.ConnectError:
+                        break  # refused: the listener is closed
+                    except httpx.TransportError:
+                        pass  # taken by the kernel as the listener closed, then reset
+                    await asyncio.sleep(0.02)
+            assert gw.process.returncode is None, "exited before the grace ended"
+            slow.release.set()
             async with asyncio.timeout(10):
-                api_answer, mcp_answer = await by_api, await by_mcp
-            answered = time.monotonic() - signalled
+                quick_answer, quick_done = await quick
+                (api_answer, api_done), (mcp_answer, mcp_done) = await by_api, await by_mcp
+            exit_seconds = await terminating
     finally:
         await server.stop(0)
 
     assert gw.process.returncode == 0, gw.text
-    assert exit_seconds < 6 and answered < 6, (exit_seconds, answered)
-    for answer in (api_answer, mcp_answer):
+    assert exit_seconds < grace + 3, exit_seconds
+    assert [a.status_code for a in early] == [200] * len(early), [a.text for a in early]
+    assert quick_done - signalled < grace and quick_answer.status_code == 200, quick_answer.text
+    assert quick_answer.json()["accepted"] is True
+    for answer, done in ((api_answer, api_done), (mcp_answer, mcp_done)):
+        assert grace - 0.25 <= done - signalled < grace + 3, done - signalled
         assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"].startswith("application/json")
+        assert answer.headers["retry-after"] == "1"
         assert answer.json() == SHUTTING_DOWN
-    assert [e["outcome"] for e in tool_calls(gw, tool="messages", surface="api")] == ["cancelled"]
+    api_outcomes = sorted(e["outcome"] for e in tool_calls(gw, tool="messages", surface="api"))
+    assert api_outcomes == ["cancelled", "ok"]
     assert [e["outcome"] for e in tool_calls(gw, tool="messages", surface="mcp")] == ["cancelled"]
     cut = [e for e in gw.events if e.get("event") == "request.cut"]
     assert sorted(e["path"] for e in cut) == ["/api/v1/tools/messages", "/mcp"], cut
