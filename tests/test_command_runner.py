@@ -362,15 +362,26 @@ def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
 
 
 async def start_cli_runner(
-    functions, internal_key: str, tmp_path: pathlib.Path, modes: tuple[str, ...], **env: str
+    functions,
+    internal_key: str,
+    tmp_path: pathlib.Path,
+    modes: tuple[str, ...],
+    *,
+    hook: str = "",
+    **env: str,
 ) -> asyncio.subprocess.Process:
     """`agentworks-runtime run-commands` for crew:demo, in its own process, serving
-    `modes` in tmp_path/project; its output (stdout and stderr) piped."""
+    `modes` in tmp_path/project; its output (stdout and stderr) piped. A `hook` (Python
+    code) runs in that process first, before the CLI's `main`."""
     script = tmp_path / "command.py"
     script.write_text(COMMAND)
     commands = json.dumps({m: [sys.executable, str(script), m] for m in modes})
+    program = [str(pathlib.Path(sys.executable).parent / "agentworks-runtime")]
+    if hook:
+        main = "import sys\nfrom agentworks.runtime.cli import main\nsys.exit(main(sys.argv[1:]))"
+        program = [sys.executable, "-c", f"{hook}\n{main}"]
     return await asyncio.create_subprocess_exec(
-        str(pathlib.Path(sys.executable).parent / "agentworks-runtime"),
+        *program,
         "run-commands",
         "--commands",
         commands,
@@ -505,6 +516,76 @@ async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F1
         await process.communicate()
 
 
+# A hook for start_cli_runner: on SIGUSR1 the runner forks a child that sleeps on (and
+# outlives it), its pid written to the file named by FORKED_PID_FILE. The child lets go
+# of the runner's output, so the runner's end is seen when it dies.
+FORK_ON_SIGUSR1 = textwrap.dedent(
+    """
+    import os, pathlib, signal, time
+
+    def fork(signum, frame):
+        child = os.fork()
+        if child == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            time.sleep(600)
+            os._exit(0)
+        path = pathlib.Path(os.environ["FORKED_PID_FILE"])
+        path.with_suffix(".tmp").write_text(str(child))
+        path.with_suffix(".tmp").rename(path)
+
+    signal.signal(signal.SIGUSR1, fork)
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+@pytest.mark.reliability(
+    scenario="Process fault: command runner killed, a child it forked alive (R2, F12)",
+    action="SIGKILL to a `run-commands` runner that forked a child (which lives on) while "
+    "its command runs",
+    check="the runner's watchdog still kills the command's process group within the kill "
+    "grace: the forked child closed its copy of the watchdog's pipe",
+)
+async def test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12(
+    functions, internal_key, alice, tmp_path
+):
+    """R2 F12: a child the runner forks (os.fork, multiprocessing) closes its copy of the
+    watchdog's pipe at once, so `kill -9` of the runner still ends that pipe and the
+    watchdog kills the running command's process group while the forked child lives on."""
+    root = tmp_path / "project"
+    forked_file = tmp_path / "forked"
+    pids: list[int] = []
+    forked: list[int] = []
+    process = await start_cli_runner(
+        functions,
+        internal_key,
+        tmp_path,
+        ("tree",),
+        hook=FORK_ON_SIGUSR1,
+        FORKED_PID_FILE=str(forked_file),
+    )
+    try:
+        _, pids = await started_tree(alice, root)
+        # The runner holds the watchdog's pipe (the watchdog runs) before it forks.
+        assert await until(
+            lambda: any(b"_watchdog" in cmd for cmd in children(process.pid).values()), 5
+        )
+        process.send_signal(signal.SIGUSR1)
+        assert await until(forked_file.exists, 5), "the runner did not fork"
+        forked.append(int(forked_file.read_text()))
+        process.kill()
+        await process.communicate()
+        assert await until(lambda: not any(running(pid) for pid in pids), 10), [
+            pid for pid in pids if running(pid)
+        ]
+        assert running(forked[0]), "the forked child should outlive its runner"
+    finally:
+        kill_all(pids + forked, [process])
+        await process.communicate()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
 @pytest.mark.reliability(
     scenario="Process fault: command runner and its watchdog killed (R2, F12)",
@@ -552,11 +633,15 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
             await process.communicate()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
-def test_orphan_sweep_spares_live_runners_and_pids_given_out_again_R2(tmp_path):
-    """R2: the startup sweep leaves alone a record whose runner is alive (another runner
-    on the root) and a group whose leader did not start at the recorded time (its pid
-    given out again); it kills the recorded group of a runner that is gone."""
+@pytest.fixture
+def orphan(tmp_path):
+    """A command a runner left running (a sleeper leading its own process group) and a
+    writer of its records in tmp_path/.calls/.runner/: (the sleeper, record).
+
+    `record(name, **fields)` writes the record `name` of the sleeper's group, its runner
+    this process (alive); `runner_gone=True` records another runner start time (a runner
+    gone), `pid_reused=True` another leader start time (its pid given out again), and
+    other fields are written as given."""
     sleeper = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
     )
@@ -567,79 +652,69 @@ def test_orphan_sweep_spares_live_runners_and_pids_given_out_again_R2(tmp_path):
         me = _watchdog.start_time(os.getpid())
         assert start is not None and me is not None
 
-        def record(name: str, runner_start: int, leader_start: int) -> None:
+        def record(
+            name: str, *, runner_gone: bool = False, pid_reused: bool = False, **fields: object
+        ) -> None:
             (folder / f"{name}.json").write_text(
                 json.dumps(
                     {
                         "pgid": sleeper.pid,
-                        "start": leader_start,
+                        "start": start + 1 if pid_reused else start,
                         "runner_pid": os.getpid(),
-                        "runner_start": runner_start,
+                        "runner_start": me + 1 if runner_gone else me,
                         "call_id": name,
+                        **fields,
                     }
                 )
             )
 
-        record("live", me, start)  # this process's: a live runner
-        record("reused", me + 1, start + 1)  # a runner gone; its leader's pid reused
-        assert reap_orphans(tmp_path, grace=1) == []
-        assert sleeper.poll() is None
-        assert [p.name for p in folder.iterdir()] == ["live.json"]  # the stale one went
-        record("dead", me + 1, start)  # a runner gone; its command still running
-        assert reap_orphans(tmp_path, grace=1) == [sleeper.pid]
-        assert sleeper.wait(5) == -signal.SIGTERM
-        assert [p.name for p in folder.iterdir()] == ["live.json"]
+        yield sleeper, record
     finally:
         sleeper.kill()
         sleeper.wait()
 
 
-def test_orphan_sweep_removes_other_boots_and_spares_other_pid_namespaces_R2(tmp_path):
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+def test_orphan_sweep_spares_live_runners_and_pids_given_out_again_R2(orphan, tmp_path):
+    """R2: the startup sweep leaves alone a record whose runner is alive (another runner
+    on the root) and a group whose leader did not start at the recorded time (its pid
+    given out again); it kills the recorded group of a runner that is gone."""
+    sleeper, record = orphan
+    folder = tmp_path / RECORDS_FOLDER
+    record("live")  # this process's: a live runner
+    record("reused", runner_gone=True, pid_reused=True)  # a runner gone; its leader's pid reused
+    assert reap_orphans(tmp_path, grace=1) == []
+    assert sleeper.poll() is None
+    assert [p.name for p in folder.iterdir()] == ["live.json"]  # the stale one went
+    record("dead", runner_gone=True)  # a runner gone; its command still running
+    assert reap_orphans(tmp_path, grace=1) == [sleeper.pid]
+    assert sleeper.wait(5) == -signal.SIGTERM
+    assert [p.name for p in folder.iterdir()] == ["live.json"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sweep needs /proc")
+def test_orphan_sweep_removes_other_boots_and_spares_other_pid_namespaces_R2(orphan, tmp_path):
     """R2: a record written in another boot is removed without any kill (nothing of it
     can run); one from another pid namespace (same boot) is left alone, its group not
     killed, though its runner looks gone from here."""
     boot, namespace = _watchdog.boot_id(), _watchdog.pid_namespace()
     if boot is None or namespace is None:
         pytest.skip("needs /proc")
-    sleeper = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
-    )
-    try:
-        folder = tmp_path / RECORDS_FOLDER
-        folder.mkdir(parents=True)
-        start = _watchdog.start_time(sleeper.pid)
-        me = _watchdog.start_time(os.getpid())
-        assert start is not None and me is not None
-
-        def record(name: str, boot_id: str, pid_ns: int) -> None:
-            (folder / f"{name}.json").write_text(
-                json.dumps(
-                    {
-                        "pgid": sleeper.pid,
-                        "start": start,
-                        "runner_pid": os.getpid(),
-                        "runner_start": me + 1,  # its runner looks gone from here
-                        "boot_id": boot_id,
-                        "pid_ns": pid_ns,
-                        "call_id": name,
-                    }
-                )
-            )
-
-        record("other-boot", boot + "-not", namespace)
-        record("other-ns", boot, namespace + 1)
-        assert reap_orphans(tmp_path, grace=1) == []
-        assert sleeper.poll() is None
-        assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
-        assert reap_orphans(tmp_path, grace=1) == []
-        assert sleeper.poll() is None
-        record("this-one", boot, namespace)  # this boot and namespace: a runner gone
-        assert reap_orphans(tmp_path, grace=1) == [sleeper.pid]
-        assert sleeper.wait(5) == -signal.SIGTERM
-        assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    sleeper, record = orphan
+    folder = tmp_path / RECORDS_FOLDER
+    # Each runner looks gone from here.
+    record("other-boot", runner_gone=True, boot_id=boot + "-not", pid_ns=namespace)
+    record("other-ns", runner_gone=True, boot_id=boot, pid_ns=namespace + 1)
+    assert reap_orphans(tmp_path, grace=1) == []
+    assert sleeper.poll() is None
+    assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
+    assert reap_orphans(tmp_path, grace=1) == []
+    assert sleeper.poll() is None
+    # This boot and namespace: a runner gone.
+    record("this-one", runner_gone=True, boot_id=boot, pid_ns=namespace)
+    assert reap_orphans(tmp_path, grace=1) == [sleeper.pid]
+    assert sleeper.wait(5) == -signal.SIGTERM
+    assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
 
 
 def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys):
