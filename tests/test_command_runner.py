@@ -94,7 +94,9 @@ COMMAND = textwrap.dedent(
 )
 # Modes with an output schema (the others return their last line).
 SCHEMA_MODES = ("ok", "fail", "correct", "many")
-MODES = (*SCHEMA_MODES, "hang", "tree", "leave", "noisy", "nulfail", "files")
+MODES = (*SCHEMA_MODES, "hang", "tree", "leave", "noisy", "nulfail", "files", "shell")
+# The one command given as a string: run by /bin/sh -c, its exit status the line's.
+SHELL_COMMAND = 'echo "function $AGENTWORKS_FUNCTION" | tr a-z A-Z; echo oops >&2; exit 3'
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -161,7 +163,8 @@ async def runner(functions, identity, root):
     """A command-runner runtime for crew:demo; yields the queue of finished executions."""
     script = root / "command.py"
     script.write_text(COMMAND)
-    commands = {m: [sys.executable, str(script), m] for m in MODES}
+    commands: dict[str, list[str] | str] = {m: [sys.executable, str(script), m] for m in MODES}
+    commands["shell"] = SHELL_COMMAND
     outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
     worker = ExecutionWorker(
         functions.address,
@@ -215,6 +218,21 @@ async def test_runner_failure_keeps_stderr_and_files_and_gets_no_correction_turn
     assert status.status == "failed" and not status.correction_turn
     assert "exited with status 3: bad input: nope" in status.error
     assert await alice.read_file_bytes(receipt.call_id, "partial.txt") == b"some of it"
+
+
+async def test_a_command_string_runs_in_a_shell_and_fails_with_its_exit_status_R2(
+    functions, identity, alice, tmp_path
+):
+    """R2: a command given as a string runs by /bin/sh -c: `$VAR`, `|`, `;`, `>&2` and
+    `exit 3` mean what they mean in a terminal, so the call fails with status 3 and the
+    stderr line (it is not split into words and echoed as a success)."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "shell", {"text": "hi"})
+        await asyncio.wait_for(outcomes.get(), 30)
+    status = await alice.get_status(receipt.call_id)
+    assert status.status == "failed", status.answer
+    assert "exited with status 3: oops" in status.error
+    assert [m.text for m in status.messages] == ["FUNCTION SHELL"]
 
 
 async def test_runner_reruns_the_command_for_the_one_correction_turn_R2_F10(
@@ -347,16 +365,17 @@ async def test_runner_uploads_up_to_the_file_limit_result_first_and_says_what_it
 
 
 def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
-    """R2: commands map function names to argv lists or strings; bad ones are refused."""
-    assert parse_commands({"a": "echo 'hi there'", "b": ["ls", "-l"]}) == {
-        "a": ("echo", "hi there"),
+    """R2: commands map function names to argv lists (run as they are) or strings (run
+    by /bin/sh -c); bad ones are refused."""
+    assert parse_commands({"a": "echo 'hi there'; exit 3", "b": ["ls", "-l"]}) == {
+        "a": ("/bin/sh", "-c", "echo 'hi there'; exit 3"),
         "b": ("ls", "-l"),
     }
     path = tmp_path / "commands.json"
     path.write_text(json.dumps({"hello": ["echo", "hello"]}))
     assert load_commands(str(path)) == {"hello": ("echo", "hello")}
-    assert load_commands('{"x": "true"}') == {"x": ("true",)}
-    for bad in ({}, {"a": ""}, {"a": [1]}):
+    assert load_commands('{"x": "true"}') == {"x": ("/bin/sh", "-c", "true")}
+    for bad in ({}, {"a": ""}, {"a": "  "}, {"a": [1]}, {"a": []}):
         with pytest.raises(ValueError):
             parse_commands(bad)
 

@@ -103,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
         "--commands",
         required=True,
         metavar="FILE|JSON",
-        help='a JSON file or inline JSON: {"function": ["argv", ...] or "command string"}',
+        help='a JSON file or inline JSON: {"function": ["argv", ...] (run as is) or '
+        '"command string" (run by /bin/sh -c)}',
     )
     commands.add_argument(
         "--target",

@@ -1,9 +1,12 @@
 """The command runner: each call runs a declared command in `.calls/<call_id>/` (R2).
 
-Configuration is a mapping from function name to a command (an argv list, or a string
-split like a shell would, without running a shell):
+Configuration is a mapping from function name to a command: an argv list, run as it is
+(no shell), or a string, run by `/bin/sh -c` (pipes, `;`, `&&`, `$VAR` and the exit
+status of the whole line, as in a terminal). The call's inputs never become part of the
+command line; they arrive in the environment (below), so a string stays the operator's:
 
-    {"word_count": ["python", "-m", "tools.word_count"], "hello": "echo hello"}
+    {"word_count": ["python", "-m", "tools.word_count"],
+     "hello": "echo hello from $AGENTWORKS_CALL_ID; exit 3"}
 
 For each execution the runner starts the function's command with:
 
@@ -71,7 +74,6 @@ import contextlib
 import json
 import os
 import pathlib
-import shlex
 import signal
 import subprocess
 import sys
@@ -109,6 +111,8 @@ RUNNER_NOTE_BYTES = 16 * 1024
 # Records of the commands running now, one file each, under the root: outside every
 # call's folder `.calls/<call_id>/`, so never uploaded.
 RECORDS_FOLDER = ".calls/.runner"
+# Runs a command given as a string (the shell form).
+SHELL = "/bin/sh"
 
 
 class CommandFailed(Exception):
@@ -116,11 +120,12 @@ class CommandFailed(Exception):
 
 
 def parse_commands(spec: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """Validate a `{function: argv list | command string}` mapping."""
+    """Validate a `{function: argv list | command string}` mapping; a string becomes
+    `/bin/sh -c <string>`."""
     commands: dict[str, tuple[str, ...]] = {}
     for name, command in spec.items():
         if isinstance(command, str):
-            argv = tuple(shlex.split(command))
+            argv = (SHELL, "-c", command) if command.strip() else ()
         elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
             argv = tuple(command)
         else:
