@@ -255,6 +255,39 @@ async def test_an_execution_failure_gets_no_correction_turn_F10(clients, summari
     assert not status.correction_turn
 
 
+async def test_a_retried_finish_gets_the_same_answer_and_a_different_one_is_refused_R1_F10(
+    clients, echo, summarize, runtime
+):
+    """R1 F10: finishing an ended call again with the same outcome (its first answer was
+    lost) answers as the first did; a finish that differs (another final message, a
+    failure after a success, another error) is refused with FAILED_PRECONDITION and
+    changes nothing."""
+    alice = await clients("user:alice")
+    done = await alice.call("crew:demo", echo, {"text": "1"})
+    broken = await alice.call("crew:demo", summarize, {"text": "2"})
+    for _ in range(2):
+        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.finish_execution(done.call_id, final_message="first")
+    await runtime.finish_execution(broken.call_id, failed=True, error="tool crashed")
+    assert (await runtime.finish_execution(done.call_id, final_message="first")).status == (
+        "completed"
+    )
+    again = await runtime.finish_execution(broken.call_id, failed=True, error="tool crashed")
+    assert again.status == "failed"
+    for call_id, conflicting in (
+        (done.call_id, {"final_message": "second"}),
+        (done.call_id, {"failed": True, "final_message": "first", "error": "boom"}),
+        (broken.call_id, {"failed": True, "error": "another cause"}),
+        (broken.call_id, {"final_message": ""}),
+    ):
+        with pytest.raises(errors.PreconditionFailed, match="by another finish") as refused:
+            await runtime.finish_execution(call_id, **conflicting)
+        assert "was not applied" in refused.value.message
+    first, second = await alice.get_status(done.call_id), await alice.get_status(broken.call_id)
+    assert (first.status, first.answer, first.error) == ("completed", "first", "")
+    assert (second.status, second.error) == ("failed", "tool crashed")
+
+
 async def test_a_lost_lease_ends_interrupted_with_saved_evidence_never_restarted_F12(
     clients, echo, runtime
 ):

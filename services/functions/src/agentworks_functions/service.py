@@ -236,6 +236,21 @@ def plain_ending(failed: bool, final_message: str, error: str) -> Ending:
     return Ending(COMPLETED, answer=final_message)
 
 
+def same_finish(
+    call: Call, *, failed: bool, final_message: str, error: str, correction_round: int
+) -> bool:
+    """Whether a finish of an ended call repeats the one that ended it (a retry after a
+    lost answer): the same final message; a failure with the same error; a success that
+    completed the call, or that the result check failed after the correction turn."""
+    if final_message != call.answer:
+        return False
+    if failed:
+        return call.status == FAILED and plain_ending(True, final_message, error).error == (
+            call.error
+        )
+    return call.status == COMPLETED or correction_round == 1
+
+
 class FunctionsService:
     """The function contract (A3, F1-F15) and the execution protocol (R1)."""
 
@@ -1027,8 +1042,22 @@ class FunctionsService:
                 return FinishOutcome(status, next=next_call), claim is not None
         call = await self._execution(identity, call_id)
         if not call.is_open:
-            if call.status in (CANCELLED, COMPLETED, FAILED):
+            if call.status == CANCELLED or (
+                call.status in (COMPLETED, FAILED)
+                and same_finish(
+                    call,
+                    failed=failed,
+                    final_message=final_message,
+                    error=error,
+                    correction_round=correction_round,
+                )
+            ):
                 return FinishOutcome(call.status), False  # cancelled, or a retried finish
+            if call.status in (COMPLETED, FAILED):
+                raise PreconditionFailed(
+                    f"call {call_id} has already ended ({call.status}) by another finish; "
+                    "this one (a different final message, failure or error) was not applied"
+                )
             raise PreconditionFailed(ended_message(call_id, call.status))
         if correction_round < call.correction_turns:
             # A retry of the first finish: the correction turn is already granted.
