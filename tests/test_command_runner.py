@@ -15,9 +15,11 @@ import textwrap
 import pytest
 
 from agentworks.core.clients import FunctionsClient
+from agentworks.core.clients.common import target_ref
 from agentworks.core.clients.functions import call_result
+from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
-from agentworks.runtime.executions import ExecutionOutcome, ExecutionWorker
+from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
 from agentworks.runtime.runner import (
     RECORDS_FOLDER,
     CommandRunner,
@@ -378,6 +380,31 @@ def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
     for bad in ({}, {"a": ""}, {"a": "  "}, {"a": [1]}, {"a": []}):
         with pytest.raises(ValueError):
             parse_commands(bad)
+
+
+def test_a_command_never_sees_the_runners_key_or_database_addresses_A3_R2(monkeypatch, tmp_path):
+    """A3 R2: a command's environment is the runner's without its secrets (the key that
+    signs identities, database addresses): a command that prints its environment would
+    show them to its caller. Other variables and the configured `env` pass through."""
+    secrets = {
+        "AGENTWORKS_INTERNAL_KEY": "the-key",
+        "AGENTWORKS_ACCEPTED_INTERNAL_KEYS": "old-key",
+        "FUNCTIONS_INTERNAL_KEY": "its-key",
+        "DATABASE_URL": "postgresql://aw:s3cret@db/x",
+        "MESSAGING_DATABASE_URL": "postgresql://aw:s3cret@db/m",
+        "AGENTWORKS_TOKEN": "aw_token",
+    }
+    for name, value in {**secrets, "OPENAI_API_KEY": "meant-for-tools"}.items():
+        monkeypatch.setenv(name, value)
+    execution = f.Execution(call_id="c-1", function="f", caller="user:alice")
+    execution.target.CopyFrom(target_ref("crew:demo"))
+    ctx = ExecutionContext(execution, client=None, root=tmp_path, log=None)  # type: ignore[arg-type]
+    runner = CommandRunner({"f": ["env"]}, env={"EXTRA": "1"})
+    env = runner.environment(ctx)
+    assert not set(secrets) & set(env), sorted(set(secrets) & set(env))
+    assert "s3cret" not in json.dumps(env) and "the-key" not in json.dumps(env)
+    assert (env["OPENAI_API_KEY"], env["EXTRA"]) == ("meant-for-tools", "1")
+    assert (env["AGENTWORKS_CALL_ID"], env["AGENTWORKS_TARGET"]) == ("c-1", "crew:demo")
 
 
 async def start_cli_runner(

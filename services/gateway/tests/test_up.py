@@ -205,3 +205,26 @@ async def test_bootstrap_prints_the_dev_token_only_when_it_made_it_P2(
     assert code == 0, out
     assert "dev token: from AGENTWORKS_DEV_TOKEN (not printed)" in out
     assert secret not in out and "s" * 20 not in out
+
+
+def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url_A3_P2(
+    tmp_path,
+):
+    """A3 P2: the demo runtimes `up` starts talk to the services only: their environment
+    holds the key that signs their identity and the services' addresses, but not the
+    database's address (with its password), whether `up` made it or it was given."""
+    from agentworks_gateway.up import Supervisor, parse_args
+
+    given = "postgresql://aw:s3cret@db.example:5432/agentworks"
+    supervisor = Supervisor(
+        parse_args(["--home", str(tmp_path)], {}),
+        {"DATABASE_URL": given, "PATH": os.environ["PATH"]},
+    )
+    supervisor.database_url, supervisor.key = given, "the-key"
+    children = supervisor.runtime_children()
+    assert [c.name for c in children] == ["demo-runtime", "demo-funcs"]
+    for child in children:
+        assert "DATABASE_URL" not in child.env and "s3cret" not in json.dumps(child.env)
+        assert child.env["AGENTWORKS_INTERNAL_KEY"] == "the-key"
+    services = [c for c, _ in supervisor.plan()[0]]
+    assert services and all(c.env["DATABASE_URL"] == given for c in services)

@@ -526,6 +526,13 @@ class Supervisor:
         env.update(extra)
         return env
 
+    def _runtime_env(self, **extra: str) -> dict[str, str]:
+        """A runtime's environment: it talks to the services only, so the database
+        address (and its password) is not given to it, nor to the commands it runs."""
+        env = self._child_env(**extra)
+        env.pop("DATABASE_URL", None)
+        return env
+
     def plan(self) -> tuple[list[tuple[Child, Callable[[float], Awaitable[None]]]], list[str]]:
         """The service children to start with their readiness checks; skipped services."""
         messaging = ",".join(self.addresses(0))
@@ -570,18 +577,18 @@ class Supervisor:
             "AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL,
             "AGENTWORKS_RUNTIME_TARGETS": DEMO_TARGET,
         }
-        turns_env = self._child_env(
+        turns_env = self._runtime_env(
             AGENTWORKS_MESSAGING_ADDRESS=",".join(self.addresses(0)),
             **common,
         )
         if "scheduler" not in skipped:
             turns_env["AGENTWORKS_SCHEDULER_ADDRESS"] = ",".join(self.addresses(2))
+        functions_env = self._runtime_env(
+            AGENTWORKS_FUNCTIONS_ADDRESS=",".join(self.addresses(1)), **common
+        )
         runtime = [sys.executable, "-m", "agentworks.runtime"]
         children = [Child(DEMO_RUNTIME, [*runtime, "demo"], turns_env)]
         if "functions" not in skipped:
-            functions_env = self._child_env(
-                AGENTWORKS_FUNCTIONS_ADDRESS=",".join(self.addresses(1)), **common
-            )
             root = str(self.home / DEMO_PROJECT)
             children.append(
                 Child(DEMO_FUNCTIONS, [*runtime, "functions-demo", "--root", root], functions_env)

@@ -115,6 +115,26 @@ RECORDS_FOLDER = ".calls/.runner"
 SHELL = "/bin/sh"
 
 
+# The runner's own secrets, never handed to a command: the key that signs identities
+# (whoever holds it can act as anyone, A3) and database addresses (with passwords). A
+# command's stdout becomes messages its caller reads, so what it can see it can tell.
+SECRET_VARIABLES = frozenset(
+    {
+        "AGENTWORKS_INTERNAL_KEY",
+        "AGENTWORKS_ACCEPTED_INTERNAL_KEYS",
+        "AGENTWORKS_TOKEN",
+        "SCHEDULER_WEBHOOK_KEY",
+        "DATABASE_URL",
+    }
+)
+SECRET_SUFFIXES = ("_INTERNAL_KEY", "_DATABASE_URL")
+
+
+def is_secret(name: str) -> bool:
+    """Whether the runner's variable `name` is kept from its commands."""
+    return name in SECRET_VARIABLES or name.endswith(SECRET_SUFFIXES)
+
+
 class CommandFailed(Exception):
     """The command exited with a non-zero status or was killed by a signal."""
 
@@ -175,8 +195,10 @@ class CommandRunner:
         return reap_orphans(root, grace=self.kill_grace_seconds)
 
     def environment(self, ctx: ExecutionContext) -> dict[str, str]:
-        """The command's environment for one execution."""
-        env = {**os.environ, **self.env}
+        """The command's environment for one execution: the runner's own, without its
+        secrets (`is_secret`), then the configured `env`, then the call's variables."""
+        env = {name: value for name, value in os.environ.items() if not is_secret(name)}
+        env.update(self.env)
         env.update(
             FUNCTION_RESULT_FILE=str(ctx.result_file),
             AGENTWORKS_CALL_ID=ctx.call_id,
