@@ -18,6 +18,7 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
     services/messaging/tests/test_bad_input.py services/functions/tests/test_bad_input.py \
     services/scheduler/tests/test_bad_input.py services/gateway/tests/test_bad_input.py \
     services/functions/tests/test_patterns.py::test_a_catastrophic_pattern_and_a_hostile_input_are_answered_at_once_F3_P6 \
+    services/functions/tests/test_patterns.py::test_unique_items_are_checked_in_linear_time_and_errors_do_not_echo_the_input_F3_P6 \
     services/gateway/tests/test_http_api.py::test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_message_A1 \
     services/gateway/tests/test_http_api.py::test_a_revoked_token_is_refused_on_the_next_request_on_every_replica_A1 \
     tests/test_command_runner.py::test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12 \

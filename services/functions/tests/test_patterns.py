@@ -102,6 +102,63 @@ async def test_a_catastrophic_pattern_and_a_hostile_input_are_answered_at_once_F
         assert receipt.call_id
 
 
+# jsonschema compares every pair of objects for uniqueItems: 15,000 of them (about 200
+# KiB of inputs) would take hours, holding the service's event loop all the while.
+UNIQUE_SCHEMA = {
+    "type": "object",
+    "properties": {"tags": {"type": "array", "maxItems": 100, "uniqueItems": True}},
+}
+MANY_OBJECTS = [{"a": n} for n in range(15_000)]
+
+
+@pytest.mark.reliability(
+    scenario="Quadratic uniqueItems through a declared JSON Schema (F3, P6)",
+    action="an owner declares an array with uniqueItems (and maxItems 100); a caller sends "
+    "15,000 distinct objects, then the same with a repeat at the end",
+    check="each refused INVALID_ARGUMENT in < 2 s, naming the limit or the equal items, its "
+    "message a few hundred bytes (the input is not echoed whole); jsonschema's pairwise "
+    "check took 2.4 s for 1,000 objects and grows with the square",
+)
+@pytest.mark.timeout(60)
+async def test_unique_items_are_checked_in_linear_time_and_errors_do_not_echo_the_input_F3_P6(
+    service_process, database_url, identity
+):
+    """F3 P6: `uniqueItems` over 15,000 objects is answered at once (each item hashed
+    once, not compared with every other), naming the first equal pair; a message quoting
+    a huge value (`... is too long`) quotes its start only. The service runs as its own
+    process, so a quadratic check would show up as a missed deadline, not a hung test."""
+    proc = service_process(
+        "agentworks_functions", "FUNCTIONS", database_url, FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1"
+    )
+    async with (
+        FunctionsClient(
+            proc.address, identity=identity("user:ops", frozenset({"operator"})), timeout=10
+        ) as ops,
+        FunctionsClient(proc.address, identity=identity("user:owner"), timeout=10) as owner,
+        FunctionsClient(proc.address, identity=identity("user:alice"), timeout=10) as alice,
+    ):
+        await ops.register_target("crew:demo", owner="user:owner")
+        await owner.declare_function(
+            "crew:demo", "tag", input_schema=UNIQUE_SCHEMA, allowed_callers=["user:*"]
+        )
+        for tags, words in (
+            (MANY_OBJECTS, "inputs.tags: [{'a': 0}, {'a': 1}, "),
+            ([*MANY_OBJECTS, {"a": 7}], "inputs.tags: items [7] and [15000] are equal"),
+        ):
+            started = time.monotonic()
+            with pytest.raises(InvalidArgument) as refused:
+                await alice.call("crew:demo", "tag", {"tags": tags})
+            elapsed = time.monotonic() - started
+            assert elapsed < 2.0, f"took {elapsed:.1f} s"
+            assert words in refused.value.message
+            assert len(refused.value.message) < 1000, len(refused.value.message)
+        assert violations(UNIQUE_SCHEMA, {"tags": [1, True, [1], [True], {"a": 1}]}) == []
+        for same in ([1, 1.0], [{"a": 1, "b": [2]}, {"b": [2.0], "a": 1}]):
+            assert violations(UNIQUE_SCHEMA, {"tags": same}) == [
+                "inputs.tags: items [0] and [1] are equal; the items must be unique"
+            ]
+
+
 OBJECT_WITH = {"type": "object", "properties": {"code": {"type": "string"}}}
 
 

@@ -8,6 +8,9 @@ replaces the four keywords that match patterns (`pattern`, `patternProperties`,
 `additionalProperties`, `unevaluatedProperties`) and the `regex` format with RE2
 (`google-re2`), whose matching time grows linearly with the input.
 
+`uniqueItems` is replaced too (`_unique_items`): jsonschema compares items pairwise, in
+quadratic time, when they do not sort (objects); here each item is hashed once.
+
 Linear is not free: a pattern that compiles to a large program (`[ab]{1000}`,
 `\\p{L}{100}`) can cost several seconds on a 256 KiB input. So, besides RE2:
 
@@ -269,6 +272,38 @@ def _unevaluated_properties(
             yield ValidationError(error % extras_msg(rejected))
 
 
+def _identity(value: Any) -> Any:
+    """A hashable stand-in for a JSON value, equal exactly when JSON Schema calls two
+    values equal: 1 and 1.0 alike, true and 1 not, objects whatever their key order."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _identity(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("array", tuple(_identity(v) for v in value))
+    return ("other", repr(value))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`uniqueItems` in linear time. jsonschema compares every pair of items that do not
+    sort (objects): 1,000 objects took seconds, 20,000 (256 KiB of inputs) hours, all
+    the while holding the service's event loop."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(instance):
+        first = seen.setdefault(_identity(item), index)
+        if first != index:
+            yield ValidationError(
+                f"items [{first}] and [{index}] are equal; the items must be unique"
+            )
+            return
+
+
 def _is_regex(instance: object) -> bool:
     if not isinstance(instance, str):
         return True
@@ -290,6 +325,7 @@ PatternValidator = validators.extend(
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
         "unevaluatedProperties": _unevaluated_properties,
+        "uniqueItems": _unique_items,
     },
 )
 _descend = PatternValidator.descend

@@ -37,6 +37,8 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 VARIABLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
 # Violations listed in one error message; the count says how many there were in all.
 MAX_LISTED_VIOLATIONS = 50
+# A message quoting a value quotes this many characters of it at most.
+QUOTED_VALUE_CHARS = 200
 
 # jsonschema's format checks, with `regex` judged by RE2 (as patterns run on it).
 _FORMATS = format_checker()
@@ -357,6 +359,16 @@ async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
     return await asyncio.to_thread(check, *args)
 
 
+def _quoting_less(error: ValidationError) -> str:
+    """The validator's message, its quote of the value cut to its first
+    `QUOTED_VALUE_CHARS` characters (most messages start by quoting the value whole:
+    `[...20,000 items...] is too long`)."""
+    quoted = repr(error.instance)
+    if len(quoted) > QUOTED_VALUE_CHARS and error.message.startswith(quoted):
+        return f"{quoted[:QUOTED_VALUE_CHARS]}… {error.message[len(quoted) :].lstrip()}"
+    return error.message
+
+
 def _violation_lines(errors: Iterable[ValidationError], prefix: str) -> list[str]:
     found: list[tuple[str, str]] = []
     for error in errors:
@@ -378,7 +390,7 @@ def _violation_lines(errors: Iterable[ValidationError], prefix: str) -> list[str
                 expected = " or ".join(expected)
             found.append((path, f"{path}: expected {expected}, got {_json_type(error.instance)}"))
         else:
-            found.append((path, f"{path}: {error.message}"))
+            found.append((path, f"{path}: {_quoting_less(error)}"))
     found.sort(key=lambda item: item[0])
     return [text for _, text in found]
 
