@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import Busy, InvalidArgument, NotFound, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 BOT = "agent:demo/bot"
@@ -152,3 +152,42 @@ async def test_schedule_refusals_store_nothing_S4_P6(clients, conversation, sql)
     with pytest.raises(InvalidArgument, match="prompt is 16385 bytes"):
         await sched.create_schedule(conversation, "p" * (16 * 1024 + 1), cron="* * * * *")
     assert await sql("SELECT count(*) FROM scheduler.schedules") == [(0,)]
+
+
+async def test_schedules_and_webhooks_per_conversation_are_bounded_S4_S5_P6(
+    clients, conversation, sql
+):
+    """S4 S5 P6: a conversation holds at most 100 schedules and 100 webhooks; one more is
+    refused RESOURCE_EXHAUSTED saying the limit and what to do, and stores nothing; after
+    a delete there is room again."""
+    sched = await clients.scheduler(BOT)
+    first = await sched.create_schedule(conversation, "tick", interval_seconds=3600, paused=True)
+    hook = await sched.create_webhook(conversation, name="first")
+    await sql(
+        "INSERT INTO scheduler.schedules (id, name, conversation_id, product, prompt, cron, "
+        "interval_seconds, time_zone, anchor_at, next_fire_at, paused, created_by) "
+        "SELECT gen_random_uuid(), name, conversation_id, product, prompt, cron, "
+        "interval_seconds, time_zone, anchor_at, next_fire_at, true, created_by "
+        "FROM scheduler.schedules, generate_series(1, 99)"
+    )
+    await sql(
+        "INSERT INTO scheduler.webhooks (id, name, conversation_id, product, salt, "
+        "secret_fingerprint, created_by) SELECT gen_random_uuid(), name, conversation_id, "
+        "product, salt, secret_fingerprint, created_by FROM scheduler.webhooks, "
+        "generate_series(1, 99)"
+    )
+    with pytest.raises(Busy, match="already has 100 schedules \\(the limit is 100\\); delete"):
+        await sched.create_schedule(conversation, "one more", interval_seconds=3600)
+    with pytest.raises(Busy, match="already has 100 webhooks \\(the limit is 100\\); delete"):
+        await sched.create_webhook(conversation, name="one more")
+    counts = (
+        "SELECT (SELECT count(*) FROM scheduler.schedules), "
+        "(SELECT count(*) FROM scheduler.webhooks)"
+    )
+    assert await sql(counts) == [(100, 100)]
+
+    await sched.delete_schedule(first.schedule_id)
+    await sched.delete_webhook(hook.webhook_id)
+    await sched.create_schedule(conversation, "room again", interval_seconds=3600, paused=True)
+    await sched.create_webhook(conversation, name="room again")
+    assert await sql(counts) == [(100, 100)]

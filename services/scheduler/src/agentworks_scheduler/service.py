@@ -84,6 +84,10 @@ MAX_DELAY = timedelta(days=400)
 MAX_PAST = timedelta(hours=1)
 MAX_PREVIEW_SPAN = timedelta(days=100 * 365)
 MAX_PENDING_WAKE_UPS = 100
+# Each schedule writes a delivery per occurrence, each webhook takes events: per
+# conversation, a bound on what one agent can pile up (P6).
+MAX_SCHEDULES_PER_CONVERSATION = 100
+MAX_WEBHOOKS_PER_CONVERSATION = 100
 MAX_DELIVERY_ID_CHARS = 128
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 200
 PREVIEW_DEFAULT, PREVIEW_MAX = 5, 100
@@ -472,6 +476,7 @@ class SchedulerService:
             next_fire_at=next_fire_at,
             paused=paused,
             created_by=identity.principal,
+            max_per_conversation=MAX_SCHEDULES_PER_CONVERSATION,
         )
         log.info(
             "schedule.created",
@@ -658,6 +663,7 @@ class SchedulerService:
             secret_fingerprint=fingerprint(secret),
             created_by=identity.principal,
             secret=secret,
+            max_per_conversation=MAX_WEBHOOKS_PER_CONVERSATION,
         )
         log.info("webhook.created", webhook_id=webhook_id, conversation_id=place.conversation_id)
         return webhook

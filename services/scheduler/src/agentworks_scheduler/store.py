@@ -147,6 +147,26 @@ def _listing(
     return query
 
 
+async def _within_limit(
+    conn: Any, table: sa.Table, conversation_id: str, limit: int, what: str, instead: str
+) -> None:
+    """Busy when the conversation has `limit` rows of `table` already. Creates of one
+    kind for one conversation take turns (a transaction-scoped lock), so the limit is
+    exact under concurrency and across replicas."""
+    conv = _uuid(conversation_id, "conversation")
+    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"{what}:{conv}"))))
+    count = (
+        await conn.execute(
+            sa.select(sa.func.count()).select_from(table).where(table.c.conversation_id == conv)
+        )
+    ).scalar_one()
+    if count >= limit:
+        raise Busy(
+            f"conversation {conversation_id} already has {count} {what} (the limit is "
+            f"{limit}); {instead} first"
+        )
+
+
 class SchedulerStore:
     """All SQL of the scheduler service."""
 
@@ -360,9 +380,13 @@ class SchedulerStore:
         next_fire_at: datetime,
         paused: bool,
         created_by: str,
+        max_per_conversation: int,
     ) -> Schedule:
         s = t.schedules
         async with self.db.transaction() as conn:
+            await _within_limit(
+                conn, s, conversation_id, max_per_conversation, "schedules", "delete one"
+            )
             row = (
                 await conn.execute(
                     s.insert()
@@ -563,9 +587,13 @@ class SchedulerStore:
         secret_fingerprint: str,
         created_by: str,
         secret: str,
+        max_per_conversation: int,
     ) -> Webhook:
         h = t.webhooks
         async with self.db.transaction() as conn:
+            await _within_limit(
+                conn, h, conversation_id, max_per_conversation, "webhooks", "delete one"
+            )
             row = (
                 await conn.execute(
                     h.insert()
