@@ -121,6 +121,13 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         "INVALID_ARGUMENT",
         "product 'bogus'",
     ),
+    (  # another product would escape the pauses of the conversation's own (S3)
+        "CreateWakeUp",
+        OPS,
+        wake(delay_seconds=1, product="crew:other"),
+        "INVALID_ARGUMENT",
+        "product crew:other is not the target of conversation",
+    ),
     ("CreateWakeUp", ALICE, wake(delay_seconds=1), "PERMISSION_DENIED", "only the agents"),
     ("GetWakeUp", BOT, lambda c: pb.GetWakeUpRequest(), "NOT_FOUND", "wake-up ''"),
     ("GetWakeUp", BOT, lambda c: pb.GetWakeUpRequest(wake_up_id="x\x00"), "NOT_FOUND", "wake-up"),

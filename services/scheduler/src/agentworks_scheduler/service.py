@@ -305,6 +305,12 @@ class SchedulerService:
                 f"conversation {conversation_id} is with {seen.target}; you act for {mine}, "
                 "so only its agents or an operator can attach timers or webhooks to it"
             )
+        if product and product != seen.target:
+            # A product that is not the conversation's own would escape its pauses (S3).
+            raise InvalidArgument(
+                f"product {product} is not the target of conversation {conversation_id} "
+                f"({seen.target}); leave product empty to take the conversation's own"
+            )
         product = product or seen.target
         if not trusted(identity) and seen.opener == identity.principal:
             raise PermissionDenied(
