@@ -408,9 +408,11 @@ async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, inte
 async def test_wake_me_requests_a_wake_up_that_returns_as_a_later_turn_s1_s2_c10(
     messaging, scheduler, clients, identity
 ):
-    """S1/S2/C10: a handler asks for a wake-up of its own conversation; a later message
-    does not cancel it; the scheduler tick delivers it as a wake_up turn with the note."""
+    """S1/S2/C10: a handler asks for a wake-up of its own conversation (a retry with its
+    per-turn key gets the same one); a later message does not cancel it; the scheduler
+    tick delivers it as a wake_up turn with the note."""
     requested: list[s.WakeUp] = []
+    retried: list[s.WakeUp] = []
     woken: list[m.Delivery] = []
 
     async def handler(ctx: TurnContext) -> None:
@@ -421,6 +423,15 @@ async def test_wake_me_requests_a_wake_up_that_returns_as_a_later_turn_s1_s2_c10
             elif delivery.message.text == "ping me later":
                 at = datetime.now(UTC) + timedelta(seconds=1)
                 requested.append(await ctx.wake_me(at=at, note="pong"))
+                # What a retry after a lost answer sends: the same key, the same wake-up.
+                retried.append(
+                    await ctx.scheduler.create_wake_up(
+                        ctx.conversation_id,
+                        at=at,
+                        note="pong",
+                        submission_id=f"turn:{ctx.turn_id}:wake:1",
+                    )
+                )
                 await ctx.send_message("will do")
             else:
                 await ctx.send_message(f"heard: {delivery.message.text}")
@@ -431,6 +442,7 @@ async def test_wake_me_requests_a_wake_up_that_returns_as_a_later_turn_s1_s2_c10
         receipt = await clients["alice"].send("ping me later", target=CREW)
         assert await read_until(clients["alice"], receipt.inbox_id, 1) == ["will do"]
         [wake_up] = requested
+        assert [w.wake_up_id for w in retried] == [wake_up.wake_up_id]
         assert wake_up.conversation_id == receipt.conversation_id
         assert wake_up.created_by == AGENT and wake_up.product == CREW
         assert wake_up.status == s.WAKE_UP_STATUS_PENDING
@@ -549,3 +561,50 @@ def test_the_runtime_names_its_own_unknown_variables_only_p4_r1():
         "AGENTWORKS_RUNTIME_CONCURENCY is not a setting and was ignored; "
         "did you mean AGENTWORKS_RUNTIME_CONCURRENCY?",
     )
+
+
+class StubbornWorker(FakeWorker):
+    """A worker whose work in hand never ends by itself (a handler waiting in ask)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reasons: list[str] = []
+
+    def abandon(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    async def run(self) -> None:
+        self.running.set()
+        await asyncio.Event().wait()
+
+
+async def test_the_first_signal_drains_for_drain_seconds_then_cancels_r1_f12():
+    """R1 F12: after the first SIGTERM, work in hand gets `drain_seconds`; then every
+    worker is told why (`abandon`) and cancelled, and the process exits 130."""
+    stubborn, quick = StubbornWorker(), FakeWorker()
+    run = asyncio.create_task(run_until_signal(stubborn, quick, drain_seconds=0.5))
+    await asyncio.wait_for(asyncio.gather(stubborn.running.wait(), quick.running.wait()), WAIT)
+    started = asyncio.get_running_loop().time()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert await asyncio.wait_for(run, WAIT) == 130
+    assert asyncio.get_running_loop().time() - started >= 0.5
+    assert quick.stopped.is_set()
+    assert stubborn.reasons == [
+        "the runtime stopped (SIGTERM) before the execution ended (drain time of 0.5 s "
+        "over); call again"
+    ]
+
+
+def test_drain_seconds_come_from_the_environment_range_checked_r1():
+    """R1: AGENTWORKS_RUNTIME_DRAIN_SECONDS is 0-3600 (default 30), refused otherwise."""
+    base = {
+        "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+        "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
+        "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
+    }
+    assert RuntimeConfig.from_env(base).drain_seconds == 30
+    config = RuntimeConfig.from_env({**base, "AGENTWORKS_RUNTIME_DRAIN_SECONDS": "0"})
+    assert config.drain_seconds == 0 and not config.unknown_settings
+    for bad in ("-1", "3601", "soon"):
+        with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_DRAIN_SECONDS"):
+            RuntimeConfig.from_env({**base, "AGENTWORKS_RUNTIME_DRAIN_SECONDS": bad})

@@ -9,10 +9,11 @@ import signal
 import sys
 import textwrap
 
+import pytest
 import structlog.testing
 from prometheus_client import REGISTRY
 
-from agentworks.core.clients.functions import call_result
+from agentworks.core.clients.functions import FunctionsClient, call_result
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import demo_functions
 from agentworks.runtime.executions import (
@@ -402,6 +403,202 @@ async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12
         assert status.status == "interrupted"
         assert [m.text for m in status.messages] == ["step 1 done"]
         assert await alice.read_file_bytes(receipt.call_id, "partial.txt") == b"half of the work"
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+class CountingClient(FunctionsClient):
+    """The runtime's client, counting the files it uploads (by name)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.uploads: list[str] = []
+
+    async def upload_file(self, call_id, name, data, **kwargs):
+        self.uploads.append(name)
+        return await super().upload_file(call_id, name, data, **kwargs)
+
+
+async def test_sdk_uploads_what_a_handler_leaves_in_its_output_folder_once_F4_R1(
+    functions, identity, clients, echo, tmp_path
+):
+    """F4 R1: files a handler leaves in ctx.output_dir are uploaded when it ends, whether
+    it succeeds or fails; symlinks are not; a file it uploaded itself is sent again only
+    when it changed since."""
+
+    async def handler(ctx: ExecutionContext) -> str:
+        out = ctx.output_dir
+        (out / "own.txt").write_text("uploaded by the handler")
+        await ctx.upload_file("own.txt")
+        (out / "changed.txt").write_text("first")
+        await ctx.upload_file("changed.txt")
+        (out / "changed.txt").write_text("second, longer")
+        (out / "sub").mkdir()
+        (out / "sub" / "b.txt").write_text("in a subfolder")
+        (out / "link.txt").symlink_to(out / "own.txt")
+        if ctx.inputs["text"] == "boom":
+            raise RuntimeError("failed half way")
+        return "done"
+
+    client = CountingClient(functions.address, identity=identity("agent:demo/demo-bot"))
+    alice = await clients("user:alice")
+    try:
+        async with worker(functions, identity, handler, tmp_path, client=client) as outcomes:
+            ok = await alice.call("crew:demo", echo, {"text": "ok"})
+            assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+            assert client.uploads == ["own.txt", "changed.txt", "changed.txt", "sub/b.txt"]
+            status = await alice.get_status(ok.call_id)
+            assert {f.name for f in status.files} == {"own.txt", "changed.txt", "sub/b.txt"}
+            assert await alice.read_file_bytes(ok.call_id, "changed.txt") == b"second, longer"
+
+            boom = await alice.call("crew:demo", echo, {"text": "boom"})
+            assert (await asyncio.wait_for(outcomes.get(), 20)).status == "failed"
+            status = await alice.get_status(boom.call_id)
+            assert status.error == "RuntimeError: failed half way"
+            assert {f.name for f in status.files} == {"own.txt", "changed.txt", "sub/b.txt"}
+    finally:
+        await client.close()
+
+
+async def test_sdk_names_the_folder_files_the_service_refuses_F4_F10_R1(
+    functions, identity, clients, summarize, tmp_path
+):
+    """F4 F10 R1: a folder file the service refuses is skipped and named in one `runner`
+    message; the returned result is written and uploaded first, and the call completes."""
+
+    async def handler(ctx: ExecutionContext) -> dict:
+        (ctx.output_dir / "back\\slash.txt").write_text("refused name")
+        (ctx.output_dir / "fine.txt").write_text("kept")
+        return {"summary": "s", "words": 1}
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path) as outcomes:
+        ok = await alice.call("crew:demo", summarize, {"text": "ok"})
+        assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+        status = await alice.get_status(ok.call_id)
+        assert {f.name for f in status.files} == {"result.json", "fine.txt"}
+        (note,) = [m.text for m in status.messages if m.role == "runner"]
+        assert note.startswith("1 of 3 files in the output folder were not uploaded: ")
+        assert "'back\\\\slash.txt'" in note, note
+
+
+async def until_logged(logs: list, event: str, timeout: float = 10) -> dict:
+    """The first captured log entry named `event`, polled for up to `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = [e for e in logs if e["event"] == event]
+        if found:
+            return found[0]
+        assert asyncio.get_running_loop().time() < deadline, f"no {event} logged"
+        await asyncio.sleep(0.05)
+
+
+async def test_worker_warns_at_start_about_unhandled_functions_and_unknown_targets_R1_F2(
+    functions, identity, owner, echo, tmp_path
+):
+    """R1 F2: a worker names, once at start, the declared functions it has no handler for
+    (their calls still come to it and fail) and a target the service does not know."""
+    for name in ("shell", "echo_too"):
+        await owner.declare_function(
+            "crew:demo", name, input_schema={"type": "object"}, allowed_callers=["agent:demo/*"]
+        )
+
+    async def handler(ctx: ExecutionContext) -> str:
+        return "ok"
+
+    with structlog.testing.capture_logs() as logs:
+        async with worker(functions, identity, {"echo": handler, "echo_too": handler}, tmp_path):
+            warning = await until_logged(logs, "worker.unhandled_functions")
+    # echo is not listed to the runtime (its allowed_callers exclude agent:demo/*).
+    assert warning["functions"] == {"crew:demo": ["shell"]}
+    assert "fail with 'this runtime has no handler for function" in warning["effect"]
+    assert not [e for e in logs if e["event"] == "worker.target_not_registered"]
+
+    typo = ExecutionWorker(
+        functions.address,
+        identity("agent:dmeo/bot"),
+        ["crew:dmeo"],
+        handler,
+        root=tmp_path,
+        wait_seconds=1,
+    )
+    with structlog.testing.capture_logs() as logs:
+        task = asyncio.create_task(typo.run())
+        try:
+            warning = await until_logged(logs, "worker.target_not_registered")
+        finally:
+            typo.stop()
+            await asyncio.wait_for(task, 15)
+    assert warning["unregistered"] == ["crew:dmeo"] and warning["log_level"] == "warning"
+    assert [e["event"] for e in logs].count("worker.target_not_registered") == 1
+
+
+STOPPING_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from agentworks.core.identity import Minter
+    from agentworks.runtime.executions import ExecutionWorker
+    from agentworks.runtime.serving import run_until_signal
+
+    async def handler(ctx):
+        return await ctx.ask("go on?")  # waits for a human: never ends by itself here
+
+    async def main():
+        worker = ExecutionWorker(
+            os.environ["FUNCTIONS_ADDRESS"],
+            Minter("agent:demo/bot", os.environ["AGENTWORKS_INTERNAL_KEY"]),
+            ["crew:demo"], handler, root=sys.argv[1], lease_seconds=120, wait_seconds=10,
+        )
+        return await run_until_signal(worker)
+
+    sys.exit(asyncio.run(main()))
+    """
+)
+
+
+@pytest.mark.parametrize("drain", ["1", "600"])
+async def test_a_stopping_runtime_fails_what_it_cannot_finish_at_once_F12_F11_R1(
+    drain, functions, internal_key, clients, echo, tmp_path
+):
+    """F12 F11 R1: after SIGTERM an execution waiting in ctx.ask gets the drain time
+    (AGENTWORKS_RUNTIME_DRAIN_SECONDS); at its end, or at a second SIGTERM, the runtime
+    cancels it and finishes it `failed` saying why, so the caller learns at once, not
+    when the (two-minute) lease expires; the process exits 130."""
+    script = tmp_path / "runtime.py"
+    script.write_text(STOPPING_SCRIPT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        str(tmp_path),
+        env={
+            **os.environ,
+            "FUNCTIONS_ADDRESS": functions.address,
+            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            "AGENTWORKS_RUNTIME_DRAIN_SECONDS": drain,
+        },
+    )
+    try:
+        alice = await clients("user:alice")
+        receipt = await alice.call("crew:demo", echo, {"text": "x"})
+        await alice.wait(receipt.call_id, until={"waiting_for_input"}, timeout=30)
+        process.send_signal(signal.SIGTERM)
+        if drain == "600":
+            # Still draining: the execution keeps waiting for its reply.
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(process.wait()), 1)
+            assert (await alice.get_status(receipt.call_id)).status == "waiting_for_input"
+            process.send_signal(signal.SIGTERM)
+            expected = "the runtime stopped (SIGTERM) before the execution ended; call again"
+        else:
+            expected = (
+                "the runtime stopped (SIGTERM) before the execution ended (drain time of "
+                "1 s over); call again"
+            )
+        assert await asyncio.wait_for(process.wait(), 15) == 130
+        status = await alice.wait(receipt.call_id, timeout=5)  # ended already, not at lease end
+        assert (status.status, status.error) == ("failed", expected)
     finally:
         if process.returncode is None:
             process.kill()

@@ -17,11 +17,27 @@ MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 300
 # Turns one runtime process handles at once.
 MAX_CONCURRENCY = 1000
+# After the first SIGTERM, how long work in hand may take before it is cancelled.
+DEFAULT_DRAIN_SECONDS = 30
+MAX_DRAIN_SECONDS = 3600
 
 
 def split_targets(value: str) -> tuple[str, ...]:
     """`crew:a, workflow:b` as a tuple of target names, blanks dropped."""
     return tuple(t.strip() for t in value.split(",") if t.strip())
+
+
+def _drain_seconds(env: Env) -> int:
+    return env.get_int(
+        "RUNTIME_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=MAX_DRAIN_SECONDS
+    )
+
+
+def drain_seconds_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """AGENTWORKS_RUNTIME_DRAIN_SECONDS (0-3600, default 30): after the first SIGTERM,
+    how long the work in hand may take before it is cancelled. Raises ValueError
+    (ConfigError) naming the variable when it is not such a number."""
+    return _drain_seconds(Env("AGENTWORKS", dict(os.environ if environ is None else environ)))
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,7 @@ class RuntimeConfig:
     lease_seconds: int = 30
     concurrency: int = 1
     health_file: str = ""
+    drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
     log_json: bool = True
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
@@ -73,6 +90,7 @@ class RuntimeConfig:
             ),
             concurrency=env.get_int("RUNTIME_CONCURRENCY", 1, minimum=1, maximum=MAX_CONCURRENCY),
             health_file=env.get_str("RUNTIME_HEALTH_FILE"),
+            drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
         )
@@ -113,6 +131,11 @@ class RuntimeConfig:
             raise ValueError(
                 f"AGENTWORKS_RUNTIME_LEASE_SECONDS must be {MIN_LEASE_SECONDS}-"
                 f"{MAX_LEASE_SECONDS}, got {self.lease_seconds}"
+            )
+        if not 0 <= self.drain_seconds <= MAX_DRAIN_SECONDS:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_DRAIN_SECONDS must be 0-{MAX_DRAIN_SECONDS}, "
+                f"got {self.drain_seconds}"
             )
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
             raise ValueError(

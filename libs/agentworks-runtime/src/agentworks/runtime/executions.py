@@ -13,10 +13,11 @@ heartbeat, and calls the handler with an `ExecutionContext`:
 
 What the handler returns is the execution's final message (a non-string is sent as JSON,
 and must nest at most 24 deep: `agentworks.core.checks.MAX_JSON_DEPTH`).
-After the handler returns, the result file (if it exists and was not uploaded unchanged)
-is uploaded and the execution is finished. When the service asks for the one correction
-turn (F10), the same handler is called again with `ctx.correction_prompt` set, and the
-worker finishes a second time.
+After the handler returns (or raises), every regular file left in the output folder is
+uploaded, the result file first (`upload_folder`; files the handler uploaded itself with
+`ctx.upload_file` and left unchanged are not sent twice), and the execution is finished.
+When the service asks for the one correction turn (F10), the same handler is called again
+with `ctx.correction_prompt` set, and the worker finishes a second time.
 
 Failure policy:
 
@@ -39,7 +40,16 @@ Failure policy:
 - A cancel (F15) or a lost lease (F12) is learned from the next heartbeat, report, ask
   or upload: the handler task is cancelled and nothing more is reported.
 - A worker that is itself cancelled leaves its executions unfinished; their leases expire
-  and the service records them `interrupted` (F12).
+  and the service records them `interrupted` (F12). When the runtime is stopping
+  (`abandon(reason)` before the cancel: `serving.run_until_signal` does it on a second
+  signal or when the drain time is over), each execution cut short is finished `failed`
+  with that reason instead, so its caller learns at once and may call again.
+- Whatever the handler leaves in the output folder is uploaded when it ends, successful
+  or not (`upload_folder`), except after a cancel or a lost lease.
+- At start, the worker looks up the functions of its targets and warns once about a
+  target the service does not know (`worker.target_not_registered`) and about declared
+  functions it has no handler for (`worker.unhandled_functions`): it claims every
+  function of its targets, and their calls fail here.
 """
 
 from __future__ import annotations
@@ -48,8 +58,10 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import pathlib
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,9 +86,15 @@ _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 _FATAL = (errors.Unauthenticated, errors.InvalidArgument, errors.PermissionDenied)
 # How long one AskInput long-poll waits before asking again (the service allows 0-25).
 ASK_POLL_SECONDS = 20
+# How long a stopping runtime tries to finish an execution it cancelled (`abandon`).
+GIVE_UP_SECONDS = 5
 # What FinishExecution accepts as the error of a failed execution; no NUL characters.
 MAX_ERROR_BYTES = 16 * 1024
 UNREPORTABLE = "the handler's answer could not be reported: "
+# Files the service keeps per call; past it, uploads are refused (and skipped here).
+MAX_FILES_PER_CALL = 500
+# The worker's own note on the call (the files it could not upload).
+NOTE_BYTES = 16 * 1024
 
 
 # What text cannot hold to be stored and sent: NUL (PostgreSQL text refuses it) and lone
@@ -129,6 +147,10 @@ class ExecutionContext:
     uploaded: dict[str, str] = field(default_factory=dict)
     _sequence: int = 0
     _asks: int = 0
+    # Size and modification time of each folder file when it was last uploaded (or found
+    # uploaded already): `upload_folder` skips an unchanged one without reading it.
+    _stats: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    _round: int = 0  # the correction round being run (F10), for a finish on stopping
 
     def __post_init__(self) -> None:
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -287,20 +309,30 @@ class ExecutionContext:
         path: pathlib.Path | str | None = None,
         media_type: str = "",
     ) -> f.FileInfo | None:
-        """Upload `data` (or the file at `path`) as `name` in the call's output folder.
+        """Upload `data` (or the file at `path`, default `output_dir / name`) as `name`
+        in the call's output folder.
 
-        Skips (returns None) a file already uploaded with the same content.
+        Skips (returns None) a file already uploaded with the same content. A file of the
+        output folder uploaded here is not uploaded again when the handler ends unless it
+        changed since (its size or modification time).
         """
+        stat = None
+        folder_file = self.output_dir / name
         if data is None:
-            source = pathlib.Path(path if path is not None else self.output_dir / name)
-            data = await asyncio.to_thread(source.read_bytes)
+            source = pathlib.Path(path) if path is not None else folder_file
+            stat, data = await asyncio.to_thread(_read, source)
+            if source.absolute() != folder_file:
+                stat = None  # another file: says nothing of the folder's `name`
         digest = hashlib.sha256(data).hexdigest()
-        if self.uploaded.get(name) == digest:
-            return None
-        info = await self._retrying(
-            lambda: self.client.upload_file(self.call_id, name, data, media_type=media_type)
-        )
-        self.uploaded[name] = digest
+        if self.uploaded.get(name) != digest:
+            info = await self._retrying(
+                lambda: self.client.upload_file(self.call_id, name, data, media_type=media_type)
+            )
+            self.uploaded[name] = digest
+        else:
+            info = None
+        if stat is not None:
+            self._stats[name] = stat
         return info
 
     async def ask(self, question: str, *, timeout: float | None = None) -> str:
@@ -323,6 +355,107 @@ class ExecutionContext:
             self._check(response.status)
             if response.answered:
                 return response.reply
+
+
+def _read(path: pathlib.Path) -> tuple[tuple[int, int], bytes]:
+    """A file's (size, modification time in ns) as read, and its bytes."""
+    with path.open("rb") as file:
+        stat = os.fstat(file.fileno())
+        return (stat.st_size, stat.st_mtime_ns), file.read()
+
+
+def _folder_files(
+    folder: pathlib.Path, entries: Sequence[os.DirEntry[str]]
+) -> dict[str, tuple[int, int]]:
+    """The regular files under `folder` (symlinks skipped, subfolders walked), by name
+    relative to it, with their (size, modification time in ns). `entries`: its top level."""
+    found: dict[str, tuple[int, int]] = {}
+    pending = [("", list(entries))]
+    while pending:
+        prefix, level = pending.pop()
+        for entry in level:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    with os.scandir(entry.path) as inner:
+                        pending.append((f"{prefix}{entry.name}/", list(inner)))
+                elif entry.is_file(follow_symlinks=False):
+                    stat = entry.stat(follow_symlinks=False)
+                    found[prefix + entry.name] = (stat.st_size, stat.st_mtime_ns)
+            except OSError:
+                continue  # removed meanwhile
+    return found
+
+
+async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
+    """Upload the regular files left in the call's output folder (F4); those skipped,
+    each with the reason.
+
+    `result.json` (FUNCTION_RESULT_FILE) goes first. Symlinks are skipped without a word;
+    so is a file the handler uploaded itself (`ExecutionContext.upload_file`) that has not
+    changed since. A file the service refuses, or that cannot be read, is skipped and the
+    rest are still uploaded; the skipped files are logged and named, with the reasons, in
+    one message (role `runner`) on the call. An empty folder costs one scandir.
+    """
+    folder = ctx.output_dir
+    try:
+        with os.scandir(folder) as entries:
+            top = list(entries)
+    except OSError:  # the handler removed its folder
+        return {}
+    if not top:
+        return {}
+    found = await asyncio.to_thread(_folder_files, folder, top)
+    result = ctx.result_file.name
+    names = sorted(found, key=lambda name: (name != result, name))
+    skipped: dict[str, str] = {}
+    for name in names:
+        if ctx._stats.get(name) == found[name]:
+            continue  # uploaded as it is now
+        reason = ""
+        if len(ctx.uploaded) >= MAX_FILES_PER_CALL and name not in ctx.uploaded:
+            reason = f"the call already has {MAX_FILES_PER_CALL} files, the most it can keep"
+        elif not _is_utf8(name):
+            reason = "its name is not valid UTF-8"
+        else:
+            try:
+                await ctx.upload_file(name, path=folder / name)
+            except errors.InvalidArgument as exc:
+                reason = exc.message
+            except OSError as exc:  # removed or unreadable meanwhile
+                reason = describe(exc)
+        if reason:
+            ctx.log.warning("execution.file_skipped", file=name, reason=reason)
+            skipped[name] = reason
+    if skipped:
+        await _note_skipped(ctx, skipped, len(names))
+    return skipped
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in the name (surrogate escapes)
+        return False
+    return True
+
+
+async def _note_skipped(ctx: ExecutionContext, skipped: dict[str, str], total: int) -> None:
+    """Say on the call which files were not uploaded and why (one `runner` message)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in skipped.items():
+        by_reason.setdefault(reason, []).append(name)
+    parts = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(repr(name) for name in names[:20])
+        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+        parts.append(f"{shown}{more}: {reason}")
+    text = f"{len(skipped)} of {total} files in the output folder were not uploaded: " + "; ".join(
+        parts
+    )
+    try:
+        await ctx.message(fit_text(text, NOTE_BYTES), role="runner")
+    except errors.InvalidArgument as exc:  # the call's message limit: the log has it
+        ctx.log.warning("execution.note_refused", error=exc.message)
 
 
 def _cleaned(item: Any, field: str) -> Any:
@@ -405,6 +538,7 @@ class ExecutionWorker:
         self.health_file = pathlib.Path(health_file) if health_file else None
         self.on_finished = on_finished
         self._stopping = asyncio.Event()
+        self._abandon_reason = ""
         self.log = log.bind(principal=identity.principal, targets=",".join(self.targets))
 
     def stop(self) -> None:
@@ -413,6 +547,15 @@ class ExecutionWorker:
             self.log.info("worker.stopping")
         self._stopping.set()
 
+    def abandon(self, reason: str) -> None:
+        """Say why `run()` is about to be cancelled (the runtime stops: a second signal,
+        or the drain time is over). Each execution the cancel cuts short is then
+        finished `failed` with `reason` as its error, so its caller learns at once
+        instead of when the lease expires (F12). Without it, a cancel leaves them to
+        lease expiry (`interrupted`)."""
+        self._abandon_reason = reason
+        self.stop()
+
     async def run(self) -> None:
         """Serve executions until `stop()`; raises on configuration errors."""
         self.log.info("worker.started", concurrency=self.concurrency, root=str(self.root))
@@ -420,6 +563,7 @@ class ExecutionWorker:
             self.client = FunctionsClient(self._address, identity=self.identity, timeout=10)
         try:
             async with asyncio.TaskGroup() as group:
+                group.create_task(unless_stopped(self._check_targets(), self._stopping))
                 for _ in range(self.concurrency):
                     group.create_task(self._serve())
         except BaseExceptionGroup as group:
@@ -428,6 +572,58 @@ class ExecutionWorker:
             if self._owns_client:
                 await self.client.close()
             self.log.info("worker.stopped")
+
+    def _handled_functions(self) -> set[str] | None:
+        """The functions this worker has a handler for; None: all of them."""
+        if isinstance(self.handler, Mapping):
+            return set(self.handler)
+        # A CommandRunner handles its configured commands. Looked up, not imported: the
+        # runner imports this module, and a worker without one need not load it.
+        runner = sys.modules.get("agentworks.runtime.runner")
+        if runner is not None and isinstance(self.handler, runner.CommandRunner):
+            return set(self.handler.commands)
+        return None
+
+    async def _check_targets(self) -> None:
+        """At start, warn about what would otherwise go unnoticed: a target the functions
+        service does not know (`worker.target_not_registered`: nothing is ever claimed
+        for it) and declared functions this worker has no handler for
+        (`worker.unhandled_functions`: their calls are claimed here all the same and
+        fail). ListFunctions shows only the functions the runtime's principal may call
+        (F2), so those are the ones checked. Never fails the start: a target may be
+        registered after its runtime starts."""
+        handled = self._handled_functions()
+        unregistered: list[str] = []
+        unhandled: dict[str, list[str]] = {}
+        for target in self.targets:
+            try:
+                declared = await self.client.list_functions(target)
+            except errors.NotFound:
+                unregistered.append(target)
+                continue
+            except Exception as exc:  # a hint only: it never stops the worker
+                self.log.debug("worker.functions_unknown", target=target, error=describe(exc))
+                continue
+            if handled is None:
+                continue
+            missing = sorted(fn.name for fn in declared if fn.name not in handled)
+            if missing:
+                unhandled[target] = missing
+        if unregistered:
+            self.log.warning(
+                "worker.target_not_registered",
+                unregistered=unregistered,
+                effect="the functions service does not know these targets: no call of "
+                "theirs can be claimed until they are registered (check the spelling)",
+            )
+        if unhandled:
+            self.log.warning(
+                "worker.unhandled_functions",
+                functions=unhandled,
+                effect="this worker claims every function of its targets: calls of these "
+                "fail with 'this runtime has no handler for function ...'; serve them here "
+                "or run their runtime on other targets",
+            )
 
     async def _serve(self) -> None:
         backoff = Backoff()
@@ -486,6 +682,10 @@ class ExecutionWorker:
         next_execution = None
         try:
             outcome, next_execution = await self._rounds(ctx, current, claim_next)
+        except asyncio.CancelledError:
+            if self._abandon_reason:
+                await self._give_up(ctx)
+            raise
         except Exception as exc:
             # Never let one execution stop the worker: the call's lease expires and the
             # service records it `interrupted` (F12).
@@ -534,13 +734,13 @@ class ExecutionWorker:
                         ctx.log.warning("execution.answer_unreportable", error=describe(bad))
                         failed, error, exc = True, UNREPORTABLE + describe(bad), bad
             try:
-                if not failed and ctx.result_file.exists():
-                    try:
-                        await ctx.upload_file(ctx.result_file.name)
-                    except (errors.InvalidArgument, OSError) as bad:
-                        ctx.log.warning("execution.result_unreportable", error=describe(bad))
+                if handler is not None:
+                    refused = await self._upload_folder(ctx)
+                    if not failed and ctx.result_file.name in refused:
+                        why = refused[ctx.result_file.name]
+                        ctx.log.warning("execution.result_unreportable", error=why)
                         failed, final = True, ""
-                        error = f"{UNREPORTABLE}the result file: {describe(bad)}"
+                        error = f"{UNREPORTABLE}the result file: {why}"
                 response = await self._finish(
                     ctx, failed, final, error, correction_round, claim_next
                 )
@@ -549,7 +749,7 @@ class ExecutionWorker:
             if response is None:
                 return ExecutionOutcome(ctx.call_id, "unreported", error=exc), None
             if response.correction_requested and correction_round == 0:
-                correction_round = 1
+                correction_round = ctx._round = 1
                 ctx.correction_prompt = response.correction_prompt
                 ctx.log.info("execution.correction_turn")
                 continue
@@ -557,6 +757,33 @@ class ExecutionWorker:
             return ExecutionOutcome(
                 ctx.call_id, response.status, corrected=correction_round == 1, error=exc
             ), next_execution
+
+    async def _give_up(self, ctx: ExecutionContext) -> None:
+        """The runtime is stopping and has cancelled this execution: finish it `failed`
+        with the reason (`abandon`), in at most `GIVE_UP_SECONDS` (it is stopping)."""
+        reason = self._abandon_reason
+        try:
+            async with asyncio.timeout(GIVE_UP_SECONDS):
+                await self.client.finish_execution(
+                    ctx.call_id,
+                    failed=True,
+                    error=fit_text(reason, MAX_ERROR_BYTES),
+                    correction_round=ctx._round,
+                )
+        except (errors.AgentWorksError, TimeoutError) as exc:
+            ctx.log.warning("execution.abandoned", reason=reason, finished=False, error=str(exc))
+        else:
+            ctx.log.warning("execution.abandoned", reason=reason, finished=True)
+
+    @staticmethod
+    async def _upload_folder(ctx: ExecutionContext) -> dict[str, str]:
+        """`upload_folder` after each run of the handler; the files refused. A service
+        still failing after the retries is logged: the finish says the rest."""
+        try:
+            return await upload_folder(ctx)
+        except errors.AgentWorksError as exc:
+            ctx.log.warning("execution.upload_failed", code=exc.code.name, error=exc.message)
+            return {}
 
     @staticmethod
     def _stopped(ctx: ExecutionContext) -> ExecutionOutcome:
@@ -693,9 +920,12 @@ async def serve_executions(
 ) -> int:
     """Run an execution worker until SIGTERM/SIGINT; the process exit code.
 
-    The first signal finishes the executions in hand and exits; a second exits at once
-    (the service then records the unfinished executions `interrupted`). To serve turns
+    The first signal finishes the executions in hand (for at most `config.drain_seconds`)
+    and exits; a second, or the end of the drain time, cancels them at once and finishes
+    each `failed`, saying the runtime stopped (see `run_until_signal`). To serve turns
     in the same process, pass both workers to `serving.run_until_signal` instead: it
     installs one signal handler that stops every worker.
     """
-    return await run_until_signal(execution_worker(config, handler, root=root))
+    return await run_until_signal(
+        execution_worker(config, handler, root=root), drain_seconds=config.drain_seconds
+    )

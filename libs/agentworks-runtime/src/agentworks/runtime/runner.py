@@ -21,11 +21,12 @@ For each execution the runner starts the function's command with:
 Each stdout line becomes an execution message (role `stdout`, batched); the last
 non-empty stdout line is the final message. A line longer than `MAX_LINE_BYTES` is cut
 (with a note saying so), and NUL characters, which the service cannot store, become
-U+FFFD, in stdout lines and the stderr tail alike. Every regular file in the folder is
-uploaded when the command ends (successful or not), `result.json` first; a file the
-service refuses (a name with a backslash or a control character, too big, past the
-call's `MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role
-`runner`) on the call. Exit status 0 finishes the execution; any other status (or a
+U+FFFD, in stdout lines and the stderr tail alike. Every regular file left in the folder is
+uploaded when the command ends (successful or not), `result.json` first, by the
+`ExecutionWorker` as for any handler (`executions.upload_folder`); a file the service
+refuses (a name with a backslash or a control character, too big, past the call's
+`MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role `runner`) on
+the call. Exit status 0 finishes the execution; any other status (or a
 signal) fails it with the status and the tail of stderr. A cancel (F15) or a lost lease
 terminates the command's process group (SIGTERM, then SIGKILL).
 
@@ -88,10 +89,8 @@ from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import (
     ExecutionContext,
-    ExecutionStopped,
     clean_text,
     describe,
-    fit_text,
 )
 
 log = structlog.get_logger("agentworks.runtime.runner")
@@ -104,10 +103,6 @@ MAX_REPORTED_LINES = 9_900
 MAX_LINE_BYTES = 16 * 1024
 FLUSH_SECONDS = 0.2
 MAX_LINES_PER_REPORT = 100
-# Files the service keeps per call; past it, uploads are refused (and skipped here).
-MAX_FILES_PER_CALL = 500
-# The runner's own note on the call (skipped files).
-RUNNER_NOTE_BYTES = 16 * 1024
 # Records of the commands running now, one file each, under the root: outside every
 # call's folder `.calls/<call_id>/`, so never uploaded.
 RECORDS_FOLDER = ".calls/.runner"
@@ -251,10 +246,7 @@ class CommandRunner:
             await self._terminate(process, ctx)
             raise
         finally:
-            guard.untrack(process.pid)
-            if not ctx.stopped:
-                with contextlib.suppress(ExecutionStopped):
-                    await upload_folder(ctx)
+            guard.untrack(process.pid)  # the worker uploads what is left in the folder
         ctx.log.info("command.exited", returncode=returncode)
         if returncode != 0:
             how = (
@@ -574,70 +566,3 @@ async def _tail(stream: asyncio.StreamReader | None, keep: bytearray) -> None:
     while chunk := await stream.read(65536):
         keep += chunk
         del keep[:-STDERR_TAIL_BYTES]
-
-
-async def upload_folder(ctx: ExecutionContext) -> int:
-    """Upload every regular file in the call's folder (symlinks are skipped); the count.
-
-    `result.json` goes first. A file the service refuses, or that cannot be read, is
-    skipped and the rest are still uploaded; the skipped files are logged and named,
-    with the reasons, in one message (role `runner`) on the call.
-    """
-    folder = ctx.output_dir
-
-    def files() -> list[str]:
-        found = []
-        for directory, _, names in os.walk(folder, followlinks=False):
-            for name in names:
-                path = pathlib.Path(directory, name)
-                if path.is_file() and not path.is_symlink():
-                    found.append(path.relative_to(folder).as_posix())
-        return sorted(found)
-
-    result = ctx.result_file.name
-    names = sorted(await asyncio.to_thread(files), key=lambda name: name != result)
-    skipped: dict[str, list[str]] = {}  # reason -> names
-    count = 0
-    for name in names:
-        reason = ""
-        if len(ctx.uploaded) >= MAX_FILES_PER_CALL and name not in ctx.uploaded:
-            reason = f"the call already has {MAX_FILES_PER_CALL} files, the most it can keep"
-        elif not _is_utf8(name):
-            reason = "its name is not valid UTF-8"
-        else:
-            try:
-                if await ctx.upload_file(name, path=folder / name) is not None:
-                    count += 1
-            except errors.InvalidArgument as exc:
-                reason = exc.message
-            except OSError as exc:  # removed or unreadable meanwhile
-                reason = describe(exc)
-        if reason:
-            ctx.log.warning("command.file_skipped", file=name, reason=reason)
-            skipped.setdefault(reason, []).append(name)
-    if skipped:
-        await _note_skipped(ctx, skipped, len(names))
-    return count
-
-
-def _is_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # undecodable bytes in the name (surrogate escapes)
-        return False
-    return True
-
-
-async def _note_skipped(ctx: ExecutionContext, skipped: dict[str, list[str]], total: int) -> None:
-    """Say on the call which files were not uploaded and why (one `runner` message)."""
-    count = sum(len(names) for names in skipped.values())
-    parts = []
-    for reason, names in skipped.items():
-        shown = ", ".join(repr(name) for name in names[:20])
-        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
-        parts.append(f"{shown}{more}: {reason}")
-    text = f"{count} of {total} files in the output folder were not uploaded: " + "; ".join(parts)
-    try:
-        await ctx.message(fit_text(text, RUNNER_NOTE_BYTES), role="runner")
-    except errors.InvalidArgument as exc:  # the call's message limit: the log has it
-        ctx.log.warning("command.note_refused", error=exc.message)

@@ -5,11 +5,16 @@ is stopped by the same handler, so a process serving turns and executions togeth
 stops both: a worker must not install its own handlers, because `add_signal_handler`
 keeps only the last one per signal and the first worker would never hear SIGTERM.
 
-    await run_until_signal(turn_worker, execution_worker)
+    sys.exit(asyncio.run(main()))  # main(): return await run_until_signal(...)
 
-- first SIGTERM/SIGINT: `stop()` every worker; each finishes the work in hand;
-- second signal: cancel them all at once (leases expire; the services record the
-  unfinished turns and executions `interrupted`, C11/F12);
+- first SIGTERM/SIGINT: `stop()` every worker; each finishes the work in hand, for at
+  most `drain_seconds` (AGENTWORKS_RUNTIME_DRAIN_SECONDS, default 30);
+- a second signal, or the end of the drain time: cancel them all at once. A worker with
+  an `abandon(reason)` method is told why first: `ExecutionWorker` then finishes each
+  execution it cancels `failed` with "the runtime stopped (SIGTERM) before the execution
+  ended; call again", so the caller learns at once (F12). Turns have no such ending in
+  messaging (CompleteTurn would mark them done): their leases expire and messaging
+  records them `interrupted` (C11). The exit code is then 130;
 - a worker that fails (bad key, bad target) stops the others gracefully and the
   process exits 1 with the reason on stderr.
 """
@@ -23,6 +28,7 @@ from collections.abc import Awaitable
 from typing import Protocol, TypeVar
 
 from agentworks.core import errors
+from agentworks.runtime.config import drain_seconds_from_env
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -56,29 +62,51 @@ class Worker(Protocol):
     def run(self) -> Awaitable[None]: ...
 
 
-async def run_until_signal(*workers: Worker) -> int:
-    """Run `workers` together until a signal; the process exit code (0, 1 or 130)."""
+async def run_until_signal(*workers: Worker, drain_seconds: float | None = None) -> int:
+    """Run `workers` together until a signal; the process exit code (0, 1 or 130).
+
+    Use the code: `sys.exit(asyncio.run(main()))` with `main` returning it, so a refused
+    runtime (a bad key, a target it may not serve) exits 1, not 0. `drain_seconds`: after
+    the first signal, how long the work in hand may take before it is cancelled as on a
+    second signal; default AGENTWORKS_RUNTIME_DRAIN_SECONDS (30).
+    """
     if not workers:
         raise ValueError("run_until_signal needs at least one worker")
+    if drain_seconds is None:
+        drain_seconds = drain_seconds_from_env()
+    loop = asyncio.get_running_loop()
     tasks = [asyncio.create_task(worker.run()) for worker in workers]
     signals = 0
+    drain: asyncio.TimerHandle | None = None
 
     def stop_all() -> None:
         for worker in workers:
             worker.stop()
 
-    def on_signal() -> None:
-        nonlocal signals
+    def abandon_all(reason: str) -> None:
+        for worker in workers:
+            abandon = getattr(worker, "abandon", None)
+            if abandon is not None:
+                abandon(reason)
+        for task in tasks:
+            task.cancel()
+
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal signals, drain
         signals += 1
         if signals == 1:
             stop_all()
+            drain = loop.call_later(
+                drain_seconds,
+                abandon_all,
+                f"the runtime stopped ({sig.name}) before the execution ended (drain time "
+                f"of {drain_seconds:g} s over); call again",
+            )
         else:
-            for task in tasks:
-                task.cancel()
+            abandon_all(f"the runtime stopped ({sig.name}) before the execution ended; call again")
 
-    loop = asyncio.get_running_loop()
     for sig in SIGNALS:
-        loop.add_signal_handler(sig, on_signal)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         pending: set[asyncio.Task[None]] = set(tasks)
         failure: BaseException | None = None
@@ -104,5 +132,7 @@ async def run_until_signal(*workers: Worker) -> int:
             return 1
         return 0
     finally:
+        if drain is not None:
+            drain.cancel()
         for sig in SIGNALS:
             loop.remove_signal_handler(sig)

@@ -186,10 +186,11 @@ class TurnContext:
         with `note` as its text (S2); a later turn gets it. Messages do not cancel it;
         `self.scheduler.cancel_wake_up(w.wake_up_id)` or `reschedule_wake_up` do.
 
-        Not retried: CreateWakeUp has no idempotency key, so a blind retry after a
-        lost answer could schedule twice. Raises `PreconditionFailed` when the runtime
-        has no scheduler address (AGENTWORKS_SCHEDULER_ADDRESS), and the scheduler's
-        errors (`InvalidArgument` for a bad time or note, `Busy` past 100 pending).
+        Retried on UNAVAILABLE with a per-turn retry key (`turn:<turn_id>:wake:<n>`),
+        so a retry after a lost answer gets the same wake-up, never a second (S1).
+        Raises `PreconditionFailed` when the runtime has no scheduler address
+        (AGENTWORKS_SCHEDULER_ADDRESS), and the scheduler's errors (`InvalidArgument`
+        for a bad time or note, `Busy` past 100 pending).
         """
         if self.scheduler is None:
             raise errors.PreconditionFailed(
@@ -201,9 +202,24 @@ class TurnContext:
         if at is not None and at.tzinfo is None:
             raise ValueError("wake_me(at=...) needs an aware datetime, e.g. datetime.now(UTC)")
         delay = None if after_seconds is None else max(0, math.ceil(after_seconds))
-        wake_up = await self.scheduler.create_wake_up(
-            self.conversation_id, at=at, delay_seconds=delay, note=note
-        )
+        submission_id = f"turn:{self.turn_id}:wake:{len(self.wake_ups) + 1}"
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, 4):
+            try:
+                wake_up = await self.scheduler.create_wake_up(
+                    self.conversation_id,
+                    at=at,
+                    delay_seconds=delay,
+                    note=note,
+                    submission_id=submission_id,
+                )
+                break
+            except _TRANSIENT as exc:
+                if attempt == 3:
+                    raise
+                pause = backoff.next()
+                self.log.warning("wake_up.retry", error=exc.message, retry_in=round(pause, 2))
+                await asyncio.sleep(pause)
         self.wake_ups.append(wake_up)
         self.log.info(
             "wake_up.requested",
