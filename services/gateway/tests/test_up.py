@@ -122,7 +122,8 @@ async def test_a_second_up_on_the_same_home_is_refused_until_the_first_is_gone_P
     refused at once, naming the first one's pid and ports and how to run a second suite;
     it starts nothing and leaves cli.json alone. The lock dies with its process: after a
     kill -9 of the first, a new `up` on the home starts. A home that is not ./.agentworks
-    gets an `export AGENTWORKS_HOME=...` line before the CLI examples; the default not."""
+    gets an `export AGENTWORKS_HOME=...` line before the CLI examples; the default not.
+    Two SIGTERMs at once (a signal to the process group) still stop it gracefully."""
     home = tmp_path / ".agentworks"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -165,8 +166,13 @@ async def test_a_second_up_on_the_same_home_is_refused_until_the_first_is_gone_P
         )
         banner = third.output[third.output.index(READY_LINE) :]
         assert "export AGENTWORKS_HOME" not in banner, banner
-        third.process.send_signal(signal.SIGINT)
+        # One SIGTERM to the process group reaches `up` twice at once (its own and make's
+        # forwarding): still a graceful stop, not the second Ctrl-C's kill.
+        third.process.send_signal(signal.SIGTERM)
+        third.process.send_signal(signal.SIGTERM)
         assert await third.exited() == 0, third.output
+        stopped = [line for line in third.lines if "child.stopped" in line]
+        assert stopped and not any("code=-9" in line for line in stopped), stopped
     finally:
         for suite in suites:
             await suite.close()

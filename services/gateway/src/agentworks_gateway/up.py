@@ -61,6 +61,8 @@ DEMO_OWNER = "user:dev"
 DEMO_PRINCIPAL = "agent:demo/demo-bot"
 DEV_PRINCIPAL = "user:dev"
 SUPERVISOR_PRINCIPAL = "service:agentworks-up"
+# A second SIGINT/SIGTERM this long after the first stops the children at once.
+SECOND_SIGNAL_AFTER_SECONDS = 1.0
 DEMO_RUNTIME = "demo-runtime"
 DEMO_FUNCTIONS = "demo-funcs"
 # The demo functions' project root, under the state directory: calls run in .calls/<id>/.
@@ -604,10 +606,17 @@ class Supervisor:
         assert main is not None
         started = asyncio.Event()
 
+        first_signal: list[float] = []
+
         def on_signal(signame: str) -> None:
             log.info("signal.received", signal=signame)
-            if self._stopping.is_set():
-                self._kill_all()  # a second Ctrl-C: do not wait for the grace period
+            now = time.monotonic()
+            # A second Ctrl-C: do not wait for the grace period. One signal to the
+            # process group (`kill -- -PGID`, make's own forwarding) arrives twice
+            # within milliseconds: that is still the first.
+            if first_signal and now - first_signal[0] >= SECOND_SIGNAL_AFTER_SECONDS:
+                self._kill_all()
+            first_signal[:1] = first_signal[:1] or [now]
             self._stopping.set()
             if not started.is_set():
                 main.cancel()
