@@ -128,7 +128,8 @@ async def test_crews_call_exit_codes_busy_invalid_cancelled_and_failed_G3_F3_F5_
     gateway, api, cli, operator_token, alice_token, demo, echo, runtime
 ):
     """G3 F3 F5 F15: invalid inputs exit 2, a busy crew exits 5 (the text names the limit),
-    cancel ends a call, and a waited-for call that fails exits 8 after printing its status."""
+    a call no runtime claimed yet says so, cancel ends a call, and a waited-for call that
+    fails exits 8 after printing its status."""
     limited = await api(operator_token).post(
         "/api/v1/tools/targets",
         json={"action": "set_limit", "target": demo, "running_limit": 1},
@@ -150,6 +151,9 @@ async def test_crews_call_exit_codes_busy_invalid_cancelled_and_failed_G3_F3_F5_
     assert code == 0, err
     call_id = _fields(out)["call_id"]
     assert f"agentworks crews call-status --call {call_id}" in err
+    code, out, err = await cli("crews", "call-status", "--call", call_id, env=env)
+    assert code == 0, err  # nothing claimed it yet, and the text says so
+    assert _fields(out)["status"].startswith("running (not started: waiting for a runtime")
 
     code, _, err = await cli("crews", "call", "demo", "echo", "-i", "text=b", env=env)
     assert code == 5
@@ -165,10 +169,12 @@ async def test_crews_call_exit_codes_busy_invalid_cancelled_and_failed_G3_F3_F5_
     )  # fmt: skip
     execution = await runtime.claim_execution([demo], wait_seconds=20)
     assert execution is not None and execution.call_id != call_id
-    await runtime.finish_execution(execution.call_id, failed=True, error="disk full")
+    # An error that starts with the status (as `interrupted: ...` does) says it once.
+    await runtime.finish_execution(execution.call_id, failed=True, error="failed: disk full")
     code, out, err = await waiting
     assert code == 8, err
-    assert json.loads(out)["status"] == "failed" and json.loads(out)["error"] == "disk full"
+    assert json.loads(out)["status"] == "failed"
+    assert json.loads(out)["error"] == "failed: disk full"
     assert f"call {execution.call_id} ended failed: disk full" in err
 
     code, _, err = await cli("crews", "call-status", "--call", "nope", env=env)

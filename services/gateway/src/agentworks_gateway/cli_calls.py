@@ -114,6 +114,13 @@ def _result(status: Mapping[str, Any]) -> str | None:
     return json.dumps(status["result"], ensure_ascii=False)
 
 
+def _status_words(status: Mapping[str, Any]) -> str:
+    """The status, saying when an open call has not been claimed by a runtime yet."""
+    if status["status"] == "running" and not status.get("started", True):
+        return "running (not started: waiting for a runtime of its target to claim it)"
+    return status["status"]
+
+
 def print_status(status: Mapping[str, Any]) -> None:
     """A call's status for people: fields, then the message and event pages."""
     _print_fields(
@@ -121,7 +128,7 @@ def print_status(status: Mapping[str, Any]) -> None:
             ("call_id", status["call_id"]),
             ("target", status["target"]),
             ("function", status["function"]),
-            ("status", status["status"]),
+            ("status", _status_words(status)),
             ("progress", status["progress"] or None),
             ("question", status["question"]),
             ("answer", status["answer"]),
@@ -275,7 +282,8 @@ async def wait_for_call(
     else:
         print_status(final)
     if final["status"] != "completed":
-        why = f": {final['error']}" if final["error"] else ""
+        error = final["error"].removeprefix(f"{final['status']}: ")  # said once is enough
+        why = f": {error}" if error else ""
         _note(f"agentworks: call {call_id} ended {final['status']}{why}")
         return EXIT_CALL_ENDED
     return None
