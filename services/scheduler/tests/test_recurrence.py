@@ -104,9 +104,11 @@ def test_reversed_range_wraps_around_overnight_S4():
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        (Recurrence(cron="0 9 * *"), "five fields"),
-        (Recurrence(cron="0 0 9 * * *"), "seconds are not supported"),
-        (Recurrence(cron="61 * * * *"), "not a valid cron"),
+        (Recurrence(cron="0 9 * *"), "has 4 fields; it needs five: minute hour"),
+        (Recurrence(cron="0 0 9 * * *"), "a sixth field \\(seconds\\) is not supported"),
+        (Recurrence(cron="61 * * * *"), "the minute field '61' is not valid \\(allowed: 0-59"),
+        (Recurrence(cron="0 9 * 13 *"), "the month field '13' is not valid \\(allowed: 1-12"),
+        (Recurrence(cron="0 9 * * 8"), "the day-of-week field '8' is not valid"),
         (Recurrence(cron="@reboot"), "unknown alias"),
         (Recurrence(cron="0 0 30 2 *"), "never fires"),
         (Recurrence(cron="0 9 * * *", time_zone="Mars/Olympus"), "not a known IANA"),

@@ -136,7 +136,7 @@ async def test_schedule_refusals_store_nothing_S4_P6(clients, conversation, sql)
     """S4 P6: bad rules, zones, prompts and intervals are refused before anything is saved."""
     sched = await clients.scheduler(BOT)
     refusals = [
-        ({"cron": "0 9 * *"}, "five fields"),
+        ({"cron": "0 9 * *"}, "it needs five"),
         ({"cron": "0 9 * * *", "time_zone": "Europe/Nowhere"}, "not a known IANA"),
         ({"cron": "0 0 31 2 *"}, "never fires"),
         ({"interval_seconds": 0}, "interval_seconds must be between 1"),

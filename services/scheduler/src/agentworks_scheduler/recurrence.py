@@ -59,6 +59,16 @@ def zone(name: str) -> ZoneInfo:
         ) from None
 
 
+# The five cron fields and their values, for saying which one is wrong.
+_FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or jan-dec"),
+    ("day-of-week", "0-7 or sun-sat, 0 and 7 both Sunday"),
+)
+
+
 def cron_fields(expr: str) -> str:
     """The five cron fields of `expr` (aliases expanded), or InvalidArgument."""
     text = " ".join(expr.split())
@@ -72,12 +82,21 @@ def cron_fields(expr: str) -> str:
                 f"cron {expr!r}: unknown alias; use one of {', '.join(sorted(_ALIASES))}"
             )
         return _ALIASES[text.lower()]
-    if len(text.split(" ")) != 5:
+    fields = text.split(" ")
+    if len(fields) != 5:
+        seconds = "; a sixth field (seconds) is not supported" if len(fields) == 6 else ""
         raise InvalidArgument(
-            f"cron {expr!r} must have five fields (minute hour day-of-month month "
-            "day-of-week); seconds are not supported — the scheduler ticks once a minute"
+            f"cron {expr!r} has {len(fields)} field{'s' * (len(fields) != 1)}; it needs "
+            f"five: minute hour day-of-month month day-of-week (e.g. '0 9 * * 1-5'){seconds}"
         )
     if not croniter.is_valid(text):
+        for index, (name, allowed) in enumerate(_FIELDS):
+            alone = " ".join(fields[index] if i == index else "*" for i in range(5))
+            if not croniter.is_valid(alone):
+                raise InvalidArgument(
+                    f"cron {expr!r}: the {name} field {fields[index]!r} is not valid "
+                    f"(allowed: {allowed}; with *, lists a,b, ranges a-b and steps */n)"
+                )
         raise InvalidArgument(f"cron {expr!r} is not a valid cron expression")
     return text
 
