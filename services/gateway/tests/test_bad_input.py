@@ -521,7 +521,7 @@ rows(
         {"action": "list", "crew": "demo", "workflow_id": "wf-1"},
         "needs exactly one of crew or workflow_id (got crew, workflow_id)",
     ),
-    ("empty crew", {"action": "list", "crew": ""}, "crew: '' should be non-empty"),
+    ("empty crew", {"action": "list", "crew": ""}, "crew: is empty"),
     ("unknown crew", {"action": "list", "crew": "nope"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "list", "crew": "../../etc"}, "name"),
     ("NUL in crew", {"action": "list", "crew": "de\x00mo"}, "crew" + NUL),
@@ -636,7 +636,7 @@ rows(
     "functions",
     "status",
     ("no call_id", {"action": "status"}, "action 'status' needs call_id"),
-    ("empty call_id", {"action": "status", "call_id": ""}, "call_id: '' should be non-empty"),
+    ("empty call_id", {"action": "status", "call_id": ""}, "call_id: is empty"),
     ("unknown call", {"action": "status", "call_id": UNKNOWN_UUID}, "call", "NOT_FOUND"),
     (
         "call_id with ..",
@@ -662,7 +662,7 @@ rows(
     "functions",
     "read",
     ("no file", fn("read"), "action 'read' needs file"),
-    ("empty file", fn("read", file=""), "file: '' should be non-empty"),
+    ("empty file", fn("read", file=""), "file: is empty"),
     *((f"path traversal {name!r}", fn("read", file=name), "file") for name in TRAVERSALS),
     (
         "escape via the call folder",
@@ -682,7 +682,7 @@ rows(
     "functions",
     "reply",
     ("no text", fn("reply"), "action 'reply' needs text"),
-    ("empty text", fn("reply", text=""), "text: '' should be non-empty"),
+    ("empty text", fn("reply", text=""), "text: is empty"),
     ("oversized text", fn("reply", text=BIG), "text is 70000 bytes"),
     ("NUL in text", fn("reply", text="r\x00"), "text" + NUL),
     ("lone surrogate in text", fn("reply", text=LONE_SURROGATE), *SURROGATE_REFUSED),
@@ -1044,7 +1044,7 @@ rows(
     (
         "empty conversation_id",
         {"action": "list", "conversation_id": ""},
-        "conversation_id: '' should be non-empty",
+        "conversation_id: is empty",
     ),
     (
         "unknown conversation",
@@ -1065,7 +1065,7 @@ rows(
     "get",
     ("unknown wake-up", {"action": "get", "wake_up_id": UNKNOWN_UUID}, "wake-up", "NOT_FOUND"),
     ("malformed id", {"action": "get", "wake_up_id": "../x"}, "wake-up", "NOT_FOUND"),
-    ("empty id", {"action": "get", "wake_up_id": ""}, "wake_up_id: '' should be non-empty"),
+    ("empty id", {"action": "get", "wake_up_id": ""}, "wake_up_id: is empty"),
     ("someone else's wake-up", with_id("wake_up_id", "get"), "wake-up", "NOT_FOUND", "alice"),
     who="bot",
 )
@@ -1170,7 +1170,7 @@ rows(
     (
         "oversized name",
         in_conversation("create", prompt="p", interval_seconds=3600, name="n" * 201),
-        "name: ",
+        "name: is 201 characters; it must be at most 200 characters",
     ),
     (
         "unknown conversation",
@@ -1211,7 +1211,7 @@ for action in ("get", "pause", "resume", "delete"):
             "schedule",
             "NOT_FOUND",
         ),
-        ("empty id", {"action": action, "schedule_id": ""}, "schedule_id: '' should be non-empty"),
+        ("empty id", {"action": action, "schedule_id": ""}, "schedule_id: is empty"),
         (
             "someone else's schedule",
             with_id("schedule_id", action),
@@ -1235,7 +1235,7 @@ rows(
         with_id("schedule_id", "update", time_zone="UTC"),
         "time_zone goes with a cron rule",
     ),
-    ("empty prompt", with_id("schedule_id", "update", prompt=""), "prompt: '' should be non-empty"),
+    ("empty prompt", with_id("schedule_id", "update", prompt=""), "prompt: is empty"),
     ("NUL in name", with_id("schedule_id", "update", name="n\x00"), "name"),
     (
         "a create argument",

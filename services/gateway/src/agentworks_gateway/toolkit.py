@@ -204,6 +204,15 @@ def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any
                 return f"{name} needs {', '.join(missing)} too"
     if error.validator == "pattern" and "description" in error.schema:
         message = f"{error.instance!r} is not valid: expected {error.schema['description']}"
+    elif error.validator == "minLength" and error.instance == "":
+        message = "is empty"
+    elif error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
+        # jsonschema quotes the whole value ("'nnn…' is too long"): say the limit instead.
+        bound = "at most" if error.validator == "maxLength" else "at least"
+        message = (
+            f"is {len(error.instance)} characters; it must be {bound} "
+            f"{error.validator_value} characters"
+        )
     return f"{where}: {message}" if where else message
 
 
