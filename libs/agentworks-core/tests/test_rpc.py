@@ -154,3 +154,51 @@ async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_ke
         with pytest.raises(errors.Unavailable) as down:
             await c.send("hi", target="crew:demo")
     assert down.value.message.startswith("the messaging service is unavailable (")
+
+
+async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4(internal_key):
+    """P4 S5: when a service answers DEADLINE_EXCEEDED or UNAVAILABLE itself (its own call
+    to another service timed out or failed), the typed client passes its message on
+    unchanged: no "did not answer within <this client's deadline>" wrapped around it, no
+    second "retry shortly" (the 504 of an inbound webhook while messaging hangs)."""
+    late = "the messaging service did not answer EnqueueDelivery within 10 s (x); retry shortly"
+    down = "the messaging service is unavailable (x); retry shortly"
+
+    async def refuse_late(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        raise errors.DeadlineExceeded(late)
+
+    async def refuse_down(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        raise errors.Unavailable(down)
+
+    def register(server: grpc.aio.Server) -> None:
+        handlers = {
+            "Send": grpc.unary_unary_rpc_method_handler(refuse_late),
+            "GetTranscript": grpc.unary_unary_rpc_method_handler(refuse_down),
+        }
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "agentworks.messaging.v1.MessagingService", handlers
+                ),
+            )
+        )
+
+    server = GrpcServer(
+        name="relay",
+        listen="127.0.0.1:0",
+        internal_key=internal_key,
+        register=register,
+        service_names=[],
+    )
+    port = await server.start()
+    identity = Minter("user:alice", internal_key)
+    try:
+        async with MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=30) as c:
+            with pytest.raises(errors.DeadlineExceeded) as timed_out:
+                await c.send("hi", target="crew:demo")
+            with pytest.raises(errors.Unavailable) as unavailable:
+                await c.get_transcript("00000000-0000-0000-0000-000000000000", limit=1)
+    finally:
+        await server.stop(0)
+    assert timed_out.value.message == late
+    assert unavailable.value.message == down

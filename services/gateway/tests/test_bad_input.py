@@ -1036,6 +1036,47 @@ rows(
 )
 rows(
     "wake_ups",
+    "create",
+    (
+        "no time",
+        in_conversation("create", note="n"),
+        "action 'create' needs exactly one of at or delay_seconds",
+    ),
+    (
+        "two times",
+        in_conversation("create", at="2030-01-01T00:00:00Z", delay_seconds=5),
+        "(got at, delay_seconds)",
+    ),
+    ("no conversation", {"action": "create", "delay_seconds": 5}, "needs conversation_id"),
+    ("negative delay", in_conversation("create", delay_seconds=-1), "delay_seconds: -1 is less"),
+    ("NUL in note", in_conversation("create", delay_seconds=5, note="a\x00b"), "note"),
+    (
+        "long submission_id",
+        in_conversation("create", delay_seconds=5, submission_id="k" * 129),
+        "submission_id: is 129 characters",
+    ),
+    (
+        "another product",
+        in_conversation("create", delay_seconds=5, product="crew:other"),
+        "product is taken from your identity",
+    ),
+    (
+        "unknown conversation",
+        {"action": "create", "conversation_id": UNKNOWN_UUID, "delay_seconds": 5},
+        "conversation",
+        "NOT_FOUND",
+    ),
+    (
+        "not an agent or operator",
+        in_conversation("create", delay_seconds=5),
+        "operators can attach wake-ups",
+        "PERMISSION_DENIED",
+        "alice",
+    ),
+    who="bot",
+)
+rows(
+    "wake_ups",
     "list",
     ("limit 0", {"action": "list", "limit": 0}, "limit: 0 is less"),
     ("limit 201", {"action": "list", "limit": 201}, "limit: 201 is greater"),

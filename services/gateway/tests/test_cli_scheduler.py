@@ -203,3 +203,104 @@ async def test_webhooks_are_created_with_a_url_and_secret_rotated_and_deleted_G3
     assert code == 0 and out.strip() == f"deleted webhook {hook['webhook_id']}", err
     code, _, err = await cli("webhooks", "get", hook["webhook_id"], env=ops)
     assert code == 4, err
+
+
+async def test_schedules_and_webhooks_created_again_with_a_submission_id_are_the_same_G3_S4_S5(
+    cli, ops, conversation, api, operator_token
+):
+    """G3 S4 S5: `schedules create` and `webhooks create` run twice with the same
+    --submission-id (a retry after a lost answer) make one schedule and one webhook; the
+    retried webhook comes with the same secret. The HTTP tools take the key too."""
+    create = (
+        "--json", "schedules", "create", "--conversation", conversation, "--prompt", "digest",
+        "--every", "1h", "--submission-id", "nightly-1",
+    )  # fmt: skip
+    first, again = [json.loads((await cli(*create, env=ops))[1]) for _ in range(2)]
+    assert first["schedule_id"] == again["schedule_id"]
+    code, out, err = await cli("--json", "schedules", "list", env=ops)
+    assert code == 0 and len(json.loads(out)["schedules"]) == 1, err
+    code, _, err = await cli(*create[1:-3], "2h", "--submission-id", "nightly-1", env=ops)
+    assert code == 6 and "submission_id 'nightly-1' was already used" in err  # ALREADY_EXISTS
+
+    hook = ("webhooks", "create", "--conversation", conversation, "--submission-id", "ci-1")
+    code, out, err = await cli(*hook, env=ops)
+    assert code == 0, err
+    code, out2, err = await cli(*hook, env=ops)
+    assert code == 0, err
+    assert _fields(out)["webhook_id"] == _fields(out2)["webhook_id"]
+    assert _fields(out)["secret"] == _fields(out2)["secret"]
+
+    tool = await api(operator_token).post(
+        "/api/v1/tools/webhooks",
+        json={"action": "create", "conversation_id": conversation, "submission_id": "ci-1"},
+    )
+    assert tool.status_code == 200 and tool.json()["webhook_id"] == _fields(out)["webhook_id"]
+
+
+async def test_resuming_a_scope_that_is_not_paused_says_so_G3_S3(cli, ops, api, operator_token):
+    """G3 S3: `pauses resume --product crew:typo` while crew:demo is paused exits 0 (resume
+    is idempotent) but says that crew:typo was not paused and which pauses are in force;
+    the HTTP tool answers resumed=false with the same note."""
+    code, _, err = await cli("pauses", "pause", "--product", "crew:demo", env=ops)
+    assert code == 0, err
+    code, out, err = await cli("pauses", "resume", "--product", "crew:typo", env=ops)
+    assert code == 0, err
+    assert "crew:typo was not paused; pauses in force: crew:demo" in err
+    assert out.splitlines()[1].split()[0] == "crew:demo"
+
+    tool = await api(operator_token).post(
+        "/api/v1/tools/pauses", json={"action": "resume", "product": "crew:typo"}
+    )
+    assert tool.status_code == 200, tool.text
+    assert tool.json()["resumed"] is False and "crew:typo was not paused" in tool.json()["note"]
+
+    code, out, err = await cli("--json", "pauses", "resume", "--product", "crew:demo", env=ops)
+    assert code == 0, err
+    assert json.loads(out)["resumed"] is True and json.loads(out)["note"] is None
+    code, _, err = await cli("pauses", "resume", env=ops)
+    assert code == 0 and "there was no global pause; no pauses are in force" in err
+
+
+async def test_operators_create_wake_ups_from_the_cli_and_the_http_tool_G3_S1(
+    cli, ops, conversation, api, operator_token, alice_token, gateway
+):
+    """G3 S1: `wake-ups create --conversation ID --delay D --note N` makes a pending wake-up
+    (product: the conversation's target); the same --submission-id gives the same one; the
+    HTTP tool `wake_ups` creates with `at`. A plain user may not attach one; a second
+    cancel says the wake-up will not fire and a reschedule of it says to create a new one."""
+    create = (
+        "--json", "wake-ups", "create", "--conversation", conversation, "--delay", "2h",
+        "--note", "check the deploy", "--submission-id", "w-1",
+    )  # fmt: skip
+    code, out, err = await cli(*create, env=ops)
+    assert code == 0, err
+    wake_up = json.loads(out)
+    assert wake_up["status"] == "pending" and wake_up["note"] == "check the deploy"
+    assert wake_up["product"] == "crew:demo" and wake_up["created_by"] == "user:ops"
+    code, out, err = await cli(*create, env=ops)
+    assert code == 0 and json.loads(out)["wake_up_id"] == wake_up["wake_up_id"], err
+
+    at = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    tool = await api(operator_token).post(
+        "/api/v1/tools/wake_ups",
+        json={"action": "create", "conversation_id": conversation, "at": at},
+    )
+    assert tool.status_code == 200, tool.text
+    assert datetime.fromisoformat(tool.json()["due_at"]) == datetime.fromisoformat(at)
+    missing = await api(operator_token).post(
+        "/api/v1/tools/wake_ups", json={"action": "create", "conversation_id": conversation}
+    )
+    assert missing.status_code == 400, missing.text
+
+    alice = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token}
+    code, _, err = await cli(*create[1:-2], env=alice)
+    assert code == 3 and "operators can attach wake-ups" in err  # PERMISSION_DENIED
+
+    code, _, err = await cli("wake-ups", "cancel", wake_up["wake_up_id"], env=ops)
+    assert code == 0, err
+    code, _, err = await cli("wake-ups", "cancel", wake_up["wake_up_id"], env=ops)
+    assert code == 6 and "is cancelled, not pending" in err and "no longer due to fire" in err
+    code, _, err = await cli(
+        "wake-ups", "reschedule", wake_up["wake_up_id"], "--delay", "1h", env=ops
+    )
+    assert code == 6 and f"create a new wake-up for conversation {conversation}" in err

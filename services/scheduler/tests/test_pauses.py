@@ -105,3 +105,16 @@ async def test_schedule_missed_during_a_pause_fires_once_after_resume_S3_S4(
     after = await sched.get_schedule(schedule.schedule_id)
     assert after.fire_count == 1
     assert after.next_fire_at.ToDatetime(tzinfo=UTC) > datetime.now(UTC)
+
+
+async def test_resume_says_whether_it_lifted_a_pause_S3(clients, demo):
+    """S3: Resume answers resumed=true when it lifted the pause it named; a scope that is
+    not paused (a typo) answers resumed=false, changes nothing and is not an error."""
+    ops = await clients.scheduler("user:ops", {"operator"})
+    await ops.pause("crew:demo")
+    typo = await ops.resume("crew:typo")
+    assert typo.resumed is False and list(typo.paused_products) == ["crew:demo"]
+    lifted = await ops.resume("crew:demo")
+    assert lifted.resumed is True and list(lifted.paused_products) == []
+    assert (await ops.resume("crew:demo")).resumed is False  # still idempotent
+    assert (await ops.pause("")).resumed is False

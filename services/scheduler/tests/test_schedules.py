@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentworks.core.errors import Busy, InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 BOT = "agent:demo/bot"
@@ -191,3 +192,37 @@ async def test_schedules_and_webhooks_per_conversation_are_bounded_S4_S5_P6(
     await sched.create_schedule(conversation, "room again", interval_seconds=3600, paused=True)
     await sched.create_webhook(conversation, name="room again")
     assert await sql(counts) == [(100, 100)]
+
+
+async def test_a_retried_create_gets_the_same_schedule_S4_S6(clients, conversation, sql):
+    """S4 S6: the same CreateSchedule with the same submission_id makes one schedule (and
+    so one prompt per occurrence), even concurrently and at the per-conversation limit;
+    the key with another request is refused ALREADY_EXISTS naming the key; keys are per
+    creator."""
+    sched = await clients.scheduler(BOT)
+    request = {"interval_seconds": 3600, "name": "digest", "submission_id": "s-1"}
+    twins = await asyncio.gather(
+        *(sched.create_schedule(conversation, "digest", **request) for _ in range(6))
+    )
+    assert len({x.schedule_id for x in twins}) == 1
+    with pytest.raises(Conflict, match="submission_id 's-1' was already used for a different"):
+        await sched.create_schedule(conversation, "other prompt", **request)
+    with pytest.raises(InvalidArgument, match="submission_id is 129 characters"):
+        await sched.create_schedule(
+            conversation, "x", interval_seconds=3600, submission_id="x" * 129
+        )
+    ops = await clients.scheduler("user:ops", {"operator"})
+    mine = await ops.create_schedule(conversation, "digest", **request)
+    assert mine.schedule_id != twins[0].schedule_id and mine.created_by == "user:ops"
+    assert await sql("SELECT count(*) FROM scheduler.schedules") == [(2,)]
+
+    await sql(
+        "INSERT INTO scheduler.schedules (id, conversation_id, prompt, interval_seconds, "
+        "anchor_at, next_fire_at, created_by) SELECT gen_random_uuid(), %s, 'p', 3600, now(), "
+        "now() + interval '1 hour', 'agent:demo/bot' FROM generate_series(1, 98)",
+        conversation,
+    )
+    again = await sched.create_schedule(conversation, "digest", **request)
+    assert again.schedule_id == twins[0].schedule_id  # a retry is answered even when full
+    with pytest.raises(Busy):
+        await sched.create_schedule(conversation, "new", interval_seconds=3600)

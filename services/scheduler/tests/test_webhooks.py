@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -161,3 +162,35 @@ async def test_webhooks_belong_to_their_creator_and_the_conversations_agents_S5_
     await sched.delete_webhook(own.webhook_id)
     with pytest.raises(NotFound):
         await ops.get_webhook(own.webhook_id)
+
+
+async def test_a_retried_create_gets_the_same_webhook_and_secret_while_safe_S5_S6(
+    clients, ops, conversation, gateway, sql
+):
+    """S5 S6: the same CreateWebhook with the same submission_id makes one webhook; the
+    retry gives its creator the same, working secret (within 24 hours and until a rotate;
+    then the retry answers without it); the key with another request is refused."""
+    sched = await clients.scheduler(BOT)
+    twins = await asyncio.gather(
+        *(sched.create_webhook(conversation, name="ci", submission_id="h-1") for _ in range(6))
+    )
+    assert len({h.webhook_id for h in twins}) == 1
+    assert len({h.secret for h in twins}) == 1 and twins[0].secret.startswith("whsec_")
+    assert await sql("SELECT count(*) FROM scheduler.webhooks") == [(1,)]
+    with pytest.raises(Conflict, match="submission_id 'h-1' was already used for a different"):
+        await sched.create_webhook(conversation, name="other", submission_id="h-1")
+
+    body = b"{}"
+    headers = signed_webhook_headers(twins[0].secret, body)
+    assert (await gateway.receive_webhook(twins[0].webhook_id, headers=headers, body=body)).created
+
+    await sql(
+        "UPDATE scheduler.webhooks SET created_at = now() - interval '25 hours' WHERE id = %s",
+        twins[0].webhook_id,
+    )
+    late = await sched.create_webhook(conversation, name="ci", submission_id="h-1")
+    assert late.webhook_id == twins[0].webhook_id and late.secret == ""
+    await sql("UPDATE scheduler.webhooks SET created_at = now() WHERE id = %s", late.webhook_id)
+    rotated = await ops.rotate_webhook_secret(late.webhook_id)
+    after_rotate = await sched.create_webhook(conversation, name="ci", submission_id="h-1")
+    assert after_rotate.secret == "" and rotated.secret != twins[0].secret

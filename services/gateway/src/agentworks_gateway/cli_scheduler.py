@@ -120,8 +120,18 @@ async def wake_ups(api: ApiClient, args: argparse.Namespace) -> None:
         )
         _next_page(result, "wake_ups", args)
         return
-    request = {"action": args.action, "wake_up_id": args.wake_up_id}
-    if args.action == "reschedule":
+    if args.action == "create":
+        request = _set(
+            {"action": "create"},
+            args,
+            conversation_id="conversation",
+            note="note",
+            product="product",
+            submission_id="submission_id",
+        )
+    else:
+        request = {"action": args.action, "wake_up_id": args.wake_up_id}
+    if args.action in ("create", "reschedule"):
         if args.at:
             request["at"] = cli_time(args.at, "--at")
         else:
@@ -197,7 +207,7 @@ async def schedules(api: ApiClient, args: argparse.Namespace) -> None:
         request["schedule_id"] = args.schedule_id
     if action == "create":
         _set(request, args, conversation_id="conversation", prompt="prompt", name="name")
-        _set(request, args, product="product", paused="paused")
+        _set(request, args, product="product", paused="paused", submission_id="submission_id")
         if args.start_at:
             request["start_at"] = cli_time(args.start_at, "--start-at")
         _rule_request(request, args)
@@ -230,6 +240,8 @@ async def pauses(api: ApiClient, args: argparse.Namespace) -> None:
     if args.json:
         _print_json(state)
         return
+    if state.get("note"):  # a resume that lifted nothing: say so before the table
+        _note(state["note"])
     _print_table(
         ("SCOPE", "REASON", "PAUSED_BY", "PAUSED_AT"),
         (
@@ -243,7 +255,7 @@ async def pauses(api: ApiClient, args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------ webhooks
 
 
-def _print_webhook(api: ApiClient, w: Mapping[str, Any]) -> None:
+def _print_webhook(api: ApiClient, w: Mapping[str, Any], *, created: bool = False) -> None:
     pairs = [("webhook_id", w["webhook_id"]), ("url", api.url + w["path"])]
     if "secret" in w:
         pairs.append(("secret", w["secret"]))
@@ -262,6 +274,12 @@ def _print_webhook(api: ApiClient, w: Mapping[str, Any]) -> None:
             "store the secret now: it is not shown again. Sign each POST with "
             "X-AgentWorks-Timestamp, X-AgentWorks-Signature and X-AgentWorks-Delivery "
             "(docs/scheduler.md, Signing recipe)"
+        )
+    elif created:
+        _note(
+            "this --submission-id created this webhook earlier; its secret is given again "
+            "only within 24 hours of the create and until a rotate: run `agentworks webhooks "
+            f"rotate {w['webhook_id']}` for a new one"
         )
 
 
@@ -292,6 +310,7 @@ async def webhooks(api: ApiClient, args: argparse.Namespace) -> None:
     request: dict[str, Any] = {"action": action}
     if action == "create":
         _set(request, args, conversation_id="conversation", name="name", product="product")
+        _set(request, args, submission_id="submission_id")
     else:
         request["webhook_id"] = args.webhook_id
     result = await api.call("webhooks", request)
@@ -300,7 +319,7 @@ async def webhooks(api: ApiClient, args: argparse.Namespace) -> None:
     elif action == "delete":
         print(f"deleted webhook {args.webhook_id}", flush=True)
     else:
-        _print_webhook(api, result)
+        _print_webhook(api, result, created=action == "create")
 
 
 # ------------------------------------------------------------------------------ parser
@@ -328,11 +347,42 @@ def _rule_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     )
 
 
+def _submission_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--submission-id",
+        metavar="KEY",
+        help=f"retry key (up to 128 characters): running the command again with the same key "
+        f"returns the {what} the first run created instead of making a second one",
+    )
+
+
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add `wake-ups`, `schedules`, `pauses` and `webhooks` to the `agentworks` parser."""
     # wake-ups
-    wake = commands.add_parser("wake-ups", help="list, cancel and reschedule durable wake-ups")
+    wake = commands.add_parser(
+        "wake-ups", help="create, list, cancel and reschedule durable wake-ups"
+    )
     wake_cmds = wake.add_subparsers(title="actions", metavar="ACTION", required=True)
+    create = wake_cmds.add_parser(
+        "create",
+        parents=[common],
+        help="create a wake-up (operators, or the agents of the conversation's target)",
+        description="Prompt a conversation's agents again at a time (--at) or after a delay "
+        "(--delay), with an optional note. Messages never cancel it; global and product "
+        "pauses hold it.",
+    )
+    create.add_argument("--conversation", required=True, metavar="ID", help="the conversation")
+    when = create.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", metavar="TIME", help=f"when: {TIME_HELP}")
+    when.add_argument("--delay", metavar="DURATION", help=f"from now: {DURATION_HELP}")
+    create.add_argument("--note", help="the text the agents get with the wake-up")
+    create.add_argument(
+        "--product",
+        metavar="PRODUCT",
+        help="operators: the product whose pauses hold it (default: the conversation's target)",
+    )
+    _submission_option(create, "wake-up")
+    create.set_defaults(run=wake_ups, action="create")
     listing = wake_cmds.add_parser(
         "list", parents=[common], help="list the wake-ups you may see (pending unless --all)"
     )
@@ -378,6 +428,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "--start-at", metavar="TIME", help=f"--every only: the first occurrence ({TIME_HELP})"
     )
     create.add_argument("--paused", action="store_true", help="create it paused")
+    _submission_option(create, "schedule")
     create.set_defaults(run=schedules, action="create")
     listing = sched_cmds.add_parser("list", parents=[common], help="list schedules")
     _list_options(listing, "schedules")
@@ -439,7 +490,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="create a webhook; prints its URL and secret (shown once)",
         description="Create a webhook into a conversation (operators, or the agents of the "
         "conversation's target). Outside systems POST events to the printed URL, signed "
-        "with the secret; each body is delivered byte-for-byte into the conversation.",
+        "with the secret; each body is delivered byte-for-byte into the conversation. "
+        "Webhooks are inbound only: AgentWorks never calls out to a URL.",
     )
     create.add_argument("--conversation", required=True, metavar="ID", help="the conversation")
     create.add_argument("--name", help="a label, shown to the agents with each event")
@@ -448,6 +500,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="PRODUCT",
         help="operators: the product it belongs to (default: the conversation's target)",
     )
+    _submission_option(create, "webhook (and its secret, within 24 hours, unless rotated)")
     create.set_defaults(run=webhooks, action="create")
     listing = hooks_cmds.add_parser("list", parents=[common], help="list webhooks (no secrets)")
     _list_options(listing, "webhooks")

@@ -1,7 +1,7 @@
 """Scheduler tools (S1-S5), HTTP API only: `wake_ups`, `schedules`, `pauses`, `webhooks`.
 
 The scheduler decides who may do what: operators and the agents serving a
-conversation's target attach schedules and webhooks (operators may state a
+conversation's target attach wake-ups, schedules and webhooks (operators may state a
 `product`); pauses need the operator role. Handlers only translate.
 """
 
@@ -124,9 +124,19 @@ def _list_args(args: Args) -> dict[str, Any]:
 
 
 async def wake_ups(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
-    """`wake_ups`: list, get, cancel, reschedule (S1)."""
+    """`wake_ups`: create, list, get, cancel, reschedule (S1)."""
     client = gateway.scheduler(identity)
     action = args["action"]
+    if action == "create":
+        return wake_up_dict(
+            await client.create_wake_up(
+                args["conversation_id"],
+                note=args.get("note", ""),
+                product=args.get("product", ""),
+                submission_id=args.get("submission_id"),
+                **_when(args),
+            )
+        )
     if action == "list":
         page = await client.list_wake_ups(
             include_finished=args.get("include_finished", False), **_list_args(args)
@@ -172,6 +182,7 @@ async def schedules(gateway: Any, identity: Identity, args: Args) -> dict[str, A
             product=args.get("product", ""),
             start_at=parse_time(start_at, "start_at") if start_at else None,
             paused=args.get("paused", False),
+            submission_id=args.get("submission_id"),
             **_rule(args, required=True),
         )
     elif action == "list":
@@ -214,14 +225,33 @@ async def schedules(gateway: Any, identity: Identity, args: Args) -> dict[str, A
     return schedule_dict(schedule)
 
 
+def _not_paused_note(product: str, state: s.PauseState) -> str:
+    """What a resume that lifted nothing says: the scope was not paused, and what is."""
+    scope = f"{product} was not paused" if product else "there was no global pause"
+    in_force = [entry.product or "(global)" for entry in state.pauses]
+    if not in_force:
+        return f"{scope}; no pauses are in force: timers fire"
+    return (
+        f"{scope}; pauses in force: {', '.join(in_force)} — resume names a scope exactly "
+        "as it was paused"
+    )
+
+
 async def pauses(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
-    """`pauses`: pause or resume timers globally or for a product; status (S3)."""
+    """`pauses`: pause or resume timers globally or for a product; status (S3).
+
+    resume adds `resumed` (whether a pause was lifted) and, when none was, a `note`
+    saying so and naming the pauses in force.
+    """
     client = gateway.scheduler(identity)
     action = args["action"]
     if action == "pause":
         state = await client.pause(args.get("product", ""), reason=args.get("reason", ""))
     elif action == "resume":
-        state = await client.resume(args.get("product", ""))
+        product = args.get("product", "")
+        state = await client.resume(product)
+        note = None if state.resumed else _not_paused_note(product, state)
+        return {**pause_state_dict(state), "resumed": state.resumed, "note": note}
     else:
         state = await client.pause_state()
     return pause_state_dict(state)
@@ -233,7 +263,10 @@ async def webhooks(gateway: Any, identity: Identity, args: Args) -> dict[str, An
     action = args["action"]
     if action == "create":
         webhook = await client.create_webhook(
-            args["conversation_id"], name=args.get("name", ""), product=args.get("product", "")
+            args["conversation_id"],
+            name=args.get("name", ""),
+            product=args.get("product", ""),
+            submission_id=args.get("submission_id"),
         )
     elif action == "list":
         page = await client.list_webhooks(**_list_args(args))
@@ -282,22 +315,42 @@ _LIMIT = {
 _LIST_FIELDS = ("conversation_id", "product", "after", "limit")
 _TIME = {"type": "string", "minLength": 1}
 
+
+def _submission_id(what: str) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 128,
+        "description": f"create: a retry key. Creating again with the same key returns the "
+        f"{what} the first create made instead of a second one; the same key with a "
+        "different request is refused (ALREADY_EXISTS).",
+    }
+
+
 WAKE_UPS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "action": {
             "type": "string",
-            "enum": ["list", "get", "cancel", "reschedule"],
-            "description": "list: wake-ups you may see (pending unless include_finished). get: "
-            "one. cancel: stop a pending one. reschedule: give a pending one a new time.",
+            "enum": ["create", "list", "get", "cancel", "reschedule"],
+            "description": "create: a durable wake-up that prompts a conversation's agents "
+            "again (operators, or the agents serving the conversation's target). list: "
+            "wake-ups you may see (pending unless include_finished). get: one. cancel: stop "
+            "a pending one. reschedule: give a pending one a new time.",
         },
         "wake_up_id": _id("wake-up id", "get, cancel, reschedule"),
         "conversation_id": {
             "type": "string",
             "minLength": 1,
-            "description": "list: only the wake-ups of this conversation.",
+            "description": "create (required): the conversation it prompts; list: only the "
+            "wake-ups of this conversation.",
         },
-        "product": {"type": "string", "description": "list: only this product (crew:<name>)."},
+        "product": _PRODUCT,
+        "note": {
+            "type": "string",
+            "description": "create: the text the agents get with the wake-up (at most 16 KiB).",
+        },
+        "submission_id": _submission_id("wake-up"),
         "include_finished": {
             "type": "boolean",
             "description": "list: also fired, cancelled and failed wake-ups (default false).",
@@ -306,7 +359,7 @@ WAKE_UPS_SCHEMA: dict[str, Any] = {
         "limit": _LIMIT,
         "at": {
             **_TIME,
-            "description": "reschedule: the new time, ISO 8601 with an offset "
+            "description": "create, reschedule: the time, ISO 8601 with an offset "
             "(2026-01-31T09:00:00Z); at most 1 hour past, 400 days ahead. Give at or "
             "delay_seconds.",
         },
@@ -314,12 +367,18 @@ WAKE_UPS_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "minimum": 0,
             "maximum": INT64_MAX,
-            "description": "reschedule: fire this many seconds from now (0 = next tick).",
+            "description": "create, reschedule: fire this many seconds from now (0 = next tick).",
         },
     },
     "required": ["action"],
     "additionalProperties": False,
     "allOf": [
+        action_rule(
+            "create",
+            ("conversation_id", "at", "delay_seconds", "note", "product", "submission_id"),
+            required=("conversation_id",),
+            one_of=("at", "delay_seconds"),
+        ),
         action_rule("list", (*_LIST_FIELDS, "include_finished")),
         action_rule("get", ("wake_up_id",), required=("wake_up_id",)),
         action_rule("cancel", ("wake_up_id",), required=("wake_up_id",)),
@@ -385,6 +444,7 @@ SCHEDULES_SCHEMA: dict[str, Any] = {
             "offset (default now + interval).",
         },
         "paused": {"type": "boolean", "description": "create: create it paused."},
+        "submission_id": _submission_id("schedule"),
         "after": {
             "type": "string",
             "description": "list: the next_cursor of the previous page. preview: fire times "
@@ -413,6 +473,7 @@ SCHEDULES_SCHEMA: dict[str, Any] = {
                 "time_zone",
                 "start_at",
                 "paused",
+                "submission_id",
             ),
             required=("conversation_id", "prompt"),
             one_of=("cron", "interval_seconds"),
@@ -474,14 +535,17 @@ WEBHOOKS_SCHEMA: dict[str, Any] = {
         "action": {
             "type": "string",
             "enum": ["create", "list", "get", "rotate", "delete"],
-            "description": "create: a webhook into a conversation; its secret is returned "
-            "this once. list, get (never the secret). rotate: a new secret, returned once; "
-            "the old one stops working at once. delete.",
+            "description": "create: a webhook into a conversation (inbound only: outside "
+            "systems post to it); its secret is returned this once (and to a retry with the "
+            "same submission_id within 24 hours, unless rotated). list, get (never the "
+            "secret). rotate: a new secret, returned once; the old one stops working at "
+            "once. delete.",
         },
         "webhook_id": _id("webhook id", "get, rotate, delete"),
         "conversation_id": _CONVERSATION,
         "name": {"type": "string", "maxLength": 200, "description": "create: a label."},
         "product": _PRODUCT,
+        "submission_id": _submission_id("webhook"),
         "after": _AFTER_CURSOR,
         "limit": _LIMIT,
     },
@@ -489,7 +553,9 @@ WEBHOOKS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "allOf": [
         action_rule(
-            "create", ("conversation_id", "name", "product"), required=("conversation_id",)
+            "create",
+            ("conversation_id", "name", "product", "submission_id"),
+            required=("conversation_id",),
         ),
         action_rule("list", _LIST_FIELDS),
         *(
@@ -502,7 +568,7 @@ WEBHOOKS_SCHEMA: dict[str, Any] = {
 SCHEDULER_TOOLS = (
     Tool(
         "wake_ups",
-        "List, get, cancel or reschedule durable wake-ups (HTTP API only).",
+        "Create, list, get, cancel or reschedule durable wake-ups (HTTP API only).",
         WAKE_UPS_SCHEMA,
         wake_ups,
         mcp=False,

@@ -263,8 +263,8 @@ async def receive_webhook(gateway: Gateway, request: Request) -> Response:
 
     202 `{"delivery_id", "created"}` once the raw body is in the conversation's turn queue;
     otherwise the scheduler's refusal with its HTTP status (401 bad or stale signature,
-    400 malformed, 404 unknown webhook, 409 replay, 503 unavailable), or 413 for a body
-    above GATEWAY_WEBHOOK_MAX_BODY_BYTES.
+    400 malformed, 404 unknown webhook, 409 replay, 503 unavailable, 504 a service did not
+    answer in time), or 413 for a body above GATEWAY_WEBHOOK_MAX_BODY_BYTES.
     """
     webhook_id = request.path_params["webhook_id"]
     limit = gateway.config.webhook_max_body_bytes

@@ -225,6 +225,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 if request.HasField("start_at")
                 else None,
                 paused=request.paused,
+                submission_id=request.submission_id,
             )
         )
 
@@ -288,7 +289,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
 
     async def Resume(self, request, context):
-        return pause_state_out(await self.service.resume(caller(), product=request.product))
+        resumed, entries = await self.service.resume(caller(), product=request.product)
+        state = pause_state_out(entries)
+        state.resumed = resumed
+        return state
 
     async def GetPauseState(self, request, context):
         return pause_state_out(await self.service.pause_state(caller()))
@@ -302,6 +306,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 conversation_id=request.conversation_id,
                 name=request.name,
                 product=request.product,
+                submission_id=request.submission_id,
             )
         )
 

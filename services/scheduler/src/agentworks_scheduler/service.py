@@ -28,7 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -94,6 +94,9 @@ PREVIEW_DEFAULT, PREVIEW_MAX = 5, 100
 # A firing more than one tick plus this much after its due time is marked late.
 LATE_SLACK = timedelta(seconds=1)
 PURGE_EVERY_SECONDS = 600.0
+# A retried CreateWebhook gives the secret again only this long after the create, and
+# only while it was not rotated (docs/scheduler.md, Webhooks).
+RETRY_SECRET_WINDOW = timedelta(hours=24)
 
 RUNTIME_ROLE = "runtime"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
@@ -257,6 +260,11 @@ def fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()[:12]
 
 
+def request_hash(*fields: Any) -> str:
+    """What a retry key stands for: the same key must come with the same request."""
+    return hashlib.sha256(repr(list(fields)).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Attachment:
     """A checked conversation and the product of what is attached to it."""
@@ -367,7 +375,6 @@ class SchedulerService:
         check_text(note, "note", MAX_NOTE_BYTES)
         check_submission_id(submission_id)
         place = await self._attach(identity, conversation_id, product)
-        request = [conversation_id, at.isoformat() if at else None, delay_seconds, note, product]
         wake_up = await self.store.create_wake_up(
             conversation_id=place.conversation_id,
             product=place.product,
@@ -376,7 +383,9 @@ class SchedulerService:
             created_by=identity.principal,
             max_pending=MAX_PENDING_WAKE_UPS,
             submission_id=submission_id,
-            request_hash=hashlib.sha256(repr(request).encode()).hexdigest(),
+            request_hash=request_hash(
+                conversation_id, at.isoformat() if at else None, delay_seconds, note, product
+            ),
         )
         log.info(
             "wake_up.created",
@@ -451,10 +460,15 @@ class SchedulerService:
         product: str,
         start_at: datetime | None,
         paused: bool,
+        submission_id: str = "",
     ) -> Schedule:
-        """A recurring prompt into a conversation (S4)."""
+        """A recurring prompt into a conversation (S4).
+
+        With a `submission_id`, a retry of the same request gets the same schedule.
+        """
         check_text(prompt, "prompt", MAX_PROMPT_BYTES, required=True)
         check_name(name)
+        check_submission_id(submission_id)
         rule = self._check_recurrence(recurrence)
         now = datetime.now(UTC)
         if start_at is not None and rule.interval_seconds is None:
@@ -483,6 +497,18 @@ class SchedulerService:
             paused=paused,
             created_by=identity.principal,
             max_per_conversation=MAX_SCHEDULES_PER_CONVERSATION,
+            submission_id=submission_id,
+            request_hash=request_hash(
+                conversation_id,
+                prompt,
+                rule.cron,
+                rule.interval_seconds,
+                rule.time_zone,
+                name,
+                product,
+                start_at.isoformat() if start_at else None,
+                paused,
+            ),
         )
         log.info(
             "schedule.created",
@@ -634,14 +660,18 @@ class SchedulerService:
         log.warning("timers.paused", product=product or "(global)", reason=reason)
         return entries
 
-    async def resume(self, identity: Identity, *, product: str) -> list[PauseEntry]:
-        """Lift a pause; held timers fire on the next tick (S3)."""
+    async def resume(self, identity: Identity, *, product: str) -> tuple[bool, list[PauseEntry]]:
+        """Lift the pause of exactly this scope; held timers fire on the next tick (S3).
+
+        Idempotent: a scope that is not paused changes nothing. Returns whether a pause
+        was lifted, and the pauses in force.
+        """
         if not identity.is_operator:
             raise PermissionDenied("resuming timers needs the operator role")
         check_pause_scope(product)
-        entries = await self.store.resume(product)
-        log.warning("timers.resumed", product=product or "(global)")
-        return entries
+        resumed, entries = await self.store.resume(product)
+        log.warning("timers.resumed", product=product or "(global)", resumed=resumed)
+        return resumed, entries
 
     async def pause_state(self, identity: Identity) -> list[PauseEntry]:
         return await self.store.pauses()
@@ -652,10 +682,23 @@ class SchedulerService:
         return webhook_secret(self.config.webhook_key, webhook_id, salt)
 
     async def create_webhook(
-        self, identity: Identity, *, conversation_id: str, name: str, product: str
+        self,
+        identity: Identity,
+        *,
+        conversation_id: str,
+        name: str,
+        product: str,
+        submission_id: str = "",
     ) -> Webhook:
-        """A webhook into a conversation; the secret is in the result, this once (S5)."""
+        """A webhook into a conversation; the secret is in the result (S5).
+
+        With a `submission_id`, a retry of the same request gets the same webhook, with
+        its secret if the create was less than RETRY_SECRET_WINDOW ago and the secret was
+        not rotated since (the caller is its creator, who was given that secret already);
+        otherwise without it.
+        """
         check_name(name)
+        check_submission_id(submission_id)
         place = await self._attach(identity, conversation_id, product)
         webhook_id = str(uuid.uuid4())
         salt = secrets.token_urlsafe(16)
@@ -670,7 +713,17 @@ class SchedulerService:
             created_by=identity.principal,
             secret=secret,
             max_per_conversation=MAX_WEBHOOKS_PER_CONVERSATION,
+            submission_id=submission_id,
+            request_hash=request_hash(conversation_id, name, product),
         )
+        if webhook.id != webhook_id:  # a retry: the webhook the key created earlier
+            given_again = webhook.secret_rotated_at is None and (
+                datetime.now(UTC) - webhook.created_at < RETRY_SECRET_WINDOW
+            )
+            log.info("webhook.retried", webhook_id=webhook.id, secret_given=given_again)
+            if given_again:
+                return replace(webhook, secret=self._secret(webhook.id, webhook.salt))
+            return webhook
         log.info("webhook.created", webhook_id=webhook_id, conversation_id=place.conversation_id)
         return webhook
 

@@ -120,11 +120,43 @@ def _not_paused(product: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
     )
 
 
-def _retry_key_conflict(submission_id: str) -> Conflict:
+def _retry_key_conflict(submission_id: str, what: str = "wake-up") -> Conflict:
     return Conflict(
-        f"submission_id {submission_id!r} was already used for a different wake-up; "
+        f"submission_id {submission_id!r} was already used for a different {what}; "
         "use a new submission_id for a new request"
     )
+
+
+async def _retried(
+    conn: Any,
+    table: sa.Table,
+    *,
+    created_by: str,
+    submission_id: str,
+    request_hash: str,
+    what: str,
+) -> Any | None:
+    """The row this creator's retry key made already (None: none, or no key); the key
+    with a different request is refused."""
+    if not submission_id:
+        return None
+    earlier = (
+        await conn.execute(
+            sa.select(table).where(
+                table.c.created_by == created_by, table.c.submission_id == submission_id
+            )
+        )
+    ).one_or_none()
+    if earlier is not None and earlier.request_hash != request_hash:
+        raise _retry_key_conflict(submission_id, what)
+    return earlier
+
+
+def _retry_key_values(submission_id: str, request_hash: str) -> dict[str, Any]:
+    return {
+        "submission_id": submission_id or None,
+        "request_hash": request_hash if submission_id else None,
+    }
 
 
 def _listing(
@@ -147,14 +179,19 @@ def _listing(
     return query
 
 
+async def _take_turns(conn: Any, what: str, conversation_id: str) -> None:
+    """Creates of one kind for one conversation take turns (a transaction-scoped lock),
+    so a limit is exact under concurrency and across replicas, and a retry finds its twin."""
+    conv = _uuid(conversation_id, "conversation")
+    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"{what}:{conv}"))))
+
+
 async def _within_limit(
     conn: Any, table: sa.Table, conversation_id: str, limit: int, what: str, instead: str
 ) -> None:
-    """Busy when the conversation has `limit` rows of `table` already. Creates of one
-    kind for one conversation take turns (a transaction-scoped lock), so the limit is
-    exact under concurrency and across replicas."""
+    """Busy when the conversation has `limit` rows of `table` already (call it after
+    `_take_turns`)."""
     conv = _uuid(conversation_id, "conversation")
-    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"{what}:{conv}"))))
     count = (
         await conn.execute(
             sa.select(sa.func.count()).select_from(table).where(table.c.conversation_id == conv)
@@ -201,23 +238,17 @@ class SchedulerStore:
         conv = _uuid(conversation_id, "conversation")
         try:
             async with self.db.transaction() as conn:
-                # Serialize creates per conversation so the pending limit holds exactly
-                # (and a retry finds its twin).
-                await conn.execute(
-                    sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"wake_ups:{conv}")))
+                await _take_turns(conn, "wake_ups", conversation_id)
+                earlier = await _retried(
+                    conn,
+                    w,
+                    created_by=created_by,
+                    submission_id=submission_id,
+                    request_hash=request_hash,
+                    what="wake-up",
                 )
-                if submission_id:
-                    earlier = (
-                        await conn.execute(
-                            sa.select(w).where(
-                                w.c.created_by == created_by, w.c.submission_id == submission_id
-                            )
-                        )
-                    ).one_or_none()
-                    if earlier is not None:
-                        if earlier.request_hash != request_hash:
-                            raise _retry_key_conflict(submission_id)
-                        return _wake_up(earlier)
+                if earlier is not None:
+                    return _wake_up(earlier)
                 pending = (
                     await conn.execute(
                         sa.select(sa.func.count())
@@ -241,8 +272,7 @@ class SchedulerStore:
                             note=note,
                             due_at=_due_value(when),
                             created_by=created_by,
-                            submission_id=submission_id or None,
-                            request_hash=request_hash if submission_id else None,
+                            **_retry_key_values(submission_id, request_hash),
                         )
                         .returning(*w.c)
                     )
@@ -289,9 +319,16 @@ class SchedulerStore:
                 ).one_or_none()
                 if current is None:
                     raise NotFound(f"wake-up {wake_up_id!r} not found")
+                if when is None:
+                    raise PreconditionFailed(
+                        f"wake-up {wake_up_id} is {current.status}, not pending: only a "
+                        "pending wake-up can be cancelled; nothing to do, it is no longer due "
+                        "to fire"
+                    )
                 raise PreconditionFailed(
                     f"wake-up {wake_up_id} is {current.status}, not pending: only a pending "
-                    "wake-up can be cancelled or rescheduled; create a new one instead"
+                    "wake-up can be rescheduled; to be woken again, create a new wake-up for "
+                    f"conversation {current.conversation_id}"
                 )
         return _wake_up(row)
 
@@ -381,32 +418,51 @@ class SchedulerStore:
         paused: bool,
         created_by: str,
         max_per_conversation: int,
+        submission_id: str = "",
+        request_hash: str = "",
     ) -> Schedule:
+        """A schedule, or the one this retry key created already (S4)."""
         s = t.schedules
-        async with self.db.transaction() as conn:
-            await _within_limit(
-                conn, s, conversation_id, max_per_conversation, "schedules", "delete one"
-            )
-            row = (
-                await conn.execute(
-                    s.insert()
-                    .values(
-                        id=uuid.uuid4(),
-                        name=name,
-                        conversation_id=_uuid(conversation_id, "conversation"),
-                        product=product,
-                        prompt=prompt,
-                        cron=recurrence.cron,
-                        interval_seconds=recurrence.interval_seconds,
-                        time_zone=recurrence.time_zone,
-                        anchor_at=anchor_at,
-                        next_fire_at=next_fire_at,
-                        paused=paused,
-                        created_by=created_by,
-                    )
-                    .returning(*s.c)
+        try:
+            async with self.db.transaction() as conn:
+                await _take_turns(conn, "schedules", conversation_id)
+                earlier = await _retried(
+                    conn,
+                    s,
+                    created_by=created_by,
+                    submission_id=submission_id,
+                    request_hash=request_hash,
+                    what="schedule",
                 )
-            ).one()
+                if earlier is not None:
+                    return _schedule(earlier)
+                await _within_limit(
+                    conn, s, conversation_id, max_per_conversation, "schedules", "delete one"
+                )
+                row = (
+                    await conn.execute(
+                        s.insert()
+                        .values(
+                            id=uuid.uuid4(),
+                            name=name,
+                            conversation_id=_uuid(conversation_id, "conversation"),
+                            product=product,
+                            prompt=prompt,
+                            cron=recurrence.cron,
+                            interval_seconds=recurrence.interval_seconds,
+                            time_zone=recurrence.time_zone,
+                            anchor_at=anchor_at,
+                            next_fire_at=next_fire_at,
+                            paused=paused,
+                            created_by=created_by,
+                            **_retry_key_values(submission_id, request_hash),
+                        )
+                        .returning(*s.c)
+                    )
+                ).one()
+        except sa_exc.IntegrityError as exc:
+            # The same key, used at the same moment for another conversation.
+            raise _retry_key_conflict(submission_id, "schedule") from exc
         return _schedule(row)
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
@@ -556,11 +612,12 @@ class SchedulerStore:
             )
             return await self._pauses(conn)
 
-    async def resume(self, product: str) -> list[PauseEntry]:
+    async def resume(self, product: str) -> tuple[bool, list[PauseEntry]]:
+        """Lift the pause of exactly this scope: (whether there was one, the pauses left)."""
         async with self.db.transaction() as conn:
             await self._close_gate(conn)
-            await conn.execute(t.pauses.delete().where(t.pauses.c.product == product))
-            return await self._pauses(conn)
+            lifted = await conn.execute(t.pauses.delete().where(t.pauses.c.product == product))
+            return bool(lifted.rowcount), await self._pauses(conn)
 
     async def pauses(self) -> list[PauseEntry]:
         async with self.db.transaction() as conn:
@@ -588,27 +645,47 @@ class SchedulerStore:
         created_by: str,
         secret: str,
         max_per_conversation: int,
+        submission_id: str = "",
+        request_hash: str = "",
     ) -> Webhook:
+        """A webhook with this id and secret, or the one this retry key created already
+        (returned without its secret: the service decides whether to give it again)."""
         h = t.webhooks
-        async with self.db.transaction() as conn:
-            await _within_limit(
-                conn, h, conversation_id, max_per_conversation, "webhooks", "delete one"
-            )
-            row = (
-                await conn.execute(
-                    h.insert()
-                    .values(
-                        id=webhook_id,
-                        name=name,
-                        conversation_id=_uuid(conversation_id, "conversation"),
-                        product=product,
-                        salt=salt,
-                        secret_fingerprint=secret_fingerprint,
-                        created_by=created_by,
-                    )
-                    .returning(*h.c)
+        try:
+            async with self.db.transaction() as conn:
+                await _take_turns(conn, "webhooks", conversation_id)
+                earlier = await _retried(
+                    conn,
+                    h,
+                    created_by=created_by,
+                    submission_id=submission_id,
+                    request_hash=request_hash,
+                    what="webhook",
                 )
-            ).one()
+                if earlier is not None:
+                    return _webhook(earlier)
+                await _within_limit(
+                    conn, h, conversation_id, max_per_conversation, "webhooks", "delete one"
+                )
+                row = (
+                    await conn.execute(
+                        h.insert()
+                        .values(
+                            id=webhook_id,
+                            name=name,
+                            conversation_id=_uuid(conversation_id, "conversation"),
+                            product=product,
+                            salt=salt,
+                            secret_fingerprint=secret_fingerprint,
+                            created_by=created_by,
+                            **_retry_key_values(submission_id, request_hash),
+                        )
+                        .returning(*h.c)
+                    )
+                ).one()
+        except sa_exc.IntegrityError as exc:
+            # The same key, used at the same moment for another conversation.
+            raise _retry_key_conflict(submission_id, "webhook") from exc
         return _webhook(row, secret)
 
     async def get_webhook(self, webhook_id: str) -> Webhook:

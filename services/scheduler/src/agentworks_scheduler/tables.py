@@ -50,6 +50,8 @@ schedules = sa.Table(
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("updated_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("last_error", sa.Text),
+    sa.Column("submission_id", sa.Text),
+    sa.Column("request_hash", sa.Text),
 )
 
 pauses = sa.Table(
@@ -81,6 +83,8 @@ webhooks = sa.Table(
     sa.Column("created_by", sa.Text, nullable=False),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("secret_rotated_at", TS),
+    sa.Column("submission_id", sa.Text),
+    sa.Column("request_hash", sa.Text),
 )
 
 webhook_receipts = sa.Table(

@@ -26,6 +26,12 @@ from agentworks.core.metrics import observe_rpc
 log = structlog.get_logger("agentworks.rpc")
 
 REQUEST_ID_KEY = "x-request-id"
+# Trailing metadata on every refusal our servers send. A client seeing it knows the
+# service answered, and that the message is the service's own, complete words (which
+# may quote another service's "did not answer ...; retry shortly"); without it the
+# status came from the channel (no connection, the client's own deadline).
+ANSWERED_KEY = "x-agentworks-answered"
+_ANSWERED = ((ANSWERED_KEY, "1"),)
 # Error messages travel percent-encoded in the grpc-message trailer, and clients refuse
 # trailers above 8 KiB (at random) or 16 KiB (always), which turns the error into
 # RESOURCE_EXHAUSTED "Stream removed". A message that quotes a huge input is cut so that
@@ -161,7 +167,7 @@ class _Scope:
         except errors.AgentWorksError as exc:
             log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
             observe_rpc(rpc.service, rpc.short, exc.code.name, time.perf_counter() - self._started)
-            await self._context.abort(exc.code, bounded_message(exc.message))
+            await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
             raise  # abort() has raised already
         current_identity.set(identity)
         structlog.contextvars.bind_contextvars(
@@ -180,12 +186,14 @@ class _Scope:
                 code = context.code().name if context.code() else "UNKNOWN"
             elif isinstance(exc, errors.AgentWorksError):
                 code = exc.code.name
-                await context.abort(exc.code, bounded_message(exc.message))
+                await context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
             elif isinstance(exc, Exception):
                 code = "INTERNAL"
                 log.exception("rpc.internal_error", method=rpc.method, exc_info=exc)
                 await context.abort(
-                    grpc.StatusCode.INTERNAL, f"internal error (request_id={self._request_id})"
+                    grpc.StatusCode.INTERNAL,
+                    f"internal error (request_id={self._request_id})",
+                    _ANSWERED,
                 )
             return False
         finally:
@@ -322,6 +330,11 @@ class GrpcServer:
         log.info("server.stopped", service=self.name)
 
 
+def _answered(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether one of our services sent this status (see ANSWERED_KEY)."""
+    return any(key == ANSWERED_KEY for key, _ in exc.trailing_metadata() or ())
+
+
 class ServiceClient:
     """Base of the typed clients: signed identity, deadlines, one error type.
 
@@ -376,8 +389,10 @@ class ServiceClient:
             )
         except grpc.aio.AioRpcError as exc:
             details = exc.details() or exc.code().name
-            # Often the channel's own words ("connections to all backends failing",
-            # "Deadline Exceeded"): say which service, and that a retry is the remedy.
+            if _answered(exc):  # the service's own words, already saying what to do
+                raise errors.from_status(exc.code(), details) from None
+            # The channel's own words ("connections to all backends failing", "Deadline
+            # Exceeded"): say which service, and that a retry is the remedy.
             service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 details = f"the {service} service is unavailable ({details}); retry shortly"

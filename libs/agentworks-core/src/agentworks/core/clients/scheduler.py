@@ -64,6 +64,12 @@ def _recurrence(
     return s.Recurrence(interval_seconds=interval_seconds, time_zone=time_zone)
 
 
+def _retry_key(submission_id: str | None) -> str:
+    """The caller's retry key, or a new one per call so that the channel's automatic
+    retries (after a lost answer) cannot create a second object; "" for none."""
+    return uuid.uuid4().hex if submission_id is None else submission_id
+
+
 class SchedulerClient(ServiceClient):
     """Client of `agentworks.scheduler.v1.SchedulerService`."""
 
@@ -90,7 +96,7 @@ class SchedulerClient(ServiceClient):
             conversation_id=conversation_id,
             note=note,
             product=product,
-            submission_id=uuid.uuid4().hex if submission_id is None else submission_id,
+            submission_id=_retry_key(submission_id),
         )
         if at is not None:
             request.at.CopyFrom(_ts(at))
@@ -148,8 +154,13 @@ class SchedulerClient(ServiceClient):
         product: str = "",
         start_at: datetime | None = None,
         paused: bool = False,
+        submission_id: str | None = None,
     ) -> s.Schedule:
-        """A schedule on a cron rule (read in `time_zone`) or a fixed interval."""
+        """A schedule on a cron rule (read in `time_zone`) or a fixed interval.
+
+        As for `create_wake_up`, a retry key is made up when none is given; pass your own
+        to retry after a lost answer, or "" for none.
+        """
         request = s.CreateScheduleRequest(
             conversation_id=conversation_id,
             prompt=prompt,
@@ -157,6 +168,7 @@ class SchedulerClient(ServiceClient):
             name=name,
             product=product,
             paused=paused,
+            submission_id=_retry_key(submission_id),
         )
         if start_at is not None:
             request.start_at.CopyFrom(_ts(start_at))
@@ -235,6 +247,7 @@ class SchedulerClient(ServiceClient):
         return await self._unary("Pause", s.PauseRequest(product=product, reason=reason))
 
     async def resume(self, product: str = "") -> s.PauseState:
+        """Lift the pause of exactly this scope; `resumed` says whether there was one."""
         return await self._unary("Resume", s.ResumeRequest(product=product))
 
     async def pause_state(self) -> s.PauseState:
@@ -243,12 +256,27 @@ class SchedulerClient(ServiceClient):
     # ------------------------------------------------------------------ webhooks
 
     async def create_webhook(
-        self, conversation_id: str, *, name: str = "", product: str = ""
+        self,
+        conversation_id: str,
+        *,
+        name: str = "",
+        product: str = "",
+        submission_id: str | None = None,
     ) -> s.Webhook:
-        """A webhook into the conversation; the response carries the secret, once."""
+        """A webhook into the conversation; the response carries the secret.
+
+        A retry with the same `submission_id` gets the same webhook, with its secret
+        within 24 hours of the create unless it was rotated since. A key is made up when
+        none is given, as for `create_wake_up`; pass "" for none.
+        """
         return await self._unary(
             "CreateWebhook",
-            s.CreateWebhookRequest(conversation_id=conversation_id, name=name, product=product),
+            s.CreateWebhookRequest(
+                conversation_id=conversation_id,
+                name=name,
+                product=product,
+                submission_id=_retry_key(submission_id),
+            ),
         )
 
     async def get_webhook(self, webhook_id: str) -> s.Webhook:

@@ -154,7 +154,7 @@ class Schedule(_message.Message):
     def __init__(self, schedule_id: _Optional[str] = ..., name: _Optional[str] = ..., conversation_id: _Optional[str] = ..., product: _Optional[str] = ..., prompt: _Optional[str] = ..., recurrence: _Optional[_Union[Recurrence, _Mapping]] = ..., paused: _Optional[bool] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fire_count: _Optional[int] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class CreateScheduleRequest(_message.Message):
-    __slots__ = ("conversation_id", "prompt", "recurrence", "name", "product", "start_at", "paused")
+    __slots__ = ("conversation_id", "prompt", "recurrence", "name", "product", "start_at", "paused", "submission_id")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     RECURRENCE_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +162,7 @@ class CreateScheduleRequest(_message.Message):
     PRODUCT_FIELD_NUMBER: _ClassVar[int]
     START_AT_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     prompt: str
     recurrence: Recurrence
@@ -169,7 +170,8 @@ class CreateScheduleRequest(_message.Message):
     product: str
     start_at: _timestamp_pb2.Timestamp
     paused: bool
-    def __init__(self, conversation_id: _Optional[str] = ..., prompt: _Optional[str] = ..., recurrence: _Optional[_Union[Recurrence, _Mapping]] = ..., name: _Optional[str] = ..., product: _Optional[str] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+    submission_id: str
+    def __init__(self, conversation_id: _Optional[str] = ..., prompt: _Optional[str] = ..., recurrence: _Optional[_Union[Recurrence, _Mapping]] = ..., name: _Optional[str] = ..., product: _Optional[str] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., submission_id: _Optional[str] = ...) -> None: ...
 
 class GetScheduleRequest(_message.Message):
     __slots__ = ("schedule_id",)
@@ -280,14 +282,16 @@ class PauseEntry(_message.Message):
     def __init__(self, product: _Optional[str] = ..., reason: _Optional[str] = ..., paused_by: _Optional[str] = ..., paused_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PauseState(_message.Message):
-    __slots__ = ("global_paused", "paused_products", "pauses")
+    __slots__ = ("global_paused", "paused_products", "pauses", "resumed")
     GLOBAL_PAUSED_FIELD_NUMBER: _ClassVar[int]
     PAUSED_PRODUCTS_FIELD_NUMBER: _ClassVar[int]
     PAUSES_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
     global_paused: bool
     paused_products: _containers.RepeatedScalarFieldContainer[str]
     pauses: _containers.RepeatedCompositeFieldContainer[PauseEntry]
-    def __init__(self, global_paused: _Optional[bool] = ..., paused_products: _Optional[_Iterable[str]] = ..., pauses: _Optional[_Iterable[_Union[PauseEntry, _Mapping]]] = ...) -> None: ...
+    resumed: bool
+    def __init__(self, global_paused: _Optional[bool] = ..., paused_products: _Optional[_Iterable[str]] = ..., pauses: _Optional[_Iterable[_Union[PauseEntry, _Mapping]]] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
 class Webhook(_message.Message):
     __slots__ = ("webhook_id", "conversation_id", "secret", "name", "product", "secret_fingerprint", "created_by", "created_at", "secret_rotated_at")
@@ -312,14 +316,16 @@ class Webhook(_message.Message):
     def __init__(self, webhook_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., secret: _Optional[str] = ..., name: _Optional[str] = ..., product: _Optional[str] = ..., secret_fingerprint: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., secret_rotated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateWebhookRequest(_message.Message):
-    __slots__ = ("conversation_id", "name", "product")
+    __slots__ = ("conversation_id", "name", "product", "submission_id")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRODUCT_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     name: str
     product: str
-    def __init__(self, conversation_id: _Optional[str] = ..., name: _Optional[str] = ..., product: _Optional[str] = ...) -> None: ...
+    submission_id: str
+    def __init__(self, conversation_id: _Optional[str] = ..., name: _Optional[str] = ..., product: _Optional[str] = ..., submission_id: _Optional[str] = ...) -> None: ...
 
 class GetWebhookRequest(_message.Message):
     __slots__ = ("webhook_id",)

@@ -256,7 +256,8 @@ class SchedulerServiceServicer:
         """Pauses (S3), operators only. Nothing fires while a pause covers it; once Pause
         returns, no firing that started before it is still running. Held wake-ups fire on
         the first tick after Resume (marked late); a schedule's missed occurrences collapse
-        into one. Both are idempotent.
+        into one. Both are idempotent: Resume of a scope that is not paused changes nothing
+        and answers resumed=false.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -275,7 +276,9 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateWebhook(self, request, context):
-        """Webhooks (S5). The secret is returned once, by Create and RotateSecret.
+        """Webhooks (S5), inbound only: outside systems post events; nothing is ever sent out.
+        The secret is returned by Create (and by its retry with the same submission_id, see
+        CreateWebhookRequest) and by RotateSecret.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
