@@ -422,48 +422,76 @@ class SchedulerStore:
         request_hash: str = "",
     ) -> Schedule:
         """A schedule, or the one this retry key created already (S4)."""
-        s = t.schedules
+        row, _ = await self._create_attached(
+            t.schedules,
+            "schedule",
+            conversation_id=conversation_id,
+            created_by=created_by,
+            submission_id=submission_id,
+            request_hash=request_hash,
+            max_per_conversation=max_per_conversation,
+            values={
+                "id": uuid.uuid4(),
+                "name": name,
+                "product": product,
+                "prompt": prompt,
+                "cron": recurrence.cron,
+                "interval_seconds": recurrence.interval_seconds,
+                "time_zone": recurrence.time_zone,
+                "anchor_at": anchor_at,
+                "next_fire_at": next_fire_at,
+                "paused": paused,
+            },
+        )
+        return _schedule(row)
+
+    async def _create_attached(
+        self,
+        table: sa.Table,
+        what: str,
+        *,
+        conversation_id: str,
+        created_by: str,
+        submission_id: str,
+        request_hash: str,
+        max_per_conversation: int,
+        values: dict[str, Any],
+    ) -> tuple[Any, bool]:
+        """Insert a schedule or webhook of a conversation, or find the one this retry key
+        made already; (its row, whether it is new). Creates of a kind for a conversation
+        take turns, so the retry check and the limit hold under concurrency."""
         try:
             async with self.db.transaction() as conn:
-                await _take_turns(conn, "schedules", conversation_id)
+                await _take_turns(conn, f"{what}s", conversation_id)
                 earlier = await _retried(
                     conn,
-                    s,
+                    table,
                     created_by=created_by,
                     submission_id=submission_id,
                     request_hash=request_hash,
-                    what="schedule",
+                    what=what,
                 )
                 if earlier is not None:
-                    return _schedule(earlier)
+                    return earlier, False
                 await _within_limit(
-                    conn, s, conversation_id, max_per_conversation, "schedules", "delete one"
+                    conn, table, conversation_id, max_per_conversation, f"{what}s", "delete one"
                 )
                 row = (
                     await conn.execute(
-                        s.insert()
+                        table.insert()
                         .values(
-                            id=uuid.uuid4(),
-                            name=name,
+                            **values,
                             conversation_id=_uuid(conversation_id, "conversation"),
-                            product=product,
-                            prompt=prompt,
-                            cron=recurrence.cron,
-                            interval_seconds=recurrence.interval_seconds,
-                            time_zone=recurrence.time_zone,
-                            anchor_at=anchor_at,
-                            next_fire_at=next_fire_at,
-                            paused=paused,
                             created_by=created_by,
                             **_retry_key_values(submission_id, request_hash),
                         )
-                        .returning(*s.c)
+                        .returning(*table.c)
                     )
                 ).one()
         except sa_exc.IntegrityError as exc:
             # The same key, used at the same moment for another conversation.
-            raise _retry_key_conflict(submission_id, "schedule") from exc
-        return _schedule(row)
+            raise _retry_key_conflict(submission_id, what) from exc
+        return row, True
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
         s = t.schedules
@@ -650,43 +678,23 @@ class SchedulerStore:
     ) -> Webhook:
         """A webhook with this id and secret, or the one this retry key created already
         (returned without its secret: the service decides whether to give it again)."""
-        h = t.webhooks
-        try:
-            async with self.db.transaction() as conn:
-                await _take_turns(conn, "webhooks", conversation_id)
-                earlier = await _retried(
-                    conn,
-                    h,
-                    created_by=created_by,
-                    submission_id=submission_id,
-                    request_hash=request_hash,
-                    what="webhook",
-                )
-                if earlier is not None:
-                    return _webhook(earlier)
-                await _within_limit(
-                    conn, h, conversation_id, max_per_conversation, "webhooks", "delete one"
-                )
-                row = (
-                    await conn.execute(
-                        h.insert()
-                        .values(
-                            id=webhook_id,
-                            name=name,
-                            conversation_id=_uuid(conversation_id, "conversation"),
-                            product=product,
-                            salt=salt,
-                            secret_fingerprint=secret_fingerprint,
-                            created_by=created_by,
-                            **_retry_key_values(submission_id, request_hash),
-                        )
-                        .returning(*h.c)
-                    )
-                ).one()
-        except sa_exc.IntegrityError as exc:
-            # The same key, used at the same moment for another conversation.
-            raise _retry_key_conflict(submission_id, "webhook") from exc
-        return _webhook(row, secret)
+        row, new = await self._create_attached(
+            t.webhooks,
+            "webhook",
+            conversation_id=conversation_id,
+            created_by=created_by,
+            submission_id=submission_id,
+            request_hash=request_hash,
+            max_per_conversation=max_per_conversation,
+            values={
+                "id": webhook_id,
+                "name": name,
+                "product": product,
+                "salt": salt,
+                "secret_fingerprint": secret_fingerprint,
+            },
+        )
+        return _webhook(row, secret) if new else _webhook(row)
 
     async def get_webhook(self, webhook_id: str) -> Webhook:
         h = t.webhooks
