@@ -9,7 +9,10 @@ and reuses it after.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -110,6 +113,35 @@ async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, internal_k
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
+@contextlib.asynccontextmanager
+async def messaging_stand_in(internal_key: str, **methods: Any) -> AsyncIterator[int]:
+    """A server on the shared stack answering the named MessagingService methods with
+    the given raw-bytes handlers; yields its port."""
+
+    def register(server: grpc.aio.Server) -> None:
+        handlers = {name: grpc.unary_unary_rpc_method_handler(h) for name, h in methods.items()}
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "agentworks.messaging.v1.MessagingService", handlers
+                ),
+            )
+        )
+
+    server = GrpcServer(
+        name="stand-in",
+        listen="127.0.0.1:0",
+        internal_key=internal_key,
+        register=register,
+        service_names=[],
+    )
+    port = await server.start()
+    try:
+        yield port
+    finally:
+        await server.stop(0)
+
+
 async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_key):
     """P4: when the channel gives up (nothing listening, or no answer before the
     deadline) the typed client's error names the service and the remedy, not only
@@ -119,31 +151,13 @@ async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_ke
         await asyncio.sleep(30)
         return b""
 
-    def register(server: grpc.aio.Server) -> None:
-        handler = grpc.unary_unary_rpc_method_handler(hang)
-        server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    "agentworks.messaging.v1.MessagingService", {"Send": handler}
-                ),
-            )
-        )
-
-    server = GrpcServer(
-        name="slow",
-        listen="127.0.0.1:0",
-        internal_key=internal_key,
-        register=register,
-        service_names=[],
-    )
-    port = await server.start()
     identity = Minter("user:alice", internal_key)
-    try:
-        async with MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=0.3) as c:
-            with pytest.raises(errors.DeadlineExceeded) as late:
-                await c.send("hi", target="crew:demo")
-    finally:
-        await server.stop(0)
+    async with (
+        messaging_stand_in(internal_key, Send=hang) as port,
+        MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=0.3) as c,
+    ):
+        with pytest.raises(errors.DeadlineExceeded) as late:
+            await c.send("hi", target="crew:demo")
     assert late.value.message.startswith("the messaging service did not answer Send within")
     assert late.value.message.endswith("; retry shortly")
 
@@ -170,35 +184,14 @@ async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4
     async def refuse_down(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         raise errors.Unavailable(down)
 
-    def register(server: grpc.aio.Server) -> None:
-        handlers = {
-            "Send": grpc.unary_unary_rpc_method_handler(refuse_late),
-            "GetTranscript": grpc.unary_unary_rpc_method_handler(refuse_down),
-        }
-        server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    "agentworks.messaging.v1.MessagingService", handlers
-                ),
-            )
-        )
-
-    server = GrpcServer(
-        name="relay",
-        listen="127.0.0.1:0",
-        internal_key=internal_key,
-        register=register,
-        service_names=[],
-    )
-    port = await server.start()
     identity = Minter("user:alice", internal_key)
-    try:
-        async with MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=30) as c:
-            with pytest.raises(errors.DeadlineExceeded) as timed_out:
-                await c.send("hi", target="crew:demo")
-            with pytest.raises(errors.Unavailable) as unavailable:
-                await c.get_transcript("00000000-0000-0000-0000-000000000000", limit=1)
-    finally:
-        await server.stop(0)
+    async with (
+        messaging_stand_in(internal_key, Send=refuse_late, GetTranscript=refuse_down) as port,
+        MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=30) as c,
+    ):
+        with pytest.raises(errors.DeadlineExceeded) as timed_out:
+            await c.send("hi", target="crew:demo")
+        with pytest.raises(errors.Unavailable) as unavailable:
+            await c.get_transcript("00000000-0000-0000-0000-000000000000", limit=1)
     assert timed_out.value.message == late
     assert unavailable.value.message == down
