@@ -232,8 +232,9 @@ def test_call_inputs_parse_as_json_when_they_can_and_as_strings_otherwise_G3_F3(
         cli_calls.parse_variable("x:text")
 
 
-def test_scheduler_cli_reads_durations_and_local_times_G3_S1():
-    """G3 S1: durations take s/m/h/d; a time without an offset is local time."""
+def test_scheduler_cli_reads_durations_and_local_times_G3_S1(monkeypatch):
+    """G3 S1: durations take s/m/h/d; a time without an offset is local time, by the
+    local zone's rules (a skipped time moves forward); an impossible date says why."""
     from agentworks_gateway import cli_scheduler
 
     assert [cli_scheduler.duration(v, "--delay") for v in ("90", "90s", "15m", "2h", "1d")] == [
@@ -249,6 +250,12 @@ def test_scheduler_cli_reads_durations_and_local_times_G3_S1():
     assert cli_scheduler.cli_time("2026-01-31T09:00", "--at")[16:] != ""  # an offset was added
     with pytest.raises(cli.UsageError, match="is not a time"):
         cli_scheduler.cli_time("tomorrow", "--at")
+    with pytest.raises(cli.UsageError, match="is not a time \\(day is out of range for month"):
+        cli_scheduler.cli_time("2027-02-30T09:00", "--at")
+    # Local time with its zone's rules: a time the clocks skip moves forward, as in cron.
+    monkeypatch.setenv("TZ", "America/New_York")
+    assert cli_scheduler.cli_time("2027-03-14T02:30", "--at") == "2027-03-14T03:30:00-04:00"
+    assert cli_scheduler.cli_time("2027-01-14T02:30", "--at") == "2027-01-14T02:30:00-05:00"
 
 
 @pytest.mark.parametrize(

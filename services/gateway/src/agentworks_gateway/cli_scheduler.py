@@ -8,10 +8,12 @@ the gateway's HTTP API. The scheduler decides who may do what: operators may sta
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentworks_gateway.api import ApiClient
 from agentworks_gateway.cli import UsageError, _note, _print_fields, _print_json, _print_table
@@ -24,14 +26,32 @@ TIME_HELP = "ISO 8601, e.g. 2026-01-31T09:00 (local time) or 2026-01-31T08:00:00
 DURATION_HELP = "seconds, or a number with s, m, h or d (90, 15m, 2h, 1d)"
 
 
+def local_zone() -> tzinfo | None:
+    """The local time zone with its rules (TZ, else /etc/localtime); None if unknown."""
+    name = os.environ.get("TZ", "").removeprefix(":")
+    try:
+        if name:
+            return ZoneInfo(name)
+        with open("/etc/localtime", "rb") as file:
+            return ZoneInfo.from_file(file)
+    except (OSError, ValueError, ZoneInfoNotFoundError):
+        return None
+
+
 def cli_time(value: str, flag: str) -> str:
-    """An ISO 8601 time; without an offset it is read in the local time zone."""
+    """An ISO 8601 time; without an offset it is read in the local time zone, where a
+    time the clocks skip (a spring-forward gap) moves forward by the gap, as cron rules
+    do (02:30 on such a day in New York is 03:30 EDT)."""
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"{flag} {value!r} is not a time: use {TIME_HELP}") from None
+    except ValueError as exc:
+        raise UsageError(f"{flag} {value!r} is not a time ({exc}): use {TIME_HELP}") from None
     if parsed.tzinfo is None:
-        parsed = parsed.astimezone()
+        zone = local_zone()
+        if zone is None:
+            parsed = parsed.astimezone()
+        else:  # fold 0: a skipped time takes the offset before the gap, so moves forward
+            parsed = parsed.replace(tzinfo=zone).astimezone(UTC).astimezone(zone)
     return parsed.isoformat()
 
 
