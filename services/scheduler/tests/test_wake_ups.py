@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -221,3 +222,13 @@ async def test_a_retried_create_gets_the_same_wake_up_S1_S6(clients, conversatio
     with pytest.raises(Busy):
         await sched.create_wake_up(conversation, delay_seconds=600, submission_id="k2")
     assert await sql("SELECT count(*) FROM scheduler.wake_ups") == [(100,)]
+
+
+async def test_the_client_refuses_a_naive_time_instead_of_reading_it_as_utc_S1(identity):
+    """S1: `create_wake_up(at=datetime.now())` (no time zone) is refused by the typed
+    client before anything is sent: protobuf would read it as UTC, hours off for most."""
+    async with SchedulerClient("127.0.0.1:1", identity=identity(BOT)) as sched:
+        with pytest.raises(ValueError, match="has no time zone: give an aware datetime"):
+            await sched.create_wake_up(str(uuid.uuid4()), at=datetime(2027, 1, 14, 9, 0))
+        with pytest.raises(ValueError, match="has no time zone"):
+            await sched.preview_schedule(cron="0 9 * * *", after=datetime(2027, 1, 1))

@@ -46,6 +46,13 @@ def signed_webhook_headers(
 
 
 def _ts(value: datetime) -> Timestamp:
+    """An aware datetime as a Timestamp. A naive one is refused: protobuf would read it
+    as UTC, which is rarely what a local `datetime.now()` meant."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(
+            f"{value.isoformat()} has no time zone: give an aware datetime, e.g. "
+            "datetime.now(UTC) + timedelta(minutes=5), or one with tzinfo=ZoneInfo(...)"
+        )
     ts = Timestamp()
     ts.FromDatetime(value)
     return ts
