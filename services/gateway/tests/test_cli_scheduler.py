@@ -121,6 +121,13 @@ async def test_schedules_are_created_previewed_updated_paused_and_deleted_G3_S4(
     code, out, err = await cli("schedules", "list", "--conversation", conversation, env=ops)
     assert code == 0, err
     assert out.splitlines()[1].split()[:5] == [schedule_id, "nightly", "every", "7200", "s"]
+    assert out.splitlines()[1].split()[-2:] == ["no", conversation]
+    # Held by a pause of its product: the list says so (it stays due meanwhile, S3).
+    code, _, err = await cli("pauses", "pause", "--product", "crew:demo", env=ops)
+    assert code == 0, err
+    code, out, err = await cli("schedules", "list", "--conversation", conversation, env=ops)
+    await cli("pauses", "resume", "--product", "crew:demo", env=ops)
+    assert code == 0 and "no (held: crew:demo)" in out.splitlines()[1], out
 
     code, out, err = await cli("schedules", "delete", schedule_id, env=ops)
     assert code == 0 and out.strip() == f"deleted schedule {schedule_id}", err

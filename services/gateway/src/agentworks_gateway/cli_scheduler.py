@@ -15,7 +15,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agentworks_gateway.api import ApiClient
+from agentworks_gateway.api import ApiClient, ApiError
 from agentworks_gateway.cli import UsageError, _note, _print_fields, _print_json, _print_table
 from agentworks_gateway.cli import _short_time as short
 
@@ -188,6 +188,24 @@ def _print_schedule(x: Mapping[str, Any]) -> None:
     )
 
 
+async def _pause_scopes(api: ApiClient) -> set[str]:
+    """The scopes paused now ("" is global); empty when the caller may not see them."""
+    try:
+        state = await api.call("pauses", {"action": "status"})
+    except ApiError:  # pause status is for operators
+        return set()
+    return {p["product"] for p in state["pauses"]}
+
+
+def _held(product: str, scopes: set[str]) -> str:
+    """`no`, or which pause holds a schedule of `product` (S3): it stays due meanwhile."""
+    kind = product.partition(":")[0] + ":*"
+    for scope, words in (("", "global pause"), (product, product), (kind, kind)):
+        if scope in scopes:
+            return f"no (held: {words})"
+    return "no"
+
+
 def _rule_request(request: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     if args.cron is not None:
         request["cron"] = args.cron
@@ -205,6 +223,7 @@ async def schedules(api: ApiClient, args: argparse.Namespace) -> None:
         if args.json:
             _print_json(result)
             return
+        scopes = await _pause_scopes(api) if result["schedules"] else set()
         _print_table(
             ("ID", "NAME", "RULE", "NEXT", "PAUSED", "CONVERSATION"),
             (
@@ -213,7 +232,7 @@ async def schedules(api: ApiClient, args: argparse.Namespace) -> None:
                     x["name"],
                     _rule_text(x["recurrence"]),
                     short(x["next_fire_at"]),
-                    "yes" if x["paused"] else "no",
+                    "yes" if x["paused"] else _held(x["product"], scopes),
                     x["conversation_id"],
                 )
                 for x in result["schedules"]
