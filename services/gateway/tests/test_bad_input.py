@@ -1193,8 +1193,8 @@ rows(
     ),
     (
         "interval below the minimum",
-        in_conversation("create", prompt="p", interval_seconds=1),
-        "interval_seconds",
+        in_conversation("create", prompt="p", interval_seconds=0),
+        "interval_seconds must be between",
     ),
     (
         "interval past int64",

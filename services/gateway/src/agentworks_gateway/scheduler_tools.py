@@ -425,9 +425,9 @@ SCHEDULES_SCHEMA: dict[str, Any] = {
             "month day-of-week) or @hourly/@daily/@weekly/@monthly/@yearly, read in time_zone. "
             "Give cron or interval_seconds.",
         },
-        "interval_seconds": {
+        "interval_seconds": {  # the scheduler says its own (configured) range
             "type": "integer",
-            "minimum": 1,
+            "minimum": -INT64_MAX,
             "maximum": INT64_MAX,
             "description": "create, update, preview: a fixed interval (at least the scheduler's "
             "minimum, 60 s by default).",
