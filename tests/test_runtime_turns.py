@@ -295,6 +295,39 @@ async def test_lost_runtime_turn_is_interrupted_and_not_redelivered_c11(
         await second.stop()
 
 
+async def test_a_turn_cut_short_at_shutdown_is_given_up_at_once_not_left_to_its_lease_c11_r1(
+    messaging, clients, identity
+):
+    """C11 R1: when the drain time is over (or at a second signal) the runtime is told why
+    (`abandon`) and cancelled; the turn it cuts short is recorded `interrupted` at once and
+    the conversation's next turn is claimable then, not when the lease would expire."""
+    started = asyncio.Event()
+
+    async def hanging_handler(ctx: TurnContext) -> None:
+        started.set()
+        await asyncio.Event().wait()  # waits on something that never comes
+
+    lease = 60  # far longer than this test may take: the lease cannot be what ends it
+    worker = TurnWorker(
+        messaging.address, identity(AGENT), [CREW], hanging_handler, lease_seconds=lease
+    )
+    task = asyncio.create_task(worker.run())
+    receipt = await clients["alice"].send("first", target=CREW)
+    await asyncio.wait_for(started.wait(), WAIT)
+    worker.abandon("the runtime stopped (SIGTERM) before the turn ended")
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(task, WAIT)
+
+    [record] = await deliveries(clients["alice"], receipt.conversation_id)
+    assert record.status == m.DELIVERY_STATUS_INTERRUPTED
+    # The next message starts a turn at once, with only itself (nothing is resent).
+    await clients["alice"].send("second", inbox_id=receipt.inbox_id)
+    turn = await clients["agent"].claim_turn([CREW], wait_seconds=WAIT)
+    assert turn is not None
+    assert [d.message.text for d in turn.deliveries] == ["second"]
+
+
 async def test_stop_finishes_the_current_turn_before_returning_r1(messaging, clients, identity):
     """R1: a graceful stop (SIGTERM) lets the turn in hand finish and complete."""
     started = asyncio.Event()

@@ -219,6 +219,43 @@ async def test_lost_lease_records_interrupted_and_never_resends_C11(clients, dem
     assert [d.message.text for d in fresh.deliveries] == ["are you back?"]
 
 
+async def test_a_runtime_gives_a_turn_up_interrupted_and_a_retry_is_answered_alike_C11(
+    clients, demo, database_url
+):
+    """C11: CompleteTurn `interrupted` records the turn and its deliveries interrupted at
+    once, as a lapsed lease does, and frees the conversation. The same ending asked again
+    (an answer lost on the way) succeeds and changes nothing; a different one is refused."""
+    alice = await clients("user:alice")
+    bot = await clients("agent:demo/bot")
+    other = await clients("agent:demo/other")
+    receipt = await alice.send("do the thing", target=demo)
+    turn = await bot.claim_turn([demo], wait_seconds=5, lease_seconds=300)
+
+    with pytest.raises(NotFound):  # only the runtime holding the turn may end it
+        await other.complete_turn(turn.turn_id, interrupted=True)
+    await bot.complete_turn(turn.turn_id, interrupted=True)
+    await bot.complete_turn(turn.turn_id, interrupted=True)
+    with pytest.raises(PreconditionFailed, match="interrupted"):
+        await bot.complete_turn(turn.turn_id)
+    with pytest.raises(PreconditionFailed, match="interrupted"):
+        await bot.heartbeat_turn(turn.turn_id)
+
+    transcript = await alice.get_transcript(receipt.conversation_id)
+    assert transcript.entries[1].delivery.status == pb.DELIVERY_STATUS_INTERRUPTED
+    with psycopg.connect(database_url) as conn:
+        status = conn.execute("SELECT status FROM messaging.turns").fetchall()
+    assert status == [("interrupted",)]
+    await alice.send("again", inbox_id=receipt.inbox_id)
+    fresh = await bot.claim_turn([demo], wait_seconds=5)
+    assert [d.message.text for d in fresh.deliveries] == ["again"]
+
+    # And a handled turn completed twice (the first answer lost) is fine too.
+    await bot.complete_turn(fresh.turn_id)
+    await bot.complete_turn(fresh.turn_id)
+    with pytest.raises(PreconditionFailed, match="already completed"):
+        await bot.complete_turn(fresh.turn_id, interrupted=True)
+
+
 async def test_transcript_pages_messages_and_deliveries_for_participants_C12(clients, demo):
     """C12: participants page the transcript by cursor; others see nothing."""
     alice = await clients("user:alice")

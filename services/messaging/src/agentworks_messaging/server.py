@@ -255,7 +255,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
 
     async def CompleteTurn(self, request, context):
-        await self.service.complete_turn(caller(), turn_id=request.turn_id)
+        await self.service.complete_turn(
+            caller(), turn_id=request.turn_id, interrupted=request.interrupted
+        )
         return pb.CompleteTurnResponse()
 
     async def EnqueueDelivery(self, request, context):

@@ -291,9 +291,15 @@ class MessagingService:
         )
         return await self.store.heartbeat(turn_id, identity.principal, lease)
 
-    async def complete_turn(self, identity: Identity, *, turn_id: str) -> None:
-        await self.store.complete_turn(turn_id, identity.principal)
-        log.info("turn.completed", turn_id=turn_id)
+    async def complete_turn(
+        self, identity: Identity, *, turn_id: str, interrupted: bool = False
+    ) -> None:
+        """End the caller's turn: handled, or given up unhandled (`interrupted`, C11)."""
+        await self.store.complete_turn(turn_id, identity.principal, interrupted=interrupted)
+        if interrupted:
+            log.warning("turn.interrupted", turn_id=turn_id, reason="given up by its runtime")
+        else:
+            log.info("turn.completed", turn_id=turn_id)
 
     async def interrupt_expired_turns(self) -> int:
         count = await self.store.interrupt_expired_turns()

@@ -496,7 +496,10 @@ class MessagingStore:
             deliveries=deliveries,
         )
 
-    async def _active_turn(self, conn: AsyncConnection, turn_id: str, runtime: str) -> Any:
+    async def _active_turn(
+        self, conn: AsyncConnection, turn_id: str, runtime: str, *, again: str = ""
+    ) -> Any:
+        """The runtime's turn, locked; refused unless active, or already `again`."""
         turn_uuid = _uuid(turn_id, "turn")
         row = (
             await conn.execute(
@@ -505,10 +508,13 @@ class MessagingStore:
         ).one_or_none()
         if row is None or row.runtime != runtime:
             raise NotFound(f"turn {turn_id!r} not found")
+        if row.status == again:
+            return row
         if row.status == "interrupted":
             raise PreconditionFailed(
-                f"turn {turn_id} lost its lease and was recorded as interrupted; its deliveries "
-                "are not resent — read the transcript and decide whether to act"
+                f"turn {turn_id} was recorded as interrupted (its lease ran out, or its "
+                "runtime gave it up); its deliveries are not resent — read the transcript "
+                "and decide whether to act"
             )
         if row.status != "active":
             raise PreconditionFailed(f"turn {turn_id} is already {row.status}")
@@ -526,10 +532,15 @@ class MessagingStore:
                 )
             ).scalar_one()
 
-    async def complete_turn(self, turn_id: str, runtime: str) -> None:
+    async def complete_turn(self, turn_id: str, runtime: str, *, interrupted: bool) -> None:
+        """End the runtime's active turn: `completed` (deliveries `handled`), or given up
+        unhandled, `interrupted` like a lapsed lease (C11). Asking for the ending the turn
+        already has again (a retry after a lost answer) changes nothing and succeeds."""
+        ending = "interrupted" if interrupted else "completed"
         async with self.db.transaction() as conn:
-            turn = await self._active_turn(conn, turn_id, runtime)
-            await self._end_turns(conn, [turn.id], "completed", "handled")
+            turn = await self._active_turn(conn, turn_id, runtime, again=ending)
+            if turn.status == "active":
+                await self._end_turns(conn, [turn.id], ending, ending if interrupted else "handled")
 
     async def _end_turns(
         self, conn: AsyncConnection, turn_ids: list[Any], turn_status: str, delivery_status: str

@@ -77,7 +77,7 @@ from agentworks.core.clients.functions import FunctionsClient
 from agentworks.core.identity import Minter
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
-from agentworks.runtime.serving import run_until_signal, unless_stopped
+from agentworks.runtime.serving import GIVE_UP_SECONDS, run_until_signal, unless_stopped
 from agentworks.runtime.turns import Backoff
 
 log = structlog.get_logger("agentworks.runtime.executions")
@@ -86,8 +86,6 @@ _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 _FATAL = (errors.Unauthenticated, errors.InvalidArgument, errors.PermissionDenied)
 # How long one AskInput long-poll waits before asking again (the service allows 0-25).
 ASK_POLL_SECONDS = 20
-# How long a stopping runtime tries to finish an execution it cancelled (`abandon`).
-GIVE_UP_SECONDS = 5
 # What FinishExecution accepts as the error of a failed execution; no NUL characters.
 MAX_ERROR_BYTES = 16 * 1024
 UNREPORTABLE = "the handler's answer could not be reported: "

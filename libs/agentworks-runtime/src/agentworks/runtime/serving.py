@@ -12,9 +12,10 @@ keeps only the last one per signal and the first worker would never hear SIGTERM
 - a second signal, or the end of the drain time: cancel them all at once. A worker with
   an `abandon(reason)` method is told why first: `ExecutionWorker` then finishes each
   execution it cancels `failed` with "the runtime stopped (SIGTERM) before the execution
-  ended; call again", so the caller learns at once (F12). Turns have no such ending in
-  messaging (CompleteTurn would mark them done): their leases expire and messaging
-  records them `interrupted` (C11). The exit code is then 130;
+  ended; call again", so the caller learns at once (F12), and `TurnWorker` gives each
+  turn it cancels up (CompleteTurn `interrupted`): messaging records it `interrupted` at
+  once, as at lease expiry (C11), and the conversation's next turn can be claimed. Each
+  gets at most `GIVE_UP_SECONDS` for that. The exit code is then 130;
 - a worker that fails (bad key, bad target) stops the others gracefully and the
   process exits 1 with the reason on stderr.
 """
@@ -31,6 +32,9 @@ from agentworks.core import errors
 from agentworks.runtime.config import drain_seconds_from_env
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# How long a stopping runtime tries to end, with the service, each execution or turn it
+# cancelled (`abandon`): it is going away and should not hang on a service that is down.
+GIVE_UP_SECONDS = 5
 
 
 T = TypeVar("T")

@@ -22,8 +22,12 @@ Failure policy:
 - A lost lease (`FAILED_PRECONDITION` on heartbeat or complete) is logged and not
   retried: the service has recorded the turn as `interrupted` (C11). The handler may
   watch `TurnContext.lease_lost`.
-- A worker that is cancelled (the process is going away without a graceful stop) leaves
-  its turn unfinished; the lease expires and the service marks it `interrupted`.
+- A worker that is cancelled after `abandon(reason)` (a second signal, or the drain time
+  over: `serving.run_until_signal`) gives the turn it cuts short up at once
+  (CompleteTurn `interrupted`): the service records it `interrupted` and the next turn of
+  the conversation can be claimed. Cancelled without it (the process is going away
+  without a graceful stop), the turn is left to its lease, which expires into the same
+  `interrupted` record.
 - `UNAVAILABLE` while claiming backs off exponentially (with jitter) and reconnects.
 - `stop()` (SIGTERM) finishes the current turn, completes it, then `run()` returns. A
   claim long-poll in flight is cancelled; if the service had already granted it, the
@@ -52,7 +56,7 @@ from agentworks.core.clients import MessagingClient, SchedulerClient, target_ref
 from agentworks.core.identity import Minter
 from agentworks.core.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
-from agentworks.runtime.serving import unless_stopped
+from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 
 log = structlog.get_logger("agentworks.runtime")
@@ -316,6 +320,7 @@ class TurnWorker:
         self.health_file = pathlib.Path(health_file) if health_file else None
         self.on_finished = on_finished
         self._stopping = asyncio.Event()
+        self._abandon_reason = ""
         self.log = log.bind(principal=identity.principal, targets=",".join(self.targets))
 
     @property
@@ -328,6 +333,14 @@ class TurnWorker:
         if not self._stopping.is_set():
             self.log.info("worker.stopping")
         self._stopping.set()
+
+    def abandon(self, reason: str) -> None:
+        """Say why `run()` is about to be cancelled (the runtime stops: a second signal, or
+        the drain time is over). Each turn the cancel cuts short is then given up at once
+        (recorded `interrupted`, C11) instead of holding its conversation until the lease
+        expires; `reason` is logged."""
+        self._abandon_reason = reason
+        self.stop()
 
     async def run(self) -> None:
         """Serve turns until `stop()`; raises on configuration errors (bad key, targets)."""
@@ -409,7 +422,10 @@ class TurnWorker:
                 # C6: final chat text is never forwarded; only send_message replies.
                 bound.info("turn.return_value_ignored", type=type(result).__name__)
         except asyncio.CancelledError:
-            bound.warning("turn.abandoned", reason="worker cancelled; the lease will expire")
+            if self._abandon_reason:
+                await self._give_up(ctx)
+            else:
+                bound.warning("turn.abandoned", reason="worker cancelled; the lease will expire")
             raise
         except Exception as exc:
             error = exc
@@ -452,6 +468,19 @@ class TurnWorker:
                 ctx.log.warning("turn.heartbeat_failed", code=exc.code.name, error=exc.message)
             else:
                 self._touch_health()
+
+    async def _give_up(self, ctx: TurnContext) -> None:
+        """The runtime is stopping and has cancelled this turn's handler: end the turn
+        `interrupted` (`abandon`), in at most `GIVE_UP_SECONDS`."""
+        reason = self._abandon_reason
+        try:
+            async with asyncio.timeout(GIVE_UP_SECONDS):
+                await self.client.complete_turn(ctx.turn_id, interrupted=True)
+        except (errors.AgentWorksError, TimeoutError) as exc:
+            # Left to the lease, which expires into the same record.
+            ctx.log.warning("turn.abandoned", reason=reason, given_up=False, error=str(exc))
+        else:
+            ctx.log.warning("turn.abandoned", reason=reason, given_up=True)
 
     async def _complete(self, ctx: TurnContext) -> bool:
         backoff = Backoff(initial=0.2, maximum=2.0)

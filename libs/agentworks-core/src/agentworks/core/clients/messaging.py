@@ -118,8 +118,11 @@ class MessagingClient(ServiceClient):
             ),
         )
 
-    async def complete_turn(self, turn_id: str) -> None:
-        await self._unary("CompleteTurn", m.CompleteTurnRequest(turn_id=turn_id))
+    async def complete_turn(self, turn_id: str, *, interrupted: bool = False) -> None:
+        """End a claimed turn: handled, or with `interrupted` given up unhandled (C11)."""
+        await self._unary(
+            "CompleteTurn", m.CompleteTurnRequest(turn_id=turn_id, interrupted=interrupted)
+        )
 
     async def enqueue_delivery(
         self,

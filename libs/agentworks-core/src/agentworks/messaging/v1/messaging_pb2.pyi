@@ -274,10 +274,12 @@ class SendMessageRequest(_message.Message):
     def __init__(self, inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ...) -> None: ...
 
 class CompleteTurnRequest(_message.Message):
-    __slots__ = ("turn_id",)
+    __slots__ = ("turn_id", "interrupted")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
-    def __init__(self, turn_id: _Optional[str] = ...) -> None: ...
+    interrupted: bool
+    def __init__(self, turn_id: _Optional[str] = ..., interrupted: _Optional[bool] = ...) -> None: ...
 
 class CompleteTurnResponse(_message.Message):
     __slots__ = ()
