@@ -26,7 +26,7 @@ from agentworks.core.errors import PreconditionFailed, Unauthenticated, Unavaila
 from agentworks.core.identity import Minter
 from agentworks.core.testing import service_env
 from agentworks.messaging.v1 import messaging_pb2 as m
-from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker
+from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker, delivery_attributes
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.demo import handle_turn as demo_handle_turn
 from agentworks.runtime.demo import reminder_delay
@@ -488,7 +488,10 @@ async def test_wake_me_requests_a_wake_up_that_returns_as_a_later_turn_s1_s2_c10
         # S2: it fired once, into this conversation, as its own delivery.
         [delivery] = woken
         assert delivery.text == "pong"
-        assert delivery.attributes["wake_up_id"] == wake_up.wake_up_id
+        attributes = delivery_attributes(delivery)
+        assert attributes["wake_up_id"] == wake_up.wake_up_id
+        assert attributes["requested_by"] == AGENT
+        assert isinstance(attributes["late"], bool)
         fired = await agent.get_wake_up(wake_up.wake_up_id)
         assert fired.status == s.WAKE_UP_STATUS_FIRED and fired.delivery_id
     finally:
@@ -513,6 +516,21 @@ async def test_demo_crew_remind_me_checks_back_after_the_wake_up_s1_s2_c6_r2(
         assert kinds == [m.DELIVERY_KIND_MESSAGE, m.DELIVERY_KIND_WAKE_UP]
     finally:
         await worker.stop()
+
+
+def test_delivery_attributes_give_whole_numbers_back_as_ints_s3_s5():
+    """S3 S5: attributes travel as a protobuf Struct (every number a double); the SDK
+    hands a schedule's missed_occurrences or a webhook's signed_at back as the ints they
+    were, and keeps fractions and nesting as they are."""
+    delivery = m.Delivery(kind=m.DELIVERY_KIND_SCHEDULE)
+    delivery.attributes.update(
+        {"missed_occurrences": 2, "late_seconds": 0.25, "nested": {"n": [1, 2.5]}}
+    )
+    assert delivery.attributes["missed_occurrences"] == 2.0  # what the Struct holds
+    attributes = delivery_attributes(delivery)
+    assert attributes == {"missed_occurrences": 2, "late_seconds": 0.25, "nested": {"n": [1, 2.5]}}
+    assert type(attributes["missed_occurrences"]) is int
+    assert type(attributes["nested"]["n"][0]) is int
 
 
 def test_reminder_delay_is_parsed_from_explicit_messages_only_c6():

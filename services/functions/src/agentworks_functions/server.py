@@ -21,6 +21,7 @@ from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import Minter, caller
 from agentworks.core.rpc import GrpcServer
 from agentworks.core.service import Running, main_for, prepare_database, read_config
+from agentworks.core.structs import struct_json
 from agentworks.core.targets import check_target
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
@@ -63,17 +64,6 @@ def _ts(value) -> Timestamp | None:
     return ts
 
 
-def plain(value: Any) -> Any:
-    """JSON from a protobuf Struct/Value, with whole numbers as ints (Struct has no ints)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
 def _non_finite(message: Any, path: str) -> str:
     """The path of the first NaN/Infinity in a Struct, ListValue or Value."""
     if isinstance(message, struct_pb2.Struct):
@@ -93,7 +83,7 @@ def _non_finite(message: Any, path: str) -> str:
 def json_in(message: struct_pb2.Struct | struct_pb2.Value, field: str) -> Any:
     """A Struct/Value from a request as plain JSON; NaN and Infinity are not JSON."""
     try:
-        return plain(json_format.MessageToDict(message))
+        return struct_json(message)
     except (ValueError, json_format.Error):
         where = _non_finite(message, field) or field
         raise InvalidArgument(

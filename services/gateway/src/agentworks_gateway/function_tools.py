@@ -14,6 +14,7 @@ from agentworks.core import errors
 from agentworks.core.clients import target_str
 from agentworks.core.clients.functions import call_result
 from agentworks.core.identity import Identity
+from agentworks.core.structs import plain, struct_json
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.toolkit import (
     INT64_MAX,
@@ -21,8 +22,6 @@ from agentworks_gateway.toolkit import (
     Tool,
     action_rule,
     check_target,
-    plain,
-    struct_json,
     timestamp,
 )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format, timestamp_pb2
+from google.protobuf import timestamp_pb2
 from jsonschema import Draft202012Validator
 
 from agentworks.core import errors
@@ -55,22 +55,6 @@ def timestamp(ts: timestamp_pb2.Timestamp) -> str | None:
     if not ts.seconds and not ts.nanos:
         return None
     return ts.ToDatetime(tzinfo=UTC).isoformat()
-
-
-def plain(value: Any) -> Any:
-    """JSON from protobuf Struct/Value: whole numbers back to integers (Struct keeps floats)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
-def struct_json(message: Any) -> Any:
-    """A Struct or Value message as plain JSON."""
-    return plain(json_format.MessageToDict(message))
 
 
 def parse_time(value: str, field: str) -> datetime:

@@ -24,6 +24,7 @@ from agentworks.runtime.turns import (
     TurnHandler,
     TurnOutcome,
     TurnWorker,
+    delivery_attributes,
     delivery_kind,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "TurnHandler",
     "TurnOutcome",
     "TurnWorker",
+    "delivery_attributes",
     "delivery_kind",
     "execution_worker",
     "run_until_signal",

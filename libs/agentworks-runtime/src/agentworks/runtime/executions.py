@@ -68,13 +68,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from google.protobuf import json_format
 
 from agentworks.core import errors
 from agentworks.core.checks import check_json_depth
 from agentworks.core.clients import target_ref, target_str
 from agentworks.core.clients.functions import FunctionsClient
 from agentworks.core.identity import Minter
+from agentworks.core.structs import struct_json
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.serving import GIVE_UP_SECONDS, run_until_signal, unless_stopped
@@ -175,13 +175,13 @@ class ExecutionContext:
     @property
     def inputs(self) -> dict[str, Any]:
         """The checked inputs, as plain JSON (whole numbers as ints)."""
-        return _plain(json_format.MessageToDict(self.execution.inputs))
+        return struct_json(self.execution.inputs)
 
     @property
     def output_schema(self) -> dict[str, Any] | None:
         if not self.execution.has_output_schema:
             return None
-        return _plain(json_format.MessageToDict(self.execution.output_schema))
+        return struct_json(self.execution.output_schema)
 
     @property
     def starts_work(self) -> bool:
@@ -196,7 +196,7 @@ class ExecutionContext:
     @property
     def variables(self) -> dict[str, Any]:
         """Workflow functions: the run's typed variable values."""
-        return _plain(json_format.MessageToDict(self.execution.variables))
+        return struct_json(self.execution.variables)
 
     @property
     def output_dir(self) -> pathlib.Path:
@@ -484,16 +484,6 @@ class ExecutionOutcome:
     status: str
     corrected: bool = False
     error: BaseException | None = None
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 class ExecutionWorker:

@@ -55,6 +55,7 @@ from agentworks.core import errors
 from agentworks.core.clients import MessagingClient, SchedulerClient, target_ref, target_str
 from agentworks.core.identity import Minter
 from agentworks.core.rpc import channel_options, channel_target
+from agentworks.core.structs import struct_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.scheduler.v1 import scheduler_pb2 as s
@@ -85,6 +86,15 @@ _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 def delivery_kind(delivery: m.Delivery) -> str:
     """The contract name of a delivery's kind: message, wake_up, schedule, webhook, ..."""
     return DELIVERY_KINDS.get(delivery.kind, "unknown")
+
+
+def delivery_attributes(delivery: m.Delivery) -> dict[str, Any]:
+    """A delivery's attributes as plain JSON, whole numbers as ints: a schedule's
+    `{"schedule_id": ..., "occurrence": ..., "missed_occurrences": 2, ...}`, a webhook's
+    `{"webhook_id": ..., "content_type": ..., "signed_at": 1764554400, ...}` (the table
+    in docs/scheduler.md). `delivery.attributes` itself is a protobuf Struct, whose
+    numbers are all floats (2.0)."""
+    return struct_json(delivery.attributes)
 
 
 class Backoff:
