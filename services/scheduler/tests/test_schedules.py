@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import structlog
 
 from agentworks.core.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as m
@@ -198,13 +199,16 @@ async def test_a_retried_create_gets_the_same_schedule_S4_S6(clients, conversati
     """S4 S6: the same CreateSchedule with the same submission_id makes one schedule (and
     so one prompt per occurrence), even concurrently and at the per-conversation limit;
     the key with another request is refused ALREADY_EXISTS naming the key; keys are per
-    creator."""
+    creator. The log says which request made it and which were retries."""
     sched = await clients.scheduler(BOT)
     request = {"interval_seconds": 3600, "name": "digest", "submission_id": "s-1"}
-    twins = await asyncio.gather(
-        *(sched.create_schedule(conversation, "digest", **request) for _ in range(6))
-    )
+    with structlog.testing.capture_logs() as logs:
+        twins = await asyncio.gather(
+            *(sched.create_schedule(conversation, "digest", **request) for _ in range(6))
+        )
     assert len({x.schedule_id for x in twins}) == 1
+    events = sorted(e["event"] for e in logs if e["event"].startswith("schedule."))
+    assert events == ["schedule.created"] + ["schedule.retried"] * 5
     with pytest.raises(Conflict, match="submission_id 's-1' was already used for a different"):
         await sched.create_schedule(conversation, "other prompt", **request)
     with pytest.raises(InvalidArgument, match="submission_id is 129 characters"):

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import structlog
 
 from agentworks.core.clients import SchedulerClient
 from agentworks.core.errors import (
@@ -189,15 +190,19 @@ async def test_wake_up_list_pages_by_cursor_S1(clients, conversation):
 
 async def test_a_retried_create_gets_the_same_wake_up_S1_S6(clients, conversation, sql):
     """S1 S6: the same request with the same submission_id creates one wake-up, even
-    concurrently and at the pending limit; the key with another request is refused."""
+    concurrently and at the pending limit; the key with another request is refused. The
+    log tells the one that created it from the retries."""
     sched = await clients.scheduler(BOT)
-    twins = await asyncio.gather(
-        *(
-            sched.create_wake_up(conversation, delay_seconds=600, note="n", submission_id="k1")
-            for _ in range(8)
+    with structlog.testing.capture_logs() as logs:
+        twins = await asyncio.gather(
+            *(
+                sched.create_wake_up(conversation, delay_seconds=600, note="n", submission_id="k1")
+                for _ in range(8)
+            )
         )
-    )
     assert len({w.wake_up_id for w in twins}) == 1
+    events = sorted(e["event"] for e in logs if e["event"].startswith("wake_up."))
+    assert events == ["wake_up.created"] + ["wake_up.retried"] * 7
     with pytest.raises(Conflict, match="submission_id 'k1' was already used"):
         await sched.create_wake_up(
             conversation, delay_seconds=600, note="other", submission_id="k1"

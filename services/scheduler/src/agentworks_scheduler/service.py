@@ -375,7 +375,7 @@ class SchedulerService:
         check_text(note, "note", MAX_NOTE_BYTES)
         check_submission_id(submission_id)
         place = await self._attach(identity, conversation_id, product)
-        wake_up = await self.store.create_wake_up(
+        wake_up, created = await self.store.create_wake_up(
             conversation_id=place.conversation_id,
             product=place.product,
             note=note,
@@ -388,7 +388,7 @@ class SchedulerService:
             ),
         )
         log.info(
-            "wake_up.created",
+            "wake_up.created" if created else "wake_up.retried",
             wake_up_id=wake_up.id,
             conversation_id=wake_up.conversation_id,
             due_at=wake_up.due_at.isoformat(),
@@ -486,7 +486,7 @@ class SchedulerService:
         else:
             anchor = now
             next_fire_at = rec.next_after(rule, anchor, now)
-        schedule = await self.store.create_schedule(
+        schedule, created = await self.store.create_schedule(
             name=name,
             conversation_id=place.conversation_id,
             product=place.product,
@@ -511,7 +511,7 @@ class SchedulerService:
             ),
         )
         log.info(
-            "schedule.created",
+            "schedule.created" if created else "schedule.retried",
             schedule_id=schedule.id,
             conversation_id=schedule.conversation_id,
             rule=str(rule),

@@ -232,8 +232,9 @@ class SchedulerStore:
         max_pending: int,
         submission_id: str = "",
         request_hash: str = "",
-    ) -> WakeUp:
-        """A pending wake-up, or the one this retry key created already (S1)."""
+    ) -> tuple[WakeUp, bool]:
+        """A pending wake-up, or the one this retry key created already (S1); and
+        whether it is new."""
         w = t.wake_ups
         conv = _uuid(conversation_id, "conversation")
         try:
@@ -248,7 +249,7 @@ class SchedulerStore:
                     what="wake-up",
                 )
                 if earlier is not None:
-                    return _wake_up(earlier)
+                    return _wake_up(earlier), False
                 pending = (
                     await conn.execute(
                         sa.select(sa.func.count())
@@ -280,7 +281,7 @@ class SchedulerStore:
         except sa_exc.IntegrityError as exc:
             # The same key, used at the same moment for another conversation.
             raise _retry_key_conflict(submission_id) from exc
-        return _wake_up(row)
+        return _wake_up(row), True
 
     async def get_wake_up(self, wake_up_id: str) -> WakeUp:
         w = t.wake_ups
@@ -420,9 +421,10 @@ class SchedulerStore:
         max_per_conversation: int,
         submission_id: str = "",
         request_hash: str = "",
-    ) -> Schedule:
-        """A schedule, or the one this retry key created already (S4)."""
-        row, _ = await self._create_attached(
+    ) -> tuple[Schedule, bool]:
+        """A schedule, or the one this retry key created already (S4); and whether it
+        is new."""
+        row, created = await self._create_attached(
             t.schedules,
             "schedule",
             conversation_id=conversation_id,
@@ -443,7 +445,7 @@ class SchedulerStore:
                 "paused": paused,
             },
         )
-        return _schedule(row)
+        return _schedule(row), created
 
     async def _create_attached(
         self,

@@ -559,6 +559,7 @@ class ExecutionWorker:
         finally:
             if self._owns_client:
                 await self.client.close()
+            self._stopping.set()  # a later stop() (a sibling failed) has nothing to say
             self.log.info("worker.stopped")
 
     def _handled_functions(self) -> set[str] | None:

@@ -379,6 +379,7 @@ class TurnWorker:
                 self.scheduler = None
             if self._channel is not None:
                 await self._channel.close()
+            self._stopping.set()  # a later stop() (a sibling failed) has nothing to say
             self.log.info("worker.stopped")
 
     async def _serve(self, slot: int) -> None:
