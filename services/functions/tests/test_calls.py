@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import uuid
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from agentworks.core import errors
 from agentworks.core.clients import FunctionsClient
@@ -38,6 +40,55 @@ async def test_invalid_inputs_list_every_violation_and_create_nothing_F3_P6(
     with pytest.raises(errors.InvalidArgument, match="notify_conversation_id is for internal"):
         await alice.call("crew:demo", echo, {"text": "x"}, notify_conversation_id=str(uuid.uuid4()))
     assert await count_calls(database_url) == 0
+
+
+async def test_inputs_the_schema_does_not_name_are_refused_unless_the_owner_opens_them_F1_F3(
+    clients, owner, demo, database_url
+):
+    """F1 F3: a schema that says nothing about other properties is stored and enforced
+    with "unevaluatedProperties": false, so unknown inputs are refused; a key named by a
+    subschema (allOf) is known; an owner's explicit "additionalProperties": true keeps
+    inputs open; functions declared before the rule are closed by migration 0003."""
+    plain = {"type": "object", "properties": {"a": {"type": "string"}}}
+    composed = {
+        "type": "object",
+        "allOf": [{"properties": {"b": {"type": "integer"}}}],
+        "properties": {"a": {"type": "string"}},
+    }
+    opened = {**plain, "additionalProperties": True}
+    for name, schema in (("plain", plain), ("composed", composed), ("opened", opened)):
+        await owner.declare_function(demo, name, input_schema=schema, allowed_callers=["user:*"])
+    alice = await clients("user:alice")
+    listed = {f.name: f for f in await alice.list_functions(demo)}
+    assert listed["plain"].input_schema["unevaluatedProperties"] is False
+    assert "unevaluatedProperties" not in listed["opened"].input_schema
+
+    with pytest.raises(errors.InvalidArgument, match=r"inputs.z: unknown \(not in the schema\)"):
+        await alice.call(demo, "plain", {"a": "x", "z": 1})
+    with pytest.raises(errors.InvalidArgument) as refused:
+        await alice.call(demo, "composed", {"a": "x", "b": 2, "z": 1})
+    assert "(1 problem)" in refused.value.message and "inputs.z: unknown" in refused.value.message
+    assert await count_calls(database_url) == 0
+    await alice.call(demo, "composed", {"a": "x", "b": 2})
+    await alice.call(demo, "opened", {"a": "x", "z": 1})
+
+    # A function stored before the rule (its schema as declared then) is closed by 0003.
+    migration = (
+        importlib.resources.files("agentworks_functions.migrations")
+        .joinpath("0003_closed_inputs.sql")
+        .read_text()
+    )
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            "UPDATE functions.functions SET input_schema = %s WHERE name = 'plain'",
+            (Jsonb(plain),),
+        )
+        await conn.execute("SET search_path TO functions")
+        await conn.execute(migration)
+        [(stored,)] = await (
+            await conn.execute("SELECT input_schema FROM functions WHERE name = 'plain'")
+        ).fetchall()
+    assert stored == {**plain, "unevaluatedProperties": False}
 
 
 async def test_refusals_name_the_place_and_how_to_list_callable_functions_F2_F3(

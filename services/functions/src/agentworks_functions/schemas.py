@@ -281,6 +281,20 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
     return schema
 
 
+def closed_inputs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The input schema as it is enforced: inputs it does not name are refused (F3).
+
+    JSON Schema accepts properties it does not mention unless told otherwise, so a
+    top level that says nothing about them gets `"unevaluatedProperties": false`: a key
+    is known when `properties`, `patternProperties` or a subschema (`allOf`, `$ref`,
+    `if`/`then`, ...) evaluates it. An owner who wants open inputs says so with
+    `"additionalProperties": true` (or a schema for them).
+    """
+    if "additionalProperties" in schema or "unevaluatedProperties" in schema:
+        return schema
+    return {**schema, "unevaluatedProperties": False}
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
