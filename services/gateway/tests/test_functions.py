@@ -164,6 +164,77 @@ async def test_functions_tool_lists_calls_and_reads_a_call_over_mcp_G2_F2_F4_F6_
         assert quick["outcome"]["call_id"] == quick["call_id"]
 
 
+async def test_legacy_tool_takes_the_status_and_read_target_fields_G2_F7_F8(
+    gateway, alice_token, demo, echo, runtime, mcp_session
+):
+    """G2 F7 F8: the legacy get_crew_function_call takes what functions action=status and
+    action=read take: an optional crew or workflow_id (at most one), checked against the
+    call, refused with the text functions gives."""
+    async with mcp_session(gateway.mcp_url, alice_token) as mcp:
+        listed_tools = {t.name: t for t in (await mcp.list_tools()).tools}
+        legacy = listed_tools["get_crew_function_call"].input_schema["properties"]
+        assert {"crew", "workflow_id"} <= set(legacy)
+
+        receipt = await tool_ok(
+            mcp,
+            "functions",
+            {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "hi"}},
+        )
+        call_id = receipt["call_id"]
+        execution = await runtime.claim_execution([demo], wait_seconds=10)
+        assert execution is not None and execution.call_id == call_id
+        await runtime.report(call_id, progress="halfway", messages=["one"], sequence=1)
+        await runtime.upload_file(call_id, "notes.txt", b"notes\n")
+
+        status = await tool_ok(mcp, "get_crew_function_call", {"call_id": call_id, "crew": "demo"})
+        assert status["call_id"] == call_id and status["target"] == "crew:demo"
+        assert status["progress"] == "halfway"
+        assert status == await tool_ok(
+            mcp, "functions", {"action": "status", "call_id": call_id, "crew": "demo"}
+        )
+
+        for wrong in ({"crew": "other"}, {"workflow_id": "wf-9"}):
+            refused = await tool_error(mcp, "get_crew_function_call", {"call_id": call_id, **wrong})
+            assert refused == await tool_error(
+                mcp, "functions", {"action": "status", "call_id": call_id, **wrong}
+            )
+            target = f"crew:{wrong['crew']}" if "crew" in wrong else "workflow:wf-9"
+            assert refused == (
+                "NOT_FOUND",
+                f"call {call_id!r} is not a call of {target}; check the call_id and the crew "
+                "or workflow_id (or leave them out: the call_id is enough)",
+            )
+
+        page = await tool_ok(
+            mcp, "get_crew_function_call", {"call_id": call_id, "file": "notes.txt", "crew": "demo"}
+        )
+        assert page["file"] == "notes.txt" and page["content"] == "notes\n"
+        assert page == await tool_ok(
+            mcp, "functions", {"action": "read", "call_id": call_id, "file": "notes.txt"}
+        )
+        read = {"call_id": call_id, "file": "notes.txt", "crew": "other"}
+        assert await tool_error(mcp, "get_crew_function_call", read) == await tool_error(
+            mcp, "functions", {"action": "read", **read}
+        )
+
+        code, text = await tool_error(
+            mcp, "get_crew_function_call", {"call_id": call_id, "crew": "demo", "workflow_id": "w"}
+        )
+        assert code == "INVALID_ARGUMENT"
+        assert text == (
+            "invalid arguments for get_crew_function_call: this tool takes at most one of "
+            "crew or workflow_id (got crew, workflow_id)"
+        )
+        code, text = await tool_error(
+            mcp, "get_crew_function_call", {"call_id": call_id, "file": "notes.txt", "after": 0}
+        )
+        assert text.endswith(
+            "a read (with file) does not take after; it takes call_id, file, offset, limit, "
+            "crew, workflow_id"
+        )
+        await runtime.finish_execution(call_id, final_message="done")
+
+
 async def test_functions_tool_refusals_carry_the_services_text_G2_F3_F5_F15_A3(
     gateway, api, operator_token, alice_token, make_token, demo, echo, mcp_session
 ):

@@ -243,7 +243,10 @@ async def _read(client: Any, args: Args) -> dict[str, Any]:
 
 
 async def _check_call_target(client: Any, args: Args) -> None:
-    """NotFound unless the call is one of the crew or workflow the arguments name."""
+    """NotFound unless the call is one of the crew or workflow the arguments name (when
+    they name one: the call_id alone is enough)."""
+    if "crew" not in args and "workflow_id" not in args:
+        return
     target = _function_target(args)
     status = await client.get_status(args["call_id"], message_limit=1, event_limit=1)
     if target_str(status.target) != target:
@@ -263,8 +266,7 @@ async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, A
         return {"target": target, "functions": [function_dict(fn) for fn in listed]}
     if action == "call":
         return await _call(gateway, client, args)
-    if "crew" in args or "workflow_id" in args:
-        await _check_call_target(client, args)
+    await _check_call_target(client, args)
     if action == "status":
         return await _status(gateway, client, args)
     if action == "read":
@@ -275,8 +277,16 @@ async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, A
 
 
 async def get_crew_function_call(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
-    """Legacy `get_crew_function_call`: status, or a file page when `file` is given."""
+    """Legacy `get_crew_function_call`: status, or a file page when `file` is given; a
+    crew or workflow_id given too must be the call's target, as for `functions` (G2, F7)."""
+    if "crew" in args and "workflow_id" in args:
+        # The `functions` rule's wording; the schema cannot say it here without an action.
+        raise errors.InvalidArgument(
+            "invalid arguments for get_crew_function_call: this tool takes at most one of "
+            "crew or workflow_id (got crew, workflow_id)"
+        )
     client = gateway.functions(identity)
+    await _check_call_target(client, args)
     if "file" in args:
         return await _read(client, args)
     return await _status(gateway, client, args)
@@ -375,6 +385,22 @@ _READ_PROPERTIES: dict[str, Any] = {
 }
 _STATUS_FIELDS = ("call_id", *_STATUS_PROPERTIES)
 _READ_FIELDS = ("call_id", *_READ_PROPERTIES)
+# Which crew or workflow: list and call name it; status and read (and the legacy tool)
+# may, and then it is checked against the call.
+_TARGET_PROPERTIES: dict[str, Any] = {
+    "crew": {
+        "type": "string",
+        "minLength": 1,
+        "description": "list, call: the crew's name. Give exactly one of crew and "
+        "workflow_id (status, read, reply, cancel: optional, checked against the call).",
+    },
+    "workflow_id": {
+        "type": "string",
+        "minLength": 1,
+        "description": "list, call: the workflow's id (status, read, reply, cancel: "
+        "optional, checked against the call).",
+    },
+}
 
 FUNCTIONS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -387,18 +413,7 @@ FUNCTIONS_SCHEMA: dict[str, Any] = {
             "messages, events, answer, result, error and files. read: a page of one of its "
             "files. reply: answer its pending question. cancel: stop it.",
         },
-        "crew": {
-            "type": "string",
-            "minLength": 1,
-            "description": "list, call: the crew's name. Give exactly one of crew and "
-            "workflow_id (status, read, reply, cancel: optional, checked against the call).",
-        },
-        "workflow_id": {
-            "type": "string",
-            "minLength": 1,
-            "description": "list, call: the workflow's id (status, read, reply, cancel: "
-            "optional, checked against the call).",
-        },
+        **_TARGET_PROPERTIES,
         "function": {
             "type": "string",
             "minLength": 1,
@@ -472,11 +487,22 @@ LEGACY_SCHEMA: dict[str, Any] = {
             }
             for name, prop in _READ_PROPERTIES.items()
         },
+        # As for functions action=status and action=read (G2): optional, checked against
+        # the call; the handler refuses both at once.
+        "crew": {
+            **_TARGET_PROPERTIES["crew"],
+            "description": "Optional: the call's crew (its name), checked against the call. "
+            "Give at most one of crew and workflow_id.",
+        },
+        "workflow_id": {
+            **_TARGET_PROPERTIES["workflow_id"],
+            "description": "Optional: the call's workflow (its id), checked against the call.",
+        },
     },
     "required": ["call_id"],
     "additionalProperties": False,
     "dependentRequired": {"offset": ["file"], "limit": ["file"]},
-    "dependentSchemas": {"file": {"propertyNames": {"enum": list(_READ_FIELDS)}}},
+    "dependentSchemas": {"file": {"propertyNames": {"enum": [*_READ_FIELDS, *_TARGET_PROPERTIES]}}},
 }
 LEGACY_SCHEMA["properties"]["wait_seconds"]["description"] = (
     "While the call is open and nothing is new after the cursors, wait up to this many "
