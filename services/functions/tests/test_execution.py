@@ -36,6 +36,25 @@ async def test_claim_long_poll_is_woken_by_a_new_call_R1(clients, echo, runtime)
         await stranger.claim_execution(["crew:demo"])
 
 
+async def test_reports_that_arrive_out_of_order_are_all_kept_and_retries_are_not_F7(
+    clients, echo, runtime
+):
+    """F7: reports sent concurrently can commit out of order; each is stored once (a
+    retry is known by its exact sequence, not by being below the highest one), and the
+    progress line is that of the highest sequence."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.report(call_id, progress="2 of 2", messages=["second"], sequence=2)
+    await runtime.report(call_id, progress="1 of 2", messages=["first"], sequence=1)
+    await runtime.report(call_id, messages=["first"], sequence=1)  # a retry: not stored
+    await runtime.report(call_id, messages=["second"], sequence=2)  # a retry: not stored
+    page = await alice.get_status(call_id, after=-1)
+    assert [m.text for m in page.messages] == ["second", "first"]
+    assert page.progress == "2 of 2"
+
+
 async def test_status_pages_messages_and_events_without_raw_tool_data_F7(clients, echo, runtime):
     """F7: messages page by after/next_after, events by after_event/next_after_event."""
     alice = await clients("user:alice")

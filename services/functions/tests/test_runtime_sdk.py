@@ -169,6 +169,24 @@ async def test_sdk_handler_failure_and_cancel_F10_F15(functions, identity, clien
         assert (outcome.call_id, outcome.status) == (slow.call_id, "cancelled")
 
 
+async def test_sdk_keeps_every_message_a_handler_reports_from_many_tasks_at_once_F7_R1(
+    functions, identity, clients, echo, tmp_path
+):
+    """F7 R1: a handler reporting from 30 tasks at once loses none of it, and the
+    messages are stored in the order the handler made them."""
+
+    async def handler(ctx: ExecutionContext) -> str:
+        await asyncio.gather(*(ctx.message(f"m{i}") for i in range(30)))
+        return "done"
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", echo, {"text": "many"})
+        assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+    status = await alice.get_status(receipt.call_id, after=-1, message_limit=100)
+    assert [m.text for m in status.messages] == [f"m{i}" for i in range(30)]
+
+
 def _nested(depth: int) -> object:
     value: object = "bottom"
     for _ in range(depth):

@@ -705,8 +705,15 @@ class FunctionsStore:
                 return CANCELLED
             if row.status not in OPEN_STATUSES:
                 raise PreconditionFailed(ended_message(call_id, row.status))
-            if sequence and sequence <= row.last_report_seq:
-                return row.status  # a retry of a report already stored
+            if sequence:
+                stored = await conn.execute(
+                    pg_insert(t.execution_reports)
+                    .values(call_id=row.id, sequence=sequence)
+                    .on_conflict_do_nothing()
+                    .returning(t.execution_reports.c.sequence)
+                )
+                if stored.first() is None:
+                    return row.status  # a retry of a report already stored
             for what, have, adding, most in (
                 ("messages", row.message_count, len(messages), max_messages),
                 ("events", row.event_count, len(events), max_events),
@@ -760,9 +767,12 @@ class FunctionsStore:
                 "step_count": row.step_count + len(steps),
                 "version": c.c.version + 1,
             }
-            if sequence:
+            # Reports sent concurrently may commit out of order: each one's messages,
+            # events and steps are all kept, and the progress line is the latest report's.
+            latest = not sequence or sequence > row.last_report_seq
+            if sequence and latest:
                 values["last_report_seq"] = sequence
-            if progress is not None:
+            if progress is not None and latest:
                 values["progress"] = progress
             await conn.execute(c.update().where(c.c.id == row.id).values(**values))
             await conn.execute(notify(CALL_CHANNEL, str(row.id)))

@@ -96,6 +96,14 @@ execution_events = sa.Table(
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
 )
 
+# The sequences of the reports stored per call: a report whose sequence is here is a retry.
+execution_reports = sa.Table(
+    "execution_reports",
+    metadata,
+    sa.Column("call_id", UUID, primary_key=True),
+    sa.Column("sequence", sa.BigInteger, primary_key=True),
+)
+
 workflow_steps = sa.Table(
     "workflow_steps",
     metadata,

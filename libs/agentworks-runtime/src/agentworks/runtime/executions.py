@@ -144,6 +144,7 @@ class ExecutionContext:
     correction_prompt: str = ""
     uploaded: dict[str, str] = field(default_factory=dict)
     _sequence: int = 0
+    _reporting: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     _asks: int = 0
     # Size and modification time of each folder file when it was last uploaded (or found
     # uploaded already): `upload_folder` skips an unchanged one without reading it.
@@ -263,22 +264,25 @@ class ExecutionContext:
 
         Free text (progress, message and event text, step detail) is cleaned with
         `clean_text`: a NUL character becomes U+FFFD instead of a refusal."""
-        self._sequence += 1
-        sequence = self._sequence
         progress = None if progress is None else clean_text(progress)
         messages = [clean_text(m) if isinstance(m, str) else _cleaned(m, "text") for m in messages]
         events = [_cleaned(e, "text") for e in events]
         steps = [_cleaned(s, "detail") for s in steps]
-        response = await self._retrying(
-            lambda: self.client.report(
-                self.call_id,
-                progress=progress,
-                messages=messages,
-                events=events,
-                steps=steps,
-                sequence=sequence,
+        # One report at a time, retries included: messages are stored in the order the
+        # handler made them, even when it reports from several tasks at once.
+        async with self._reporting:
+            self._sequence += 1
+            sequence = self._sequence
+            response = await self._retrying(
+                lambda: self.client.report(
+                    self.call_id,
+                    progress=progress,
+                    messages=messages,
+                    events=events,
+                    steps=steps,
+                    sequence=sequence,
+                )
             )
-        )
         self._check(response.status)
 
     async def progress(self, text: str) -> None:
