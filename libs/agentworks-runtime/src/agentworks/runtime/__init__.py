@@ -2,7 +2,8 @@
 
 Runtimes are processes outside the services (R1). A `TurnWorker` claims turns for the
 targets it serves, keeps their leases alive, runs a handler with a `TurnContext` (reply
-with `send_message`, ask for a wake-up with `wake_me`), and completes them. An
+with `send_message`, ask for a wake-up with `wake_me`, call functions with
+`call_function`), and completes them. An
 `ExecutionWorker` does the same for function executions with an `ExecutionContext`;
 `CommandRunner` is an execution handler that runs a declared command per call (R2).
 `run_until_signal` runs several workers in one process under one signal handler.

@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
         "--scheduler-address",
         help="host:port[,host:port] for wake-ups (env AGENTWORKS_SCHEDULER_ADDRESS)",
     )
+    turns_flags.add_argument(
+        "--functions-address",
+        help="host:port[,host:port] for function calls (env AGENTWORKS_FUNCTIONS_ADDRESS)",
+    )
     exec_flags = argparse.ArgumentParser(add_help=False)
     exec_flags.add_argument(
         "--functions-address", help="host:port[,host:port] (env AGENTWORKS_FUNCTIONS_ADDRESS)"
@@ -117,13 +121,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
-    """A TurnWorker for `config` (messaging and scheduler addresses, identity, targets)."""
+    """A TurnWorker for `config` (messaging, scheduler and functions addresses, identity,
+    targets)."""
     return TurnWorker(
         config.messaging_address,
         Minter(config.principal, config.internal_key),
         config.targets,
         handler,
         scheduler_address=config.scheduler_address or None,
+        functions_address=config.functions_address or None,
         wait_seconds=config.wait_seconds,
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency,

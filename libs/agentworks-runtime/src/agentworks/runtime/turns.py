@@ -13,6 +13,12 @@ note=...)`. The scheduler later delivers it into the conversation's turn queue a
 `wake_up` delivery whose text is the note (S2); `TurnContext.scheduler` also lists,
 cancels and reschedules.
 
+Function calls (F13, F14): a worker given a functions address lets the handler call
+declared functions as its agent: `TurnContext.list_functions`, `call_function`,
+`get_function_call` and `reply_function_call`. `call_function` asks for the completion
+notice in this conversation, so the call's end comes back as a later
+`function_completed` turn; there is no need to wait for it in the turn.
+
 Failure policy:
 
 - A handler that raises is logged and its turn is still completed. The runtime is alive
@@ -42,7 +48,7 @@ import math
 import pathlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -52,10 +58,17 @@ import structlog
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
-from agentworks.core.clients import MessagingClient, SchedulerClient, target_ref, target_str
+from agentworks.core.clients import (
+    FunctionsClient,
+    MessagingClient,
+    SchedulerClient,
+    target_ref,
+    target_str,
+)
 from agentworks.core.identity import Minter
 from agentworks.core.rpc import channel_options, channel_target
 from agentworks.core.structs import struct_json
+from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.scheduler.v1 import scheduler_pb2 as s
@@ -128,6 +141,9 @@ class TurnContext:
     # Set when the worker has a scheduler address; acts as the runtime's agent identity.
     scheduler: SchedulerClient | None = None
     wake_ups: list[s.WakeUp] = field(default_factory=list)
+    # Set when the worker has a functions address; acts as the runtime's agent identity.
+    functions: FunctionsClient | None = None
+    function_calls: list[f.CallReceipt] = field(default_factory=list)
 
     @property
     def turn_id(self) -> str:
@@ -242,6 +258,77 @@ class TurnContext:
         )
         return wake_up
 
+    def _functions_client(self) -> FunctionsClient:
+        if self.functions is None:
+            raise errors.PreconditionFailed(
+                "this runtime has no functions service: set AGENTWORKS_FUNCTIONS_ADDRESS "
+                "(or --functions-address) to call functions"
+            )
+        return self.functions
+
+    async def list_functions(self, target: str) -> list[f.Function]:
+        """The functions this agent may call on `target`, e.g. `crew:tools` (F2)."""
+        return await self._functions_client().list_functions(target)
+
+    async def call_function(
+        self,
+        target: str,
+        function: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        submission_id: str | None = None,
+        wait_seconds: int = 0,
+    ) -> f.CallReceipt:
+        """Call a declared function as this agent; keep `receipt.call_id` (F3-F6, F13).
+
+        The completion notice is delivered to this conversation: the call's end comes
+        back as a later `function_completed` turn whose attributes name the `call_id`
+        and `status` (read the output with `get_function_call`). With `wait_seconds`
+        (up to 25) the receipt carries the ended call as `outcome` if it ends in time.
+
+        Retried on UNAVAILABLE with one retry key, `submission_id` or, by default, one
+        per turn and call (`turn:<turn_id>:call:<n>`), so a retry after a lost answer
+        gets the same call, never a second (F6). Raises `PreconditionFailed` when the
+        runtime has no functions address (AGENTWORKS_FUNCTIONS_ADDRESS), and the
+        service's errors (`InvalidArgument` for bad inputs, `Busy` at the running limit).
+        """
+        functions = self._functions_client()
+        key = submission_id or f"turn:{self.turn_id}:call:{len(self.function_calls) + 1}"
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, 4):
+            try:
+                receipt = await functions.call(
+                    target,
+                    function,
+                    inputs,
+                    submission_id=key,
+                    notify_conversation_id=self.conversation_id,
+                    wait_seconds=wait_seconds,
+                )
+                break
+            except _TRANSIENT as exc:
+                if attempt == 3:
+                    raise
+                pause = backoff.next()
+                self.log.warning("function.retry", error=exc.message, retry_in=round(pause, 2))
+                await asyncio.sleep(pause)
+        self.function_calls.append(receipt)
+        self.log.info(
+            "function.called",
+            call_id=receipt.call_id,
+            function=f"{target}/{function}",
+            created=receipt.created,
+        )
+        return receipt
+
+    async def get_function_call(self, call_id: str) -> f.CallStatus:
+        """A call's status, progress, question, answer/result, error and files (F7)."""
+        return await self._functions_client().get_status(call_id)
+
+    async def reply_function_call(self, call_id: str, text: str) -> f.CallStatus:
+        """Answer the human-input question a call is `waiting_for_input` on (F11)."""
+        return await self._functions_client().reply(call_id, text)
+
 
 TurnHandler = Callable[[TurnContext], Awaitable[object]]
 
@@ -268,6 +355,8 @@ class TurnWorker:
         client: an existing MessagingClient to use instead of opening a channel.
         scheduler_address: `host:port[,...]` of the scheduler, for `TurnContext.wake_me`.
         scheduler: an existing SchedulerClient to use instead (not closed by the worker).
+        functions_address: `host:port[,...]` of functions, for `TurnContext.call_function`.
+        functions: an existing FunctionsClient to use instead (not closed by the worker).
         wait_seconds: ClaimTurn long-poll, 0-25.
         lease_seconds: turn lease, 5-300; renewed every `heartbeat_seconds`.
         heartbeat_seconds: defaults to a third of the lease.
@@ -288,6 +377,8 @@ class TurnWorker:
         client: MessagingClient | None = None,
         scheduler_address: str | None = None,
         scheduler: SchedulerClient | None = None,
+        functions_address: str | None = None,
+        functions: FunctionsClient | None = None,
         wait_seconds: int = 20,
         lease_seconds: int = 30,
         heartbeat_seconds: float | None = None,
@@ -320,9 +411,12 @@ class TurnWorker:
             )
             client = MessagingClient(channel=self._channel, identity=identity, timeout=10)
         self.client = client
-        # The scheduler client is made in run(): a grpc.aio channel belongs to its loop.
+        # The scheduler and functions clients are made in run(): a grpc.aio channel
+        # belongs to its loop.
         self.scheduler = scheduler
         self._scheduler_address = scheduler_address if scheduler is None else None
+        self.functions = functions
+        self._functions_address = functions_address if functions is None else None
         self.wait_seconds = wait_seconds
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat_seconds
@@ -359,13 +453,19 @@ class TurnWorker:
             concurrency=self.concurrency,
             lease_seconds=self.lease_seconds,
             wake_ups=bool(self.scheduler or self._scheduler_address),
+            function_calls=bool(self.functions or self._functions_address),
         )
-        own_scheduler = None
+        own_scheduler = own_functions = None
         if self.scheduler is None and self._scheduler_address:
             own_scheduler = SchedulerClient(
                 self._scheduler_address, identity=self.identity, timeout=10
             )
             self.scheduler = own_scheduler
+        if self.functions is None and self._functions_address:
+            own_functions = FunctionsClient(
+                self._functions_address, identity=self.identity, timeout=10
+            )
+            self.functions = own_functions
         try:
             async with asyncio.TaskGroup() as group:
                 for slot in range(self.concurrency):
@@ -377,6 +477,9 @@ class TurnWorker:
             if own_scheduler is not None:
                 await own_scheduler.close()
                 self.scheduler = None
+            if own_functions is not None:
+                await own_functions.close()
+                self.functions = None
             if self._channel is not None:
                 await self._channel.close()
             self._stopping.set()  # a later stop() (a sibling failed) has nothing to say
@@ -418,7 +521,13 @@ class TurnWorker:
 
     async def _handle(self, turn: m.Turn) -> None:
         bound = self.log.bind(turn_id=turn.turn_id, conversation_id=turn.conversation_id)
-        ctx = TurnContext(turn=turn, client=self.client, log=bound, scheduler=self.scheduler)
+        ctx = TurnContext(
+            turn=turn,
+            client=self.client,
+            log=bound,
+            scheduler=self.scheduler,
+            functions=self.functions,
+        )
         bound.info(
             "turn.started",
             deliveries=len(turn.deliveries),
