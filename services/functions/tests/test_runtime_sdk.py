@@ -13,6 +13,7 @@ import pytest
 import structlog.testing
 from prometheus_client import REGISTRY
 
+from agentworks.core import errors
 from agentworks.core.clients.functions import FunctionsClient, call_result
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import demo_functions
@@ -185,6 +186,31 @@ async def test_sdk_keeps_every_message_a_handler_reports_from_many_tasks_at_once
         assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
     status = await alice.get_status(receipt.call_id, after=-1, message_limit=100)
     assert [m.text for m in status.messages] == [f"m{i}" for i in range(30)]
+
+
+async def test_waiting_for_a_status_makes_one_request_per_change_not_a_spin_F7_F11(
+    clients, echo, runtime
+):
+    """F7 F11: `wait(until={"waiting_for_input"})` on a running call that has a message
+    long-polls for a change; it used to ask again at once, hundreds of times a second,
+    because the message stayed "new" after its cursor."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.report(receipt.call_id, messages=["working"], sequence=1)
+    before = requests("GetStatus", "OK")
+    with pytest.raises(errors.DeadlineExceeded, match="still running after 2"):
+        await alice.wait(receipt.call_id, until={"waiting_for_input"}, timeout=2)
+    assert requests("GetStatus", "OK") - before <= 3
+
+    async def ask_soon() -> None:
+        await asyncio.sleep(0.5)
+        await runtime.ask_input(receipt.call_id, "a1", "go on?")
+
+    asking, _ = await asyncio.gather(
+        alice.wait(receipt.call_id, until={"waiting_for_input"}, timeout=10), ask_soon()
+    )
+    assert asking.status == "waiting_for_input" and asking.question == "go on?"
 
 
 def _nested(depth: int) -> object:

@@ -17,6 +17,8 @@ from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 
 UPLOAD_CHUNK_BYTES = 256 * 1024
+# A message/event cursor past any a call can hold: a status read with it has no pages.
+PAST_EVERY_PAGE = 2**62
 
 
 def _binding(workflow: Mapping[str, Any] | f.WorkflowBinding) -> f.WorkflowBinding:
@@ -201,7 +203,10 @@ class FunctionsClient(ServiceClient):
     ) -> f.CallStatus:
         """Long-poll status until it is one of `until` (default: any end); bounded by timeout.
 
-        Raises DeadlineExceeded naming the last status if the timeout passes first.
+        One request per change of the call (one in all when waiting for an end). The
+        status has the first message and event only when the first answer already
+        matched or the wait was for an end: page them with `get_status`. Raises
+        DeadlineExceeded naming the last status if the timeout passes first.
         """
         ended = {"completed", "failed", "interrupted", "cancelled"}
         wanted = set(until) or ended
@@ -216,9 +221,16 @@ class FunctionsClient(ServiceClient):
                 raise errors.DeadlineExceeded(
                     f"call {call_id} is still {status.status} after {timeout} s"
                 )
+            # Waiting for a change other than the end: the service answers at once while
+            # any message or event is after the cursors, so after the first answer the
+            # cursors go past them all and the version alone says what changed (from -1
+            # every request would return at once: a spin).
+            cursor = -1 if status is None or until_ended else PAST_EVERY_PAGE
             status = await self.get_status(
                 call_id,
+                after=cursor,
                 message_limit=1,
+                after_event=cursor,
                 event_limit=1,
                 wait_seconds=min(25, max(1, int(remaining))),
                 seen_version=None if status is None or until_ended else status.version,
