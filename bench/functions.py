@@ -148,6 +148,7 @@ async def runtimes(address: str, key: str, count: int) -> AsyncIterator[None]:
                 handle,
                 root=root,
                 wait_seconds=20,
+                concurrency=1,  # a runtime is one job slot, like one of procrastinate's
             )
             for i in range(count)
         ]

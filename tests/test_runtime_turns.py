@@ -607,7 +607,7 @@ def test_the_runtime_names_its_own_unknown_variables_only_p4_r1():
             "AGENTWORKS_TOKEN": "aw_for_the_cli",
         }
     )
-    assert config.concurrency == 1
+    assert config.concurrency == 0  # not set: one turn at a time, executions by limits
     assert config.unknown_settings == (
         "AGENTWORKS_RUNTIME_CONCURENCY is not a setting and was ignored; "
         "did you mean AGENTWORKS_RUNTIME_CONCURRENCY?",

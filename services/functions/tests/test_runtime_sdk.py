@@ -213,6 +213,34 @@ async def test_waiting_for_a_status_makes_one_request_per_change_not_a_spin_F7_F
     assert asking.status == "waiting_for_input" and asking.question == "go on?"
 
 
+async def test_a_worker_runs_as_many_calls_at_once_as_its_targets_limits_allow_F5_R1(
+    functions, identity, clients, operator, echo, tmp_path
+):
+    """F5 R1: calls run in parallel by default, so a worker without a configured
+    concurrency reads its target's running limit and runs that many at once; one at a
+    time, the others waited, accepted and unclaimed, behind the first."""
+    await operator.register_target("crew:demo", owner="user:owner", running_limit=3)
+    running: set[str] = set()
+    all_running = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(ctx: ExecutionContext) -> str:
+        running.add(ctx.call_id)
+        if len(running) == 3:
+            all_running.set()
+        await release.wait()
+        return "done"
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path) as outcomes:
+        calls = [await alice.call("crew:demo", echo, {"text": str(n)}) for n in range(3)]
+        await asyncio.wait_for(all_running.wait(), 20)
+        assert running == {c.call_id for c in calls}
+        release.set()
+        for _ in calls:
+            assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+
+
 def _nested(depth: int) -> object:
     value: object = "bottom"
     for _ in range(depth):
@@ -257,7 +285,10 @@ async def test_sdk_fails_a_call_whose_answer_the_service_refuses_and_keeps_servi
         "raise": "RuntimeError: yyyyy",
     }
     alice = await clients("user:alice")
-    async with worker(functions, identity, handler, tmp_path, lease_seconds=3) as outcomes:
+    # One at a time, so that each finish claims the next (claim_next).
+    async with worker(
+        functions, identity, handler, tmp_path, lease_seconds=3, concurrency=1
+    ) as outcomes:
         for batch in (["big", "nul", "bytes", "ok"], ["deep", "surrogate", "ok", "raise"]):
             gate.clear()
             before = claims()

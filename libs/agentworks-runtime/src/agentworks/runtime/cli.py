@@ -132,7 +132,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         functions_address=config.functions_address or None,
         wait_seconds=config.wait_seconds,
         lease_seconds=config.lease_seconds,
-        concurrency=config.concurrency,
+        concurrency=config.concurrency or 1,
         health_file=config.health_file,
     )
 

@@ -56,7 +56,9 @@ class RuntimeConfig:
     root: str = "."
     wait_seconds: int = 20
     lease_seconds: int = 30
-    concurrency: int = 1
+    # Turns / executions handled at once; 0 (not set): one turn at a time, and as many
+    # executions as the targets' running limits allow (ExecutionWorker, F5).
+    concurrency: int = 0
     health_file: str = ""
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
@@ -88,7 +90,7 @@ class RuntimeConfig:
             lease_seconds=env.get_int(
                 "RUNTIME_LEASE_SECONDS", 30, minimum=MIN_LEASE_SECONDS, maximum=MAX_LEASE_SECONDS
             ),
-            concurrency=env.get_int("RUNTIME_CONCURRENCY", 1, minimum=1, maximum=MAX_CONCURRENCY),
+            concurrency=env.get_int("RUNTIME_CONCURRENCY", 0, minimum=1, maximum=MAX_CONCURRENCY),
             health_file=env.get_str("RUNTIME_HEALTH_FILE"),
             drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
@@ -137,7 +139,7 @@ class RuntimeConfig:
                 f"AGENTWORKS_RUNTIME_DRAIN_SECONDS must be 0-{MAX_DRAIN_SECONDS}, "
                 f"got {self.drain_seconds}"
             )
-        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+        if not 0 <= self.concurrency <= MAX_CONCURRENCY:
             raise ValueError(
                 f"AGENTWORKS_RUNTIME_CONCURRENCY must be 1-{MAX_CONCURRENCY}, "
                 f"got {self.concurrency}"

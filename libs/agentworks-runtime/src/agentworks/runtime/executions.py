@@ -86,6 +86,11 @@ _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 _FATAL = (errors.Unauthenticated, errors.InvalidArgument, errors.PermissionDenied)
 # How long one AskInput long-poll waits before asking again (the service allows 0-25).
 ASK_POLL_SECONDS = 20
+# Executions run at once when the concurrency is not set: the targets' running limits,
+# at most this many (each idle one holds a ClaimExecution long-poll); a target whose limit
+# cannot be read counts as the functions service's default limit.
+AUTO_CONCURRENCY_MAX = 32
+DEFAULT_RUNNING_LIMIT = 4
 # What FinishExecution accepts as the error of a failed execution; no NUL characters.
 MAX_ERROR_BYTES = 16 * 1024
 UNREPORTABLE = "the handler's answer could not be reported: "
@@ -491,7 +496,13 @@ class ExecutionOutcome:
 
 
 class ExecutionWorker:
-    """Claims executions for some targets and runs a handler for each (R1, F9-F12, F15)."""
+    """Claims executions for some targets and runs a handler for each (R1, F9-F12, F15).
+
+    `concurrency`: executions run at once. Not given, the worker reads its targets'
+    running limits at start and runs that many (at most `AUTO_CONCURRENCY_MAX`): calls
+    run in parallel (F5), so a worker that took them one at a time would hold the
+    others, accepted, until the first ended.
+    """
 
     def __init__(
         self,
@@ -505,7 +516,7 @@ class ExecutionWorker:
         wait_seconds: int = 20,
         lease_seconds: int = 30,
         heartbeat_seconds: float | None = None,
-        concurrency: int = 1,
+        concurrency: int | None = None,
         health_file: str = "",
         on_finished: Callable[[ExecutionOutcome], None] | None = None,
     ) -> None:
@@ -513,7 +524,7 @@ class ExecutionWorker:
             raise ValueError("an execution worker needs at least one target, e.g. crew:demo")
         for target in targets:
             target_ref(target)  # raises ValueError naming the bad target
-        if concurrency < 1:
+        if concurrency is not None and concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.targets = tuple(targets)
         self.handler = handler
@@ -550,9 +561,11 @@ class ExecutionWorker:
 
     async def run(self) -> None:
         """Serve executions until `stop()`; raises on configuration errors."""
-        self.log.info("worker.started", concurrency=self.concurrency, root=str(self.root))
         if self._owns_client:
             self.client = FunctionsClient(self._address, identity=self.identity, timeout=10)
+        if self.concurrency is None:
+            self.concurrency = await self._running_limits()
+        self.log.info("worker.started", concurrency=self.concurrency, root=str(self.root))
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(unless_stopped(self._check_targets(), self._stopping))
@@ -565,6 +578,26 @@ class ExecutionWorker:
                 await self.client.close()
             self._stopping.set()  # a later stop() (a sibling failed) has nothing to say
             self.log.info("worker.stopped")
+
+    async def _running_limits(self) -> int:
+        """How many executions to run at once when not configured: as many as the
+        targets' running limits let be open (F5: calls run in parallel, so a runtime
+        that took them one at a time would queue them), at most AUTO_CONCURRENCY_MAX. A
+        target the service cannot tell about counts as its default limit."""
+        total = 0
+        for target in self.targets:
+            try:
+                async with asyncio.timeout(5):
+                    total += (await self.client.get_target(target)).effective_running_limit
+            except (errors.AgentWorksError, TimeoutError) as exc:
+                total += DEFAULT_RUNNING_LIMIT
+                self.log.warning(
+                    "worker.running_limit_unknown",
+                    target=target,
+                    assumed=DEFAULT_RUNNING_LIMIT,
+                    error=describe(exc),
+                )
+        return max(1, min(total, AUTO_CONCURRENCY_MAX))
 
     def _handled_functions(self) -> set[str] | None:
         """The functions this worker has a handler for; None: all of them."""
@@ -900,7 +933,7 @@ def execution_worker(
         root=config.root if root is None else root,
         wait_seconds=config.wait_seconds,
         lease_seconds=config.lease_seconds,
-        concurrency=config.concurrency,
+        concurrency=config.concurrency or None,
         health_file=config.health_file,
     )
 
