@@ -55,6 +55,31 @@ async def test_reports_that_arrive_out_of_order_are_all_kept_and_retries_are_not
     assert page.progress == "2 of 2"
 
 
+async def test_a_runtime_gives_an_execution_up_interrupted_with_its_evidence_F12(
+    clients, echo, runtime
+):
+    """F12: FinishExecution `interrupted` (a stopping runtime) ends the call
+    `interrupted` with the reason, keeping its progress and messages; giving it up again
+    is answered as done; `failed` and `interrupted` together are refused."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.report(call_id, progress="half", messages=["step 1 done"], sequence=1)
+    with pytest.raises(errors.InvalidArgument, match="failed and interrupted are two endings"):
+        await runtime.finish_execution(call_id, failed=True, interrupted=True)
+    reason = "the runtime stopped (SIGTERM) before the execution ended; call again"
+    done = await runtime.finish_execution(call_id, interrupted=True, error=reason)
+    assert done.status == "interrupted"
+    again = await runtime.finish_execution(call_id, interrupted=True, error=reason)
+    assert again.status == "interrupted"
+    with pytest.raises(errors.PreconditionFailed, match="interrupted"):
+        await runtime.finish_execution(call_id, final_message="too late")
+    status = await alice.get_status(call_id, after=-1)
+    assert (status.status, status.error, status.progress) == ("interrupted", reason, "half")
+    assert [m.text for m in status.messages] == ["step 1 done"]
+
+
 async def test_status_pages_messages_and_events_without_raw_tool_data_F7(clients, echo, runtime):
     """F7: messages page by after/next_after, events by after_event/next_after_event."""
     alice = await clients("user:alice")

@@ -449,6 +449,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             caller(),
             call_id=request.call_id,
             failed=request.failed,
+            interrupted=request.interrupted,
             final_message=request.final_message,
             error=request.error,
             correction_round=request.correction_round,

@@ -27,6 +27,7 @@ from agentworks_functions.models import (
     CANCELLED,
     COMPLETED,
     FAILED,
+    INTERRUPTED,
     OPEN_STATUSES,
     RESULT_FILE,
     RUNNING,
@@ -226,8 +227,17 @@ def check_claim_targets(identity: Identity, targets: Sequence[TargetKey], field:
             raise PermissionDenied(f"{identity.principal} may not run executions of {key}")
 
 
-def plain_ending(failed: bool, final_message: str, error: str) -> Ending:
-    """A finish with no result to check: completed with its answer, or failed."""
+def plain_ending(
+    failed: bool, final_message: str, error: str, *, interrupted: bool = False
+) -> Ending:
+    """A finish with no result to check: completed with its answer, failed, or given up
+    by its runtime (interrupted, F12)."""
+    if interrupted:
+        return Ending(
+            INTERRUPTED,
+            answer=final_message,
+            error=error or "the execution's runtime gave it up before it ended",
+        )
     if failed:
         return Ending(
             FAILED,
@@ -982,6 +992,7 @@ class FunctionsService:
         correction_round: int,
         claim_next: Sequence[TargetKey] | None = None,
         lease_seconds: int = 0,
+        interrupted: bool = False,
     ) -> FinishOutcome:
         """The execution's terminal outcome, with the F10 result rules.
 
@@ -1001,6 +1012,7 @@ class FunctionsService:
             identity,
             call_id=call_id,
             failed=failed,
+            interrupted=interrupted,
             final_message=final_message,
             error=error,
             correction_round=correction_round,
@@ -1024,25 +1036,36 @@ class FunctionsService:
         error: str,
         correction_round: int,
         claim: Claim | None,
+        interrupted: bool = False,
     ) -> tuple[FinishOutcome, bool]:
         """The finish; True when its statement already tried `claim` (one target)."""
         check_size(final_message, "final_message", MAX_FINAL_MESSAGE_BYTES)
         check_size(error, "error", MAX_ERROR_BYTES)
         if correction_round not in (0, 1):
             raise InvalidArgument("correction_round must be 0, or 1 after the correction turn")
+        if failed and interrupted:
+            raise InvalidArgument(
+                "failed and interrupted are two endings: give failed when the execution "
+                "failed, interrupted when the runtime gives it up unfinished"
+            )
         if correction_round == 0:
             # The common case in one statement: an open call of this runtime with no
             # output schema and no completion notice ends as reported. Anything else
             # (a result to check, a notice to write, a retried or late finish) takes
             # the full path below.
             status, next_call = await self.store.finish(
-                call_id, identity.principal, plain_ending(failed, final_message, error), claim=claim
+                call_id,
+                identity.principal,
+                plain_ending(failed, final_message, error, interrupted=interrupted),
+                claim=claim,
             )
             if status is not None:
                 log.info("execution.finished", call_id=call_id, status=status)
                 return FinishOutcome(status, next=next_call), claim is not None
         call = await self._execution(identity, call_id)
         if not call.is_open:
+            if interrupted and call.status == INTERRUPTED:
+                return FinishOutcome(call.status), False  # given up already, or lost
             if call.status == CANCELLED or (
                 call.status in (COMPLETED, FAILED)
                 and same_finish(
@@ -1063,8 +1086,8 @@ class FunctionsService:
         if correction_round < call.correction_turns:
             # A retry of the first finish: the correction turn is already granted.
             return FinishOutcome(call.status, True, call.correction_prompt or ""), False
-        if failed or call.output_schema is None:
-            ending = plain_ending(failed, final_message, error)
+        if failed or interrupted or call.output_schema is None:
+            ending = plain_ending(failed, final_message, error, interrupted=interrupted)
         else:
             raw, problems = await self._result_file(call_id)
             value = None

@@ -42,8 +42,9 @@ Failure policy:
 - A worker that is itself cancelled leaves its executions unfinished; their leases expire
   and the service records them `interrupted` (F12). When the runtime is stopping
   (`abandon(reason)` before the cancel: `serving.run_until_signal` does it on a second
-  signal or when the drain time is over), each execution cut short is finished `failed`
-  with that reason instead, so its caller learns at once and may call again.
+  signal or when the drain time is over), each execution cut short is given up at once
+  instead: it ends `interrupted` with that reason and its saved evidence (F12), so its
+  caller learns at once and may call again.
 - Whatever the handler leaves in the output folder is uploaded when it ends, successful
   or not (`upload_folder`), except after a cancel or a lost lease.
 - At start, the worker looks up the functions of its targets and warns once about a
@@ -552,10 +553,10 @@ class ExecutionWorker:
 
     def abandon(self, reason: str) -> None:
         """Say why `run()` is about to be cancelled (the runtime stops: a second signal,
-        or the drain time is over). Each execution the cancel cuts short is then
-        finished `failed` with `reason` as its error, so its caller learns at once
-        instead of when the lease expires (F12). Without it, a cancel leaves them to
-        lease expiry (`interrupted`)."""
+        or the drain time is over). Each execution the cancel cuts short is then given
+        up: it ends `interrupted` with `reason` as its error, so its caller learns at
+        once instead of when the lease expires (F12). Without it, a cancel leaves them to
+        lease expiry (`interrupted` too, later)."""
         self._abandon_reason = reason
         self.stop()
 
@@ -785,14 +786,15 @@ class ExecutionWorker:
             ), next_execution
 
     async def _give_up(self, ctx: ExecutionContext) -> None:
-        """The runtime is stopping and has cancelled this execution: finish it `failed`
-        with the reason (`abandon`), in at most `GIVE_UP_SECONDS` (it is stopping)."""
+        """The runtime is stopping and has cancelled this execution: give it up, so the
+        call ends `interrupted` with the reason (`abandon`) at once, keeping what it saved
+        (F12), in at most `GIVE_UP_SECONDS` (it is stopping)."""
         reason = self._abandon_reason
         try:
             async with asyncio.timeout(GIVE_UP_SECONDS):
                 await self.client.finish_execution(
                     ctx.call_id,
-                    failed=True,
+                    interrupted=True,
                     error=fit_text(reason, MAX_ERROR_BYTES),
                     correction_round=ctx._round,
                 )
@@ -947,8 +949,8 @@ async def serve_executions(
     """Run an execution worker until SIGTERM/SIGINT; the process exit code.
 
     The first signal finishes the executions in hand (for at most `config.drain_seconds`)
-    and exits; a second, or the end of the drain time, cancels them at once and finishes
-    each `failed`, saying the runtime stopped (see `run_until_signal`). To serve turns
+    and exits; a second, or the end of the drain time, cancels them at once and gives
+    each up (`interrupted`, saying the runtime stopped; see `run_until_signal`). To serve turns
     in the same process, pass both workers to `serving.run_until_signal` instead: it
     installs one signal handler that stops every worker.
     """

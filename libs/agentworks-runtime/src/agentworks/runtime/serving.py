@@ -10,9 +10,10 @@ keeps only the last one per signal and the first worker would never hear SIGTERM
 - first SIGTERM/SIGINT: `stop()` every worker; each finishes the work in hand, for at
   most `drain_seconds` (AGENTWORKS_RUNTIME_DRAIN_SECONDS, default 30);
 - a second signal, or the end of the drain time: cancel them all at once. A worker with
-  an `abandon(reason)` method is told why first: `ExecutionWorker` then finishes each
-  execution it cancels `failed` with "the runtime stopped (SIGTERM) before the execution
-  ended; call again", so the caller learns at once (F12), and `TurnWorker` gives each
+  an `abandon(reason)` method is told why first: `ExecutionWorker` then gives each
+  execution it cancels up (FinishExecution `interrupted`, with "the runtime stopped
+  (SIGTERM) before the execution ended; call again"), so the caller learns at once
+  (F12), and `TurnWorker` gives each
   turn it cancels up (CompleteTurn `interrupted`): messaging records it `interrupted` at
   once, as at lease expiry (C11), and the conversation's next turn can be claimed. Each
   gets at most `GIVE_UP_SECONDS` for that. The exit code is then 130;

@@ -381,8 +381,10 @@ class FunctionsClient(ServiceClient):
         correction_round: int = 0,
         claim_next: Iterable[str] = (),
         lease_seconds: int = 0,
+        interrupted: bool = False,
     ) -> f.FinishExecutionResponse:
         """Report the execution's terminal outcome; may ask for the correction turn (F10).
+        With `interrupted`, give it up unfinished: the call ends `interrupted` (F12).
 
         With `claim_next` (targets), a finish that ends the call also claims the next
         execution of those targets, without waiting: `response.next` when one was ready.
@@ -393,6 +395,7 @@ class FunctionsClient(ServiceClient):
             failed=failed,
             error=error,
             correction_round=correction_round,
+            interrupted=interrupted,
         )
         targets = [target_ref(t) for t in claim_next]
         if targets:

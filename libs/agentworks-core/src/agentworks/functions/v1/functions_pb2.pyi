@@ -472,20 +472,22 @@ class AskInputResponse(_message.Message):
     def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
 
 class FinishExecutionRequest(_message.Message):
-    __slots__ = ("call_id", "failed", "final_message", "error", "correction_round", "claim_next")
+    __slots__ = ("call_id", "failed", "final_message", "error", "correction_round", "claim_next", "interrupted")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CORRECTION_ROUND_FIELD_NUMBER: _ClassVar[int]
     CLAIM_NEXT_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     failed: bool
     final_message: str
     error: str
     correction_round: int
     claim_next: ClaimExecutionRequest
-    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ..., correction_round: _Optional[int] = ..., claim_next: _Optional[_Union[ClaimExecutionRequest, _Mapping]] = ...) -> None: ...
+    interrupted: bool
+    def __init__(self, call_id: _Optional[str] = ..., failed: _Optional[bool] = ..., final_message: _Optional[str] = ..., error: _Optional[str] = ..., correction_round: _Optional[int] = ..., claim_next: _Optional[_Union[ClaimExecutionRequest, _Mapping]] = ..., interrupted: _Optional[bool] = ...) -> None: ...
 
 class FinishExecutionResponse(_message.Message):
     __slots__ = ("status", "correction_requested", "correction_prompt", "next")
