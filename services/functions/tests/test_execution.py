@@ -80,6 +80,37 @@ async def test_a_runtime_gives_an_execution_up_interrupted_with_its_evidence_F12
     assert [m.text for m in status.messages] == ["step 1 done"]
 
 
+async def test_a_runtime_withdraws_a_question_it_stopped_waiting_for_F11(
+    clients, echo, runtime
+):
+    """F11: a runtime whose ask timed out withdraws the question: the call is running
+    again, its status no longer shows it, a reply is refused, and a new question can be
+    asked (it used to be refused while the old one stayed pending). Withdrawing after a
+    reply came returns the reply."""
+    alice = await clients("user:alice")
+    receipt = await alice.call("crew:demo", echo, {"text": "x"})
+    call_id = receipt.call_id
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.ask_input(call_id, "ask-1", "Deploy now?")
+    assert (await alice.get_status(call_id)).question == "Deploy now?"
+    withdrawn = await runtime.ask_input(call_id, "ask-1", "", withdraw=True)
+    assert (withdrawn.answered, withdrawn.status) == (False, "running")
+    status = await alice.get_status(call_id)
+    assert (status.status, status.question) == ("running", "")
+    with pytest.raises(errors.PreconditionFailed, match="is not waiting for input"):
+        await alice.reply(call_id, "yes")
+    with pytest.raises(errors.PreconditionFailed, match="was withdrawn; ask again with a new"):
+        await runtime.ask_input(call_id, "ask-1", "Deploy now?")
+    with pytest.raises(errors.NotFound, match="has no question 'ask-9'"):
+        await runtime.ask_input(call_id, "ask-9", "", withdraw=True)
+
+    await runtime.ask_input(call_id, "ask-2", "Deploy tomorrow?")
+    assert (await alice.get_status(call_id)).question == "Deploy tomorrow?"
+    await alice.reply(call_id, "tomorrow it is")
+    late = await runtime.ask_input(call_id, "ask-2", "", withdraw=True)
+    assert (late.answered, late.reply, late.status) == (True, "tomorrow it is", "running")
+
+
 async def test_status_pages_messages_and_events_without_raw_tool_data_F7(clients, echo, runtime):
     """F7: messages page by after/next_after, events by after_event/next_after_event."""
     alice = await clients("user:alice")

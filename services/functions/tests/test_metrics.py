@@ -58,7 +58,10 @@ async def test_running_calls_limits_and_busy_refusals_per_target_P4_F5(
         await ops.register_target("crew:busy", owner="user:owner", running_limit=2)
         await ops.register_target("crew:idle", owner="user:owner")
         await owner.declare_function(
-            "crew:busy", "work", input_schema={"type": "object"}, allowed_callers=["user:*"]
+            "crew:busy",
+            "work",
+            input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+            allowed_callers=["user:*"],
         )
         first = await alice.call("crew:busy", "work", {})
         second = await alice.call("crew:busy", "work", {})

@@ -241,6 +241,34 @@ async def test_a_worker_runs_as_many_calls_at_once_as_its_targets_limits_allow_F
             assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
 
 
+async def test_an_ask_that_timed_out_is_withdrawn_and_the_next_ask_works_F11_R1(
+    functions, identity, clients, echo, tmp_path
+):
+    """F11 R1: `ctx.ask(timeout=...)` that gets no reply withdraws its question, so the
+    status stops showing it and the handler can ask another; a second ask used to be
+    refused and the worker took it for a lost lease (the call ended interrupted)."""
+
+    async def handler(ctx: ExecutionContext) -> str:
+        try:
+            await ctx.ask("first?", timeout=1)
+        except TimeoutError:
+            await ctx.message("no answer to the first")
+        return "got " + await ctx.ask("second?")
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", echo, {"text": "x"})
+        deadline = asyncio.get_running_loop().time() + 20
+        while (status := await alice.get_status(receipt.call_id)).question != "second?":
+            assert asyncio.get_running_loop().time() < deadline, status
+            await asyncio.sleep(0.1)
+        await alice.reply(receipt.call_id, "yes")
+        assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
+    status = await alice.get_status(receipt.call_id, after=-1)
+    assert status.answer == "got yes"
+    assert [m.text for m in status.messages] == ["no answer to the first"]
+
+
 def _nested(depth: int) -> object:
     value: object = "bottom"
     for _ in range(depth):

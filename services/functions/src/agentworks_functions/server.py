@@ -431,6 +431,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             ask_id=request.ask_id,
             question=request.question,
             wait_seconds=request.wait_seconds,
+            withdraw=request.withdraw,
         )
         return pb.AskInputResponse(answered=answered, reply=reply, status=status)
 

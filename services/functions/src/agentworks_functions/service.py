@@ -942,9 +942,23 @@ class FunctionsService:
         return info
 
     async def ask_input(
-        self, identity: Identity, *, call_id: str, ask_id: str, question: str, wait_seconds: int
+        self,
+        identity: Identity,
+        *,
+        call_id: str,
+        ask_id: str,
+        question: str,
+        wait_seconds: int,
+        withdraw: bool = False,
     ) -> tuple[bool, str, str]:
-        """Ask a human-input question and wait for the reply; (answered, reply, status)."""
+        """Ask a human-input question and wait for the reply; (answered, reply, status).
+        With `withdraw`, stop waiting for question `ask_id` instead (F11)."""
+        if withdraw:
+            if not ask_id:
+                raise InvalidArgument("ask_id is required: the question to withdraw")
+            reply, status = await self.store.withdraw_question(call_id, identity.principal, ask_id)
+            log.info("execution.question_withdrawn", call_id=call_id, ask_id=ask_id)
+            return reply is not None, reply or "", status
         if not question.strip():
             raise InvalidArgument("question is empty")
         check_size(question, "question", MAX_QUESTION_BYTES)

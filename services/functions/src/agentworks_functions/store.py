@@ -586,7 +586,7 @@ class FunctionsStore:
             answered = (
                 await conn.execute(
                     q.update()
-                    .where(q.c.call_id == row.id, q.c.reply.is_(None))
+                    .where(q.c.call_id == row.id, q.c.reply.is_(None), q.c.withdrawn_at.is_(None))
                     .values(reply=text, answered_by=by, answered_at=sa.func.now())
                     .returning(q.c.ask_id)
                 )
@@ -793,10 +793,17 @@ class FunctionsStore:
                 await conn.execute(sa.select(q).where(q.c.call_id == row.id, q.c.ask_id == ask_id))
             ).one_or_none()
             if existing is not None:
+                if existing.withdrawn_at is not None:
+                    raise PreconditionFailed(
+                        f"question {ask_id!r} of call {call_id} was withdrawn; ask again "
+                        "with a new ask_id"
+                    )
                 return Question(ask_id, existing.question, existing.reply), row.status
             pending = (
                 await conn.execute(
-                    sa.select(q.c.ask_id).where(q.c.call_id == row.id, q.c.reply.is_(None))
+                    sa.select(q.c.ask_id).where(
+                        q.c.call_id == row.id, q.c.reply.is_(None), q.c.withdrawn_at.is_(None)
+                    )
                 )
             ).first()
             if pending is not None:
@@ -820,6 +827,39 @@ class FunctionsStore:
             )
             await conn.execute(notify(CALL_CHANNEL, str(row.id)))
         return Question(ask_id, question, None), WAITING_FOR_INPUT
+
+    async def withdraw_question(
+        self, call_id: str, runtime: str, ask_id: str
+    ) -> tuple[str | None, str]:
+        """The runtime stops waiting for question `ask_id` (F11): (its reply, if one came
+        first; the call's status). A pending question is withdrawn and the call is
+        running again; asking to withdraw it again changes nothing."""
+        q = t.questions
+        async with self.db.transaction() as conn:
+            row = await self._lock_execution(conn, call_id, runtime)
+            if row.status == CANCELLED:
+                return None, CANCELLED
+            if row.status not in OPEN_STATUSES:
+                raise PreconditionFailed(ended_message(call_id, row.status))
+            asked = (
+                await conn.execute(sa.select(q).where(q.c.call_id == row.id, q.c.ask_id == ask_id))
+            ).one_or_none()
+            if asked is None:
+                raise NotFound(f"call {call_id} has no question {ask_id!r}")
+            if asked.reply is not None or asked.withdrawn_at is not None:
+                return asked.reply, row.status
+            await conn.execute(
+                q.update()
+                .where(q.c.call_id == row.id, q.c.ask_id == ask_id)
+                .values(withdrawn_at=sa.func.now())
+            )
+            await conn.execute(
+                t.calls.update()
+                .where(t.calls.c.id == row.id)
+                .values(status=RUNNING, version=t.calls.c.version + 1)
+            )
+            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+        return None, RUNNING
 
     async def question_state(self, call_id: str, ask_id: str) -> tuple[str | None, str]:
         """(reply or None, call status) of one question."""
@@ -1211,7 +1251,8 @@ SELECT c.*, t.owner AS target_owner,
     END AS page_steps,
     CASE WHEN c.status = 'waiting_for_input' THEN
         (SELECT question FROM functions.questions
-         WHERE call_id = c.id AND reply IS NULL ORDER BY seq DESC LIMIT 1)
+         WHERE call_id = c.id AND reply IS NULL AND withdrawn_at IS NULL
+         ORDER BY seq DESC LIMIT 1)
     END AS pending_question
 FROM functions.calls c
 JOIN functions.targets t ON t.kind = c.target_kind AND t.name = c.target_name

@@ -127,6 +127,7 @@ questions = sa.Table(
     sa.Column("answered_by", sa.Text),
     sa.Column("asked_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("answered_at", TS),
+    sa.Column("withdrawn_at", TS),
 )
 
 blobs = sa.Table(

@@ -345,7 +345,9 @@ class ExecutionContext:
 
     async def ask(self, question: str, *, timeout: float | None = None) -> str:
         """Ask a human-input question and wait for the caller's or owner's reply (F11).
-        The question is cleaned (`clean_text`)."""
+        The question is cleaned (`clean_text`). With `timeout`, TimeoutError when no
+        reply came in time: the question is withdrawn first (the status stops showing
+        it, and another may be asked), unless a reply came meanwhile: that is returned."""
         question = clean_text(question)
         self._asks += 1
         ask_id = f"ask-{self._asks}"
@@ -355,6 +357,12 @@ class ExecutionContext:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    withdrawn = await self._retrying(
+                        lambda: self.client.ask_input(self.call_id, ask_id, "", withdraw=True)
+                    )
+                    self._check(withdrawn.status)
+                    if withdrawn.answered:
+                        return withdrawn.reply
                     raise TimeoutError(f"no reply to {question!r} within {timeout} s")
                 wait = max(0, min(wait, int(remaining)))
             response = await self._retrying(

@@ -360,13 +360,24 @@ class FunctionsClient(ServiceClient):
             raise errors.from_status(exc.code(), exc.details() or exc.code().name) from None
 
     async def ask_input(
-        self, call_id: str, ask_id: str, question: str, *, wait_seconds: int = 0
+        self,
+        call_id: str,
+        ask_id: str,
+        question: str,
+        *,
+        wait_seconds: int = 0,
+        withdraw: bool = False,
     ) -> f.AskInputResponse:
-        """Ask a human-input question (once per ask_id) and wait for the reply (F11)."""
+        """Ask a human-input question (once per ask_id) and wait for the reply (F11); with
+        `withdraw`, stop waiting for it (a reply that came first is returned)."""
         return await self._unary(
             "AskInput",
             f.AskInputRequest(
-                call_id=call_id, ask_id=ask_id, question=question, wait_seconds=wait_seconds
+                call_id=call_id,
+                ask_id=ask_id,
+                question=question,
+                wait_seconds=wait_seconds,
+                withdraw=withdraw,
             ),
             timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
         )

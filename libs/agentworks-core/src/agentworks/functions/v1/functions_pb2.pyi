@@ -450,16 +450,18 @@ class FileChunk(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., data: _Optional[bytes] = ..., media_type: _Optional[str] = ...) -> None: ...
 
 class AskInputRequest(_message.Message):
-    __slots__ = ("call_id", "ask_id", "question", "wait_seconds")
+    __slots__ = ("call_id", "ask_id", "question", "wait_seconds", "withdraw")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     ASK_ID_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAW_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     ask_id: str
     question: str
     wait_seconds: int
-    def __init__(self, call_id: _Optional[str] = ..., ask_id: _Optional[str] = ..., question: _Optional[str] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+    withdraw: bool
+    def __init__(self, call_id: _Optional[str] = ..., ask_id: _Optional[str] = ..., question: _Optional[str] = ..., wait_seconds: _Optional[int] = ..., withdraw: _Optional[bool] = ...) -> None: ...
 
 class AskInputResponse(_message.Message):
     __slots__ = ("answered", "reply", "status")
