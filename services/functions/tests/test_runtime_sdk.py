@@ -269,6 +269,30 @@ async def test_an_ask_that_timed_out_is_withdrawn_and_the_next_ask_works_F11_R1(
     assert [m.text for m in status.messages] == ["no answer to the first"]
 
 
+async def test_an_upload_that_finds_the_call_cancelled_stops_the_handler_as_cancelled_F15(
+    functions, identity, clients, echo, tmp_path
+):
+    """F15: UploadFile answers a cancelled call with FAILED_PRECONDITION ("has already
+    ended (cancelled)"); the SDK records the handler's end as cancelled, not as a lost
+    lease."""
+    started, proceed = asyncio.Event(), asyncio.Event()
+
+    async def handler(ctx: ExecutionContext) -> str:
+        started.set()
+        await proceed.wait()
+        await ctx.upload_file("late.txt", b"after the cancel")
+        return "never"
+
+    alice = await clients("user:alice")
+    async with worker(functions, identity, handler, tmp_path, lease_seconds=60) as outcomes:
+        receipt = await alice.call("crew:demo", echo, {"text": "x"})
+        await asyncio.wait_for(started.wait(), 20)
+        await alice.cancel(receipt.call_id)
+        proceed.set()
+        outcome = await asyncio.wait_for(outcomes.get(), 20)
+    assert (outcome.call_id, outcome.status) == (receipt.call_id, "cancelled")
+
+
 def _nested(depth: int) -> object:
     value: object = "bottom"
     for _ in range(depth):

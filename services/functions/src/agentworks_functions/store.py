@@ -197,8 +197,8 @@ def _when(value: str) -> datetime:
 def ended_message(call_id: str, status: str) -> str:
     if status == INTERRUPTED:
         return (
-            f"call {call_id} was recorded as interrupted (its lease expired); it is not "
-            "restarted — stop working on it"
+            f"call {call_id} was recorded as interrupted (its lease expired, or its runtime "
+            "gave it up); it is not restarted — stop working on it"
         )
     return f"call {call_id} has already ended ({status}); nothing more can be recorded"
 

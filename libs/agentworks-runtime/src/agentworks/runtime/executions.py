@@ -248,6 +248,8 @@ class ExecutionContext:
             try:
                 return await make()
             except errors.PreconditionFailed as exc:
+                if "has already ended (cancelled)" in exc.message:  # UploadFile's answer
+                    self._stop(self.cancelled, "execution.cancelled")
                 self.log.warning("execution.lease_lost", error=exc.message)
                 self._stop(self.lease_lost, "execution.lease_lost")
             except _TRANSIENT as exc:
