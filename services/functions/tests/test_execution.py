@@ -80,9 +80,7 @@ async def test_a_runtime_gives_an_execution_up_interrupted_with_its_evidence_F12
     assert [m.text for m in status.messages] == ["step 1 done"]
 
 
-async def test_a_runtime_withdraws_a_question_it_stopped_waiting_for_F11(
-    clients, echo, runtime
-):
+async def test_a_runtime_withdraws_a_question_it_stopped_waiting_for_F11(clients, echo, runtime):
     """F11: a runtime whose ask timed out withdraws the question: the call is running
     again, its status no longer shows it, a reply is refused, and a new question can be
     asked (it used to be refused while the old one stayed pending). Withdrawing after a
