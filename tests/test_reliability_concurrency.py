@@ -107,7 +107,10 @@ async def test_running_limit_and_dedup_hold_across_replicas_F5_F6_P3(
     owner = clients.get(FunctionsClient, addresses[0], "user:owner")
     await ops.register_target(target, owner="user:owner", running_limit=limit)
     await owner.declare_function(
-        target, "echo", input_schema={"type": "object"}, allowed_callers=["user:*"]
+        target,
+        "echo",
+        input_schema={"type": "object", "additionalProperties": True},
+        allowed_callers=["user:*"],
     )
 
     async def one(index: int, caller: int, key: int | None, replica: int):

@@ -91,7 +91,10 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
         await ops.register_target("crew:db", owner="user:owner", running_limit=1000)
         await ops.register_target("crew:idle", owner="user:owner")
         await owner.declare_function(
-            "crew:db", "echo", input_schema={"type": "object"}, allowed_callers=["user:*"]
+            "crew:db",
+            "echo",
+            input_schema={"type": "object", "additionalProperties": True},
+            allowed_callers=["user:*"],
         )
         before = await alice.call("crew:db", "echo", {"n": 0}, submission_id="before")
         held = await bot.claim_execution(["crew:db"], wait_seconds=5, lease_seconds=60)

@@ -291,7 +291,10 @@ async def test_kill_9_under_mixed_load_loses_duplicates_and_restarts_nothing(
     await ops_m.register_target(TARGET, owner="user:owner")
     await ops_f.register_target(TARGET, owner="user:owner", running_limit=6)
     await owner.declare_function(
-        TARGET, "work", input_schema={"type": "object"}, allowed_callers=["user:*"]
+        TARGET,
+        "work",
+        input_schema={"type": "object", "additionalProperties": True},
+        allowed_callers=["user:*"],
     )
     first = await client(MessagingClient, messaging.address, "user:s9").send("hi", target=TARGET)
     schedule = await timer.create_schedule(first.conversation_id, "tick", interval_seconds=1)
