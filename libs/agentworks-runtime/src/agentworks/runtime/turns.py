@@ -51,7 +51,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -74,6 +74,8 @@ from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 
 log = structlog.get_logger("agentworks.runtime")
+
+T = TypeVar("T")
 
 DELIVERY_KINDS: dict[int, str] = {
     m.DELIVERY_KIND_MESSAGE: "message",
@@ -233,23 +235,17 @@ class TurnContext:
             raise ValueError("wake_me(at=...) needs an aware datetime, e.g. datetime.now(UTC)")
         delay = None if after_seconds is None else max(0, math.ceil(after_seconds))
         submission_id = f"turn:{self.turn_id}:wake:{len(self.wake_ups) + 1}"
-        backoff = Backoff(initial=0.2, maximum=2.0)
-        for attempt in range(1, 4):
-            try:
-                wake_up = await self.scheduler.create_wake_up(
-                    self.conversation_id,
-                    at=at,
-                    delay_seconds=delay,
-                    note=note,
-                    submission_id=submission_id,
-                )
-                break
-            except _TRANSIENT as exc:
-                if attempt == 3:
-                    raise
-                pause = backoff.next()
-                self.log.warning("wake_up.retry", error=exc.message, retry_in=round(pause, 2))
-                await asyncio.sleep(pause)
+        scheduler = self.scheduler
+        wake_up = await self._retried(
+            "wake_up.retry",
+            lambda: scheduler.create_wake_up(
+                self.conversation_id,
+                at=at,
+                delay_seconds=delay,
+                note=note,
+                submission_id=submission_id,
+            ),
+        )
         self.wake_ups.append(wake_up)
         self.log.info(
             "wake_up.requested",
@@ -257,6 +253,21 @@ class TurnContext:
             due_at=wake_up.due_at.ToJsonString(),
         )
         return wake_up
+
+    async def _retried(self, event: str, make: Callable[[], Awaitable[T]]) -> T:
+        """`make()`, tried 3 times on UNAVAILABLE / DEADLINE_EXCEEDED (the request carries
+        its retry key, so a retry after a lost answer gets the same result)."""
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, 4):
+            try:
+                return await make()
+            except _TRANSIENT as exc:
+                if attempt == 3:
+                    raise
+                pause = backoff.next()
+                self.log.warning(event, error=exc.message, retry_in=round(pause, 2))
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     def _functions_client(self) -> FunctionsClient:
         if self.functions is None:
@@ -294,24 +305,17 @@ class TurnContext:
         """
         functions = self._functions_client()
         key = submission_id or f"turn:{self.turn_id}:call:{len(self.function_calls) + 1}"
-        backoff = Backoff(initial=0.2, maximum=2.0)
-        for attempt in range(1, 4):
-            try:
-                receipt = await functions.call(
-                    target,
-                    function,
-                    inputs,
-                    submission_id=key,
-                    notify_conversation_id=self.conversation_id,
-                    wait_seconds=wait_seconds,
-                )
-                break
-            except _TRANSIENT as exc:
-                if attempt == 3:
-                    raise
-                pause = backoff.next()
-                self.log.warning("function.retry", error=exc.message, retry_in=round(pause, 2))
-                await asyncio.sleep(pause)
+        receipt = await self._retried(
+            "function.retry",
+            lambda: functions.call(
+                target,
+                function,
+                inputs,
+                submission_id=key,
+                notify_conversation_id=self.conversation_id,
+                wait_seconds=wait_seconds,
+            ),
+        )
         self.function_calls.append(receipt)
         self.log.info(
             "function.called",
