@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from agentworks.core.db import Database
+from agentworks.core.db import Database, HotPool
 
 
 async def test_engine_statements_are_never_prepared_so_partial_indexes_stay_usable_S2_C10(
@@ -84,3 +84,19 @@ def test_a_database_is_described_without_its_password_P4():
     assert describe_database("postgresql+psycopg://aw:s3cret@h1,h2/x") == "aw@h1,h2/x"
     assert describe_database("host=/tmp dbname=x password=s3cret") == "/tmp/x"
     assert "s3cret" not in describe_database("host=h password=s3cret garbage")
+
+
+async def test_a_connection_in_use_when_the_pool_closes_is_closed_when_it_comes_back_P4(
+    database_url,
+):
+    """P4: a request still running when its service stops gives its connection back
+    after the pool was closed; it is closed then, not kept in a closed pool and left for
+    the garbage collector (a ResourceWarning and an open session on the server)."""
+    pool = HotPool(database_url, size=2)
+    async with pool.connection() as idle_one:
+        pass
+    async with pool.connection() as busy:
+        assert busy is idle_one  # reused while the pool is open
+        await pool.close()
+        assert idle_one is busy and not busy.closed
+    assert busy.closed

@@ -186,6 +186,7 @@ class HotPool:
         self._idle: list[tuple[psycopg.AsyncConnection, float]] = []
         self._max_age = max_age_seconds
         self.checked_out = 0
+        self._closed = False
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
@@ -232,8 +233,10 @@ class HotPool:
 
     async def _give_back(self, conn: psycopg.AsyncConnection, opened: float) -> None:
         idle = psycopg.pq.TransactionStatus.IDLE
-        if conn.closed or conn.broken or conn.info.transaction_status != idle:
-            await self._discard(conn)  # mid-statement after a cancel, or broken
+        if self._closed or conn.closed or conn.broken or conn.info.transaction_status != idle:
+            # Mid-statement after a cancel, broken, or back after the pool was closed (a
+            # request still running when its service stopped): never left open.
+            await self._discard(conn)
         else:
             self._idle.append((conn, opened))
 
@@ -244,6 +247,8 @@ class HotPool:
                 await conn.close()
 
     async def close(self) -> None:
+        """Close the idle connections now, and each one in use when it comes back."""
+        self._closed = True
         idle, self._idle = self._idle, []
         for conn, _ in idle:
             await self._discard(conn)
