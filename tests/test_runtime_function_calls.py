@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,6 +18,7 @@ import structlog
 
 from agentworks.core.clients import FunctionsClient, MessagingClient
 from agentworks.core.errors import PreconditionFailed
+from agentworks.core.testing import read_until
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import (
     ExecutionContext,
@@ -107,20 +107,6 @@ async def turn_worker(messaging, minter, handler, **kwargs) -> AsyncIterator[Tur
         await asyncio.wait_for(task, WAIT)
 
 
-async def read_until(client: MessagingClient, inbox_id: str, count: int) -> list[str]:
-    """Long-poll the inbox until it holds `count` messages (or fail at the deadline)."""
-    deadline = time.monotonic() + WAIT
-    texts: list[str] = []
-    cursor = ""
-    while len(texts) < count:
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"only {texts} arrived within {WAIT} s"
-        page = await client.read(inbox_id, after=cursor, wait_seconds=max(1, int(remaining)))
-        texts += [msg.text for msg in page.messages]
-        cursor = page.next_cursor or cursor
-    return texts
-
-
 async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_f13_f14_r1(
     messaging, functions, tools, alice, identity
 ):
@@ -165,7 +151,7 @@ async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_
         on_finished=outcomes.put_nowait,
     ):
         receipt = await alice.send("hello", target=CREW)
-        texts = await read_until(alice, receipt.inbox_id, 2)
+        texts = await read_until(alice, receipt.inbox_id, 2, WAIT)
         first = await asyncio.wait_for(outcomes.get(), WAIT)
         second = await asyncio.wait_for(outcomes.get(), WAIT)
 
@@ -239,5 +225,5 @@ async def test_function_calls_need_a_functions_address_f13_f14(messaging, alice,
 
     async with turn_worker(messaging, identity(AGENT), handler):
         receipt = await alice.send("shout hi", target=CREW)
-        assert await read_until(alice, receipt.inbox_id, 1) == ["cannot call functions here"]
+        assert await read_until(alice, receipt.inbox_id, 1, WAIT) == ["cannot call functions here"]
     assert len(refused) == 4

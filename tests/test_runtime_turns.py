@@ -14,7 +14,6 @@ import os
 import secrets
 import signal
 import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -24,7 +23,7 @@ import structlog
 from agentworks.core.clients import MessagingClient, SchedulerClient
 from agentworks.core.errors import PreconditionFailed, Unauthenticated, Unavailable
 from agentworks.core.identity import Minter
-from agentworks.core.testing import service_env
+from agentworks.core.testing import read_until, service_env
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker, delivery_attributes
 from agentworks.runtime.config import RuntimeConfig
@@ -112,24 +111,6 @@ class Worker:
 
 async def read_all(client: MessagingClient, inbox_id: str) -> list[m.Message]:
     return list((await client.read(inbox_id, limit=100)).messages)
-
-
-async def read_until(
-    client: MessagingClient, inbox_id: str, count: int, timeout: float = WAIT
-) -> list[str]:
-    """Long-poll the inbox until it holds `count` messages (or fail at the deadline)."""
-    deadline = time.monotonic() + timeout
-    texts: list[str] = []
-    cursor = ""
-    while len(texts) < count:
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"only {texts} arrived within {timeout} s"
-        page = await client.read(
-            inbox_id, after=cursor, wait_seconds=max(1, min(25, int(remaining)))
-        )
-        texts += [msg.text for msg in page.messages]
-        cursor = page.next_cursor or cursor
-    return texts
 
 
 async def deliveries(client: MessagingClient, conversation_id: str) -> list[m.Delivery]:

@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 
@@ -433,3 +434,20 @@ async def scrape_until(port: int, check, *, prefix: str = "agentworks_", timeout
             shown = current.lines(prefix) if current else "(no answer)"
             raise AssertionError(f"metrics did not reach the expected values:\n{shown}")
         await asyncio.sleep(0.05)
+
+
+async def read_until(client, inbox_id: str, count: int, timeout: float = 10.0) -> list[str]:
+    """Long-poll an inbox (a MessagingClient's `read`) until it holds `count` messages;
+    their texts. Fails the test at the deadline, naming what arrived."""
+    deadline = time.monotonic() + timeout
+    texts: list[str] = []
+    cursor = ""
+    while len(texts) < count:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"only {texts} arrived within {timeout} s"
+        page = await client.read(
+            inbox_id, after=cursor, wait_seconds=max(1, min(25, int(remaining)))
+        )
+        texts += [msg.text for msg in page.messages]
+        cursor = page.next_cursor or cursor
+    return texts
