@@ -13,17 +13,23 @@ WORKDIR /app
 COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
-# Then our own packages (core and runtime share the `agentworks` namespace package).
+# Then our own packages (proto, client, server and runtime share the `agentworks`
+# namespace package).
 COPY libs/ libs/
 COPY services/ services/
+COPY tools/ tools/
 RUN pip install --no-deps --no-build-isolation \
-        ./libs/agentworks-core \
+        ./libs/agentworks-proto \
+        ./libs/agentworks-client \
+        ./libs/agentworks-server \
         ./libs/agentworks-runtime \
         ./services/messaging \
         ./services/functions \
         ./services/scheduler \
         ./services/gateway \
-    && rm -rf libs services
+        ./tools/agentworks-cli \
+        ./tools/agentworks-dev \
+    && rm -rf libs services tools
 
 RUN useradd --system --uid 10001 --home-dir /app agentworks \
     && mkdir -p /app/.agentworks \

@@ -5,9 +5,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PACKAGES := libs/agentworks-core libs/agentworks-runtime \
-            services/messaging services/functions services/scheduler services/gateway
-STUBS := libs/agentworks-core/src
+PACKAGES := libs/agentworks-proto libs/agentworks-client libs/agentworks-server libs/agentworks-runtime \
+            services/messaging services/functions services/scheduler services/gateway \
+            tools/agentworks-cli tools/agentworks-dev
+STUBS := libs/agentworks-proto/src
 PROTOS := $(shell find proto -name '*.proto' | sort)
 PYTEST_ARGS ?=
 REPLICAS ?= 1
@@ -50,7 +51,7 @@ lock: ## Recompile requirements.lock from requirements.in
 	$(BIN)/pip-compile -q --strip-extras --no-header --output-file requirements.lock requirements.in
 
 proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
-	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/core/*' -not -path '*/__pycache__/*' -delete
+	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' -delete
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(STUBS) --pyi_out=$(STUBS) \
 	  --grpc_python_out=$(STUBS) $(PROTOS)
 
@@ -61,7 +62,7 @@ check-proto: $(BIN)/.installed ## Fail when the committed stubs differ from what
 	for f in $$(cd $$tmp && find . -type f | sort); do \
 	  cmp -s $$tmp/$$f $(STUBS)/$$f || { echo "stale stub: $$f (run make proto)"; rm -rf $$tmp; exit 1; }; \
 	done; \
-	extra=$$(cd $(STUBS) && find agentworks -name '*_pb2*.py*' -not -path '*/core/*' -not -path '*/__pycache__/*' | while read f; do test -f $$tmp/$$f || echo $$f; done); \
+	extra=$$(cd $(STUBS) && find agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' | while read f; do test -f $$tmp/$$f || echo $$f; done); \
 	rm -rf $$tmp; \
 	if [ -n "$$extra" ]; then echo "stub without a proto: $$extra"; exit 1; fi; \
 	echo "stubs are up to date"
@@ -102,7 +103,7 @@ down: ## docker compose down
 	docker compose down
 
 docs: $(BIN)/.installed ## Regenerate generated docs (docs/cli.md)
-	$(BIN)/python -m agentworks_gateway.cli_docs > docs/cli.md
+	$(BIN)/python -m agentworks_cli.docs > docs/cli.md
 
 clean: ## Remove the venv and caches (keeps .agentworks data)
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,7 +1,7 @@
 """Fixtures shared by every test in the repository: services started in-process.
 
 Database fixtures (`database_url`, `internal_key`, `identity`) come from the
-`agentworks.core.testing` plugin. Each service fixture starts that service on an
+`agentworks.server.testing` plugin. Each service fixture starts that service on an
 ephemeral port against the test's own database and stops it afterwards.
 """
 
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.core.testing import service_env
+from agentworks.server.testing import service_env
+
+# The gateway stack (gateway, tokens, CLI, MCP sessions), for the gateway and CLI tests.
+pytest_plugins = ["tests.fixtures.gateway"]
 
 
 @pytest.fixture

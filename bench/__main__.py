@@ -15,7 +15,7 @@ import platform
 import sys
 import traceback
 
-from agentworks.core.logging import configure_logging
+from agentworks.client.logging import configure_logging
 from bench import functions, gateway, growth, messaging
 from bench.harness import Processes, Report, postgres
 

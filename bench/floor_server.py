@@ -11,8 +11,8 @@ import os
 
 import grpc
 
-from agentworks.core.rpc import GrpcServer
-from agentworks.core.service import wait_for_signal
+from agentworks.server.rpc import GrpcServer
+from agentworks.server.service import wait_for_signal
 
 METHOD = "/agentworks.bench.Floor/Empty"
 

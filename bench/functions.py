@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 import psutil
 import psycopg
 
-from agentworks.core import errors
-from agentworks.core.clients import FunctionsClient
-from agentworks.core.db import libpq_url
-from agentworks.core.identity import Minter
+from agentworks.client import FunctionsClient, errors
+from agentworks.client.identity import Minter
 from agentworks.runtime.executions import ExecutionContext, ExecutionWorker
+from agentworks.server.db import libpq_url
 from bench.harness import Processes, Report, Row, median, percentile
 
 TARGET = "crew:bench"

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.db import libpq_url, with_database
-from agentworks.core.identity import Minter
+from agentworks.client import MessagingClient
+from agentworks.client.identity import Minter
+from agentworks.server.db import libpq_url, with_database
 from agentworks_messaging.service import encode_cursor
 from agentworks_scheduler.config import Config as SchedulerConfig
 from agentworks_scheduler.server import SchedulerRunning

@@ -19,8 +19,8 @@ import grpc
 import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentworks.core.db import with_database
-from agentworks.core.embedded import start_embedded
+from agentworks.server.db import with_database
+from agentworks.server.embedded import start_embedded
 
 
 def free_port() -> int:

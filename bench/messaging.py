@@ -11,9 +11,9 @@ import grpc
 import psutil
 import psycopg
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.identity import Minter
-from agentworks.core.rpc import channel_options
+from agentworks.client import MessagingClient
+from agentworks.client.identity import Minter
+from agentworks.client.rpc import channel_options
 from bench.floor_server import METHOD
 from bench.harness import Processes, Report, Row, median, percentile
 

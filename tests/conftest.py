@@ -1,7 +1,7 @@
 """Fixtures for the cross-service tests, and the reliability report (docs/reliability.md).
 
 Reliability tests carry `@pytest.mark.reliability(scenario=..., action=..., check=...)`
-(registered by the `agentworks.core.testing` plugin, so every package may use it). A
+(registered by the `agentworks.server.testing` plugin, so every package may use it). A
 module may instead set `RELIABILITY = {"scenario": ..., "action": ..., "check": ...,
 "test": <the test function it describes>}`. With
 `AGENTWORKS_WRITE_RELIABILITY=1` the session records the outcome of every such test and
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentworks.core.testing import service_env
+from agentworks.server.testing import service_env
 
 MARKER = (
     "reliability(scenario, action, check): a row of docs/reliability.md "

@@ -26,9 +26,9 @@ from typing import Any
 import grpc
 import pytest
 
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.identity import METADATA_KEY, mint
 from agentworks.common.v1 import common_pb2
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.identity import METADATA_KEY, mint
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2 as m

@@ -14,9 +14,9 @@ import textwrap
 
 import pytest
 
-from agentworks.core.clients import FunctionsClient
-from agentworks.core.clients.common import target_ref
-from agentworks.core.clients.functions import call_result
+from agentworks.client import FunctionsClient
+from agentworks.client.common import target_ref
+from agentworks.client.functions import call_result
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker

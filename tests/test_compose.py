@@ -20,12 +20,16 @@ RUNTIMES = {"demo-runtime", "demo-functions"}
 LONG_RUNNING = {*GRPC_SERVICES, "gateway", *RUNTIMES}
 JOBS = {"bootstrap"}
 PACKAGES = [
-    "libs/agentworks-core",
+    "libs/agentworks-proto",
+    "libs/agentworks-client",
+    "libs/agentworks-server",
     "libs/agentworks-runtime",
     "services/messaging",
     "services/functions",
     "services/scheduler",
     "services/gateway",
+    "tools/agentworks-cli",
+    "tools/agentworks-dev",
 ]
 
 

@@ -31,12 +31,12 @@ import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentworks.core.clients import FunctionsClient, SchedulerClient
-from agentworks.core.clients.functions import call_result
-from agentworks.core.identity import METADATA_KEY, Minter, mint
+from agentworks.client import FunctionsClient, SchedulerClient
+from agentworks.client.functions import call_result
+from agentworks.client.identity import METADATA_KEY, Minter, mint
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.scheduler.v1 import scheduler_pb2
-from agentworks_gateway.up import GRPC_SERVICES, has_main
+from agentworks_dev.up import GRPC_SERVICES, has_main
 
 pytestmark = pytest.mark.timeout(120)
 

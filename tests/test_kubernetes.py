@@ -36,12 +36,16 @@ METRICS_PORT = 9100
 # Oldest Kubernetes with native gRPC probes on by default (GA), and the newest schema.
 SCHEMA_VERSIONS = ("1.27.0", "latest")
 PACKAGES = [
-    "libs/agentworks-core",
+    "libs/agentworks-proto",
+    "libs/agentworks-client",
+    "libs/agentworks-server",
     "libs/agentworks-runtime",
     "services/messaging",
     "services/functions",
     "services/scheduler",
     "services/gateway",
+    "tools/agentworks-cli",
+    "tools/agentworks-dev",
 ]
 # Values standing in for the Secret's keys when the containers' env is resolved.
 FAKE_SECRETS = {
@@ -339,8 +343,8 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
     addresses, database URL, internal key, pool size, peers (gRPC Service DNS names);
     and it sets no variable of the process's own prefix that no setting reads."""
     from agentworks.runtime.config import RuntimeConfig
+    from agentworks_dev.up import parse_args
     from agentworks_gateway.config import Config as GatewayConfig
-    from agentworks_gateway.up import parse_args
 
     for key in ("MESSAGING_ADDRESS", "FUNCTIONS_ADDRESS", "SCHEDULER_ADDRESS"):
         service, namespace, port = _address(configmap[key])
@@ -388,14 +392,23 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
 def test_env_names_are_ones_the_code_reads_p5(objects):
     """P5: no misspelt variable: each env name a container sets appears in the code that
     reads it (`<PREFIX>_<NAME>` through `Env(prefix)`, or the whole name)."""
-    core = (ROOT / "libs/agentworks-core/src/agentworks/core/config.py").read_text()
+    core = "".join(
+        (ROOT / f).read_text()
+        for f in (
+            "libs/agentworks-client/src/agentworks/client/settings.py",
+            "libs/agentworks-server/src/agentworks/server/config.py",
+        )
+    )
     gateway_src = ROOT / "services/gateway/src/agentworks_gateway"
     readers = {name: (name.upper(), [core, _config_source(name)]) for name in GRPC_SERVICES}
     readers["gateway"] = ("GATEWAY", [core, (gateway_src / "config.py").read_text()])
     runtime = (ROOT / "libs/agentworks-runtime/src/agentworks/runtime/config.py").read_text()
     readers["demo-runtime"] = ("AGENTWORKS", [core, runtime])
     readers["demo-functions"] = ("AGENTWORKS", [core, runtime])
-    readers["agentworks-bootstrap"] = ("AGENTWORKS", [core, (gateway_src / "up.py").read_text()])
+    readers["agentworks-bootstrap"] = (
+        "AGENTWORKS",
+        [core, (ROOT / "tools/agentworks-dev/src/agentworks_dev/up.py").read_text()],
+    )
     for name, workload in _workloads(objects).items():
         prefix, sources = readers[name]
         for var in _container(workload)["env"]:
@@ -429,7 +442,7 @@ def test_images_and_commands_are_the_declared_entry_points_p5(objects, kustomiza
     assert runtime == ["agentworks-runtime", "demo"]
     bootstrap = _container(objects[("Job", "agentworks-bootstrap")])["command"]
     assert bootstrap[:3] == ["agentworks", "up", "--bootstrap-only"]
-    assert scripts["agentworks"] == "agentworks_gateway.cli:main"
+    assert scripts["agentworks"] == "agentworks_cli.main:main"
     demo = objects[("Deployment", "demo-runtime")]
     assert demo["metadata"]["labels"]["app.kubernetes.io/component"] == "demo"
 

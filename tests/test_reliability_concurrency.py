@@ -18,8 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentworks.core import errors
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient, errors
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 pytestmark = pytest.mark.timeout(300)

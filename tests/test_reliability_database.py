@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 import psycopg
 import pytest
 
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.errors import AgentWorksError, DeadlineExceeded, Unavailable
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_scheduler.models import Due
 

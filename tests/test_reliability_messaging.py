@@ -12,8 +12,8 @@ import time
 import psycopg
 import pytest
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
+from agentworks.client import MessagingClient
+from agentworks.client.errors import AgentWorksError, DeadlineExceeded, Unavailable
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.errors import Busy, DeadlineExceeded, Unavailable
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.errors import Busy, DeadlineExceeded, Unavailable
 
 SOAK_SECONDS = float(os.environ.get("AGENTWORKS_SOAK_SECONDS") or 0)
 SEED = int(os.environ.get("AGENTWORKS_FAULT_SEED") or 7)
@@ -52,9 +52,9 @@ pytestmark = pytest.mark.timeout(int(max(150, SOAK_SECONDS * 3 + 150)))
 # before it acts on it. A killed incarnation leaves its log behind.
 RUNTIME = r"""
 import asyncio, os, random, sys, time
-from agentworks.core import errors
-from agentworks.core.clients import FunctionsClient, MessagingClient
-from agentworks.core.identity import Minter
+from agentworks.client import errors
+from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.client.identity import Minter
 
 KEY = os.environ["AGENTWORKS_INTERNAL_KEY"]
 LOG = open(os.environ["RUNTIME_LOG"], "a", buffering=1)  # a line reaches the file at once

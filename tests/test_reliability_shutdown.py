@@ -13,8 +13,8 @@ import urllib.request
 import psycopg
 import pytest
 
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.errors import Unavailable
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.errors import Unavailable
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,10 +11,10 @@ import asyncio
 
 import pytest
 
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.errors import Busy
-from agentworks.core.testing import service_env
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.errors import Busy
 from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks.server.testing import service_env
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,9 +16,8 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
-from agentworks.core.clients import FunctionsClient, MessagingClient
-from agentworks.core.errors import PreconditionFailed
-from agentworks.core.testing import read_until
+from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.client.errors import PreconditionFailed
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import (
     ExecutionContext,
@@ -28,6 +27,7 @@ from agentworks.runtime import (
     TurnWorker,
     delivery_attributes,
 )
+from agentworks.server.testing import read_until
 
 CREW = "crew:demo"
 AGENT = "agent:demo/demo-bot"

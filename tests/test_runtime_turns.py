@@ -20,10 +20,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from agentworks.core.clients import MessagingClient, SchedulerClient
-from agentworks.core.errors import PreconditionFailed, Unauthenticated, Unavailable
-from agentworks.core.identity import Minter
-from agentworks.core.testing import read_until, service_env
+from agentworks.client import MessagingClient, SchedulerClient
+from agentworks.client.errors import PreconditionFailed, Unauthenticated, Unavailable
+from agentworks.client.identity import Minter
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker, delivery_attributes
 from agentworks.runtime.config import RuntimeConfig
@@ -31,6 +30,7 @@ from agentworks.runtime.demo import handle_turn as demo_handle_turn
 from agentworks.runtime.demo import reminder_delay
 from agentworks.runtime.serving import run_until_signal
 from agentworks.scheduler.v1 import scheduler_pb2 as s
+from agentworks.server.testing import read_until, service_env
 
 CREW = "crew:demo"
 AGENT = "agent:demo/demo-bot"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from agentworks.core.config import ConfigError
+from agentworks.client.settings import ConfigError
 from agentworks.runtime.config import RuntimeConfig
 
 BASE = {

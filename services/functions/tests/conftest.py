@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.core.clients import FunctionsClient
+from agentworks.client import FunctionsClient
 
 # Fast sweeps and short leases so lease-expiry tests finish in about a second.
 FAST = {

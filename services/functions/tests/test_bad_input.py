@@ -15,11 +15,11 @@ import psycopg
 import pytest
 from google.protobuf import struct_pb2
 
+from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
-from agentworks.core.identity import METADATA_KEY
-from agentworks.core.testing import database_snapshot
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
+from agentworks.server.testing import database_snapshot
 
 CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
 WORKFLOW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_WORKFLOW, name="wf-1")

@@ -10,8 +10,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from agentworks.core import errors
-from agentworks.core.clients import FunctionsClient
+from agentworks.client import FunctionsClient, errors
 
 
 async def count_calls(database_url: str) -> int:

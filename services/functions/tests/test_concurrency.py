@@ -6,7 +6,7 @@ import asyncio
 
 import psycopg
 
-from agentworks.core import errors
+from agentworks.client import errors
 
 
 async def count_calls(database_url: str) -> tuple[int, int]:

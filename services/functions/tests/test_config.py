@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from agentworks.core.config import ConfigError
-from agentworks.core.testing import failed_start, free_port, service_env
+from agentworks.client.settings import ConfigError
+from agentworks.server.testing import failed_start, free_port, service_env
 from agentworks_functions.config import Config
 
 pytestmark = pytest.mark.timeout(90)

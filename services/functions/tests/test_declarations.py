@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from agentworks.core import errors
+from agentworks.client import errors
 
 ECHO_SCHEMA = {
     "type": "object",

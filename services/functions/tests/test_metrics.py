@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.core import errors
-from agentworks.core.clients import FunctionsClient
-from agentworks.core.testing import free_port, scrape_until
+from agentworks.client import FunctionsClient, errors
+from agentworks.server.testing import free_port, scrape_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import psycopg
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.db import Database
+from agentworks.client import MessagingClient
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.server.db import Database
 from agentworks_functions.store import FunctionsStore
 
 

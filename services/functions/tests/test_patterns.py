@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from agentworks.core.clients import FunctionsClient
-from agentworks.core.errors import InvalidArgument
+from agentworks.client import FunctionsClient
+from agentworks.client.errors import InvalidArgument
 from agentworks_functions.patterns import MATCH_BUDGET, MAX_PATTERN_PROGRAM, compile_pattern
 from agentworks_functions.schemas import check_schema, violations
 

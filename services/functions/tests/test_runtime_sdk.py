@@ -13,8 +13,8 @@ import pytest
 import structlog.testing
 from prometheus_client import REGISTRY
 
-from agentworks.core import errors
-from agentworks.core.clients.functions import FunctionsClient, call_result
+from agentworks.client import errors
+from agentworks.client.functions import FunctionsClient, call_result
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import demo_functions
 from agentworks.runtime.executions import (
@@ -476,7 +476,7 @@ async def test_worker_logs_and_serves_on_when_the_service_refuses_both_finishes_
 RUNTIME_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys
-    from agentworks.core.identity import Minter
+    from agentworks.client.identity import Minter
     from agentworks.runtime.executions import ExecutionWorker
 
     async def handler(ctx):
@@ -665,7 +665,7 @@ async def test_worker_warns_at_start_about_unhandled_functions_and_unknown_targe
 STOPPING_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys
-    from agentworks.core.identity import Minter
+    from agentworks.client.identity import Minter
     from agentworks.runtime.executions import ExecutionWorker
     from agentworks.runtime.serving import run_until_signal
 

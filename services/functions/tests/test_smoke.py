@@ -1,6 +1,6 @@
 """A call end to end: call, claim, report, upload, finish, status, read."""
 
-from agentworks.core.clients.functions import call_result
+from agentworks.client.functions import call_result
 
 
 async def test_call_claim_report_finish_status_F4_F7_F8_R1(clients, echo, runtime, summarize):

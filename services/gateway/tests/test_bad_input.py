@@ -28,9 +28,9 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.identity import Minter
-from agentworks.core.testing import database_snapshot, service_env
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.identity import Minter
+from agentworks.server.testing import database_snapshot, service_env
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
 from agentworks_gateway.config import Config

@@ -20,9 +20,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentworks.core.config import ConfigError
-from agentworks.core.db import sqlalchemy_url
+from agentworks.client.settings import ConfigError
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
+from agentworks.server.db import sqlalchemy_url
 from agentworks_gateway.config import Config
 from agentworks_gateway.tokens import ensure_token, new_token
 

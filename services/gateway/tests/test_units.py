@@ -10,8 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agentworks.core.errors import InvalidArgument, NotFound, PreconditionFailed
-from agentworks_gateway import cli, cli_docs, tools
+from agentworks.client.errors import InvalidArgument, NotFound, PreconditionFailed
+from agentworks_cli import docs as cli_docs
+from agentworks_cli import main as cli
+from agentworks_gateway import tools
 from agentworks_gateway.config import LOCAL_HOSTS, Config
 from agentworks_gateway.tokens import ensure_token, hash_token, new_token
 
@@ -189,7 +191,7 @@ def test_every_error_code_has_a_documented_exit_code_G3():
 
 
 def test_docs_cli_md_is_generated_from_the_current_parser_G3():
-    """G3: docs/cli.md matches `python -m agentworks_gateway.cli_docs` (run `make docs`)."""
+    """G3: docs/cli.md matches `python -m agentworks_cli.docs` (run `make docs`)."""
     rendered = cli_docs.render()
     for command in ("messages send", "messages read", "targets register", "tokens revoke"):
         assert f"### `agentworks {command}`" in rendered

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from google.protobuf import json_format
 
-from agentworks.core.clients.scheduler import (
+from agentworks.client.scheduler import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     signed_webhook_headers,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.core.clients import MessagingClient
+from agentworks.client import MessagingClient
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
-from agentworks.core.identity import METADATA_KEY
-from agentworks.core.testing import database_snapshot
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.server.testing import database_snapshot
 
 CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
 NO_KIND = common_pb2.TargetRef(name="demo")

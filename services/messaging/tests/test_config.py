@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from agentworks.core import testing
-from agentworks.core.config import ConfigError
-from agentworks.core.testing import free_port, scrape, service_env
+from agentworks.client.settings import ConfigError
+from agentworks.server import testing
+from agentworks.server.testing import free_port, scrape, service_env
 from agentworks_messaging.config import Config
 
 pytestmark = pytest.mark.timeout(90)

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.testing import free_port, scrape_until
+from agentworks.client import MessagingClient
+from agentworks.server.testing import free_port, scrape_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,8 +8,8 @@ import time
 import psycopg
 import pytest
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
+from agentworks.client import MessagingClient
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.messaging.v1 import messaging_pb2 as pb
 
 

@@ -8,8 +8,8 @@ import grpc
 import psycopg
 import pytest
 
-from agentworks.core.clients import MessagingClient
-from agentworks.core.errors import (
+from agentworks.client import MessagingClient
+from agentworks.client.errors import (
     Conflict,
     InvalidArgument,
     NotFound,

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 import psycopg
 import pytest
 
-from agentworks.core.clients import MessagingClient, SchedulerClient
-from agentworks.core.testing import service_env
+from agentworks.client import MessagingClient, SchedulerClient
+from agentworks.server.testing import service_env
 from agentworks_scheduler.config import Config
 from agentworks_scheduler.server import SchedulerRunning, start
 from agentworks_scheduler.service import SchedulerService

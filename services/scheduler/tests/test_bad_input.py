@@ -15,11 +15,11 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.core.clients.scheduler import signed_webhook_headers, webhook_signature
-from agentworks.core.identity import METADATA_KEY
-from agentworks.core.testing import database_snapshot
+from agentworks.client.identity import METADATA_KEY
+from agentworks.client.scheduler import signed_webhook_headers, webhook_signature
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
+from agentworks.server.testing import database_snapshot
 
 BOT, ALICE, OPS, GATEWAY = "agent:demo/bot", "user:alice", "user:ops", "service:gateway"
 UNKNOWN_UUID = "00000000-0000-0000-0000-000000000000"

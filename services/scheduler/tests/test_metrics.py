@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentworks.core.clients import MessagingClient, SchedulerClient
-from agentworks.core.testing import free_port, scrape_until
+from agentworks.client import MessagingClient, SchedulerClient
+from agentworks.server.testing import free_port, scrape_until
 
 pytestmark = pytest.mark.timeout(120)
 

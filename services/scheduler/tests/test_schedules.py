@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from agentworks.core.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
+from agentworks.client.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 BOT = "agent:demo/bot"

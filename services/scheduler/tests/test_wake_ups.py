@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from agentworks.core.clients import SchedulerClient
-from agentworks.core.errors import (
+from agentworks.client import SchedulerClient
+from agentworks.client.errors import (
     Busy,
     Conflict,
     InvalidArgument,
@@ -19,7 +19,7 @@ from agentworks.core.errors import (
     PreconditionFailed,
     Unauthenticated,
 )
-from agentworks.core.identity import Minter
+from agentworks.client.identity import Minter
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 

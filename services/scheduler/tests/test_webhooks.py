@@ -7,19 +7,19 @@ import time
 
 import pytest
 
-from agentworks.core.clients.scheduler import (
-    DELIVERY_HEADER,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    signed_webhook_headers,
-    webhook_signature,
-)
-from agentworks.core.errors import (
+from agentworks.client.errors import (
     Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
     Unauthenticated,
+)
+from agentworks.client.scheduler import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    signed_webhook_headers,
+    webhook_signature,
 )
 from agentworks.messaging.v1 import messaging_pb2 as m
 

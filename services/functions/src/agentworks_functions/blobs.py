@@ -17,7 +17,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from agentworks.core.db import Database
+from agentworks.server.db import Database
 from agentworks_functions import tables as t
 
 # Every chunk but a blob's last has exactly this size, so a byte range maps to chunks.

@@ -1,6 +1,6 @@
 """Functions' own Prometheus metrics (P4): running calls and busy refusals, per target.
 
-The core metrics (RPCs, pool, long-polls) are in `agentworks.core.metrics`. The gauges
+The core metrics (RPCs, pool, long-polls) are in `agentworks.server.metrics`. The gauges
 describe the whole database, not this process: every replica reports the same values
 (aggregate with max(), not sum()). `refresh` recomputes them with one query, every
 `FUNCTIONS_METRICS_REFRESH_SECONDS`, only while metrics are served. The busy counter is
@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 from prometheus_client import Counter, Gauge
 
-from agentworks.core.db import Database
-from agentworks.core.errors import Busy
-from agentworks.core.metrics import inline_sql, publish, refresher
+from agentworks.client.errors import Busy
+from agentworks.server.db import Database
+from agentworks.server.metrics import inline_sql, publish, refresher
 from agentworks_functions import tables as t
 from agentworks_functions.config import Config
 from agentworks_functions.models import OPEN_STATUSES, RUNNING, TargetKey

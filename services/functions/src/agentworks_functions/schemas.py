@@ -16,9 +16,9 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
-from agentworks.core.checks import check_json_depth
-from agentworks.core.errors import InvalidArgument
-from agentworks.core.identity import PRINCIPAL_RE
+from agentworks.client.checks import check_json_depth
+from agentworks.client.errors import InvalidArgument
+from agentworks.client.identity import PRINCIPAL_RE
 from agentworks_functions.models import WorkflowBinding, WorkflowVariable
 from agentworks_functions.patterns import (
     MatchBudget,

@@ -13,19 +13,18 @@ import structlog
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from agentworks.client import MessagingClient, delivery_request, errors
+from agentworks.client.errors import InvalidArgument
+from agentworks.client.identity import Minter, caller
+from agentworks.client.structs import struct_json
+from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
-from agentworks.core import errors
-from agentworks.core.clients import MessagingClient, delivery_request
-from agentworks.core.db import Database
-from agentworks.core.errors import InvalidArgument
-from agentworks.core.identity import Minter, caller
-from agentworks.core.rpc import GrpcServer
-from agentworks.core.service import Running, main_for, prepare_database, read_config
-from agentworks.core.structs import struct_json
-from agentworks.core.targets import check_target
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2
+from agentworks.server.db import Database
+from agentworks.server.rpc import GrpcServer
+from agentworks.server.service import Running, main_for, prepare_database, read_config
 from agentworks_functions.config import Config
 from agentworks_functions.metrics import start_refresh
 from agentworks_functions.models import (

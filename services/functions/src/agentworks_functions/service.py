@@ -17,10 +17,10 @@ from typing import Any
 
 import structlog
 
-from agentworks.core.checks import bounded, check_json_depth, check_no_nul, request_hash
-from agentworks.core.db import Listener, Waiter
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
-from agentworks.core.identity import Identity, check_principal
+from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
+from agentworks.client.identity import Identity, check_principal
+from agentworks.server.db import Listener, Waiter
 from agentworks_functions.config import MAX_RUNNING_LIMIT
 from agentworks_functions.metrics import counting_busy
 from agentworks_functions.models import (

@@ -32,14 +32,14 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.core.db import Database, fetch_one, fixed_sql, notify
-from agentworks.core.errors import (
+from agentworks.client.errors import (
     Busy,
     Conflict,
     InvalidArgument,
     NotFound,
     PreconditionFailed,
 )
+from agentworks.server.db import Database, fetch_one, fixed_sql, notify
 from agentworks_functions import tables as t
 from agentworks_functions.blobs import Blob, BlobStore, PostgresBlobStore
 from agentworks_functions.models import (

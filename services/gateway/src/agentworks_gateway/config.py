@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import Env, ServiceConfig
+from agentworks.client.settings import Env
+from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 8080
 # Hosts and origins the MCP endpoint accepts by default (DNS-rebinding protection).

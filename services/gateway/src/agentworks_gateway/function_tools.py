@@ -10,11 +10,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentworks.core import errors
-from agentworks.core.clients import target_str
-from agentworks.core.clients.functions import call_result
-from agentworks.core.identity import Identity
-from agentworks.core.structs import plain, struct_json
+from agentworks.client import errors, target_str
+from agentworks.client.functions import call_result
+from agentworks.client.identity import Identity
+from agentworks.client.structs import plain, struct_json
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.toolkit import (
     INT64_MAX,

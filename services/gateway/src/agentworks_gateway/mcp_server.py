@@ -18,8 +18,8 @@ import structlog
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from agentworks.core import errors
-from agentworks.core.identity import Identity
+from agentworks.client import errors
+from agentworks.client.identity import Identity
 from agentworks_gateway import tools
 from agentworks_gateway.api import ApiClient, ApiError
 

@@ -16,9 +16,9 @@ import time
 import structlog
 from prometheus_client import Counter
 
-from agentworks.core import errors
-from agentworks.core.db import Database
-from agentworks.core.metrics import POOL_CHECKED_OUT
+from agentworks.client import errors
+from agentworks.server.db import Database
+from agentworks.server.metrics import POOL_CHECKED_OUT
 
 log = structlog.get_logger("agentworks.gateway")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.core import errors
-from agentworks.core.identity import Identity
+from agentworks.client import errors
+from agentworks.client.identity import Identity
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks_gateway.toolkit import INT64_MAX, Args, Tool, action_rule, parse_time, timestamp
 

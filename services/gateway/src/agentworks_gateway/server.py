@@ -27,10 +27,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentworks.core import errors
-from agentworks.core.db import Database
-from agentworks.core.identity import Identity
-from agentworks.core.service import (
+from agentworks.client import errors
+from agentworks.client.identity import Identity
+from agentworks.server.db import Database
+from agentworks.server.service import (
     CONFIG_ERROR,
     StartFailed,
     prepare_database,
@@ -414,8 +414,8 @@ async def start(config: Config) -> RunningGateway:
 
 def main() -> None:
     """Run the gateway until SIGTERM/SIGINT, then drain and stop."""
-    from agentworks.core.logging import configure_logging
-    from agentworks.core.tracing import configure_tracing, trace_database
+    from agentworks.client.logging import configure_logging
+    from agentworks.server.tracing import configure_tracing, trace_database
 
     config = read_config("gateway", Config.from_env)
     configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)

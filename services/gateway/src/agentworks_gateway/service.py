@@ -15,10 +15,10 @@ from typing import TypeVar
 import grpc
 import structlog
 
-from agentworks.core.clients import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.core.errors import NotFound, PermissionDenied, Unauthenticated
-from agentworks.core.identity import Identity, Minter, check_principal
-from agentworks.core.rpc import channel_options, channel_target
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.errors import NotFound, PermissionDenied, Unauthenticated
+from agentworks.client.identity import Identity, Minter, check_principal
+from agentworks.client.rpc import channel_options, channel_target
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.config import Config
 from agentworks_gateway.store import TokenStore

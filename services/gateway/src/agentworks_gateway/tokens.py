@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentworks.core.errors import InvalidArgument
-from agentworks.core.identity import OPERATOR, check_principal
+from agentworks.client.errors import InvalidArgument
+from agentworks.client.identity import OPERATOR, check_principal
 
 TOKEN_PREFIX = "aw_"
 TOKEN_ID_PREFIX = "tok_"
@@ -102,7 +102,7 @@ def ensure_token(
     updated. A token that was revoked stays revoked: this raises PreconditionFailed,
     and the caller should mint a new one with `new_token()`.
     """
-    from agentworks.core.db import migrate
+    from agentworks.server.db import migrate
     from agentworks_gateway.store import ensure_token_sync
 
     check_token_format(token)

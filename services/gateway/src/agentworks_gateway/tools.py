@@ -18,11 +18,10 @@ import structlog
 from google.protobuf import json_format
 from prometheus_client import Counter, Histogram
 
+from agentworks.client import errors, target_str
+from agentworks.client.checks import check_json_depth
+from agentworks.client.identity import Identity
 from agentworks.common.v1 import common_pb2
-from agentworks.core import errors
-from agentworks.core.checks import check_json_depth
-from agentworks.core.clients import target_str
-from agentworks.core.identity import Identity
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.function_tools import FUNCTION_TOOLS
 from agentworks_gateway.scheduler_tools import SCHEDULER_TOOLS

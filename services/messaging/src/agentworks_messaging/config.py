@@ -6,7 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import Env, ServiceConfig
+from agentworks.client.settings import Env
+from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 50051
 # Shortest sweep and long-poll re-check intervals: below, a loop would spin on the

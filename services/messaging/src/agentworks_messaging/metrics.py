@@ -1,6 +1,6 @@
 """Messaging's own Prometheus metrics (P4): the turn queue, per target.
 
-The core metrics (RPCs, pool, long-polls) are in `agentworks.core.metrics`. These gauges
+The core metrics (RPCs, pool, long-polls) are in `agentworks.server.metrics`. These gauges
 describe the whole database, not this process: every replica reports the same values
 (aggregate with max(), not sum()). `refresh` recomputes them with one query, every
 `MESSAGING_METRICS_REFRESH_SECONDS`, only while metrics are served.
@@ -13,8 +13,8 @@ import asyncio
 import sqlalchemy as sa
 from prometheus_client import Gauge
 
-from agentworks.core.db import Database
-from agentworks.core.metrics import inline_sql, publish, refresher
+from agentworks.server.db import Database
+from agentworks.server.metrics import inline_sql, publish, refresher
 from agentworks_messaging import tables as t
 from agentworks_messaging.config import Config
 

@@ -10,15 +10,15 @@ import structlog
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from agentworks.client.errors import AgentWorksError, InvalidArgument
+from agentworks.client.identity import caller
+from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
-from agentworks.core.db import Database
-from agentworks.core.errors import AgentWorksError, InvalidArgument
-from agentworks.core.identity import caller
-from agentworks.core.rpc import GrpcServer
-from agentworks.core.service import Running, main_for, prepare_database, read_config
-from agentworks.core.targets import check_target
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.server.db import Database
+from agentworks.server.rpc import GrpcServer
+from agentworks.server.service import Running, main_for, prepare_database, read_config
 from agentworks_messaging.config import Config
 from agentworks_messaging.metrics import start_refresh
 from agentworks_messaging.models import Delivery, Message, NewDelivery, Target, TargetKey, Turn

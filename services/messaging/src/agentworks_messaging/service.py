@@ -11,11 +11,11 @@ from typing import Any
 
 import structlog
 
-from agentworks.core import checks
-from agentworks.core.checks import bounded, check_json_depth, check_no_nul, request_hash
-from agentworks.core.db import Listener
-from agentworks.core.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
-from agentworks.core.identity import Identity, check_principal
+from agentworks.client import checks
+from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
+from agentworks.client.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
+from agentworks.client.identity import Identity, check_principal
+from agentworks.server.db import Listener
 from agentworks_messaging.models import (
     Message,
     NewDelivery,

@@ -22,9 +22,9 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.core.batching import Batcher
-from agentworks.core.db import Database, fetch_one, fixed_sql, notify
-from agentworks.core.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
+from agentworks.client.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
+from agentworks.server.batching import Batcher
+from agentworks.server.db import Database, fetch_one, fixed_sql, notify
 from agentworks_messaging import tables as t
 from agentworks_messaging.models import (
     Delivery,

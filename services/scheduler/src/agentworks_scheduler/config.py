@@ -6,7 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import ConfigError, Env, ServiceConfig
+from agentworks.client.settings import ConfigError, Env
+from agentworks.server.config import ServiceConfig
 from agentworks_scheduler.recurrence import MAX_INTERVAL_SECONDS
 
 DEFAULT_PORT = 50053

@@ -1,6 +1,6 @@
 """The scheduler's own Prometheus metrics (P4): timers due, held and late, per kind.
 
-The core metrics (RPCs, pool) are in `agentworks.core.metrics`. The gauges describe the
+The core metrics (RPCs, pool) are in `agentworks.server.metrics`. The gauges describe the
 whole database, not this process: every replica reports the same values (aggregate with
 max(), not sum()). `refresh` recomputes them with one query, every
 `SCHEDULER_METRICS_REFRESH_SECONDS`, only while metrics are served. The fire-lag
@@ -14,8 +14,8 @@ import asyncio
 import sqlalchemy as sa
 from prometheus_client import Gauge, Histogram
 
-from agentworks.core.db import Database
-from agentworks.core.metrics import inline_sql, publish, refresher
+from agentworks.server.db import Database
+from agentworks.server.metrics import inline_sql, publish, refresher
 from agentworks_scheduler import tables as t
 from agentworks_scheduler.config import Config
 

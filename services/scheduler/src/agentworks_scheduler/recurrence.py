@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
-from agentworks.core.errors import InvalidArgument
+from agentworks.client.errors import InvalidArgument
 from agentworks_scheduler.models import Recurrence
 
 MAX_CRON_CHARS = 200

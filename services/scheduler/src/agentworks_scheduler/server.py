@@ -13,15 +13,16 @@ import grpc
 import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.core.clients import MessagingClient, delivery_request, target_str
-from agentworks.core.db import Database
-from agentworks.core.errors import AgentWorksError, InvalidArgument
-from agentworks.core.identity import Identity, Minter, caller
-from agentworks.core.rpc import GrpcServer, channel_options, channel_target
-from agentworks.core.service import Running, main_for, prepare_database, read_config
+from agentworks.client import MessagingClient, delivery_request, target_str
+from agentworks.client.errors import AgentWorksError, InvalidArgument
+from agentworks.client.identity import Identity, Minter, caller
+from agentworks.client.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
+from agentworks.server.db import Database
+from agentworks.server.rpc import GrpcServer
+from agentworks.server.service import Running, main_for, prepare_database, read_config
 from agentworks_scheduler.config import Config
 from agentworks_scheduler.metrics import start_refresh
 from agentworks_scheduler.models import PauseEntry, Recurrence, Schedule, WakeUp, Webhook

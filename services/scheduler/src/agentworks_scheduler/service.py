@@ -34,16 +34,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentworks.core import checks
-from agentworks.core.checks import bounded, check_no_nul
-from agentworks.core.clients.scheduler import (
-    DELIVERY_HEADER,
-    SIGNATURE_HEADER,
-    SIGNATURE_PREFIX,
-    TIMESTAMP_HEADER,
-    webhook_signature,
-)
-from agentworks.core.errors import (
+from agentworks.client import checks
+from agentworks.client.checks import bounded, check_no_nul
+from agentworks.client.errors import (
     REFUSED_FOR_GOOD,
     AgentWorksError,
     Conflict,
@@ -53,7 +46,14 @@ from agentworks.core.errors import (
     PreconditionFailed,
     Unauthenticated,
 )
-from agentworks.core.identity import Identity
+from agentworks.client.identity import Identity
+from agentworks.client.scheduler import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    SIGNATURE_PREFIX,
+    TIMESTAMP_HEADER,
+    webhook_signature,
+)
 from agentworks_scheduler import metrics
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.config import Config

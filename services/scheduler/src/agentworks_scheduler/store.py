@@ -20,8 +20,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.core.db import Database
-from agentworks.core.errors import Busy, Conflict, NotFound, PreconditionFailed
+from agentworks.client.errors import Busy, Conflict, NotFound, PreconditionFailed
+from agentworks.server.db import Database
 from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import (
     Delivered,

@@ -20,8 +20,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agentworks.core.identity import Minter
-from agentworks.core.logging import configure_logging, get_logger
+from agentworks.client.identity import Minter
+from agentworks.client.logging import configure_logging, get_logger
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.executions import ExecutionHandler, serve_executions

@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.core.config import LOG_LEVELS, Env
-from agentworks.core.errors import InvalidArgument
-from agentworks.core.identity import check_principal
+from agentworks.client.errors import InvalidArgument
+from agentworks.client.identity import check_principal
+from agentworks.client.settings import LOG_LEVELS, Env
 
 # ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
 MAX_WAIT_SECONDS = 25

@@ -18,7 +18,7 @@ import collections
 import re
 from typing import Any
 
-from agentworks.core.clients.functions import FunctionsClient
+from agentworks.client.functions import FunctionsClient
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.executions import ExecutionContext, ExecutionHandler
 

@@ -12,7 +12,7 @@ heartbeat, and calls the handler with an `ExecutionContext`:
         return "done"                                      # the final message
 
 What the handler returns is the execution's final message (a non-string is sent as JSON,
-and must nest at most 24 deep: `agentworks.core.checks.MAX_JSON_DEPTH`).
+and must nest at most 24 deep: `agentworks.client.checks.MAX_JSON_DEPTH`).
 After the handler returns (or raises), every regular file left in the output folder is
 uploaded, the result file first (`upload_folder`; files the handler uploaded itself with
 `ctx.upload_file` and left unchanged are not sent twice), and the execution is finished.
@@ -70,12 +70,11 @@ from typing import Any
 
 import structlog
 
-from agentworks.core import errors
-from agentworks.core.checks import check_json_depth
-from agentworks.core.clients import target_ref, target_str
-from agentworks.core.clients.functions import FunctionsClient
-from agentworks.core.identity import Minter
-from agentworks.core.structs import struct_json
+from agentworks.client import errors, target_ref, target_str
+from agentworks.client.checks import check_json_depth
+from agentworks.client.functions import FunctionsClient
+from agentworks.client.identity import Minter
+from agentworks.client.structs import struct_json
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.serving import GIVE_UP_SECONDS, run_until_signal, unless_stopped

@@ -84,7 +84,7 @@ from typing import Any
 
 import structlog
 
-from agentworks.core import errors
+from agentworks.client import errors
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import (

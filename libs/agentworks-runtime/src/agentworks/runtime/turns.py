@@ -56,18 +56,18 @@ from typing import Any, TypeVar
 import grpc
 import structlog
 
-from agentworks.common.v1 import common_pb2
-from agentworks.core import errors
-from agentworks.core.clients import (
+from agentworks.client import (
     FunctionsClient,
     MessagingClient,
     SchedulerClient,
+    errors,
     target_ref,
     target_str,
 )
-from agentworks.core.identity import Minter
-from agentworks.core.rpc import channel_options, channel_target
-from agentworks.core.structs import struct_json
+from agentworks.client.identity import Minter
+from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.structs import struct_json
+from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped

@@ -1,0 +1,97 @@
+"""Request checks every service makes the same way: bounds, NUL characters, cursors and
+retry-key hashes. Each refusal is an InvalidArgument that names the field."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from typing import Any, TypeVar
+
+from agentworks.client.errors import InvalidArgument
+
+T = TypeVar("T")
+
+
+def has_nul(value: Any) -> bool:
+    """Whether a string, or any string or key in JSON, holds a NUL character, which
+    PostgreSQL text and jsonb cannot store."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+def check_no_nul(value: T, field: str) -> T:
+    """Refuse a NUL character anywhere in `value` (a string or JSON), naming the field."""
+    if has_nul(value):
+        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
+    return value
+
+
+# JSON numbers travel as doubles (google.protobuf.Value): exact for integers up to this.
+EXACT_INTEGERS = 2**53
+
+# JSON values travel as google.protobuf.Struct/Value, three messages deep per object or
+# array, and protobuf refuses messages nested over 100 deep: a value deeper than this
+# could be stored but never sent back (a status, a page) without failing.
+MAX_JSON_DEPTH = 24
+
+
+def check_json_depth(value: T, field: str, limit: int = MAX_JSON_DEPTH) -> T:
+    """Refuse JSON whose objects and arrays nest more than `limit` deep, naming the field.
+    (`{}` is 1 deep.)"""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:  # iterative: a hostile value must not exhaust Python's recursion
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                raise InvalidArgument(
+                    f"{field} nests objects and arrays more than {limit} deep; flatten it"
+                )
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
+    """`value` within [low, high]; 0 (proto3's unset) means `default` when 0 is below
+    the range."""
+    if value == 0 and low > 0:
+        return default
+    if not low <= value <= high:
+        raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
+    return value
+
+
+def request_hash(*parts: Any) -> str:
+    """What a retry with the same key must repeat, as a SHA-256 of canonical JSON."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def encode_cursor(position: int, prefix: str) -> str:
+    """An opaque cursor for a position; `prefix` tells one service's cursors from another's."""
+    return base64.urlsafe_b64encode(f"{prefix}{position}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, prefix: str, field: str = "after") -> int:
+    """The position behind a cursor made with `prefix`; empty means the start."""
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith(prefix):
+            raise ValueError(raw)
+        position = int(raw[len(prefix) :])
+        if not 0 <= position < 2**63:  # positions are bigint
+            raise ValueError(raw)
+        return position
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise InvalidArgument(
+            f"{field} {cursor!r} is not a cursor: pass a next_cursor you received, "
+            "or leave it empty to start from the beginning"
+        ) from None

@@ -1,0 +1,416 @@
+"""Typed client of the functions service."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import grpc
+from google.protobuf import json_format, struct_pb2
+
+from agentworks.client import errors
+from agentworks.client.common import LONG_POLL_SLACK_SECONDS, struct, target_ref
+from agentworks.client.rpc import ServiceClient
+from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.functions.v1 import functions_pb2_grpc
+
+UPLOAD_CHUNK_BYTES = 256 * 1024
+# A message/event cursor past any a call can hold: a status read with it has no pages.
+PAST_EVERY_PAGE = 2**62
+
+
+def _binding(workflow: Mapping[str, Any] | f.WorkflowBinding) -> f.WorkflowBinding:
+    """A workflow binding from `{"route", "allowed_groups", "variables": [{...}]}`."""
+    if isinstance(workflow, f.WorkflowBinding):
+        return workflow
+    out = f.WorkflowBinding(
+        route=workflow.get("route", ""), allowed_groups=list(workflow.get("allowed_groups", ()))
+    )
+    for var in workflow.get("variables", ()):
+        item = out.variables.add(
+            name=var["name"], type=var.get("type", ""), required=bool(var.get("required"))
+        )
+        if "default" in var:
+            item.default_value.CopyFrom(json_format.ParseDict(var["default"], struct_pb2.Value()))
+    return out
+
+
+def _event(event: Mapping[str, Any] | f.ExecutionEvent) -> f.ExecutionEvent:
+    if isinstance(event, f.ExecutionEvent):
+        return event
+    return f.ExecutionEvent(
+        kind=event.get("kind", ""), text=event.get("text", ""), tool_name=event.get("tool_name", "")
+    )
+
+
+def _step(step: Mapping[str, Any] | f.WorkflowStep) -> f.WorkflowStep:
+    if isinstance(step, f.WorkflowStep):
+        return step
+    return f.WorkflowStep(
+        step=step.get("step", ""),
+        group=step.get("group", ""),
+        status=step.get("status", ""),
+        detail=step.get("detail", ""),
+    )
+
+
+def page_bytes(page: f.FilePage) -> bytes:
+    """The bytes of one file page, whichever of content / content_base64 it carries."""
+    if page.WhichOneof("data") == "content_base64":
+        return base64.b64decode(page.content_base64)
+    return page.content.encode("utf-8")
+
+
+def call_result(status: f.CallStatus) -> Any:
+    """The validated result of a call as plain JSON (None when there is none)."""
+    if not status.has_result:
+        return None
+    return json_format.MessageToDict(status.result)
+
+
+class FunctionsClient(ServiceClient):
+    """Client of `agentworks.functions.v1.FunctionsService`."""
+
+    stub_class = functions_pb2_grpc.FunctionsServiceStub
+
+    # ---------------------------------------------------------------- targets
+
+    async def register_target(self, target: str, *, owner: str, running_limit: int = 0) -> f.Target:
+        return await self._unary(
+            "RegisterTarget",
+            f.RegisterTargetRequest(
+                ref=target_ref(target), owner=owner, running_limit=running_limit
+            ),
+        )
+
+    async def get_target(self, target: str) -> f.Target:
+        return await self._unary("GetTarget", f.GetTargetRequest(ref=target_ref(target)))
+
+    # ----------------------------------------------------------- declarations
+
+    async def declare_function(
+        self,
+        target: str,
+        name: str,
+        *,
+        input_schema: Mapping[str, Any],
+        description: str = "",
+        output_schema: Mapping[str, Any] | None = None,
+        allowed_callers: Iterable[str] = (),
+        starts_work: bool = False,
+        workflow: Mapping[str, Any] | f.WorkflowBinding | None = None,
+    ) -> f.Function:
+        """Declare (or replace) a function on a target you own (F1)."""
+        function = f.Function(
+            target=target_ref(target),
+            name=name,
+            description=description,
+            input_schema=struct(input_schema, "input_schema"),
+            output_schema=struct(output_schema, "output_schema"),
+            allowed_callers=list(allowed_callers),
+            starts_work=starts_work,
+        )
+        if workflow is not None:
+            function.workflow.CopyFrom(_binding(workflow))
+        return await self._unary("DeclareFunction", f.DeclareFunctionRequest(function=function))
+
+    async def remove_function(self, target: str, name: str) -> None:
+        await self._unary(
+            "RemoveFunction", f.RemoveFunctionRequest(target=target_ref(target), name=name)
+        )
+
+    async def list_functions(self, target: str) -> list[f.Function]:
+        """The functions you may invoke on a target (F2)."""
+        response = await self._unary(
+            "ListFunctions", f.ListFunctionsRequest(target=target_ref(target))
+        )
+        return list(response.functions)
+
+    # ------------------------------------------------------------------ calls
+
+    async def call(
+        self,
+        target: str,
+        function: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        submission_id: str = "",
+        notify_conversation_id: str = "",
+        source: Mapping[str, str] | None = None,
+        wait_seconds: int = 0,
+        fresh_submission_id: bool = False,
+    ) -> f.CallReceipt:
+        """Call a function; `source` is `{run_id, step, group}` for workflow callers (F14).
+
+        With `wait_seconds` (up to 25) the receipt carries the ended call as `outcome`
+        when it ends within that time (check `receipt.HasField("outcome")`).
+        `fresh_submission_id`: `submission_id` was made for this call and never sent
+        before (a retry with it must leave this False).
+        """
+        request = f.CallRequest(
+            target=target_ref(target),
+            function=function,
+            inputs=struct(inputs or {}, "inputs"),
+            submission_id=submission_id,
+            notify_conversation_id=notify_conversation_id,
+            wait_seconds=wait_seconds,
+            fresh_submission_id=fresh_submission_id,
+        )
+        if source is not None:
+            request.source.CopyFrom(
+                f.CallSource(
+                    run_id=source.get("run_id", ""),
+                    step=source.get("step", ""),
+                    group=source.get("group", ""),
+                )
+            )
+        return await self._unary(
+            "Call", request, timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS)
+        )
+
+    async def get_status(
+        self,
+        call_id: str,
+        *,
+        after: int = -1,
+        message_limit: int = 0,
+        after_event: int = -1,
+        event_limit: int = 0,
+        wait_seconds: int = 0,
+        seen_version: int | None = None,
+        until_ended: bool = False,
+    ) -> f.CallStatus:
+        """Status, progress, message and event pages, answer/result/error, files (F7)."""
+        request = f.GetStatusRequest(
+            call_id=call_id,
+            after=after,
+            message_limit=message_limit,
+            after_event=after_event,
+            event_limit=event_limit,
+            wait_seconds=wait_seconds,
+            until_ended=until_ended,
+        )
+        if seen_version is not None:
+            request.seen_version = seen_version
+        return await self._unary(
+            "GetStatus", request, timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS)
+        )
+
+    async def wait(
+        self, call_id: str, *, until: Iterable[str] = (), timeout: float = 60.0
+    ) -> f.CallStatus:
+        """Long-poll status until it is one of `until` (default: any end); bounded by timeout.
+
+        One request per change of the call (one in all when waiting for an end). The
+        status has the first message and event only when the first answer already
+        matched or the wait was for an end: page them with `get_status`. Raises
+        DeadlineExceeded naming the last status if the timeout passes first.
+        """
+        ended = {"completed", "failed", "interrupted", "cancelled"}
+        wanted = set(until) or ended
+        # Waiting for an end only: one request that the service holds until the call
+        # ends, whatever else happens meanwhile. Otherwise wake at every change.
+        until_ended = wanted <= ended
+        deadline = time.monotonic() + timeout
+        status: f.CallStatus | None = None
+        while status is None or status.status not in wanted:
+            remaining = deadline - time.monotonic()
+            if status is not None and remaining <= 0:
+                raise errors.DeadlineExceeded(
+                    f"call {call_id} is still {status.status} after {timeout} s"
+                )
+            # Waiting for a change other than the end: the service answers at once while
+            # any message or event is after the cursors, so after the first answer the
+            # cursors go past them all and the version alone says what changed (from -1
+            # every request would return at once: a spin).
+            cursor = -1 if status is None or until_ended else PAST_EVERY_PAGE
+            status = await self.get_status(
+                call_id,
+                after=cursor,
+                message_limit=1,
+                after_event=cursor,
+                event_limit=1,
+                wait_seconds=min(25, max(1, int(remaining))),
+                seen_version=None if status is None or until_ended else status.version,
+                until_ended=until_ended,
+            )
+        return status
+
+    async def read_file(
+        self, call_id: str, file: str, *, offset: int = 0, limit: int = 0
+    ) -> f.FilePage:
+        """One page of an output file, from a byte offset (F8)."""
+        return await self._unary(
+            "ReadFile", f.ReadFileRequest(call_id=call_id, file=file, offset=offset, limit=limit)
+        )
+
+    async def read_file_bytes(self, call_id: str, file: str, *, page_size: int = 0) -> bytes:
+        """A whole output file, page by page."""
+        data = bytearray()
+        offset = 0
+        while True:
+            page = await self.read_file(call_id, file, offset=offset, limit=page_size)
+            data += page_bytes(page)
+            if not page.HasField("next_offset"):
+                return bytes(data)
+            offset = page.next_offset
+
+    async def reply(self, call_id: str, text: str) -> f.CallStatus:
+        """Answer a call's pending human-input question (F11)."""
+        return await self._unary("Reply", f.ReplyRequest(call_id=call_id, text=text))
+
+    async def cancel(self, call_id: str) -> f.CallStatus:
+        """Cancel an open call (F15)."""
+        return await self._unary("Cancel", f.CancelRequest(call_id=call_id))
+
+    # ---------------------------------------------------------------- runtime
+
+    async def claim_execution(
+        self, targets: Iterable[str], *, wait_seconds: int = 0, lease_seconds: int = 0
+    ) -> f.Execution | None:
+        response = await self._unary(
+            "ClaimExecution",
+            f.ClaimExecutionRequest(
+                targets=[target_ref(t) for t in targets],
+                wait_seconds=wait_seconds,
+                lease_seconds=lease_seconds,
+            ),
+            timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
+        )
+        return response.execution if response.HasField("execution") else None
+
+    async def heartbeat_execution(
+        self, call_id: str, *, lease_seconds: int = 0
+    ) -> f.HeartbeatExecutionResponse:
+        return await self._unary(
+            "HeartbeatExecution",
+            f.HeartbeatExecutionRequest(call_id=call_id, lease_seconds=lease_seconds),
+        )
+
+    async def report(
+        self,
+        call_id: str,
+        *,
+        progress: str | None = None,
+        messages: Iterable[str | f.ExecutionMessage] = (),
+        events: Iterable[Mapping[str, Any] | f.ExecutionEvent] = (),
+        steps: Iterable[Mapping[str, Any] | f.WorkflowStep] = (),
+        sequence: int = 0,
+    ) -> f.ReportResponse:
+        """Report progress, execution messages, conversation events and workflow steps."""
+        request = f.ReportRequest(
+            call_id=call_id,
+            messages=[
+                m if isinstance(m, f.ExecutionMessage) else f.ExecutionMessage(text=m)
+                for m in messages
+            ],
+            events=[_event(e) for e in events],
+            steps=[_step(s) for s in steps],
+            sequence=sequence,
+        )
+        if progress is not None:
+            request.progress = progress
+        return await self._unary("Report", request)
+
+    async def upload_file(
+        self,
+        call_id: str,
+        name: str,
+        data: bytes | AsyncIterable[bytes] | Iterable[bytes],
+        *,
+        media_type: str = "",
+        timeout: float | None = None,
+    ) -> f.FileInfo:
+        """Stream one output file to the call's folder (replacing one of the same name)."""
+
+        async def pieces() -> AsyncIterator[bytes]:
+            if isinstance(data, bytes | bytearray | memoryview):
+                raw = bytes(data)
+                for start in range(0, max(len(raw), 1), UPLOAD_CHUNK_BYTES):
+                    yield raw[start : start + UPLOAD_CHUNK_BYTES]
+            elif isinstance(data, AsyncIterable):
+                async for piece in data:
+                    yield piece
+            else:
+                for piece in data:
+                    yield piece
+
+        async def chunks() -> AsyncIterator[f.FileChunk]:
+            first = True
+            async for piece in pieces():
+                for start in range(0, max(len(piece), 1), UPLOAD_CHUNK_BYTES):
+                    part = piece[start : start + UPLOAD_CHUNK_BYTES]
+                    if first:
+                        yield f.FileChunk(
+                            call_id=call_id, name=name, data=part, media_type=media_type
+                        )
+                        first = False
+                    else:
+                        yield f.FileChunk(data=part)
+            if first:
+                yield f.FileChunk(call_id=call_id, name=name, media_type=media_type)
+
+        try:
+            return await self.stub.UploadFile(
+                chunks(), metadata=self._metadata(), timeout=timeout or max(self.timeout, 120.0)
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise errors.from_status(exc.code(), exc.details() or exc.code().name) from None
+
+    async def ask_input(
+        self,
+        call_id: str,
+        ask_id: str,
+        question: str,
+        *,
+        wait_seconds: int = 0,
+        withdraw: bool = False,
+    ) -> f.AskInputResponse:
+        """Ask a human-input question (once per ask_id) and wait for the reply (F11); with
+        `withdraw`, stop waiting for it (a reply that came first is returned)."""
+        return await self._unary(
+            "AskInput",
+            f.AskInputRequest(
+                call_id=call_id,
+                ask_id=ask_id,
+                question=question,
+                wait_seconds=wait_seconds,
+                withdraw=withdraw,
+            ),
+            timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
+        )
+
+    async def finish_execution(
+        self,
+        call_id: str,
+        *,
+        final_message: str = "",
+        failed: bool = False,
+        error: str = "",
+        correction_round: int = 0,
+        claim_next: Iterable[str] = (),
+        lease_seconds: int = 0,
+        interrupted: bool = False,
+    ) -> f.FinishExecutionResponse:
+        """Report the execution's terminal outcome; may ask for the correction turn (F10).
+        With `interrupted`, give it up unfinished: the call ends `interrupted` (F12).
+
+        With `claim_next` (targets), a finish that ends the call also claims the next
+        execution of those targets, without waiting: `response.next` when one was ready.
+        """
+        request = f.FinishExecutionRequest(
+            call_id=call_id,
+            final_message=final_message,
+            failed=failed,
+            error=error,
+            correction_round=correction_round,
+            interrupted=interrupted,
+        )
+        targets = [target_ref(t) for t in claim_next]
+        if targets:
+            request.claim_next.CopyFrom(
+                f.ClaimExecutionRequest(targets=targets, lease_seconds=lease_seconds)
+            )
+        return await self._unary("FinishExecution", request)

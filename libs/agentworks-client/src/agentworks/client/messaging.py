@@ -1,0 +1,190 @@
+"""Typed client of the messaging service."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from agentworks.client.common import (
+    LONG_POLL_SLACK_SECONDS,
+    struct,
+    target_ref,
+)
+from agentworks.client.errors import AgentWorksError, from_status
+from agentworks.client.rpc import ServiceClient
+from agentworks.common.v1 import common_pb2
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.messaging.v1 import messaging_pb2_grpc
+
+
+class MessagingClient(ServiceClient):
+    """Client of `agentworks.messaging.v1.MessagingService`."""
+
+    stub_class = messaging_pb2_grpc.MessagingServiceStub
+
+    async def register_target(
+        self, target: str, *, owner: str, free_text_ask: bool | None = None
+    ) -> m.Target:
+        caps = m.Capabilities()
+        if free_text_ask is not None:
+            caps.free_text_ask = free_text_ask
+        return await self._unary(
+            "RegisterTarget",
+            m.RegisterTargetRequest(ref=target_ref(target), owner=owner, capabilities=caps),
+        )
+
+    async def update_target(self, target: str, *, free_text_ask: bool | None = None) -> m.Target:
+        caps = m.Capabilities()
+        if free_text_ask is not None:
+            caps.free_text_ask = free_text_ask
+        return await self._unary(
+            "UpdateTarget", m.UpdateTargetRequest(ref=target_ref(target), capabilities=caps)
+        )
+
+    async def get_target(self, target: str) -> m.Target:
+        return await self._unary("GetTarget", m.GetTargetRequest(ref=target_ref(target)))
+
+    async def send(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        inbox_id: str | None = None,
+        submission_id: str = "",
+        parts: Iterable[common_pb2.Part] = (),
+        channel: int = m.CHANNEL_PROGRAMMATIC,
+    ) -> m.SendReceipt:
+        request = m.SendRequest(
+            text=text, submission_id=submission_id, parts=list(parts), channel=channel
+        )
+        if inbox_id:
+            request.inbox_id = inbox_id
+        elif target:
+            request.target.CopyFrom(target_ref(target))
+        return await self._unary("Send", request)
+
+    async def read(
+        self, inbox_id: str, *, after: str = "", limit: int = 0, wait_seconds: int = 0
+    ) -> m.ReadResponse:
+        return await self._unary(
+            "Read",
+            m.ReadRequest(inbox_id=inbox_id, after=after, limit=limit, wait_seconds=wait_seconds),
+            timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
+        )
+
+    async def get_transcript(
+        self, conversation_id: str, *, after: str = "", limit: int = 0
+    ) -> m.GetTranscriptResponse:
+        return await self._unary(
+            "GetTranscript",
+            m.GetTranscriptRequest(conversation_id=conversation_id, after=after, limit=limit),
+        )
+
+    async def claim_turn(
+        self, targets: Iterable[str], *, wait_seconds: int = 0, lease_seconds: int = 0
+    ) -> m.Turn | None:
+        response = await self._unary(
+            "ClaimTurn",
+            m.ClaimTurnRequest(
+                targets=[target_ref(t) for t in targets],
+                wait_seconds=wait_seconds,
+                lease_seconds=lease_seconds,
+            ),
+            timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
+        )
+        return response.turn if response.HasField("turn") else None
+
+    async def heartbeat_turn(
+        self, turn_id: str, *, lease_seconds: int = 0
+    ) -> m.HeartbeatTurnResponse:
+        return await self._unary(
+            "HeartbeatTurn", m.HeartbeatTurnRequest(turn_id=turn_id, lease_seconds=lease_seconds)
+        )
+
+    async def send_message(
+        self,
+        inbox_id: str,
+        text: str,
+        *,
+        submission_id: str = "",
+        parts: Iterable[common_pb2.Part] = (),
+    ) -> m.SendReceipt:
+        return await self._unary(
+            "SendMessage",
+            m.SendMessageRequest(
+                inbox_id=inbox_id, text=text, submission_id=submission_id, parts=list(parts)
+            ),
+        )
+
+    async def complete_turn(self, turn_id: str, *, interrupted: bool = False) -> None:
+        """End a claimed turn: handled, or with `interrupted` given up unhandled (C11)."""
+        await self._unary(
+            "CompleteTurn", m.CompleteTurnRequest(turn_id=turn_id, interrupted=interrupted)
+        )
+
+    async def enqueue_delivery(
+        self,
+        conversation_id: str,
+        *,
+        kind: int,
+        idempotency_key: str,
+        text: str = "",
+        payload: bytes = b"",
+        attributes: Mapping[str, Any] | None = None,
+    ) -> m.EnqueueDeliveryResponse:
+        return await self._unary(
+            "EnqueueDelivery",
+            delivery_request(
+                conversation_id,
+                kind=kind,
+                idempotency_key=idempotency_key,
+                text=text,
+                payload=payload,
+                attributes=attributes,
+            ),
+        )
+
+    async def enqueue_deliveries(
+        self, requests: Sequence[m.EnqueueDeliveryRequest]
+    ) -> list[m.EnqueueDeliveryResponse | AgentWorksError]:
+        """Many deliveries in one request (see `delivery_request`); one outcome per item.
+
+        An item's outcome is its response, or the error EnqueueDelivery would have raised
+        for it alone; an error of the whole request (access, transport) is raised.
+        """
+        response = await self._unary(
+            "EnqueueDeliveries", m.EnqueueDeliveriesRequest(items=requests)
+        )
+        return [
+            r.delivered
+            if r.HasField("delivered")
+            else from_status(
+                _STATUS_BY_NUMBER.get(r.error.code, grpc.StatusCode.UNKNOWN), r.error.message
+            )
+            for r in response.results
+        ]
+
+
+def delivery_request(
+    conversation_id: str,
+    *,
+    kind: int,
+    idempotency_key: str,
+    text: str = "",
+    payload: bytes = b"",
+    attributes: Mapping[str, Any] | None = None,
+) -> m.EnqueueDeliveryRequest:
+    """One item of `enqueue_deliveries` (or the request of `enqueue_delivery`)."""
+    return m.EnqueueDeliveryRequest(
+        conversation_id=conversation_id,
+        kind=kind,
+        text=text,
+        payload=payload,
+        attributes=struct(attributes, "attributes"),
+        idempotency_key=idempotency_key,
+    )
+
+
+_STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}

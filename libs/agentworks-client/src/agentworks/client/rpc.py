@@ -1,0 +1,132 @@
+"""The client side of gRPC: channel options and the base of the typed clients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import structlog
+
+from agentworks.client import errors
+from agentworks.client.identity import Minter
+
+REQUEST_ID_KEY = "x-request-id"
+# Trailing metadata on every refusal our servers send. A client seeing it knows the
+# service answered, and that the message is the service's own, complete words (which
+# may quote another service's "did not answer ...; retry shortly"); without it the
+# status came from the channel (no connection, the client's own deadline).
+ANSWERED_KEY = "x-agentworks-answered"
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+_RETRY_SERVICE_CONFIG = """{
+  "methodConfig": [{
+    "name": [{}],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "2s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}"""
+
+
+def channel_options(*, round_robin: bool = True) -> list[tuple[str, Any]]:
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.enable_retries", 1),
+        ("grpc.service_config", _RETRY_SERVICE_CONFIG),
+        ("grpc.keepalive_time_ms", 30_000),
+        # Reconnect quickly after a replica restarts: with gRPC's default backoff (up to
+        # 120 s) a channel can stay failing long after the server is back.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
+    ]
+    if round_robin:
+        options.append(("grpc.lb_policy_name", "round_robin"))
+    return options
+
+
+def channel_target(addresses: str) -> str:
+    """`host:port[,host:port...]` as a gRPC target; several addresses are balanced."""
+    parts = [a.strip() for a in addresses.split(",") if a.strip()]
+    if len(parts) <= 1:
+        return parts[0] if parts else addresses
+    return "ipv4:" + ",".join(parts)
+
+
+def _answered(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether one of our services sent this status (see ANSWERED_KEY)."""
+    return any(key == ANSWERED_KEY for key, _ in exc.trailing_metadata() or ())
+
+
+class ServiceClient:
+    """Base of the typed clients: signed identity, deadlines, one error type.
+
+    Subclasses expose snake_case methods; every failure surfaces as an
+    `agentworks.client.errors.AgentWorksError` subclass.
+    """
+
+    stub_class: Any = None
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        identity: Minter,
+        channel: grpc.aio.Channel | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if channel is None:
+            if not address:
+                raise ValueError("an address or a channel is required")
+            channel = grpc.aio.insecure_channel(channel_target(address), options=channel_options())
+            self._owns_channel = True
+        else:
+            self._owns_channel = False
+        self.channel = channel
+        self.identity = identity
+        self.timeout = timeout
+        self.stub = self.stub_class(channel)
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self.channel.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        md = self.identity.metadata()
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        if request_id:
+            md = (*md, (REQUEST_ID_KEY, str(request_id)))
+        return md
+
+    async def _unary(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
+        timeout = timeout or self.timeout
+        try:
+            return await getattr(self.stub, method)(
+                request, metadata=self._metadata(), timeout=timeout
+            )
+        except grpc.aio.AioRpcError as exc:
+            details = exc.details() or exc.code().name
+            if _answered(exc):  # the service's own words, already saying what to do
+                raise errors.from_status(exc.code(), details) from None
+            # The channel's own words ("connections to all backends failing", "Deadline
+            # Exceeded"): say which service, and that a retry is the remedy.
+            service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                details = f"the {service} service is unavailable ({details}); retry shortly"
+            elif exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                details = (
+                    f"the {service} service did not answer {method} within {timeout:g} s "
+                    f"({details}); retry shortly"
+                )
+            raise errors.from_status(exc.code(), details) from None

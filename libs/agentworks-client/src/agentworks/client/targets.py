@@ -1,0 +1,32 @@
+"""Targets (C1): the crews and workflows that messages, turns and functions belong to."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agentworks.client.errors import InvalidArgument
+
+KINDS = ("crew", "workflow")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class TargetKey:
+    kind: str  # "crew" | "workflow"
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+def check_target(kind: str, name: str) -> TargetKey:
+    """A target's kind and name as a key, or InvalidArgument saying what is wrong."""
+    if kind not in KINDS:
+        raise InvalidArgument("target.kind must be crew or workflow")
+    if not _NAME_RE.match(name or ""):
+        raise InvalidArgument(
+            f"target.name {name!r} is not valid: 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return TargetKey(kind, name)

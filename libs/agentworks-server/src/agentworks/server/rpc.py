@@ -1,0 +1,285 @@
+"""The gRPC server bootstrap every service uses (clients: `agentworks.client.rpc`).
+
+One interceptor verifies the signed identity (A2), binds request context for
+logs, and maps `AgentWorksError` to status codes — the only place that mapping happens.
+Health checking and reflection are served; SIGTERM drains in-flight calls (P4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from agentworks.client import errors
+from agentworks.client.identity import METADATA_KEY, current_identity, verify
+from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+from agentworks.server.metrics import observe_rpc
+
+log = structlog.get_logger("agentworks.rpc")
+
+_ANSWERED = ((ANSWERED_KEY, "1"),)
+# Error messages travel percent-encoded in the grpc-message trailer, and clients refuse
+# trailers above 8 KiB (at random) or 16 KiB (always), which turns the error into
+# RESOURCE_EXHAUSTED "Stream removed". A message that quotes a huge input is cut so that
+# its encoded form stays below this many bytes.
+MAX_ERROR_MESSAGE_BYTES = 6000
+_OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
+
+
+def bounded_message(message: str) -> str:
+    """The message, cut so that it reaches the client (see MAX_ERROR_MESSAGE_BYTES)."""
+    if len(message) * 9 <= MAX_ERROR_MESSAGE_BYTES:  # even all-non-ASCII fits
+        return message
+    used = 0
+    for index, char in enumerate(message):
+        # Printable ASCII but '%' is sent as is; every other UTF-8 byte as %XX.
+        used += 1 if " " <= char <= "~" and char != "%" else 3 * len(char.encode())
+        if used > MAX_ERROR_MESSAGE_BYTES - 40:
+            return message[:index] + " ... (message truncated)"
+    return message
+
+
+class _Unparsable:
+    """A request message protobuf could not parse (too deeply nested, malformed bytes)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """Parse failures become a value the handler refuses with INVALID_ARGUMENT; raised
+    inside gRPC they would end the call UNKNOWN, naming an internal exception."""
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:
+            return _Unparsable(str(exc))
+
+    return parse
+
+
+def _parsed(request: Any) -> Any:
+    if isinstance(request, _Unparsable):
+        raise errors.InvalidArgument(
+            f"the request could not be parsed as the method's message: {request.reason}"
+        )
+    return request
+
+
+async def _parsed_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield _parsed(request)
+
+
+@dataclass(frozen=True)
+class _Method:
+    """What the interceptor knows of one method, worked out on its first request."""
+
+    service: str
+    method: str
+    short: str
+    key: str
+    accepted: tuple[str, ...]
+
+
+class _Scope:
+    """One RPC's identity check, log context, metrics and error mapping.
+
+    An async context manager around the servicer method; a plain class, because the
+    generator-based kind costs a measurable share of an empty request.
+    """
+
+    __slots__ = ("_context", "_request_id", "_rpc", "_started")
+
+    def __init__(self, rpc: _Method, context: grpc.aio.ServicerContext) -> None:
+        self._rpc = rpc
+        self._context = context
+
+    async def __aenter__(self) -> None:
+        self._started = time.perf_counter()
+        rpc = self._rpc
+        token = request_id = None
+        for name, value in self._context.invocation_metadata() or ():
+            if name == METADATA_KEY:
+                token = value
+            elif name == REQUEST_ID_KEY:
+                request_id = value
+        self._request_id = request_id = request_id or os.urandom(16).hex()
+        try:
+            identity = verify(token, rpc.key, rpc.accepted)
+        except errors.AgentWorksError as exc:
+            log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
+            observe_rpc(rpc.service, rpc.short, exc.code.name, time.perf_counter() - self._started)
+            await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+            raise  # abort() has raised already
+        current_identity.set(identity)
+        structlog.contextvars.bind_contextvars(
+            request_id=request_id, principal=identity.principal, method=rpc.short
+        )
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: Any, tb: Any) -> bool:
+        rpc, context = self._rpc, self._context
+        code = "OK"
+        try:
+            if exc is None:
+                return False
+            if isinstance(exc, asyncio.CancelledError):
+                code = "CANCELLED"
+            elif isinstance(exc, grpc.aio.AbortError):
+                code = context.code().name if context.code() else "UNKNOWN"
+            elif isinstance(exc, errors.AgentWorksError):
+                code = exc.code.name
+                await context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+            elif isinstance(exc, Exception):
+                code = "INTERNAL"
+                log.exception("rpc.internal_error", method=rpc.method, exc_info=exc)
+                await context.abort(
+                    grpc.StatusCode.INTERNAL,
+                    f"internal error (request_id={self._request_id})",
+                    _ANSWERED,
+                )
+            return False
+        finally:
+            observe_rpc(rpc.service, rpc.short, code, time.perf_counter() - self._started)
+
+
+class _ServiceInterceptor(grpc.aio.ServerInterceptor):
+    """Identity check, request context, metrics and error mapping for every RPC.
+
+    Each method's wrapped handler is built once and kept: the per-request work is the
+    `_Scope` around the servicer call, nothing else.
+    """
+
+    def __init__(self, service: str, internal_key: str, accepted_keys: Sequence[str] = ()) -> None:
+        self._service = service
+        self._key = internal_key
+        self._accepted = tuple(accepted_keys)
+        self._handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        method: str = handler_call_details.method
+        handler = self._handlers.get(method)
+        if handler is None:
+            handler = await continuation(handler_call_details)
+            if handler is None:  # unknown method: not kept (the names are the caller's)
+                return None
+            if not method.startswith(_OPEN_METHODS):
+                handler = self._wrap(method, handler)
+            self._handlers[method] = handler
+        return handler
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        rpc = _Method(self._service, method, method.rsplit("/", 1)[-1], self._key, self._accepted)
+        parse = _lenient(handler.request_deserializer)
+        if handler.unary_unary:
+            inner = handler.unary_unary
+
+            async def unary_unary(request, context):
+                async with _Scope(rpc, context):
+                    return await inner(_parsed(request), context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary,
+                request_deserializer=parse,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request, context):
+                async with _Scope(rpc, context):
+                    async for item in inner_us(_parsed(request), context):
+                        yield item
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream,
+                request_deserializer=parse,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary:
+            inner_su = handler.stream_unary
+
+            async def stream_unary(request_iterator, context):
+                async with _Scope(rpc, context):
+                    return await inner_su(_parsed_stream(request_iterator), context)
+
+            return grpc.stream_unary_rpc_method_handler(
+                stream_unary,
+                request_deserializer=parse,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+Registrar = Callable[[grpc.aio.Server], None]
+
+
+class GrpcServer:
+    """A `grpc.aio` server with identity, health, reflection and a graceful drain."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        listen: str,
+        internal_key: str,
+        register: Registrar,
+        service_names: Sequence[str],
+        on_drain: Callable[[], Awaitable[None]] | None = None,
+        accepted_keys: Sequence[str] = (),
+    ) -> None:
+        if not internal_key:
+            raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
+        self.name = name
+        self._listen = listen
+        self._on_drain = on_drain
+        self._service_names = list(service_names)
+        self.server = grpc.aio.server(
+            interceptors=[_ServiceInterceptor(name, internal_key, accepted_keys)],
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+                # Clients reconnect (and re-resolve DNS) at least every 5 minutes, so new
+                # replicas behind a headless Service get their share of the traffic.
+                ("grpc.max_connection_age_ms", 300_000),
+                ("grpc.max_connection_age_grace_ms", 60_000),
+            ],
+        )
+        register(self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
+        self.port = 0
+
+    async def start(self) -> int:
+        self.port = self.server.add_insecure_port(self._listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self._listen}")
+        await self.server.start()
+        for svc in ["", *self._service_names]:
+            await self.health.set(svc, health_pb2.HealthCheckResponse.SERVING)
+        log.info("server.started", service=self.name, port=self.port)
+        return self.port
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop taking calls, let in-flight calls (and long-polls) finish, then stop."""
+        await self.health.enter_graceful_shutdown()
+        if self._on_drain is not None:
+            await self._on_drain()
+        await self.server.stop(grace)
+        log.info("server.stopped", service=self.name)

@@ -1,0 +1,102 @@
+"""How the database layer has PostgreSQL plan statements: cost must not grow with history."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from agentworks.server.db import Database, HotPool
+
+
+async def test_engine_statements_are_never_prepared_so_partial_indexes_stay_usable_S2_C10(
+    database_url,
+):
+    """S2 C10: due timers and claimable turns are found through partial indexes. A
+    prepared statement's generic plan cannot use one whose predicate a parameter must
+    meet (`status = $1` for `WHERE status = 'pending'`); PostgreSQL then scans the whole
+    table, and the scheduler's claim grew with every timer ever fired. SQLAlchemy's
+    connections therefore never prepare: each run is planned with its values."""
+    db = Database(database_url, pool_size=2)
+    jobs = sa.table("jobs", sa.column("id"), sa.column("status"), sa.column("due"))
+    pending_first = sa.select(jobs.c.id).where(jobs.c.status == "pending").order_by(jobs.c.due)
+    try:
+        async with db.transaction() as conn:  # one connection throughout
+            await conn.execute(
+                sa.text("CREATE TEMP TABLE jobs (id int, status text NOT NULL, due int NOT NULL)")
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO jobs SELECT g, CASE WHEN g % 1000 = 0 THEN 'pending' "
+                    "ELSE 'done' END, g FROM generate_series(1, 50000) g"
+                )
+            )
+            await conn.execute(
+                sa.text("CREATE INDEX jobs_due ON jobs (due) WHERE status = 'pending'")
+            )
+            await conn.execute(sa.text("ANALYZE jobs"))
+            # Past psycopg's prepare threshold (5) and PostgreSQL's five custom plans.
+            for _ in range(12):
+                assert len((await conn.execute(pending_first.limit(5))).all()) == 5
+            prepared = await conn.execute(sa.text("SELECT name FROM pg_prepared_statements"))
+            assert prepared.all() == []
+            plan = "\n".join(
+                row[0]
+                for row in await conn.exec_driver_sql(
+                    "EXPLAIN SELECT id FROM jobs WHERE status = %(status)s ORDER BY due LIMIT 5",
+                    {"status": "pending"},
+                )
+            )
+            assert "Index Scan using jobs_due" in plan, plan
+    finally:
+        await db.close()
+
+
+def test_a_database_that_does_not_answer_fails_the_migration_in_bounded_time_P4():
+    """P4: a start connects to migrate with a timeout (10 s by default; a
+    `connect_timeout` in the URL wins), so a host that accepts the connection but never
+    answers (a black hole) fails the start instead of hanging it."""
+    import socket
+    import time
+
+    import psycopg
+    import pytest
+
+    from agentworks.server.db import START_CONNECT_TIMEOUT_SECONDS, connect_timeout, migrate
+
+    assert START_CONNECT_TIMEOUT_SECONDS == 10
+    assert connect_timeout("postgresql://u@h/db", 10) == {"connect_timeout": 10}
+    assert connect_timeout("postgresql://u@h/db?connect_timeout=3", 10) == {}
+    with socket.create_server(("127.0.0.1", 0)) as hole:  # listens, never accepts
+        url = f"postgresql://user:secret@127.0.0.1:{hole.getsockname()[1]}/db"
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError, match="timeout"):
+            migrate(url, "messaging", "agentworks_messaging.migrations", timeout=2)
+        assert time.monotonic() - started < 8
+
+
+def test_a_database_is_described_without_its_password_P4():
+    """P4: start-up failures name the database as user@host:port/database, never with
+    its password."""
+    from agentworks.server.db import describe_database
+
+    assert describe_database("postgresql://aw:s3cret@db.internal:5432/agentworks") == (
+        "aw@db.internal:5432/agentworks"
+    )
+    assert describe_database("postgresql+psycopg://aw:s3cret@h1,h2/x") == "aw@h1,h2/x"
+    assert describe_database("host=/tmp dbname=x password=s3cret") == "/tmp/x"
+    assert "s3cret" not in describe_database("host=h password=s3cret garbage")
+
+
+async def test_a_connection_in_use_when_the_pool_closes_is_closed_when_it_comes_back_P4(
+    database_url,
+):
+    """P4: a request still running when its service stops gives its connection back
+    after the pool was closed; it is closed then, not kept in a closed pool and left for
+    the garbage collector (a ResourceWarning and an open session on the server)."""
+    pool = HotPool(database_url, size=2)
+    async with pool.connection() as idle_one:
+        pass
+    async with pool.connection() as busy:
+        assert busy is idle_one  # reused while the pool is open
+        await pool.close()
+        assert idle_one is busy and not busy.closed
+    assert busy.closed

@@ -1,0 +1,197 @@
+"""The server interceptor every service runs (A2, P4), over a real gRPC socket.
+
+A small generic service on the shared `GrpcServer` answers by the request's bytes:
+fine, a refusal (`AgentWorksError`), or an unexpected exception. Each case is called
+twice, because the interceptor builds a method's wrapped handler on its first request
+and reuses it after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+import structlog
+from prometheus_client import REGISTRY
+
+from agentworks.client import MessagingClient, errors
+from agentworks.client.identity import METADATA_KEY, Minter, current_identity, mint
+from agentworks.client.rpc import REQUEST_ID_KEY
+from agentworks.server.rpc import GrpcServer
+
+SERVICE = "agentworks.test.Echo"
+METHOD = f"/{SERVICE}/Echo"
+
+
+async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    if request == b"refuse":
+        raise errors.NotFound("nothing called that here")
+    if request == b"break":
+        raise RuntimeError("a bug")
+    context_vars = structlog.contextvars.get_contextvars()
+    return f"{current_identity.get().principal} {context_vars['request_id']}".encode()
+
+
+def _register(server: grpc.aio.Server) -> None:
+    handler = grpc.unary_unary_rpc_method_handler(_echo)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, {"Echo": handler}),)
+    )
+
+
+@pytest.fixture
+async def echo(internal_key):
+    server = GrpcServer(
+        name="echo",
+        listen="127.0.0.1:0",
+        internal_key=internal_key,
+        register=_register,
+        service_names=[SERVICE],
+    )
+    port = await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield channel
+    await server.stop(0)
+
+
+def _count(code: str) -> float:
+    labels = {"service": "echo", "method": "Echo", "code": code}
+    return REGISTRY.get_sample_value("agentworks_rpc_requests_total", labels) or 0.0
+
+
+async def test_every_request_is_checked_counted_and_mapped_A2_P4(echo, internal_key):
+    """A2 P4: on every request, not only a method's first: the identity is checked, the
+    request id given is bound for logs (and answered in an internal error), refusals map
+    to their status code, and each outcome is counted by method and code."""
+    call = echo.unary_unary(METHOD)
+    signed = ((METADATA_KEY, mint("user:alice", internal_key)),)
+    before = {code: _count(code) for code in ("OK", "NOT_FOUND", "INTERNAL", "UNAUTHENTICATED")}
+
+    for n in range(2):
+        request_id = f"req-{n}"
+        answer = await call(b"hello", metadata=(*signed, (REQUEST_ID_KEY, request_id)))
+        assert answer == f"user:alice {request_id}".encode()
+
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(b"refuse", metadata=signed)
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        assert refused.value.details() == "nothing called that here"
+
+        with pytest.raises(grpc.aio.AioRpcError) as broken:
+            await call(b"break", metadata=(*signed, (REQUEST_ID_KEY, request_id)))
+        assert broken.value.code() == grpc.StatusCode.INTERNAL
+        assert broken.value.details() == f"internal error (request_id={request_id})"
+
+        with pytest.raises(grpc.aio.AioRpcError) as stranger:
+            await call(b"hello", metadata=((METADATA_KEY, mint("user:alice", "x" * 40)),))
+        assert stranger.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    for code, value in before.items():
+        assert _count(code) == value + 2, code
+
+
+async def test_a_request_without_a_request_id_gets_its_own_P4(echo, internal_key):
+    """P4: a request that brings no request id is given a fresh one for its logs."""
+    call = echo.unary_unary(METHOD)
+    signed = ((METADATA_KEY, mint("user:bob", internal_key)),)
+    first, second = [(await call(b"hello", metadata=signed)).decode().split() for _ in "ab"]
+    assert first[0] == second[0] == "user:bob"
+    assert len(first[1]) == 32 and first[1] != second[1]
+
+
+async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, internal_key):
+    """P4: a method the service does not have is UNIMPLEMENTED, however often it is asked."""
+    signed = ((METADATA_KEY, mint("user:alice", internal_key)),)
+    for _ in range(2):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await echo.unary_unary(f"/{SERVICE}/Nope")(b"", metadata=signed)
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+@contextlib.asynccontextmanager
+async def messaging_stand_in(internal_key: str, **methods: Any) -> AsyncIterator[int]:
+    """A server on the shared stack answering the named MessagingService methods with
+    the given raw-bytes handlers; yields its port."""
+
+    def register(server: grpc.aio.Server) -> None:
+        handlers = {name: grpc.unary_unary_rpc_method_handler(h) for name, h in methods.items()}
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "agentworks.messaging.v1.MessagingService", handlers
+                ),
+            )
+        )
+
+    server = GrpcServer(
+        name="stand-in",
+        listen="127.0.0.1:0",
+        internal_key=internal_key,
+        register=register,
+        service_names=[],
+    )
+    port = await server.start()
+    try:
+        yield port
+    finally:
+        await server.stop(0)
+
+
+async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_key):
+    """P4: when the channel gives up (nothing listening, or no answer before the
+    deadline) the typed client's error names the service and the remedy, not only
+    gRPC's own words."""
+
+    async def hang(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.sleep(30)
+        return b""
+
+    identity = Minter("user:alice", internal_key)
+    async with (
+        messaging_stand_in(internal_key, Send=hang) as port,
+        MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=0.3) as c,
+    ):
+        with pytest.raises(errors.DeadlineExceeded) as late:
+            await c.send("hi", target="crew:demo")
+    assert late.value.message.startswith("the messaging service did not answer Send within")
+    assert late.value.message.endswith("; retry shortly")
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    async with MessagingClient(f"127.0.0.1:{closed}", identity=identity, timeout=5) as c:
+        with pytest.raises(errors.Unavailable) as down:
+            await c.send("hi", target="crew:demo")
+    assert down.value.message.startswith("the messaging service is unavailable (")
+
+
+async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4(internal_key):
+    """P4 S5: when a service answers DEADLINE_EXCEEDED or UNAVAILABLE itself (its own call
+    to another service timed out or failed), the typed client passes its message on
+    unchanged: no "did not answer within <this client's deadline>" wrapped around it, no
+    second "retry shortly" (the 504 of an inbound webhook while messaging hangs)."""
+    late = "the messaging service did not answer EnqueueDelivery within 10 s (x); retry shortly"
+    down = "the messaging service is unavailable (x); retry shortly"
+
+    async def refuse_late(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        raise errors.DeadlineExceeded(late)
+
+    async def refuse_down(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        raise errors.Unavailable(down)
+
+    identity = Minter("user:alice", internal_key)
+    async with (
+        messaging_stand_in(internal_key, Send=refuse_late, GetTranscript=refuse_down) as port,
+        MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=30) as c,
+    ):
+        with pytest.raises(errors.DeadlineExceeded) as timed_out:
+            await c.send("hi", target="crew:demo")
+        with pytest.raises(errors.Unavailable) as unavailable:
+            await c.get_transcript("00000000-0000-0000-0000-000000000000", limit=1)
+    assert timed_out.value.message == late
+    assert unavailable.value.message == down

@@ -1,0 +1,69 @@
+"""Tracing (P4): off by default, on through the standard OTEL variables, spanning the
+gRPC call and its database statements."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from agentworks.client import MessagingClient
+from agentworks.client.errors import Unavailable
+from agentworks.server.testing import ServiceProcess
+from agentworks.server.tracing import tracing_requested
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"OTEL_TRACES_EXPORTER": "console"}, "console"),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, "otlp"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4317"}, "otlp"),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, None),
+    ],
+)
+def test_tracing_is_off_unless_the_standard_variables_ask_P4(env, expected):
+    """P4: no OTEL variables, no tracing; the standard ones switch it on or off."""
+    assert tracing_requested(env) == expected
+
+
+async def test_a_traced_service_spans_rpcs_and_sql_P4(
+    database_url, internal_key, identity, tmp_path
+):
+    """P4: with OTEL_TRACES_EXPORTER=console a service exports a span per RPC and per
+    SQL statement, under its service name."""
+    service = ServiceProcess(
+        "agentworks_messaging",
+        "MESSAGING",
+        database_url,
+        internal_key,
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_SERVICE_NAME="messaging-traced",
+    )
+    spans_file = tmp_path / "spans.json"
+    with spans_file.open("w") as out:
+        # ConsoleSpanExporter writes to stdout, which ServiceProcess discards: run it here.
+        process = subprocess.Popen(  # noqa: ASYNC220 - returns at once
+            [sys.executable, "-m", service.module], env=service.env, stdout=out
+        )
+        try:
+            for _ in range(200):
+                try:
+                    async with MessagingClient(
+                        service.address, identity=identity("user:ops", {"operator"}), timeout=2
+                    ) as ops:
+                        await ops.register_target("crew:traced", owner="user:ops")
+                    break
+                except Unavailable:
+                    await asyncio.sleep(0.1)  # not listening yet
+        finally:
+            process.terminate()
+            process.wait(30)
+    spans = spans_file.read_text()
+    assert "/agentworks.messaging.v1.MessagingService/RegisterTarget" in spans
+    assert '"service.name": "messaging-traced"' in spans
+    assert "INSERT INTO messaging.targets" in spans

@@ -1,0 +1,1 @@
+"""The `agentworks` command line: a client of the gateway's HTTP API."""

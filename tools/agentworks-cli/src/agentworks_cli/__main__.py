@@ -1,0 +1,3 @@
+from agentworks_cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""`agentworks up`: the development supervisor (embedded PostgreSQL, services, demo runtimes)."""

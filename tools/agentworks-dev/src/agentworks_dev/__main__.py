@@ -1,0 +1,3 @@
+from agentworks_dev.up import main
+
+raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""`agentworks up` as real processes: one suite per home, the banner's CLI hint, and what
+`--bootstrap-only` prints (P2).
+
+The suites here run on the test's database (`--database-url`) without the demo
+runtimes: the embedded PostgreSQL and the demo are the end-to-end test's business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.timeout(240)
+
+AGENTWORKS = str(Path(sys.executable).with_name("agentworks"))
+READY_LINE = "AgentWorks is up."
+READY_SECONDS = 90
+
+
+def free_port_block(count: int) -> int:
+    """The first of `count` consecutive free TCP ports on 127.0.0.1."""
+    for _ in range(200):
+        base = random.randint(20000, 60000 - count)
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError("no block of free ports found")
+
+
+def up_env(**extra: str) -> dict[str, str]:
+    """The environment of an `agentworks up`: none of the caller's AgentWorks settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AGENTWORKS_") and not k.endswith("DATABASE_URL")
+    }
+    env.update(PYTHONUNBUFFERED="1", LOG_JSON="false", **extra)
+    return env
+
+
+class Up:
+    """One `agentworks up` process, its output (stdout and stderr together) collected."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.reader = asyncio.create_task(self._read())
+        self.descendants: list[psutil.Process] = []
+
+    @classmethod
+    async def start(cls, cwd: Path, home: str, base_port: int, http_port: int, db: str) -> Up:
+        process = await asyncio.create_subprocess_exec(
+            AGENTWORKS, "up", "--home", home, "--base-port", str(base_port),
+            "--http-port", str(http_port), "--database-url", db, "--no-runtime",
+            "--ready-timeout", str(READY_SECONDS - 10), "--stop-timeout", "10",
+            cwd=cwd, env=up_env(), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        return cls(process)
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    async def ready(self) -> None:
+        """Wait for the banner; remember the children (to kill if the test kills `up`)."""
+        async with asyncio.timeout(READY_SECONDS):
+            while READY_LINE not in self.lines:
+                assert self.process.returncode is None, f"up exited:\n{self.output}"
+                await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)  # the rest of the banner
+        self.descendants = psutil.Process(self.process.pid).children(recursive=True)
+
+    async def exited(self, timeout: float = 30) -> int:
+        async with asyncio.timeout(timeout):
+            code = await self.process.wait()
+            await self.reader
+        return code
+
+    async def close(self) -> None:
+        """Stop it (Ctrl-C) if it runs; SIGKILL whatever is left of it or its children."""
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(TimeoutError):
+                await self.exited()
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        for child in self.descendants:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(self.descendants, timeout=10)
+        self.reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.reader
+
+
+async def test_a_second_up_on_the_same_home_is_refused_until_the_first_is_gone_P2(
+    tmp_path, database_url
+):
+    """P2: while one `agentworks up` runs on a home, another on that home (other ports) is
+    refused at once, naming the first one's pid and ports and how to run a second suite;
+    it starts nothing and leaves cli.json alone. The lock dies with its process: after a
+    kill -9 of the first, a new `up` on the home starts. A home that is not ./.agentworks
+    gets an `export AGENTWORKS_HOME=...` line before the CLI examples; the default not.
+    Two SIGTERMs at once (a signal to the process group) still stop it gracefully."""
+    home = tmp_path / ".agentworks"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    base = free_port_block(8)
+    first_ports, second_ports = (base, base + 3), (base + 4, base + 7)
+    suites: list[Up] = []
+    try:
+        # From another directory, so the home is not the CLI's default there.
+        first = await Up.start(elsewhere, str(home), *first_ports, database_url)
+        suites.append(first)
+        await first.ready()
+        written = (home / "cli.json").read_text()
+        assert json.loads(written)["url"] == f"http://127.0.0.1:{base + 3}"
+        banner = first.output[first.output.index(READY_LINE) :]
+        export = f"export AGENTWORKS_HOME={home.resolve()}"
+        assert export in banner, banner
+        assert banner.index(export) < banner.index("agentworks messages send"), banner
+
+        second = await Up.start(tmp_path, ".agentworks", *second_ports, database_url)
+        suites.append(second)
+        assert await second.exited() == 1, second.output
+        refusal = second.output
+        assert "another `agentworks up`" in refusal and f"pid {first.process.pid}" in refusal
+        assert f"gateway http://127.0.0.1:{base + 3}" in refusal
+        assert f"gRPC ports {base}-{base + 2}" in refusal
+        assert "--home" in refusal and "--base-port" in refusal and "Traceback" not in refusal
+        assert "child.started" not in refusal, "the refused up started children"
+        assert (home / "cli.json").read_text() == written
+        assert first.process.returncode is None
+
+        # kill -9: no cleanup runs, yet the kernel released the lock.
+        first.process.kill()
+        await first.exited()
+        await first.close()  # its orphaned children too
+        third = await Up.start(tmp_path, ".agentworks", *second_ports, database_url)
+        suites.append(third)
+        await third.ready()
+        assert json.loads((home / "cli.json").read_text())["url"] == (
+            f"http://127.0.0.1:{base + 7}"
+        )
+        banner = third.output[third.output.index(READY_LINE) :]
+        assert "export AGENTWORKS_HOME" not in banner, banner
+        # One SIGTERM to the process group reaches `up` twice at once (its own and make's
+        # forwarding): still a graceful stop, not the second Ctrl-C's kill.
+        third.process.send_signal(signal.SIGTERM)
+        third.process.send_signal(signal.SIGTERM)
+        assert await third.exited() == 0, third.output
+        stopped = [line for line in third.lines if "child.stopped" in line]
+        assert stopped and not any("code=-9" in line for line in stopped), stopped
+    finally:
+        for suite in suites:
+            await suite.close()
+
+
+async def test_bootstrap_prints_the_dev_token_only_when_it_made_it_P2(
+    tmp_path, database_url, internal_key, messaging
+):
+    """P2: `up --bootstrap-only` (compose, the Kubernetes Job) prints a token it made
+    itself (and keeps it in <home>/dev-token); a token from AGENTWORKS_DEV_TOKEN (a
+    Secret) is named, never printed: a Job's log is readable more widely than a Secret."""
+
+    async def bootstrap(home: Path, **extra: str) -> tuple[int, str]:
+        env = up_env(
+            AGENTWORKS_INTERNAL_KEY=internal_key,
+            AGENTWORKS_MESSAGING_ADDRESS=messaging.address,
+            DATABASE_URL=database_url,
+            **extra,
+        )
+        process = await asyncio.create_subprocess_exec(
+            AGENTWORKS, "up", "--bootstrap-only", "--home", str(home), "--ready-timeout", "30",
+            env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, _ = await process.communicate()
+        return process.returncode, out.decode()
+
+    code, out = await bootstrap(tmp_path / "made")
+    assert code == 0, out
+    made = (tmp_path / "made" / "dev-token").read_text().strip()
+    assert made.startswith("aw_") and f"demo crew registered; dev token: {made}" in out
+
+    secret = "aw_" + "s" * 43
+    code, out = await bootstrap(tmp_path / "preset", AGENTWORKS_DEV_TOKEN=secret)
+    assert code == 0, out
+    assert "dev token: from AGENTWORKS_DEV_TOKEN (not printed)" in out
+    assert secret not in out and "s" * 20 not in out
+
+
+def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url_A3_P2(
+    tmp_path,
+):
+    """A3 P2: the demo runtimes `up` starts talk to the services only: their environment
+    holds the key that signs their identity and the services' addresses, but not the
+    database's address (with its password), whether `up` made it or it was given."""
+    from agentworks_dev.up import Supervisor, parse_args
+
+    given = "postgresql://aw:s3cret@db.example:5432/agentworks"
+    supervisor = Supervisor(
+        parse_args(["--home", str(tmp_path)], {}),
+        {"DATABASE_URL": given, "PATH": os.environ["PATH"]},
+    )
+    supervisor.database_url, supervisor.key = given, "the-key"
+    children = supervisor.runtime_children()
+    assert [c.name for c in children] == ["demo-runtime", "demo-funcs"]
+    for child in children:
+        assert "DATABASE_URL" not in child.env and "s3cret" not in json.dumps(child.env)
+        assert child.env["AGENTWORKS_INTERNAL_KEY"] == "the-key"
+    services = [c for c, _ in supervisor.plan()[0]]
+    assert services and all(c.env["DATABASE_URL"] == given for c in services)
