@@ -67,9 +67,11 @@ check-proto: $(BIN)/.installed ## Fail when the committed stubs differ from what
 	if [ -n "$$extra" ]; then echo "stub without a proto: $$extra"; exit 1; fi; \
 	echo "stubs are up to date"
 
-lint: $(BIN)/.installed ## Run ruff (lint and format check)
+lint: $(BIN)/.installed ## Run ruff (lint, format check), the mypy type check and the structure check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_structure.py
 
 format: $(BIN)/.installed ## Format the code with ruff
 	$(BIN)/ruff format .

