@@ -33,6 +33,8 @@ async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         raise errors.NotFound("nothing called that here")
     if request == b"break":
         raise RuntimeError("a bug")
+    if request == b"cancelled":
+        raise errors.PreconditionFailed("call c1 has ended", reason=errors.Reason.CALL_CANCELLED)
     context_vars = structlog.contextvars.get_contextvars()
     return f"{current_identity.get().principal} {context_vars['request_id']}".encode()
 
@@ -195,3 +197,26 @@ async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4
             await c.get_transcript("00000000-0000-0000-0000-000000000000", limit=1)
     assert timed_out.value.message == late
     assert unavailable.value.message == down
+
+
+async def test_a_refusal_carries_its_machine_readable_reason_to_the_client_F15_F12(
+    echo, internal_key
+):
+    """F15, F12: a refusal with a reason reaches the client as a google.rpc.ErrorInfo in
+    the status details, and the typed client's error carries it, so the runtime tells a
+    cancel from a lost lease without reading the message; one without a reason has none."""
+    from agentworks.client.rpc import ServiceClient
+
+    class Echo(ServiceClient):
+        class stub_class:
+            def __init__(self, channel):
+                self.Echo = channel.unary_unary(METHOD)
+
+    client = Echo(channel=echo, identity=Minter("user:alice", internal_key))
+    with pytest.raises(errors.PreconditionFailed) as cancelled:
+        await client._unary("Echo", b"cancelled")
+    assert cancelled.value.reason == errors.Reason.CALL_CANCELLED
+    assert cancelled.value.message == "call c1 has ended"
+    with pytest.raises(errors.NotFound) as refused:
+        await client._unary("Echo", b"refuse")
+    assert refused.value.reason == ""

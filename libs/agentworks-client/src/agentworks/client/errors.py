@@ -1,11 +1,35 @@
 """The one error hierarchy services raise; `agentworks.server.rpc` maps it to gRPC codes.
 
-Every error carries a message a person can act on: what was wrong and what to do.
+Every error carries a message a person can act on: what was wrong and what to do. Where a
+program must tell one refusal from another, the error also carries a machine-readable
+`reason` (a `Reason`), sent as a `google.rpc.ErrorInfo` in the status details: clients
+branch on it, never on the message's words.
 """
 
 from __future__ import annotations
 
+import enum
+
 import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+# The `domain` of our ErrorInfo details, and the trailer that carries them (gRPC's own).
+ERROR_DOMAIN = "agentworks"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class Reason(enum.StrEnum):
+    """Why a request was refused, for programs; the message says it for people."""
+
+    # The call has ended (completed, failed, interrupted): nothing more can be reported.
+    CALL_ENDED = "CALL_ENDED"
+    # The call was cancelled by its caller or owner (F15): stop working on it.
+    CALL_CANCELLED = "CALL_CANCELLED"
+    # The turn's or execution's lease is no longer this runtime's (C11, F12).
+    LEASE_LOST = "LEASE_LOST"
+    # The target's running limit is reached (F5): nothing was queued.
+    RUNNING_LIMIT = "RUNNING_LIMIT"
 
 
 class AgentWorksError(Exception):
@@ -13,9 +37,10 @@ class AgentWorksError(Exception):
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, reason: Reason | str = "") -> None:
         super().__init__(message)
         self.message = message
+        self.reason = reason
 
 
 class InvalidArgument(AgentWorksError):
@@ -100,6 +125,32 @@ _BY_CODE: dict[grpc.StatusCode, type[AgentWorksError]] = {
 REFUSED_FOR_GOOD: tuple[type[AgentWorksError], ...] = (InvalidArgument, NotFound, Conflict)
 
 
-def from_status(code: grpc.StatusCode, message: str) -> AgentWorksError:
+def from_status(code: grpc.StatusCode, message: str, reason: str = "") -> AgentWorksError:
     """Rebuild the domain error a service raised from the status a client received."""
-    return _BY_CODE.get(code, AgentWorksError)(message)
+    return _BY_CODE.get(code, AgentWorksError)(message, reason=reason)
+
+
+def status_details(exc: AgentWorksError, message: str) -> bytes:
+    """The `grpc-status-details-bin` trailer for `exc`: a google.rpc.Status with its reason."""
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.ErrorInfo(reason=str(exc.reason), domain=ERROR_DOMAIN))
+    return status_pb2.Status(
+        code=exc.code.value[0], message=message, details=[detail]
+    ).SerializeToString()
+
+
+def reason_of(trailing_metadata: object) -> str:
+    """The ErrorInfo reason in a received status's trailers, or "" when there is none."""
+    for key, value in trailing_metadata or ():  # type: ignore[attr-defined]
+        if key != STATUS_DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status()
+        try:
+            status.ParseFromString(value)
+        except Exception:  # a malformed trailer is no reason
+            return ""
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+                return info.reason
+    return ""

@@ -357,7 +357,8 @@ class FunctionsClient(ServiceClient):
                 chunks(), metadata=self._metadata(), timeout=timeout or max(self.timeout, 120.0)
             )
         except grpc.aio.AioRpcError as exc:
-            raise errors.from_status(exc.code(), exc.details() or exc.code().name) from None
+            reason = errors.reason_of(exc.trailing_metadata())
+            raise errors.from_status(exc.code(), exc.details() or exc.code().name, reason) from None
 
     async def ask_input(
         self,

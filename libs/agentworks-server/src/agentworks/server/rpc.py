@@ -35,6 +35,14 @@ MAX_ERROR_MESSAGE_BYTES = 6000
 _OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
 
 
+def _trailers(exc: errors.AgentWorksError, message: str) -> tuple[tuple[str, Any], ...]:
+    """What a refusal carries besides its code and message: that our service answered, and
+    the machine-readable reason (google.rpc.ErrorInfo) when the error has one."""
+    if not exc.reason:
+        return _ANSWERED
+    return (*_ANSWERED, (errors.STATUS_DETAILS_KEY, errors.status_details(exc, message)))
+
+
 def bounded_message(message: str) -> str:
     """The message, cut so that it reaches the client (see MAX_ERROR_MESSAGE_BYTES)."""
     if len(message) * 9 <= MAX_ERROR_MESSAGE_BYTES:  # even all-non-ASCII fits
@@ -141,7 +149,8 @@ class _Scope:
                 code = context.code().name if context.code() else "UNKNOWN"
             elif isinstance(exc, errors.AgentWorksError):
                 code = exc.code.name
-                await context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+                message = bounded_message(exc.message)
+                await context.abort(exc.code, message, _trailers(exc, message))
             elif isinstance(exc, Exception):
                 code = "INTERNAL"
                 log.exception("rpc.internal_error", method=rpc.method, exc_info=exc)

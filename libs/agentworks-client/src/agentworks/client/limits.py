@@ -1,0 +1,72 @@
+"""The contract's size and count limits (P6), stated once.
+
+The service that owns the data checks them; the gateway builds its JSON Schemas from the
+same numbers and the runtime SDK sizes its reports by them, so no copy can drift. Bytes
+are of UTF-8 text (or of the JSON document's compact encoding).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# Every long-poll (reads, claims, status waits) waits at most this long per request.
+MAX_WAIT_SECONDS = 25
+# JSON documents (parts, inputs, results, attributes) nest at most this deep.
+MAX_JSON_DEPTH = 24
+# Retry keys (`submission_id`) a caller chooses.
+MAX_SUBMISSION_ID = 200
+
+# -- messaging (C2-C12) ------------------------------------------------------------------
+MAX_TEXT_BYTES = 64 * KIB
+MAX_PARTS_BYTES = 256 * KIB
+MAX_PAYLOAD_BYTES = 1 * MIB
+MAX_IDEMPOTENCY_KEY = 200
+MAX_DELIVERIES_PER_REQUEST = 500
+MAX_CLAIM_TARGETS = 100
+
+# -- functions (F1-F15) ------------------------------------------------------------------
+MAX_DESCRIPTION_BYTES = 4 * KIB
+MAX_SCHEMA_BYTES = 64 * KIB
+MAX_ALLOWED_CALLERS = 100
+MAX_INPUTS_BYTES = 256 * KIB
+MAX_PROGRESS_BYTES = 4 * KIB
+MAX_EXECUTION_MESSAGE_BYTES = 64 * KIB
+MAX_EVENT_TEXT_BYTES = 8 * KIB
+MAX_STEP_NAME_BYTES = 200
+MAX_STEP_STATUS_BYTES = 50
+MAX_STEP_DETAIL_BYTES = 2 * KIB
+MAX_ITEMS_PER_REPORT = 100
+MAX_MESSAGES_PER_CALL = 10_000
+MAX_EVENTS_PER_CALL = 10_000
+MAX_STEPS_PER_CALL = 1_000
+MAX_QUESTION_BYTES = 8 * KIB
+MAX_REPLY_BYTES = 64 * KIB
+# Pages of a call's messages and events, and of a file's bytes (F7, F8).
+MAX_MESSAGE_PAGE = 200
+MAX_EVENT_PAGE = 200
+MAX_READ_BYTES = 1 * MIB
+# Files are uploaded in chunks of this size.
+UPLOAD_CHUNK_BYTES = 256 * KIB
+
+# -- scheduler (S1-S6) -------------------------------------------------------------------
+MAX_NOTE_BYTES = 16 * KIB
+MAX_PROMPT_BYTES = 16 * KIB
+MAX_SCHEDULER_SUBMISSION_ID = 128
+MAX_NAME_CHARS = 200
+MAX_REASON_CHARS = 500
+MAX_DELAY = timedelta(days=400)
+MAX_PAST = timedelta(hours=1)
+MAX_PREVIEW_SPAN = timedelta(days=100 * 365)
+MAX_PENDING_WAKE_UPS = 100
+MAX_SCHEDULES_PER_CONVERSATION = 100
+MAX_WEBHOOKS_PER_CONVERSATION = 100
+MAX_DELIVERY_ID_CHARS = 128
+MAX_CRON_CHARS = 200
+MAX_INTERVAL_SECONDS = 366 * 24 * 3600
+MAX_WEBHOOK_BODY_BYTES = 1 * MIB
+# Listing wake-ups and schedules, and previewing a schedule's next occurrences.
+MAX_LIST_PAGE = 200
+MAX_PREVIEW = 100
