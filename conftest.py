@@ -19,7 +19,7 @@ pytest_plugins = ["tests.fixtures.gateway"]
 async def start_messaging(database_url: str, internal_key: str):
     """`await start_messaging()` starts one more messaging replica on the test database."""
     from agentworks_messaging.config import Config
-    from agentworks_messaging.server import start
+    from agentworks_messaging.app import start
 
     started = []
 

@@ -72,7 +72,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
     from agentworks_functions.config import Config as FunctionsConfig
     from agentworks_functions.server import start as start_functions
     from agentworks_messaging.config import Config as MessagingConfig
-    from agentworks_messaging.server import start as start_messaging
+    from agentworks_messaging.app import start as start_messaging
     from agentworks_scheduler.config import Config as SchedulerConfig
     from agentworks_scheduler.server import start as start_scheduler
 

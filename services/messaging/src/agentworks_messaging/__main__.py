@@ -1,3 +1,3 @@
-from agentworks_messaging.server import main
+from agentworks_messaging.app import main
 
 main()

@@ -27,7 +27,6 @@ compose.yaml uses it.
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import collections
 import contextlib
@@ -108,20 +107,11 @@ GATEWAY = ServiceSpec("gateway", "agentworks_gateway", "GATEWAY", http=True)
 
 
 def has_main(package: str) -> bool:
-    """Whether `<package>.server` exists and defines `main()` (read, not imported)."""
+    """Whether `python -m <package>` can start it (its `__main__` is installed)."""
     try:
-        spec = importlib.util.find_spec(f"{package}.server")
+        return importlib.util.find_spec(f"{package}.__main__") is not None
     except ModuleNotFoundError:
         return False
-    if spec is None or not spec.origin:
-        return False
-    if not spec.origin.endswith(".py"):
-        return True  # compiled module: trust it
-    tree = ast.parse(pathlib.Path(spec.origin).read_text(encoding="utf-8"))
-    return any(
-        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main"
-        for node in tree.body
-    )
 
 
 def port_is_free(host: str, port: int) -> bool:

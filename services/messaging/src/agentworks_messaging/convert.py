@@ -1,0 +1,170 @@
+"""Proto <-> domain conversions of the messaging service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from agentworks.client.errors import AgentWorksError, InvalidArgument
+from agentworks.client.targets import check_target
+from agentworks.common.v1 import common_pb2
+from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks_messaging.models import Delivery, Message, Target, TargetKey, Turn
+
+_KIND_IN = {common_pb2.TARGET_KIND_CREW: "crew", common_pb2.TARGET_KIND_WORKFLOW: "workflow"}
+
+_KIND_OUT = {v: k for k, v in _KIND_IN.items()}
+
+_CHANNEL_IN = {
+    pb.CHANNEL_UNSPECIFIED: "programmatic",
+    pb.CHANNEL_PROGRAMMATIC: "programmatic",
+    pb.CHANNEL_APP: "app",
+}
+
+_DELIVERY_KIND = {
+    "message": pb.DELIVERY_KIND_MESSAGE,
+    "wake_up": pb.DELIVERY_KIND_WAKE_UP,
+    "schedule": pb.DELIVERY_KIND_SCHEDULE,
+    "webhook": pb.DELIVERY_KIND_WEBHOOK,
+    "function_completed": pb.DELIVERY_KIND_FUNCTION_COMPLETED,
+}
+
+_DELIVERY_KIND_IN = {v: k for k, v in _DELIVERY_KIND.items()}
+
+_DELIVERY_STATUS = {
+    "pending": pb.DELIVERY_STATUS_PENDING,
+    "in_turn": pb.DELIVERY_STATUS_IN_TURN,
+    "handled": pb.DELIVERY_STATUS_HANDLED,
+    "interrupted": pb.DELIVERY_STATUS_INTERRUPTED,
+}
+
+
+def _ts(value) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def target_key(ref: common_pb2.TargetRef, field: str = "target") -> TargetKey:
+    kind = _KIND_IN.get(ref.kind)
+    if kind is None:
+        raise InvalidArgument(f"{field}.kind is required: TARGET_KIND_CREW or TARGET_KIND_WORKFLOW")
+    return check_target(kind, ref.name)
+
+
+def channel_in(channel: int) -> str:
+    name = _CHANNEL_IN.get(channel)
+    if name is None:
+        raise InvalidArgument(
+            f"channel {channel} is not a channel: CHANNEL_PROGRAMMATIC (the default) or CHANNEL_APP"
+        )
+    return name
+
+
+def target_ref(key: TargetKey) -> common_pb2.TargetRef:
+    return common_pb2.TargetRef(kind=_KIND_OUT[key.kind], name=key.name)
+
+
+def json_in(message: Any, field: str) -> Any:
+    """A request's Struct (or Part) as JSON; NaN and Infinity are not JSON."""
+    try:
+        return json_format.MessageToDict(message)
+    except (ValueError, json_format.Error):
+        raise InvalidArgument(
+            f"{field} holds a number that is not finite (NaN or Infinity); use JSON numbers"
+        ) from None
+
+
+def parts_in(parts) -> list[dict[str, Any]] | None:
+    out = [json_in(p, f"parts[{i}]") for i, p in enumerate(parts)]
+    return out or None
+
+
+def parts_out(parts: list[dict[str, Any]] | None) -> list[common_pb2.Part]:
+    return [json_format.ParseDict(p, common_pb2.Part()) for p in parts or []]
+
+
+def target_out(target: Target) -> pb.Target:
+    caps = pb.Capabilities()
+    if target.free_text_ask is not None:
+        caps.free_text_ask = target.free_text_ask
+    return pb.Target(
+        ref=target_ref(target.key),
+        owner=target.owner,
+        capabilities=caps,
+        created_at=_ts(target.created_at),
+        updated_at=_ts(target.updated_at),
+    )
+
+
+def message_out(m: Message) -> pb.Message:
+    return pb.Message(
+        message_id=m.id,
+        conversation_id=m.conversation_id,
+        inbox_id=m.inbox_id,
+        sender=m.sender,
+        text=m.text,
+        parts=parts_out(m.parts),
+        created_at=_ts(m.created_at),
+        direction=m.direction,
+    )
+
+
+def delivery_out(d: Delivery) -> pb.Delivery:
+    out = pb.Delivery(
+        delivery_id=d.id,
+        conversation_id=d.conversation_id,
+        kind=_DELIVERY_KIND[d.kind],
+        status=_DELIVERY_STATUS[d.status],
+        text=d.text,
+        payload=d.payload or b"",
+        turn_id=d.turn_id or "",
+        created_at=_ts(d.created_at),
+    )
+    if d.message is not None:
+        out.message.CopyFrom(message_out(d.message))
+    if d.attributes:
+        out.attributes.update(d.attributes)
+    return out
+
+
+def turn_out(turn: Turn) -> pb.Turn:
+    return pb.Turn(
+        turn_id=turn.id,
+        conversation_id=turn.conversation_id,
+        target=target_ref(turn.target),
+        reply_inbox_id=turn.reply_inbox_id,
+        deliveries=[delivery_out(d) for d in turn.deliveries],
+        lease_expires_at=_ts(turn.lease_expires_at),
+    )
+
+
+def caps_in(caps: pb.Capabilities) -> bool | None:
+    return caps.free_text_ask if caps.HasField("free_text_ask") else None
+
+
+def _delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
+    attributes = (
+        json_in(request.attributes, "attributes") if request.HasField("attributes") else None
+    )
+    return {
+        "conversation_id": request.conversation_id,
+        "kind": _DELIVERY_KIND_IN.get(request.kind, ""),
+        "text": request.text,
+        "payload": request.payload,
+        "attributes": attributes,
+        "idempotency_key": request.idempotency_key,
+    }
+
+
+def _result_out(outcome: tuple[str, bool] | AgentWorksError) -> pb.EnqueueDeliveryResult:
+    if isinstance(outcome, AgentWorksError):
+        return pb.EnqueueDeliveryResult(
+            error=pb.ItemError(code=outcome.code.value[0], message=outcome.message)
+        )
+    delivery_id, created = outcome
+    return pb.EnqueueDeliveryResult(
+        delivered=pb.EnqueueDeliveryResponse(delivery_id=delivery_id, created=created)
+    )

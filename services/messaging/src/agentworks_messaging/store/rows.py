@@ -1,0 +1,78 @@
+"""Row -> domain conversions and the NOTIFY channels of the messaging store."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from agentworks.client.errors import NotFound, PreconditionFailed
+from agentworks_messaging.models import (
+    Delivery,
+    Message,
+    Target,
+    TargetKey,
+)
+
+INBOX_CHANNEL = "messaging_inbox"
+
+TURN_CHANNEL = "messaging_turns"
+
+
+def _target(row: Any) -> Target:
+    return Target(
+        key=TargetKey(row.kind, row.name),
+        owner=row.owner,
+        free_text_ask=row.free_text_ask,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _message(row: Any) -> Message:
+    return Message(
+        id=str(row.id),
+        conversation_id=str(row.conversation_id),
+        inbox_id=str(row.inbox_id),
+        position=row.position,
+        direction=row.direction,
+        sender=row.sender,
+        text=row.text,
+        parts=row.parts,
+        created_at=row.created_at,
+    )
+
+
+def _delivery(row: Any, message: Message | None = None) -> Delivery:
+    return Delivery(
+        id=str(row.id),
+        conversation_id=str(row.conversation_id),
+        position=row.position,
+        kind=row.kind,
+        status=row.status,
+        text=row.text,
+        payload=bytes(row.payload) if row.payload is not None else None,
+        attributes=row.attributes,
+        turn_id=str(row.turn_id) if row.turn_id else None,
+        created_at=row.created_at,
+        message=message,
+    )
+
+
+def _uuid(value: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"{what} {value!r} not found") from None
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
+    return PreconditionFailed(
+        f"{key} has agent messaging turned off (capabilities.free_text_ask = false): "
+        "conversational messages are refused; call one of its declared functions instead"
+    )
