@@ -440,7 +440,7 @@ async def test_worker_logs_and_serves_on_when_the_service_refuses_both_finishes_
     error to the limits the service states); a service with stricter limits (an older or
     newer version) would. So this test runs the real service with a 40-byte error limit.
     """
-    monkeypatch.setattr("agentworks_functions.service.MAX_ERROR_BYTES", 40)
+    monkeypatch.setattr("agentworks_functions.service.finishing.MAX_ERROR_BYTES", 40)
 
     async def handler(ctx: ExecutionContext) -> str:
         if ctx.inputs["text"] == "boom":

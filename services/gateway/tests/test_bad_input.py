@@ -70,7 +70,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
     call of alice's (claimed by agent:demo/bot, with out.txt and a pending question), and
     the bot's wake-up, schedule and webhook in the conversation."""
     from agentworks_functions.config import Config as FunctionsConfig
-    from agentworks_functions.server import start as start_functions
+    from agentworks_functions.app import start as start_functions
     from agentworks_messaging.config import Config as MessagingConfig
     from agentworks_messaging.app import start as start_messaging
     from agentworks_scheduler.config import Config as SchedulerConfig

@@ -1,3 +1,3 @@
-from agentworks_functions.server import main
+from agentworks_functions.app import main
 
 main()

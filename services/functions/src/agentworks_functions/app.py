@@ -1,0 +1,79 @@
+"""Starting and stopping the functions service: database, servicer, sweeper, outbox (P4)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentworks.client import MessagingClient
+from agentworks.client.identity import Minter
+from agentworks.functions.v1 import functions_pb2 as pb
+from agentworks.functions.v1 import functions_pb2_grpc
+from agentworks.server.db import Database
+from agentworks.server.rpc import GrpcServer
+from agentworks.server.service import Running, main_for, prepare_database, read_config
+from agentworks_functions.config import Config
+from agentworks_functions.metrics import start_refresh
+from agentworks_functions.notices import deliver_notices, notice_sender
+from agentworks_functions.server import FunctionsServicer
+from agentworks_functions.service import FunctionsService
+from agentworks_functions.store import (
+    CALL_CHANNEL,
+    EXECUTION_CHANNEL,
+    NOTICE_CHANNEL,
+    FunctionsStore,
+)
+from agentworks_functions.sweeper import sweep
+
+
+async def start(config: Config) -> Running:
+    """Migrate, connect, and serve functions on `config.service.listen`."""
+    await asyncio.to_thread(
+        prepare_database, config.service, "functions", "agentworks_functions.migrations"
+    )
+    db = Database(config.service.database_url, pool_size=config.service.pool_size)
+    await db.start([EXECUTION_CHANNEL, CALL_CHANNEL, NOTICE_CHANNEL])
+    store = FunctionsStore(db, default_running_limit=config.default_running_limit)
+    service = FunctionsService(
+        store,
+        db.listener,
+        poll_fallback_seconds=config.poll_fallback_seconds,
+        min_lease_seconds=config.min_lease_seconds,
+        max_lease_seconds=config.max_lease_seconds,
+        notice_retry_seconds=config.notice_retry_seconds,
+        claim_timeout_seconds=config.claim_timeout_seconds,
+    )
+    messaging = MessagingClient(
+        config.messaging_address,
+        identity=Minter(config.principal, config.service.internal_key),
+        timeout=10,
+    )
+
+    async def drain() -> None:
+        service.draining.set()
+        db.listener.wake_all()
+
+    server = GrpcServer(
+        name="functions",
+        listen=config.service.listen,
+        internal_key=config.service.internal_key,
+        accepted_keys=config.service.accepted_keys,
+        register=lambda s: functions_pb2_grpc.add_FunctionsServiceServicer_to_server(
+            FunctionsServicer(service), s
+        ),
+        service_names=[pb.DESCRIPTOR.services_by_name["FunctionsService"].full_name],
+        on_drain=drain,
+    )
+    await server.start()
+    background = [
+        asyncio.create_task(sweep(service, store, config), name="functions-sweep"),
+        asyncio.create_task(
+            deliver_notices(service, notice_sender(messaging), config), name="functions-notices"
+        ),
+        *start_refresh(db, config),
+    ]
+    return Running("functions", server, db, background=background, on_stop=[messaging.close])
+
+
+def main() -> None:
+    config = read_config("functions", Config.from_env)
+    main_for(config.service, lambda: start(config))

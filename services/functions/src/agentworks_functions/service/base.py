@@ -1,0 +1,122 @@
+"""What every use case of the functions service shares: store, listener, access, leases."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+from agentworks.client.checks import bounded
+from agentworks.client.errors import NotFound, PermissionDenied
+from agentworks.client.identity import Identity
+from agentworks.server.db import Listener, Waiter
+from agentworks_functions.models import (
+    OPEN_STATUSES,
+    Call,
+    StatusView,
+    Target,
+    TargetKey,
+)
+from agentworks_functions.service.rules import LEASE_DEFAULT, _ClaimGate
+from agentworks_functions.store import (
+    FunctionsStore,
+    call_not_found,
+)
+
+
+class FunctionsServiceBase:
+    """What the parts of `FunctionsService` share."""
+
+    def __init__(
+        self,
+        store: FunctionsStore,
+        listener: Listener,
+        *,
+        poll_fallback_seconds: float = 5.0,
+        min_lease_seconds: int = 5,
+        max_lease_seconds: int = 300,
+        notice_retry_seconds: float = 5.0,
+        claim_timeout_seconds: float = 0.0,
+    ) -> None:
+        self.store = store
+        self.claim_timeout = timedelta(seconds=claim_timeout_seconds) or None
+        self.listener = listener
+        self.poll_fallback_seconds = poll_fallback_seconds
+        self.min_lease_seconds = min_lease_seconds
+        self.max_lease_seconds = max_lease_seconds
+        self.notice_retry = timedelta(seconds=notice_retry_seconds)
+        self.draining = asyncio.Event()
+        self._claim_gates: dict[tuple[str, ...], _ClaimGate] = {}
+
+    async def _owned_target(self, identity: Identity, key: TargetKey) -> Target:
+        target = await self.store.get_target(key)
+        if identity.principal != target.owner:
+            raise PermissionDenied(
+                f"only the owner of {key} ({target.owner}) may declare, update or remove "
+                "its functions"
+            )
+        return target
+
+    async def _check_reader(self, identity: Identity, call_id: str) -> None:
+        """A3: only the caller or the target's owner; everyone else gets NOT_FOUND."""
+        caller, owner = await self.store.call_access(call_id)
+        if identity.principal not in (caller, owner):
+            raise call_not_found(call_id)
+
+    async def _until_ended(
+        self,
+        waiter: Waiter,
+        call_id: str,
+        deadline: float,
+        view: StatusView | None,
+        page: tuple[int, int, int, int],
+    ) -> StatusView | None:
+        """Wait (subscribed to the call's end) until it ended or `deadline`; the last view.
+
+        A wake-up means the call ended (or the listener reconnected): the view is read
+        once, at the end. Without one, a cheap status check stands in for the NOTIFY.
+        """
+        while view is None or view.call.is_open:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.draining.is_set():
+                break
+            woken = await waiter.wait(min(remaining, self.poll_fallback_seconds))
+            if not woken and await self.store.call_status(call_id) in OPEN_STATUSES:
+                continue
+            view = await self._view(call_id, *page)
+        return view
+
+    async def _view(
+        self, call_id: str, after: int, message_limit: int, after_event: int, event_limit: int
+    ) -> StatusView:
+        view, _ = await self.store.status(
+            call_id,
+            after=after,
+            message_limit=message_limit,
+            after_event=after_event,
+            event_limit=event_limit,
+        )
+        return view
+
+    def _lease(self, lease_seconds: int) -> timedelta:
+        return timedelta(
+            seconds=bounded(
+                lease_seconds,
+                "lease_seconds",
+                self.min_lease_seconds,
+                self.max_lease_seconds,
+                max(LEASE_DEFAULT, self.min_lease_seconds),
+            )
+        )
+
+    async def _ended_status(self, identity: Identity, call_id: str) -> str:
+        return (await self._execution(identity, call_id)).status
+
+    async def _execution(self, identity: Identity, call_id: str) -> Call:
+        try:
+            call: Call | None = await self.store.get_call(call_id)
+        except NotFound:
+            call = None  # the same answer as for someone else's call (A3)
+        if call is None or call.runtime != identity.principal:
+            raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
+        return call

@@ -1,0 +1,337 @@
+"""Calling, reading status and files, replying and cancelling (F3-F9, F11, F15)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from typing import Any
+
+import structlog
+
+from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
+from agentworks.client.errors import InvalidArgument, NotFound
+from agentworks.client.identity import Identity
+from agentworks_functions.metrics import counting_busy
+from agentworks_functions.models import (
+    CallSource,
+    FilePage,
+    Receipt,
+    StatusView,
+    TargetKey,
+)
+from agentworks_functions.schemas import (
+    describe_violations,
+    json_problems,
+    may_call,
+    off_loop,
+    resolve_variables,
+    violations,
+)
+from agentworks_functions.service.base import FunctionsServiceBase
+from agentworks_functions.service.rules import (
+    _FUNCTION_RE,
+    _OUTCOME,
+    _UUID_RE,
+    EVENT_LIMIT_DEFAULT,
+    EVENT_LIMIT_MAX,
+    MAX_INPUTS_BYTES,
+    MAX_REPLY_BYTES,
+    MAX_SUBMISSION_ID,
+    MAX_WAIT_SECONDS,
+    MESSAGE_LIMIT_DEFAULT,
+    MESSAGE_LIMIT_MAX,
+    READ_LIMIT_DEFAULT,
+    READ_LIMIT_MAX,
+    check_file_name,
+    check_size,
+    function_not_found,
+    log,
+    notice_text,
+    text_page,
+)
+from agentworks_functions.store import (
+    CALL_CHANNEL,
+    call_not_found,
+    ended_key,
+    submission_conflict,
+)
+
+
+class Calls(FunctionsServiceBase):
+    async def call(
+        self,
+        identity: Identity,
+        *,
+        target: TargetKey,
+        function: str,
+        inputs: dict[str, Any],
+        submission_id: str,
+        notify_conversation_id: str,
+        source: CallSource | None,
+        wait_seconds: int = 0,
+        fresh_submission_id: bool = False,
+    ) -> Receipt:
+        """Check inputs, then start a fresh execution within the running limit (F3-F6).
+
+        With `wait_seconds`, wait that long for the call to end, and return it ended as
+        the receipt's `outcome` if it did: call and result in one request.
+        `fresh_submission_id`: the caller vouches that `submission_id` was never sent
+        before, so no earlier call is looked for and a full target refuses at once.
+        """
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        deadline = time.monotonic() + wait_seconds
+        call_id = uuid.uuid4()
+        # Listening for the end before the call exists: the end cannot be missed, and
+        # nothing needs reading before the first wait.
+        ends = [ended_key(call_id)] if wait_seconds else []
+        view: StatusView | None = None
+        with self.listener.subscribe(CALL_CHANNEL, ends) as waiter:
+            receipt = await self._call(
+                identity,
+                call_id=call_id,
+                target=target,
+                function=function,
+                inputs=inputs,
+                submission_id=submission_id,
+                notify_conversation_id=notify_conversation_id,
+                source=source,
+                fresh_submission_id=fresh_submission_id,
+            )
+            if not wait_seconds:
+                return receipt
+            if receipt.created:
+                view = await self._until_ended(waiter, receipt.call_id, deadline, None, _OUTCOME)
+        if not receipt.created:  # an earlier call with this retry key: wait for that one
+            view = await self.status(
+                identity,
+                call_id=receipt.call_id,
+                message_limit=_OUTCOME[1],
+                event_limit=_OUTCOME[3],
+                wait_seconds=max(1, round(deadline - time.monotonic())),
+                until_ended=True,
+            )
+        if view is None or view.call.is_open:
+            return receipt
+        return dataclasses.replace(receipt, status=view.call.status, outcome=view)
+
+    async def _call(
+        self,
+        identity: Identity,
+        *,
+        call_id: uuid.UUID,
+        target: TargetKey,
+        function: str,
+        inputs: dict[str, Any],
+        submission_id: str,
+        notify_conversation_id: str,
+        source: CallSource | None,
+        fresh_submission_id: bool = False,
+    ) -> Receipt:
+        if not function:
+            raise InvalidArgument("function is required: the name of a declared function")
+        if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
+            raise function_not_found(target, function)
+        check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
+        if len(json.dumps(inputs).encode()) > MAX_INPUTS_BYTES:
+            raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
+        check_json_depth(inputs, "inputs")  # the execution carries them back as a Struct
+        if notify_conversation_id:
+            if identity.kind not in ("agent", "workflow"):
+                raise InvalidArgument(
+                    "notify_conversation_id is for internal callers (agents and workflows); "
+                    "other callers poll status instead"
+                )
+            if not _UUID_RE.match(notify_conversation_id):
+                raise InvalidArgument(
+                    f"notify_conversation_id {notify_conversation_id!r} is not a conversation id"
+                )
+        if source is not None:
+            if identity.kind != "workflow":
+                raise InvalidArgument("source (run, step, group) is only for workflow callers")
+            for field, value in (("run_id", source.run_id), ("step", source.step)):
+                if not value or len(value) > 200:
+                    raise InvalidArgument(f"source.{field} is required (at most 200 characters)")
+            if len(source.group) > 200:
+                raise InvalidArgument("source.group is longer than 200 characters")
+            for field, value in source.as_json().items():
+                check_no_nul(value, f"source.{field}")
+        # F14: a workflow's retry ids are scoped to its run, step and group.
+        submission_key = None
+        if submission_id:
+            submission_key = (
+                f"{source.run_id}/{source.step}/{source.group}/{submission_id}"
+                if source
+                else submission_id
+            )
+        digest = (
+            request_hash(
+                str(target),
+                function,
+                inputs,
+                notify_conversation_id,
+                source.as_json() if source else None,
+            )
+            if submission_key
+            else ""  # no retry key: nothing to compare a retry with
+        )
+        if submission_key and not fresh_submission_id:
+            found = await self.store.find_submission(identity.principal, submission_key)
+            if found is not None:
+                receipt, earlier_hash = found
+                if earlier_hash != digest:
+                    raise submission_conflict(submission_id)
+                log.info("call.recovered", call_id=receipt.call_id, status=receipt.status)
+                return receipt
+        owner, declared, full = await self.store.function_for_call(target, function)
+        if declared is None or not may_call(identity.principal, owner, declared.allowed_callers):
+            raise function_not_found(target, function)
+        problems = json_problems(inputs, "inputs") + await off_loop(
+            declared.input_schema, violations, declared.input_schema, inputs
+        )
+        variables = None
+        if declared.workflow is not None:
+            variables, variable_problems = resolve_variables(declared.workflow.variables, inputs)
+            problems += variable_problems
+        if problems:
+            raise InvalidArgument(
+                describe_violations(
+                    f"inputs for {target} {function} are invalid",
+                    problems,
+                    "Fix them and call again; no call was created.",
+                )
+            )
+        with counting_busy(target):  # both refusals below count as busy (metrics)
+            # At the limit already: refused at once (F5). A retry must not be refused so,
+            # as its call may exist (the lookup above missed a twin still being stored);
+            # a fresh key has no earlier call to return.
+            if full is not None and (not submission_key or fresh_submission_id):
+                raise full
+            receipt = await self.store.create_call(
+                call_id=call_id,
+                function=declared,
+                caller=identity.principal,
+                inputs=inputs,
+                variables=variables,
+                source=source,
+                submission_key=submission_key,
+                request_hash=digest,
+                notify_conversation_id=notify_conversation_id or None,
+                submission_id=submission_id,
+            )
+        structlog.contextvars.bind_contextvars(call_id=receipt.call_id)
+        log.info(
+            "call.accepted" if receipt.created else "call.recovered",
+            call_id=receipt.call_id,
+            target=str(target),
+            function=function,
+        )
+        return receipt
+
+    async def status(
+        self,
+        identity: Identity,
+        *,
+        call_id: str,
+        after: int = -1,
+        message_limit: int = 0,
+        after_event: int = -1,
+        event_limit: int = 0,
+        wait_seconds: int = 0,
+        seen_version: int | None = None,
+        until_ended: bool = False,
+    ) -> StatusView:
+        """The call's record with both pagings; optionally wait for a change (F7, F11).
+
+        `until_ended` waits for the end of the call only, through any other change.
+        """
+        for field, value in (("after", after), ("after_event", after_event)):
+            if value < -1:
+                raise InvalidArgument(f"{field} must be -1 (from the start) or a next_{field}")
+        message_limit = bounded(
+            message_limit, "message_limit", 1, MESSAGE_LIMIT_MAX, MESSAGE_LIMIT_DEFAULT
+        )
+        event_limit = bounded(event_limit, "event_limit", 1, EVENT_LIMIT_MAX, EVENT_LIMIT_DEFAULT)
+        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        deadline = time.monotonic() + wait_seconds
+        page = (after, message_limit, after_event, event_limit)
+        keys = [ended_key(call_id) if until_ended else call_id]
+        with self.listener.subscribe(CALL_CHANNEL, keys) as waiter:
+            view, owner = await self.store.status(
+                call_id,
+                after=after,
+                message_limit=message_limit,
+                after_event=after_event,
+                event_limit=event_limit,
+            )
+            # A3: only the caller or the target's owner; everyone else gets NOT_FOUND.
+            if identity.principal not in (view.call.caller, owner):
+                raise call_not_found(call_id)
+            if until_ended:
+                return await self._until_ended(waiter, call_id, deadline, view, page) or view
+            baseline = view.call.version if seen_version is None else seen_version
+            while (
+                wait_seconds
+                and view.call.is_open
+                and not view.messages
+                and not view.events
+                and view.call.version <= baseline
+            ):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.draining.is_set():
+                    break
+                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                view = await self._view(call_id, *page)
+        return view
+
+    async def read_file(
+        self, identity: Identity, *, call_id: str, file: str, offset: int, limit: int
+    ) -> FilePage:
+        """A bounded page of one output file, by byte offset (F8)."""
+        limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
+        if offset < 0:
+            raise InvalidArgument(f"offset must be 0 or more, got {offset}")
+        await self._check_reader(identity, call_id)
+        name = check_file_name(file, call_id)
+        info = await self.store.file_info(call_id, name)
+        if info is None:
+            raise NotFound(
+                f"file {name!r} not found in call {call_id}: status lists the call's files"
+            )
+        if offset > info.size:
+            raise InvalidArgument(
+                f"offset {offset} is past the end of {name} ({info.size} bytes); "
+                "start at 0 and follow next_offset"
+            )
+        data = await self.store.blobs.read(info.blob_id, offset, limit)
+        as_text = None
+        if info.is_text:
+            as_text, data = text_page(data, more=offset + len(data) < info.size)
+        end = offset + len(data)
+        return FilePage(
+            name=name,
+            data=data,
+            as_text=as_text,
+            offset=offset,
+            size=info.size,
+            next_offset=end if end < info.size else None,
+            media_type=info.media_type,
+        )
+
+    async def reply(self, identity: Identity, *, call_id: str, text: str) -> StatusView:
+        """Answer the pending human-input question; the execution goes on (F11)."""
+        if not text.strip():
+            raise InvalidArgument("text is empty: the reply to the pending question")
+        check_size(text, "text", MAX_REPLY_BYTES)
+        await self._check_reader(identity, call_id)
+        await self.store.reply(call_id, identity.principal, text)
+        log.info("call.replied", call_id=call_id)
+        return await self.status(identity, call_id=call_id)
+
+    async def cancel(self, identity: Identity, *, call_id: str) -> StatusView:
+        """End an open call as cancelled; the runtime learns it on its next report (F15)."""
+        await self._check_reader(identity, call_id)
+        await self.store.cancel(call_id, identity.principal, notice_text)
+        log.info("call.cancelled", call_id=call_id)
+        return await self.status(identity, call_id=call_id)

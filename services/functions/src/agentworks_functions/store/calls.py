@@ -1,0 +1,292 @@
+"""Calls: the running limit, retry keys, status reads, cancel and replies (F4-F9, F11, F15)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from psycopg.types.json import Jsonb
+
+from agentworks.client.errors import (
+    Busy,
+    NotFound,
+    PreconditionFailed,
+)
+from agentworks.server.db import fetch_one, notify
+from agentworks_functions import tables as t
+from agentworks_functions.models import (
+    CANCELLED,
+    OPEN_STATUSES,
+    RUNNING,
+    WAITING_FOR_INPUT,
+    Call,
+    CallSource,
+    Ending,
+    ExecutionEvent,
+    ExecutionMessage,
+    FileInfo,
+    Function,
+    Receipt,
+    StatusView,
+    TargetKey,
+    WorkflowStep,
+)
+from agentworks_functions.store.base import FunctionsStoreBase
+from agentworks_functions.store.rows import (
+    CALL_CHANNEL,
+    PAGE_TEXT_BUDGET,
+    _budgeted,
+    _call,
+    _function,
+    _uuid,
+    _when,
+    busy,
+    call_not_found,
+    submission_conflict,
+)
+from agentworks_functions.store.sql import (
+    _CALL_ACCESS,
+    _CALL_STATUS,
+    _CREATE_CALL,
+    _FUNCTION_FOR_CALL,
+    _GET_CALL,
+    _STATUS,
+    _SUBMISSION,
+    BUSY_SQLSTATE,
+)
+
+
+class CallQueries(FunctionsStoreBase):
+    async def find_submission(self, caller: str, submission_key: str) -> tuple[Receipt, str] | None:
+        """The call an earlier request with this retry key created, and its request hash."""
+        c = t.calls
+        async with self.db.autocommit() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(c.c.id, c.c.status, c.c.request_hash).where(
+                        c.c.caller == caller, c.c.submission_key == submission_key
+                    )
+                )
+            ).one_or_none()
+        if row is None:
+            return None
+        return Receipt(str(row.id), row.status, created=False), row.request_hash
+
+    async def function_for_call(
+        self, key: TargetKey, name: str
+    ) -> tuple[str, Function | None, Busy | None]:
+        """(target owner, the declared function or None, Busy if the target is full).
+
+        One read, no lock. "Full" means the target's committed open calls already reach
+        its limit: a call without a retry key can be refused at once, without queueing
+        for the target's lock (calls are only ever accepted under that lock, so the
+        limit stays exact). NotFound if the target is not registered.
+        """
+        async with self.db.raw() as pg:
+            row = await fetch_one(
+                pg, _FUNCTION_FOR_CALL, {"kind": key.kind, "target_name": key.name, "name": name}
+            )
+        if row is None:
+            raise NotFound(f"{key} is not registered with the functions service")
+        limit = row.running_limit or self.default_running_limit
+        full = busy(key, row.open_calls, limit) if row.open_calls >= limit else None
+        return row.target_owner, _function(row) if row.name is not None else None, full
+
+    async def create_call(
+        self,
+        *,
+        call_id: uuid.UUID,
+        function: Function,
+        caller: str,
+        inputs: dict[str, Any],
+        variables: dict[str, Any] | None,
+        source: CallSource | None,
+        submission_key: str | None,
+        request_hash: str,
+        notify_conversation_id: str | None,
+        submission_id: str,
+    ) -> Receipt:
+        """Insert a call if the retry key is new and the target has room (F4-F6).
+
+        `submission_key` is the stored retry key (a workflow's is scoped to its run, step
+        and group, F14); `submission_id` is the caller's own, the one errors quote.
+
+        One statement in autocommit: `functions.create_call` (migration 0002) locks the
+        target row, inserts the call, and counts the target's open calls with a snapshot
+        taken after the lock was granted, so every call committed by an earlier holder is
+        counted; over the limit it raises AW001, which undoes the insert.
+        """
+        key = function.target
+        values: dict[str, Any] = {
+            "id": call_id,
+            "target_kind": key.kind,
+            "target_name": key.name,
+            "function": function.name,
+            "caller": caller,
+            "inputs": inputs,
+            "description": function.description,
+            "output_schema": function.output_schema,
+            "starts_work": function.starts_work,
+            "workflow": function.workflow.as_json() if function.workflow else None,
+            "variables": variables,
+            "run_id": uuid.uuid4() if function.workflow else None,
+            "source": source.as_json() if source else None,
+            "submission_key": submission_key,
+            "request_hash": request_hash,
+            "notify_conversation_id": notify_conversation_id,
+            "default_limit": self.default_running_limit,
+        }
+        # JSON columns keep JSON null for None, as they always did.
+        for name in ("inputs", "output_schema", "workflow", "variables", "source"):
+            values[name] = Jsonb(values[name])
+        async with self.db.raw() as pg:
+            try:
+                row = await fetch_one(pg, _CREATE_CALL, values)
+            except psycopg.Error as exc:
+                if exc.sqlstate != BUSY_SQLSTATE:
+                    raise
+                running, limit = (exc.diag.message_detail or "0/0").split("/")
+                raise busy(key, int(running), int(limit)) from None
+            if row.running_limit is None:
+                raise NotFound(f"{key} is not registered with the functions service")
+            if not row.inserted:
+                # A twin with the same retry key committed first: recover it (F6).
+                row = await fetch_one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
+                if row.request_hash != request_hash:
+                    raise submission_conflict(submission_id)
+                return Receipt(str(row.id), row.status, created=False)
+        return Receipt(str(call_id), RUNNING, created=True)
+
+    async def call_status(self, call_id: str) -> str | None:
+        """Just the status of a call (a cheap re-check for a waiting read)."""
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, _CALL_STATUS, {"call_id": _uuid(call_id, "call")})
+        return None if row is None else row.status
+
+    async def get_call(self, call_id: str) -> Call:
+        call_uuid = _uuid(call_id, "call")
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, _GET_CALL, {"call_id": call_uuid})
+        if row is None:
+            raise call_not_found(call_id)
+        return _call(row)
+
+    async def call_access(self, call_id: str) -> tuple[str, str]:
+        """(caller, target owner) of a call, for the A3 check."""
+        call_uuid = _uuid(call_id, "call")
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, _CALL_ACCESS, {"call_id": call_uuid})
+        if row is None:
+            raise call_not_found(call_id)
+        return row.caller, row.owner
+
+    async def status(
+        self, call_id: str, *, after: int, message_limit: int, after_event: int, event_limit: int
+    ) -> tuple[StatusView, str]:
+        """One consistent snapshot of a call's record (F7), and the target's owner (A3).
+
+        One statement (one snapshot, one round trip): the call row, its target's owner and
+        the message, event, file, step and question pages as JSON arrays.
+        """
+        call_uuid = _uuid(call_id, "call")
+        async with self.db.raw() as pg:
+            row = await fetch_one(
+                pg,
+                _STATUS,
+                {
+                    "call_id": call_uuid,
+                    "after": after,
+                    "message_limit": message_limit,
+                    "after_event": after_event,
+                    "event_limit": event_limit,
+                },
+            )
+        if row is None:
+            raise call_not_found(call_id)
+        messages = _budgeted(row.page_messages, PAGE_TEXT_BUDGET)
+        events = _budgeted(row.page_events, PAGE_TEXT_BUDGET)
+        view = StatusView(
+            call=_call(row),
+            messages=[
+                ExecutionMessage(r["index"], r["role"], r["text"], _when(r["created_at"]))
+                for r in messages
+            ],
+            next_after=messages[-1]["index"] if messages else after,
+            events=[
+                ExecutionEvent(
+                    r["index"], r["kind"], r["text"], r["tool_name"], _when(r["created_at"])
+                )
+                for r in events
+            ],
+            next_after_event=events[-1]["index"] if events else after_event,
+            files=[
+                FileInfo(
+                    name=r["name"],
+                    size=r["size"],
+                    media_type=r["media_type"],
+                    sha256=r["sha256"],
+                    is_text=r["is_text"],
+                    created_at=_when(r["created_at"]),
+                    blob_id=r["blob_id"],
+                )
+                for r in row.page_files
+            ],
+            steps=[
+                WorkflowStep(
+                    r["index"],
+                    r["step"],
+                    r["group_name"],
+                    r["status"],
+                    r["detail"],
+                    _when(r["created_at"]),
+                )
+                for r in row.page_steps or ()
+            ],
+            question=row.pending_question or "",
+        )
+        return view, row.target_owner
+
+    async def cancel(self, call_id: str, by: str, notice_text: Callable) -> None:
+        async with self.db.transaction() as conn:
+            row = await self._lock_call(conn, call_id)
+            if row.status == CANCELLED:
+                return
+            if row.status not in OPEN_STATUSES:
+                raise PreconditionFailed(
+                    f"call {call_id} has already ended ({row.status}); there is nothing to cancel"
+                )
+            await self._end(
+                conn,
+                [row],
+                Ending(CANCELLED, error=f"cancelled by {by}", answer=""),
+                notice_text,
+            )
+
+    async def reply(self, call_id: str, by: str, text: str) -> None:
+        q = t.questions
+        async with self.db.transaction() as conn:
+            row = await self._lock_call(conn, call_id)
+            if row.status != WAITING_FOR_INPUT:
+                raise PreconditionFailed(
+                    f"call {call_id} is not waiting for input (status {row.status}); reply "
+                    "only while its status shows a question"
+                )
+            answered = (
+                await conn.execute(
+                    q.update()
+                    .where(q.c.call_id == row.id, q.c.reply.is_(None), q.c.withdrawn_at.is_(None))
+                    .values(reply=text, answered_by=by, answered_at=sa.func.now())
+                    .returning(q.c.ask_id)
+                )
+            ).all()
+            if not answered:
+                raise PreconditionFailed(f"call {call_id} has no pending question")
+            await conn.execute(
+                t.calls.update()
+                .where(t.calls.c.id == row.id)
+                .values(status=RUNNING, version=t.calls.c.version + 1)
+            )
+            await conn.execute(notify(CALL_CHANNEL, str(row.id)))

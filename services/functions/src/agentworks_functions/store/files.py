@@ -1,0 +1,109 @@
+"""Output files: linking uploaded blobs to a call, and their metadata (F8)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from agentworks.client.errors import (
+    InvalidArgument,
+    PreconditionFailed,
+)
+from agentworks.server.db import notify
+from agentworks_functions import tables as t
+from agentworks_functions.blobs import Blob
+from agentworks_functions.models import (
+    OPEN_STATUSES,
+    FileInfo,
+)
+from agentworks_functions.store.base import FunctionsStoreBase
+from agentworks_functions.store.rows import CALL_CHANNEL, _file, _uuid, ended_message
+
+
+class FileQueries(FunctionsStoreBase):
+    async def link_file(
+        self,
+        call_id: str,
+        runtime: str,
+        *,
+        name: str,
+        blob: Blob,
+        media_type: str,
+        is_text: bool,
+        max_files: int,
+    ) -> FileInfo:
+        """Make an uploaded blob the call's file `name`, replacing an earlier one (F8)."""
+        f = t.files
+        async with self.db.transaction() as conn:
+            row = await self._lock_execution(conn, call_id, runtime)
+            if row.status not in OPEN_STATUSES:
+                raise PreconditionFailed(ended_message(call_id, row.status))
+            old = (
+                await conn.execute(
+                    sa.select(f.c.blob_id).where(f.c.call_id == row.id, f.c.name == name)
+                )
+            ).scalar_one_or_none()
+            if old is None:
+                count = (
+                    await conn.execute(
+                        sa.select(sa.func.count()).select_from(f).where(f.c.call_id == row.id)
+                    )
+                ).scalar_one()
+                if count >= max_files:
+                    raise InvalidArgument(
+                        f"call {call_id} already has {count} files, the limit is {max_files}; "
+                        "put results in fewer files (an archive, for instance)"
+                    )
+            await conn.execute(
+                t.blobs.update().where(t.blobs.c.id == blob.id).values(complete=True)
+            )
+            values = {
+                "blob_id": blob.id,
+                "size": blob.size,
+                "media_type": media_type,
+                "sha256": blob.sha256,
+                "is_text": is_text,
+            }
+            info = (
+                await conn.execute(
+                    pg_insert(f)
+                    .values(call_id=row.id, name=name, **values)
+                    .on_conflict_do_update(
+                        index_elements=["call_id", "name"],
+                        set_={**values, "created_at": sa.func.now()},
+                    )
+                    .returning(*f.c)
+                )
+            ).one()
+            if old is not None:
+                await conn.execute(t.blobs.delete().where(t.blobs.c.id == old))
+            await conn.execute(
+                t.calls.update().where(t.calls.c.id == row.id).values(version=t.calls.c.version + 1)
+            )
+            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+        return _file(info)
+
+    async def file_info(self, call_id: str, name: str) -> FileInfo | None:
+        f = t.files
+        call_uuid = _uuid(call_id, "call")
+        async with self.db.autocommit() as conn:
+            row = (
+                await conn.execute(sa.select(f).where(f.c.call_id == call_uuid, f.c.name == name))
+            ).one_or_none()
+        return _file(row) if row else None
+
+    async def file_count(self, call_id: str) -> int:
+        f = t.files
+        async with self.db.autocommit() as conn:
+            return (
+                await conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(f)
+                    .where(f.c.call_id == _uuid(call_id, "call"))
+                )
+            ).scalar_one()
+
+    async def purge_unlinked_blobs(self, older_than: timedelta) -> int:
+        return await self.blobs.purge_unlinked(older_than)

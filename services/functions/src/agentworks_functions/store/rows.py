@@ -1,0 +1,179 @@
+"""Row -> domain conversions, channels and shared refusals of the functions store."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentworks.client.errors import (
+    Busy,
+    Conflict,
+    NotFound,
+)
+from agentworks_functions.models import (
+    INTERRUPTED,
+    Call,
+    CallSource,
+    FileInfo,
+    Function,
+    Target,
+    TargetKey,
+    WorkflowBinding,
+)
+
+EXECUTION_CHANNEL = "functions_executions"  # payload: "crew:<name>" — a call to claim
+
+# payload: call_id — the call changed; when it ended, "<call_id> ended" is sent as well.
+CALL_CHANNEL = "functions_calls"
+
+NOTICE_CHANNEL = "functions_notices"  # payload: "due" — a completion notice to deliver
+
+# Bytes of message or event text one status page carries at most (always >= 1 item).
+PAGE_TEXT_BUDGET = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim of the runtime's next execution, made with its finish (R1)."""
+
+    targets: Sequence[TargetKey]
+    lease: timedelta
+
+
+def ended_key(call_id: object) -> str:
+    """The CALL_CHANNEL payload that says a call ended: what a wait for the end hears."""
+    return f"{call_id} ended"
+
+
+def _uuid(value: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        # Not an id at all: the same answer as an id nobody may see (A3).
+        raise (
+            call_not_found(value) if what == "call" else NotFound(f"{what} {value!r} not found")
+        ) from None
+
+
+def call_not_found(call_id: str) -> NotFound:
+    return NotFound(
+        f"call {call_id!r} not found: check the call_id (only the call's caller and the "
+        "target's owner can see a call)"
+    )
+
+
+def _target(row: Any, default_limit: int) -> Target:
+    return Target(
+        key=TargetKey(row.kind, row.name),
+        owner=row.owner,
+        running_limit=row.running_limit,
+        effective_running_limit=row.running_limit or default_limit,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _function(row: Any) -> Function:
+    return Function(
+        target=TargetKey(row.target_kind, row.target_name),
+        name=row.name,
+        description=row.description,
+        input_schema=row.input_schema,
+        output_schema=row.output_schema,
+        allowed_callers=tuple(row.allowed_callers or ()),
+        starts_work=row.starts_work,
+        workflow=WorkflowBinding.from_json(row.workflow),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _call(row: Any) -> Call:
+    source = row.source
+    return Call(
+        id=str(row.id),
+        target=TargetKey(row.target_kind, row.target_name),
+        function=row.function,
+        caller=row.caller,
+        inputs=row.inputs,
+        description=row.description,
+        output_schema=row.output_schema,
+        starts_work=row.starts_work,
+        workflow=WorkflowBinding.from_json(row.workflow),
+        variables=row.variables,
+        run_id=str(row.run_id) if row.run_id else None,
+        source=CallSource(**source) if source else None,
+        notify_conversation_id=str(row.notify_conversation_id)
+        if row.notify_conversation_id
+        else None,
+        status=row.status,
+        progress=row.progress,
+        runtime=row.runtime,
+        lease_expires_at=row.lease_expires_at,
+        correction_turns=row.correction_turns,
+        correction_prompt=row.correction_prompt,
+        answer=row.answer,
+        has_result=row.has_result,
+        result=row.result,
+        error=row.error,
+        version=row.version,
+        created_at=row.created_at,
+        ended_at=row.ended_at,
+    )
+
+
+def _file(row: Any) -> FileInfo:
+    return FileInfo(
+        name=row.name,
+        size=row.size,
+        media_type=row.media_type,
+        sha256=row.sha256,
+        is_text=row.is_text,
+        created_at=row.created_at,
+        blob_id=str(row.blob_id),
+    )
+
+
+def _budgeted(rows: Sequence[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The leading rows whose text fits the byte budget (at least one)."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    for row in rows:
+        used += len(row["text"].encode())
+        if out and used > budget:
+            break
+        out.append(row)
+    return out
+
+
+def _when(value: str) -> datetime:
+    """A timestamp from a JSON page (PostgreSQL writes them in ISO 8601)."""
+    return datetime.fromisoformat(value)
+
+
+def ended_message(call_id: str, status: str) -> str:
+    if status == INTERRUPTED:
+        return (
+            f"call {call_id} was recorded as interrupted (its lease expired, or its runtime "
+            "gave it up); it is not restarted — stop working on it"
+        )
+    return f"call {call_id} has already ended ({status}); nothing more can be recorded"
+
+
+def busy(key: TargetKey, running: int, limit: int) -> Busy:
+    return Busy(
+        f"busy: {key} is running {running} calls and its running limit is {limit}; "
+        "the call was not queued or stored — retry later (the same submission_id "
+        "is safe), or ask the operator to raise the limit"
+    )
+
+
+def submission_conflict(submission_key: str) -> Conflict:
+    return Conflict(
+        f"submission_id {submission_key!r} was already used for a call of a different "
+        "function or with different inputs; use a new submission_id for a new call (or "
+        "repeat the same call to recover it)"
+    )

@@ -1,0 +1,167 @@
+"""The fixed SQL of the functions hot paths (see `agentworks.server.db.fixed_sql`)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from agentworks.server.db import fixed_sql
+
+# One sent batch's outcomes (deliver_notices): an error of None means delivered, one
+# that starts with "permanent:" means refused for good, any other means try again later.
+_NOTICES_ATTEMPTED = sa.text(
+    """
+UPDATE functions.notices n
+SET attempts = n.attempts + 1,
+    last_error = b.error,
+    delivered_at = CASE WHEN b.error IS NULL THEN now() END,
+    failed_at = CASE WHEN b.error LIKE 'permanent:%' THEN now() END,
+    next_attempt_at = CASE
+        WHEN b.error IS NULL OR b.error LIKE 'permanent:%' THEN n.next_attempt_at
+        ELSE now() + make_interval(secs => b.delay) END
+FROM unnest(CAST(:ids AS uuid[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))
+    AS b (call_id, error, delay)
+WHERE n.call_id = b.call_id
+"""
+)
+
+# Claim the oldest unclaimed call of one target (:claim_kind, :claim_name) for :runtime,
+# skipping rows other claims hold: ClaimExecution, and a finish that claims the next.
+_CLAIM_CTES = """oldest AS (
+    SELECT id FROM functions.calls
+    WHERE {only_if} target_kind = :claim_kind AND target_name = :claim_name
+      AND status = 'running' AND runtime IS NULL
+    ORDER BY created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE functions.calls c
+    SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
+        version = c.version + 1
+    FROM oldest WHERE c.id = oldest.id
+    RETURNING c.*
+)"""
+
+# FinishExecution: end the call once (guarded by status, runtime and correction round),
+# queue its completion notice in the same statement, and wake its status waiters.
+_FINISH = fixed_sql(
+    """
+WITH ended AS (
+    UPDATE functions.calls
+    SET status = :status, answer = :answer, has_result = :has_result, result = :result,
+        error = :error, ended_at = now(), version = version + 1
+    WHERE id = :call_id AND runtime = :runtime AND correction_turns = :correction_turns
+      AND status IN ('running', 'waiting_for_input')
+      AND (NOT :plain OR (coalesce(output_schema, 'null') = 'null'
+                          AND notify_conversation_id IS NULL))
+    RETURNING id, status, target_kind, target_name, function, notify_conversation_id
+), notice AS (
+    INSERT INTO functions.notices (call_id, conversation_id, text, attributes)
+    SELECT id, notify_conversation_id, :notice_text,
+           jsonb_build_object('call_id', CAST(id AS text), 'status', status,
+                              'target', target_kind || ':' || target_name,
+                              'function', function)
+    FROM ended WHERE notify_conversation_id IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING call_id
+), """
+    + _CLAIM_CTES.format(only_if=":claim AND EXISTS (SELECT 1 FROM ended) AND")
+    + """
+SELECT (SELECT status FROM ended) AS ended_status,
+       (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM ended) AS call_notified,
+       (SELECT pg_notify('functions_calls', CAST(id AS text) || ' ended') FROM ended)
+           AS end_notified,
+       (SELECT pg_notify('functions_notices', 'due') FROM notice) AS notice_notified,
+       (SELECT pg_notify('functions_calls', CAST(id AS text)) FROM claimed) AS claim_notified,
+       claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true
+"""
+)
+
+# GetStatus: the call, its target's owner and every page in one statement and snapshot.
+_STATUS = fixed_sql(
+    """
+SELECT c.*, t.owner AS target_owner,
+    (SELECT coalesce(json_agg(m ORDER BY m.index), '[]')
+     FROM (SELECT index, role, text, created_at FROM functions.execution_messages
+           WHERE call_id = c.id AND index > :after ORDER BY index LIMIT :message_limit) m
+    ) AS page_messages,
+    (SELECT coalesce(json_agg(e ORDER BY e.index), '[]')
+     FROM (SELECT index, kind, text, tool_name, created_at FROM functions.execution_events
+           WHERE call_id = c.id AND index > :after_event ORDER BY index LIMIT :event_limit) e
+    ) AS page_events,
+    (SELECT coalesce(json_agg(f ORDER BY f.name), '[]')
+     FROM (SELECT name, size, media_type, sha256, is_text, created_at, blob_id
+           FROM functions.files WHERE call_id = c.id) f
+    ) AS page_files,
+    CASE WHEN c.run_id IS NOT NULL THEN
+        (SELECT coalesce(json_agg(s ORDER BY s.index), '[]')
+         FROM (SELECT index, step, group_name, status, detail, created_at
+               FROM functions.workflow_steps WHERE call_id = c.id) s)
+    END AS page_steps,
+    CASE WHEN c.status = 'waiting_for_input' THEN
+        (SELECT question FROM functions.questions
+         WHERE call_id = c.id AND reply IS NULL AND withdrawn_at IS NULL
+         ORDER BY seq DESC LIMIT 1)
+    END AS pending_question
+FROM functions.calls c
+JOIN functions.targets t ON t.kind = c.target_kind AND t.name = c.target_name
+WHERE c.id = :call_id
+"""
+)
+
+_FUNCTION_FOR_CALL = fixed_sql(
+    """
+SELECT t.owner AS target_owner, t.running_limit,
+       (SELECT count(*) FROM functions.calls c
+        WHERE c.target_kind = t.kind AND c.target_name = t.name
+          AND c.status IN ('running', 'waiting_for_input')) AS open_calls,
+       f.*
+FROM functions.targets t
+LEFT JOIN functions.functions f
+    ON f.target_kind = t.kind AND f.target_name = t.name AND f.name = :name
+WHERE t.kind = :kind AND t.name = :target_name
+"""
+)
+
+# Call: see migrations/0002_create_call.sql.
+_CREATE_CALL = fixed_sql(
+    """
+SELECT * FROM functions.create_call(
+    :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
+    :output_schema, :starts_work, :workflow, :variables, :run_id, :source, :submission_key,
+    :request_hash, :notify_conversation_id, :default_limit)
+"""
+)
+
+# What create_call raises when the target is at its running limit.
+BUSY_SQLSTATE = "AW001"
+
+# ClaimExecution for one target (the common case).
+_CLAIM_ONE = fixed_sql(
+    "WITH "
+    + _CLAIM_CTES.format(only_if="")
+    + """
+SELECT claimed.*, pg_notify('functions_calls', CAST(claimed.id AS text)) AS notified
+FROM claimed
+"""
+)
+
+_GET_CALL = fixed_sql("SELECT * FROM functions.calls WHERE id = :call_id")
+
+_CALL_ACCESS = fixed_sql(
+    """
+SELECT c.caller, t.owner
+FROM functions.calls c
+JOIN functions.targets t ON t.kind = c.target_kind AND t.name = c.target_name
+WHERE c.id = :call_id
+"""
+)
+
+_SUBMISSION = fixed_sql(
+    """
+SELECT id, status, request_hash FROM functions.calls
+WHERE caller = :caller AND submission_key = :key
+"""
+)
+
+_CALL_STATUS = fixed_sql("SELECT status FROM functions.calls WHERE id = :call_id")
