@@ -1,8 +1,8 @@
-"""The HTTP tool API's wire format, and the client the CLI and the stdio proxy use.
+"""The client of the gateway's HTTP tool API, for the CLI and its stdio MCP proxy.
 
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
 structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
-and the matching HTTP status.
+and the matching HTTP status (the gateway's side of that is agentworks_gateway.api).
 """
 
 from __future__ import annotations
@@ -13,32 +13,8 @@ import httpx
 
 API_PREFIX = "/api/v1/tools/"
 
-# gRPC status name -> HTTP status (the usual Google API mapping).
-HTTP_STATUS = {
-    "INVALID_ARGUMENT": 400,
-    "FAILED_PRECONDITION": 409,
-    "OUT_OF_RANGE": 400,
-    "UNAUTHENTICATED": 401,
-    "PERMISSION_DENIED": 403,
-    "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "ABORTED": 409,
-    "RESOURCE_EXHAUSTED": 429,
-    "CANCELLED": 499,
-    "UNAVAILABLE": 503,
-    "DEADLINE_EXCEEDED": 504,
-    "UNIMPLEMENTED": 501,
-    "INTERNAL": 500,
-    "UNKNOWN": 500,
-}
-
 # Seconds the HTTP client allows beyond a long-poll's own wait.
 LONG_POLL_SLACK_SECONDS = 30.0
-
-
-def error_body(code: str, message: str) -> dict[str, Any]:
-    """The JSON body of a refused request."""
-    return {"error": {"code": code, "message": message}}
 
 
 class ApiError(Exception):

@@ -9,200 +9,29 @@ the `functions` tool (or `declarations`) on the gateway's HTTP API.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, BinaryIO
 
+from agentworks_cli import declarations
 from agentworks_cli.api import ApiClient
-from agentworks_cli.main import (
-    EXIT_CALL_ENDED,
-    UsageError,
-    _note,
-    _print_fields,
-    _print_json,
-    _print_table,
-    _short_time,
-)
+from agentworks_cli.call_output import print_functions, print_status
+from agentworks_cli.errors import EXIT_CALL_ENDED, UsageError
+from agentworks_cli.inputs import INPUTS_HELP, call_inputs
+from agentworks_cli.output import note, print_fields, print_json
+from agentworks_cli.targets import bare
 
 END_STATUSES = frozenset({"completed", "failed", "interrupted", "cancelled"})
 WAIT_SECONDS = 25
 # Page size of `call-file` downloads and status pages while waiting (service maxima).
 READ_PAGE_BYTES = 1024 * 1024
 STATUS_PAGE = 200
-VARIABLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
-
-INPUTS_HELP = (
-    "Inputs: --inputs-json takes a JSON object (or @FILE, or - for stdin); -i KEY=VALUE sets "
-    "one input and may repeat. A VALUE that is valid JSON is used as JSON (-i count=3 is the "
-    "number 3, -i dry_run=true a boolean, -i 'tags=[\"a\"]' a list, -i 'id=\"7\"' the string "
-    "7); anything else is a string (-i 'text=hello world')."
-)
-
-# ------------------------------------------------------------------------------ inputs
-
-
-def parse_input(pair: str) -> tuple[str, Any]:
-    """`KEY=VALUE` -> (key, value): VALUE as JSON when it parses, else the string itself."""
-    key, sep, raw = pair.partition("=")
-    if not sep or not key:
-        raise UsageError(f"-i {pair!r}: write KEY=VALUE, e.g. -i text=hello or -i count=3")
-    try:
-        return key, json.loads(raw)
-    except ValueError:
-        return key, raw
-
-
-def _json_argument(value: str, what: str) -> Any:
-    """A JSON value given inline, as @FILE, or as - (stdin)."""
-    if value == "-":
-        text, source = sys.stdin.read(), "stdin"
-    elif value.startswith("@"):
-        path = Path(value[1:])
-        try:
-            text, source = path.read_text(), str(path)
-        except OSError as exc:
-            raise UsageError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
-    else:
-        text, source = value, "the argument"
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"{what}: {source} is not valid JSON ({exc})") from None
-
-
-def call_inputs(args: argparse.Namespace) -> dict[str, Any]:
-    """The inputs of `call`, from --inputs-json or the -i pairs (empty: no inputs)."""
-    if args.inputs_json is not None:
-        inputs = _json_argument(args.inputs_json, "--inputs-json")
-        if not isinstance(inputs, dict):
-            raise UsageError(
-                f"--inputs-json must be a JSON object, got {type(inputs).__name__}: "
-                'e.g. --inputs-json \'{"text": "hi"}\''
-            )
-        return inputs
-    inputs: dict[str, Any] = {}
-    for pair in args.input or ():
-        key, value = parse_input(pair)
-        if key in inputs:
-            raise UsageError(f"-i {key}=... is given twice; give each input once")
-        inputs[key] = value
-    return inputs
-
-
-# ------------------------------------------------------------------------------ output
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover
-
-
-def _files(status: Mapping[str, Any]) -> str:
-    return ", ".join(
-        f"{f['name']} ({_size(f['size'])}{', text' if f['text'] else ''})" for f in status["files"]
-    )
-
-
-def _result(status: Mapping[str, Any]) -> str | None:
-    if not status.get("has_result"):
-        return None
-    return json.dumps(status["result"], ensure_ascii=False)
-
-
-def _status_words(status: Mapping[str, Any]) -> str:
-    """The status, saying when an open call has not been claimed by a runtime yet."""
-    if status["status"] == "running" and not status.get("started", True):
-        return "running (not started: waiting for a runtime of its target to claim it)"
-    return status["status"]
-
-
-def print_status(status: Mapping[str, Any]) -> None:
-    """A call's status for people: fields, then the message and event pages."""
-    _print_fields(
-        [
-            ("call_id", status["call_id"]),
-            ("target", status["target"]),
-            ("function", status["function"]),
-            ("status", _status_words(status)),
-            ("progress", status["progress"] or None),
-            ("question", status["question"]),
-            ("answer", status["answer"]),
-            ("result", _result(status)),
-            ("error", status["error"]),
-            ("files", _files(status) or None),
-            ("caller", status["caller"]),
-            ("created_at", _short_time(status["created_at"])),
-            ("ended_at", _short_time(status["ended_at"])),
-        ]
-    )
-    if status["messages"]:
-        print("messages:")
-        for message in status["messages"]:
-            text = message["text"].replace("\n", "\n      ")
-            print(f"  [{message['index']}] {message['role']}: {text}")
-    if status["events"]:
-        print("events:")
-        for event in status["events"]:
-            tool = f" ({event['tool_name']})" if event.get("tool_name") else ""
-            print(f"  [{event['index']}] {event['kind']}{tool}: {event['text']}")
-    print(f"next: --after {status['next_after']} --after-event {status['next_after_event']}")
-    sys.stdout.flush()
-
-
-def print_functions(result: Mapping[str, Any]) -> None:
-    rows = []
-    for fn in result["functions"]:
-        schema = fn["input_schema"]
-        required = set(schema.get("required", ()))
-        properties = sorted(  # required inputs first
-            (schema.get("properties") or {}).items(), key=lambda item: item[0] not in required
-        )
-        inputs = ", ".join(
-            f"{name}{'*' if name in required else ''}:{prop.get('type', 'any')}"
-            for name, prop in properties
-        )
-        description = (fn["description"] or "").splitlines()[0] if fn["description"] else ""
-        rows.append(
-            (
-                fn["name"],
-                inputs,
-                "yes" if fn["output_schema"] else "no",
-                "yes" if fn["starts_work"] else "no",
-                description if len(description) <= 60 else description[:59] + "…",
-            )
-        )
-    _print_table(
-        ("FUNCTION", "INPUTS (*required)", "RESULT", "STARTS_WORK", "DESCRIPTION"),
-        rows,
-        f"no functions you may call on {result['target']}",
-    )
-
-
-# ----------------------------------------------------------------------------- commands
-
-
-def _bare(value: str, kind: str) -> str:
-    """A crew's name or a workflow's id as the call commands take it: without the
-    `crew:`/`workflow:` prefix that the targets commands use."""
-    prefix = f"{kind}:"
-    if value.startswith(prefix):
-        what = "crew's name" if kind == "crew" else "workflow's id"
-        raise UsageError(
-            f"give the {what} without the {prefix!r} prefix: "
-            f"{value.removeprefix(prefix)!r}, not {value!r}"
-        )
-    return value
 
 
 def _target_args(args: argparse.Namespace) -> dict[str, str]:
     if getattr(args, "workflow", None):
-        return {"workflow_id": _bare(args.workflow, "workflow")}
-    return {"crew": _bare(args.crew, "crew")}
+        return {"workflow_id": bare(args.workflow, "workflow")}
+    return {"crew": bare(args.crew, "crew")}
 
 
 def _show_call_command(args: argparse.Namespace) -> str:
@@ -211,7 +40,7 @@ def _show_call_command(args: argparse.Namespace) -> str:
 
 async def list_functions(api: ApiClient, args: argparse.Namespace) -> None:
     result = await api.call("functions", {"action": "list", **_target_args(args)})
-    _print_json(result) if args.json else print_functions(result)
+    print_json(result) if args.json else print_functions(result)
 
 
 async def call(api: ApiClient, args: argparse.Namespace) -> int | None:
@@ -227,11 +56,11 @@ async def call(api: ApiClient, args: argparse.Namespace) -> int | None:
     group = _show_call_command(args)
     if not args.wait:
         if args.json:
-            _print_json(receipt)
+            print_json(receipt)
         else:
             fields = ("call_id", "status", "created", "output_folder", "target", "function")
-            _print_fields((k, receipt[k]) for k in fields)
-            _note(f"status: agentworks {group} call-status --call {receipt['call_id']}")
+            print_fields((k, receipt[k]) for k in fields)
+            note(f"status: agentworks {group} call-status --call {receipt['call_id']}")
         return None
     return await wait_for_call(api, receipt, args, group)
 
@@ -242,7 +71,7 @@ async def wait_for_call(
     """Long-poll status, showing progress, messages and questions on stderr, until it ends."""
     call_id = receipt["call_id"]
     how = "accepted" if receipt["created"] else "recovered (same submission id)"
-    _note(
+    note(
         f"call {call_id} {how}; waiting for it to end (Ctrl-C stops waiting, the call goes on: "
         f"agentworks {group} call-status --call {call_id})"
     )
@@ -260,12 +89,12 @@ async def wait_for_call(
         status = await api.call("functions", request)
         if status["progress"] and status["progress"] != progress:
             progress = status["progress"]
-            _note(f"progress: {progress}")
+            note(f"progress: {progress}")
         for message in status["messages"]:
-            _note(f"{message['role']}: {message['text']}")
+            note(f"{message['role']}: {message['text']}")
         if status["question"] and status["question"] != question:
             question = status["question"]
-            _note(
+            note(
                 f"question: {question}\n"
                 f"  answer with: agentworks {group} reply --call {call_id} 'your answer'"
             )
@@ -278,13 +107,13 @@ async def wait_for_call(
         )
     final = await api.call("functions", {"action": "status", "call_id": call_id})
     if args.json:
-        _print_json(final)
+        print_json(final)
     else:
         print_status(final)
     if final["status"] != "completed":
         error = final["error"].removeprefix(f"{final['status']}: ")  # said once is enough
         why = f": {error}" if error else ""
-        _note(f"agentworks: call {call_id} ended {final['status']}{why}")
+        note(f"agentworks: call {call_id} ended {final['status']}{why}")
         return EXIT_CALL_ENDED
     return None
 
@@ -301,7 +130,7 @@ async def call_status(api: ApiClient, args: argparse.Namespace) -> None:
         if value is not None:
             request[field] = value
     status = await api.call("functions", request)
-    _print_json(status) if args.json else print_status(status)
+    print_json(status) if args.json else print_status(status)
 
 
 def _page_bytes(page: Mapping[str, Any]) -> bytes:
@@ -323,7 +152,7 @@ async def call_file(api: ApiClient, args: argparse.Namespace) -> None:
     if args.json:
         if args.limit is not None:
             request["limit"] = args.limit
-        _print_json(await api.call("functions", request))
+        print_json(await api.call("functions", request))
         return
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit must be at least 1 byte, got {args.limit}")
@@ -346,7 +175,7 @@ async def call_file(api: ApiClient, args: argparse.Namespace) -> None:
                 break
             request["offset"] = next_offset
             if args.limit is not None and written >= args.limit:
-                _note(f"{args.file}: more remains, continue with --offset {next_offset}")
+                note(f"{args.file}: more remains, continue with --offset {next_offset}")
                 break
     finally:
         if out is not None and args.out:
@@ -354,14 +183,14 @@ async def call_file(api: ApiClient, args: argparse.Namespace) -> None:
         elif out is not None:
             out.flush()
     if args.out:
-        _note(f"wrote {written} bytes of {args.file} to {args.out}")
+        note(f"wrote {written} bytes of {args.file} to {args.out}")
 
 
 async def reply(api: ApiClient, args: argparse.Namespace) -> None:
     text = sys.stdin.read() if args.text == "-" else args.text
     status = await api.call("functions", {"action": "reply", **_named_call(args), "text": text})
     if args.json:
-        _print_json(status)
+        print_json(status)
     else:
         print(f"answered call {status['call_id']}; it is {status['status']}", flush=True)
 
@@ -369,112 +198,9 @@ async def reply(api: ApiClient, args: argparse.Namespace) -> None:
 async def cancel(api: ApiClient, args: argparse.Namespace) -> None:
     status = await api.call("functions", {"action": "cancel", **_named_call(args)})
     if args.json:
-        _print_json(status)
+        print_json(status)
     else:
         print(f"call {status['call_id']} is {status['status']}", flush=True)
-
-
-def parse_variable(spec: str) -> dict[str, Any]:
-    """`NAME:TYPE[:required][=DEFAULT]` -> a workflow variable (DEFAULT as JSON if it parses)."""
-    head, sep, default = spec.partition("=")
-    parts = head.split(":")
-    if len(parts) not in (2, 3) or not parts[0] or (len(parts) == 3 and parts[2] != "required"):
-        raise UsageError(
-            f"--variable {spec!r}: write NAME:TYPE, NAME:TYPE:required or NAME:TYPE=DEFAULT, "
-            "e.g. --variable region:string:required or --variable limit:integer=10"
-        )
-    if parts[1] not in VARIABLE_TYPES:
-        raise UsageError(
-            f"--variable {spec!r}: type {parts[1]!r} is not one of {', '.join(VARIABLE_TYPES)}"
-        )
-    variable: dict[str, Any] = {"name": parts[0], "type": parts[1], "required": len(parts) == 3}
-    if sep:
-        variable["default"] = parse_input(f"x={default}")[1]
-    return variable
-
-
-_DECLARATION_KEYS = (
-    "target",
-    "name",
-    "description",
-    "input_schema",
-    "output_schema",
-    "allowed_callers",
-    "starts_work",
-    "workflow",
-)
-
-
-def declaration(args: argparse.Namespace) -> dict[str, Any]:
-    """The `declarations` arguments from --file, overridden by flags."""
-    spec: dict[str, Any] = {}
-    if args.file:
-        spec = _json_argument(f"@{args.file}" if args.file != "-" else "-", "--file")
-        if not isinstance(spec, dict):
-            raise UsageError(f"--file {args.file} must hold a JSON object (the declaration)")
-        unknown = sorted(set(spec) - set(_DECLARATION_KEYS))
-        if unknown:
-            raise UsageError(
-                f"--file {args.file}: unknown keys {', '.join(unknown)}; a declaration has "
-                + ", ".join(_DECLARATION_KEYS)
-            )
-        if spec.get("target", args.target) != args.target:
-            raise UsageError(f"--file {args.file} declares for {spec['target']}, not {args.target}")
-    spec["target"] = args.target
-    for key in ("name", "description"):
-        if getattr(args, key) is not None:
-            spec[key] = getattr(args, key)
-    for key in ("input_schema", "output_schema"):
-        value = getattr(args, key)
-        if value is not None:
-            spec[key] = _json_argument(value, "--" + key.replace("_", "-"))
-    if args.allowed_caller:
-        spec["allowed_callers"] = list(args.allowed_caller)
-    if args.starts_work is not None:
-        spec["starts_work"] = args.starts_work
-    if args.route or args.allowed_group or args.variable:
-        workflow = dict(spec.get("workflow") or {})
-        if args.route:
-            workflow["route"] = args.route
-        if args.allowed_group:
-            workflow["allowed_groups"] = list(args.allowed_group)
-        if args.variable:
-            workflow["variables"] = [parse_variable(v) for v in args.variable]
-        spec["workflow"] = workflow
-    for key, flag in (("name", "--name"), ("input_schema", "--input-schema")):
-        if key not in spec:
-            raise UsageError(f"functions declare needs {key}: give {flag} or put it in --file")
-    return spec
-
-
-async def declare(api: ApiClient, args: argparse.Namespace) -> None:
-    function = await api.call("declarations", {"action": "declare", **declaration(args)})
-    if args.json:
-        _print_json(function)
-        return
-    _print_fields(
-        [
-            ("target", function["target"]),
-            ("name", function["name"]),
-            ("description", function["description"] or None),
-            ("inputs", ", ".join(function["input_schema"].get("properties") or {})),
-            ("output_schema", "yes" if function["output_schema"] else "no"),
-            ("allowed_callers", function["allowed_callers"]),
-            ("starts_work", function["starts_work"]),
-            ("route", (function.get("workflow") or {}).get("route")),
-            ("updated_at", function["updated_at"]),
-        ]
-    )
-
-
-async def remove(api: ApiClient, args: argparse.Namespace) -> None:
-    result = await api.call(
-        "declarations", {"action": "remove", "target": args.target, "name": args.name}
-    )
-    if args.json:
-        _print_json(result)
-    else:
-        print(f"removed {args.name} from {args.target}; its calls stay readable", flush=True)
 
 
 # ------------------------------------------------------------------------------ parser
@@ -492,9 +218,9 @@ def _named_call(args: argparse.Namespace) -> dict[str, Any]:
     """The call's arguments: its call_id, and the crew or workflow it was named with."""
     named: dict[str, Any] = {"call_id": args.call}
     if getattr(args, "workflow", None):
-        named["workflow_id"] = _bare(args.workflow, "workflow")
+        named["workflow_id"] = bare(args.workflow, "workflow")
     if getattr(args, "crew", None):
-        named["crew"] = _bare(args.crew, "crew")
+        named["crew"] = bare(args.crew, "crew")
     return named
 
 
@@ -632,58 +358,4 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     _add_call(functions_cmds, common, "functions", by_crew=False)
     _add_call_reads(functions_cmds, common, "functions")
 
-    declare_cmd = functions_cmds.add_parser(
-        "declare",
-        parents=[common],
-        help="declare (or replace) a function of a target you own",
-        description="Declare a function: from --file (a JSON object with name, description, "
-        "input_schema, output_schema, allowed_callers, starts_work, workflow), from flags, "
-        "or both (flags win). Schemas are JSON Schema 2020-12, given inline or as @FILE. "
-        "Workflow functions need --route; --variable is NAME:TYPE, NAME:TYPE:required or "
-        "NAME:TYPE=DEFAULT (TYPE: " + ", ".join(VARIABLE_TYPES) + ").",
-    )
-    declare_cmd.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
-    declare_cmd.add_argument(
-        "--file", metavar="PATH", help="the declaration as JSON (- reads stdin)"
-    )
-    declare_cmd.add_argument("--name", help="the function's name")
-    declare_cmd.add_argument("--description", help="what it does, for callers")
-    declare_cmd.add_argument(
-        "--input-schema", metavar="JSON", help="JSON Schema of the inputs (an object schema)"
-    )
-    declare_cmd.add_argument(
-        "--output-schema", metavar="JSON", help="JSON Schema of the result (FUNCTION_RESULT_FILE)"
-    )
-    declare_cmd.add_argument(
-        "--allowed-caller",
-        action="append",
-        metavar="PRINCIPAL",
-        help="who may call besides you (repeatable): user:alice, user:*, agent:<crew>/*, *",
-    )
-    declare_cmd.add_argument(
-        "--starts-work",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the function only starts work and completes with its start receipt",
-    )
-    declare_cmd.add_argument("--route", help="workflow functions: the route the run follows")
-    declare_cmd.add_argument(
-        "--allowed-group",
-        action="append",
-        metavar="GROUP",
-        help="workflow functions: a group the run may record steps in (repeatable)",
-    )
-    declare_cmd.add_argument(
-        "--variable",
-        action="append",
-        metavar="SPEC",
-        help="workflow functions: a typed variable (repeatable), e.g. region:string:required",
-    )
-    declare_cmd.set_defaults(run=declare)
-
-    remove_cmd = functions_cmds.add_parser(
-        "remove", parents=[common], help="remove a function of a target you own"
-    )
-    remove_cmd.add_argument("target", metavar="TARGET", help="crew:<name> or workflow:<id>")
-    remove_cmd.add_argument("name", metavar="NAME", help="the function's name")
-    remove_cmd.set_defaults(run=remove)
+    declarations.add_actions(functions_cmds, common)

@@ -102,7 +102,9 @@ def _walk(
 
 def render() -> str:
     """docs/cli.md as a string."""
-    from agentworks_cli.main import DEFAULT_URL, EXIT_CODE_DOC, build_parser
+    from agentworks_cli.errors import EXIT_CODE_DOC
+    from agentworks_cli.parser import build_parser
+    from agentworks_cli.settings import DEFAULT_URL
 
     # Help text wraps to the terminal width; fix it so the file is the same everywhere.
     saved = os.environ.get("COLUMNS")

@@ -1,0 +1,99 @@
+"""How a function call's status and a target's functions print for people (F1-F15)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from agentworks_cli.output import print_fields, print_table, short_time
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+def _files(status: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{f['name']} ({_size(f['size'])}{', text' if f['text'] else ''})" for f in status["files"]
+    )
+
+
+def _result(status: Mapping[str, Any]) -> str | None:
+    if not status.get("has_result"):
+        return None
+    return json.dumps(status["result"], ensure_ascii=False)
+
+
+def _status_words(status: Mapping[str, Any]) -> str:
+    """The status, saying when an open call has not been claimed by a runtime yet."""
+    if status["status"] == "running" and not status.get("started", True):
+        return "running (not started: waiting for a runtime of its target to claim it)"
+    return status["status"]
+
+
+def print_status(status: Mapping[str, Any]) -> None:
+    """A call's status for people: fields, then the message and event pages."""
+    print_fields(
+        [
+            ("call_id", status["call_id"]),
+            ("target", status["target"]),
+            ("function", status["function"]),
+            ("status", _status_words(status)),
+            ("progress", status["progress"] or None),
+            ("question", status["question"]),
+            ("answer", status["answer"]),
+            ("result", _result(status)),
+            ("error", status["error"]),
+            ("files", _files(status) or None),
+            ("caller", status["caller"]),
+            ("created_at", short_time(status["created_at"])),
+            ("ended_at", short_time(status["ended_at"])),
+        ]
+    )
+    if status["messages"]:
+        print("messages:")
+        for message in status["messages"]:
+            text = message["text"].replace("\n", "\n      ")
+            print(f"  [{message['index']}] {message['role']}: {text}")
+    if status["events"]:
+        print("events:")
+        for event in status["events"]:
+            tool = f" ({event['tool_name']})" if event.get("tool_name") else ""
+            print(f"  [{event['index']}] {event['kind']}{tool}: {event['text']}")
+    print(f"next: --after {status['next_after']} --after-event {status['next_after_event']}")
+    sys.stdout.flush()
+
+
+def print_functions(result: Mapping[str, Any]) -> None:
+    rows = []
+    for fn in result["functions"]:
+        schema = fn["input_schema"]
+        required = set(schema.get("required", ()))
+        properties = sorted(  # required inputs first
+            (schema.get("properties") or {}).items(), key=lambda item: item[0] not in required
+        )
+        inputs = ", ".join(
+            f"{name}{'*' if name in required else ''}:{prop.get('type', 'any')}"
+            for name, prop in properties
+        )
+        description = (fn["description"] or "").splitlines()[0] if fn["description"] else ""
+        rows.append(
+            (
+                fn["name"],
+                inputs,
+                "yes" if fn["output_schema"] else "no",
+                "yes" if fn["starts_work"] else "no",
+                description if len(description) <= 60 else description[:59] + "…",
+            )
+        )
+    print_table(
+        ("FUNCTION", "INPUTS (*required)", "RESULT", "STARTS_WORK", "DESCRIPTION"),
+        rows,
+        f"no functions you may call on {result['target']}",
+    )

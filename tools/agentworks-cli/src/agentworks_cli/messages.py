@@ -1,0 +1,140 @@
+"""`agentworks messages send|read`: agent messaging through the `messages` tool (C1-C7, G3)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from agentworks_cli.api import ApiClient, ApiError
+from agentworks_cli.errors import UsageError
+from agentworks_cli.output import note, print_fields, print_json, short_time
+
+FOLLOW_WAIT_SECONDS = 25
+# --follow's pause after an unreachable gateway or service: first, then at most (doubling).
+FOLLOW_RETRY_SECONDS = (1.0, 10.0)
+
+
+def _print_message(message: Mapping[str, Any]) -> None:
+    text = message.get("text", "")
+    for part in message.get("parts") or ():
+        text += "\n" + (part["text"] if "text" in part else json.dumps(part.get("data")))
+    body = text.replace("\n", "\n    ")
+    print(f"{short_time(message.get('created_at'))}  {message.get('sender', '?')}:\n    {body}")
+
+
+async def send(api: ApiClient, args: argparse.Namespace) -> None:
+    text = sys.stdin.read() if args.message == "-" else args.message
+    call: dict[str, Any] = {"action": "send", "message": text}
+    for field in ("crew", "workflow", "inbox_id", "submission_id"):
+        if getattr(args, field):
+            call[field] = getattr(args, field)
+    receipt = await api.call("messages", call)
+    if args.json:
+        print_json(receipt)
+        return
+    fields = ("accepted", "message_id", "conversation_id", "inbox_id")
+    print_fields((k, receipt[k]) for k in fields)
+    note(f"replies: agentworks messages read --inbox {receipt['inbox_id']} --wait 25")
+
+
+async def read(api: ApiClient, args: argparse.Namespace) -> None:
+    wait = args.wait if args.wait is not None else (FOLLOW_WAIT_SECONDS if args.follow else 0)
+    if not 0 <= wait <= FOLLOW_WAIT_SECONDS:  # the service's range, in the flag's words
+        raise UsageError(f"--wait must be 0-{FOLLOW_WAIT_SECONDS} seconds, got {wait}")
+    call: dict[str, Any] = {"action": "read", "inbox_id": args.inbox, "wait_seconds": wait}
+    if args.after:
+        call["after"] = args.after
+    if args.limit is not None:
+        call["limit"] = args.limit
+    announced = False
+    pause = FOLLOW_RETRY_SECONDS[0]
+    while True:
+        if wait and not args.json and sys.stderr.isatty() and not announced:
+            stop = " (Ctrl-C to stop)" if args.follow else ""
+            note(f"waiting up to {wait} s for new messages{stop} ...")
+            announced = args.follow
+        try:
+            page = await api.call("messages", call)
+        except ApiError as exc:
+            # --follow runs until Ctrl-C: a restarting gateway or service is waited out.
+            if not args.follow or exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                raise
+            note(f"{exc.message}; trying again in {pause:g} s (Ctrl-C to stop)")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, FOLLOW_RETRY_SECONDS[1])
+            continue
+        pause = FOLLOW_RETRY_SECONDS[0]
+        if args.json:
+            if page["messages"] or not args.follow:
+                print_json(page, compact=args.follow)
+        else:
+            for message in page["messages"]:
+                _print_message(message)
+            if not args.follow:
+                if not page["messages"]:
+                    note("no new messages")
+                print(f"next_cursor: {page['next_cursor']}", flush=True)
+        if not args.follow:
+            return
+        call["after"] = page["next_cursor"]
+        if not args.json and page["messages"]:
+            note(f"next_cursor: {page['next_cursor']}")
+
+
+def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add `messages` to the `agentworks` parser."""
+    messages = commands.add_parser(
+        "messages", help="send messages and read replies (agent messaging)"
+    )
+    messages_cmds = messages.add_subparsers(title="actions", metavar="ACTION", required=True)
+    send_cmd = messages_cmds.add_parser(
+        "send",
+        parents=[common],
+        help="send a message; prints the delivery receipt",
+        description="Send a message to a crew or workflow (a new conversation) or to the "
+        "conversation of an inbox. Prints the delivery receipt: accepted, message_id, "
+        "conversation_id, inbox_id. The receipt is not an answer; read replies with "
+        "`agentworks messages read --inbox <inbox_id>`.",
+    )
+    where = send_cmd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--crew", metavar="NAME", help="start a conversation with this crew")
+    where.add_argument("--workflow", metavar="ID", help="start a conversation with this workflow")
+    where.add_argument(
+        "--inbox", dest="inbox_id", metavar="ID", help="continue the conversation of this inbox"
+    )
+    send_cmd.add_argument(
+        "--submission-id",
+        metavar="KEY",
+        help="retry key: resending with the same key returns the first receipt",
+    )
+    send_cmd.add_argument("message", metavar="MESSAGE", help="the message text; - reads stdin")
+    send_cmd.set_defaults(run=send)
+
+    read_cmd = messages_cmds.add_parser(
+        "read",
+        parents=[common],
+        help="read the messages agents sent to an inbox",
+        description="Print the messages agents sent to an inbox after a cursor, oldest "
+        "first, then the next cursor. Reading does not consume messages.",
+    )
+    read_cmd.add_argument("--inbox", required=True, metavar="ID", help="the inbox to read")
+    read_cmd.add_argument("--after", metavar="CURSOR", help="start after this cursor (next_cursor)")
+    read_cmd.add_argument("--limit", type=int, metavar="N", help="at most N messages (1-100)")
+    read_cmd.add_argument(
+        "--wait",
+        type=int,
+        metavar="S",
+        help=f"wait up to S seconds (0-25) for a first message (--follow: {FOLLOW_WAIT_SECONDS})",
+    )
+    read_cmd.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep reading and print messages as they arrive, until Ctrl-C "
+        "(with --json: one JSON page per line); an unreachable gateway or service is "
+        "retried, with a note on stderr",
+    )
+    read_cmd.set_defaults(run=read)
