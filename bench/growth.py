@@ -24,9 +24,9 @@ from agentworks.client import MessagingClient
 from agentworks.client.identity import Minter
 from agentworks.server.db import libpq_url, with_database
 from agentworks_messaging.service import encode_cursor
+from agentworks_scheduler.app import SchedulerRunning
+from agentworks_scheduler.app import start as start_scheduler_service
 from agentworks_scheduler.config import Config as SchedulerConfig
-from agentworks_scheduler.server import SchedulerRunning
-from agentworks_scheduler.server import start as start_scheduler_service
 from bench.harness import Processes, Report, Row, free_port, percentile
 
 TARGET_NAME = "growth"

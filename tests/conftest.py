@@ -268,8 +268,8 @@ async def start_functions(database_url: str, internal_key: str):
 @pytest.fixture
 async def start_scheduler(database_url: str, internal_key: str):
     """`await start_scheduler(SCHEDULER_MESSAGING_ADDRESS=...)` -> one more replica."""
+    from agentworks_scheduler.app import start
     from agentworks_scheduler.config import Config
-    from agentworks_scheduler.server import start
 
     started = []
 

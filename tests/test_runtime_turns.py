@@ -57,8 +57,8 @@ async def clients(messaging, identity) -> AsyncIterator[dict[str, MessagingClien
 @pytest.fixture
 async def scheduler(database_url, internal_key, messaging):
     """The scheduler service in-process, delivering to `messaging`, ticking every 0.2 s."""
+    from agentworks_scheduler.app import start
     from agentworks_scheduler.config import Config
-    from agentworks_scheduler.server import start
 
     env = service_env(
         database_url,

@@ -73,8 +73,8 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
     from agentworks_functions.app import start as start_functions
     from agentworks_messaging.config import Config as MessagingConfig
     from agentworks_messaging.app import start as start_messaging
+    from agentworks_scheduler.app import start as start_scheduler
     from agentworks_scheduler.config import Config as SchedulerConfig
-    from agentworks_scheduler.server import start as start_scheduler
 
     url, key = module_database_url, module_key
     started: list[Any] = []

@@ -14,8 +14,8 @@ import pytest
 
 from agentworks.client import MessagingClient, SchedulerClient
 from agentworks.server.testing import service_env
+from agentworks_scheduler.app import SchedulerRunning, start
 from agentworks_scheduler.config import Config
-from agentworks_scheduler.server import SchedulerRunning, start
 from agentworks_scheduler.service import SchedulerService
 
 TICK_SECONDS = "0.2"

@@ -1,3 +1,3 @@
-from agentworks_scheduler.server import main
+from agentworks_scheduler.app import main
 
 main()

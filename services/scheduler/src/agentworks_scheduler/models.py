@@ -1,10 +1,16 @@
-"""Domain objects the scheduler store returns and the servicer translates to protos."""
+"""Domain objects the scheduler store returns and the servicer translates to protos, and
+what the scheduler asks of messaging (`Conversations`, implemented by deliveries.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agentworks.client.errors import AgentWorksError
+    from agentworks.client.identity import Identity
 
 
 @dataclass(frozen=True)
@@ -129,3 +135,44 @@ class Due:
 class Page:
     items: list[Any]
     next_seq: int
+
+
+@dataclass(frozen=True)
+class Participation:
+    """What messaging says about a conversation the caller takes part in."""
+
+    opener: str  # the principal that sent the opening message
+    target: str  # crew:<name> or workflow:<id>
+
+
+class Conversations(Protocol):
+    """What the scheduler asks of the messaging service."""
+
+    async def participation(self, identity: Identity, conversation_id: str) -> Participation:
+        """As `identity`: who opened the conversation and which target it is with.
+
+        Raises NotFound when the conversation does not exist or the caller is not one
+        of its participants.
+        """
+        ...
+
+    async def enqueue(
+        self,
+        *,
+        conversation_id: str,
+        kind: str,
+        idempotency_key: str,
+        text: str,
+        payload: bytes = b"",
+        attributes: Mapping[str, Any] | None = None,
+    ) -> tuple[str, bool]:
+        """Put a delivery into the conversation's turn queue: (delivery_id, created)."""
+        ...
+
+    async def enqueue_many(
+        self, requests: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        """Many deliveries in one request (each with `enqueue`'s fields, at most
+        MAX_ENQUEUE_ITEMS): one outcome per request, (delivery_id, created) or the error
+        that delivery alone failed with. An error of the whole request is raised."""
+        ...

@@ -1,0 +1,114 @@
+"""The scheduler's adapter to messaging: participation checks and deliveries.
+
+Called with no database transaction open: firing claims in a short transaction, calls
+this, then records the outcome (store/firing.py); a webhook event likewise
+(store/webhooks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from agentworks.client import MessagingClient, delivery_request, target_str
+from agentworks.client.errors import AgentWorksError
+from agentworks.client.identity import Identity, Minter
+from agentworks.client.rpc import channel_options, channel_target
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks_scheduler.models import Participation
+
+SERVICE_PRINCIPAL = "service:scheduler"
+# Identities minted to ask messaging on a caller's behalf live this long.
+ON_BEHALF_TTL_SECONDS = 60
+
+_DELIVERY_KIND = {
+    "wake_up": m.DELIVERY_KIND_WAKE_UP,
+    "schedule": m.DELIVERY_KIND_SCHEDULE,
+    "webhook": m.DELIVERY_KIND_WEBHOOK,
+}
+
+
+class MessagingConversations:
+    """The scheduler's view of messaging, over the typed `MessagingClient`.
+
+    Participation is checked as the caller: the scheduler holds the internal key, like
+    every service, and signs a short-lived identity for the caller's principal and
+    roles, so messaging applies exactly its own access rule (A2, A3). Deliveries are
+    enqueued as `service:scheduler`.
+    """
+
+    def __init__(self, address: str, internal_key: str, *, timeout: float) -> None:
+        self._key = internal_key
+        self._timeout = timeout
+        self._channel = grpc.aio.insecure_channel(
+            channel_target(address), options=channel_options()
+        )
+        self._as_scheduler = MessagingClient(
+            channel=self._channel, identity=Minter(SERVICE_PRINCIPAL, internal_key), timeout=timeout
+        )
+
+    async def participation(self, identity: Identity, conversation_id: str) -> Participation:
+        on_behalf = MessagingClient(
+            channel=self._channel,
+            identity=Minter(
+                identity.principal,
+                self._key,
+                roles=identity.roles,
+                ttl_seconds=ON_BEHALF_TTL_SECONDS,
+            ),
+            timeout=self._timeout,
+        )
+        # Position 1 of every conversation is the message that opened it.
+        page = await on_behalf.get_transcript(conversation_id, limit=1)
+        opener = ""
+        for entry in page.entries:
+            if entry.HasField("message"):
+                opener = entry.message.sender
+            elif entry.HasField("delivery") and entry.delivery.HasField("message"):
+                opener = entry.delivery.message.sender
+        return Participation(opener=opener, target=target_str(page.target))
+
+    async def enqueue(
+        self,
+        *,
+        conversation_id: str,
+        kind: str,
+        idempotency_key: str,
+        text: str,
+        payload: bytes = b"",
+        attributes: Mapping[str, Any] | None = None,
+    ) -> tuple[str, bool]:
+        response = await self._as_scheduler.enqueue_delivery(
+            conversation_id,
+            kind=_DELIVERY_KIND[kind],
+            idempotency_key=idempotency_key,
+            text=text,
+            payload=payload,
+            attributes=attributes,
+        )
+        return response.delivery_id, response.created
+
+    async def enqueue_many(
+        self, requests: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        results = await self._as_scheduler.enqueue_deliveries(
+            [
+                delivery_request(
+                    r["conversation_id"],
+                    kind=_DELIVERY_KIND[r["kind"]],
+                    idempotency_key=r["idempotency_key"],
+                    text=r["text"],
+                    payload=r.get("payload", b""),
+                    attributes=r.get("attributes"),
+                )
+                for r in requests
+            ]
+        )
+        return [
+            r if isinstance(r, AgentWorksError) else (r.delivery_id, r.created) for r in results
+        ]
+
+    async def close(self) -> None:
+        await self._channel.close()

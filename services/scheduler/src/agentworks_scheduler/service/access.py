@@ -1,0 +1,147 @@
+"""Who may do what (A3), shared by every use case; the base of `SchedulerService`.
+
+- Wake-ups, schedules and webhooks are attached to a conversation by an agent serving
+  the conversation's target (`agent:<crew>/<name>`, `workflow:<id>`), by an operator, or
+  by a runtime service (a `service:` principal with the `runtime` role). The scheduler
+  does not read messaging's tables (P1): it asks messaging, as the caller, for the first
+  transcript entry (`GetTranscript`, participants only — anyone else gets NOT_FOUND).
+  The first entry is the message that opened the conversation; its sender is the
+  outside party, who may talk to the target only through messages (C8), so it may not
+  attach timers or webhooks.
+- The product of what an agent creates is the target it serves (`crew:<crew>`,
+  `workflow:<id>`); operators and runtime services may name one.
+- Wake-ups are seen and changed by their creator, by agents of the same product and by
+  operators; schedules and webhooks by their creator and operators. Anyone else gets
+  NOT_FOUND, so a guessed id reveals nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from agentworks.client.checks import bounded
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.client.identity import Identity
+from agentworks_scheduler.config import Config
+from agentworks_scheduler.models import Conversations, Page, Schedule, WakeUp, Webhook
+from agentworks_scheduler.service.rules import (
+    LIST_LIMIT_DEFAULT,
+    LIST_LIMIT_MAX,
+    check_conversation_id,
+    check_product,
+    decode_cursor,
+    encode_cursor,
+    own_product,
+    trusted,
+)
+from agentworks_scheduler.store import SchedulerStore
+
+log = structlog.get_logger("agentworks.scheduler")
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A checked conversation and the product of what is attached to it."""
+
+    conversation_id: str
+    product: str
+
+
+class Access:
+    """The store, messaging and settings every use case works with, and the access rules."""
+
+    def __init__(self, store: SchedulerStore, conversations: Conversations, config: Config):
+        self.store = store
+        self.conversations = conversations
+        self.config = config
+
+    # ------------------------------------------------------------------- access
+
+    async def _attach(self, identity: Identity, conversation_id: str, product: str) -> Attachment:
+        """Check the caller may attach timers or webhooks to the conversation."""
+        conversation_id = check_conversation_id(conversation_id)
+        check_product(product)
+        mine = own_product(identity)
+        if not trusted(identity):
+            if mine is None:
+                raise PermissionDenied(
+                    "only the agents serving a conversation (agent:<crew>/<name>, "
+                    "workflow:<id>) and operators can attach wake-ups, schedules or webhooks"
+                )
+            if product and product != mine:
+                raise InvalidArgument(
+                    f"product is taken from your identity ({mine}); leave it empty"
+                )
+        seen = await self.conversations.participation(identity, conversation_id)
+        if not trusted(identity) and seen.target != mine:
+            raise PermissionDenied(
+                f"conversation {conversation_id} is with {seen.target}; you act for {mine}, "
+                "so only its agents or an operator can attach timers or webhooks to it"
+            )
+        if product and product != seen.target:
+            # A product that is not the conversation's own would escape its pauses (S3).
+            raise InvalidArgument(
+                f"product {product} is not the target of conversation {conversation_id} "
+                f"({seen.target}); leave product empty to take the conversation's own"
+            )
+        product = product or seen.target
+        if not trusted(identity) and seen.opener == identity.principal:
+            raise PermissionDenied(
+                f"you started conversation {conversation_id}: timers and webhooks prompt the "
+                "agents of its target, which you reach by sending messages; the target's "
+                "agents or an operator can attach them"
+            )
+        return Attachment(conversation_id, product)
+
+    def _sees_wake_up(self, identity: Identity, wake_up: WakeUp) -> bool:
+        mine = own_product(identity)
+        return (
+            trusted(identity)
+            or wake_up.created_by == identity.principal
+            or (mine is not None and wake_up.product == mine)
+        )
+
+    async def _visible_wake_up(self, identity: Identity, wake_up_id: str) -> WakeUp:
+        wake_up = await self.store.get_wake_up(wake_up_id)
+        if not self._sees_wake_up(identity, wake_up):
+            raise NotFound(f"wake-up {wake_up_id!r} not found")
+        return wake_up
+
+    async def _owned_schedule(self, identity: Identity, schedule_id: str) -> Schedule:
+        schedule = await self.store.get_schedule(schedule_id)
+        if not (identity.is_operator or schedule.created_by == identity.principal):
+            raise NotFound(f"schedule {schedule_id!r} not found")
+        return schedule
+
+    async def _owned_webhook(self, identity: Identity, webhook_id: str) -> Webhook:
+        webhook = await self.store.get_webhook(webhook_id)
+        if not (identity.is_operator or webhook.created_by == identity.principal):
+            raise NotFound(f"webhook {webhook_id!r} not found")
+        return webhook
+
+    async def _list_own(
+        self,
+        identity: Identity,
+        listing: Callable[..., Awaitable[Page]],
+        *,
+        conversation_id: str,
+        product: str,
+        after: str,
+        limit: int,
+    ) -> tuple[list[Any], str]:
+        """One page of the caller's own schedules or webhooks (an operator's: anyone's)."""
+        position = decode_cursor(after)
+        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        check_product(product)
+        page = await listing(
+            conversation_id=conversation_id,
+            product=product,
+            created_by=None if identity.is_operator else identity.principal,
+            after=position,
+            limit=limit,
+        )
+        return page.items, encode_cursor(page.next_seq)

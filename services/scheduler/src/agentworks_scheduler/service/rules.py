@@ -1,0 +1,160 @@
+"""The scheduler's limits (P6, stated in docs/scheduler.md) and request checks; no I/O."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentworks.client import checks
+from agentworks.client.checks import check_no_nul
+from agentworks.client.errors import InvalidArgument, NotFound
+from agentworks.client.identity import Identity
+from agentworks_scheduler.store import When
+
+# Limits (P6).
+MAX_NOTE_BYTES = 16 * 1024
+MAX_SUBMISSION_ID = 128
+MAX_PROMPT_BYTES = 16 * 1024
+MAX_NAME_CHARS = 200
+MAX_REASON_CHARS = 500
+MAX_DELAY = timedelta(days=400)
+MAX_PAST = timedelta(hours=1)
+MAX_PREVIEW_SPAN = timedelta(days=100 * 365)
+MAX_PENDING_WAKE_UPS = 100
+# Each schedule writes a delivery per occurrence, each webhook takes events: per
+# conversation, a bound on what one agent can pile up (P6).
+MAX_SCHEDULES_PER_CONVERSATION = 100
+MAX_WEBHOOKS_PER_CONVERSATION = 100
+MAX_DELIVERY_ID_CHARS = 128
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 200
+PREVIEW_DEFAULT, PREVIEW_MAX = 5, 100
+# A retried CreateWebhook gives the secret again only this long after the create, and
+# only while it was not rotated (docs/scheduler.md, Webhooks).
+RETRY_SECRET_WINDOW = timedelta(hours=24)
+
+RUNTIME_ROLE = "runtime"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+_PRODUCT_RE = re.compile(rf"^(?:crew|workflow):{_NAME}$")
+_PAUSE_SCOPE_RE = re.compile(rf"^(?:crew|workflow):(?:\*|{_NAME})$")
+DELIVERY_ID_RE = re.compile(rf"^[\x21-\x7e]{{1,{MAX_DELIVERY_ID_CHARS}}}$")
+_CURSOR_PREFIX = "s1:"
+
+
+def encode_cursor(seq: int) -> str:
+    return checks.encode_cursor(seq, _CURSOR_PREFIX)
+
+
+def decode_cursor(cursor: str) -> int:
+    return checks.decode_cursor(cursor, _CURSOR_PREFIX)
+
+
+def check_product(product: str, *, field: str = "product") -> str:
+    if product and not _PRODUCT_RE.match(product):
+        raise InvalidArgument(
+            f"{field} {product!r} is not a product: use crew:<name> or workflow:<id>"
+        )
+    return product
+
+
+def check_pause_scope(product: str) -> str:
+    if product and not _PAUSE_SCOPE_RE.match(product):
+        raise InvalidArgument(
+            f"product {product!r} cannot be paused: leave it empty for the global pause, "
+            "or use crew:<name>, workflow:<id>, crew:* or workflow:*"
+        )
+    return product
+
+
+def check_text(value: str, field: str, limit: int, *, required: bool = False) -> str:
+    check_no_nul(value, field)
+    if required and not value.strip():
+        raise InvalidArgument(f"{field} is empty: give the text to deliver")
+    size = len(value.encode())
+    if size > limit:
+        raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
+    return value
+
+
+def check_submission_id(submission_id: str) -> str:
+    check_no_nul(submission_id, "submission_id")
+    if len(submission_id) > MAX_SUBMISSION_ID:
+        raise InvalidArgument(
+            f"submission_id is {len(submission_id)} characters; the limit is {MAX_SUBMISSION_ID}"
+        )
+    return submission_id
+
+
+def check_name(name: str, field: str = "name") -> str:
+    check_no_nul(name, field)
+    if len(name) > MAX_NAME_CHARS:
+        raise InvalidArgument(f"{field} is longer than {MAX_NAME_CHARS} characters")
+    return name
+
+
+def check_conversation_id(conversation_id: str) -> str:
+    if not conversation_id:
+        raise InvalidArgument("conversation_id is required: the conversation to deliver into")
+    try:
+        return str(uuid.UUID(conversation_id))
+    except ValueError:
+        raise NotFound(f"conversation {conversation_id!r} not found") from None
+
+
+def check_when(at: datetime | None, delay_seconds: int | None, now: datetime) -> When:
+    """A wake-up's time from `at` or `delay_seconds` (exactly one)."""
+    if at is None and delay_seconds is None:
+        raise InvalidArgument(
+            "when is missing: give at (a time) or delay_seconds (0 fires on the next tick)"
+        )
+    if at is not None:
+        if at < now - MAX_PAST:
+            raise InvalidArgument(
+                f"at {at.isoformat()} is more than {MAX_PAST} in the past; "
+                "use delay_seconds=0 to be woken on the next tick"
+            )
+        if at > now + MAX_DELAY:
+            raise InvalidArgument(f"at {at.isoformat()} is more than {MAX_DELAY.days} days ahead")
+        return at
+    assert delay_seconds is not None
+    if not 0 <= delay_seconds <= MAX_DELAY.total_seconds():
+        raise InvalidArgument(
+            f"delay_seconds must be between 0 and {int(MAX_DELAY.total_seconds())} "
+            f"({MAX_DELAY.days} days), got {delay_seconds}"
+        )
+    return timedelta(seconds=delay_seconds)
+
+
+def own_product(identity: Identity) -> str | None:
+    """The target an agent or workflow principal serves, as a product."""
+    if identity.kind == "agent":
+        return f"crew:{identity.crew}"
+    if identity.kind == "workflow":
+        return identity.principal
+    return None
+
+
+def trusted(identity: Identity) -> bool:
+    """Operators and runtime services act for any product."""
+    return identity.is_operator or (identity.is_service and RUNTIME_ROLE in identity.roles)
+
+
+def webhook_secret(key: str, webhook_id: str, salt: str) -> str:
+    """The secret of a webhook, derived from the webhook key; never stored."""
+    mac = hmac.new(
+        key.encode(), f"agentworks-webhook:v1:{webhook_id}:{salt}".encode(), hashlib.sha256
+    )
+    return "whsec_" + base64.urlsafe_b64encode(mac.digest()).decode().rstrip("=")
+
+
+def fingerprint(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()[:12]
+
+
+def request_hash(*fields: Any) -> str:
+    """What a retry key stands for: the same key must come with the same request."""
+    return hashlib.sha256(repr(list(fields)).encode()).hexdigest()

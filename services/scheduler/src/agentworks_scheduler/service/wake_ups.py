@@ -1,0 +1,113 @@
+"""Wake-ups (S1): create, read, list, cancel and reschedule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agentworks.client.checks import bounded
+from agentworks.client.identity import Identity
+from agentworks_scheduler.models import Page, WakeUp
+from agentworks_scheduler.service.access import Access, log
+from agentworks_scheduler.service.rules import (
+    LIST_LIMIT_DEFAULT,
+    LIST_LIMIT_MAX,
+    MAX_NOTE_BYTES,
+    MAX_PENDING_WAKE_UPS,
+    check_product,
+    check_submission_id,
+    check_text,
+    check_when,
+    decode_cursor,
+    encode_cursor,
+    own_product,
+    request_hash,
+    trusted,
+)
+
+
+class WakeUps(Access):
+    async def create_wake_up(
+        self,
+        identity: Identity,
+        *,
+        conversation_id: str,
+        at: datetime | None,
+        delay_seconds: int | None,
+        note: str,
+        product: str,
+        submission_id: str = "",
+    ) -> WakeUp:
+        """A durable wake-up for a conversation the caller serves (S1).
+
+        With a `submission_id`, a retry of the same request gets the same wake-up.
+        """
+        when = check_when(at, delay_seconds, datetime.now(UTC))
+        check_text(note, "note", MAX_NOTE_BYTES)
+        check_submission_id(submission_id)
+        place = await self._attach(identity, conversation_id, product)
+        wake_up, created = await self.store.create_wake_up(
+            conversation_id=place.conversation_id,
+            product=place.product,
+            note=note,
+            when=when,
+            created_by=identity.principal,
+            max_pending=MAX_PENDING_WAKE_UPS,
+            submission_id=submission_id,
+            request_hash=request_hash(
+                conversation_id, at.isoformat() if at else None, delay_seconds, note, product
+            ),
+        )
+        log.info(
+            "wake_up.created" if created else "wake_up.retried",
+            wake_up_id=wake_up.id,
+            conversation_id=wake_up.conversation_id,
+            due_at=wake_up.due_at.isoformat(),
+        )
+        return wake_up
+
+    async def get_wake_up(self, identity: Identity, wake_up_id: str) -> WakeUp:
+        return await self._visible_wake_up(identity, wake_up_id)
+
+    async def list_wake_ups(
+        self,
+        identity: Identity,
+        *,
+        conversation_id: str,
+        product: str,
+        include_finished: bool,
+        after: str,
+        limit: int,
+    ) -> tuple[list[WakeUp], str]:
+        position = decode_cursor(after)
+        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        check_product(product)
+        page: Page = await self.store.list_wake_ups(
+            conversation_id=conversation_id,
+            product=product,
+            visible_to=None if trusted(identity) else (identity.principal, own_product(identity)),
+            include_finished=include_finished,
+            after=position,
+            limit=limit,
+        )
+        return page.items, encode_cursor(page.next_seq)
+
+    async def cancel_wake_up(self, identity: Identity, wake_up_id: str) -> WakeUp:
+        """Cancel a pending wake-up; only this (or a reschedule) stops it (S1)."""
+        await self._visible_wake_up(identity, wake_up_id)
+        wake_up = await self.store.change_pending_wake_up(wake_up_id, when=None)
+        log.info("wake_up.cancelled", wake_up_id=wake_up.id)
+        return wake_up
+
+    async def reschedule_wake_up(
+        self,
+        identity: Identity,
+        wake_up_id: str,
+        *,
+        at: datetime | None,
+        delay_seconds: int | None,
+    ) -> WakeUp:
+        when = check_when(at, delay_seconds, datetime.now(UTC))
+        await self._visible_wake_up(identity, wake_up_id)
+        wake_up = await self.store.change_pending_wake_up(wake_up_id, when=when)
+        log.info("wake_up.rescheduled", wake_up_id=wake_up.id, due_at=wake_up.due_at.isoformat())
+        return wake_up
