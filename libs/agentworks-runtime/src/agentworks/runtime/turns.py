@@ -44,14 +44,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
-import pathlib
-import random
+import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
 
 import grpc
 import structlog
@@ -61,29 +56,23 @@ from agentworks.client import (
     MessagingClient,
     SchedulerClient,
     errors,
-    target_ref,
-    target_str,
 )
 from agentworks.client.identity import Minter
 from agentworks.client.rpc import channel_options, channel_target
-from agentworks.client.structs import struct_json
-from agentworks.common.v1 import common_pb2
-from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.runtime.lease import Backoff, LeaseWorker
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
-from agentworks.scheduler.v1 import scheduler_pb2 as s
+from agentworks.runtime.turn_context import (
+    _FATAL,
+    _TRANSIENT,
+    TurnContext,
+    TurnHandler,
+    TurnOutcome,
+    delivery_attributes,
+    delivery_kind,
+)
 
 log = structlog.get_logger("agentworks.runtime")
-
-T = TypeVar("T")
-
-DELIVERY_KINDS: dict[int, str] = {
-    m.DELIVERY_KIND_MESSAGE: "message",
-    m.DELIVERY_KIND_WAKE_UP: "wake_up",
-    m.DELIVERY_KIND_SCHEDULE: "schedule",
-    m.DELIVERY_KIND_WEBHOOK: "webhook",
-    m.DELIVERY_KIND_FUNCTION_COMPLETED: "function_completed",
-}
 
 # gRPC backs reconnects off up to 120 s by default; a runtime should notice a restarted
 # messaging service within seconds.
@@ -92,263 +81,8 @@ _RECONNECT_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 5000),
 ]
 
-# Errors that mean the configuration is wrong; retrying cannot help.
-_FATAL = (errors.Unauthenticated, errors.InvalidArgument)
-# Errors worth retrying quickly: the service or the network is briefly away.
-_TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 
-
-def delivery_kind(delivery: m.Delivery) -> str:
-    """The contract name of a delivery's kind: message, wake_up, schedule, webhook, ..."""
-    return DELIVERY_KINDS.get(delivery.kind, "unknown")
-
-
-def delivery_attributes(delivery: m.Delivery) -> dict[str, Any]:
-    """A delivery's attributes as plain JSON, whole numbers as ints: a schedule's
-    `{"schedule_id": ..., "occurrence": ..., "missed_occurrences": 2, ...}`, a webhook's
-    `{"webhook_id": ..., "content_type": ..., "signed_at": 1764554400, ...}` (the table
-    in docs/scheduler.md). `delivery.attributes` itself is a protobuf Struct, whose
-    numbers are all floats (2.0)."""
-    return struct_json(delivery.attributes)
-
-
-class Backoff:
-    """Exponential backoff with full jitter, reset after a success."""
-
-    def __init__(self, initial: float = 0.5, maximum: float = 10.0) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.attempt = 0
-
-    def next(self) -> float:
-        """The delay before the next attempt."""
-        ceiling = min(self.maximum, self.initial * (2**self.attempt))
-        self.attempt += 1
-        return random.uniform(ceiling / 2, ceiling)
-
-    def reset(self) -> None:
-        """Start again from the initial delay."""
-        self.attempt = 0
-
-
-@dataclass
-class TurnContext:
-    """What a handler gets for one turn: its deliveries and the explicit reply tool."""
-
-    turn: m.Turn
-    client: MessagingClient
-    log: Any
-    lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
-    sent: list[m.SendReceipt] = field(default_factory=list)
-    # Set when the worker has a scheduler address; acts as the runtime's agent identity.
-    scheduler: SchedulerClient | None = None
-    wake_ups: list[s.WakeUp] = field(default_factory=list)
-    # Set when the worker has a functions address; acts as the runtime's agent identity.
-    functions: FunctionsClient | None = None
-    function_calls: list[f.CallReceipt] = field(default_factory=list)
-
-    @property
-    def turn_id(self) -> str:
-        """The claimed turn's id."""
-        return self.turn.turn_id
-
-    @property
-    def conversation_id(self) -> str:
-        """The conversation this turn belongs to."""
-        return self.turn.conversation_id
-
-    @property
-    def target(self) -> str:
-        """The crew or workflow served, as `crew:<name>` / `workflow:<id>`."""
-        return target_str(self.turn.target)
-
-    @property
-    def reply_inbox_id(self) -> str:
-        """The trusted reply address: the conversation's inbox (C6)."""
-        return self.turn.reply_inbox_id
-
-    @property
-    def deliveries(self) -> list[m.Delivery]:
-        """The deliveries in this turn, oldest first."""
-        return list(self.turn.deliveries)
-
-    @property
-    def messages(self) -> list[m.Message]:
-        """The messages among the deliveries, oldest first."""
-        return [d.message for d in self.turn.deliveries if d.kind == m.DELIVERY_KIND_MESSAGE]
-
-    async def send_message(
-        self, text: str, *, parts: Sequence[common_pb2.Part] = (), attempts: int = 3
-    ) -> m.SendReceipt:
-        """Send `text` as this agent to the conversation's inbox (the only reply path, C6).
-
-        Retries on UNAVAILABLE with a per-turn submission id, so a retry never sends
-        the message twice (C4).
-        """
-        submission_id = f"turn:{self.turn_id}:{len(self.sent) + 1}"
-        backoff = Backoff(initial=0.2, maximum=2.0)
-        for attempt in range(1, attempts + 1):
-            try:
-                receipt = await self.client.send_message(
-                    self.reply_inbox_id, text, parts=parts, submission_id=submission_id
-                )
-            except _TRANSIENT as exc:
-                if attempt == attempts:
-                    raise
-                delay = backoff.next()
-                self.log.warning("reply.retry", error=exc.message, retry_in=round(delay, 2))
-                await asyncio.sleep(delay)
-                continue
-            self.sent.append(receipt)
-            self.log.info("reply.sent", message_id=receipt.message_id)
-            return receipt
-        raise AssertionError("unreachable")
-
-    async def wake_me(
-        self,
-        *,
-        after_seconds: float | None = None,
-        at: datetime | None = None,
-        note: str = "",
-    ) -> s.WakeUp:
-        """Ask the scheduler for a durable wake-up of this conversation (S1).
-
-        Give `after_seconds` (rounded up to whole seconds) or `at` (an aware datetime).
-        When due, the scheduler delivers a `wake_up` into this conversation's turn queue
-        with `note` as its text (S2); a later turn gets it. Messages do not cancel it;
-        `self.scheduler.cancel_wake_up(w.wake_up_id)` or `reschedule_wake_up` do.
-
-        Retried on UNAVAILABLE with a per-turn retry key (`turn:<turn_id>:wake:<n>`),
-        so a retry after a lost answer gets the same wake-up, never a second (S1).
-        Raises `PreconditionFailed` when the runtime has no scheduler address
-        (AGENTWORKS_SCHEDULER_ADDRESS), and the scheduler's errors (`InvalidArgument`
-        for a bad time or note, `Busy` past 100 pending).
-        """
-        if self.scheduler is None:
-            raise errors.PreconditionFailed(
-                "this runtime has no scheduler: set AGENTWORKS_SCHEDULER_ADDRESS "
-                "(or --scheduler-address) to request wake-ups"
-            )
-        if (after_seconds is None) == (at is None):
-            raise ValueError("wake_me needs exactly one of after_seconds or at")
-        if at is not None and at.tzinfo is None:
-            raise ValueError("wake_me(at=...) needs an aware datetime, e.g. datetime.now(UTC)")
-        delay = None if after_seconds is None else max(0, math.ceil(after_seconds))
-        submission_id = f"turn:{self.turn_id}:wake:{len(self.wake_ups) + 1}"
-        scheduler = self.scheduler
-        wake_up = await self._retried(
-            "wake_up.retry",
-            lambda: scheduler.create_wake_up(
-                self.conversation_id,
-                at=at,
-                delay_seconds=delay,
-                note=note,
-                submission_id=submission_id,
-            ),
-        )
-        self.wake_ups.append(wake_up)
-        self.log.info(
-            "wake_up.requested",
-            wake_up_id=wake_up.wake_up_id,
-            due_at=wake_up.due_at.ToJsonString(),
-        )
-        return wake_up
-
-    async def _retried(self, event: str, make: Callable[[], Awaitable[T]]) -> T:
-        """`make()`, tried 3 times on UNAVAILABLE / DEADLINE_EXCEEDED (the request carries
-        its retry key, so a retry after a lost answer gets the same result)."""
-        backoff = Backoff(initial=0.2, maximum=2.0)
-        for attempt in range(1, 4):
-            try:
-                return await make()
-            except _TRANSIENT as exc:
-                if attempt == 3:
-                    raise
-                pause = backoff.next()
-                self.log.warning(event, error=exc.message, retry_in=round(pause, 2))
-                await asyncio.sleep(pause)
-        raise AssertionError("unreachable")
-
-    def _functions_client(self) -> FunctionsClient:
-        if self.functions is None:
-            raise errors.PreconditionFailed(
-                "this runtime has no functions service: set AGENTWORKS_FUNCTIONS_ADDRESS "
-                "(or --functions-address) to call functions"
-            )
-        return self.functions
-
-    async def list_functions(self, target: str) -> list[f.Function]:
-        """The functions this agent may call on `target`, e.g. `crew:tools` (F2)."""
-        return await self._functions_client().list_functions(target)
-
-    async def call_function(
-        self,
-        target: str,
-        function: str,
-        inputs: Mapping[str, Any] | None = None,
-        *,
-        submission_id: str | None = None,
-        wait_seconds: int = 0,
-    ) -> f.CallReceipt:
-        """Call a declared function as this agent; keep `receipt.call_id` (F3-F6, F13).
-
-        The completion notice is delivered to this conversation: the call's end comes
-        back as a later `function_completed` turn whose attributes name the `call_id`
-        and `status` (read the output with `get_function_call`). With `wait_seconds`
-        (up to 25) the receipt carries the ended call as `outcome` if it ends in time.
-
-        Retried on UNAVAILABLE with one retry key, `submission_id` or, by default, one
-        per turn and call (`turn:<turn_id>:call:<n>`), so a retry after a lost answer
-        gets the same call, never a second (F6). Raises `PreconditionFailed` when the
-        runtime has no functions address (AGENTWORKS_FUNCTIONS_ADDRESS), and the
-        service's errors (`InvalidArgument` for bad inputs, `Busy` at the running limit).
-        """
-        functions = self._functions_client()
-        key = submission_id or f"turn:{self.turn_id}:call:{len(self.function_calls) + 1}"
-        receipt = await self._retried(
-            "function.retry",
-            lambda: functions.call(
-                target,
-                function,
-                inputs,
-                submission_id=key,
-                notify_conversation_id=self.conversation_id,
-                wait_seconds=wait_seconds,
-            ),
-        )
-        self.function_calls.append(receipt)
-        self.log.info(
-            "function.called",
-            call_id=receipt.call_id,
-            function=f"{target}/{function}",
-            created=receipt.created,
-        )
-        return receipt
-
-    async def get_function_call(self, call_id: str) -> f.CallStatus:
-        """A call's status, progress, question, answer/result, error and files (F7)."""
-        return await self._functions_client().get_status(call_id)
-
-    async def reply_function_call(self, call_id: str, text: str) -> f.CallStatus:
-        """Answer the human-input question a call is `waiting_for_input` on (F11)."""
-        return await self._functions_client().reply(call_id, text)
-
-
-TurnHandler = Callable[[TurnContext], Awaitable[object]]
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    """How one turn ended, for callers that watch the worker (tests, metrics)."""
-
-    turn_id: str
-    conversation_id: str
-    completed: bool
-    lease_lost: bool
-    error: BaseException | None = None
-
-
-class TurnWorker:
+class TurnWorker(LeaseWorker):
     """Claims turns for some targets and runs a handler for each (R1, C6, C10, C11).
 
     Args:
@@ -371,6 +105,8 @@ class TurnWorker:
     `run()` may be called once; `stop()` ends it gracefully.
     """
 
+    what = "turns"
+
     def __init__(
         self,
         messaging_address: str | None,
@@ -390,21 +126,24 @@ class TurnWorker:
         health_file: str = "",
         on_finished: Callable[[TurnOutcome], None] | None = None,
     ) -> None:
-        if not targets:
-            raise ValueError("a turn worker needs at least one target, e.g. crew:demo")
-        for target in targets:
-            target_ref(target)  # raises ValueError naming the bad target
+        heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
+        super().__init__(
+            identity,
+            targets,
+            wait_seconds=wait_seconds,
+            lease_seconds=lease_seconds,
+            heartbeat_seconds=heartbeat_seconds,
+            health_file=health_file,
+            log=log,
+        )
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
         if heartbeat_seconds >= lease_seconds:
             raise ValueError(
                 f"heartbeat_seconds ({heartbeat_seconds}) must be shorter than the lease "
                 f"({lease_seconds} s), or the lease expires between beats"
             )
-        self.targets = tuple(targets)
         self.handler = handler
-        self.identity = identity
         self._channel: grpc.aio.Channel | None = None
         if client is None:
             if not messaging_address:
@@ -421,34 +160,8 @@ class TurnWorker:
         self._scheduler_address = scheduler_address if scheduler is None else None
         self.functions = functions
         self._functions_address = functions_address if functions is None else None
-        self.wait_seconds = wait_seconds
-        self.lease_seconds = lease_seconds
-        self.heartbeat_seconds = heartbeat_seconds
         self.concurrency = concurrency
-        self.health_file = pathlib.Path(health_file) if health_file else None
         self.on_finished = on_finished
-        self._stopping = asyncio.Event()
-        self._abandon_reason = ""
-        self.log = log.bind(principal=identity.principal, targets=",".join(self.targets))
-
-    @property
-    def stopping(self) -> bool:
-        """Whether `stop()` was called."""
-        return self._stopping.is_set()
-
-    def stop(self) -> None:
-        """Finish the turns in hand, claim no more, and let `run()` return."""
-        if not self._stopping.is_set():
-            self.log.info("worker.stopping")
-        self._stopping.set()
-
-    def abandon(self, reason: str) -> None:
-        """Say why `run()` is about to be cancelled (the runtime stops: a second signal, or
-        the drain time is over). Each turn the cancel cuts short is then given up at once
-        (recorded `interrupted`, C11) instead of holding its conversation until the lease
-        expires; `reason` is logged."""
-        self._abandon_reason = reason
-        self.stop()
 
     async def run(self) -> None:
         """Serve turns until `stop()`; raises on configuration errors (bad key, targets)."""
@@ -471,12 +184,9 @@ class TurnWorker:
             )
             self.functions = own_functions
         try:
-            async with asyncio.TaskGroup() as group:
-                for slot in range(self.concurrency):
-                    group.create_task(self._serve(slot))
-        except BaseExceptionGroup as group:
-            # Every slot fails the same way (bad key, unknown target): report it plainly.
-            raise group.exceptions[0] from None
+            await self._serve_slots(
+                [functools.partial(self._serve, slot) for slot in range(self.concurrency)]
+            )
         finally:
             if own_scheduler is not None:
                 await own_scheduler.close()
@@ -486,8 +196,7 @@ class TurnWorker:
                 self.functions = None
             if self._channel is not None:
                 await self._channel.close()
-            self._stopping.set()  # a later stop() (a sibling failed) has nothing to say
-            self.log.info("worker.stopped")
+            self._worker_stopped()
 
     async def _serve(self, slot: int) -> None:
         backoff = Backoff()
@@ -626,11 +335,14 @@ class TurnWorker:
                 return False
         return False
 
-    def _touch_health(self) -> None:
-        if self.health_file is not None:
-            try:
-                self.health_file.touch()
-            except OSError as exc:
-                self.log.warning(
-                    "health_file.unwritable", path=str(self.health_file), error=str(exc)
-                )
+
+# What `agentworks.runtime.turns` has always offered (moved to modules of their own).
+__all__ = [
+    "Backoff",
+    "TurnContext",
+    "TurnHandler",
+    "TurnOutcome",
+    "TurnWorker",
+    "delivery_attributes",
+    "delivery_kind",
+]

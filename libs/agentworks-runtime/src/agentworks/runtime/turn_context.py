@@ -1,0 +1,271 @@
+"""What a turn handler gets: deliveries, the reply, wake-ups, function calls (R1, C6)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from agentworks.client import (
+    FunctionsClient,
+    MessagingClient,
+    SchedulerClient,
+    errors,
+    target_str,
+)
+from agentworks.client.structs import struct_json
+from agentworks.common.v1 import common_pb2
+from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.runtime.lease import Backoff
+from agentworks.scheduler.v1 import scheduler_pb2 as s
+
+T = TypeVar("T")
+
+DELIVERY_KINDS: dict[int, str] = {
+    m.DELIVERY_KIND_MESSAGE: "message",
+    m.DELIVERY_KIND_WAKE_UP: "wake_up",
+    m.DELIVERY_KIND_SCHEDULE: "schedule",
+    m.DELIVERY_KIND_WEBHOOK: "webhook",
+    m.DELIVERY_KIND_FUNCTION_COMPLETED: "function_completed",
+}
+
+# Errors that mean the configuration is wrong; retrying cannot help.
+_FATAL = (errors.Unauthenticated, errors.InvalidArgument)
+
+# Errors worth retrying quickly: the service or the network is briefly away.
+_TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
+
+
+def delivery_kind(delivery: m.Delivery) -> str:
+    """The contract name of a delivery's kind: message, wake_up, schedule, webhook, ..."""
+    return DELIVERY_KINDS.get(delivery.kind, "unknown")
+
+
+def delivery_attributes(delivery: m.Delivery) -> dict[str, Any]:
+    """A delivery's attributes as plain JSON, whole numbers as ints: a schedule's
+    `{"schedule_id": ..., "occurrence": ..., "missed_occurrences": 2, ...}`, a webhook's
+    `{"webhook_id": ..., "content_type": ..., "signed_at": 1764554400, ...}` (the table
+    in docs/scheduler.md). `delivery.attributes` itself is a protobuf Struct, whose
+    numbers are all floats (2.0)."""
+    return struct_json(delivery.attributes)
+
+
+@dataclass
+class TurnContext:
+    """What a handler gets for one turn: its deliveries and the explicit reply tool."""
+
+    turn: m.Turn
+    client: MessagingClient
+    log: Any
+    lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
+    sent: list[m.SendReceipt] = field(default_factory=list)
+    # Set when the worker has a scheduler address; acts as the runtime's agent identity.
+    scheduler: SchedulerClient | None = None
+    wake_ups: list[s.WakeUp] = field(default_factory=list)
+    # Set when the worker has a functions address; acts as the runtime's agent identity.
+    functions: FunctionsClient | None = None
+    function_calls: list[f.CallReceipt] = field(default_factory=list)
+
+    @property
+    def turn_id(self) -> str:
+        """The claimed turn's id."""
+        return self.turn.turn_id
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation this turn belongs to."""
+        return self.turn.conversation_id
+
+    @property
+    def target(self) -> str:
+        """The crew or workflow served, as `crew:<name>` / `workflow:<id>`."""
+        return target_str(self.turn.target)
+
+    @property
+    def reply_inbox_id(self) -> str:
+        """The trusted reply address: the conversation's inbox (C6)."""
+        return self.turn.reply_inbox_id
+
+    @property
+    def deliveries(self) -> list[m.Delivery]:
+        """The deliveries in this turn, oldest first."""
+        return list(self.turn.deliveries)
+
+    @property
+    def messages(self) -> list[m.Message]:
+        """The messages among the deliveries, oldest first."""
+        return [d.message for d in self.turn.deliveries if d.kind == m.DELIVERY_KIND_MESSAGE]
+
+    async def send_message(
+        self, text: str, *, parts: Sequence[common_pb2.Part] = (), attempts: int = 3
+    ) -> m.SendReceipt:
+        """Send `text` as this agent to the conversation's inbox (the only reply path, C6).
+
+        Retries on UNAVAILABLE with a per-turn submission id, so a retry never sends
+        the message twice (C4).
+        """
+        submission_id = f"turn:{self.turn_id}:{len(self.sent) + 1}"
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, attempts + 1):
+            try:
+                receipt = await self.client.send_message(
+                    self.reply_inbox_id, text, parts=parts, submission_id=submission_id
+                )
+            except _TRANSIENT as exc:
+                if attempt == attempts:
+                    raise
+                delay = backoff.next()
+                self.log.warning("reply.retry", error=exc.message, retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
+                continue
+            self.sent.append(receipt)
+            self.log.info("reply.sent", message_id=receipt.message_id)
+            return receipt
+        raise AssertionError("unreachable")
+
+    async def wake_me(
+        self,
+        *,
+        after_seconds: float | None = None,
+        at: datetime | None = None,
+        note: str = "",
+    ) -> s.WakeUp:
+        """Ask the scheduler for a durable wake-up of this conversation (S1).
+
+        Give `after_seconds` (rounded up to whole seconds) or `at` (an aware datetime).
+        When due, the scheduler delivers a `wake_up` into this conversation's turn queue
+        with `note` as its text (S2); a later turn gets it. Messages do not cancel it;
+        `self.scheduler.cancel_wake_up(w.wake_up_id)` or `reschedule_wake_up` do.
+
+        Retried on UNAVAILABLE with a per-turn retry key (`turn:<turn_id>:wake:<n>`),
+        so a retry after a lost answer gets the same wake-up, never a second (S1).
+        Raises `PreconditionFailed` when the runtime has no scheduler address
+        (AGENTWORKS_SCHEDULER_ADDRESS), and the scheduler's errors (`InvalidArgument`
+        for a bad time or note, `Busy` past 100 pending).
+        """
+        if self.scheduler is None:
+            raise errors.PreconditionFailed(
+                "this runtime has no scheduler: set AGENTWORKS_SCHEDULER_ADDRESS "
+                "(or --scheduler-address) to request wake-ups"
+            )
+        if (after_seconds is None) == (at is None):
+            raise ValueError("wake_me needs exactly one of after_seconds or at")
+        if at is not None and at.tzinfo is None:
+            raise ValueError("wake_me(at=...) needs an aware datetime, e.g. datetime.now(UTC)")
+        delay = None if after_seconds is None else max(0, math.ceil(after_seconds))
+        submission_id = f"turn:{self.turn_id}:wake:{len(self.wake_ups) + 1}"
+        scheduler = self.scheduler
+        wake_up = await self._retried(
+            "wake_up.retry",
+            lambda: scheduler.create_wake_up(
+                self.conversation_id,
+                at=at,
+                delay_seconds=delay,
+                note=note,
+                submission_id=submission_id,
+            ),
+        )
+        self.wake_ups.append(wake_up)
+        self.log.info(
+            "wake_up.requested",
+            wake_up_id=wake_up.wake_up_id,
+            due_at=wake_up.due_at.ToJsonString(),
+        )
+        return wake_up
+
+    async def _retried(self, event: str, make: Callable[[], Awaitable[T]]) -> T:
+        """`make()`, tried 3 times on UNAVAILABLE / DEADLINE_EXCEEDED (the request carries
+        its retry key, so a retry after a lost answer gets the same result)."""
+        backoff = Backoff(initial=0.2, maximum=2.0)
+        for attempt in range(1, 4):
+            try:
+                return await make()
+            except _TRANSIENT as exc:
+                if attempt == 3:
+                    raise
+                pause = backoff.next()
+                self.log.warning(event, error=exc.message, retry_in=round(pause, 2))
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _functions_client(self) -> FunctionsClient:
+        if self.functions is None:
+            raise errors.PreconditionFailed(
+                "this runtime has no functions service: set AGENTWORKS_FUNCTIONS_ADDRESS "
+                "(or --functions-address) to call functions"
+            )
+        return self.functions
+
+    async def list_functions(self, target: str) -> list[f.Function]:
+        """The functions this agent may call on `target`, e.g. `crew:tools` (F2)."""
+        return await self._functions_client().list_functions(target)
+
+    async def call_function(
+        self,
+        target: str,
+        function: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        submission_id: str | None = None,
+        wait_seconds: int = 0,
+    ) -> f.CallReceipt:
+        """Call a declared function as this agent; keep `receipt.call_id` (F3-F6, F13).
+
+        The completion notice is delivered to this conversation: the call's end comes
+        back as a later `function_completed` turn whose attributes name the `call_id`
+        and `status` (read the output with `get_function_call`). With `wait_seconds`
+        (up to 25) the receipt carries the ended call as `outcome` if it ends in time.
+
+        Retried on UNAVAILABLE with one retry key, `submission_id` or, by default, one
+        per turn and call (`turn:<turn_id>:call:<n>`), so a retry after a lost answer
+        gets the same call, never a second (F6). Raises `PreconditionFailed` when the
+        runtime has no functions address (AGENTWORKS_FUNCTIONS_ADDRESS), and the
+        service's errors (`InvalidArgument` for bad inputs, `Busy` at the running limit).
+        """
+        functions = self._functions_client()
+        key = submission_id or f"turn:{self.turn_id}:call:{len(self.function_calls) + 1}"
+        receipt = await self._retried(
+            "function.retry",
+            lambda: functions.call(
+                target,
+                function,
+                inputs,
+                submission_id=key,
+                notify_conversation_id=self.conversation_id,
+                wait_seconds=wait_seconds,
+            ),
+        )
+        self.function_calls.append(receipt)
+        self.log.info(
+            "function.called",
+            call_id=receipt.call_id,
+            function=f"{target}/{function}",
+            created=receipt.created,
+        )
+        return receipt
+
+    async def get_function_call(self, call_id: str) -> f.CallStatus:
+        """A call's status, progress, question, answer/result, error and files (F7)."""
+        return await self._functions_client().get_status(call_id)
+
+    async def reply_function_call(self, call_id: str, text: str) -> f.CallStatus:
+        """Answer the human-input question a call is `waiting_for_input` on (F11)."""
+        return await self._functions_client().reply(call_id, text)
+
+
+TurnHandler = Callable[[TurnContext], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How one turn ended, for callers that watch the worker (tests, metrics)."""
+
+    turn_id: str
+    conversation_id: str
+    completed: bool
+    lease_lost: bool
+    error: BaseException | None = None
