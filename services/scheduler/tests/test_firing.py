@@ -1,0 +1,83 @@
+"""The firing path's shape (S1, S3, S6): no transaction is open while messaging is
+called, and what used to wait for the firing transaction waits for the delivery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentworks.client.errors import PreconditionFailed
+from agentworks_scheduler.models import Due
+
+BOT = "agent:demo/bot"
+
+
+def hold_after_delivery(scheduler) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make `scheduler` wait once messaging has taken a batch, before it records it:
+    (reached, release)."""
+    reached, release = asyncio.Event(), asyncio.Event()
+
+    async def wait_here(due: Due) -> None:
+        reached.set()
+        await release.wait()
+
+    scheduler.service.after_delivery = wait_here
+    return reached, release
+
+
+IN_TRANSACTION = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'"
+)
+
+
+async def test_no_transaction_is_open_while_an_occurrence_is_delivered_S6(
+    scheduler, clients, conversation, sql, deliveries, until
+):
+    """S6: between messaging's answer and the bookkeeping, no database transaction of the
+    scheduler is open; the occurrence is recorded once released, and delivered once."""
+    reached, release = hold_after_delivery(scheduler)
+    sched = await clients.scheduler(BOT)
+    wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="no txn")
+    await asyncio.wait_for(reached.wait(), 10)
+    assert await sql(IN_TRANSACTION) == [(0,)]
+    release.set()
+
+    async def fired() -> bool:
+        rows = await sql("SELECT status FROM scheduler.wake_ups WHERE id = %s", wake_up.wake_up_id)
+        return rows == [("fired",)]
+
+    await until(scheduler.service, fired)
+    assert [text for _, text, _ in await deliveries(conversation, "wake_up")] == ["no txn"]
+    assert scheduler.service.stats["delivered"] == 1
+
+
+async def test_pause_and_cancel_wait_for_a_delivery_in_flight_S1_S3(
+    scheduler, start_scheduler, clients, conversation, sql, until
+):
+    """S1 S3: Pause returns only once the occurrence being delivered is recorded, and a
+    second replica does not claim it meanwhile; a cancel waits too and then refuses,
+    because it has fired."""
+    reached, release = hold_after_delivery(scheduler)
+    sched = await clients.scheduler(BOT)
+    ops = await clients.scheduler("user:ops", {"operator"})
+    wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="in flight")
+    await asyncio.wait_for(reached.wait(), 10)
+    other = await start_scheduler()
+    await other.service.wait_ticks(2)
+    assert other.service.stats["delivered"] + other.service.stats["duplicates"] == 0
+
+    pause = asyncio.create_task(ops.pause(reason="wait for it"))
+    cancel = asyncio.create_task(sched.cancel_wake_up(wake_up.wake_up_id))
+    await asyncio.sleep(0.5)
+    assert not pause.done() and not cancel.done()
+    release.set()
+    state = await asyncio.wait_for(pause, 10)
+    assert state.global_paused
+    with pytest.raises(PreconditionFailed, match="fired, not pending"):
+        await asyncio.wait_for(cancel, 10)
+    assert await sql("SELECT status FROM scheduler.wake_ups WHERE id = %s", wake_up.wake_up_id) == [
+        ("fired",)
+    ]
+    await ops.resume()
