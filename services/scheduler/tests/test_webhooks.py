@@ -194,3 +194,30 @@ async def test_a_retried_create_gets_the_same_webhook_and_secret_while_safe_S5_S
     rotated = await ops.rotate_webhook_secret(late.webhook_id)
     after_rotate = await sched.create_webhook(conversation, name="ci", submission_id="h-1")
     assert after_rotate.secret == "" and rotated.secret != twins[0].secret
+
+
+async def test_copies_of_one_event_arriving_at_once_deliver_it_once_S5(
+    gateway, hook, conversation, deliveries, sql
+):
+    """S5: six copies of one signed event at the same moment (and one with another
+    delivery id but the same signature): one is delivered, every other one is refused
+    as a replay, and the replay window holds the one receipt with its delivery id."""
+    body = b'{"at": "once"}'
+    headers = signed_webhook_headers(hook.secret, body)
+    renamed = {**headers, DELIVERY_HEADER: headers[DELIVERY_HEADER] + "-copy"}
+    results = await asyncio.gather(
+        *(
+            gateway.receive_webhook(hook.webhook_id, headers=h, body=body)
+            for h in [headers] * 6 + [renamed]
+        ),
+        return_exceptions=True,
+    )
+    delivered = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(delivered) == 1 and delivered[0].created
+    assert len(refused) == 6 and all(isinstance(r, Conflict) for r in refused)
+    assert all("replayed webhook event" in r.message for r in refused)
+    assert len(await deliveries(conversation, "webhook")) == 1
+    assert await sql("SELECT count(*), count(delivery_id) FROM scheduler.webhook_receipts") == [
+        (1, 1)
+    ]
