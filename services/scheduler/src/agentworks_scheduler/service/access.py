@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from agentworks.client.checks import bounded
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity
@@ -39,8 +37,6 @@ from agentworks_scheduler.service.rules import (
     trusted,
 )
 from agentworks_scheduler.store import SchedulerStore
-
-log = structlog.get_logger("agentworks.scheduler")
 
 
 @dataclass(frozen=True)

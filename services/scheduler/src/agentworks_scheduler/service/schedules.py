@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import structlog
+
 from agentworks.client.checks import bounded
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import Identity
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.models import Recurrence, Schedule
-from agentworks_scheduler.service.access import Access, log
+from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (
     MAX_DELAY,
     MAX_PREVIEW_SPAN,
@@ -23,6 +25,8 @@ from agentworks_scheduler.service.rules import (
     check_text,
     request_hash,
 )
+
+log = structlog.get_logger("agentworks.scheduler")
 
 
 class Schedules(Access):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import structlog
+
 from agentworks.client.checks import bounded
 from agentworks.client.identity import Identity
 from agentworks_scheduler.models import Page, WakeUp
-from agentworks_scheduler.service.access import Access, log
+from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
@@ -23,6 +25,8 @@ from agentworks_scheduler.service.rules import (
     request_hash,
     trusted,
 )
+
+log = structlog.get_logger("agentworks.scheduler")
 
 
 class WakeUps(Access):

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import structlog
+
 from agentworks.client.errors import (
     REFUSED_FOR_GOOD,
     InvalidArgument,
@@ -27,7 +29,7 @@ from agentworks.client.scheduler import (
     webhook_signature,
 )
 from agentworks_scheduler.models import Delivered, Webhook
-from agentworks_scheduler.service.access import Access, log
+from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (
     DELIVERY_ID_RE,
     MAX_DELIVERY_ID_CHARS,
@@ -39,6 +41,8 @@ from agentworks_scheduler.service.rules import (
     request_hash,
     webhook_secret,
 )
+
+log = structlog.get_logger("agentworks.scheduler")
 
 
 class Webhooks(Access):
