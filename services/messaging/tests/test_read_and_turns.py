@@ -348,3 +348,24 @@ async def test_webhook_payload_bytes_reach_the_turn_unchanged_S5(clients, demo):
     )
     turn = await bot.claim_turn([demo], wait_seconds=5)
     assert turn.deliveries[0].payload == raw
+
+
+async def test_a_claim_over_several_targets_takes_their_oldest_waiting_conversation_C10(
+    clients, operator
+):
+    """C10: a runtime serving several targets (crews and a workflow) claims their waiting
+    conversations oldest first, one turn each, and never one of a target it did not name."""
+    for ref in ("crew:one", "crew:two", "workflow:three", "crew:other"):
+        await operator.register_target(ref, owner="user:owner")
+    alice = await clients("user:alice")
+    for ref in ("crew:two", "crew:other", "workflow:three", "crew:one"):
+        await alice.send(f"to {ref}", target=ref)
+    runtime = await clients("service:runner", {"runtime"})
+    named = ["crew:one", "crew:two", "workflow:three"]
+    seen: list[str] = []
+    while (turn := await runtime.claim_turn(named)) is not None:
+        seen.append(turn.deliveries[0].message.text)
+        await runtime.complete_turn(turn.turn_id)
+    assert seen == ["to crew:two", "to workflow:three", "to crew:one"]
+    other = await runtime.claim_turn(["crew:other"])
+    assert other is not None and other.deliveries[0].message.text == "to crew:other"

@@ -46,7 +46,7 @@ async def start(config: Config) -> Running:
     )
     await server.start()
     sweeper = asyncio.create_task(sweep(service, store, config), name="messaging-sweep")
-    return Running("messaging", server, db, background=[sweeper, *start_refresh(db, config)])
+    return Running("messaging", server, db, background=[sweeper, *start_refresh(store, config)])
 
 
 def main() -> None:

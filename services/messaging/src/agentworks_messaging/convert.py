@@ -11,13 +11,21 @@ from agentworks.client.errors import AgentWorksError, InvalidArgument
 from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
 from agentworks.messaging.v1 import messaging_pb2 as pb
-from agentworks_messaging.models import Delivery, Message, Target, TargetKey, Turn
+from agentworks_messaging.models import (
+    Delivery,
+    Message,
+    Receipt,
+    Target,
+    TargetKey,
+    Transcript,
+    Turn,
+)
 
 _KIND_IN = {common_pb2.TARGET_KIND_CREW: "crew", common_pb2.TARGET_KIND_WORKFLOW: "workflow"}
 
 _KIND_OUT = {v: k for k, v in _KIND_IN.items()}
 
-_CHANNEL_IN = {
+_CHANNEL_IN: dict[int, str] = {
     pb.CHANNEL_UNSPECIFIED: "programmatic",
     pb.CHANNEL_PROGRAMMATIC: "programmatic",
     pb.CHANNEL_APP: "app",
@@ -41,7 +49,7 @@ _DELIVERY_STATUS = {
 }
 
 
-def _ts(value) -> Timestamp:
+def timestamp(value) -> Timestamp:
     ts = Timestamp()
     ts.FromDatetime(value)
     return ts
@@ -94,8 +102,8 @@ def target_out(target: Target) -> pb.Target:
         ref=target_ref(target.key),
         owner=target.owner,
         capabilities=caps,
-        created_at=_ts(target.created_at),
-        updated_at=_ts(target.updated_at),
+        created_at=timestamp(target.created_at),
+        updated_at=timestamp(target.updated_at),
     )
 
 
@@ -107,7 +115,7 @@ def message_out(m: Message) -> pb.Message:
         sender=m.sender,
         text=m.text,
         parts=parts_out(m.parts),
-        created_at=_ts(m.created_at),
+        created_at=timestamp(m.created_at),
         direction=m.direction,
     )
 
@@ -121,13 +129,37 @@ def delivery_out(d: Delivery) -> pb.Delivery:
         text=d.text,
         payload=d.payload or b"",
         turn_id=d.turn_id or "",
-        created_at=_ts(d.created_at),
+        created_at=timestamp(d.created_at),
     )
     if d.message is not None:
         out.message.CopyFrom(message_out(d.message))
     if d.attributes:
         out.attributes.update(d.attributes)
     return out
+
+
+def receipt_out(receipt: Receipt) -> pb.SendReceipt:
+    return pb.SendReceipt(
+        accepted=True,
+        message_id=receipt.message_id,
+        conversation_id=receipt.conversation_id,
+        inbox_id=receipt.inbox_id,
+    )
+
+
+def transcript_out(transcript: Transcript) -> pb.GetTranscriptResponse:
+    entries = [
+        pb.TranscriptEntry(message=message_out(e))
+        if isinstance(e, Message)
+        else pb.TranscriptEntry(delivery=delivery_out(e))
+        for e in transcript.entries
+    ]
+    return pb.GetTranscriptResponse(
+        entries=entries,
+        next_cursor=transcript.next_cursor,
+        target=target_ref(transcript.target),
+        inbox_id=transcript.inbox_id,
+    )
 
 
 def turn_out(turn: Turn) -> pb.Turn:
@@ -137,7 +169,7 @@ def turn_out(turn: Turn) -> pb.Turn:
         target=target_ref(turn.target),
         reply_inbox_id=turn.reply_inbox_id,
         deliveries=[delivery_out(d) for d in turn.deliveries],
-        lease_expires_at=_ts(turn.lease_expires_at),
+        lease_expires_at=timestamp(turn.lease_expires_at),
     )
 
 
@@ -145,7 +177,7 @@ def caps_in(caps: pb.Capabilities) -> bool | None:
     return caps.free_text_ask if caps.HasField("free_text_ask") else None
 
 
-def _delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
+def delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
     attributes = (
         json_in(request.attributes, "attributes") if request.HasField("attributes") else None
     )
@@ -159,7 +191,7 @@ def _delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
     }
 
 
-def _result_out(outcome: tuple[str, bool] | AgentWorksError) -> pb.EnqueueDeliveryResult:
+def result_out(outcome: tuple[str, bool] | AgentWorksError) -> pb.EnqueueDeliveryResult:
     if isinstance(outcome, AgentWorksError):
         return pb.EnqueueDeliveryResult(
             error=pb.ItemError(code=outcome.code.value[0], message=outcome.message)

@@ -96,3 +96,13 @@ class NewDelivery:
     payload: bytes | None
     attributes: dict[str, Any] | None
     idempotency_key: str
+
+
+@dataclass(frozen=True)
+class TurnQueue:
+    """One target's turn queue (the gauges of metrics.py)."""
+
+    target: TargetKey
+    queued: int  # conversations with pending deliveries and no turn running
+    age_seconds: float  # how long the oldest of those has waited (0: none)
+    active: int  # turns claimed and not ended yet

@@ -9,20 +9,20 @@ from agentworks.client.identity import caller
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks_messaging.convert import (
-    _delivery_in,
-    _result_out,
-    _ts,
     caps_in,
     channel_in,
-    delivery_out,
+    delivery_in,
     message_out,
     parts_in,
+    receipt_out,
+    result_out,
     target_key,
     target_out,
-    target_ref,
+    timestamp,
+    transcript_out,
     turn_out,
 )
-from agentworks_messaging.models import Message, NewDelivery
+from agentworks_messaging.models import NewDelivery
 from agentworks_messaging.service import MessagingService, check_delivery
 
 log = structlog.get_logger("agentworks.messaging")
@@ -61,12 +61,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             channel=channel_in(request.channel),
         )
         structlog.contextvars.bind_contextvars(conversation_id=receipt.conversation_id)
-        return pb.SendReceipt(
-            accepted=True,
-            message_id=receipt.message_id,
-            conversation_id=receipt.conversation_id,
-            inbox_id=receipt.inbox_id,
-        )
+        return receipt_out(receipt)
 
     async def Read(self, request, context):
         messages, cursor = await self.service.read(
@@ -85,18 +80,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             after=request.after,
             limit=request.limit,
         )
-        out = [
-            pb.TranscriptEntry(message=message_out(e))
-            if isinstance(e, Message)
-            else pb.TranscriptEntry(delivery=delivery_out(e))
-            for e in transcript.entries
-        ]
-        return pb.GetTranscriptResponse(
-            entries=out,
-            next_cursor=transcript.next_cursor,
-            target=target_ref(transcript.target),
-            inbox_id=transcript.inbox_id,
-        )
+        return transcript_out(transcript)
 
     async def ClaimTurn(self, request, context):
         turn = await self.service.claim_turn(
@@ -111,7 +95,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         expires = await self.service.heartbeat_turn(
             caller(), turn_id=request.turn_id, lease_seconds=request.lease_seconds
         )
-        return pb.HeartbeatTurnResponse(lease_expires_at=_ts(expires))
+        return pb.HeartbeatTurnResponse(lease_expires_at=timestamp(expires))
 
     async def SendMessage(self, request, context):
         receipt = await self.service.send_message(
@@ -121,12 +105,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             parts=parts_in(request.parts),
             submission_id=request.submission_id,
         )
-        return pb.SendReceipt(
-            accepted=True,
-            message_id=receipt.message_id,
-            conversation_id=receipt.conversation_id,
-            inbox_id=receipt.inbox_id,
-        )
+        return receipt_out(receipt)
 
     async def CompleteTurn(self, request, context):
         await self.service.complete_turn(
@@ -135,7 +114,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return pb.CompleteTurnResponse()
 
     async def EnqueueDelivery(self, request, context):
-        fields = _delivery_in(request)
+        fields = delivery_in(request)
         delivery_id, created = await self.service.enqueue_delivery(caller(), **fields)
         return pb.EnqueueDeliveryResponse(delivery_id=delivery_id, created=created)
 
@@ -143,8 +122,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         items: list[NewDelivery | AgentWorksError] = []
         for item in request.items:
             try:
-                items.append(check_delivery(**_delivery_in(item)))
+                items.append(check_delivery(**delivery_in(item)))
             except AgentWorksError as exc:
                 items.append(exc)
         outcomes = await self.service.enqueue_deliveries(caller(), items)
-        return pb.EnqueueDeliveriesResponse(results=[_result_out(o) for o in outcomes])
+        return pb.EnqueueDeliveriesResponse(results=[result_out(o) for o in outcomes])

@@ -1,9 +1,14 @@
-"""SQL for the messaging use cases: one method per use case, each one short transaction.
+"""The only SQL of the messaging service: one method per use case, each one short transaction.
 
 Concurrency rests on PostgreSQL alone (P3): the conversation row lock orders positions
 and guards the turn queue, `ON CONFLICT` deduplicates retries, `FOR UPDATE SKIP LOCKED`
 lets replicas claim turns and sweep leases without stepping on each other, and
-`pg_notify` (sent at commit) wakes long-polls on every replica."""
+`pg_notify` (sent at commit) wakes long-polls on every replica.
+
+Parts by job: targets.py (targets), sends.py (conversations, sends, replies, retry keys),
+reads.py (inbox reads, transcripts), turns.py (deliveries and the turn queue); rows.py
+turns rows into the domain types of models.py.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +20,7 @@ from agentworks_messaging.store.turns import TurnQueries
 
 
 class MessagingStore(TargetQueries, SendQueries, ReadQueries, TurnQueries):
-    """All SQL of the messaging service.
-
-    The hot use cases (send, reply, read, enqueue) are fixed SQL on `Database.raw()`;
-    the rest go through SQLAlchemy Core."""
+    """All SQL of the messaging service (see `MessagingStoreBase` for how it runs)."""
 
 
 __all__ = ["INBOX_CHANNEL", "TURN_CHANNEL", "MessagingStore"]

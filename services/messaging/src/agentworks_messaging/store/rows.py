@@ -1,4 +1,4 @@
-"""Row -> domain conversions and the NOTIFY channels of the messaging store."""
+"""Rows -> domain objects, the NOTIFY channels, and the small helpers the store's parts share."""
 
 from __future__ import annotations
 
@@ -8,19 +8,13 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agentworks.client.errors import NotFound, PreconditionFailed
-from agentworks_messaging.models import (
-    Delivery,
-    Message,
-    Target,
-    TargetKey,
-)
+from agentworks_messaging.models import Delivery, Message, Target, TargetKey
 
 INBOX_CHANNEL = "messaging_inbox"
-
 TURN_CHANNEL = "messaging_turns"
 
 
-def _target(row: Any) -> Target:
+def target_from(row: Any) -> Target:
     return Target(
         key=TargetKey(row.kind, row.name),
         owner=row.owner,
@@ -30,7 +24,7 @@ def _target(row: Any) -> Target:
     )
 
 
-def _message(row: Any) -> Message:
+def message_from(row: Any) -> Message:
     return Message(
         id=str(row.id),
         conversation_id=str(row.conversation_id),
@@ -44,7 +38,7 @@ def _message(row: Any) -> Message:
     )
 
 
-def _delivery(row: Any, message: Message | None = None) -> Delivery:
+def delivery_from(row: Any, message: Message | None = None) -> Delivery:
     return Delivery(
         id=str(row.id),
         conversation_id=str(row.conversation_id),
@@ -60,18 +54,19 @@ def _delivery(row: Any, message: Message | None = None) -> Delivery:
     )
 
 
-def _uuid(value: str, what: str) -> uuid.UUID:
+def parse_uuid(value: str, what: str) -> uuid.UUID:
+    """An id from a request; one that is not a UUID names nothing stored."""
     try:
         return uuid.UUID(value)
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"{what} {value!r} not found") from None
 
 
-def _json(value: Any) -> Jsonb | None:
+def jsonb(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
-def _messaging_disabled(key: TargetKey) -> PreconditionFailed:
+def messaging_disabled(key: TargetKey) -> PreconditionFailed:
     return PreconditionFailed(
         f"{key} has agent messaging turned off (capabilities.free_text_ask = false): "
         "conversational messages are refused; call one of its declared functions instead"

@@ -1,60 +1,61 @@
-"""Targets' messaging settings (C1, C8)."""
+"""Targets and their messaging switch (C1, C8)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-
 from agentworks.client.errors import NotFound
-from agentworks_messaging import tables as t
-from agentworks_messaging.models import (
-    Target,
-    TargetKey,
-)
+from agentworks.server.db import fixed_sql
+from agentworks_messaging.models import Target, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
-from agentworks_messaging.store.rows import _target
+from agentworks_messaging.store.rows import target_from
+
+# Create the target, or give an existing one this owner; a capability given as NULL
+# keeps the stored value.
+PUT_TARGET = fixed_sql(
+    """
+INSERT INTO messaging.targets AS t (kind, name, owner, free_text_ask)
+VALUES (:kind, :name, :owner, :free_text_ask)
+ON CONFLICT (kind, name) DO UPDATE
+SET owner = excluded.owner,
+    updated_at = now(),
+    free_text_ask = coalesce(excluded.free_text_ask, t.free_text_ask)
+RETURNING *
+"""
+)
+
+GET_TARGET = fixed_sql("SELECT * FROM messaging.targets WHERE kind = :kind AND name = :name")
+
+UPDATE_TARGET = fixed_sql(
+    """
+UPDATE messaging.targets SET free_text_ask = :free_text_ask, updated_at = now()
+WHERE kind = :kind AND name = :name
+RETURNING *
+"""
+)
 
 
 class TargetQueries(MessagingStoreBase):
     async def put_target(self, key: TargetKey, owner: str, free_text_ask: bool | None) -> Target:
         """Create the target, or give an existing one this owner. A capability not given
         (None) keeps its stored value: registering again never undoes an owner's setting."""
-        changes: dict[str, Any] = {"owner": owner, "updated_at": sa.func.now()}
-        if free_text_ask is not None:
-            changes["free_text_ask"] = free_text_ask
-        stmt = (
-            pg_insert(t.targets)
-            .values(kind=key.kind, name=key.name, owner=owner, free_text_ask=free_text_ask)
-            .on_conflict_do_update(index_elements=["kind", "name"], set_=changes)
-            .returning(*t.targets.c)
-        )
+        params = {"kind": key.kind, "name": key.name, "owner": owner}
         async with self.db.transaction() as conn:
-            return _target((await conn.execute(stmt)).one())
+            result = await conn.exec_driver_sql(
+                PUT_TARGET, {**params, "free_text_ask": free_text_ask}
+            )
+            return target_from(result.one())
 
     async def get_target(self, key: TargetKey) -> Target:
         async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(t.targets).where(
-                        t.targets.c.kind == key.kind, t.targets.c.name == key.name
-                    )
-                )
-            ).one_or_none()
+            result = await conn.exec_driver_sql(GET_TARGET, {"kind": key.kind, "name": key.name})
+            row = result.one_or_none()
         if row is None:
             raise NotFound(f"{key} is not registered")
-        return _target(row)
+        return target_from(row)
 
     async def update_target(self, key: TargetKey, free_text_ask: bool | None) -> Target:
-        stmt = (
-            t.targets.update()
-            .where(t.targets.c.kind == key.kind, t.targets.c.name == key.name)
-            .values(free_text_ask=free_text_ask, updated_at=sa.func.now())
-            .returning(*t.targets.c)
-        )
+        params = {"kind": key.kind, "name": key.name, "free_text_ask": free_text_ask}
         async with self.db.transaction() as conn:
-            row = (await conn.execute(stmt)).one_or_none()
+            row = (await conn.exec_driver_sql(UPDATE_TARGET, params)).one_or_none()
         if row is None:
             raise NotFound(f"{key} is not registered")
-        return _target(row)
+        return target_from(row)
