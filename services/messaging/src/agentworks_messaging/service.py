@@ -15,6 +15,16 @@ from agentworks.client import checks
 from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
 from agentworks.client.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_principal
+from agentworks.client.limits import (
+    MAX_CLAIM_TARGETS,
+    MAX_DELIVERIES_PER_REQUEST,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_PARTS_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_SUBMISSION_ID,
+    MAX_TEXT_BYTES,
+    MAX_WAIT_SECONDS,
+)
 from agentworks.server.db import Listener
 from agentworks_messaging.models import (
     Message,
@@ -30,18 +40,11 @@ from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingSto
 
 log = structlog.get_logger("agentworks.messaging")
 
-# Limits (P6), stated in docs/messaging.md.
-MAX_TEXT_BYTES = 64 * 1024
-MAX_PARTS_BYTES = 256 * 1024
-MAX_PAYLOAD_BYTES = 1024 * 1024
-MAX_SUBMISSION_ID = 200
-MAX_IDEMPOTENCY_KEY = 200
-MAX_DELIVERIES_PER_REQUEST = 500
+# Limits (P6), stated in docs/messaging.md; the sizes and counts the gateway shares come
+# from agentworks.client.limits (imported above), the page sizes and leases are messaging's.
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, 100
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
-MAX_WAIT_SECONDS = 25
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
-MAX_CLAIM_TARGETS = 100
 DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
 _CURSOR_PREFIX = "p1:"
 
