@@ -407,7 +407,13 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
     readers["demo-functions"] = ("AGENTWORKS", [core, runtime])
     readers["agentworks-bootstrap"] = (
         "AGENTWORKS",
-        [core, (ROOT / "tools/agentworks-dev/src/agentworks_dev/up.py").read_text()],
+        [
+            core,
+            "".join(
+                p.read_text()
+                for p in (ROOT / "tools/agentworks-dev/src/agentworks_dev").glob("*.py")
+            ),
+        ],
     )
     for name, workload in _workloads(objects).items():
         prefix, sources = readers[name]
@@ -425,7 +431,7 @@ def _config_source(name: str) -> str:
 def test_images_and_commands_are_the_declared_entry_points_p5(objects, kustomizations, scripts):
     """P5: one image for every process (as in compose.yaml), tagged alike in every
     kustomization; each command is a console script from [project.scripts], and each
-    service runs its own `agentworks-<name>` = `agentworks_<name>.server:main`."""
+    service runs its own `agentworks-<name>` = `agentworks_<name>.app:main`."""
     blocks = [k["images"] for k in kustomizations.values()]
     assert all(b == blocks[0] for b in blocks), "the images blocks differ"
     (image,) = kustomizations[K8S]["images"]
@@ -437,7 +443,7 @@ def test_images_and_commands_are_the_declared_entry_points_p5(objects, kustomiza
     for name in SERVICES:
         command = _container(objects[("Deployment", name)])["command"]
         assert command == [f"agentworks-{name}"], name
-        assert scripts[command[0]] == f"agentworks_{name}.server:main", name
+        assert scripts[command[0]] == f"agentworks_{name}.app:main", name
     runtime = _container(objects[("Deployment", "demo-runtime")])["command"]
     assert runtime == ["agentworks-runtime", "demo"]
     bootstrap = _container(objects[("Job", "agentworks-bootstrap")])["command"]

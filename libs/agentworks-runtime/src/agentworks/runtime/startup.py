@@ -6,13 +6,20 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from agentworks.client import errors
 from agentworks.runtime.reporting import describe
 
-if TYPE_CHECKING:
-    from agentworks.runtime.executions import ExecutionWorker
+
+class ExecutionWorker(Protocol):
+    """What these checks read of an `agentworks.runtime.executions.ExecutionWorker`."""
+
+    targets: tuple[str, ...]
+    handler: Any
+    client: Any
+    log: Any
+
 
 # Executions run at once when the concurrency is not set: the targets' running limits,
 # at most this many (each idle one holds a ClaimExecution long-poll); a target whose limit

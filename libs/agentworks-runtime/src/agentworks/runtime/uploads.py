@@ -6,13 +6,25 @@ import asyncio
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentworks.client import errors
 from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_text
 
-if TYPE_CHECKING:
-    from agentworks.runtime.execution_context import ExecutionContext
+
+class ExecutionContext(Protocol):
+    """What an upload uses of an `agentworks.runtime.execution_context.ExecutionContext`."""
+
+    output_dir: pathlib.Path
+    result_file: pathlib.Path
+    log: Any
+    uploaded: Any
+    _stats: Any
+
+    async def upload_file(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def message(self, text: str, *, role: str = "assistant") -> None: ...
+
 
 # Files the service keeps per call; past it, uploads are refused (and skipped here).
 MAX_FILES_PER_CALL = 500

@@ -1,0 +1,149 @@
+"""Bootstrapping a suite: the demo crew registered and declared, the dev token."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from agentworks.client import FunctionsClient, MessagingClient, errors
+from agentworks.client.identity import OPERATOR, Minter
+from agentworks_dev.home import load_or_create_secret, write_secret
+from agentworks_dev.options import Options
+from agentworks_dev.probes import grpc_health_serving
+from agentworks_dev.specs import (
+    DEMO_OWNER,
+    DEMO_TARGET,
+    DEV_PRINCIPAL,
+    REGISTER_SECONDS,
+    SUPERVISOR_PRINCIPAL,
+    has_main,
+)
+
+log = structlog.get_logger("agentworks.up")
+
+
+def operator_identity(key: str) -> Minter:
+    """The supervisor's own identity: an operator, minted with the internal key."""
+    return Minter(SUPERVISOR_PRINCIPAL, key, roles={OPERATOR})
+
+
+async def _retry_unavailable(make: Callable[[], Awaitable[object]], deadline: float) -> None:
+    """Await `make()`, retrying while the service answers UNAVAILABLE until `deadline`."""
+    while True:
+        try:
+            await make()
+            return
+        except errors.Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def register_demo_crew(key: str, messaging: str, functions: str | None) -> None:
+    """Register `crew:demo` (owner `user:dev`) with messaging and functions, and declare
+    the demo functions as the owner (`demo_functions.declare_demo_functions`)."""
+    deadline = time.monotonic() + REGISTER_SECONDS
+    async with MessagingClient(messaging, identity=operator_identity(key)) as client:
+        await _retry_unavailable(
+            lambda: client.register_target(DEMO_TARGET, owner=DEMO_OWNER), deadline
+        )
+    log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="messaging")
+    if not functions:
+        return
+    async with FunctionsClient(functions, identity=operator_identity(key)) as client:
+        await _retry_unavailable(
+            lambda: client.register_target(DEMO_TARGET, owner=DEMO_OWNER), deadline
+        )
+    log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="functions")
+    try:
+        from agentworks.runtime import demo_functions
+    except ImportError:
+        log.warning("functions.not_declared", reason="agentworks-runtime is not installed")
+        return
+    # Declaring is the owner's right (F1): act as user:dev, minted with the internal key.
+    async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key)) as owner:
+        declared = []
+
+        async def declare() -> None:
+            declared[:] = await demo_functions.declare_demo_functions(owner, DEMO_TARGET)
+
+        await _retry_unavailable(declare, deadline)
+    log.info("functions.declared", target=DEMO_TARGET, functions=",".join(f.name for f in declared))
+
+
+async def ensure_dev_token(home: pathlib.Path, database_url: str, environ: dict[str, str]) -> str:
+    """The dev token (operator, `user:dev`), kept in `home/dev-token` and stored hashed."""
+    try:
+        from agentworks_gateway import tokens
+    except ImportError:
+        log.warning("dev_token.skipped", reason="agentworks_gateway.tokens is not available")
+        return ""
+    path = home / "dev-token"
+    preset = environ.get("AGENTWORKS_DEV_TOKEN", "")
+    if preset:
+        token = preset
+    else:
+        token, _ = load_or_create_secret(path, tokens.new_token)
+
+    async def store(value: str) -> None:
+        label = "dev (agentworks up)"
+        await asyncio.to_thread(
+            tokens.ensure_token, database_url, value, DEV_PRINCIPAL, {OPERATOR}, label
+        )
+
+    try:
+        await store(token)
+    except errors.PreconditionFailed:
+        if preset:
+            raise
+        # The saved token was revoked; a revoked token stays revoked, so mint another.
+        log.warning("dev_token.revoked", path=str(path), action="issuing a new one")
+        token = tokens.new_token()
+        write_secret(path, token)
+        await store(token)
+    return token
+
+
+async def bootstrap(options: Options, environ: dict[str, str]) -> int:
+    """Register the demo crew and the dev token with already running services."""
+    key = environ.get("AGENTWORKS_INTERNAL_KEY", "")
+    database_url = environ.get("GATEWAY_DATABASE_URL") or options.database_url
+    messaging = environ.get("AGENTWORKS_MESSAGING_ADDRESS") or environ.get(
+        "GATEWAY_MESSAGING_ADDRESS", "127.0.0.1:50051"
+    )
+    functions = environ.get("AGENTWORKS_FUNCTIONS_ADDRESS") or environ.get(
+        "GATEWAY_FUNCTIONS_ADDRESS", ""
+    )
+    if not key or not database_url:
+        print(
+            "agentworks up --bootstrap-only: set AGENTWORKS_INTERNAL_KEY and DATABASE_URL",
+            file=sys.stderr,
+        )
+        return 2
+    deadline = time.monotonic() + options.ready_timeout
+    try:
+        await grpc_health_serving(messaging.split(",")[0], deadline)
+        if functions and has_main("agentworks_functions"):
+            await grpc_health_serving(functions.split(",")[0], deadline)
+        else:
+            functions = ""
+        await register_demo_crew(key, messaging, functions or None)
+        options.home.mkdir(parents=True, exist_ok=True)
+        token = await ensure_dev_token(options.home, database_url, environ)
+    except (TimeoutError, errors.AgentWorksError) as exc:
+        print(f"agentworks up --bootstrap-only: {exc}", file=sys.stderr)
+        return 1
+    if not token:
+        said = "(none)"
+    elif environ.get("AGENTWORKS_DEV_TOKEN"):
+        # Set from a Secret: a Job's log is readable more widely than the Secret.
+        said = "from AGENTWORKS_DEV_TOKEN (not printed)"
+    else:
+        said = token  # generated here (and kept in <home>/dev-token)
+    print(f"demo crew registered; dev token: {said}", flush=True)
+    return 0

@@ -1,0 +1,495 @@
+"""The supervisor: child processes, prefixed logs, restarts with backoff, the banner, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import pathlib
+import secrets
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from agentworks_dev.bootstrap import ensure_dev_token, register_demo_crew
+from agentworks_dev.home import load_or_create_secret, lock_home
+from agentworks_dev.options import Options
+from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
+from agentworks_dev.specs import (
+    DEFAULT_HOME,
+    DEMO_FUNCTIONS,
+    DEMO_PRINCIPAL,
+    DEMO_PROJECT,
+    DEMO_RUNTIME,
+    DEMO_TARGET,
+    GATEWAY,
+    GRPC_SERVICES,
+    HEALTHY_UPTIME_SECONDS,
+    LOCAL_TICK_SECONDS,
+    NAME_WIDTH,
+    OUTPUT_LINE_LIMIT,
+    RESTART_BACKOFF_MAX,
+    SECOND_SIGNAL_AFTER_SECONDS,
+    StartupError,
+    has_main,
+)
+
+log = structlog.get_logger("agentworks.up")
+
+
+@dataclass
+class Child:
+    """One supervised child process and what the supervisor knows about it."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    process: asyncio.subprocess.Process | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
+    watcher: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the suite's processes."""
+
+    def __init__(self, options: Options, environ: dict[str, str] | None = None) -> None:
+        self.options = options
+        self.environ = dict(os.environ if environ is None else environ)
+        self.home = options.home.resolve()
+        self.children: list[Child] = []
+        self._stopping = asyncio.Event()
+        self._out = sys.stdout
+        self.database_url = ""
+        self.key = ""
+        self.embedded = False
+        # The home's lock, held until the process ends (never closed on purpose).
+        self.lock_fd: int | None = None
+
+    # ------------------------------------------------------------------ plan
+
+    def addresses(self, index: int) -> list[str]:
+        """The gRPC addresses of the index-th service family (messaging=0, ...)."""
+        first = self.options.base_port + index * self.options.replicas
+        return [f"{self.options.host}:{first + r}" for r in range(self.options.replicas)]
+
+    def gateway_ports(self) -> list[int]:
+        return [self.options.http_port + r for r in range(self.options.replicas)]
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.options.host}:{self.options.http_port}"
+
+    def lock_info(self) -> dict[str, object]:
+        """Who runs this home: written into its lock file, quoted by a refused `up`."""
+        ports = [
+            int(a.rsplit(":", 1)[1]) for i in range(len(GRPC_SERVICES)) for a in self.addresses(i)
+        ]
+        return {
+            "pid": os.getpid(),
+            "gateway_url": self.gateway_url,
+            "grpc_ports": f"{min(ports)}-{max(ports)}",
+            "base_port": self.options.base_port,
+            "http_port": self.options.http_port,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    def _child_env(self, **extra: str) -> dict[str, str]:
+        env = dict(self.environ)
+        env.update(
+            DATABASE_URL=self.database_url,
+            AGENTWORKS_INTERNAL_KEY=self.key,
+            PYTHONUNBUFFERED="1",
+            LOG_JSON=self.environ.get("LOG_JSON", "false"),
+        )
+        env.update(extra)
+        return env
+
+    def _runtime_env(self, **extra: str) -> dict[str, str]:
+        """A runtime's environment: it talks to the services only, so the database
+        address (and its password) is not given to it, nor to the commands it runs."""
+        env = self._child_env(**extra)
+        env.pop("DATABASE_URL", None)
+        return env
+
+    def plan(self) -> tuple[list[tuple[Child, Callable[[float], Awaitable[None]]]], list[str]]:
+        """The service children to start with their readiness checks; skipped services."""
+        messaging = ",".join(self.addresses(0))
+        functions = ",".join(self.addresses(1))
+        scheduler = ",".join(self.addresses(2))
+        planned: list[tuple[Child, Callable[[float], Awaitable[None]]]] = []
+        skipped: list[str] = []
+        for index, spec in enumerate(GRPC_SERVICES):
+            if not has_main(spec.package):
+                skipped.append(spec.name)
+                continue
+            for replica, address in enumerate(self.addresses(index), start=1):
+                # Functions and the scheduler call messaging; nothing else is called.
+                env = self._child_env(**{f"{spec.prefix}_LISTEN": address})
+                if spec.name != "messaging":
+                    env[f"{spec.prefix}_MESSAGING_ADDRESS"] = messaging
+                if spec.name == "scheduler":
+                    env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
+                child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
+                planned.append((child, lambda d, a=address: grpc_health_serving(a, d)))
+        if has_main(GATEWAY.package):
+            for replica, port in enumerate(self.gateway_ports(), start=1):
+                env = self._child_env(
+                    GATEWAY_LISTEN=f"{self.options.host}:{port}",
+                    GATEWAY_MESSAGING_ADDRESS=messaging,
+                    GATEWAY_FUNCTIONS_ADDRESS=functions,
+                    GATEWAY_SCHEDULER_ADDRESS=scheduler,
+                )
+                child = Child(f"gateway-{replica}", [sys.executable, "-m", GATEWAY.package], env)
+                url = f"http://{self.options.host}:{port}/healthz"
+                planned.append((child, lambda d, u=url: http_healthy(u, d)))
+        else:
+            skipped.append(GATEWAY.name)
+        return planned, skipped
+
+    def runtime_children(self, skipped: Sequence[str] = ()) -> list[Child]:
+        """The demo runtimes: turns of crew:demo, and (with functions) its executions.
+
+        Separate processes, each restarted on its own; both act as agent:demo/demo-bot.
+        """
+        common = {
+            "AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL,
+            "AGENTWORKS_RUNTIME_TARGETS": DEMO_TARGET,
+        }
+        turns_env = self._runtime_env(
+            AGENTWORKS_MESSAGING_ADDRESS=",".join(self.addresses(0)),
+            **common,
+        )
+        if "scheduler" not in skipped:
+            turns_env["AGENTWORKS_SCHEDULER_ADDRESS"] = ",".join(self.addresses(2))
+        functions_env = self._runtime_env(
+            AGENTWORKS_FUNCTIONS_ADDRESS=",".join(self.addresses(1)), **common
+        )
+        runtime = [sys.executable, "-m", "agentworks.runtime"]
+        children = [Child(DEMO_RUNTIME, [*runtime, "demo"], turns_env)]
+        if "functions" not in skipped:
+            root = str(self.home / DEMO_PROJECT)
+            children.append(
+                Child(DEMO_FUNCTIONS, [*runtime, "functions-demo", "--root", root], functions_env)
+            )
+        return children
+
+    # ------------------------------------------------------------------- run
+
+    async def run(self) -> int:
+        """Bring the suite up, wait for Ctrl-C/SIGTERM, bring it down; the exit code."""
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        assert main is not None
+        started = asyncio.Event()
+
+        first_signal: list[float] = []
+
+        def on_signal(signame: str) -> None:
+            log.info("signal.received", signal=signame)
+            now = time.monotonic()
+            # A second Ctrl-C: do not wait for the grace period. One signal to the
+            # process group (`kill -- -PGID`, make's own forwarding) arrives twice
+            # within milliseconds: that is still the first.
+            if first_signal and now - first_signal[0] >= SECOND_SIGNAL_AFTER_SECONDS:
+                self._kill_all()
+            first_signal[:1] = first_signal[:1] or [now]
+            self._stopping.set()
+            if not started.is_set():
+                main.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        try:
+            await self.start()
+            started.set()
+            await self._stopping.wait()
+            return 0
+        except asyncio.CancelledError:
+            main.uncancel()
+            return 130
+        except StartupError as exc:
+            print(f"agentworks up: {exc}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            await self.shutdown()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    async def start(self) -> None:
+        """Database, key, services, registration, dev token, runtime, banner."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.lock_fd = lock_home(self.home, self.lock_info())
+        self._check_ports()
+        await self._database()
+        self.key = self._internal_key()
+        planned, skipped = self.plan()
+        for name in skipped:
+            log.warning("service.skipped", child=name, reason=f"{name} has no server.main yet")
+        if not any(c.name.startswith("messaging-") for c, _ in planned):
+            raise StartupError("the messaging service is not installed (agentworks_messaging)")
+        for child, _ in planned:
+            self._launch(child)
+        deadline = time.monotonic() + self.options.ready_timeout
+        await self._wait_ready(planned, deadline)
+
+        functions = ",".join(self.addresses(1)) if "functions" not in skipped else None
+        await register_demo_crew(self.key, ",".join(self.addresses(0)), functions)
+        gateway_db = self.environ.get("GATEWAY_DATABASE_URL") or self.database_url
+        token = await ensure_dev_token(self.home, gateway_db, self.environ)
+        if self.options.runtime:
+            for child in self.runtime_children(skipped):
+                self._launch(child)
+        if token and "gateway" not in skipped:
+            self._write_cli_config(token)
+        self._banner(token, skipped)
+
+    def _check_ports(self) -> None:
+        taken = [
+            address
+            for index in range(len(GRPC_SERVICES))
+            for address in self.addresses(index)
+            if not port_is_free(self.options.host, int(address.rsplit(":", 1)[1]))
+        ]
+        taken += [
+            f"{self.options.host}:{port}"
+            for port in self.gateway_ports()
+            if not port_is_free(self.options.host, port)
+        ]
+        if taken:
+            raise StartupError(
+                f"port(s) already in use: {', '.join(taken)}. Is another `agentworks up` "
+                "running? Stop it, or choose other ports, e.g. "
+                f"{other_ports(self.options.base_port, self.options.http_port)} (a second "
+                "suite also needs its own --home, AGENTWORKS_HOME)."
+            )
+
+    async def _database(self) -> None:
+        if self.options.database_url:
+            self.database_url = self.options.database_url
+            log.info("database.configured", source="DATABASE_URL")
+            return
+        from agentworks.server.embedded import start_embedded
+
+        data = self.home / "pg"
+        log.info("database.starting", kind="embedded", data=str(data))
+        try:
+            self.database_url = await asyncio.to_thread(start_embedded, data)
+        except Exception as exc:
+            raise StartupError(
+                f"could not start the embedded PostgreSQL in {data}: {exc}. "
+                "Set DATABASE_URL to use another server."
+            ) from exc
+        self.embedded = True
+        log.info("database.ready", kind="embedded", data=str(data))
+
+    def _internal_key(self) -> str:
+        preset = self.environ.get("AGENTWORKS_INTERNAL_KEY", "")
+        if preset:
+            return preset
+        path = self.home / "internal.key"
+        key, created = load_or_create_secret(path, lambda: secrets.token_urlsafe(32))
+        log.info("internal_key.created" if created else "internal_key.loaded", path=str(path))
+        return key
+
+    async def _wait_ready(
+        self, planned: list[tuple[Child, Callable[[float], Awaitable[None]]]], deadline: float
+    ) -> None:
+        async def one(child: Child, check: Callable[[float], Awaitable[None]]) -> str | None:
+            try:
+                await check(deadline)
+            except TimeoutError:
+                return child.name
+            log.info("service.ready", child=child.name)
+            return None
+
+        late = [n for n in await asyncio.gather(*(one(c, k) for c, k in planned)) if n]
+        if late:
+            details = []
+            for child, _ in planned:
+                if child.name in late:
+                    tail = "\n    ".join(child.tail) or "(no output)"
+                    details.append(f"  {child.name} (last output):\n    {tail}")
+            raise StartupError(
+                f"not ready after {self.options.ready_timeout:.0f}s: {', '.join(late)}\n"
+                + "\n".join(details)
+            )
+
+    # -------------------------------------------------------------- children
+
+    def _launch(self, child: Child) -> None:
+        self.children.append(child)
+        child.watcher = asyncio.create_task(self._watch(child), name=f"watch-{child.name}")
+
+    async def _spawn(self, child: Child) -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
+            *child.argv,
+            env=child.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            limit=OUTPUT_LINE_LIMIT,
+            # Own process group: the terminal's Ctrl-C reaches only the supervisor,
+            # which then stops the children in order.
+            process_group=0,
+        )
+        child.process = process
+        child.started_at = time.monotonic()
+        log.info("child.started", child=child.name, pid=process.pid)
+        return process
+
+    async def _pump(self, child: Child, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        prefix = f"{child.name:<{NAME_WIDTH}}| "
+        while True:
+            try:
+                raw = await process.stdout.readline()
+            except ValueError:  # a line longer than the limit: drop the rest of it
+                continue
+            if not raw:
+                return
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            child.tail.append(line)
+            self._out.write(prefix + line + "\n")
+            self._out.flush()
+
+    async def _watch(self, child: Child) -> None:
+        backoff = 1.0
+        while not self._stopping.is_set():
+            process = await self._spawn(child)
+            pump = asyncio.create_task(self._pump(child, process))
+            code = await process.wait()
+            await pump
+            if self._stopping.is_set():
+                return
+            uptime = time.monotonic() - child.started_at
+            if uptime > HEALTHY_UPTIME_SECONDS:
+                backoff = 1.0
+            log.error(
+                "child.exited",
+                child=child.name,
+                code=code,
+                uptime=round(uptime, 1),
+                restart_in=backoff,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff)
+            backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+            child.restarts += 1
+
+    async def shutdown(self) -> None:
+        """Stop the runtime, then the gateway, then the services; SIGKILL stragglers."""
+        self._stopping.set()
+        order: list[tuple[str, ...]] = [
+            (DEMO_RUNTIME, DEMO_FUNCTIONS),
+            ("gateway-",),
+            ("scheduler-",),
+            ("functions-",),
+            ("messaging-",),
+        ]
+        for prefixes in order:
+            group = [c for c in self.children if c.name.startswith(prefixes)]
+            await self._stop_children(group)
+        await self._stop_children(self.children)  # anything not matched above
+        for child in self.children:
+            if child.watcher is not None:
+                child.watcher.cancel()
+                await asyncio.wait({child.watcher})
+        if self.children:
+            log.info("stopped", children=len(self.children))
+
+    async def _stop_children(self, group: list[Child]) -> None:
+        running = [(c, c.process) for c in group if c.process and c.process.returncode is None]
+        if not running:
+            return
+        for _, process in running:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        waits = {asyncio.ensure_future(p.wait()): (c, p) for c, p in running}
+        _, pending = await asyncio.wait(waits, timeout=self.options.stop_timeout)
+        for future in pending:
+            child, process = waits[future]
+            log.warning("child.killed", child=child.name, after=self.options.stop_timeout)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        if pending:
+            await asyncio.wait(pending)
+        for child, process in running:
+            log.info("child.stopped", child=child.name, code=process.returncode)
+
+    def _kill_all(self) -> None:
+        for child in self.children:
+            if child.process and child.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.kill()
+
+    # --------------------------------------------------------------- output
+
+    def _write_cli_config(self, token: str) -> None:
+        path = self.home / "cli.json"
+        tmp = path.with_name(".cli.json.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"url": self.gateway_url, "token": token}, handle, indent=2)
+            handle.write("\n")
+        os.replace(tmp, path)
+
+    def _banner(self, token: str, skipped: list[str]) -> None:
+        rel = os.path.relpath(self.home)
+        home = rel if not rel.startswith("..") else str(self.home)
+        database = f"embedded PostgreSQL, data in {home}/pg" if self.embedded else "DATABASE_URL"
+        # The CLI finds .agentworks/cli.json in the current directory or a parent, or
+        # reads $AGENTWORKS_HOME/cli.json: another home must be exported to be used.
+        default_home = (pathlib.Path.cwd() / DEFAULT_HOME).resolve()
+        export = self.home != default_home
+        preset = bool(self.environ.get("AGENTWORKS_DEV_TOKEN"))
+        if not token:
+            shown = "(none: gateway tokens module missing)"
+        elif preset:
+            shown = "from AGENTWORKS_DEV_TOKEN (not shown)"
+        else:
+            shown = token
+        saved = "" if preset or not token else f"saved in {home}/dev-token; "
+        services = [
+            f"{spec.name} {','.join(self.addresses(i))}"
+            for i, spec in enumerate(GRPC_SERVICES)
+            if spec.name not in skipped
+        ]
+        lines = [
+            "",
+            "AgentWorks is up.",
+            f"  MCP       {self.gateway_url}/mcp   (Authorization: Bearer <token>)",
+            f"  token     {shown}",
+            f"            {saved}the CLI reads {home}/cli.json",
+            f"  services  {' | '.join(services)}",
+            f"  database  {database}",
+        ]
+        if skipped:
+            lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
+        lines.append("Try the CLI:")
+        if export:
+            lines += [
+                "  # this suite's home is not ./.agentworks: tell the CLI where it is first",
+                f"  export AGENTWORKS_HOME={shlex.quote(str(self.home))}",
+            ]
+        lines += [
+            '  agentworks messages send --crew demo "hello"   (or "remind me in 10 s")',
+            "  agentworks messages read --inbox <inbox_id from the receipt> --wait 20",
+        ]
+        if "functions" not in skipped:
+            lines.append("  agentworks crews call demo hello -i name=Ada --wait")
+        lines += ["  agentworks --help", "Ctrl-C stops everything.", ""]
+        self._out.write("\n".join(lines) + "\n")
+        self._out.flush()
