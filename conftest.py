@@ -18,8 +18,8 @@ pytest_plugins = ["tests.fixtures.gateway"]
 @pytest.fixture
 async def start_messaging(database_url: str, internal_key: str):
     """`await start_messaging()` starts one more messaging replica on the test database."""
-    from agentworks_messaging.config import Config
     from agentworks_messaging.app import start
+    from agentworks_messaging.config import Config
 
     started = []
 

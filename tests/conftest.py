@@ -239,8 +239,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 async def start_functions(database_url: str, internal_key: str):
     """`await start_functions(FUNCTIONS_X="y")` -> one more functions replica (in-process)."""
-    from agentworks_functions.config import Config
     from agentworks_functions.app import start
+    from agentworks_functions.config import Config
 
     started = []
 

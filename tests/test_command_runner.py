@@ -109,8 +109,8 @@ SUMMARY_SCHEMA = {
 
 @pytest.fixture
 async def functions(database_url, internal_key):
-    from agentworks_functions.config import Config
     from agentworks_functions.app import start
+    from agentworks_functions.config import Config
 
     running = await start(
         Config.from_env(

@@ -376,8 +376,8 @@ class ObservedClient(MessagingClient):
 
 async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, internal_key, identity):
     """R1: a runtime started before messaging (or across a restart) backs off and reconnects."""
-    from agentworks_messaging.config import Config
     from agentworks_messaging.app import start
+    from agentworks_messaging.config import Config
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

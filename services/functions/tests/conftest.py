@@ -33,8 +33,8 @@ def functions_env(database_url: str, internal_key: str, **extra: str) -> dict[st
 @pytest.fixture
 async def start_functions(database_url: str, internal_key: str):
     """`await start_functions(FUNCTIONS_X="y")` -> another replica on the same database."""
-    from agentworks_functions.config import Config
     from agentworks_functions.app import start
+    from agentworks_functions.config import Config
 
     running = []
 

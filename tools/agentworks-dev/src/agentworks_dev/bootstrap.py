@@ -7,6 +7,7 @@ import pathlib
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -67,7 +68,7 @@ async def register_demo_crew(key: str, messaging: str, functions: str | None) ->
         return
     # Declaring is the owner's right (F1): act as user:dev, minted with the internal key.
     async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key)) as owner:
-        declared = []
+        declared: list[Any] = []
 
         async def declare() -> None:
             declared[:] = await demo_functions.declare_demo_functions(owner, DEMO_TARGET)

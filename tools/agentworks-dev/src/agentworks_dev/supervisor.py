@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import os
 import pathlib
@@ -143,7 +144,7 @@ class Supervisor:
                 if spec.name == "scheduler":
                     env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
-                planned.append((child, lambda d, a=address: grpc_health_serving(a, d)))
+                planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
             for replica, port in enumerate(self.gateway_ports(), start=1):
                 env = self._child_env(
@@ -154,7 +155,7 @@ class Supervisor:
                 )
                 child = Child(f"gateway-{replica}", [sys.executable, "-m", GATEWAY.package], env)
                 url = f"http://{self.options.host}:{port}/healthz"
-                planned.append((child, lambda d, u=url: http_healthy(u, d)))
+                planned.append((child, functools.partial(http_healthy, url)))
         else:
             skipped.append(GATEWAY.name)
         return planned, skipped

@@ -54,7 +54,7 @@ class MessagingClient(ServiceClient):
         inbox_id: str | None = None,
         submission_id: str = "",
         parts: Iterable[common_pb2.Part] = (),
-        channel: int = m.CHANNEL_PROGRAMMATIC,
+        channel: m.Channel = m.CHANNEL_PROGRAMMATIC,
     ) -> m.SendReceipt:
         request = m.SendRequest(
             text=text, submission_id=submission_id, parts=list(parts), channel=channel
@@ -128,7 +128,7 @@ class MessagingClient(ServiceClient):
         self,
         conversation_id: str,
         *,
-        kind: int,
+        kind: m.DeliveryKind,
         idempotency_key: str,
         text: str = "",
         payload: bytes = b"",
@@ -170,7 +170,7 @@ class MessagingClient(ServiceClient):
 def delivery_request(
     conversation_id: str,
     *,
-    kind: int,
+    kind: m.DeliveryKind,
     idempotency_key: str,
     text: str = "",
     payload: bytes = b"",

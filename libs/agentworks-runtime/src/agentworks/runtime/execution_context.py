@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import pathlib
@@ -227,6 +228,7 @@ class ExecutionContext:
             stat, data = await asyncio.to_thread(_read, source)
             if source.absolute() != folder_file:
                 stat = None  # another file: says nothing of the folder's `name`
+        assert data is not None
         digest = hashlib.sha256(data).hexdigest()
         if self.uploaded.get(name) != digest:
             info = await self._retrying(
@@ -262,7 +264,9 @@ class ExecutionContext:
                     raise TimeoutError(f"no reply to {question!r} within {timeout} s")
                 wait = max(0, min(wait, int(remaining)))
             response = await self._retrying(
-                lambda w=wait: self.client.ask_input(self.call_id, ask_id, question, wait_seconds=w)
+                functools.partial(
+                    self.client.ask_input, self.call_id, ask_id, question, wait_seconds=wait
+                )
             )
             self._check(response.status)
             if response.answered:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import pathlib
 from collections.abc import Callable, Mapping, Sequence
@@ -242,7 +243,7 @@ class ExecutionWorker(LeaseWorker):
             if handler is None:
                 failed, error = True, f"this runtime has no handler for function {ctx.function!r}"
             else:
-                task = asyncio.create_task(handler(ctx))
+                task = asyncio.ensure_future(handler(ctx))
                 current["task"] = task
                 try:
                     await asyncio.wait({task})
@@ -357,16 +358,15 @@ class ExecutionWorker(LeaseWorker):
             targets = self.targets if claim_next and not self._stopping.is_set() else []
             try:
                 return await ctx._retrying(
-                    lambda failed=failed, final=final, error=error, t=targets: (
-                        self.client.finish_execution(
-                            ctx.call_id,
-                            final_message=final,
-                            failed=failed,
-                            error=error,
-                            correction_round=correction_round,
-                            claim_next=t,
-                            lease_seconds=self.lease_seconds,
-                        )
+                    functools.partial(
+                        self.client.finish_execution,
+                        ctx.call_id,
+                        final_message=final,
+                        failed=failed,
+                        error=error,
+                        correction_round=correction_round,
+                        claim_next=targets,
+                        lease_seconds=self.lease_seconds,
                     )
                 )
             except errors.InvalidArgument as refused:

@@ -80,7 +80,7 @@ async def run_until_signal(*workers: Worker, drain_seconds: float | None = None)
     if drain_seconds is None:
         drain_seconds = drain_seconds_from_env()
     loop = asyncio.get_running_loop()
-    tasks = [asyncio.create_task(worker.run()) for worker in workers]
+    tasks = [asyncio.ensure_future(worker.run()) for worker in workers]
     signals = 0
     drain: asyncio.TimerHandle | None = None
 

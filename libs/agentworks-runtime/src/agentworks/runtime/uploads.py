@@ -15,8 +15,12 @@ from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_t
 class ExecutionContext(Protocol):
     """What an upload uses of an `agentworks.runtime.execution_context.ExecutionContext`."""
 
-    output_dir: pathlib.Path
-    result_file: pathlib.Path
+    @property
+    def output_dir(self) -> pathlib.Path: ...
+
+    @property
+    def result_file(self) -> pathlib.Path: ...
+
     log: Any
     uploaded: Any
     _stats: Any

@@ -172,7 +172,7 @@ def database_snapshot(database_url: str, schemas: Iterable[str]) -> dict[str, st
             (list(schemas),),
         ).fetchall()
         return {
-            table: conn.execute(
+            table: conn.execute(  # type: ignore[index]
                 "SELECT count(*) || ':' || md5(coalesce(string_agg(t::text, '|' "
                 f"ORDER BY t::text), '')) FROM {table} t"
             ).fetchone()[0]

@@ -15,7 +15,6 @@ from agentworks.client.identity import Identity
 from agentworks_functions.models import (
     CANCELLED,
     OPEN_STATUSES,
-    RESULT_FILE,
     Call,
     FileInfo,
     TargetKey,
@@ -35,7 +34,6 @@ from agentworks_functions.service.rules import (
     MAX_MESSAGES_PER_CALL,
     MAX_PROGRESS_BYTES,
     MAX_QUESTION_BYTES,
-    MAX_RESULT_BYTES,
     MAX_STEP_DETAIL_BYTES,
     MAX_STEP_NAME_BYTES,
     MAX_STEP_STATUS_BYTES,
@@ -315,13 +313,3 @@ class Executions(FunctionsServiceBase):
                 if remaining <= 0 or self.draining.is_set():
                     return False, "", status
                 await waiter.wait(min(remaining, self.poll_fallback_seconds))
-
-    async def _result_file(self, call_id: str) -> tuple[bytes | None, list[str]]:
-        info = await self.store.file_info(call_id, RESULT_FILE)
-        if info is None:
-            return None, []
-        if info.size > MAX_RESULT_BYTES:
-            return None, [
-                f"the result file is {info.size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
-            ]
-        return await self.store.blobs.read(info.blob_id, 0, info.size), []

@@ -29,6 +29,7 @@ from agentworks_functions.service.base import FunctionsServiceBase
 from agentworks_functions.service.rules import (
     MAX_ERROR_BYTES,
     MAX_FINAL_MESSAGE_BYTES,
+    MAX_RESULT_BYTES,
     NoticeSender,
     check_claim_targets,
     check_size,
@@ -226,3 +227,13 @@ class Finishing(FunctionsServiceBase):
 
     async def deliver_notices(self, send: NoticeSender) -> int:
         return await self.store.deliver_notices(send, retry_after=self.notice_retry)
+
+    async def _result_file(self, call_id: str) -> tuple[bytes | None, list[str]]:
+        info = await self.store.file_info(call_id, RESULT_FILE)
+        if info is None:
+            return None, []
+        if info.size > MAX_RESULT_BYTES:
+            return None, [
+                f"the result file is {info.size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
+            ]
+        return await self.store.blobs.read(info.blob_id, 0, info.size), []
