@@ -711,3 +711,37 @@ async def test_a_result_too_deep_to_send_back_is_refused_and_statuses_stay_reada
     done = await runtime.finish_execution(receipt.call_id, final_message="done")
     assert done.status == "completed"
     assert call_result(await owner.get_status(receipt.call_id)) == nested(24)
+
+
+async def test_refusals_of_an_ended_call_carry_a_machine_readable_reason_F12_F15_F5(
+    clients, runtime, echo, operator
+):
+    """F12, F15, F5: a runtime tells a cancel from a lost lease (and a full target from a
+    bad request) by the refusal's ErrorInfo reason, never by its words: reports to a
+    cancelled call say CALL_CANCELLED, to an interrupted one LEASE_LOST, to a completed
+    one CALL_ENDED; a call over the running limit is refused RUNNING_LIMIT."""
+    alice = await clients("user:alice")
+    reasons = {}
+    for ending in ("cancel", "interrupt", "complete"):
+        call_id = (await alice.call("crew:demo", echo, {"text": ending})).call_id
+        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+        if ending == "cancel":
+            await alice.cancel(call_id)
+        elif ending == "interrupt":
+            await runtime.finish_execution(call_id, interrupted=True, error="stopping")
+        else:
+            await runtime.finish_execution(call_id, final_message="done")
+        with pytest.raises(errors.PreconditionFailed) as refused:
+            await runtime.upload_file(call_id, "late.txt", b"late")
+        reasons[ending] = refused.value.reason
+    assert reasons == {
+        "cancel": errors.Reason.CALL_CANCELLED,
+        "interrupt": errors.Reason.LEASE_LOST,
+        "complete": errors.Reason.CALL_ENDED,
+    }
+
+    await operator.register_target("crew:demo", owner="user:owner", running_limit=1)
+    await alice.call("crew:demo", echo, {"text": "holds the one slot"})
+    with pytest.raises(errors.Busy) as busy:
+        await alice.call("crew:demo", echo, {"text": "one too many"})
+    assert busy.value.reason == errors.Reason.RUNNING_LIMIT

@@ -143,7 +143,7 @@ class ExecutionContext:
             try:
                 return await make()
             except errors.PreconditionFailed as exc:
-                if "has already ended (cancelled)" in exc.message:  # UploadFile's answer
+                if exc.reason == errors.Reason.CALL_CANCELLED:  # e.g. UploadFile's answer
                     self._stop(self.cancelled, "execution.cancelled")
                 self.log.warning("execution.lease_lost", error=exc.message)
                 self._stop(self.lease_lost, "execution.lease_lost")

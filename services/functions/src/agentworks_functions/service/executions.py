@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
 from agentworks.client.checks import bounded, check_no_nul
-from agentworks.client.errors import InvalidArgument, PreconditionFailed
+from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import Identity
 from agentworks_functions.models import (
     CANCELLED,
@@ -51,7 +51,7 @@ from agentworks_functions.service.rules import (
 from agentworks_functions.store import (
     CALL_CHANNEL,
     EXECUTION_CHANNEL,
-    ended_message,
+    call_ended,
 )
 
 
@@ -213,7 +213,7 @@ class Executions(FunctionsServiceBase):
             )
         call = await self._execution(identity, call_id)
         if not call.is_open:
-            raise PreconditionFailed(ended_message(call_id, call.status))
+            raise call_ended(call_id, call.status)
         writer = await self.store.blobs.writer()
         try:
             size = 0
@@ -308,7 +308,7 @@ class Executions(FunctionsServiceBase):
                 if status == CANCELLED:
                     return False, "", status
                 if status not in OPEN_STATUSES:
-                    raise PreconditionFailed(ended_message(call_id, status))
+                    raise call_ended(call_id, status)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.draining.is_set():
                     return False, "", status

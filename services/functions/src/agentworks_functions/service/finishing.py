@@ -40,7 +40,7 @@ from agentworks_functions.service.rules import (
 )
 from agentworks_functions.store import (
     Claim,
-    ended_message,
+    call_ended,
 )
 
 
@@ -146,7 +146,7 @@ class Finishing(FunctionsServiceBase):
                     f"call {call_id} has already ended ({call.status}) by another finish; "
                     "this one (a different final message, failure or error) was not applied"
                 )
-            raise PreconditionFailed(ended_message(call_id, call.status))
+            raise call_ended(call_id, call.status)
         if correction_round < call.correction_turns:
             # A retry of the first finish: the correction turn is already granted.
             return FinishOutcome(call.status, True, call.correction_prompt or ""), False

@@ -28,7 +28,13 @@ from agentworks_functions.models import (
     TargetKey,
 )
 from agentworks_functions.store.base import FunctionsStoreBase
-from agentworks_functions.store.rows import CALL_CHANNEL, Claim, _call, _uuid, ended_message
+from agentworks_functions.store.rows import (
+    CALL_CHANNEL,
+    Claim,
+    _call,
+    _uuid,
+    call_ended,
+)
 from agentworks_functions.store.sql import _CLAIM_ONE, _FINISH
 
 
@@ -112,7 +118,7 @@ class ExecutionQueries(FunctionsStoreBase):
             raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
         if row.status == CANCELLED:
             return row.status, row.lease_expires_at
-        raise PreconditionFailed(ended_message(call_id, row.status))
+        raise call_ended(call_id, row.status)
 
     async def report(
         self,
@@ -135,7 +141,7 @@ class ExecutionQueries(FunctionsStoreBase):
             if row.status == CANCELLED:
                 return CANCELLED
             if row.status not in OPEN_STATUSES:
-                raise PreconditionFailed(ended_message(call_id, row.status))
+                raise call_ended(call_id, row.status)
             if sequence:
                 stored = await conn.execute(
                     pg_insert(t.execution_reports)
@@ -219,7 +225,7 @@ class ExecutionQueries(FunctionsStoreBase):
             if row.status == CANCELLED:
                 return Question(ask_id, question, None, CANCELLED), CANCELLED
             if row.status not in OPEN_STATUSES:
-                raise PreconditionFailed(ended_message(call_id, row.status))
+                raise call_ended(call_id, row.status)
             existing = (
                 await conn.execute(sa.select(q).where(q.c.call_id == row.id, q.c.ask_id == ask_id))
             ).one_or_none()
@@ -271,7 +277,7 @@ class ExecutionQueries(FunctionsStoreBase):
             if row.status == CANCELLED:
                 return None, CANCELLED
             if row.status not in OPEN_STATUSES:
-                raise PreconditionFailed(ended_message(call_id, row.status))
+                raise call_ended(call_id, row.status)
             asked = (
                 await conn.execute(sa.select(q).where(q.c.call_id == row.id, q.c.ask_id == ask_id))
             ).one_or_none()

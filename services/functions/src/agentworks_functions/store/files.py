@@ -9,7 +9,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentworks.client.errors import (
     InvalidArgument,
-    PreconditionFailed,
 )
 from agentworks.server.db import notify
 from agentworks_functions import tables as t
@@ -19,7 +18,7 @@ from agentworks_functions.models import (
     FileInfo,
 )
 from agentworks_functions.store.base import FunctionsStoreBase
-from agentworks_functions.store.rows import CALL_CHANNEL, _file, _uuid, ended_message
+from agentworks_functions.store.rows import CALL_CHANNEL, _file, _uuid, call_ended
 
 
 class FileQueries(FunctionsStoreBase):
@@ -39,7 +38,7 @@ class FileQueries(FunctionsStoreBase):
         async with self.db.transaction() as conn:
             row = await self._lock_execution(conn, call_id, runtime)
             if row.status not in OPEN_STATUSES:
-                raise PreconditionFailed(ended_message(call_id, row.status))
+                raise call_ended(call_id, row.status)
             old = (
                 await conn.execute(
                     sa.select(f.c.blob_id).where(f.c.call_id == row.id, f.c.name == name)

@@ -8,11 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentworks.client.errors import (
-    Busy,
-    Conflict,
-    NotFound,
-)
+from agentworks.client.errors import Busy, Conflict, NotFound, PreconditionFailed, Reason
 from agentworks_functions.models import (
     INTERRUPTED,
     Call,
@@ -163,11 +159,22 @@ def ended_message(call_id: str, status: str) -> str:
     return f"call {call_id} has already ended ({status}); nothing more can be recorded"
 
 
+def call_ended(call_id: str, status: str) -> PreconditionFailed:
+    """The refusal of anything more for a call that ended, with its machine-readable
+    reason: cancelled (F15), interrupted (the lease was lost, F12) or otherwise ended."""
+    reason = {
+        "cancelled": Reason.CALL_CANCELLED,
+        INTERRUPTED: Reason.LEASE_LOST,
+    }.get(status, Reason.CALL_ENDED)
+    return PreconditionFailed(ended_message(call_id, status), reason=reason)
+
+
 def busy(key: TargetKey, running: int, limit: int) -> Busy:
     return Busy(
         f"busy: {key} is running {running} calls and its running limit is {limit}; "
         "the call was not queued or stored — retry later (the same submission_id "
-        "is safe), or ask the operator to raise the limit"
+        "is safe), or ask the operator to raise the limit",
+        reason=Reason.RUNNING_LIMIT,
     )
 
 
