@@ -69,10 +69,10 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
     (owner user:owner) with `echo`, workflow:wf-1, alice's conversation with the crew, a
     call of alice's (claimed by agent:demo/bot, with out.txt and a pending question), and
     the bot's wake-up, schedule and webhook in the conversation."""
-    from agentworks_functions.config import Config as FunctionsConfig
     from agentworks_functions.app import start as start_functions
-    from agentworks_messaging.config import Config as MessagingConfig
+    from agentworks_functions.config import Config as FunctionsConfig
     from agentworks_messaging.app import start as start_messaging
+    from agentworks_messaging.config import Config as MessagingConfig
     from agentworks_scheduler.app import start as start_scheduler
     from agentworks_scheduler.config import Config as SchedulerConfig
 
