@@ -203,3 +203,67 @@ async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13
             assert rows[order[0]][0] == rows[order[1]][0] == 1
     finally:
         await db.close()
+
+
+async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_sent_twice_F13(
+    clients, echo, functions, database_url
+):
+    """F13: notices are claimed in a short transaction and sent with none open (a slow
+    messaging service holds no row lock and no connection in a transaction); while one
+    replica sends a batch, another finds nothing to send, and after the send the
+    outcome is recorded."""
+    scout = await clients("agent:alpha/scout")
+    runtime = await clients("agent:demo/bot")
+    call = await scout.call(
+        "crew:demo",
+        echo,
+        {"text": "hi"},
+        notify_conversation_id="00000000-0000-4000-8000-00000000000b",
+    )
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.finish_execution(call.call_id, final_message="echo: hi")
+    await functions.stop(0)  # only the stores below send
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("UPDATE functions.notices SET next_attempt_at = now()")
+
+    db = Database(database_url, pool_size=4)
+    await db.start()
+    seen_while_sending: list[object] = []
+    try:
+        store = FunctionsStore(db, default_running_limit=10)
+        other = FunctionsStore(db, default_running_limit=10)
+
+        async def send(notices):
+            async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+                # NOWAIT: a lock still held by an open claim transaction would refuse.
+                locked = await (
+                    await conn.execute(
+                        "SELECT call_id FROM functions.notices WHERE call_id = %s "
+                        "FOR UPDATE NOWAIT",
+                        (call.call_id,),
+                    )
+                ).fetchall()
+                seen_while_sending.append(len(locked))
+                in_transaction = await (
+                    await conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND state LIKE 'idle in transaction%'"
+                    )
+                ).fetchone()
+                seen_while_sending.append(in_transaction[0])
+            seen_while_sending.append(await other.deliver_notices(send, retry_after=timedelta(1)))
+            return [None for _ in notices]
+
+        assert await store.deliver_notices(send, retry_after=timedelta(seconds=30)) == 1
+        assert seen_while_sending == [1, 0, 0]
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT attempts, delivered_at IS NOT NULL FROM functions.notices "
+                    "WHERE call_id = %s",
+                    (call.call_id,),
+                )
+            ).fetchone()
+        assert row == (1, True)
+    finally:
+        await db.close()

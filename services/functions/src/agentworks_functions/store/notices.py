@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-import sqlalchemy as sa
-
-from agentworks_functions import tables as t
 from agentworks_functions.models import (
     Notice,
 )
 from agentworks_functions.store.base import FunctionsStoreBase
-from agentworks_functions.store.sql import _NOTICES_ATTEMPTED
+from agentworks_functions.store.sql import _NOTICES_ATTEMPTED, _NOTICES_CLAIM
+
+# The first key of the notices' advisory locks (the second: the call id, hashed).
+NOTICE_LOCK = 0x0F13
 
 
 class NoticeQueries(FunctionsStoreBase):
@@ -26,42 +28,34 @@ class NoticeQueries(FunctionsStoreBase):
         """Send due completion notices, a batch at a time; `send` says per notice None
         (delivered) or why it failed.
 
-        The notices stay locked while they are sent, so replicas never send one twice at
-        once; after a crash they are sent again and messaging's idempotency key drops the
-        repeats.
+        No transaction is open while they are sent. One statement claims a batch and takes
+        a session advisory lock on each notice, on a connection held until the outcomes
+        are recorded (one statement more): another replica skips locked notices, so it
+        never sends one at the same time. If this process dies mid-send, its connection
+        closes, the locks go with it and the notices are due at once; sent again,
+        messaging's idempotency key drops the repeats.
         """
-        n = t.notices
-        async with self.db.transaction() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(n)
-                    .where(
-                        n.c.delivered_at.is_(None),
-                        n.c.failed_at.is_(None),
-                        n.c.next_attempt_at <= sa.func.now(),
-                    )
-                    .order_by(n.c.next_attempt_at)
-                    .limit(batch)
-                    .with_for_update(skip_locked=True)
+        async with self.db.raw() as pg:
+            try:
+                cursor = await pg.execute(_NOTICES_CLAIM, {"batch": batch, "lock": NOTICE_LOCK})
+                rows = await cursor.fetchall()
+                if not rows:
+                    return 0
+                notices = [Notice(str(r[0]), str(r[1]), r[2], r[3], r[4]) for r in rows]
+                outcomes = await send(notices)
+                # Every outcome in one statement: delivered, failed for good, or due again
+                # after a backoff that doubles per attempt (capped at 60 x retry_after).
+                await pg.execute(
+                    _NOTICES_ATTEMPTED,
+                    {
+                        "ids": [r[0] for r in rows],
+                        "errors": outcomes,
+                        "delays": [
+                            (retry_after * min(2 ** r[4], 60)).total_seconds() for r in rows
+                        ],
+                    },
                 )
-            ).all()
-            if not rows:
-                return 0
-            notices = [
-                Notice(str(r.call_id), str(r.conversation_id), r.text, r.attributes, r.attempts)
-                for r in rows
-            ]
-            outcomes = await send(notices)
-            # Every outcome in one statement: delivered, failed for good, or due again
-            # after a backoff that doubles per attempt (capped at 60 x retry_after).
-            await conn.execute(
-                _NOTICES_ATTEMPTED,
-                {
-                    "ids": [row.call_id for row in rows],
-                    "errors": outcomes,
-                    "delays": [
-                        (retry_after * min(2**row.attempts, 60)).total_seconds() for row in rows
-                    ],
-                },
-            )
-        return len(rows)
+                return len(rows)
+            finally:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(pg.execute("SELECT pg_advisory_unlock_all()"))

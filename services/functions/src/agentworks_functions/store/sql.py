@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from agentworks.server.db import fixed_sql
 
 # One sent batch's outcomes (deliver_notices): an error of None means delivered, one
 # that starts with "permanent:" means refused for good, any other means try again later.
-_NOTICES_ATTEMPTED = sa.text(
+# Claim due notices for one send: each one a session advisory lock of the claiming
+# connection, skipped when another replica holds it (see NoticeQueries.deliver_notices).
+_NOTICES_CLAIM = fixed_sql(
+    """
+SELECT call_id, conversation_id, text, attributes, attempts
+FROM functions.notices
+WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+  AND pg_try_advisory_lock(:lock, hashtext(call_id::text))
+ORDER BY next_attempt_at
+LIMIT :batch
+"""
+)
+
+_NOTICES_ATTEMPTED = fixed_sql(
     """
 UPDATE functions.notices n
 SET attempts = n.attempts + 1,
