@@ -1,9 +1,14 @@
-"""Bootstrapping a suite: the demo crew registered and declared, the dev token."""
+"""Bootstrapping a suite: the internal key, the demo crew registered and declared, the dev
+token, and cli.json for the CLI."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
 import pathlib
+import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -13,6 +18,7 @@ import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, errors
 from agentworks.client.identity import OPERATOR, Minter
+from agentworks.client.registration import register_target
 from agentworks_dev.home import load_or_create_secret, write_secret
 from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving
@@ -49,17 +55,23 @@ async def register_demo_crew(key: str, messaging: str, functions: str | None) ->
     """Register `crew:demo` (owner `user:dev`) with messaging and functions, and declare
     the demo functions as the owner (`demo_functions.declare_demo_functions`)."""
     deadline = time.monotonic() + REGISTER_SECONDS
-    async with MessagingClient(messaging, identity=operator_identity(key)) as client:
+    identity = operator_identity(key)
+    async with contextlib.AsyncExitStack() as stack:
+        to_messaging = await stack.enter_async_context(
+            MessagingClient(messaging, identity=identity)
+        )
+        to_functions = None
+        if functions:
+            to_functions = await stack.enter_async_context(
+                FunctionsClient(functions, identity=identity)
+            )
         await _retry_unavailable(
-            lambda: client.register_target(DEMO_TARGET, owner=DEMO_OWNER), deadline
+            lambda: register_target(to_messaging, to_functions, DEMO_TARGET, owner=DEMO_OWNER),
+            deadline,
         )
     log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="messaging")
     if not functions:
         return
-    async with FunctionsClient(functions, identity=operator_identity(key)) as client:
-        await _retry_unavailable(
-            lambda: client.register_target(DEMO_TARGET, owner=DEMO_OWNER), deadline
-        )
     log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="functions")
     try:
         from agentworks.runtime import demo_functions
@@ -75,6 +87,28 @@ async def register_demo_crew(key: str, messaging: str, functions: str | None) ->
 
         await _retry_unavailable(declare, deadline)
     log.info("functions.declared", target=DEMO_TARGET, functions=",".join(f.name for f in declared))
+
+
+def internal_key(home: pathlib.Path, environ: dict[str, str]) -> str:
+    """AGENTWORKS_INTERNAL_KEY when set, else the key kept in `home/internal.key`."""
+    preset = environ.get("AGENTWORKS_INTERNAL_KEY", "")
+    if preset:
+        return preset
+    path = home / "internal.key"
+    key, created = load_or_create_secret(path, lambda: secrets.token_urlsafe(32))
+    log.info("internal_key.created" if created else "internal_key.loaded", path=str(path))
+    return key
+
+
+def write_cli_config(home: pathlib.Path, gateway_url: str, token: str) -> None:
+    """`home/cli.json` (mode 0600): the gateway's URL and the dev token, for the CLI."""
+    path = home / "cli.json"
+    tmp = path.with_name(".cli.json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"url": gateway_url, "token": token}, handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, path)
 
 
 async def ensure_dev_token(home: pathlib.Path, database_url: str, environ: dict[str, str]) -> str:

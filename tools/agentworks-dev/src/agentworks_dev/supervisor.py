@@ -1,4 +1,4 @@
-"""The supervisor: child processes, prefixed logs, restarts with backoff, the banner, stop."""
+"""The supervisor: child processes, prefixed logs, restarts with backoff, stop."""
 
 from __future__ import annotations
 
@@ -6,11 +6,7 @@ import asyncio
 import collections
 import contextlib
 import functools
-import json
 import os
-import pathlib
-import secrets
-import shlex
 import signal
 import sys
 import time
@@ -19,12 +15,18 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agentworks_dev.bootstrap import ensure_dev_token, register_demo_crew
-from agentworks_dev.home import load_or_create_secret, lock_home
+from agentworks_dev.banner import banner_text
+from agentworks_dev.bootstrap import (
+    ensure_dev_token,
+    internal_key,
+    register_demo_crew,
+    write_cli_config,
+)
+from agentworks_dev.database import start_database
+from agentworks_dev.home import lock_home
 from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
 from agentworks_dev.specs import (
-    DEFAULT_HOME,
     DEMO_FUNCTIONS,
     DEMO_PRINCIPAL,
     DEMO_PROJECT,
@@ -234,8 +236,10 @@ class Supervisor:
         self.home.mkdir(parents=True, exist_ok=True)
         self.lock_fd = lock_home(self.home, self.lock_info())
         self._check_ports()
-        await self._database()
-        self.key = self._internal_key()
+        self.database_url, self.embedded = await start_database(
+            self.options.database_url, self.home
+        )
+        self.key = internal_key(self.home, self.environ)
         planned, skipped = self.plan()
         for name in skipped:
             log.warning("service.skipped", child=name, reason=f"{name} has no server.main yet")
@@ -254,7 +258,7 @@ class Supervisor:
             for child in self.runtime_children(skipped):
                 self._launch(child)
         if token and "gateway" not in skipped:
-            self._write_cli_config(token)
+            write_cli_config(self.home, self.gateway_url, token)
         self._banner(token, skipped)
 
     def _check_ports(self) -> None:
@@ -276,34 +280,6 @@ class Supervisor:
                 f"{other_ports(self.options.base_port, self.options.http_port)} (a second "
                 "suite also needs its own --home, AGENTWORKS_HOME)."
             )
-
-    async def _database(self) -> None:
-        if self.options.database_url:
-            self.database_url = self.options.database_url
-            log.info("database.configured", source="DATABASE_URL")
-            return
-        from agentworks.server.embedded import start_embedded
-
-        data = self.home / "pg"
-        log.info("database.starting", kind="embedded", data=str(data))
-        try:
-            self.database_url = await asyncio.to_thread(start_embedded, data)
-        except Exception as exc:
-            raise StartupError(
-                f"could not start the embedded PostgreSQL in {data}: {exc}. "
-                "Set DATABASE_URL to use another server."
-            ) from exc
-        self.embedded = True
-        log.info("database.ready", kind="embedded", data=str(data))
-
-    def _internal_key(self) -> str:
-        preset = self.environ.get("AGENTWORKS_INTERNAL_KEY", "")
-        if preset:
-            return preset
-        path = self.home / "internal.key"
-        key, created = load_or_create_secret(path, lambda: secrets.token_urlsafe(32))
-        log.info("internal_key.created" if created else "internal_key.loaded", path=str(path))
-        return key
 
     async def _wait_ready(
         self, planned: list[tuple[Child, Callable[[float], Awaitable[None]]]], deadline: float
@@ -436,61 +412,20 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     child.process.kill()
 
-    # --------------------------------------------------------------- output
-
-    def _write_cli_config(self, token: str) -> None:
-        path = self.home / "cli.json"
-        tmp = path.with_name(".cli.json.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"url": self.gateway_url, "token": token}, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, path)
-
     def _banner(self, token: str, skipped: list[str]) -> None:
-        rel = os.path.relpath(self.home)
-        home = rel if not rel.startswith("..") else str(self.home)
-        database = f"embedded PostgreSQL, data in {home}/pg" if self.embedded else "DATABASE_URL"
-        # The CLI finds .agentworks/cli.json in the current directory or a parent, or
-        # reads $AGENTWORKS_HOME/cli.json: another home must be exported to be used.
-        default_home = (pathlib.Path.cwd() / DEFAULT_HOME).resolve()
-        export = self.home != default_home
-        preset = bool(self.environ.get("AGENTWORKS_DEV_TOKEN"))
-        if not token:
-            shown = "(none: gateway tokens module missing)"
-        elif preset:
-            shown = "from AGENTWORKS_DEV_TOKEN (not shown)"
-        else:
-            shown = token
-        saved = "" if preset or not token else f"saved in {home}/dev-token; "
         services = [
             f"{spec.name} {','.join(self.addresses(i))}"
             for i, spec in enumerate(GRPC_SERVICES)
             if spec.name not in skipped
         ]
-        lines = [
-            "",
-            "AgentWorks is up.",
-            f"  MCP       {self.gateway_url}/mcp   (Authorization: Bearer <token>)",
-            f"  token     {shown}",
-            f"            {saved}the CLI reads {home}/cli.json",
-            f"  services  {' | '.join(services)}",
-            f"  database  {database}",
-        ]
-        if skipped:
-            lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
-        lines.append("Try the CLI:")
-        if export:
-            lines += [
-                "  # this suite's home is not ./.agentworks: tell the CLI where it is first",
-                f"  export AGENTWORKS_HOME={shlex.quote(str(self.home))}",
-            ]
-        lines += [
-            '  agentworks messages send --crew demo "hello"   (or "remind me in 10 s")',
-            "  agentworks messages read --inbox <inbox_id from the receipt> --wait 20",
-        ]
-        if "functions" not in skipped:
-            lines.append("  agentworks crews call demo hello -i name=Ada --wait")
-        lines += ["  agentworks --help", "Ctrl-C stops everything.", ""]
-        self._out.write("\n".join(lines) + "\n")
+        text = banner_text(
+            home=self.home,
+            gateway_url=self.gateway_url,
+            token=token,
+            preset_token=bool(self.environ.get("AGENTWORKS_DEV_TOKEN")),
+            embedded=self.embedded,
+            services=services,
+            skipped=skipped,
+        )
+        self._out.write(text)
         self._out.flush()

@@ -1,0 +1,66 @@
+"""The banner `agentworks up` prints once the suite is up: where to start."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shlex
+from collections.abc import Sequence
+
+from agentworks_dev.specs import DEFAULT_HOME
+
+
+def banner_text(
+    *,
+    home: pathlib.Path,
+    gateway_url: str,
+    token: str,
+    preset_token: bool,
+    embedded: bool,
+    services: Sequence[str],
+    skipped: Sequence[str],
+) -> str:
+    """The banner: MCP address, token, services, database and CLI commands to try.
+
+    `services` are "<name> <addresses>" of the services started; `preset_token` says the
+    token came from AGENTWORKS_DEV_TOKEN (then it is not shown).
+    """
+    rel = os.path.relpath(home)
+    shown_home = rel if not rel.startswith("..") else str(home)
+    database = f"embedded PostgreSQL, data in {shown_home}/pg" if embedded else "DATABASE_URL"
+    # The CLI finds .agentworks/cli.json in the current directory or a parent, or
+    # reads $AGENTWORKS_HOME/cli.json: another home must be exported to be used.
+    default_home = (pathlib.Path.cwd() / DEFAULT_HOME).resolve()
+    export = home != default_home
+    if not token:
+        shown = "(none: gateway tokens module missing)"
+    elif preset_token:
+        shown = "from AGENTWORKS_DEV_TOKEN (not shown)"
+    else:
+        shown = token
+    saved = "" if preset_token or not token else f"saved in {shown_home}/dev-token; "
+    lines = [
+        "",
+        "AgentWorks is up.",
+        f"  MCP       {gateway_url}/mcp   (Authorization: Bearer <token>)",
+        f"  token     {shown}",
+        f"            {saved}the CLI reads {shown_home}/cli.json",
+        f"  services  {' | '.join(services)}",
+        f"  database  {database}",
+    ]
+    if skipped:
+        lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
+    lines.append("Try the CLI:")
+    if export:
+        lines += [
+            "  # this suite's home is not ./.agentworks: tell the CLI where it is first",
+            f"  export AGENTWORKS_HOME={shlex.quote(str(home))}",
+        ]
+    lines += [
+        '  agentworks messages send --crew demo "hello"   (or "remind me in 10 s")',
+        "  agentworks messages read --inbox <inbox_id from the receipt> --wait 20",
+    ]
+    if "functions" not in skipped:
+        lines.append("  agentworks crews call demo hello -i name=Ada --wait")
+    lines += ["  agentworks --help", "Ctrl-C stops everything.", ""]
+    return "\n".join(lines) + "\n"
