@@ -22,9 +22,9 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
     services/functions/tests/test_patterns.py::test_unique_items_are_checked_in_linear_time_and_errors_do_not_echo_the_input_F3_P6 \
     services/gateway/tests/test_http_api.py::test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_message_A1 \
     services/gateway/tests/test_http_api.py::test_a_revoked_token_is_refused_on_the_next_request_on_every_replica_A1 \
-    tests/test_command_runner.py::test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12 \
-    tests/test_command_runner.py::test_orphaned_command_is_killed_when_runner_restarts_R2_F12 \
-    tests/test_command_runner.py::test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12
+    libs/agentworks-runtime/tests/test_command_runner.py::test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12 \
+    libs/agentworks-runtime/tests/test_command_runner.py::test_orphaned_command_is_killed_when_runner_restarts_R2_F12 \
+    libs/agentworks-runtime/tests/test_command_runner.py::test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12
 
 .PHONY: help venv lock proto check-proto lint format test run bench reliability soak up down clean docs
 

@@ -1,4 +1,7 @@
-"""Fixtures for the cross-service tests, and the reliability report (docs/reliability.md).
+"""The reliability report (docs/reliability.md) for the cross-service tests.
+
+The services in-process (`start_messaging`, `start_functions`, `start_scheduler`) come from
+the root conftest's plugin `tests.fixtures.services`.
 
 Reliability tests carry `@pytest.mark.reliability(scenario=..., action=..., check=...)`
 (registered by the `agentworks.server.testing` plugin, so every package may use it). A
@@ -17,8 +20,6 @@ import pathlib
 from dataclasses import dataclass, field
 
 import pytest
-
-from agentworks.server.testing import service_env
 
 MARKER = (
     "reliability(scenario, action, check): a row of docs/reliability.md "
@@ -231,61 +232,3 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.has_plugin("agentworks-reliability-report")
     ):
         config.pluginmanager.register(ReliabilityReport(config), "agentworks-reliability-report")
-
-
-# ----------------------------------------------------------------- services in-process
-
-
-@pytest.fixture
-async def start_functions(database_url: str, internal_key: str):
-    """`await start_functions(FUNCTIONS_X="y")` -> one more functions replica (in-process)."""
-    from agentworks_functions.app import start
-    from agentworks_functions.config import Config
-
-    started = []
-
-    async def make(**extra: str):
-        env = service_env(
-            database_url,
-            internal_key,
-            "FUNCTIONS",
-            FUNCTIONS_SWEEP_SECONDS="0.2",
-            FUNCTIONS_MIN_LEASE_SECONDS="1",
-            FUNCTIONS_NOTICE_RETRY_SECONDS="0.2",
-            FUNCTIONS_POLL_FALLBACK_SECONDS="2",
-            FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1",
-        )
-        env.update(extra)
-        running = await start(Config.from_env(env))
-        started.append(running)
-        return running
-
-    yield make
-    for running in started:
-        await running.stop(0)
-
-
-@pytest.fixture
-async def start_scheduler(database_url: str, internal_key: str):
-    """`await start_scheduler(SCHEDULER_MESSAGING_ADDRESS=...)` -> one more replica."""
-    from agentworks_scheduler.app import start
-    from agentworks_scheduler.config import Config
-
-    started = []
-
-    async def make(**extra: str):
-        env = service_env(
-            database_url,
-            internal_key,
-            "SCHEDULER",
-            SCHEDULER_TICK_SECONDS="0.2",
-            SCHEDULER_MIN_INTERVAL_SECONDS="1",
-        )
-        env.update(extra)
-        running = await start(Config.from_env(env))
-        started.append(running)
-        return running
-
-    yield make
-    for running in started:
-        await running.stop(0)

@@ -1,51 +1,13 @@
-"""The functions service in-process (one or more replicas), and clients per principal."""
+"""The functions service in-process, and clients per principal.
+
+`start_functions` (one more replica) comes from the root plugin `tests.fixtures.services`.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from agentworks.client import FunctionsClient
-
-# Fast sweeps and short leases so lease-expiry tests finish in about a second.
-FAST = {
-    "FUNCTIONS_SWEEP_SECONDS": "0.2",
-    "FUNCTIONS_MIN_LEASE_SECONDS": "1",
-    "FUNCTIONS_NOTICE_RETRY_SECONDS": "0.2",
-    "FUNCTIONS_POLL_FALLBACK_SECONDS": "2",
-    # No messaging service unless a test starts one (completion notices then wait).
-    "FUNCTIONS_MESSAGING_ADDRESS": "127.0.0.1:1",
-}
-
-
-def functions_env(database_url: str, internal_key: str, **extra: str) -> dict[str, str]:
-    """The environment a functions replica would get, for `Config.from_env(environ=...)`."""
-    env = {
-        "FUNCTIONS_DATABASE_URL": database_url,
-        "FUNCTIONS_LISTEN": "127.0.0.1:0",
-        "AGENTWORKS_INTERNAL_KEY": internal_key,
-        "LOG_JSON": "false",
-        **FAST,
-    }
-    env.update(extra)
-    return env
-
-
-@pytest.fixture
-async def start_functions(database_url: str, internal_key: str):
-    """`await start_functions(FUNCTIONS_X="y")` -> another replica on the same database."""
-    from agentworks_functions.app import start
-    from agentworks_functions.config import Config
-
-    running = []
-
-    async def make(**extra: str):
-        replica = await start(Config.from_env(functions_env(database_url, internal_key, **extra)))
-        running.append(replica)
-        return replica
-
-    yield make
-    for replica in running:
-        await replica.stop(0)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The scheduler running in-process next to the root `messaging` fixture, plus clients.
 
-Replicas share the test's database and tick every 0.2 s. Tests wait on ticks
+Replicas (`start_scheduler`, from the root plugin `tests.fixtures.services`) share the
+test's database and tick every 0.2 s. Tests wait on ticks
 (`service.wait_ticks`) and on messaging long-polls, never on the clock.
 """
 
@@ -13,39 +14,11 @@ import psycopg
 import pytest
 
 from agentworks.client import MessagingClient, SchedulerClient
-from agentworks.server.testing import service_env
-from agentworks_scheduler.app import SchedulerRunning, start
-from agentworks_scheduler.config import Config
+from agentworks_scheduler.app import SchedulerRunning
 from agentworks_scheduler.service import SchedulerService
 
-TICK_SECONDS = "0.2"
 CREW = "crew:demo"
 BOT = "agent:demo/bot"
-
-
-@pytest.fixture
-async def start_scheduler(database_url, internal_key, messaging):
-    """`await start_scheduler(**env)` -> one more scheduler replica (stopped at the end)."""
-    started: list[SchedulerRunning] = []
-
-    async def start_one(**extra: str) -> SchedulerRunning:
-        env = service_env(
-            database_url,
-            internal_key,
-            "SCHEDULER",
-            SCHEDULER_MESSAGING_ADDRESS=messaging.address,
-            SCHEDULER_TICK_SECONDS=TICK_SECONDS,
-            SCHEDULER_MIN_INTERVAL_SECONDS="1",
-            **extra,
-        )
-        running = await start(Config.from_env(env))
-        started.append(running)
-        return running
-
-    yield start_one
-    for running in started:
-        if not running.service.draining.is_set():
-            await running.stop(0)
 
 
 @pytest.fixture
