@@ -56,11 +56,10 @@ Failure policy:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import pathlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -86,7 +85,7 @@ from agentworks.runtime.reporting import (
     describe,
     fit_text,
 )
-from agentworks.runtime.serving import GIVE_UP_SECONDS, run_until_signal, unless_stopped
+from agentworks.runtime.serving import run_until_signal, unless_stopped
 from agentworks.runtime.startup import check_targets, running_limits
 from agentworks.runtime.uploads import upload_folder
 
@@ -103,6 +102,8 @@ class ExecutionWorker(LeaseWorker):
     """
 
     what = "executions"
+    fatal = _FATAL
+    given_up_field = "finished"
 
     def __init__(
         self,
@@ -139,6 +140,7 @@ class ExecutionWorker(LeaseWorker):
         self.root = pathlib.Path(root).resolve()
         self.concurrency = concurrency
         self.on_finished = on_finished
+        self._running: dict[str, asyncio.Task[Any]] = {}  # call_id -> its handler's run
 
     async def run(self) -> None:
         """Serve executions until `stop()`; raises on configuration errors."""
@@ -166,31 +168,11 @@ class ExecutionWorker(LeaseWorker):
             if execution is not None:
                 _, execution = await self._handle(execution, claim_next=True)
                 continue
-            try:
-                execution = await self._claim()
-            except _FATAL as exc:
-                self.log.error("execution.claim_refused", code=exc.code.name, error=exc.message)
-                raise
-            except errors.AgentWorksError as exc:
-                delay = backoff.next()
-                self.log.warning(
-                    "execution.claim_failed",
-                    code=exc.code.name,
-                    error=exc.message,
-                    retry_in=round(delay, 2),
-                )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
-                continue
-            backoff.reset()
-            self._touch_health()
+            execution = await self._claim_next(backoff)
 
-    async def _claim(self) -> f.Execution | None:
-        return await unless_stopped(
-            self.client.claim_execution(
-                self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
-            ),
-            self._stopping,
+    def _claim_call(self) -> Awaitable[f.Execution | None]:
+        return self.client.claim_execution(
+            self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
         )
 
     def _handler_for(self, function: str) -> ExecutionHandler | None:
@@ -210,31 +192,25 @@ class ExecutionWorker(LeaseWorker):
         bound = self.log.bind(call_id=execution.call_id, function=execution.function)
         ctx = ExecutionContext(execution=execution, client=self.client, root=self.root, log=bound)
         bound.info("execution.started")
-        current: dict[str, asyncio.Task[Any]] = {}
-        heartbeat = asyncio.create_task(self._heartbeat(ctx, current))
         outcome = ExecutionOutcome(execution.call_id, "unknown")
         next_execution = None
-        try:
-            outcome, next_execution = await self._rounds(ctx, current, claim_next)
-        except asyncio.CancelledError:
-            if self._abandon_reason:
-                await self._give_up(ctx)
-            raise
-        except Exception as exc:
-            # Never let one execution stop the worker: the call's lease expires and the
-            # service records it `interrupted` (F12).
-            bound.exception("execution.unreported", error=describe(exc))
-            outcome = ExecutionOutcome(execution.call_id, "unreported", error=exc)
-        finally:
-            heartbeat.cancel()
-            await asyncio.wait({heartbeat})
+        async with self._holding(ctx):
+            try:
+                outcome, next_execution = await self._rounds(ctx, claim_next)
+            except Exception as exc:
+                # Never let one execution stop the worker: the call's lease expires and
+                # the service records it `interrupted` (F12).
+                bound.exception("execution.unreported", error=describe(exc))
+                outcome = ExecutionOutcome(execution.call_id, "unreported", error=exc)
+            finally:
+                self._running.pop(execution.call_id, None)
         bound.info("execution.finished", status=outcome.status, corrected=outcome.corrected)
         if self.on_finished is not None:
             self.on_finished(outcome)
         return outcome, next_execution
 
     async def _rounds(
-        self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]], claim_next: bool
+        self, ctx: ExecutionContext, claim_next: bool
     ) -> tuple[ExecutionOutcome, f.Execution | None]:
         handler = self._handler_for(ctx.function)
         correction_round = 0
@@ -244,7 +220,7 @@ class ExecutionWorker(LeaseWorker):
                 failed, error = True, f"this runtime has no handler for function {ctx.function!r}"
             else:
                 task = asyncio.ensure_future(handler(ctx))
-                current["task"] = task
+                self._running[ctx.call_id] = task
                 try:
                     await asyncio.wait({task})
                 except asyncio.CancelledError:
@@ -292,23 +268,15 @@ class ExecutionWorker(LeaseWorker):
                 ctx.call_id, response.status, corrected=correction_round == 1, error=exc
             ), next_execution
 
-    async def _give_up(self, ctx: ExecutionContext) -> None:
-        """The runtime is stopping and has cancelled this execution: give it up, so the
-        call ends `interrupted` with the reason (`abandon`) at once, keeping what it saved
-        (F12), in at most `GIVE_UP_SECONDS` (it is stopping)."""
-        reason = self._abandon_reason
-        try:
-            async with asyncio.timeout(GIVE_UP_SECONDS):
-                await self.client.finish_execution(
-                    ctx.call_id,
-                    interrupted=True,
-                    error=fit_text(reason, MAX_ERROR_BYTES),
-                    correction_round=ctx._round,
-                )
-        except (errors.AgentWorksError, TimeoutError) as exc:
-            ctx.log.warning("execution.abandoned", reason=reason, finished=False, error=str(exc))
-        else:
-            ctx.log.warning("execution.abandoned", reason=reason, finished=True)
+    async def _end_interrupted(self, ctx: ExecutionContext, reason: str) -> None:
+        """Give the execution up: the call ends `interrupted` with the reason at once,
+        keeping what it saved (F12)."""
+        await self.client.finish_execution(
+            ctx.call_id,
+            interrupted=True,
+            error=fit_text(reason, MAX_ERROR_BYTES),
+            correction_round=ctx._round,
+        )
 
     @staticmethod
     async def _upload_folder(ctx: ExecutionContext) -> dict[str, str]:
@@ -389,32 +357,22 @@ class ExecutionWorker(LeaseWorker):
         ctx.log.error("execution.unreported", reason="FinishExecution refused the outcome")
         return None
 
-    async def _heartbeat(
-        self, ctx: ExecutionContext, current: dict[str, asyncio.Task[Any]]
-    ) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_seconds)
-            try:
-                response = await self.client.heartbeat_execution(
-                    ctx.call_id, lease_seconds=self.lease_seconds
-                )
-            except errors.PreconditionFailed as exc:
-                ctx.log.warning("execution.lease_lost", error=exc.message)
-                ctx.lease_lost.set()
-            except errors.AgentWorksError as exc:
-                # Transient: the next beat (a third of the lease later) tries again.
-                ctx.log.warning("execution.heartbeat_failed", code=exc.code.name, error=exc.message)
-                continue
-            else:
-                self._touch_health()
-                if response.status == "cancelled":
-                    ctx.log.info("execution.cancelled")
-                    ctx.cancelled.set()
-            if ctx.stopped:
-                task = current.get("task")
-                if task is not None and not task.done():
-                    task.cancel()
-                return
+    async def _renew(self, ctx: ExecutionContext) -> f.HeartbeatExecutionResponse:
+        return await self.client.heartbeat_execution(ctx.call_id, lease_seconds=self.lease_seconds)
+
+    def _renewed(self, ctx: ExecutionContext, answer: f.HeartbeatExecutionResponse) -> None:
+        if answer.status == "cancelled":
+            ctx.log.info("execution.cancelled")
+            ctx.cancelled.set()
+
+    def _heartbeats_done(self, ctx: ExecutionContext) -> bool:
+        """A cancel (F15) or a lost lease (F12) stops the handler and the heartbeats."""
+        if not ctx.stopped:
+            return False
+        task = self._running.get(ctx.call_id)
+        if task is not None and not task.done():
+            task.cancel()
+        return True
 
 
 def execution_worker(

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import structlog
 
-from agentworks.client import target_ref
+from agentworks.client import errors, target_ref
 from agentworks.client.identity import Minter
+from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
+
+
+class Leased(Protocol):
+    """What the base uses of a TurnContext or an ExecutionContext."""
+
+    log: structlog.stdlib.BoundLogger
+    lease_lost: asyncio.Event
 
 
 class Backoff:
@@ -41,9 +51,19 @@ class LeaseWorker:
     a cancel gives up what the cancel cuts short, so the service records it
     `interrupted` at once (C11, F12) instead of when its lease expires. `what` names the
     work in messages ("turns", "executions").
+
+    A subclass says how to claim (`_claim_call`), renew (`_renew`) and give up
+    (`_end_interrupted`) one piece of work; the loops around them are here.
     """
 
     what = "work"
+    # Claim errors that no retry mends (a bad key, a bad request): raised from run().
+    fatal: tuple[type[errors.AgentWorksError], ...] = (
+        errors.Unauthenticated,
+        errors.InvalidArgument,
+    )
+    # The field of the `<kind>.abandoned` log line that says whether the give-up landed.
+    given_up_field = "given_up"
 
     def __init__(
         self,
@@ -121,3 +141,113 @@ class LeaseWorker:
                 self.log.warning(
                     "health_file.unwritable", path=str(self.health_file), error=str(exc)
                 )
+
+    # ------------------------------------------------------------------ claiming
+
+    def _claim_call(self) -> Awaitable[Any]:
+        """The claim long-poll for this worker's targets (a subclass says which)."""
+        raise NotImplementedError
+
+    def _claim_failed_event(self, exc: errors.AgentWorksError) -> str:
+        """The log event for a claim that failed and is retried after a pause."""
+        return f"{self.kind}.claim_failed"
+
+    async def _claim_next(self, backoff: Backoff) -> Any:
+        """One claim round trip: what it claimed, or None (nothing came, the worker is
+        stopping, or the claim failed and the backoff pause is over). A fatal refusal is
+        logged and raised."""
+        try:
+            claimed = await unless_stopped(self._claim_call(), self._stopping)
+        except self.fatal as exc:
+            self.log.error(f"{self.kind}.claim_refused", code=exc.code.name, error=exc.message)
+            raise
+        except errors.AgentWorksError as exc:
+            await self._pause(self._claim_failed_event(exc), exc, backoff)
+            return None
+        backoff.reset()
+        self._touch_health()
+        return claimed
+
+    async def _pause(self, event: str, exc: errors.AgentWorksError, backoff: Backoff) -> None:
+        delay = backoff.next()
+        self.log.warning(event, code=exc.code.name, error=exc.message, retry_in=round(delay, 2))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), delay)
+
+    # ------------------------------------------------------------------ holding a lease
+
+    async def _renew(self, ctx: Any) -> Any:
+        """One heartbeat of `ctx`'s lease; its answer (a subclass says how)."""
+        raise NotImplementedError
+
+    def _renewed(self, ctx: Any, answer: Any) -> None:
+        """What a subclass learns from a heartbeat's answer (e.g. a cancel)."""
+
+    def _heartbeats_done(self, ctx: Any) -> bool:
+        """Whether to stop heartbeating after a beat: by default once the lease is lost."""
+        return bool(ctx.lease_lost.is_set())
+
+    async def _heartbeat(self, ctx: Any) -> None:
+        """Renew the lease every `heartbeat_seconds` while the handler runs. A lost lease
+        (FAILED_PRECONDITION) sets `ctx.lease_lost`; other errors are transient: the
+        next beat, a third of the lease later, tries again before the lease expires."""
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                answer = await self._renew(ctx)
+            except errors.PreconditionFailed as exc:
+                ctx.log.warning(f"{self.kind}.lease_lost", error=exc.message)
+                ctx.lease_lost.set()
+            except errors.AgentWorksError as exc:
+                ctx.log.warning(
+                    f"{self.kind}.heartbeat_failed", code=exc.code.name, error=exc.message
+                )
+                continue
+            else:
+                self._touch_health()
+                self._renewed(ctx, answer)
+            if self._heartbeats_done(ctx):
+                return
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, ctx: Any) -> AsyncIterator[None]:
+        """Heartbeat `ctx`'s lease for the duration of the block. A cancel of the block
+        (the runtime stops) gives the work up at once after `abandon()`, otherwise it is
+        left to its lease (`_left_to_lease`)."""
+        heartbeat = asyncio.create_task(self._heartbeat(ctx))
+        try:
+            yield
+        except asyncio.CancelledError:
+            if self._abandon_reason:
+                await self._give_up(ctx)
+            else:
+                self._left_to_lease(ctx)
+            raise
+        finally:
+            heartbeat.cancel()
+            await asyncio.wait({heartbeat})
+
+    def _left_to_lease(self, ctx: Any) -> None:
+        """A cancel without `abandon()`: the lease expires into `interrupted`."""
+
+    async def _end_interrupted(self, ctx: Any, reason: str) -> None:
+        """Tell the service the work ends `interrupted` (a subclass says how)."""
+        raise NotImplementedError
+
+    async def _give_up(self, ctx: Any) -> None:
+        """The runtime is stopping and has cancelled this work's handler: end it
+        `interrupted` with the reason (`abandon`) at once, in at most `GIVE_UP_SECONDS`
+        (it is stopping); if that fails, the lease expires into the same record."""
+        reason = self._abandon_reason
+        try:
+            async with asyncio.timeout(GIVE_UP_SECONDS):
+                await self._end_interrupted(ctx, reason)
+        except (errors.AgentWorksError, TimeoutError) as exc:
+            ctx.log.warning(
+                f"{self.kind}.abandoned",
+                reason=reason,
+                **{self.given_up_field: False},
+                error=str(exc),
+            )
+        else:
+            ctx.log.warning(f"{self.kind}.abandoned", reason=reason, **{self.given_up_field: True})

@@ -43,10 +43,9 @@ Failure policy:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 import structlog
@@ -61,7 +60,6 @@ from agentworks.client.identity import Minter
 from agentworks.client.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.lease import Backoff, LeaseWorker
-from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.runtime.turn_context import (
     _FATAL,
     _TRANSIENT,
@@ -106,6 +104,7 @@ class TurnWorker(LeaseWorker):
     """
 
     what = "turns"
+    fatal = _FATAL
 
     def __init__(
         self,
@@ -201,36 +200,20 @@ class TurnWorker(LeaseWorker):
     async def _serve(self, slot: int) -> None:
         backoff = Backoff()
         while not self._stopping.is_set():
-            try:
-                turn = await self._claim()
-            except _FATAL as exc:
-                self.log.error("turn.claim_refused", code=exc.code.name, error=exc.message)
-                raise
-            except _TRANSIENT as exc:
-                await self._pause("turn.claim_unavailable", exc, backoff)
-                continue
-            except errors.AgentWorksError as exc:
-                # NOT_FOUND / PERMISSION_DENIED: the target may not be registered yet.
-                await self._pause("turn.claim_failed", exc, backoff)
-                continue
-            backoff.reset()
-            self._touch_health()
+            turn = await self._claim_next(backoff)
             if turn is not None:
                 await self._handle(turn)
 
-    async def _pause(self, event: str, exc: errors.AgentWorksError, backoff: Backoff) -> None:
-        delay = backoff.next()
-        self.log.warning(event, code=exc.code.name, error=exc.message, retry_in=round(delay, 2))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), delay)
-
-    async def _claim(self) -> m.Turn | None:
-        return await unless_stopped(
-            self.client.claim_turn(
-                self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
-            ),
-            self._stopping,
+    def _claim_call(self) -> Awaitable[m.Turn | None]:
+        return self.client.claim_turn(
+            self.targets, wait_seconds=self.wait_seconds, lease_seconds=self.lease_seconds
         )
+
+    def _claim_failed_event(self, exc: errors.AgentWorksError) -> str:
+        if isinstance(exc, _TRANSIENT):
+            return "turn.claim_unavailable"
+        # NOT_FOUND / PERMISSION_DENIED: the target may not be registered yet.
+        return "turn.claim_failed"
 
     async def _handle(self, turn: m.Turn) -> None:
         bound = self.log.bind(turn_id=turn.turn_id, conversation_id=turn.conversation_id)
@@ -246,26 +229,17 @@ class TurnWorker(LeaseWorker):
             deliveries=len(turn.deliveries),
             kinds=",".join(delivery_kind(d) for d in turn.deliveries),
         )
-        heartbeat = asyncio.create_task(self._heartbeat(ctx))
         error: BaseException | None = None
         started = time.monotonic()
-        try:
-            result = await self.handler(ctx)
-            if result is not None:
-                # C6: final chat text is never forwarded; only send_message replies.
-                bound.info("turn.return_value_ignored", type=type(result).__name__)
-        except asyncio.CancelledError:
-            if self._abandon_reason:
-                await self._give_up(ctx)
-            else:
-                bound.warning("turn.abandoned", reason="worker cancelled; the lease will expire")
-            raise
-        except Exception as exc:
-            error = exc
-            bound.exception("turn.handler_failed", error=repr(exc))
-        finally:
-            heartbeat.cancel()
-            await asyncio.wait({heartbeat})
+        async with self._holding(ctx):
+            try:
+                result = await self.handler(ctx)
+                if result is not None:
+                    # C6: final chat text is never forwarded; only send_message replies.
+                    bound.info("turn.return_value_ignored", type=type(result).__name__)
+            except Exception as exc:
+                error = exc
+                bound.exception("turn.handler_failed", error=repr(exc))
         completed = False
         if not ctx.lease_lost.is_set():
             completed = await self._complete(ctx)
@@ -287,33 +261,14 @@ class TurnWorker(LeaseWorker):
                 )
             )
 
-    async def _heartbeat(self, ctx: TurnContext) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_seconds)
-            try:
-                await self.client.heartbeat_turn(ctx.turn_id, lease_seconds=self.lease_seconds)
-            except errors.PreconditionFailed as exc:
-                ctx.log.warning("turn.lease_lost", error=exc.message)
-                ctx.lease_lost.set()
-                return
-            except errors.AgentWorksError as exc:
-                # Transient: the next beat (lease/3 later) tries again before expiry.
-                ctx.log.warning("turn.heartbeat_failed", code=exc.code.name, error=exc.message)
-            else:
-                self._touch_health()
+    async def _renew(self, ctx: TurnContext) -> None:
+        await self.client.heartbeat_turn(ctx.turn_id, lease_seconds=self.lease_seconds)
 
-    async def _give_up(self, ctx: TurnContext) -> None:
-        """The runtime is stopping and has cancelled this turn's handler: end the turn
-        `interrupted` (`abandon`), in at most `GIVE_UP_SECONDS`."""
-        reason = self._abandon_reason
-        try:
-            async with asyncio.timeout(GIVE_UP_SECONDS):
-                await self.client.complete_turn(ctx.turn_id, interrupted=True)
-        except (errors.AgentWorksError, TimeoutError) as exc:
-            # Left to the lease, which expires into the same record.
-            ctx.log.warning("turn.abandoned", reason=reason, given_up=False, error=str(exc))
-        else:
-            ctx.log.warning("turn.abandoned", reason=reason, given_up=True)
+    def _left_to_lease(self, ctx: TurnContext) -> None:
+        ctx.log.warning("turn.abandoned", reason="worker cancelled; the lease will expire")
+
+    async def _end_interrupted(self, ctx: TurnContext, reason: str) -> None:
+        await self.client.complete_turn(ctx.turn_id, interrupted=True)
 
     async def _complete(self, ctx: TurnContext) -> bool:
         backoff = Backoff(initial=0.2, maximum=2.0)
