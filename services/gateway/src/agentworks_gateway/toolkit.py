@@ -1,0 +1,265 @@
+"""What every tool module shares: the `Tool` record, JSON translation and schema builders.
+
+`tools.py` holds the registry; `function_tools.py` and `scheduler_tools.py` define the
+tools of those services with the helpers here, so the three read alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+from jsonschema import Draft202012Validator
+
+from agentworks.client import errors, target_ref
+from agentworks.client.checks import EXACT_INTEGERS
+from agentworks.client.identity import Identity
+
+Args = dict[str, Any]
+Handler = Callable[[Any, Identity, Args], Awaitable[dict[str, Any]]]
+
+# The largest value of the services' int64 fields (cursors, offsets, seconds); schemas
+# state it, so a larger number is refused naming the argument instead of failing.
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what it is called, what it takes, and what runs it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    # Listed and callable over MCP; operator tools are served on /api only.
+    mcp: bool = True
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        """The compiled JSON Schema validator of the arguments."""
+        Draft202012Validator.check_schema(self.input_schema)
+        return Draft202012Validator(self.input_schema)
+
+
+# ------------------------------------------------------------------------ translation
+
+
+def timestamp(ts: timestamp_pb2.Timestamp) -> str | None:
+    """A protobuf timestamp as RFC 3339 (UTC), or None when unset."""
+    if not ts.seconds and not ts.nanos:
+        return None
+    return ts.ToDatetime(tzinfo=UTC).isoformat()
+
+
+def parse_time(value: str, field: str) -> datetime:
+    """An RFC 3339 / ISO 8601 time with an offset (`Z` works), else InvalidArgument."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise errors.InvalidArgument(
+            f"{field} {value!r} is not a time: use ISO 8601 with an offset, "
+            "e.g. 2026-01-31T09:00:00Z or 2026-01-31T10:00:00+01:00"
+        ) from None
+    if parsed.tzinfo is None:
+        raise errors.InvalidArgument(
+            f"{field} {value!r} has no time zone: add an offset, e.g. {value}Z for UTC"
+        )
+    return parsed
+
+
+def check_target(value: str) -> str:
+    """`crew:<name>` or `workflow:<id>`, else InvalidArgument."""
+    try:
+        target_ref(value)
+    except ValueError as exc:
+        raise errors.InvalidArgument(str(exc)) from None
+    return value
+
+
+# -------------------------------------------------------------------------- schemas
+
+
+def action_rule(
+    action: str,
+    fields: Iterable[str],
+    *,
+    required: Iterable[str] = (),
+    one_of: Iterable[str] = (),
+    one_of_required: bool = True,
+) -> dict[str, Any]:
+    """A 2020-12 `if`/`then` rule: what one action takes and needs.
+
+    `fields` are the arguments the action takes besides `action`; `required` must be
+    given; of `one_of` exactly one must be given (at most one when not
+    `one_of_required`). Faults are worded by `describe_faults`.
+    """
+    fields = list(fields)
+    then: dict[str, Any] = {"propertyNames": {"enum": ["action", *fields]}}
+    if required:
+        then["required"] = list(required)
+    choice = list(one_of)
+    if choice:
+        alternatives = [{"required": [name]} for name in choice]
+        if one_of_required:
+            then["oneOf"] = alternatives
+        else:
+            then["not"] = {"anyOf": _pairs(choice)}
+    return {
+        "if": {"properties": {"action": {"const": action}}, "required": ["action"]},
+        "then": then,
+    }
+
+
+def _pairs(names: list[str]) -> list[dict[str, Any]]:
+    return [{"required": [a, b]} for i, a in enumerate(names) for b in names[i + 1 :]]
+
+
+def _rule_context(schema: Mapping[str, Any], path: list[Any]) -> str:
+    """`action 'status'` for a fault inside an action rule, `with file` for a dependency."""
+    if "then" in path:
+        rule = path_value(schema, path[: path.index("then")])
+        return f"action {rule['if']['properties']['action']['const']!r}"
+    if "dependentSchemas" in path:
+        return f"a read (with {path[path.index('dependentSchemas') + 1]})"
+    return "this tool"
+
+
+def _or(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def describe_faults(
+    schema: Mapping[str, Any], found: Iterable[Any], args: Mapping[str, Any]
+) -> list[str]:
+    """Every argument fault, worded for a person; arguments an action does not take are
+    named together (`action 'status' does not take crew, text; it takes ...`)."""
+    faults: list[str] = []
+    # context -> (index of its fault, arguments it does not take, arguments it takes)
+    foreign: dict[str, tuple[int, list[str], list[str]]] = {}
+    for error in sorted(found, key=lambda e: list(e.path)):
+        path = list(error.absolute_schema_path)
+        if "propertyNames" not in path:
+            faults.append(describe_fault(schema, error, args))
+        elif error.instance in schema.get("properties", {}):  # additionalProperties names the rest
+            context = _rule_context(schema, path)
+            if context not in foreign:
+                allowed = [n for n in path_value(schema, path) if n != "action"]
+                foreign[context] = (len(faults), [], allowed)
+                faults.append("")
+            foreign[context][1].append(str(error.instance))
+    for context, (index, names, allowed) in foreign.items():
+        faults[index] = (
+            f"{context} does not take {', '.join(names)}; "
+            f"it takes {', '.join(allowed) or 'nothing else'}"
+        )
+    return faults
+
+
+def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any]) -> str:
+    """One argument fault, worded for a person; `where: message` for property faults."""
+    path = list(error.absolute_schema_path)
+    where = ".".join(str(p) for p in error.path)
+    message = error.message
+    if error.validator == "required" and ("then" in path or "dependentSchemas" in path):
+        missing = [n for n in error.validator_value if n not in args]
+        return f"{_rule_context(schema, path)} needs {', '.join(missing)}"
+    if error.validator == "oneOf" and "then" in path:
+        names = [alt["required"][0] for alt in error.validator_value]
+        given = [n for n in names if n in args]
+        got = f" (got {', '.join(given)})" if given else ""
+        return f"{_rule_context(schema, path)} needs exactly one of {_or(names)}{got}"
+    if error.validator == "not" and "then" in path:
+        names = sorted({n for alt in error.validator_value["anyOf"] for n in alt["required"]})
+        given = [n for n in names if n in args]
+        return (
+            f"{_rule_context(schema, path)} takes at most one of {_or(names)} "
+            f"(got {', '.join(given)})"
+        )
+    if error.validator == "dependentRequired":
+        for name, deps in error.validator_value.items():
+            missing = [d for d in deps if d not in args]
+            if name in args and missing:
+                return f"{name} needs {', '.join(missing)} too"
+    if error.validator == "pattern" and "description" in error.schema:
+        message = f"{error.instance!r} is not valid: expected {error.schema['description']}"
+    elif error.validator == "minLength" and error.instance == "":
+        message = "is empty"
+    elif error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
+        # jsonschema quotes the whole value ("'nnn…' is too long"): say the limit instead.
+        bound = "at most" if error.validator == "maxLength" else "at least"
+        message = (
+            f"is {len(error.instance)} characters; it must be {bound} "
+            f"{error.validator_value} characters"
+        )
+    return f"{where}: {message}" if where else message
+
+
+# --------------------------------------------------------------------- argument text
+
+# Arguments whose JSON becomes a protobuf Struct, where every number is a double.
+JSON_PAYLOADS = ("inputs", "parts", "input_schema", "output_schema", "workflow")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    found = _SURROGATE.search(text)
+    if found:
+        return (
+            f"contains a lone surrogate (\\u{ord(found[0]):04x}), which is not Unicode text: "
+            "send UTF-8"
+        )
+    return None
+
+
+def text_faults(value: Any, path: str = "") -> list[str]:
+    """Strings (and keys) anywhere in the arguments that no service can take: NUL
+    characters (PostgreSQL cannot store them) and lone surrogates (not Unicode: JSON can
+    carry `\\ud800`, UTF-8 cannot)."""
+    faults: list[str] = []
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        faults += [f"{path}: {problem}"] if problem else []
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            problem = _text_problem(str(key))
+            faults += [f"{path or 'arguments'}: the key {key!r} {problem}"] if problem else []
+            faults += text_faults(item, _join(path, repr(key) if problem else key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            faults += text_faults(item, _join(path, index))
+    return faults
+
+
+def number_faults(value: Any, path: str) -> list[str]:
+    """Integers a JSON payload (a Struct: numbers are doubles) cannot carry exactly."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int) and abs(value) > EXACT_INTEGERS:
+        return [
+            f"{path}: {value} is too large to pass exactly (numbers here travel as doubles, "
+            "exact up to ±2^53 = 9007199254740992): send it as a string"
+        ]
+    if isinstance(value, dict):
+        return [f for key, item in value.items() for f in number_faults(item, _join(path, key))]
+    if isinstance(value, list):
+        return [f for i, item in enumerate(value) for f in number_faults(item, _join(path, i))]
+    return []
+
+
+def path_value(schema: Mapping[str, Any], path: list[Any]) -> Any:
+    """The schema node at an absolute schema path."""
+    node: Any = schema
+    for step in path:
+        node = node[step]
+    return node
