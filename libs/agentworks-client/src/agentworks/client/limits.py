@@ -27,7 +27,7 @@ MAX_IDEMPOTENCY_KEY = 200
 MAX_DELIVERIES_PER_REQUEST = 500
 MAX_CLAIM_TARGETS = 100
 
-# -- functions (F1-F15) ------------------------------------------------------------------
+# -- functions (F1-F15), stated in docs/functions.md --------------------------------------
 MAX_DESCRIPTION_BYTES = 4 * KIB
 MAX_SCHEMA_BYTES = 64 * KIB
 MAX_ALLOWED_CALLERS = 100
@@ -35,6 +35,7 @@ MAX_INPUTS_BYTES = 256 * KIB
 MAX_PROGRESS_BYTES = 4 * KIB
 MAX_EXECUTION_MESSAGE_BYTES = 64 * KIB
 MAX_EVENT_TEXT_BYTES = 8 * KIB
+# A status carries the whole step history: 1,000 steps of at most ~2.4 KiB each.
 MAX_STEP_NAME_BYTES = 200
 MAX_STEP_STATUS_BYTES = 50
 MAX_STEP_DETAIL_BYTES = 2 * KIB
@@ -50,6 +51,14 @@ MAX_EVENT_PAGE = 200
 MAX_READ_BYTES = 1 * MIB
 # Files are uploaded in chunks of this size.
 UPLOAD_CHUNK_BYTES = 256 * KIB
+MAX_ASK_ID = 100
+MAX_FINAL_MESSAGE_BYTES = 256 * KIB
+MAX_ERROR_BYTES = 16 * KIB
+MAX_FILE_BYTES = 64 * MIB
+MAX_FILES_PER_CALL = 500
+MAX_FILE_NAME_BYTES = 255
+MAX_MEDIA_TYPE = 255
+MAX_RESULT_BYTES = 1 * MIB
 
 # -- scheduler (S1-S6) -------------------------------------------------------------------
 MAX_NOTE_BYTES = 16 * KIB

@@ -68,6 +68,7 @@ from agentworks.client import errors
 from agentworks.client.checks import check_json_depth
 from agentworks.client.functions import FunctionsClient
 from agentworks.client.identity import Minter
+from agentworks.client.limits import MAX_ERROR_BYTES
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.execution_context import (
@@ -79,7 +80,6 @@ from agentworks.runtime.execution_context import (
 )
 from agentworks.runtime.lease import Backoff, LeaseWorker
 from agentworks.runtime.reporting import (
-    MAX_ERROR_BYTES,
     UNREPORTABLE,
     clean_text,
     describe,

@@ -6,9 +6,6 @@ import re
 
 from agentworks.client import errors
 
-# What FinishExecution accepts as the error of a failed execution; no NUL characters.
-MAX_ERROR_BYTES = 16 * 1024
-
 UNREPORTABLE = "the handler's answer could not be reported: "
 
 # The worker's own note on the call (the files it could not upload).

@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from agentworks.client import errors
+
+# Files the service keeps per call; past it, uploads are refused (and skipped here).
+from agentworks.client.limits import MAX_FILES_PER_CALL
 from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_text
 
 
@@ -28,10 +31,6 @@ class ExecutionContext(Protocol):
     async def upload_file(self, *args: Any, **kwargs: Any) -> Any: ...
 
     async def message(self, text: str, *, role: str = "assistant") -> None: ...
-
-
-# Files the service keeps per call; past it, uploads are refused (and skipped here).
-MAX_FILES_PER_CALL = 500
 
 
 def _read(path: pathlib.Path) -> tuple[tuple[int, int], bytes]:

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from agentworks_functions.service.calls import Calls
-from agentworks_functions.service.declarations import Declarations
-from agentworks_functions.service.executions import Executions
-from agentworks_functions.service.finishing import Finishing
-from agentworks_functions.service.rules import (
-    EVENT_LIMIT_DEFAULT,
-    EVENT_LIMIT_MAX,
-    LEASE_DEFAULT,
+from agentworks.client.limits import (
     MAX_ALLOWED_CALLERS,
     MAX_ASK_ID,
     MAX_CLAIM_TARGETS,
@@ -24,7 +17,6 @@ from agentworks_functions.service.rules import (
     MAX_INPUTS_BYTES,
     MAX_ITEMS_PER_REPORT,
     MAX_MEDIA_TYPE,
-    MAX_MESSAGE_BYTES,
     MAX_MESSAGES_PER_CALL,
     MAX_PROGRESS_BYTES,
     MAX_QUESTION_BYTES,
@@ -36,8 +28,18 @@ from agentworks_functions.service.rules import (
     MAX_STEP_STATUS_BYTES,
     MAX_STEPS_PER_CALL,
     MAX_SUBMISSION_ID,
-    MAX_UPLOAD_DRAIN_BYTES,
     MAX_WAIT_SECONDS,
+)
+from agentworks_functions.service.calls import Calls
+from agentworks_functions.service.declarations import Declarations
+from agentworks_functions.service.executions import Executions
+from agentworks_functions.service.finishing import Finishing
+from agentworks_functions.service.rules import (
+    EVENT_LIMIT_DEFAULT,
+    EVENT_LIMIT_MAX,
+    LEASE_DEFAULT,
+    MAX_MESSAGE_BYTES,
+    MAX_UPLOAD_DRAIN_BYTES,
     MESSAGE_LIMIT_DEFAULT,
     MESSAGE_LIMIT_MAX,
     READ_LIMIT_DEFAULT,

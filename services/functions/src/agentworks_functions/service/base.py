@@ -17,7 +17,10 @@ from agentworks_functions.models import (
     Target,
     TargetKey,
 )
-from agentworks_functions.service.rules import LEASE_DEFAULT, _ClaimGate
+from agentworks_functions.service.rules import (
+    LEASE_DEFAULT,
+    _ClaimGate,
+)
 from agentworks_functions.store import (
     FunctionsStore,
     call_not_found,

@@ -13,6 +13,12 @@ import structlog
 from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
 from agentworks.client.errors import InvalidArgument, NotFound
 from agentworks.client.identity import Identity
+from agentworks.client.limits import (
+    MAX_INPUTS_BYTES,
+    MAX_REPLY_BYTES,
+    MAX_SUBMISSION_ID,
+    MAX_WAIT_SECONDS,
+)
 from agentworks_functions.metrics import counting_busy
 from agentworks_functions.models import (
     CallSource,
@@ -36,10 +42,6 @@ from agentworks_functions.service.rules import (
     _UUID_RE,
     EVENT_LIMIT_DEFAULT,
     EVENT_LIMIT_MAX,
-    MAX_INPUTS_BYTES,
-    MAX_REPLY_BYTES,
-    MAX_SUBMISSION_ID,
-    MAX_WAIT_SECONDS,
     MESSAGE_LIMIT_DEFAULT,
     MESSAGE_LIMIT_MAX,
     READ_LIMIT_DEFAULT,

@@ -6,6 +6,11 @@ import json
 
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_principal
+from agentworks.client.limits import (
+    MAX_ALLOWED_CALLERS,
+    MAX_DESCRIPTION_BYTES,
+    MAX_SCHEMA_BYTES,
+)
 from agentworks_functions.config import MAX_RUNNING_LIMIT
 from agentworks_functions.models import (
     Function,
@@ -24,9 +29,6 @@ from agentworks_functions.service.base import FunctionsServiceBase
 from agentworks_functions.service.rules import (
     _FUNCTION_RE,
     _NAME_RE,
-    MAX_ALLOWED_CALLERS,
-    MAX_DESCRIPTION_BYTES,
-    MAX_SCHEMA_BYTES,
     check_size,
     log,
 )

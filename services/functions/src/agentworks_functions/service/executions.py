@@ -12,6 +12,23 @@ from datetime import datetime, timedelta
 from agentworks.client.checks import bounded, check_no_nul
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import Identity
+from agentworks.client.limits import (
+    MAX_ASK_ID,
+    MAX_EVENT_TEXT_BYTES,
+    MAX_EVENTS_PER_CALL,
+    MAX_FILE_BYTES,
+    MAX_FILES_PER_CALL,
+    MAX_ITEMS_PER_REPORT,
+    MAX_MEDIA_TYPE,
+    MAX_MESSAGES_PER_CALL,
+    MAX_PROGRESS_BYTES,
+    MAX_QUESTION_BYTES,
+    MAX_STEP_DETAIL_BYTES,
+    MAX_STEP_NAME_BYTES,
+    MAX_STEP_STATUS_BYTES,
+    MAX_STEPS_PER_CALL,
+    MAX_WAIT_SECONDS,
+)
 from agentworks_functions.models import (
     CANCELLED,
     OPEN_STATUSES,
@@ -23,23 +40,8 @@ from agentworks_functions.service.base import FunctionsServiceBase
 from agentworks_functions.service.rules import (
     _CONTROL_RE,
     _KIND_RE,
-    MAX_ASK_ID,
-    MAX_EVENT_TEXT_BYTES,
-    MAX_EVENTS_PER_CALL,
-    MAX_FILE_BYTES,
-    MAX_FILES_PER_CALL,
-    MAX_ITEMS_PER_REPORT,
-    MAX_MEDIA_TYPE,
     MAX_MESSAGE_BYTES,
-    MAX_MESSAGES_PER_CALL,
-    MAX_PROGRESS_BYTES,
-    MAX_QUESTION_BYTES,
-    MAX_STEP_DETAIL_BYTES,
-    MAX_STEP_NAME_BYTES,
-    MAX_STEP_STATUS_BYTES,
-    MAX_STEPS_PER_CALL,
     MAX_UPLOAD_DRAIN_BYTES,
-    MAX_WAIT_SECONDS,
     TOOL_EVENT_KINDS,
     _ClaimGate,
     _drain,

@@ -7,6 +7,11 @@ from collections.abc import Sequence
 
 from agentworks.client.errors import InvalidArgument, PreconditionFailed
 from agentworks.client.identity import Identity
+from agentworks.client.limits import (
+    MAX_ERROR_BYTES,
+    MAX_FINAL_MESSAGE_BYTES,
+    MAX_RESULT_BYTES,
+)
 from agentworks_functions.models import (
     CANCELLED,
     COMPLETED,
@@ -27,9 +32,6 @@ from agentworks_functions.schemas import (
 )
 from agentworks_functions.service.base import FunctionsServiceBase
 from agentworks_functions.service.rules import (
-    MAX_ERROR_BYTES,
-    MAX_FINAL_MESSAGE_BYTES,
-    MAX_RESULT_BYTES,
     NoticeSender,
     check_claim_targets,
     check_size,

@@ -12,6 +12,14 @@ import structlog
 from agentworks.client.checks import check_no_nul
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity
+from agentworks.client.limits import (
+    MAX_CLAIM_TARGETS,
+    MAX_EVENT_PAGE,
+    MAX_EXECUTION_MESSAGE_BYTES,
+    MAX_FILE_NAME_BYTES,
+    MAX_MESSAGE_PAGE,
+    MAX_READ_BYTES,
+)
 from agentworks_functions.models import (
     COMPLETED,
     FAILED,
@@ -24,77 +32,28 @@ from agentworks_functions.models import (
 
 log = structlog.get_logger("agentworks.functions")
 
-# Limits (P6), stated in docs/functions.md.
-MAX_DESCRIPTION_BYTES = 4 * 1024
 
-MAX_SCHEMA_BYTES = 64 * 1024
+MAX_MESSAGE_BYTES = MAX_EXECUTION_MESSAGE_BYTES
 
-MAX_ALLOWED_CALLERS = 100
-
-MAX_INPUTS_BYTES = 256 * 1024
-
-MAX_SUBMISSION_ID = 200
-
-MAX_PROGRESS_BYTES = 4 * 1024
-
-MAX_MESSAGE_BYTES = 64 * 1024
-
-MAX_EVENT_TEXT_BYTES = 8 * 1024
-
-# A status carries the whole step history: 1,000 steps of at most ~2.4 KiB each.
-MAX_STEP_NAME_BYTES = 200
-
-MAX_STEP_STATUS_BYTES = 50
-
-MAX_STEP_DETAIL_BYTES = 2 * 1024
-
-MAX_ITEMS_PER_REPORT = 100
-
-MAX_MESSAGES_PER_CALL = 10_000
-
-MAX_EVENTS_PER_CALL = 10_000
-
-MAX_STEPS_PER_CALL = 1_000
-
-MAX_QUESTION_BYTES = 8 * 1024
-
-MAX_REPLY_BYTES = 64 * 1024
-
-MAX_ASK_ID = 100
-
-MAX_FINAL_MESSAGE_BYTES = 256 * 1024
-
-MAX_ERROR_BYTES = 16 * 1024
-
-MAX_FILE_BYTES = 64 * 1024 * 1024
 
 # Past the file limit, up to this much more of the upload is read and dropped before the
 # refusal goes out: a grpc.aio client still writing when the status arrives reports
 # INTERNAL "Internal error from Core" instead of it (grpc/grpc#36066).
 MAX_UPLOAD_DRAIN_BYTES = 64 * 1024 * 1024
 
-MAX_FILES_PER_CALL = 500
 
-MAX_FILE_NAME_BYTES = 255
+MESSAGE_LIMIT_DEFAULT, MESSAGE_LIMIT_MAX = 50, MAX_MESSAGE_PAGE
 
-MAX_MEDIA_TYPE = 255
+EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX = 50, MAX_EVENT_PAGE
 
-MAX_RESULT_BYTES = 1024 * 1024
+READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 64 * 1024, MAX_READ_BYTES
 
-MESSAGE_LIMIT_DEFAULT, MESSAGE_LIMIT_MAX = 50, 200
-
-EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX = 50, 200
-
-READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 64 * 1024, 1024 * 1024
-
-MAX_WAIT_SECONDS = 25
 
 # The pages (after, message_limit, after_event, event_limit) of a Call's `outcome`.
 _OUTCOME = (-1, 1, -1, 1)
 
 LEASE_DEFAULT = 30
 
-MAX_CLAIM_TARGETS = 100
 
 # Tool events keep the tool name only: raw arguments and results are never stored (F7).
 TOOL_EVENT_KINDS = ("tool_call", "tool_result")
