@@ -23,8 +23,8 @@ async def start_pair(module: str, prefix: str, env: dict[str, str]) -> list:
     import importlib
 
     config_mod = importlib.import_module(f"{module}.config")
-    server_mod = importlib.import_module(f"{module}.server")
-    return [await server_mod.start(config_mod.Config.from_env(dict(env))) for _ in range(2)]
+    app_mod = importlib.import_module(f"{module}.app")
+    return [await app_mod.start(config_mod.Config.from_env(dict(env))) for _ in range(2)]
 
 
 @pytest.fixture

@@ -242,7 +242,7 @@ class Supervisor:
         self.key = internal_key(self.home, self.environ)
         planned, skipped = self.plan()
         for name in skipped:
-            log.warning("service.skipped", child=name, reason=f"{name} has no server.main yet")
+            log.warning("service.skipped", child=name, reason=f"{name} has no __main__ yet")
         if not any(c.name.startswith("messaging-") for c, _ in planned):
             raise StartupError("the messaging service is not installed (agentworks_messaging)")
         for child, _ in planned:
