@@ -34,7 +34,7 @@ from agentworks.server.testing import database_snapshot, service_env
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
 from agentworks_gateway.config import Config
-from agentworks_gateway.server import start
+from agentworks_gateway.app import start
 from agentworks_gateway.tokens import ensure_token, new_token
 
 SCHEMAS = ["messaging", "functions", "scheduler", "gateway"]

@@ -46,6 +46,26 @@ async def test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_messag
     assert "unknown API token" in unknown.json()["error"]["message"]
 
 
+async def test_the_tool_list_is_served_to_token_holders_as_mcp_lists_it_G1_G2(
+    gateway, api, alice_token, mcp_session
+):
+    """G1 G2: `GET /api/v1/tools` (what `agentworks mcp stdio` serves) needs a bearer token
+    and lists the MCP tools with the names, descriptions and schemas `/mcp` gives."""
+    missing = await api(None).get("/api/v1/tools")
+    assert missing.status_code == 401
+    assert missing.json()["error"]["code"] == "UNAUTHENTICATED"
+
+    response = await api(alice_token).get("/api/v1/tools")
+    assert response.status_code == 200
+    listed = response.json()["tools"]
+    async with mcp_session(gateway.mcp_url, alice_token) as session:
+        over_mcp = (await session.list_tools()).tools
+    assert [t["name"] for t in listed] == [t.name for t in over_mcp]
+    assert [(t["description"], t["inputSchema"]) for t in listed] == [
+        (t.description, t.input_schema) for t in over_mcp
+    ]
+
+
 @pytest.mark.reliability(
     scenario="Revoked API token, two gateway replicas (A1, G1)",
     action="an operator creates a token on replica 1; it works on both replicas over "

@@ -1,3 +1,3 @@
-from agentworks_gateway.server import main
+from agentworks_gateway.app import main
 
-main()
+raise SystemExit(main())

@@ -1,15 +1,14 @@
-"""The HTTP tool API's wire format, and the client the CLI and the stdio proxy use.
+"""The HTTP tool API's wire format (the client is `agentworks_cli.api`).
 
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
 structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
-and the matching HTTP status.
+and the matching HTTP status. `GET /api/v1/tools` lists the MCP tools as
+`{"tools": [{"name", "description", "inputSchema"}, ...]}`, the list `/mcp` serves.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import httpx
 
 API_PREFIX = "/api/v1/tools/"
 
@@ -32,73 +31,7 @@ HTTP_STATUS = {
     "UNKNOWN": 500,
 }
 
-# Seconds the HTTP client allows beyond a long-poll's own wait.
-LONG_POLL_SLACK_SECONDS = 30.0
-
 
 def error_body(code: str, message: str) -> dict[str, Any]:
     """The JSON body of a refused request."""
     return {"error": {"code": code, "message": message}}
-
-
-class ApiError(Exception):
-    """A refusal from the gateway (or no gateway at all), with its status name and text."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class ApiClient:
-    """Calls tools on a gateway's HTTP API with a bearer token."""
-
-    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "agentworks-cli"},
-            timeout=timeout,
-        )
-
-    async def close(self) -> None:
-        """Close the HTTP connections."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> ApiClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Call `tool` with `args`; returns its result or raises ApiError."""
-        wait = args.get("wait_seconds") or 0
-        timeout = self.timeout + (wait + LONG_POLL_SLACK_SECONDS if wait else 0)
-        try:
-            response = await self._http.post(API_PREFIX + tool, json=args, timeout=timeout)
-        except httpx.TimeoutException as exc:
-            raise ApiError(
-                "DEADLINE_EXCEEDED", f"the gateway at {self.url} did not answer in {timeout:.0f} s"
-            ) from exc
-        except httpx.TransportError as exc:
-            raise ApiError(
-                "UNAVAILABLE",
-                f"cannot reach the gateway at {self.url} ({exc or type(exc).__name__}): "
-                "start it with `agentworks up`, or pass --url / set AGENTWORKS_URL",
-            ) from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code == 200 and isinstance(body, dict):
-            return body
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict) and "code" in error:
-            raise ApiError(str(error["code"]), str(error.get("message", "")))
-        raise ApiError(
-            "UNKNOWN",
-            f"unexpected answer from {self.url}{API_PREFIX}{tool}: HTTP {response.status_code} "
-            f"{response.text[:200]!r}; is --url the AgentWorks gateway?",
-        )

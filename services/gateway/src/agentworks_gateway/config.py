@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES
 from agentworks.client.settings import Env
 from agentworks.server.config import ServiceConfig
 
@@ -14,9 +15,8 @@ DEFAULT_PORT = 8080
 LOCAL_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 LOCAL_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 # The scheduler's default webhook body limit (SCHEDULER_WEBHOOK_MAX_BODY_BYTES); it
-# allows at most 1 MiB, because messaging refuses larger payloads.
+# allows at most MAX_WEBHOOK_BODY_BYTES (1 MiB), because messaging refuses larger payloads.
 DEFAULT_WEBHOOK_MAX_BODY_BYTES = 256 * 1024
-MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
 # The gateway relays long-polls of up to 25 s (C7, F7): its drain outlasts them, so a
 # restart never cuts one (and waiting ones return at once on SIGTERM anyway).
 DEFAULT_DRAIN_SECONDS = 30.0

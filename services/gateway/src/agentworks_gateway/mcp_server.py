@@ -1,9 +1,10 @@
-"""The MCP servers (G1, G2): over Streamable HTTP in the gateway, and the stdio proxy.
+"""The gateway's MCP server (G1, G2) over Streamable HTTP at `/mcp`.
 
-Both list the same tools from `agentworks_gateway.tools`. The HTTP server runs each call
-in-process as the caller the bearer token names; the stdio server (`agentworks mcp
-stdio`) forwards each call to a gateway's `/api` with the user's token. A refused call is
-a tool result with `isError: true` whose text is the service's own message.
+It lists the MCP tools of `agentworks_gateway.tools` and runs each call in-process as the
+caller the bearer token names. A refused call is a tool result with `isError: true` whose
+text is the service's own message. The stdio server (`agentworks mcp stdio`) is the CLI's
+(`agentworks_cli.mcp_stdio`): it fetches the same list from `GET /api/v1/tools` and
+forwards each call to `POST /api/v1/tools/<tool>`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from mcp.shared.exceptions import MCPError
 from agentworks.client import errors
 from agentworks.client.identity import Identity
 from agentworks_gateway import tools
-from agentworks_gateway.api import ApiClient, ApiError
 
 log = structlog.get_logger("agentworks.gateway.mcp")
 
@@ -57,6 +57,16 @@ def tool_definitions() -> list[types.Tool]:
         types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
         for t in tools.mcp_tools()
     ]
+
+
+def tool_list() -> dict[str, Any]:
+    """The MCP tool list as JSON (`GET /api/v1/tools`): the same tools `/mcp` lists."""
+    return {
+        "tools": [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+            for t in tools.mcp_tools()
+        ]
+    }
 
 
 def ok_result(data: dict[str, Any]) -> types.CallToolResult:
@@ -104,8 +114,6 @@ def build_server(call: ToolCaller) -> Server[Any]:
             return ok_result(await call(params.name, params.arguments or {}, ctx))
         except errors.AgentWorksError as exc:
             return error_result(exc.code.name, exc.message)
-        except ApiError as exc:
-            return error_result(exc.code, exc.message)
 
     return Server(
         "agentworks",
@@ -134,21 +142,3 @@ def build_http_server(gateway: Any) -> Server[Any]:
             raise errors.Internal(f"internal error in tool {name}: {type(exc).__name__}") from exc
 
     return build_server(call)
-
-
-def build_proxy_server(api: ApiClient) -> Server[Any]:
-    """The stdio server: each call goes to the gateway's `/api` with the user's token."""
-
-    async def call(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any, Any]) -> dict:
-        return await api.call(name, args)
-
-    return build_server(call)
-
-
-async def serve_stdio(api: ApiClient) -> None:
-    """Serve MCP over stdin/stdout until stdin closes."""
-    from mcp.server.stdio import stdio_server
-
-    server = build_proxy_server(api)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())

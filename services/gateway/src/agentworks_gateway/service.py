@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -21,10 +21,10 @@ from agentworks.client.identity import Identity, Minter, check_principal
 from agentworks.client.rpc import channel_options, channel_target
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.config import Config
+from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.store import TokenStore
 from agentworks_gateway.tokens import (
     TOKEN_PREFIX,
-    TokenRecord,
     check_roles,
     hash_token,
     new_token,
@@ -240,6 +240,6 @@ class Gateway:
         return record
 
 
-def _discard_outcome(task: asyncio.Future[object]) -> None:
+def _discard_outcome(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()

@@ -13,8 +13,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from agentworks.client.errors import PreconditionFailed, Unavailable
 from agentworks.server.db import Database, fetch_one, fixed_sql, sqlalchemy_url
 from agentworks_gateway.metrics import database_failed
+from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.tables import api_tokens
-from agentworks_gateway.tokens import TokenRecord
 
 _RECORD_COLUMNS = [
     api_tokens.c.token_id,
@@ -155,7 +155,7 @@ def ensure_token_sync(
                 label=label,
                 created_by="service:supervisor",
             )
-            statement = statement.on_conflict_do_update(
+            upsert = statement.on_conflict_do_update(
                 index_elements=[api_tokens.c.token_hash],
                 set_={
                     "principal": statement.excluded.principal,
@@ -164,7 +164,7 @@ def ensure_token_sync(
                 },
                 where=api_tokens.c.revoked_at.is_(None),
             ).returning(api_tokens.c.token_id)
-            if conn.execute(statement).one_or_none() is None:
+            if conn.execute(upsert).one_or_none() is None:
                 revoked: datetime | None = conn.execute(
                     sa.select(api_tokens.c.revoked_at).where(api_tokens.c.token_hash == token_hash)
                 ).scalar_one_or_none()

@@ -1,4 +1,4 @@
-"""API tokens (A1): format, hashing, the domain record, and the supervisor's sync helper.
+"""API tokens (A1): their format and hashing, and the supervisor's helper that stores one.
 
 A token is `aw_` followed by 43 URL-safe random characters (256 bits). Only its SHA-256
 hex digest is stored. Tokens are looked up on every request, without a cache, so a
@@ -10,9 +10,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import OPERATOR, check_principal
@@ -59,38 +56,6 @@ def check_token_format(token: str) -> str:
     return token
 
 
-@dataclass(frozen=True)
-class TokenRecord:
-    """One stored API token, without its secret."""
-
-    token_id: str
-    label: str
-    principal: str
-    roles: frozenset[str]
-    created_by: str
-    created_at: datetime
-    revoked_at: datetime | None = None
-    revoked_by: str | None = None
-
-    @property
-    def revoked(self) -> bool:
-        """True once the token was revoked."""
-        return self.revoked_at is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as the JSON the tools return."""
-        return {
-            "token_id": self.token_id,
-            "label": self.label,
-            "principal": self.principal,
-            "roles": sorted(self.roles),
-            "created_by": self.created_by,
-            "created_at": self.created_at.isoformat(),
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-            "revoked_by": self.revoked_by,
-        }
-
-
 def ensure_token(
     database_url: str, token: str, principal: str, roles: set[str], label: str
 ) -> None:
@@ -102,6 +67,7 @@ def ensure_token(
     updated. A token that was revoked stays revoked: this raises PreconditionFailed,
     and the caller should mint a new one with `new_token()`.
     """
+    # Imported here: making or hashing a token needs no database driver.
     from agentworks.server.db import migrate
     from agentworks_gateway.store import ensure_token_sync
 

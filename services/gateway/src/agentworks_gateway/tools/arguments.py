@@ -1,122 +1,54 @@
-"""What every tool module shares: the `Tool` record, JSON translation and schema builders.
-
-`tools.py` holds the registry; `function_tools.py` and `scheduler_tools.py` define the
-tools of those services with the helpers here, so the three read alike.
+"""A tool call's arguments: checked against the tool's JSON Schema, every fault worded for
+a person in one refusal (G2, P6), and what no service can take refused before any call.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from google.protobuf import timestamp_pb2
-from jsonschema import Draft202012Validator
+from agentworks.client import errors
+from agentworks.client.checks import EXACT_INTEGERS, check_json_depth
+from agentworks_gateway.tools.toolkit import Args, Tool
 
-from agentworks.client import errors, target_ref
-from agentworks.client.checks import EXACT_INTEGERS
-from agentworks.client.identity import Identity
-
-Args = dict[str, Any]
-Handler = Callable[[Any, Identity, Args], Awaitable[dict[str, Any]]]
-
-# The largest value of the services' int64 fields (cursors, offsets, seconds); schemas
-# state it, so a larger number is refused naming the argument instead of failing.
-INT64_MAX = 2**63 - 1
+# Arguments whose JSON becomes a protobuf Struct, where every number is a double.
+JSON_PAYLOADS = ("inputs", "parts", "input_schema", "output_schema", "workflow")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-@dataclass(frozen=True)
-class Tool:
-    """One tool: what it is called, what it takes, and what runs it."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    handler: Handler
-    # Listed and callable over MCP; operator tools are served on /api only.
-    mcp: bool = True
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        """The compiled JSON Schema validator of the arguments."""
-        Draft202012Validator.check_schema(self.input_schema)
-        return Draft202012Validator(self.input_schema)
-
-
-# ------------------------------------------------------------------------ translation
-
-
-def timestamp(ts: timestamp_pb2.Timestamp) -> str | None:
-    """A protobuf timestamp as RFC 3339 (UTC), or None when unset."""
-    if not ts.seconds and not ts.nanos:
-        return None
-    return ts.ToDatetime(tzinfo=UTC).isoformat()
-
-
-def parse_time(value: str, field: str) -> datetime:
-    """An RFC 3339 / ISO 8601 time with an offset (`Z` works), else InvalidArgument."""
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
+def check_arguments(tool: Tool, args: Any) -> Args:
+    """The arguments if they match the tool's schema; else InvalidArgument listing each fault."""
+    if not isinstance(args, dict):
         raise errors.InvalidArgument(
-            f"{field} {value!r} is not a time: use ISO 8601 with an offset, "
-            "e.g. 2026-01-31T09:00:00Z or 2026-01-31T10:00:00+01:00"
-        ) from None
-    if parsed.tzinfo is None:
-        raise errors.InvalidArgument(
-            f"{field} {value!r} has no time zone: add an offset, e.g. {value}Z for UTC"
+            f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}"
         )
-    return parsed
-
-
-def check_target(value: str) -> str:
-    """`crew:<name>` or `workflow:<id>`, else InvalidArgument."""
-    try:
-        target_ref(value)
-    except ValueError as exc:
-        raise errors.InvalidArgument(str(exc)) from None
-    return value
-
-
-# -------------------------------------------------------------------------- schemas
-
-
-def action_rule(
-    action: str,
-    fields: Iterable[str],
-    *,
-    required: Iterable[str] = (),
-    one_of: Iterable[str] = (),
-    one_of_required: bool = True,
-) -> dict[str, Any]:
-    """A 2020-12 `if`/`then` rule: what one action takes and needs.
-
-    `fields` are the arguments the action takes besides `action`; `required` must be
-    given; of `one_of` exactly one must be given (at most one when not
-    `one_of_required`). Faults are worded by `describe_faults`.
-    """
-    fields = list(fields)
-    then: dict[str, Any] = {"propertyNames": {"enum": ["action", *fields]}}
-    if required:
-        then["required"] = list(required)
-    choice = list(one_of)
-    if choice:
-        alternatives = [{"required": [name]} for name in choice]
-        if one_of_required:
-            then["oneOf"] = alternatives
-        else:
-            then["not"] = {"anyOf": _pairs(choice)}
+    for name in JSON_PAYLOADS:  # first: the checks below walk the JSON recursively
+        if name in args:
+            try:
+                check_json_depth(args[name], name)
+            except errors.InvalidArgument as exc:
+                raise errors.InvalidArgument(
+                    f"invalid arguments for {tool.name}: {exc.message}"
+                ) from None
+    faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
+    if not faults:  # the shape is right: now what no service can take
+        faults = text_faults(args) + [
+            fault
+            for name in JSON_PAYLOADS
+            if name in args
+            for fault in number_faults(args[name], name)
+        ]
+    if faults:
+        raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
+    # JSON Schema counts 2.0 as an integer; the services' integer fields take only ints.
+    properties = tool.input_schema.get("properties", {})
     return {
-        "if": {"properties": {"action": {"const": action}}, "required": ["action"]},
-        "then": then,
+        name: int(value)
+        if isinstance(value, float) and properties.get(name, {}).get("type") == "integer"
+        else value
+        for name, value in args.items()
     }
-
-
-def _pairs(names: list[str]) -> list[dict[str, Any]]:
-    return [{"required": [a, b]} for i, a in enumerate(names) for b in names[i + 1 :]]
 
 
 def _rule_context(schema: Mapping[str, Any], path: list[Any]) -> str:
@@ -197,13 +129,6 @@ def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any
             f"{error.validator_value} characters"
         )
     return f"{where}: {message}" if where else message
-
-
-# --------------------------------------------------------------------- argument text
-
-# Arguments whose JSON becomes a protobuf Struct, where every number is a double.
-JSON_PAYLOADS = ("inputs", "parts", "input_schema", "output_schema", "workflow")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _join(path: str, key: Any) -> str:

@@ -1,0 +1,172 @@
+"""The gateway process: `start(config)` runs the HTTP surface (`server.build_app`) on
+uvicorn in this event loop and returns a `RunningGateway`; `main()` is the process entry
+(`python -m agentworks_gateway`, `agentworks-gateway`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import uvicorn
+
+from agentworks.server.db import Database
+from agentworks.server.service import (
+    CONFIG_ERROR,
+    StartFailed,
+    prepare_database,
+    read_config,
+    report_start_failure,
+    start_metrics,
+    wait_for_signal,
+    warn_unknown_settings,
+)
+from agentworks_gateway import metrics
+from agentworks_gateway.config import Config
+from agentworks_gateway.server import build_app
+from agentworks_gateway.service import Gateway
+from agentworks_gateway.store import TokenStore
+
+log = structlog.get_logger("agentworks.gateway")
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn that reports when it is listening and leaves signals to the caller."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+async def _serve(server: _Uvicorn, listen: str) -> None:
+    try:
+        await server.serve()
+    except SystemExit:
+        # uvicorn exits the process when it cannot bind or start; here that is an error.
+        raise OSError(f"gateway could not start on {listen} (see the log above)") from None
+
+
+@dataclass
+class RunningGateway:
+    """A started gateway: its HTTP server, its database and its service channels."""
+
+    gateway: Gateway
+    database: Database
+    server: _Uvicorn
+    task: asyncio.Task[None]
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        """`host:port` the gateway listens on."""
+        return f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The base URL, e.g. `http://127.0.0.1:8080`."""
+        return f"http://{self.address}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The Streamable HTTP MCP endpoint."""
+        return f"{self.url}/mcp"
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop taking requests; waiting long-polls return at once with what they have,
+        other requests get `grace` s to finish, then answer 503 UNAVAILABLE."""
+        if self.task.done() and self.server.should_exit:
+            return
+        self.gateway.begin_drain(max(grace, 0.05))
+        # After `grace` seconds uvicorn cancels what still runs (uvicorn reads 0 as
+        # "already late" and logs an error even when nothing runs, hence the floor).
+        # uvicorn waits with asyncio.wait_for, so seconds may be a float (its hint says int).
+        self.server.config.timeout_graceful_shutdown = max(grace, 0.05)  # type: ignore[assignment]
+        self.server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
+            await self.task
+        await self.gateway.close()
+        await self.database.close()
+        log.info("server.stopped", service="gateway")
+
+
+async def start(config: Config) -> RunningGateway:
+    """Start the gateway in this event loop; returns once it accepts connections."""
+    if not config.internal_key:
+        raise StartFailed(
+            "no internal key: set AGENTWORKS_INTERNAL_KEY (or GATEWAY_INTERNAL_KEY)",
+            status=CONFIG_ERROR,
+        )
+    # Metrics first: a taken metrics port fails the start, naming GATEWAY_METRICS_LISTEN.
+    metrics_port = start_metrics(config.service)
+    if metrics_port:
+        log.info("metrics.serving", port=metrics_port)
+    await asyncio.to_thread(
+        prepare_database, config.service, "gateway", "agentworks_gateway.migrations"
+    )
+    database = Database(config.database_url, pool_size=config.service.pool_size, schema="gateway")
+    metrics.watch_pool(database)
+    gateway = Gateway(config, TokenStore(database))
+    host, port = config.host_port
+    server = _Uvicorn(
+        uvicorn.Config(
+            build_app(gateway),
+            host=host,
+            port=port,
+            lifespan="on",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=config.service.drain_seconds,  # type: ignore[arg-type]
+        )
+    )
+    task = asyncio.create_task(_serve(server, config.listen), name="gateway-http")
+    listening = asyncio.create_task(server.listening.wait())
+    await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
+    if not server.listening.is_set():
+        listening.cancel()
+        await gateway.close()
+        await database.close()
+        exc = task.exception() if not task.cancelled() else None
+        reason = f": {exc}" if exc is not None else ""
+        raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    log.info("server.started", service="gateway", host=host, port=port)
+    return RunningGateway(gateway, database, server, task, host, port)
+
+
+def main() -> int:
+    """Run the gateway until SIGTERM/SIGINT, then drain and stop; the exit status."""
+    from agentworks.client.logging import configure_logging
+    from agentworks.server.tracing import configure_tracing, trace_database
+
+    config = read_config("gateway", Config.from_env)
+    configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)
+    warn_unknown_settings(config.service)
+    tracing = configure_tracing("gateway")
+
+    async def run() -> None:
+        running = await start(config)
+        if tracing:
+            trace_database(running.database)
+        print(f"gateway listening on {running.address} (MCP: {running.mcp_url})", flush=True)
+        await wait_for_signal()
+        log.info("service.draining", service="gateway", grace=config.service.drain_seconds)
+        await running.stop(config.service.drain_seconds)
+
+    try:
+        asyncio.run(run())
+    except StartFailed as failure:
+        report_start_failure("gateway", failure)
+    return 0

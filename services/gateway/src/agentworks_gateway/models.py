@@ -1,0 +1,39 @@
+"""The gateway's domain types: what its store returns and its tools show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """One stored API token, without its secret."""
+
+    token_id: str
+    label: str
+    principal: str
+    roles: frozenset[str]
+    created_by: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+
+    @property
+    def revoked(self) -> bool:
+        """True once the token was revoked."""
+        return self.revoked_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the JSON the tools return."""
+        return {
+            "token_id": self.token_id,
+            "label": self.label,
+            "principal": self.principal,
+            "roles": sorted(self.roles),
+            "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(),
+            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+            "revoked_by": self.revoked_by,
+        }

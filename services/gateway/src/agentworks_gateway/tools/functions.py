@@ -1,0 +1,162 @@
+"""Function tools (F2-F15, G2): `functions` (list, call, status, read, reply, cancel) and
+the legacy `get_crew_function_call`.
+
+Handlers translate JSON to `FunctionsClient` calls and protobuf back to JSON
+(`function_views`); the functions service checks inputs, access (A3), limits and states.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agentworks.client import errors, target_str
+from agentworks.client.identity import Identity
+from agentworks_gateway.tools.function_schemas import FUNCTIONS_SCHEMA, LEGACY_SCHEMA
+from agentworks_gateway.tools.function_views import (
+    function_dict,
+    page_dict,
+    receipt_dict,
+    status_dict,
+)
+from agentworks_gateway.tools.toolkit import Args, Tool, check_target
+
+
+def _function_target(args: Args) -> str:
+    if args.get("crew"):
+        return check_target(f"crew:{args['crew']}")
+    return check_target(f"workflow:{args['workflow_id']}")
+
+
+async def _status(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
+    status = await gateway.long_poll(
+        lambda wait: client.get_status(
+            args["call_id"],
+            after=args.get("after", -1),
+            message_limit=args.get("message_limit", 0),
+            after_event=args.get("after_event", -1),
+            event_limit=args.get("event_limit", 0),
+            wait_seconds=wait,
+            seen_version=args.get("seen_version"),
+        ),
+        args.get("wait_seconds", 0),
+    )
+    return status_dict(status)
+
+
+async def _call(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
+    target = _function_target(args)
+    wait = args.get("wait_seconds", 0)
+    submission_id = args.get("submission_id", "")
+    # A waiting call is asked again without the wait when the gateway drains (P4): with
+    # a retry key, the caller's or one of the gateway's own, that returns the same call.
+    own_key = bool(wait) and not submission_id
+    if own_key:
+        submission_id = f"gateway-{uuid.uuid4().hex}"
+    asked = False
+
+    def ask(wait: int) -> Any:
+        # Only the first request with the gateway's key may say it is fresh: the service
+        # then skips the lookup and refuses a full target at once (F5). Asking again
+        # is a retry that must get the call the first request made.
+        nonlocal asked
+        fresh, asked = own_key and not asked, True
+        return client.call(
+            target,
+            args["function"],
+            args.get("inputs", {}),
+            submission_id=submission_id,
+            wait_seconds=wait,
+            fresh_submission_id=fresh,
+        )
+
+    receipt = await gateway.long_poll(ask, wait)
+    out = receipt_dict(receipt, target, args["function"])
+    if own_key:
+        out["created"] = True  # nobody else knows this key: this request created it
+    if receipt.HasField("outcome"):
+        out["outcome"] = status_dict(receipt.outcome)
+    return out
+
+
+async def _read(client: Any, args: Args) -> dict[str, Any]:
+    page = await client.read_file(
+        args["call_id"], args["file"], offset=args.get("offset", 0), limit=args.get("limit", 0)
+    )
+    return page_dict(page, args["call_id"])
+
+
+async def _check_call_target(client: Any, args: Args) -> None:
+    """NotFound unless the call is one of the crew or workflow the arguments name (when
+    they name one: the call_id alone is enough)."""
+    if "crew" not in args and "workflow_id" not in args:
+        return
+    target = _function_target(args)
+    status = await client.get_status(args["call_id"], message_limit=1, event_limit=1)
+    if target_str(status.target) != target:
+        raise errors.NotFound(
+            f"call {args['call_id']!r} is not a call of {target}; check the call_id and the "
+            "crew or workflow_id (or leave them out: the call_id is enough)"
+        )
+
+
+async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
+    """`functions`: list, call, status, read, reply, cancel (F2-F15)."""
+    action = args["action"]
+    client = gateway.functions(identity)
+    if action == "list":
+        target = _function_target(args)
+        listed = await client.list_functions(target)
+        return {"target": target, "functions": [function_dict(fn) for fn in listed]}
+    if action == "call":
+        return await _call(gateway, client, args)
+    await _check_call_target(client, args)
+    if action == "status":
+        return await _status(gateway, client, args)
+    if action == "read":
+        return await _read(client, args)
+    if action == "reply":
+        return status_dict(await client.reply(args["call_id"], args["text"]))
+    return status_dict(await client.cancel(args["call_id"]))
+
+
+async def get_crew_function_call(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
+    """Legacy `get_crew_function_call`: status, or a file page when `file` is given; a
+    crew or workflow_id given too must be the call's target, as for `functions` (G2, F7)."""
+    if "crew" in args and "workflow_id" in args:
+        # The `functions` rule's wording; the schema cannot say it here without an action.
+        raise errors.InvalidArgument(
+            "invalid arguments for get_crew_function_call: this tool takes at most one of "
+            "crew or workflow_id (got crew, workflow_id)"
+        )
+    client = gateway.functions(identity)
+    await _check_call_target(client, args)
+    if "file" in args:
+        return await _read(client, args)
+    return await _status(gateway, client, args)
+
+
+FUNCTION_TOOLS = (
+    Tool(
+        "functions",
+        "Declared functions of crews and workflows: isolated, tracked executions with checked "
+        "inputs. action=list shows the functions you may call (crew or workflow_id). "
+        "action=call runs one and returns {call_id, ...} at once; keep the call_id. "
+        "action=status returns status (running, waiting_for_input, completed, failed, "
+        "interrupted, cancelled), progress, execution messages (after/next_after, start -1), "
+        "events (after_event/next_after_event), answer, result, error, files and a pending "
+        "question. action=read returns a page of a file: content (text) or content_base64, "
+        "and next_offset while more remains. action=reply answers the pending question; "
+        "action=cancel stops the call. A full target answers RESOURCE_EXHAUSTED (busy): "
+        "retry later.",
+        FUNCTIONS_SCHEMA,
+        functions,
+    ),
+    Tool(
+        "get_crew_function_call",
+        "Legacy: the status of a function call (same fields as functions action=status), or "
+        "with file (and offset, limit) a page of one of its files (as functions action=read).",
+        LEGACY_SCHEMA,
+        get_crew_function_call,
+    ),
+)

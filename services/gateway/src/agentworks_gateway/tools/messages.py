@@ -1,0 +1,275 @@
+"""Messaging tools (C2-C9, G2): `messages` (send, read) and its aliases `ask_crew` and `chat`.
+
+Handlers translate JSON to `MessagingClient` calls and protobuf back to JSON; messaging
+checks targets, access and sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from google.protobuf import json_format
+
+from agentworks.client import errors
+from agentworks.client.identity import Identity
+from agentworks.client.limits import MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
+from agentworks.common.v1 import common_pb2
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require, timestamp
+
+# A page of an inbox (C7): at most this many messages.
+READ_LIMIT_MAX = 100
+
+# ------------------------------------------------------------------------ translation
+
+
+def receipt_dict(receipt: m.SendReceipt) -> dict[str, Any]:
+    """A send receipt (C2) as JSON."""
+    return {
+        "accepted": receipt.accepted,
+        "message_id": receipt.message_id,
+        "conversation_id": receipt.conversation_id,
+        "inbox_id": receipt.inbox_id,
+    }
+
+
+def parts_list(parts: Iterable[common_pb2.Part]) -> list[dict[str, Any]]:
+    """Structured message parts as JSON: `{"text": ...}` or `{"data": {...}}`."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if part.WhichOneof("content") == "data":
+            out.append({"data": json_format.MessageToDict(part.data)})
+        else:
+            out.append({"text": part.text})
+    return out
+
+
+def parts_proto(parts: Iterable[Mapping[str, Any]]) -> list[common_pb2.Part]:
+    """JSON parts (already schema-checked) as protobuf parts."""
+    out = []
+    for part in parts:
+        if "data" in part:
+            out.append(common_pb2.Part(data=part["data"]))
+        else:
+            out.append(common_pb2.Part(text=part["text"]))
+    return out
+
+
+def message_dict(message: m.Message) -> dict[str, Any]:
+    """A conversation message as JSON."""
+    out: dict[str, Any] = {
+        "message_id": message.message_id,
+        "conversation_id": message.conversation_id,
+        "inbox_id": message.inbox_id,
+        "sender": message.sender,
+        "text": message.text,
+        "created_at": timestamp(message.created_at),
+        "direction": message.direction,
+    }
+    if message.parts:
+        out["parts"] = parts_list(message.parts)
+    return out
+
+
+# ------------------------------------------------------------------------- handlers
+
+
+def _one_destination(tool: str, args: Args, names: tuple[str, ...]) -> str:
+    given = [n for n in names if args.get(n)]
+    if len(given) != 1:
+        listed = ", ".join(names[:-1]) + " or " + names[-1]
+        got = f" (got {', '.join(given)})" if given else ""
+        starters = " or ".join(n for n in names if n != "inbox_id")
+        raise errors.InvalidArgument(
+            f"{tool} needs exactly one of {listed}{got}: a {starters} starts a new "
+            "conversation, an inbox_id continues one"
+        )
+    return given[0]
+
+
+_SEND_FIELDS = ("crew", "workflow", "inbox_id", "message", "parts", "submission_id")
+_READ_FIELDS = ("inbox_id", "after", "limit", "wait_seconds")
+
+
+async def _send(
+    gateway: Any, identity: Identity, tool: str, args: Args, destinations: tuple[str, ...]
+) -> dict[str, Any]:
+    destination = _one_destination(tool, args, destinations)
+    message = args.get("message", "")
+    if not message.strip() and not args.get("parts"):
+        raise errors.InvalidArgument("message is empty: send some text or at least one part")
+    client = gateway.messaging(identity)
+    receipt = await client.send(
+        message,
+        target=None if destination == "inbox_id" else f"{destination}:{args[destination]}",
+        inbox_id=args.get("inbox_id"),
+        submission_id=args.get("submission_id", ""),
+        parts=parts_proto(args.get("parts", ())),
+    )
+    return receipt_dict(receipt)
+
+
+async def messages(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
+    """`messages`: send (C2-C4) or read (C7)."""
+    action = args["action"]
+    if action == "send":
+        check_fields("messages", action, args, _SEND_FIELDS)
+        return await _send(
+            gateway, identity, "messages send", args, ("crew", "workflow", "inbox_id")
+        )
+    check_fields("messages", action, args, _READ_FIELDS)
+    require("messages", action, args, "inbox_id")
+    client = gateway.messaging(identity)
+    response = await gateway.long_poll(
+        lambda wait: client.read(
+            args["inbox_id"],
+            after=args.get("after", ""),
+            limit=args.get("limit", 0),
+            wait_seconds=wait,
+        ),
+        args.get("wait_seconds", 0),
+    )
+    return {
+        "messages": [message_dict(msg) for msg in response.messages],
+        "next_cursor": response.next_cursor,
+    }
+
+
+async def ask_crew(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
+    """`ask_crew`: send to a crew (C9)."""
+    return await _send(gateway, identity, "ask_crew", args, ("crew", "inbox_id"))
+
+
+async def chat(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
+    """`chat`: send to a workflow (C9)."""
+    return await _send(gateway, identity, "chat", args, ("workflow", "inbox_id"))
+
+
+# -------------------------------------------------------------------------- schemas
+
+_PARTS: dict[str, Any] = {
+    "type": "array",
+    "description": "send: optional structured parts besides the text, each "
+    '{"text": "..."} or {"data": {...JSON object...}}.',
+    "items": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "data": {"type": "object"}},
+        "minProperties": 1,
+        "maxProperties": 1,
+        "additionalProperties": False,
+    },
+}
+_SUBMISSION_ID: dict[str, Any] = {
+    "type": "string",
+    "maxLength": MAX_SUBMISSION_ID,
+    "description": "Optional retry key. Sending again with the same key returns the original "
+    "receipt and delivers nothing twice; the same key with a different message is refused.",
+}
+_RECEIPT_NOTE = (
+    "Returns a delivery receipt {accepted, message_id, conversation_id, inbox_id}, never an "
+    "answer: agents reply when they choose to. Read replies with the messages tool "
+    "(action read, inbox_id from the receipt)."
+)
+
+MESSAGES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {
+            "type": "string",
+            "enum": ["send", "read"],
+            "description": "send: post a message to a crew, a workflow, or the conversation of "
+            "an inbox. read: page through the messages agents sent to an inbox.",
+        },
+        "crew": {
+            "type": "string",
+            "description": "send: start a new conversation with this crew (its name). Give "
+            "exactly one of crew, workflow, inbox_id.",
+        },
+        "workflow": {
+            "type": "string",
+            "description": "send: start a new conversation with this workflow (its id).",
+        },
+        "inbox_id": {
+            "type": "string",
+            "description": "send: continue the conversation of this inbox. read (required): "
+            "the inbox to read, from a send receipt.",
+        },
+        "message": {"type": "string", "description": "send (required): the message text."},
+        "parts": _PARTS,
+        "submission_id": {
+            **_SUBMISSION_ID,
+            "description": "send: " + _SUBMISSION_ID["description"],
+        },
+        "after": {
+            "type": "string",
+            "description": "read: the next_cursor of a previous read; omit to start from the "
+            "first message. Reading does not consume: the same cursor returns the same page.",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": READ_LIMIT_MAX,
+            "description": f"read: at most this many messages (1-{READ_LIMIT_MAX}, default 20).",
+        },
+        "wait_seconds": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_WAIT_SECONDS,
+            "description": "read: when nothing is there yet, wait up to this many seconds for "
+            f"a first message (0-{MAX_WAIT_SECONDS}, default 0). An empty page means nothing "
+            "new yet.",
+        },
+    },
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+
+def _alias_schema(kind: str, what: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            kind: {
+                "type": "string",
+                "description": f"The {what} to start a new conversation with. Give exactly one "
+                f"of {kind} and inbox_id.",
+            },
+            "inbox_id": {
+                "type": "string",
+                "description": "Continue the conversation of this inbox (from an earlier "
+                "receipt) instead of starting a new one.",
+            },
+            "message": {"type": "string", "description": "The message text."},
+            "parts": {**_PARTS, "description": _PARTS["description"].removeprefix("send: ")},
+            "submission_id": _SUBMISSION_ID,
+        },
+        "required": ["message"],
+        "additionalProperties": False,
+    }
+
+
+MESSAGE_TOOLS = (
+    Tool(
+        "messages",
+        "Agent messaging. action=send posts a message to a crew or workflow (a new "
+        "conversation) or to the conversation of an inbox_id. " + _RECEIPT_NOTE + " "
+        "action=read returns {messages, next_cursor}: the messages agents sent to an inbox "
+        "after a cursor, oldest first; wait_seconds long-polls for the first one.",
+        MESSAGES_SCHEMA,
+        messages,
+    ),
+    Tool(
+        "ask_crew",
+        "Send a message to a crew: the same as messages action=send with crew. " + _RECEIPT_NOTE,
+        _alias_schema("crew", "crew (its name)"),
+        ask_crew,
+    ),
+    Tool(
+        "chat",
+        "Send a chat message to a workflow: the same as messages action=send with "
+        "workflow. " + _RECEIPT_NOTE,
+        _alias_schema("workflow", "workflow (its id)"),
+        chat,
+    ),
+)
