@@ -33,8 +33,8 @@ from agentworks.client.identity import Minter
 from agentworks.server.testing import database_snapshot, service_env
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
-from agentworks_gateway.config import Config
 from agentworks_gateway.app import start
+from agentworks_gateway.config import Config
 from agentworks_gateway.tokens import ensure_token, new_token
 
 SCHEMAS = ["messaging", "functions", "scheduler", "gateway"]
