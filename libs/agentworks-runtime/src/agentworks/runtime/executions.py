@@ -418,8 +418,21 @@ async def serve_executions(
     )
 
 
+# Constants `agentworks.runtime.executions` has always offered (now in their own modules).
+from agentworks.runtime.execution_context import ASK_POLL_SECONDS  # noqa: E402
+from agentworks.runtime.reporting import NOTE_BYTES  # noqa: E402
+from agentworks.runtime.serving import GIVE_UP_SECONDS  # noqa: E402
+from agentworks.runtime.startup import AUTO_CONCURRENCY_MAX, DEFAULT_RUNNING_LIMIT  # noqa: E402
+from agentworks.runtime.uploads import MAX_FILES_PER_CALL  # noqa: E402
+
 # What `agentworks.runtime.executions` has always offered (moved to modules of their own).
 __all__ = [
+    "ASK_POLL_SECONDS",
+    "AUTO_CONCURRENCY_MAX",
+    "DEFAULT_RUNNING_LIMIT",
+    "GIVE_UP_SECONDS",
+    "MAX_FILES_PER_CALL",
+    "NOTE_BYTES",
     "ExecutionContext",
     "ExecutionHandler",
     "ExecutionOutcome",

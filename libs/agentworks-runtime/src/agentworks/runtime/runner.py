@@ -85,6 +85,10 @@ from agentworks.runtime.executions import (
 )
 from agentworks.runtime.guard import RECORDS_FOLDER, _guard, reap_orphans
 from agentworks.runtime.line_reports import (
+    FLUSH_SECONDS,
+    MAX_LINE_BYTES,
+    MAX_LINES_PER_REPORT,
+    MAX_REPORTED_LINES,
     STDERR_TAIL_BYTES,
     _last_bytes,
     _LineReporter,
@@ -277,6 +281,10 @@ class CommandRunner:
 
 
 __all__ = [
+    "FLUSH_SECONDS",
+    "MAX_LINES_PER_REPORT",
+    "MAX_LINE_BYTES",
+    "MAX_REPORTED_LINES",
     "RECORDS_FOLDER",
     "CommandFailed",
     "CommandRunner",

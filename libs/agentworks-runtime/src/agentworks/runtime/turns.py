@@ -60,9 +60,11 @@ from agentworks.client.identity import Minter
 from agentworks.client.rpc import channel_options, channel_target
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.lease import Backoff, LeaseWorker
+from agentworks.runtime.serving import GIVE_UP_SECONDS
 from agentworks.runtime.turn_context import (
     _FATAL,
     _TRANSIENT,
+    DELIVERY_KINDS,
     TurnContext,
     TurnHandler,
     TurnOutcome,
@@ -293,6 +295,8 @@ class TurnWorker(LeaseWorker):
 
 # What `agentworks.runtime.turns` has always offered (moved to modules of their own).
 __all__ = [
+    "DELIVERY_KINDS",
+    "GIVE_UP_SECONDS",
     "Backoff",
     "TurnContext",
     "TurnHandler",
