@@ -52,8 +52,22 @@ class ApiClient:
         """Call `tool` with `args`; returns its result or raises ApiError."""
         wait = args.get("wait_seconds") or 0
         timeout = self.timeout + (wait + LONG_POLL_SLACK_SECONDS if wait else 0)
+        return await self._request("POST", API_PREFIX + tool, args, timeout)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The gateway's MCP tools (`GET /api/v1/tools`): name, description, inputSchema."""
+        body = await self._request("GET", API_PREFIX.rstrip("/"), None, self.timeout)
+        tools = body.get("tools")
+        if not isinstance(tools, list):
+            raise ApiError("UNKNOWN", f"{self.url}{API_PREFIX.rstrip('/')} listed no tools")
+        return tools
+
+    async def _request(
+        self, method: str, path: str, args: dict[str, Any] | None, timeout: float
+    ) -> dict[str, Any]:
+        """One request; the JSON answer, or ApiError with the gateway's code and words."""
         try:
-            response = await self._http.post(API_PREFIX + tool, json=args, timeout=timeout)
+            response = await self._http.request(method, path, json=args, timeout=timeout)
         except httpx.TimeoutException as exc:
             raise ApiError(
                 "DEADLINE_EXCEEDED", f"the gateway at {self.url} did not answer in {timeout:.0f} s"
@@ -75,6 +89,6 @@ class ApiClient:
             raise ApiError(str(error["code"]), str(error.get("message", "")))
         raise ApiError(
             "UNKNOWN",
-            f"unexpected answer from {self.url}{API_PREFIX}{tool}: HTTP {response.status_code} "
+            f"unexpected answer from {self.url}{path}: HTTP {response.status_code} "
             f"{response.text[:200]!r}; is --url the AgentWorks gateway?",
         )

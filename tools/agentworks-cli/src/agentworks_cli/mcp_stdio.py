@@ -13,14 +13,11 @@ import json
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import httpx
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from agentworks_cli.api import ApiClient, ApiError
-
-TOOLS_PATH = "/api/v1/tools"
 
 # What the gateway's own MCP server says to clients (agentworks_gateway.mcp_server).
 INSTRUCTIONS = (
@@ -46,39 +43,10 @@ def _version() -> str:
 
 async def fetch_tools(api: ApiClient) -> list[types.Tool]:
     """The gateway's MCP tools (`GET /api/v1/tools` with the token); ApiError if refused."""
-    # ApiClient has no GET; its HTTP client carries the base URL and the token.
-    http: httpx.AsyncClient = api._http
-    try:
-        response = await http.get(TOOLS_PATH)
-    except httpx.TimeoutException as exc:
-        raise ApiError(
-            "DEADLINE_EXCEEDED", f"the gateway at {api.url} did not answer in {api.timeout:.0f} s"
-        ) from exc
-    except httpx.TransportError as exc:
-        raise ApiError(
-            "UNAVAILABLE",
-            f"cannot reach the gateway at {api.url} ({exc or type(exc).__name__}): "
-            "start it with `agentworks up`, or pass --url / set AGENTWORKS_URL",
-        ) from exc
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if response.status_code == 200 and isinstance(body, dict) and "tools" in body:
-        return [
-            types.Tool(
-                name=t["name"], description=t.get("description"), input_schema=t["inputSchema"]
-            )
-            for t in body["tools"]
-        ]
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and "code" in error:
-        raise ApiError(str(error["code"]), str(error.get("message", "")))
-    raise ApiError(
-        "UNKNOWN",
-        f"unexpected answer from {api.url}{TOOLS_PATH}: HTTP {response.status_code} "
-        f"{response.text[:200]!r}; is --url the AgentWorks gateway?",
-    )
+    return [
+        types.Tool(name=t["name"], description=t.get("description"), input_schema=t["inputSchema"])
+        for t in await api.list_tools()
+    ]
 
 
 def ok_result(data: dict[str, Any]) -> types.CallToolResult:
