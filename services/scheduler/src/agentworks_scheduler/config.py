@@ -6,13 +6,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+# Messaging refuses payloads above 1 MiB, so a webhook body can never be larger.
+from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES as MAX_WEBHOOK_BODY_BYTES
 from agentworks.client.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 from agentworks_scheduler.recurrence import MAX_INTERVAL_SECONDS
 
 DEFAULT_PORT = 50053
-# Messaging refuses payloads above 1 MiB, so a webhook body can never be larger.
-MAX_WEBHOOK_BODY_BYTES = 1024 * 1024
 # Shortest tick: below, the ticker would spin on the database.
 MIN_TICK_SECONDS = 0.05
 

@@ -22,10 +22,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from agentworks.client.errors import InvalidArgument
+from agentworks.client.limits import MAX_CRON_CHARS as MAX_CRON_CHARS
+from agentworks.client.limits import MAX_INTERVAL_SECONDS as MAX_INTERVAL_SECONDS
 from agentworks_scheduler.models import Recurrence
 
-MAX_CRON_CHARS = 200
-MAX_INTERVAL_SECONDS = 366 * 24 * 3600
 # Longest daylight-saving or zone shift we allow for when ordering wall-clock times.
 _MAX_SHIFT = timedelta(hours=3)
 # Counting missed occurrences stops here ("at least this many").

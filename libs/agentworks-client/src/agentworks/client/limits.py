@@ -70,6 +70,8 @@ MAX_DELAY = timedelta(days=400)
 MAX_PAST = timedelta(hours=1)
 MAX_PREVIEW_SPAN = timedelta(days=100 * 365)
 MAX_PENDING_WAKE_UPS = 100
+# Each schedule writes a delivery per occurrence, each webhook takes events: per
+# conversation, a bound on what one agent can pile up (P6).
 MAX_SCHEDULES_PER_CONVERSATION = 100
 MAX_WEBHOOKS_PER_CONVERSATION = 100
 MAX_DELIVERY_ID_CHARS = 128

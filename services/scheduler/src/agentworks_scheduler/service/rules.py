@@ -14,25 +14,27 @@ from agentworks.client import checks
 from agentworks.client.checks import check_no_nul
 from agentworks.client.errors import InvalidArgument, NotFound
 from agentworks.client.identity import Identity
+from agentworks.client.limits import MAX_DELAY as MAX_DELAY
+from agentworks.client.limits import MAX_DELIVERY_ID_CHARS as MAX_DELIVERY_ID_CHARS
+from agentworks.client.limits import MAX_LIST_PAGE, MAX_PREVIEW
+from agentworks.client.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
+from agentworks.client.limits import MAX_NOTE_BYTES as MAX_NOTE_BYTES
+from agentworks.client.limits import MAX_PAST as MAX_PAST
+from agentworks.client.limits import MAX_PENDING_WAKE_UPS as MAX_PENDING_WAKE_UPS
+from agentworks.client.limits import MAX_PREVIEW_SPAN as MAX_PREVIEW_SPAN
+from agentworks.client.limits import MAX_PROMPT_BYTES as MAX_PROMPT_BYTES
+from agentworks.client.limits import MAX_REASON_CHARS as MAX_REASON_CHARS
+from agentworks.client.limits import MAX_SCHEDULER_SUBMISSION_ID as MAX_SUBMISSION_ID
+from agentworks.client.limits import (
+    MAX_SCHEDULES_PER_CONVERSATION as MAX_SCHEDULES_PER_CONVERSATION,
+)
+from agentworks.client.limits import MAX_WEBHOOKS_PER_CONVERSATION as MAX_WEBHOOKS_PER_CONVERSATION
 from agentworks_scheduler.store import When
 
-# Limits (P6).
-MAX_NOTE_BYTES = 16 * 1024
-MAX_SUBMISSION_ID = 128
-MAX_PROMPT_BYTES = 16 * 1024
-MAX_NAME_CHARS = 200
-MAX_REASON_CHARS = 500
-MAX_DELAY = timedelta(days=400)
-MAX_PAST = timedelta(hours=1)
-MAX_PREVIEW_SPAN = timedelta(days=100 * 365)
-MAX_PENDING_WAKE_UPS = 100
-# Each schedule writes a delivery per occurrence, each webhook takes events: per
-# conversation, a bound on what one agent can pile up (P6).
-MAX_SCHEDULES_PER_CONVERSATION = 100
-MAX_WEBHOOKS_PER_CONVERSATION = 100
-MAX_DELIVERY_ID_CHARS = 128
-LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 200
-PREVIEW_DEFAULT, PREVIEW_MAX = 5, 100
+# The limits (P6) are stated once in agentworks.client.limits (imported above; the
+# scheduler modules take them from here).
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, MAX_LIST_PAGE
+PREVIEW_DEFAULT, PREVIEW_MAX = 5, MAX_PREVIEW
 # A retried CreateWebhook gives the secret again only this long after the create, and
 # only while it was not rotated (docs/scheduler.md, Webhooks).
 RETRY_SECRET_WINDOW = timedelta(hours=24)
