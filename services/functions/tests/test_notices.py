@@ -8,6 +8,7 @@ from datetime import timedelta
 import psycopg
 
 from agentworks.client import MessagingClient, errors
+from agentworks.client.messaging import attributes_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.server.db import Database, migrate
 from agentworks_functions.models import Delivered, GaveUp, RetryLater
@@ -64,8 +65,8 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
         assert notice_turn is not None
         [delivery] = notice_turn.deliveries
         assert delivery.kind == m.DELIVERY_KIND_FUNCTION_COMPLETED
-        assert dict(delivery.attributes)["call_id"] == call_id
-        assert dict(delivery.attributes)["status"] == "completed"
+        assert attributes_json(delivery)["call_id"] == call_id
+        assert attributes_json(delivery)["status"] == "completed"
         assert call_id in delivery.text and "functions status" in delivery.text
         await scout_chat.complete_turn(notice_turn.turn_id)
 

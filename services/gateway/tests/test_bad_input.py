@@ -389,11 +389,6 @@ rows(
         "parts.0.data.k" + NUL,
     ),
     (
-        "part data number past 2^53",
-        {"action": "send", "crew": "demo", "message": "m", "parts": [{"data": {"n": -(2**60)}}]},
-        "parts.0.data.n: -1152921504606846976 is too large to pass exactly",
-    ),
-    (
         "oversized submission_id",
         {"action": "send", "crew": "demo", "message": "m", "submission_id": "s" * 201},
         "submission_id: ",
@@ -586,16 +581,6 @@ rows(
         "lone surrogate in an input",
         {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": LONE_SURROGATE}},
         *SURROGATE_REFUSED,
-    ),
-    (
-        "integer input past 2^53",
-        {
-            "action": "call",
-            "crew": "demo",
-            "function": "echo",
-            "inputs": {"text": "x", "count": HUGE_INT},
-        },
-        "inputs.count: 1180591620717411303424 is too large to pass exactly",
     ),
     (
         "inputs nested 40 deep",

@@ -7,6 +7,8 @@ import contextlib
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from agentworks.client.messaging import parts_json
+
 SEND = "/api/v1/tools/messages"
 
 
@@ -198,11 +200,19 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
             "action": "send",
             "inbox_id": receipt["inbox_id"],
             "message": "details",
-            "parts": [{"text": "see"}, {"data": {"ticket": 42, "tags": ["a"]}}],
+            "parts": [{"text": "see"}, {"data": {"ticket": 2**60 + 1, "tags": ["a"], "n": 2}}],
         },
     )
     assert structured.status_code == 200, structured.text
     assert structured.json()["conversation_id"] == receipt["conversation_id"]
+    # JSON keeps its numbers on the way: past 2^53 exact, an integer stays an integer.
+    second = await bot.claim_turn([demo], wait_seconds=5)
+    assert second is not None
+    [delivery] = second.deliveries
+    data = parts_json(delivery.message.parts)
+    assert data == [{"text": "see"}, {"data": {"ticket": 2**60 + 1, "tags": ["a"], "n": 2}}]
+    assert type(data[1]["data"]["n"]) is int
+    await bot.complete_turn(second.turn_id)
     empty = await client.post(SEND, json={"action": "send", "crew": "demo", "message": ""})
     assert empty.status_code == 400
     assert empty.json()["error"]["message"].startswith("message is empty")

@@ -3,6 +3,8 @@ things that are not there), names what was wrong, and stores nothing (P6, C7).""
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 
@@ -16,11 +18,10 @@ CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
 NO_KIND = common_pb2.TargetRef(name="demo")
 BAD_NAME = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="../etc")
 UNKNOWN_UUID = "00000000-0000-0000-0000-000000000000"
-DEEP_PART = common_pb2.Part()
 _deep: dict = {"leaf": 1}
 for _ in range(25):  # 27 deep as stored ([part, data, ...]): parses, but too deep to keep
     _deep = {"a": _deep}
-DEEP_PART.data.update(_deep)
+DEEP_PART = common_pb2.Part(data_json=json.dumps(_deep))
 
 # (method, principal, request, expected code, words the message must contain)
 CASES = [
@@ -65,6 +66,20 @@ CASES = [
         pb.SendRequest(target=CREW, text="x", parts=[DEEP_PART]),
         "INVALID_ARGUMENT",
         "parts nests objects and arrays more than 24 deep",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", parts=[common_pb2.Part(data_json="[1]")]),
+        "INVALID_ARGUMENT",
+        "parts[0].data must be a JSON object, got array",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", parts=[common_pb2.Part(data_json='{"n": NaN}')]),
+        "INVALID_ARGUMENT",
+        "parts[0].data.n: NaN is not a finite number",
     ),
     (
         "Send",
@@ -151,6 +166,18 @@ CASES = [
         pb.EnqueueDeliveryRequest(conversation_id=UNKNOWN_UUID, idempotency_key="k"),
         "INVALID_ARGUMENT",
         "kind",
+    ),
+    (
+        "EnqueueDelivery",
+        "service:scheduler",
+        pb.EnqueueDeliveryRequest(
+            conversation_id=UNKNOWN_UUID,
+            kind=pb.DELIVERY_KIND_WAKE_UP,
+            idempotency_key="k",
+            attributes_json='{"a": 1',
+        ),
+        "INVALID_ARGUMENT",
+        "attributes is not valid JSON",
     ),
     (
         "EnqueueDelivery",

@@ -66,7 +66,7 @@ import structlog
 
 from agentworks.client import errors
 from agentworks.client.checks import check_json_depth
-from agentworks.client.functions import FunctionsClient
+from agentworks.client.functions import FunctionsClient, state_name
 from agentworks.client.identity import Minter
 from agentworks.client.limits import MAX_ERROR_BYTES
 from agentworks.functions.v1 import functions_pb2 as f
@@ -265,7 +265,10 @@ class ExecutionWorker(LeaseWorker):
                 continue
             next_execution = response.next if response.HasField("next") else None
             return ExecutionOutcome(
-                ctx.call_id, response.status, corrected=correction_round == 1, error=exc
+                ctx.call_id,
+                state_name(response.status),
+                corrected=correction_round == 1,
+                error=exc,
             ), next_execution
 
     async def _end_interrupted(self, ctx: ExecutionContext, reason: str) -> None:
@@ -361,7 +364,7 @@ class ExecutionWorker(LeaseWorker):
         return await self.client.heartbeat_execution(ctx.call_id, lease_seconds=self.lease_seconds)
 
     def _renewed(self, ctx: ExecutionContext, answer: f.HeartbeatExecutionResponse) -> None:
-        if answer.status == "cancelled":
+        if answer.status == f.CALL_STATE_CANCELLED:
             ctx.log.info("execution.cancelled")
             ctx.cancelled.set()
 

@@ -6,15 +6,12 @@ checks targets, access and sizes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
-
-from google.protobuf import json_format
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
 from agentworks.client.limits import MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
-from agentworks.common.v1 import common_pb2
+from agentworks.client.messaging import parts, parts_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require, timestamp
 
@@ -34,28 +31,6 @@ def receipt_dict(receipt: m.SendReceipt) -> dict[str, Any]:
     }
 
 
-def parts_list(parts: Iterable[common_pb2.Part]) -> list[dict[str, Any]]:
-    """Structured message parts as JSON: `{"text": ...}` or `{"data": {...}}`."""
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        if part.WhichOneof("content") == "data":
-            out.append({"data": json_format.MessageToDict(part.data)})
-        else:
-            out.append({"text": part.text})
-    return out
-
-
-def parts_proto(parts: Iterable[Mapping[str, Any]]) -> list[common_pb2.Part]:
-    """JSON parts (already schema-checked) as protobuf parts."""
-    out = []
-    for part in parts:
-        if "data" in part:
-            out.append(common_pb2.Part(data=part["data"]))
-        else:
-            out.append(common_pb2.Part(text=part["text"]))
-    return out
-
-
 def message_dict(message: m.Message) -> dict[str, Any]:
     """A conversation message as JSON."""
     out: dict[str, Any] = {
@@ -68,7 +43,7 @@ def message_dict(message: m.Message) -> dict[str, Any]:
         "direction": message.direction,
     }
     if message.parts:
-        out["parts"] = parts_list(message.parts)
+        out["parts"] = parts_json(message.parts)
     return out
 
 
@@ -105,7 +80,7 @@ async def _send(
         target=None if destination == "inbox_id" else f"{destination}:{args[destination]}",
         inbox_id=args.get("inbox_id"),
         submission_id=args.get("submission_id", ""),
-        parts=parts_proto(args.get("parts", ())),
+        parts=parts(args.get("parts", ())),
     )
     return receipt_dict(receipt)
 
