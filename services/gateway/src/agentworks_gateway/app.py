@@ -129,6 +129,9 @@ async def start(config: Config) -> RunningGateway:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=config.service.drain_seconds,  # type: ignore[arg-type]
+            limit_concurrency=config.max_connections,
+            timeout_keep_alive=config.idle_timeout_seconds,  # type: ignore[arg-type]
+            h11_max_incomplete_event_size=config.max_header_bytes,
         )
     )
     task = asyncio.create_task(_serve(server, config.listen), name="gateway-http")

@@ -50,6 +50,13 @@ class Config:
     webhook_max_body_bytes: int
     # host:port for Prometheus /metrics (P4); empty = off.
     metrics_listen: str
+    # HTTP server bounds (docs/operations.md): connections and requests at once (past it
+    # 503), seconds an idle keep-alive connection stays open, seconds a request body may
+    # go without a byte arriving (past it 408), bytes of request line and headers.
+    max_connections: int = 1000
+    idle_timeout_seconds: float = 5.0
+    body_timeout_seconds: float = 30.0
+    max_header_bytes: int = 16 * 1024
 
     @property
     def listen(self) -> str:
@@ -111,4 +118,14 @@ class Config:
                 maximum=MAX_WEBHOOK_BODY_BYTES,
             ),
             metrics_listen=service.metrics_listen,
+            max_connections=env.get_int("MAX_CONNECTIONS", 1000, minimum=1, maximum=100_000),
+            idle_timeout_seconds=env.get_float(
+                "IDLE_TIMEOUT_SECONDS", 5.0, minimum=0.1, maximum=3600
+            ),
+            body_timeout_seconds=env.get_float(
+                "BODY_TIMEOUT_SECONDS", 30.0, minimum=0.1, maximum=3600
+            ),
+            max_header_bytes=env.get_int(
+                "MAX_HEADER_BYTES", 16 * 1024, minimum=1024, maximum=1024 * 1024
+            ),
         )
