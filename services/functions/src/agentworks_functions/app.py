@@ -32,7 +32,11 @@ async def start(config: Config) -> Running:
     )
     db = Database(config.service.database_url, pool_size=config.service.pool_size)
     await db.start([EXECUTION_CHANNEL, CALL_CHANNEL, NOTICE_CHANNEL])
-    store = FunctionsStore(db, default_running_limit=config.default_running_limit)
+    store = FunctionsStore(
+        db,
+        default_running_limit=config.default_running_limit,
+        caller_share_percent=config.caller_share_percent,
+    )
     service = FunctionsService(
         store,
         db.listener,
@@ -41,6 +45,7 @@ async def start(config: Config) -> Running:
         max_lease_seconds=config.max_lease_seconds,
         notice_retry_seconds=config.notice_retry_seconds,
         claim_timeout_seconds=config.claim_timeout_seconds,
+        question_timeout_seconds=config.question_timeout_seconds,
     )
     messaging = MessagingClient(
         config.messaging_address,
