@@ -199,8 +199,10 @@ def _parse_name(spec: str) -> tuple[str, list[str]]:
     return name, [s.strip() for s in extra.split(",") if s.strip()]
 
 
-def main(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> int:
-    """Make what is missing or ending soon under `--out`; one line per CA and bundle."""
+def parse_args(
+    argv: Sequence[str] | None = None, environ: dict[str, str] | None = None
+) -> argparse.Namespace:
+    """The command line of `python -m agentworks_dev.certs` (flags, then environment)."""
     environ = dict(os.environ if environ is None else environ)
     parser = argparse.ArgumentParser(
         prog="python -m agentworks_dev.certs",
@@ -224,7 +226,12 @@ def main(argv: Sequence[str] | None = None, environ: dict[str, str] | None = Non
     )
     parser.add_argument("--owner", default="", help="uid[:gid] to give the files to")
     parser.add_argument("names", nargs="+", metavar="NAME[=SAN,SAN...]")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> int:
+    """Make what is missing or ending soon under `--out`; one line per CA and bundle."""
+    args = parse_args(argv, environ)
     out = pathlib.Path(args.out)
     ca, made = load_or_make_ca(out / "ca", renew=args.renew, renew_days=args.renew_days)
     print(f"{'made' if made else 'kept'} CA {out / 'ca' / 'ca.crt'}", flush=True)
