@@ -51,6 +51,7 @@ async def start(config: Config) -> Running:
         config.messaging_address,
         identity=Minter(config.principal, config.service.internal_key),
         timeout=10,
+        tls=config.service.tls,
     )
 
     async def drain() -> None:
@@ -62,6 +63,8 @@ async def start(config: Config) -> Running:
         listen=config.service.listen,
         internal_key=config.service.internal_key,
         accepted_keys=config.service.accepted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: functions_pb2_grpc.add_FunctionsServiceServicer_to_server(
             FunctionsServicer(service), s
         ),

@@ -145,7 +145,14 @@ async def start(config: Config) -> RunningGateway:
         reason = f": {exc}" if exc is not None else ""
         raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
     port = server.servers[0].sockets[0].getsockname()[1]
-    log.info("server.started", service="gateway", host=host, port=port)
+    log.info(
+        "server.started",
+        service="gateway",
+        host=host,
+        port=port,
+        # How the gateway calls the services (T5).
+        grpc_transport=config.service.tls.describe(server=False),
+    )
     return RunningGateway(gateway, database, server, task, host, port)
 
 

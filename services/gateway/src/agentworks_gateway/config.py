@@ -88,7 +88,7 @@ class Config:
         # The shared settings, with the gateway's own default drain and their ranges
         # (a pool of 0 would make every call wait, then fail "database busy").
         service = dataclasses.replace(
-            ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            ServiceConfig.from_env("gateway", DEFAULT_PORT, env, serves_grpc=False),
             drain_seconds=env.get_float(
                 "DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=3600
             ),

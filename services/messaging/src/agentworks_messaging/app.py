@@ -38,6 +38,8 @@ async def start(config: Config) -> Running:
         listen=config.service.listen,
         internal_key=config.service.internal_key,
         accepted_keys=config.service.accepted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(service), s
         ),

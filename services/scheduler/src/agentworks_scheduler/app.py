@@ -38,6 +38,7 @@ async def start(config: Config) -> SchedulerRunning:
         config.messaging_address,
         config.service.internal_key,
         timeout=config.delivery_timeout_seconds,
+        tls=config.service.tls,
     )
     store = SchedulerStore(db)
     service = SchedulerService(store, conversations, config)
@@ -50,6 +51,8 @@ async def start(config: Config) -> SchedulerRunning:
         listen=config.service.listen,
         internal_key=config.service.internal_key,
         accepted_keys=config.service.accepted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(service), s
         ),

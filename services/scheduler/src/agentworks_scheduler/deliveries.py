@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import grpc
-
 from agentworks.client import MessagingClient, delivery_request, target_str
 from agentworks.client.errors import AgentWorksError
 from agentworks.client.identity import Identity, Minter
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.rpc import open_channel
+from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_scheduler.models import Participation
 
@@ -39,12 +38,12 @@ class MessagingConversations:
     enqueued as `service:scheduler`.
     """
 
-    def __init__(self, address: str, internal_key: str, *, timeout: float) -> None:
+    def __init__(
+        self, address: str, internal_key: str, *, timeout: float, tls: Tls | None = None
+    ) -> None:
         self._key = internal_key
         self._timeout = timeout
-        self._channel = grpc.aio.insecure_channel(
-            channel_target(address), options=channel_options()
-        )
+        self._channel = open_channel(address, tls)
         self._as_scheduler = MessagingClient(
             channel=self._channel, identity=Minter(SERVICE_PRINCIPAL, internal_key), timeout=timeout
         )

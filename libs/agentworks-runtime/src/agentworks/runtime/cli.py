@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
     """A TurnWorker for `config` (messaging, scheduler and functions addresses, identity,
-    targets)."""
+    targets, TLS)."""
     return TurnWorker(
         config.messaging_address,
         Minter(config.principal, config.internal_key),
@@ -134,6 +134,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency or 1,
         health_file=config.health_file,
+        tls=config.tls,
     )
 
 

@@ -16,6 +16,7 @@ from agentworks.client.settings import (
     Env,
     check_address,
 )
+from agentworks.client.tls import Tls
 
 __all__ = [
     "FALSE_WORDS",
@@ -47,6 +48,11 @@ class ServiceConfig:
     # Identities signed with these keys are accepted too (key rotation); the service
     # itself signs only with `internal_key`.
     accepted_keys: tuple[str, ...] = ()
+    # TLS for the service's port and for the calls it makes (T5); plain text when empty.
+    tls: Tls = field(default_factory=Tls)
+    # host:port of a plain-text port serving health checking only (probes that cannot
+    # speak TLS, such as the kubelet's); empty: none.
+    health_listen: str = ""
     # The environment this was read from, for `Env.unknown` once the service's own
     # config has read the rest.
     env: Env | None = field(default=None, compare=False, repr=False)
@@ -58,9 +64,12 @@ class ServiceConfig:
         return self.env.variable(name, shared=shared)
 
     @classmethod
-    def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
+    def from_env(
+        cls, name: str, default_port: int, env: Env | None = None, *, serves_grpc: bool = True
+    ) -> ServiceConfig:
         """Read and check the settings every service has; a value out of its range (see
-        docs/operations.md) is refused with a `ConfigError` naming the variable."""
+        docs/operations.md) is refused with a `ConfigError` naming the variable. A process
+        that serves no gRPC (the gateway) has no client CA or health port settings."""
         env = env or Env(name.upper())
         return cls(
             name=name,
@@ -81,5 +90,7 @@ class ServiceConfig:
                 for k in env.environ.get("AGENTWORKS_ACCEPTED_INTERNAL_KEYS", "").split(",")
                 if k.strip()
             ),
+            tls=Tls.from_env(env, server=serves_grpc),
+            health_listen=env.get_address("HEALTH_LISTEN") if serves_grpc else "",
             env=env,
         )
