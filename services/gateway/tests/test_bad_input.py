@@ -324,7 +324,9 @@ LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode te
 # The MCP SDK's client will not send one (it cannot encode it), and its server's JSON
 # parser refuses the escape: a JSON-RPC parse error saying where, before any tool runs.
 SURROGATE_REFUSED = (("Parse error", "unexpected end of hex escape"), "JSON-RPC -32700")
-NUL = ": contains a NUL character (\\u0000), which cannot be stored"
+# The services' words for a NUL character (agentworks.client.checks.check_no_nul), after
+# the field's name (`text` is the tool's `message`).
+NUL = " contains a NUL character (\\u0000); remove it"
 # Messaging's words.
 DESTINATION_MISSING = (
     "destination is missing: give a target (crew or workflow) to start a new conversation, "
@@ -397,7 +399,7 @@ rows(
     (
         "NUL in part data",
         {"action": "send", "crew": "demo", "message": "m", "parts": [{"data": {"k": "\x00"}}]},
-        "parts.0.data.k" + NUL,
+        "parts[0].data.k" + NUL,
     ),
     (
         "oversized submission_id",
@@ -530,7 +532,7 @@ rows(
     ("empty crew", {"action": "list", "crew": ""}, "crew: is empty"),
     ("unknown crew", {"action": "list", "crew": "nope"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "list", "crew": "../../etc"}, "name"),
-    ("NUL in crew", {"action": "list", "crew": "de\x00mo"}, "crew" + NUL),
+    ("NUL in crew", {"action": "list", "crew": "de\x00mo"}, "target.name 'de\\x00mo' is not valid"),
     ("oversized crew", {"action": "list", "crew": "c" * 300}, "name"),
 )
 rows(
@@ -586,7 +588,7 @@ rows(
     (
         "NUL in an input",
         {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "a\x00"}},
-        "inputs.text" + NUL,
+        "inputs.text: contains a NUL character (\\u0000), which cannot be stored",
     ),
     (
         "lone surrogate in an input",
@@ -753,7 +755,7 @@ rows(
     (
         "NUL in the target",
         {"action": "register", "target": "crew:a\x00", "owner": "user:o"},
-        "target" + NUL,
+        "target.name 'a\\x00' is not valid",
     ),
     (
         "running_limit 1001",
@@ -855,7 +857,11 @@ rows(
     "create",
     ("no principal", {"action": "create"}, "action 'create' needs principal"),
     ("principal not a principal", {"action": "create", "principal": "nobody"}, "nobody"),
-    ("NUL in the principal", {"action": "create", "principal": "user:a\x00"}, "principal" + NUL),
+    (
+        "NUL in the principal",
+        {"action": "create", "principal": "user:a\x00"},
+        "principal 'user:a\\x00' is not a principal",
+    ),
     (
         "unknown role",
         {"action": "create", "principal": "user:x", "roles": ["admin"]},
@@ -1045,7 +1051,7 @@ rows(
     ),
     ("no conversation", {"action": "create", "delay_seconds": 5}, "needs conversation_id"),
     ("negative delay", in_conversation("create", delay_seconds=-1), "delay_seconds: -1 is less"),
-    ("NUL in note", in_conversation("create", delay_seconds=5, note="a\x00b"), "note"),
+    ("NUL in note", in_conversation("create", delay_seconds=5, note="a\x00b"), "note" + NUL),
     (
         "long submission_id",
         in_conversation("create", delay_seconds=5, submission_id="k" * 129),
@@ -1094,7 +1100,11 @@ rows(
         {"action": "list", "include_finished": "yes"},
         "include_finished: 'yes' is not of type 'boolean'",
     ),
-    ("NUL in product", {"action": "list", "product": "crew:\x00"}, "product"),
+    (
+        "NUL in product",
+        {"action": "list", "product": "crew:\x00"},
+        "product 'crew:\\x00' is not a product",
+    ),
     who="bot",
 )
 rows(
@@ -1202,7 +1212,11 @@ rows(
         in_conversation("create", prompt="p", interval_seconds=3600, start_at="soon"),
         "start_at 'soon' is not a time",
     ),
-    ("NUL in prompt", in_conversation("create", prompt="p\x00", interval_seconds=3600), "prompt"),
+    (
+        "NUL in prompt",
+        in_conversation("create", prompt="p\x00", interval_seconds=3600),
+        "prompt" + NUL,
+    ),
     ("oversized prompt", in_conversation("create", prompt=BIG, interval_seconds=3600), "prompt"),
     (
         "oversized name",
@@ -1273,7 +1287,7 @@ rows(
         "time_zone goes with a cron rule",
     ),
     ("empty prompt", with_id("schedule_id", "update", prompt=""), "prompt: is empty"),
-    ("NUL in name", with_id("schedule_id", "update", name="n\x00"), "name"),
+    ("NUL in name", with_id("schedule_id", "update", name="n\x00"), "name" + NUL),
     (
         "a create argument",
         with_id("schedule_id", "update", paused=True),
@@ -1325,7 +1339,7 @@ rows(
     "pause",
     ("not a product", {"action": "pause", "product": "everything"}, "product"),
     ("oversized reason", {"action": "pause", "reason": "r" * 501}, "reason: "),
-    ("NUL in reason", {"action": "pause", "reason": "r\x00"}, "reason"),
+    ("NUL in reason", {"action": "pause", "reason": "r\x00"}, "reason" + NUL),
     ("not an operator", {"action": "pause"}, "operator", "PERMISSION_DENIED", "alice"),
     who="ops",
 )
@@ -1368,7 +1382,7 @@ rows(
         "NOT_FOUND",
     ),
     ("oversized name", in_conversation("create", name="n" * 201), "name: "),
-    ("NUL in name", in_conversation("create", name="n\x00"), "name"),
+    ("NUL in name", in_conversation("create", name="n\x00"), "name" + NUL),
     (
         "not serving the conversation",
         in_conversation("create"),

@@ -16,6 +16,7 @@ import grpc
 import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.checks import check_no_nul
 from agentworks.client.errors import NotFound, PermissionDenied, Unauthenticated
 from agentworks.client.identity import Identity, Minter, check_principal
 from agentworks.client.rpc import open_channel
@@ -206,6 +207,7 @@ class Gateway:
         """Create a token for `principal`; returns the plaintext (shown once) and its record."""
         self._require_operator(caller, "create tokens")
         check_principal(principal)
+        check_no_nul(label, "label")
         token = new_token()
         record = await self.tokens.insert(
             token_id=new_token_id(),
@@ -232,6 +234,7 @@ class Gateway:
     async def revoke_token(self, caller: Identity, token_id: str) -> TokenRecord:
         """Revoke a token; effective on the next request (tokens are not cached)."""
         self._require_operator(caller, "revoke tokens")
+        check_no_nul(token_id, "token_id")
         record = await self.tokens.revoke(token_id, revoked_by=caller.principal)
         if record is None:
             raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")
