@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.limits import MAX_RUNNING_LIMIT
 from agentworks.client.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 50052
-MAX_RUNNING_LIMIT = 1000
 # Shortest sweep, long-poll re-check and notice retry intervals: below, a loop would
 # spin on the database.
 MIN_INTERVAL_SECONDS = 0.05

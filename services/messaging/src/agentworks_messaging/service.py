@@ -19,6 +19,7 @@ from agentworks.client.limits import (
     MAX_CLAIM_TARGETS,
     MAX_DELIVERIES_PER_REQUEST,
     MAX_IDEMPOTENCY_KEY,
+    MAX_INBOX_PAGE,
     MAX_PARTS_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_SUBMISSION_ID,
@@ -41,8 +42,9 @@ from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingSto
 log = structlog.get_logger("agentworks.messaging")
 
 # Limits (P6), stated in docs/messaging.md; the sizes and counts the gateway shares come
-# from agentworks.client.limits (imported above), the page sizes and leases are messaging's.
-READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, 100
+# from agentworks.client.limits (imported above), the rest (transcript pages, leases) are
+# messaging's.
+READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
 DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")

@@ -10,13 +10,12 @@ from typing import Any
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
+from agentworks.client.limits import MAX_INBOX_PAGE, MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
 from agentworks.client.messaging import parts, parts_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require, timestamp
 
-# A page of an inbox (C7): at most this many messages.
-READ_LIMIT_MAX = 100
+READ_LIMIT_MAX = MAX_INBOX_PAGE  # a page of an inbox (C7)
 
 # ------------------------------------------------------------------------ translation
 
