@@ -37,9 +37,12 @@ The gateway URL and the API token come from, in this order:
    `$AGENTWORKS_HOME/cli.json`, or, when `AGENTWORKS_HOME` is not set,
    `.agentworks/cli.json` in the current directory or the nearest parent directory that
    has one (so the CLI works from anywhere in the project; `up --home DIR` users:
-   `export AGENTWORKS_HOME=DIR`). The file is read only when no token is given by 1 or
-   2, and only if you own it; its URL is used only together with its token, so a token
-   you give is never sent to a URL from a file someone else left in a parent directory;
+   `export AGENTWORKS_HOME=DIR`). The file is read only if you own it. Its token is used
+   when no token is given by 1 or 2, and its URL with it. A token you give without a
+   URL (`--token` alone) goes to the file's URL only when that URL is on this machine
+   (a loopback address or `localhost`, as `agentworks up` writes), so a token you give
+   is never sent to another host by a file someone left in a parent directory or
+   shipped in a repository;
 4. for the URL only, `{default_url}`.
 
 ## Output
@@ -48,6 +51,33 @@ Text for people by default; `--json` (before or after the command) prints the to
 JSON result instead. On failure the message goes to stderr, or with `--json` an object
 `{{"error": {{"code": "<status>", "message": "..."}}}}` goes to stdout. `messages read
 --follow --json` prints one JSON page per line as messages arrive.
+
+- Times are shown in the local time zone (`TZ`, else the system's), with the zone's
+  name: `2026-12-02 01:20 UTC` in tables, to the second in fields and messages. `--json`
+  keeps the API's RFC 3339 UTC times.
+- Tables fit the terminal's width (or `COLUMNS`): the widest text columns are cut with
+  `…`; ids and times stay whole. Into a pipe or a file nothing is cut.
+- Colour (table headers, a call's status, `agentworks:` before an error) is used only on
+  a terminal, and never with `--no-color`, with `NO_COLOR` set to anything
+  (<https://no-color.org>) or with `TERM=dumb`.
+- A mistyped command, action or option exits 2 with the closest one: `invalid choice:
+  'mesages'; did you mean 'messages'?`.
+- `agentworks --version` prints the CLI's version.
+- Ctrl-C stops any command with exit 130 and one line on stderr saying what stopped
+  (`agentworks: interrupted`, or for `call --wait` that the call goes on), never a
+  traceback.
+
+## Shell completion
+
+`agentworks completion bash|zsh|fish` prints a completion script made from the CLI's own
+parser (commands, actions, options, choices; file names after an option that takes a
+value). It runs nothing on TAB and needs no gateway:
+
+| shell | load it |
+| --- | --- |
+| bash | `source <(agentworks completion bash)` in `~/.bashrc` |
+| zsh | `source <(agentworks completion zsh)` in `~/.zshrc`, after `compinit` |
+| fish | `agentworks completion fish > ~/.config/fish/completions/agentworks.fish` |
 
 ## Calling functions
 
@@ -65,11 +95,17 @@ anything else as a string:
 | `-i id=007`, `-i 'text=hello world'` | strings (not valid JSON) |
 
 Without `--wait` the command prints the receipt (`call_id`) at once. With `--wait` it
-long-polls the call's status and shows progress, execution messages and a pending
-question on stderr as they happen (answer with `crews reply --call <id> TEXT`), then
-prints the final status (with `--json`, what `call-status --json` prints) and exits 0
-when the call completed, 8 when it failed, was interrupted or was cancelled. Ctrl-C stops
-waiting; the call goes on. A busy target (at its running limit) exits 5 at once.
+follows the call's status on stderr, with the time since the call was accepted: its
+first read answers at once, so while no runtime has claimed the call it says so straight
+away (`waiting for a runtime to claim it (0s)`); later reads long-poll for a change.
+Progress, execution messages and a pending question show as they happen (answer with
+`crews reply --call <id> TEXT`). On a terminal the state is one line redrawn every
+second (`… waiting for a runtime to claim it · 12s`); into a pipe it is a line when it
+changes and one after each long-poll that brought nothing new (`still running (50s)`).
+At the end it prints the final status (with `--json`, what `call-status --json` prints)
+and exits 0 when the call completed, 8 when it failed, was interrupted or was cancelled.
+Ctrl-C stops waiting (exit 130); the call goes on. A busy target (at its running limit)
+exits 5 at once.
 
 `call-file` writes the file's bytes, page by page, to `--out PATH` or stdout (binary
 files byte for byte); `--offset` and `--limit` read a part. `call-status` pages the

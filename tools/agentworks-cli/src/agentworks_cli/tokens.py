@@ -56,6 +56,7 @@ async def tokens(api: ApiClient, args: argparse.Namespace) -> None:
                 for t in result["tokens"]
             ),
             "no tokens",
+            keep=(0, 4, 5),  # ids and times stay whole
         )
     else:
         result = await api.call("tokens", {"action": "revoke", "token_id": args.token_id})
