@@ -8,7 +8,7 @@ import grpc
 import structlog
 
 from agentworks.client import errors
-from agentworks.client.identity import Minter
+from agentworks.client.identity import Forwarded, Minter
 
 REQUEST_ID_KEY = "x-request-id"
 # Trailing metadata on every refusal our servers send. A client seeing it knows the
@@ -76,7 +76,7 @@ class ServiceClient:
         self,
         address: str | None = None,
         *,
-        identity: Minter,
+        identity: Minter | Forwarded,
         channel: grpc.aio.Channel | None = None,
         timeout: float = 30.0,
     ) -> None:
