@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from agentworks_cli import (
     calls,
+    keys,
     mcp,
     messages,
     pauses,
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         title="commands", metavar="COMMAND", parser_class=CommandParser
     )
     # In this order in `agentworks --help` and docs/cli.md.
-    for area in (messages, calls, targets, tokens, wake_ups, schedules, pauses, webhooks, mcp):
+    areas = (messages, calls, targets, tokens, wake_ups, schedules, pauses, webhooks, mcp, keys)
+    for area in areas:
         area.add_commands(commands, common)
 
     # up (parsed by the supervisor itself; see main)
