@@ -219,10 +219,11 @@ def get_target_code(address: str, metadata: tuple[tuple[str, str], ...]) -> grpc
     return grpc.StatusCode.OK
 
 
-def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2_g3(
+def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2_g3_t1(
     tmp_path: pathlib.Path,
 ):
-    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10: `agentworks up`, CLI send+read,
+    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10, T1: `agentworks up` (each process
+    given its own signer's key only), CLI send+read,
     a demo function call, a "remind me" wake-up, health, auth, Ctrl-C."""
     base_port = free_port_block(len(GRPC_SERVICES) + 1)
     http_port = base_port + len(GRPC_SERVICES)

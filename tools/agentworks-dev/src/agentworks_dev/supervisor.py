@@ -122,7 +122,7 @@ class Supervisor:
         env = {
             k: v
             for k, v in self.environ.items()
-            if not k.endswith("_SIGNING_KEY") and k != "SCHEDULER_WEBHOOK_KEY"
+            if not k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS")) and k != "SCHEDULER_WEBHOOK_KEY"
         }
         env.update(
             DATABASE_URL=self.database_url,
