@@ -20,6 +20,7 @@ import psutil
 import psycopg
 
 from agentworks.client import FunctionsClient, errors
+from agentworks.client.functions import state_name
 from agentworks.client.identity import Minter
 from agentworks.client.keys import SigningKey
 from agentworks.runtime.executions import ExecutionContext, ExecutionWorker
@@ -181,8 +182,8 @@ async def agentworks_system(procs: Processes) -> AsyncIterator[RoundTrip]:
                 status = receipt.outcome
             else:
                 status = await caller.wait(receipt.call_id, timeout=60)
-            if status.status != "completed":
-                raise RuntimeError(f"call ended {status.status}: {status.error}")
+            if state_name(status.status) != "completed":
+                raise RuntimeError(f"call ended {state_name(status.status)}: {status.error}")
 
         yield round_trip
 

@@ -144,7 +144,7 @@ OPERATIONS: dict[str, Operation] = {
     "functions.Call": lambda w, rpc: rpc(
         "functions",
         "Call",
-        f.CallRequest(target=CREW, function="echo", inputs=_struct({"text": "x"})),
+        f.CallRequest(target=CREW, function="echo", inputs_json='{"text": "x"}'),
     ),
     "functions.GetStatus": lambda w, rpc: rpc(
         "functions", "GetStatus", f.GetStatusRequest(call_id=w.ids["call"])
@@ -160,7 +160,7 @@ OPERATIONS: dict[str, Operation] = {
         "functions",
         "DeclareFunction",
         f.DeclareFunctionRequest(
-            function=f.Function(target=CREW, name="extra", input_schema=_struct({"type": "object"}))
+            function=f.Function(target=CREW, name="extra", input_schema_json='{"type": "object"}')
         ),
     ),
     "functions.RegisterTarget": lambda w, rpc: rpc(
@@ -235,14 +235,6 @@ OPERATIONS: dict[str, Operation] = {
 
 async def _cancel(world: World, rpc: RPC) -> tuple[str, str]:
     return await rpc("functions", "Cancel", f.CancelRequest(call_id=await fresh_call(world)))
-
-
-def _struct(value: dict[str, Any]):
-    from google.protobuf import struct_pb2
-
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
 
 
 OK, NF, PD = "OK", "NOT_FOUND", "PERMISSION_DENIED"

@@ -31,7 +31,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentworks.client import FunctionsClient, SchedulerClient
-from agentworks.client.functions import call_result
+from agentworks.client.functions import call_result, state_name
 from agentworks.client.identity import METADATA_KEY, Minter, mint
 from agentworks.client.keys import KeyDirectory, SigningKey
 from agentworks.client.trust import STANDARD_SIGNERS
@@ -285,7 +285,7 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         except Exception as exc:
             raise AssertionError(f"{exc!r}; function side:\n{up.grep('func')}") from exc
         assert sorted(names) == ["confirm", "hello", "word_count"]
-        assert status.status == "completed", status
+        assert state_name(status.status) == "completed", status
         assert status.answer == "6 words, 18 characters"
         assert call_result(status) == {
             "words": 6,

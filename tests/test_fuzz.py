@@ -13,12 +13,13 @@ that do not wait, so the run stays short. Deterministic (`derandomize=True`);
 from __future__ import annotations
 
 import base64
+import json
 import os
 from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import message_factory, struct_pb2
+from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -113,10 +114,6 @@ def message_strategy(
             ),
             nanos=st.sampled_from([0, 5, -1, 2 * 10**9]),
         )
-    if name == "google.protobuf.Struct":
-        return st.dictionaries(st.text(max_size=8), json_values, max_size=4).map(_struct(cls))
-    if name == "google.protobuf.Value":
-        return json_values.map(_value(cls))
     if depth > 3:
         return st.just(cls())
 
@@ -140,26 +137,6 @@ def message_strategy(
         return message
 
     return build()
-
-
-def _struct(cls: Any):
-    def make(value: dict[str, Any]) -> Any:
-        out = cls()
-        out.update(value)
-        return out
-
-    return make
-
-
-def _value(cls: Any):
-    def make(value: Any) -> Any:
-        holder = struct_pb2.Struct()
-        holder.update({"v": value})
-        out = cls()
-        out.CopyFrom(holder.fields["v"])
-        return out
-
-    return make
 
 
 def _scalar(field: FieldDescriptor, pool: list[str]) -> st.SearchStrategy[Any]:
@@ -200,6 +177,12 @@ def _field_strategy(field: FieldDescriptor, pool: list[str], depth: int) -> st.S
             )
             return st.dictionaries(key, value, max_size=3)
         one = message_strategy(field.message_type, pool, depth + 1)
+    elif field.name.endswith("_json"):  # JSON text: valid documents, and text that is not
+        one = st.one_of(
+            st.dictionaries(st.text(max_size=8), json_values, max_size=4).map(json.dumps),
+            json_values.map(json.dumps),
+            _scalar(field, pool),
+        )
     else:
         one = _scalar(field, pool)
     if field.is_repeated:
@@ -388,15 +371,11 @@ def _cursor(raw: str) -> str:
 
 
 def _nan_part() -> common_pb2.Part:
-    part = common_pb2.Part()
-    part.data.update({"x": float("nan")})
-    return part
+    return common_pb2.Part(data_json=json.dumps({"x": float("nan")}))
 
 
-def _attributes(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
+def _attributes(value: dict[str, Any]) -> str:
+    return json.dumps(value)
 
 
 # (service, method, principal, request from the world's ids, code, words). Each of these
@@ -426,6 +405,16 @@ FOUND = [
         lambda w: messaging_pb2.SendRequest(target=CREW, parts=[_nan_part()]),
         "INVALID_ARGUMENT",
         "parts[0]",
+    ),
+    (
+        "functions",
+        "Call",
+        "user:alice",
+        lambda w: functions_pb2.CallRequest(
+            target=CREW, function="echo", inputs_json="[" * 100_000 + "]" * 100_000
+        ),
+        "INVALID_ARGUMENT",
+        "inputs nests objects and arrays too deep",
     ),
     (
         "messaging",
@@ -461,7 +450,7 @@ FOUND = [
             conversation_id=w["conversation_id"],
             kind=messaging_pb2.DELIVERY_KIND_WAKE_UP,
             idempotency_key="k",
-            attributes=_attributes({"x": float("inf")}),
+            attributes_json=_attributes({"x": float("inf")}),
         ),
         "INVALID_ARGUMENT",
         "attributes",
@@ -474,7 +463,7 @@ FOUND = [
             conversation_id=w["conversation_id"],
             kind=messaging_pb2.DELIVERY_KIND_WAKE_UP,
             idempotency_key="k",
-            attributes=_attributes({"k\x00": 1}),
+            attributes_json=_attributes({"k\x00": 1}),
         ),
         "INVALID_ARGUMENT",
         "attributes",
@@ -559,16 +548,19 @@ def _field(number: int, payload: bytes) -> bytes:
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
-def _deep_call_request(depth: int) -> bytes:
-    """A CallRequest whose inputs nest `depth` Structs: more than protobuf parses (100)."""
-    struct = b""
-    for _ in range(depth):
-        struct = _field(1, _field(1, b"a") + _field(2, _field(5, struct)))
-    return _field(1, b"\x08\x01" + _field(2, b"demo")) + _field(2, b"echo") + _field(3, struct)
+def _truncated_call() -> bytes:
+    """A CallRequest whose inputs_json (field 9) says 50 bytes and brings 5."""
+    target = _field(1, b"\x08\x01" + _field(2, b"demo")) + _field(2, b"echo")
+    return target + b"\x4a\x32" + b'{"a":'
 
 
 UNPARSABLE = [
-    ("functions", "/agentworks.functions.v1.FunctionsService/Call", False, _deep_call_request(200)),
+    (
+        "functions",
+        "/agentworks.functions.v1.FunctionsService/Call",
+        False,
+        _truncated_call(),
+    ),
     ("messaging", "/agentworks.messaging.v1.MessagingService/Send", False, b"\xff\xff\xff\xff"),
     ("scheduler", "/agentworks.scheduler.v1.SchedulerService/GetWakeUp", False, b"\x0a\x05ab"),
     ("functions", "/agentworks.functions.v1.FunctionsService/UploadFile", True, b"\x1a\x99"),
@@ -577,8 +569,8 @@ UNPARSABLE = [
 
 @pytest.mark.reliability(
     scenario="Requests protobuf cannot parse (P6)",
-    action="raw bytes no Python client can build: a Struct nested 200 deep, truncated and "
-    "invalid wire data, on unary and client-streaming methods",
+    action="raw bytes no Python client can build: truncated and invalid wire data, on "
+    "unary and client-streaming methods",
     check="INVALID_ARGUMENT saying the request could not be parsed (was UNKNOWN, naming an "
     "internal exception)",
 )

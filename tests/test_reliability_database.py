@@ -19,6 +19,7 @@ import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.errors import AgentWorksError, DeadlineExceeded, Unavailable
+from agentworks.client.functions import state_name
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_scheduler.models import Due
 
@@ -142,10 +143,13 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
         again = await alice.call("crew:db", "echo", {"n": 0}, submission_id="before")
         assert (again.call_id, again.created) == (before.call_id, False)
         beat = await bot.heartbeat_execution(before.call_id, lease_seconds=60)
-        assert beat.status == "running"  # the lease survived the outage
+        assert state_name(beat.status) == "running"  # the lease survived the outage
         await bot.finish_execution(before.call_id, final_message="done after the outage")
         finished = await alice.get_status(before.call_id)
-        assert (finished.status, finished.answer) == ("completed", "done after the outage")
+        assert (state_name(finished.status), finished.answer) == (
+            "completed",
+            "done after the outage",
+        )
 
         with psycopg.connect(fault_postgres.url) as conn:
             stored = dict(

@@ -13,6 +13,7 @@ import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.errors import Busy
+from agentworks.client.functions import state_name
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.server.testing import service_env
 
@@ -161,7 +162,7 @@ async def test_the_contract_holds_across_two_replicas_of_everything_P3_P5_C10_F5
             await runtime.finish_execution(execution.call_id, final_message="done")
         for r in accepted:
             status = await agent_caller.wait(r.call_id, timeout=20)
-            assert status.status == "completed" and status.answer == "done"
+            assert state_name(status.status) == "completed" and status.answer == "done"
 
         # The completion notices (F13) and a wake-up (S2) arrive in the conversation's
         # turn queue, each exactly once (S6).

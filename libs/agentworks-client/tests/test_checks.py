@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from google.protobuf import struct_pb2
 
-from agentworks.client import struct
+from agentworks.client import json_document
 from agentworks.client.checks import (
     MAX_JSON_DEPTH,
     bounded,
@@ -15,6 +14,7 @@ from agentworks.client.checks import (
     encode_cursor,
 )
 from agentworks.client.errors import InvalidArgument
+from agentworks.client.jsontext import loads, loads_object
 from agentworks.client.targets import TargetKey, check_target
 
 
@@ -71,15 +71,10 @@ def nested(depth: int) -> object:
     return value
 
 
-def test_json_deeper_than_protobuf_can_carry_back_is_refused_P6():
-    """P6: JSON at the depth limit survives a round trip through protobuf inside a
-    response (as results and pages do); one level more is refused, naming the field."""
+def test_json_deeper_than_the_limit_is_refused_P6():
+    """P6: JSON at the depth limit passes; one level more is refused, naming the field."""
     deepest = nested(MAX_JSON_DEPTH)
     assert check_json_depth(deepest, "inputs") is deepest
-    wrapped = struct_pb2.ListValue()
-    wrapped.values.add().list_value.values.add().struct_value.update({"result": deepest})
-    again = struct_pb2.ListValue.FromString(wrapped.SerializeToString())
-    assert again.values[0].list_value.values[0].struct_value["result"] is not None
     with pytest.raises(InvalidArgument, match=rf"^inputs nests .* more than {MAX_JSON_DEPTH}"):
         check_json_depth(nested(MAX_JSON_DEPTH + 1), "inputs")
     with pytest.raises(InvalidArgument, match="parts"):
@@ -87,15 +82,25 @@ def test_json_deeper_than_protobuf_can_carry_back_is_refused_P6():
     assert check_json_depth("scalar", "x") == "scalar"
 
 
-def test_typed_clients_refuse_what_a_struct_would_round_or_not_carry_back_F3_P6():
-    """F3 P6: a Struct holds numbers as doubles; the typed clients refuse an integer a
-    double would round (instead of sending a different number) and JSON nested deeper
-    than the services take, naming the field; what fits goes through unchanged."""
-    with pytest.raises(ValueError, match=r"^inputs: 9007199254740993 is too large"):
-        struct({"id": 2**53 + 1}, "inputs")
-    with pytest.raises(ValueError, match="-18446744073709551616"):
-        struct({"ids": [1, {"n": -(2**64)}]}, "inputs")
+def test_json_documents_keep_every_number_exact_and_refuse_what_is_not_json_F3_P6():
+    """F3 P6: JSON documents travel as text: integers of any size and their types come
+    back as sent (no double in between); the typed clients refuse JSON nested deeper
+    than the services take, and reading refuses NaN, Infinity and broken text, naming
+    the field and the place."""
+    sent = {"id": 2**53 + 1, "ids": [1, {"n": -(2**64)}], "f": 0.5, "i": 3, "ok": True}
+    text = json_document(sent, "inputs")
+    assert loads(text, "inputs") == sent and type(loads(text, "inputs")["i"]) is int
     with pytest.raises(InvalidArgument, match=r"^inputs nests"):
-        struct({"v": nested(MAX_JSON_DEPTH)}, "inputs")
-    fits = struct({"id": 2**53, "ok": True, "v": nested(MAX_JSON_DEPTH - 1)}, "inputs")
-    assert fits is not None and fits["id"] == 2**53 and fits["ok"] is True
+        json_document({"v": nested(MAX_JSON_DEPTH)}, "inputs")
+    assert json_document(None, "inputs") == ""
+    with pytest.raises(InvalidArgument, match=r"^inputs\.a\[1\]: NaN is not a finite number"):
+        loads('{"a": [1, NaN]}', "inputs")
+    with pytest.raises(InvalidArgument, match=r"^inputs: -Infinity is not a finite number"):
+        loads("-Infinity", "inputs")
+    with pytest.raises(InvalidArgument, match=r"^inputs is not valid JSON: .* line 1 column 6"):
+        loads('{"a":', "inputs")
+    with pytest.raises(InvalidArgument, match=r"^inputs must be a JSON object, got array"):
+        loads_object("[1]", "inputs")
+    assert loads_object("", "inputs") == {} and loads("", "result", None) is None
+    with pytest.raises(InvalidArgument, match=r"^result is required"):
+        loads("", "result")

@@ -16,7 +16,7 @@ import pytest
 
 from agentworks.client import FunctionsClient
 from agentworks.client.common import target_ref
-from agentworks.client.functions import call_result
+from agentworks.client.functions import call_result, state_name
 from agentworks.client.keys import KeyDirectory
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
@@ -195,7 +195,7 @@ async def test_runner_runs_the_command_in_the_call_folder_and_uploads_its_files_
         receipt = await alice.call("crew:demo", "ok", {"text": "hello"})
         assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
     status = await alice.get_status(receipt.call_id)
-    assert status.status == "completed" and status.answer == "all done"
+    assert state_name(status.status) == "completed" and status.answer == "all done"
     assert call_result(status) == {"summary": "HELLO", "words": 1}
     assert [(m.role, m.text) for m in status.messages] == [
         ("stdout", "reading hello"),
@@ -218,7 +218,7 @@ async def test_runner_failure_keeps_stderr_and_files_and_gets_no_correction_turn
         receipt = await alice.call("crew:demo", "fail", {"text": "nope"})
         await asyncio.wait_for(outcomes.get(), 30)
     status = await alice.get_status(receipt.call_id)
-    assert status.status == "failed" and not status.correction_turn
+    assert state_name(status.status) == "failed" and not status.correction_turn
     assert "exited with status 3: bad input: nope" in status.error
     assert await alice.read_file_bytes(receipt.call_id, "partial.txt") == b"some of it"
 
@@ -233,7 +233,7 @@ async def test_a_command_string_runs_in_a_shell_and_fails_with_its_exit_status_R
         receipt = await alice.call("crew:demo", "shell", {"text": "hi"})
         await asyncio.wait_for(outcomes.get(), 30)
     status = await alice.get_status(receipt.call_id)
-    assert status.status == "failed", status.answer
+    assert state_name(status.status) == "failed", status.answer
     assert "exited with status 3: oops" in status.error
     assert [m.text for m in status.messages] == ["FUNCTION SHELL"]
 
@@ -270,7 +270,7 @@ async def test_cancel_terminates_the_running_command_R2_F15(functions, identity,
     assert outcome.status == "cancelled"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
-    assert (await alice.get_status(receipt.call_id)).status == "cancelled"
+    assert state_name((await alice.get_status(receipt.call_id)).status) == "cancelled"
 
 
 async def test_cancel_stops_what_the_command_left_running_after_it_exited_R2_F15(
@@ -292,7 +292,7 @@ async def test_cancel_stops_what_the_command_left_running_after_it_exited_R2_F15
                 if stat is None or stat[0] == "Z":
                     break
                 await asyncio.sleep(0.1)
-            assert (await alice.get_status(receipt.call_id)).status == "running"
+            assert state_name((await alice.get_status(receipt.call_id)).status) == "running"
             await alice.cancel(receipt.call_id)
             outcome = await asyncio.wait_for(outcomes.get(), 30)
             assert outcome.status == "cancelled"
@@ -318,7 +318,7 @@ async def test_runner_cuts_long_lines_and_replaces_nul_characters_R2_F10(
         failing = await alice.call("crew:demo", "nulfail", {"text": "x"})
         assert (await asyncio.wait_for(outcomes.get(), 30)).status == "failed"
     status = await alice.get_status(noisy.call_id)
-    assert status.status == "completed" and status.answer == "hello\ufffdworld"
+    assert state_name(status.status) == "completed" and status.answer == "hello\ufffdworld"
     assert [m.text for m in status.messages] == [
         "reading x",
         "L" * 16384 + " [... line cut: 100000 bytes in all]",
@@ -327,7 +327,7 @@ async def test_runner_cuts_long_lines_and_replaces_nul_characters_R2_F10(
         "hello\ufffdworld",
     ]
     status = await alice.get_status(failing.call_id)
-    assert status.status == "failed"
+    assert state_name(status.status) == "failed"
     assert status.error.endswith("exited with status 1: bad\ufffdthing"), status.error
 
 
@@ -341,7 +341,7 @@ async def test_runner_uploads_every_file_the_service_accepts_and_names_the_rest_
         receipt = await alice.call("crew:demo", "files", {"text": "x"})
         assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
     status = await alice.get_status(receipt.call_id)
-    assert (status.status, status.answer) == ("completed", "made files")
+    assert (state_name(status.status), status.answer) == ("completed", "made files")
     assert {f.name for f in status.files} == {"a.txt", "z/last.txt"}
     (note,) = [m.text for m in status.messages if m.role == "runner"]
     assert note.startswith("2 of 4 files in the output folder were not uploaded: ")
@@ -358,7 +358,10 @@ async def test_runner_uploads_up_to_the_file_limit_result_first_and_says_what_it
         receipt = await alice.call("crew:demo", "many", {"text": "503"})
         assert (await asyncio.wait_for(outcomes.get(), 120)).status == "completed"
     status = await alice.get_status(receipt.call_id)
-    assert status.status == "completed" and call_result(status) == {"summary": "many", "words": 0}
+    assert state_name(status.status) == "completed" and call_result(status) == {
+        "summary": "many",
+        "words": 0,
+    }
     assert len(status.files) == 500 and "result.json" in {f.name for f in status.files}
     (note,) = [m.text for m in status.messages if m.role == "runner"]
     assert note == (
@@ -464,7 +467,7 @@ async def test_run_commands_cli_serves_calls_until_sigterm_R2_R1_F4(
     try:
         receipt = await alice.call("crew:demo", "ok", {"text": "cli"})
         status = await alice.wait(receipt.call_id, timeout=30)
-        assert status.status == "completed" and status.answer == "all done", status
+        assert state_name(status.status) == "completed" and status.answer == "all done", status
         assert call_result(status) == {"summary": "CLI", "words": 1}
         assert (root / ".calls" / receipt.call_id / "out" / "report.txt").exists()
     finally:
@@ -559,7 +562,7 @@ async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F1
         ]
         assert await until(lambda: not record.exists(), 5)
         status = await alice.wait(call_id, timeout=30)
-        assert status.status == "interrupted" and not status.files
+        assert state_name(status.status) == "interrupted" and not status.files
     finally:
         kill_all(pids, [process])
         await process.communicate()

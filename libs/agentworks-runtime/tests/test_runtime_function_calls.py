@@ -18,6 +18,7 @@ import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.errors import PreconditionFailed
+from agentworks.client.functions import state_name
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import (
     ExecutionContext,
@@ -126,7 +127,9 @@ async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_
             if delivery.kind == m.DELIVERY_KIND_FUNCTION_COMPLETED:
                 attributes = delivery_attributes(delivery)
                 status = await ctx.get_function_call(attributes["call_id"])
-                await ctx.send_message(f"{attributes['status']}: {status.status} {status.answer}")
+                await ctx.send_message(
+                    f"{attributes['status']}: {state_name(status.status)} {status.answer}"
+                )
             else:
                 listed.append([fn.name for fn in await ctx.list_functions(TOOLS)])
                 receipt = await ctx.call_function(TOOLS, "shout", {"text": delivery.message.text})
@@ -173,7 +176,11 @@ async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_
     # The call is the agent's (F14: calls identify their source) and ended completed.
     async with FunctionsClient(functions.address, identity=identity(AGENT)) as agent:
         status = await agent.get_status(call_id)
-    assert (status.status, status.caller, status.answer) == ("completed", AGENT, "HELLO!")
+    assert (state_name(status.status), status.caller, status.answer) == (
+        "completed",
+        AGENT,
+        "HELLO!",
+    )
 
 
 async def test_reply_function_call_answers_the_question_of_the_agents_call_f11_f14(
@@ -198,11 +205,13 @@ async def test_reply_function_call_answers_the_question_of_the_agents_call_f11_f
         assert again.call_id == receipt.call_id and not again.created
         waiting = await client.wait(receipt.call_id, until={"waiting_for_input"}, timeout=WAIT)
         assert waiting.question == "go ahead?"
-        assert (await ctx.get_function_call(receipt.call_id)).status == "waiting_for_input"
+        assert (
+            state_name((await ctx.get_function_call(receipt.call_id)).status) == "waiting_for_input"
+        )
         await ctx.reply_function_call(receipt.call_id, "yes")
         ended = await client.wait(receipt.call_id, timeout=WAIT)
-        assert (ended.status, ended.answer) == ("completed", "deploy: yes")
-        assert (await ctx.get_function_call(receipt.call_id)).status == "completed"
+        assert (state_name(ended.status), ended.answer) == ("completed", "deploy: yes")
+        assert state_name((await ctx.get_function_call(receipt.call_id)).status) == "completed"
 
 
 async def test_function_calls_need_a_functions_address_f13_f14(messaging, alice, identity):

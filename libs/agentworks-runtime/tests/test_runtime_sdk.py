@@ -14,7 +14,7 @@ import structlog.testing
 from prometheus_client import REGISTRY
 
 from agentworks.client import errors
-from agentworks.client.functions import FunctionsClient, call_result
+from agentworks.client.functions import FunctionsClient, call_result, state_name
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import demo_functions
 from agentworks.runtime.executions import (
@@ -57,11 +57,11 @@ async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
     async with worker(functions, identity, demo_functions.HANDLERS, tmp_path):
         hello = await alice.call(demo, "hello", {"name": "Ada"})
         status = await alice.wait(hello.call_id, timeout=20)
-        assert (status.status, status.answer) == ("completed", "Hello, Ada!")
+        assert (state_name(status.status), status.answer) == ("completed", "Hello, Ada!")
 
         counted = await alice.call(demo, "word_count", {"text": "the cat and the hat"})
         status = await alice.wait(counted.call_id, timeout=20)
-        assert status.status == "completed", status.error
+        assert state_name(status.status) == "completed", status.error
         assert call_result(status) == {
             "words": 5,
             "characters": 19,
@@ -76,7 +76,7 @@ async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
         assert asking.question == "Should I go ahead with: ship it? (yes/no)"
         await alice.reply(confirm.call_id, "yes")
         status = await alice.wait(confirm.call_id, timeout=20)
-        assert (status.status, status.answer) == ("completed", "Confirmed: ship it")
+        assert (state_name(status.status), status.answer) == ("completed", "Confirmed: ship it")
         assert [m.text for m in status.messages] == ["the caller answered: yes"]
 
 
@@ -210,7 +210,7 @@ async def test_waiting_for_a_status_makes_one_request_per_change_not_a_spin_F7_F
     asking, _ = await asyncio.gather(
         alice.wait(receipt.call_id, until={"waiting_for_input"}, timeout=10), ask_soon()
     )
-    assert asking.status == "waiting_for_input" and asking.question == "go on?"
+    assert state_name(asking.status) == "waiting_for_input" and asking.question == "go on?"
 
 
 async def test_a_worker_runs_as_many_calls_at_once_as_its_targets_limits_allow_F5_R1(
@@ -355,9 +355,12 @@ async def test_sdk_fails_a_call_whose_answer_the_service_refuses_and_keeps_servi
             for text, receipt in zip(batch, receipts, strict=True):
                 status = await alice.get_status(receipt.call_id)
                 if text == "ok":
-                    assert (status.status, status.answer) == ("completed", "echo: ok")
+                    assert (state_name(status.status), status.answer) == ("completed", "echo: ok")
                     continue
-                assert status.status == "failed" and not status.correction_turn, (text, status)
+                assert state_name(status.status) == "failed" and not status.correction_turn, (
+                    text,
+                    status,
+                )
                 assert status.error.startswith(expected[text]), (text, status.error[:300])
                 assert len(status.error.encode()) <= 16 * 1024 and "\x00" not in status.error
                 if text == "raise":  # a huge exception message is cut to fit
@@ -413,7 +416,7 @@ async def test_sdk_replaces_nul_characters_in_the_free_text_a_handler_sends_R1_F
         running.stop()
         await asyncio.wait_for(task, 15)
     status = await alice.get_status(receipt.call_id)
-    assert (status.status, status.answer) == ("completed", "done: yes")
+    assert (state_name(status.status), status.answer) == ("completed", "done: yes")
     assert [(m.role, m.text) for m in status.messages] == [
         ("assistant", "a\ufffdb"),
         ("tool", "file \ufffd.txt"),
@@ -464,7 +467,7 @@ async def test_worker_logs_and_serves_on_when_the_service_refuses_both_finishes_
             ok = await alice.call("crew:demo", echo, {"text": "ok"})
             assert (await asyncio.wait_for(outcomes.get(), 20)).status == "completed"
             status = await alice.wait(boom.call_id, timeout=20)
-            assert status.status == "interrupted", status
+            assert state_name(status.status) == "interrupted", status
     assert (await alice.get_status(ok.call_id)).answer == "ok"
     events = [e for e in logs if e.get("call_id") == boom.call_id]
     refusals = [e for e in events if e["event"] == "execution.finish_refused"]
@@ -518,7 +521,7 @@ async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12
         async def uploaded():
             status = await alice.get_status(receipt.call_id)
             while not status.files:  # long-poll until the runtime has uploaded its file
-                assert status.status == "running" and process.returncode is None
+                assert state_name(status.status) == "running" and process.returncode is None
                 status = await alice.get_status(
                     receipt.call_id, wait_seconds=5, seen_version=status.version
                 )
@@ -528,7 +531,7 @@ async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12
         await process.wait()
 
         status = await alice.wait(receipt.call_id, timeout=20)
-        assert status.status == "interrupted"
+        assert state_name(status.status) == "interrupted"
         assert [m.text for m in status.messages] == ["step 1 done"]
         assert await alice.read_file_bytes(receipt.call_id, "partial.txt") == b"half of the work"
     finally:
@@ -718,7 +721,9 @@ async def test_a_stopping_runtime_gives_up_what_it_cannot_finish_at_once_F12_F11
             # Still draining: the execution keeps waiting for its reply.
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(process.wait()), 1)
-            assert (await alice.get_status(receipt.call_id)).status == "waiting_for_input"
+            assert (
+                state_name((await alice.get_status(receipt.call_id)).status) == "waiting_for_input"
+            )
             process.send_signal(signal.SIGTERM)
             expected = "the runtime stopped (SIGTERM) before the execution ended; call again"
         else:
@@ -728,7 +733,7 @@ async def test_a_stopping_runtime_gives_up_what_it_cannot_finish_at_once_F12_F11
             )
         assert await asyncio.wait_for(process.wait(), 15) == 130
         status = await alice.wait(receipt.call_id, timeout=5)  # ended already, not at lease end
-        assert (status.status, status.error) == ("interrupted", expected)
+        assert (state_name(status.status), status.error) == ("interrupted", expected)
     finally:
         if process.returncode is None:
             process.kill()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -497,19 +498,22 @@ async def test_demo_crew_remind_me_checks_back_after_the_wake_up_s1_s2_c6_r2(
         await worker.stop()
 
 
-def test_delivery_attributes_give_whole_numbers_back_as_ints_s3_s5():
-    """S3 S5: attributes travel as a protobuf Struct (every number a double); the SDK
-    hands a schedule's missed_occurrences or a webhook's signed_at back as the ints they
-    were, and keeps fractions and nesting as they are."""
-    delivery = m.Delivery(kind=m.DELIVERY_KIND_SCHEDULE)
-    delivery.attributes.update(
-        {"missed_occurrences": 2, "late_seconds": 0.25, "nested": {"n": [1, 2.5]}}
-    )
-    assert delivery.attributes["missed_occurrences"] == 2.0  # what the Struct holds
+def test_delivery_attributes_keep_their_numbers_types_s3_s5():
+    """S3 S5: attributes travel as JSON text: the SDK hands a schedule's
+    missed_occurrences or a webhook's signed_at back as the ints they were, integers past
+    2^53 exactly, and fractions and nesting as they are; no attributes are `{}`."""
+    sent = {
+        "missed_occurrences": 2,
+        "late_seconds": 0.25,
+        "big": 2**60 + 1,
+        "nested": {"n": [1, 2.5]},
+    }
+    delivery = m.Delivery(kind=m.DELIVERY_KIND_SCHEDULE, attributes_json=json.dumps(sent))
     attributes = delivery_attributes(delivery)
-    assert attributes == {"missed_occurrences": 2, "late_seconds": 0.25, "nested": {"n": [1, 2.5]}}
+    assert attributes == sent
     assert type(attributes["missed_occurrences"]) is int
     assert type(attributes["nested"]["n"][0]) is int
+    assert delivery_attributes(m.Delivery(kind=m.DELIVERY_KIND_SCHEDULE)) == {}
 
 
 def test_reminder_delay_is_parsed_from_explicit_messages_only_c6():

@@ -13,7 +13,6 @@ from typing import Any
 import grpc
 import psycopg
 import pytest
-from google.protobuf import struct_pb2
 
 from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
@@ -37,10 +36,10 @@ OPS, OWNER, ALICE, BOT, SCOUT = (
 NAN, INF = float("nan"), float("inf")
 
 
-def struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
+def js(value: Any) -> str:
+    """`value` as the JSON text of a `*_json` field (NaN and Infinity as Python writes
+    them, so that the service sees what a careless client would send)."""
+    return json.dumps(value)
 
 
 def fn(schema: Any = None, **fields: Any) -> pb.Function:
@@ -49,7 +48,7 @@ def fn(schema: Any = None, **fields: Any) -> pb.Function:
     fields.setdefault("name", "f")
     function = pb.Function(**fields)
     if schema is not None:
-        function.input_schema.CopyFrom(struct(schema))
+        function.input_schema_json = js(schema)
     return function
 
 
@@ -64,9 +63,8 @@ def nested(depth: int) -> dict[str, Any]:
     return value
 
 
-# One level deeper than JSON may nest (24): protobuf could not send it back.
-DEEP_VALUE = struct_pb2.Value()
-DEEP_VALUE.struct_value.update(nested(25))
+# One level deeper than JSON may nest (MAX_JSON_DEPTH, 24).
+DEEP_VALUE = js(nested(25))
 DEEP_SCHEMA = {"type": "object", "properties": {"a": {"const": nested(22)}}}
 LOOP_SCHEMA = {
     "type": "object",
@@ -111,7 +109,7 @@ def variable(**fields: Any) -> pb.DeclareFunctionRequest:
 def call(function: str = "echo", inputs: Any = None, **fields: Any) -> pb.CallRequest:
     """Call crew:demo's `function` (echo with {"text": "x"} unless said otherwise)."""
     request = pb.CallRequest(target=CREW, function=function, **fields)
-    request.inputs.CopyFrom(struct({"text": "x"} if inputs is None else inputs))
+    request.inputs_json = js({"text": "x"} if inputs is None else inputs)
     return request
 
 
@@ -221,7 +219,7 @@ CASES: list[Case] = [
             declare(schema={"type": "object", "description": "x" * 70_000}),
             "input_schema is larger",
         ),
-        (declare(output_schema=struct({"type": 5})), "output_schema"),
+        (declare(output_schema_json=js({"type": 5})), "output_schema"),
         (declare(allowed_callers=["nobody"]), "allowed_callers"),
         (declare(allowed_callers=[f"user:u{i}" for i in range(101)]), "allowed_callers"),
         (declare(workflow=pb.WorkflowBinding(route="r")), "workflow is only"),
@@ -232,24 +230,24 @@ CASES: list[Case] = [
         ),
         (variable(name="v", type="date"), ".type 'date'"),
         (
-            variable(name="v", type="integer", default_value=struct_pb2.Value(string_value="3")),
+            variable(name="v", type="integer", default_json='"3"'),
             ".default",
         ),
         (
-            variable(name="v", type="number", default_value=struct_pb2.Value(number_value=NAN)),
+            variable(name="v", type="number", default_json="NaN"),
             "default",
         ),
         (declare(schema=DEEP_SCHEMA), "input_schema nests objects and arrays more than 24 deep"),
         (
-            declare(output_schema=struct(DEEP_SCHEMA)),
+            declare(output_schema_json=js(DEEP_SCHEMA)),
             "output_schema nests objects and arrays more than 24 deep",
         ),
         (
-            variable(name="v", type="object", default_value=DEEP_VALUE),
+            variable(name="v", type="object", default_json=DEEP_VALUE),
             "workflow.variables['v'].default nests objects and arrays more than 24 deep",
         ),
         (declare(schema=LOOP_SCHEMA), "input_schema has references that loop forever"),
-        (declare(output_schema=struct(LOOP_SCHEMA)), "output_schema has references that loop"),
+        (declare(output_schema_json=js(LOOP_SCHEMA)), "output_schema has references that loop"),
     ),
     *cases(
         "RemoveFunction",
@@ -278,9 +276,17 @@ CASES: list[Case] = [
         "Call",
         ALICE,
         INVALID,
-        (pb.CallRequest(target=CREW, inputs=struct({"text": "x"})), "function is required"),
-        (pb.CallRequest(function="echo", inputs=struct({"text": "x"})), "target.kind"),
+        (pb.CallRequest(target=CREW, inputs_json=js({"text": "x"})), "function is required"),
+        (pb.CallRequest(function="echo", inputs_json=js({"text": "x"})), "target.kind"),
         (pb.CallRequest(target=CREW, function="echo"), "inputs.text: missing (required)"),
+        (
+            pb.CallRequest(target=CREW, function="echo", inputs_json='{"text": "x"'),
+            "inputs is not valid JSON: Expecting ',' delimiter at line 1 column 13",
+        ),
+        (
+            pb.CallRequest(target=CREW, function="echo", inputs_json='["x"]'),
+            "inputs must be a JSON object, got array",
+        ),
         (call(inputs={"text": 5}), "inputs.text: expected string, got integer"),
         (call(inputs={"text": ["x"]}), "inputs.text: expected string, got array"),
         (call(inputs={"text": "x", "colour": "red"}), "inputs.colour: unknown (not in the schema)"),
@@ -544,7 +550,7 @@ RELIABILITY = {
     "test": "test_bad_input_is_refused_clearly_and_stores_nothing_P6_F3",
     "scenario": "Bad input, functions service (P6, F1, F3, F7, F8)",
     "action": f"{len(CASES)} cases over all {len(METHODS)} RPCs (one test per RPC): "
-    "missing fields, wrong enum values, Struct inputs of the wrong "
+    "missing fields, wrong enum values, inputs that are not JSON or of the wrong "
     "JSON type, unknown input fields, NUL characters, non-finite numbers, empty and "
     "oversized values, JSON nested too deep, bad cursors and limits, malformed JSON Schemas "
     "and endless $ref loops, path traversal in file names",

@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from agentworks.client import errors
+from agentworks.client.functions import state_name
 
 ECHO_SCHEMA = {
     "type": "object",
@@ -25,7 +26,7 @@ def nested(depth: int) -> dict:
     return value
 
 
-# 25 levels of objects: one more than JSON may nest (it is sent back as a Struct).
+# 25 levels of objects: one more than JSON may nest (MAX_JSON_DEPTH).
 TOO_DEEP = {"type": "object", "properties": {"a": {"const": nested(22)}}}
 # A $ref that leads back to itself: validating anything against it would never end.
 LOOP = {
@@ -41,7 +42,7 @@ async def test_owner_declares_updates_and_removes_a_function_F1(owner, demo):
         demo, "echo", description="v1", input_schema=ECHO_SCHEMA, starts_work=True
     )
     assert first.name == "echo" and first.starts_work and first.description == "v1"
-    assert first.input_schema["required"] == ["text"]
+    assert json.loads(first.input_schema_json)["required"] == ["text"]
     second = await owner.declare_function(demo, "echo", description="v2", input_schema=ECHO_SCHEMA)
     assert second.description == "v2" and not second.starts_work
     assert second.created_at == first.created_at and second.updated_at != first.updated_at
@@ -192,7 +193,8 @@ async def test_workflow_functions_declare_route_groups_and_typed_variables_F1_F1
         ("branch", "string"),
         ("retries", "integer"),
     ]
-    assert declared.workflow.variables[1].default_value.number_value == 2
+    assert declared.workflow.variables[1].default_json == "2"  # an integer stays one
+    assert declared.workflow.variables[0].default_json == ""
 
 
 async def test_registering_targets_needs_the_operator_role(clients, operator):
@@ -281,7 +283,7 @@ async def test_reference_cycles_are_refused_and_recursive_schemas_still_validate
     second = await runtime.finish_execution(
         receipt.call_id, final_message='{"x": 1}', correction_round=1
     )
-    assert second.status == "failed"
+    assert state_name(second.status) == "failed"
     assert f"result: {unchecked}" in (await owner.get_status(receipt.call_id)).error
 
     tree = {

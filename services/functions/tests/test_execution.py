@@ -14,7 +14,7 @@ import pytest
 
 from agentworks.client import errors
 from agentworks.client.common import target_ref
-from agentworks.client.functions import call_result, page_bytes
+from agentworks.client.functions import call_result, page_bytes, state_name
 from agentworks.client.targets import TargetKey
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.server.db import Database
@@ -70,13 +70,17 @@ async def test_a_runtime_gives_an_execution_up_interrupted_with_its_evidence_F12
         await runtime.finish_execution(call_id, failed=True, interrupted=True)
     reason = "the runtime stopped (SIGTERM) before the execution ended; call again"
     done = await runtime.finish_execution(call_id, interrupted=True, error=reason)
-    assert done.status == "interrupted"
+    assert state_name(done.status) == "interrupted"
     again = await runtime.finish_execution(call_id, interrupted=True, error=reason)
-    assert again.status == "interrupted"
+    assert state_name(again.status) == "interrupted"
     with pytest.raises(errors.PreconditionFailed, match="interrupted"):
         await runtime.finish_execution(call_id, final_message="too late")
     status = await alice.get_status(call_id, after=-1)
-    assert (status.status, status.error, status.progress) == ("interrupted", reason, "half")
+    assert (state_name(status.status), status.error, status.progress) == (
+        "interrupted",
+        reason,
+        "half",
+    )
     assert [m.text for m in status.messages] == ["step 1 done"]
 
 
@@ -92,9 +96,9 @@ async def test_a_runtime_withdraws_a_question_it_stopped_waiting_for_F11(clients
     await runtime.ask_input(call_id, "ask-1", "Deploy now?")
     assert (await alice.get_status(call_id)).question == "Deploy now?"
     withdrawn = await runtime.ask_input(call_id, "ask-1", "", withdraw=True)
-    assert (withdrawn.answered, withdrawn.status) == (False, "running")
+    assert (withdrawn.answered, state_name(withdrawn.status)) == (False, "running")
     status = await alice.get_status(call_id)
-    assert (status.status, status.question) == ("running", "")
+    assert (state_name(status.status), status.question) == ("running", "")
     with pytest.raises(errors.PreconditionFailed, match="is not waiting for input"):
         await alice.reply(call_id, "yes")
     with pytest.raises(errors.PreconditionFailed, match="was withdrawn; ask again with a new"):
@@ -106,7 +110,11 @@ async def test_a_runtime_withdraws_a_question_it_stopped_waiting_for_F11(clients
     assert (await alice.get_status(call_id)).question == "Deploy tomorrow?"
     await alice.reply(call_id, "tomorrow it is")
     late = await runtime.ask_input(call_id, "ask-2", "", withdraw=True)
-    assert (late.answered, late.reply, late.status) == (True, "tomorrow it is", "running")
+    assert (late.answered, late.reply, state_name(late.status)) == (
+        True,
+        "tomorrow it is",
+        "running",
+    )
 
 
 async def test_status_pages_messages_and_events_without_raw_tool_data_F7(clients, echo, runtime):
@@ -128,7 +136,7 @@ async def test_status_pages_messages_and_events_without_raw_tool_data_F7(clients
     await runtime.report(call_id, messages=["m0 again?"], sequence=2)  # a retry: not stored
 
     page = await alice.get_status(call_id, after=-1, message_limit=2, event_limit=2)
-    assert page.progress == "1/3" and page.status == "running" and page.started
+    assert page.progress == "1/3" and state_name(page.status) == "running" and page.started
     assert [(m.index, m.text) for m in page.messages] == [(0, "m0"), (1, "m1")]
     assert page.next_after == 1
     assert [(e.index, e.kind, e.text, e.tool_name) for e in page.events] == [
@@ -161,9 +169,9 @@ async def test_progress_and_a_pending_question_never_complete_a_call_F9_F11(
         await alice.reply(call_id, "too early")
 
     asked = await runtime.ask_input(call_id, "ask-1", "Which colour?", wait_seconds=0)
-    assert not asked.answered and asked.status == "waiting_for_input"
+    assert not asked.answered and state_name(asked.status) == "waiting_for_input"
     status = await alice.get_status(call_id)
-    assert status.status == "waiting_for_input" and status.question == "Which colour?"
+    assert state_name(status.status) == "waiting_for_input" and status.question == "Which colour?"
     # Reads change nothing (F11): the version stays.
     assert (await owner.get_status(call_id)).version == status.version
 
@@ -171,17 +179,17 @@ async def test_progress_and_a_pending_question_never_complete_a_call_F9_F11(
         runtime.ask_input(call_id, "ask-1", "Which colour?", wait_seconds=20)
     )
     answered = await owner.reply(call_id, "blue")
-    assert answered.status == "running" and answered.question == ""
+    assert state_name(answered.status) == "running" and answered.question == ""
     reply = await asyncio.wait_for(waiting, 10)
     assert reply.answered and reply.reply == "blue"
     # Asking again with the same ask_id returns the same answer, no new question.
     assert (await runtime.ask_input(call_id, "ask-1", "Which colour?")).reply == "blue"
-    assert (await alice.get_status(call_id)).status == "running"
+    assert state_name((await alice.get_status(call_id)).status) == "running"
 
     await runtime.finish_execution(call_id, final_message="painted it blue")
     final = await alice.get_status(call_id)
-    assert final.status == "completed" and final.answer == "painted it blue"
-    assert not final.has_result
+    assert state_name(final.status) == "completed" and final.answer == "painted it blue"
+    assert not final.result_json
 
 
 async def test_status_long_poll_returns_on_the_next_change_F7(clients, echo, runtime):
@@ -262,28 +270,28 @@ async def test_output_schema_correction_turn_is_taken_once_and_only_once_F10(
     await runtime.claim_execution(["crew:demo"], wait_seconds=5)
 
     first = await runtime.finish_execution(call_id, final_message="here you go")
-    assert first.correction_requested and first.status == "running"
+    assert first.correction_requested and state_name(first.status) == "running"
     assert "FUNCTION_RESULT_FILE" in first.correction_prompt
     assert "was not written" in first.correction_prompt
     # A retried first finish gets the same answer: still one correction turn.
     retried = await runtime.finish_execution(call_id, final_message="here you go")
     assert retried.correction_requested and retried.correction_prompt == first.correction_prompt
     status = await alice.get_status(call_id)
-    assert status.status == "running" and status.correction_turn
+    assert state_name(status.status) == "running" and status.correction_turn
     assert [e.kind for e in status.events] == ["correction"]
 
     await runtime.upload_file(call_id, "result.json", b'{"summary": 1}')
     second = await runtime.finish_execution(
         call_id, final_message="still not JSON", correction_round=1
     )
-    assert second.status == "failed" and not second.correction_requested
+    assert state_name(second.status) == "failed" and not second.correction_requested
     status = await alice.get_status(call_id)
-    assert status.status == "failed" and status.answer == "still not JSON"
+    assert state_name(status.status) == "failed" and status.answer == "still not JSON"
     assert "after the correction turn" in status.error
     assert "result.summary: expected string, got integer" in status.error
     assert "result.words: missing (required)" in status.error
     assert [e.kind for e in status.events] == ["correction"]
-    assert not status.has_result
+    assert not status.result_json
 
 
 async def test_correction_turn_then_valid_result_or_valid_final_message_completes_F10(
@@ -300,15 +308,16 @@ async def test_correction_turn_then_valid_result_or_valid_final_message_complete
     first = await runtime.finish_execution(fixed.call_id, final_message="done")
     assert first.correction_requested and "not valid JSON" in first.correction_prompt
     await runtime.upload_file(fixed.call_id, "result.json", b'{"summary": "a", "words": 1}')
-    assert (
-        await runtime.finish_execution(fixed.call_id, final_message="done", correction_round=1)
-    ).status == "completed"
+    fixed_finish = await runtime.finish_execution(
+        fixed.call_id, final_message="done", correction_round=1
+    )
+    assert state_name(fixed_finish.status) == "completed"
     assert call_result(await alice.get_status(fixed.call_id)) == {"summary": "a", "words": 1}
 
     assert (await runtime.finish_execution(fallback.call_id)).correction_requested
     final = '{"summary": "from the message", "words": 3}'
     done = await runtime.finish_execution(fallback.call_id, final_message=final, correction_round=1)
-    assert done.status == "completed"
+    assert state_name(done.status) == "completed"
     status = await alice.get_status(fallback.call_id)
     assert call_result(status) == {"summary": "from the message", "words": 3}
     assert status.answer == final
@@ -322,9 +331,13 @@ async def test_an_execution_failure_gets_no_correction_turn_F10(clients, summari
     done = await runtime.finish_execution(
         receipt.call_id, failed=True, final_message="partial", error="tool crashed"
     )
-    assert done.status == "failed" and not done.correction_requested
+    assert state_name(done.status) == "failed" and not done.correction_requested
     status = await alice.get_status(receipt.call_id)
-    assert (status.status, status.error, status.answer) == ("failed", "tool crashed", "partial")
+    assert (state_name(status.status), status.error, status.answer) == (
+        "failed",
+        "tool crashed",
+        "partial",
+    )
     assert not status.correction_turn
 
 
@@ -342,11 +355,11 @@ async def test_a_retried_finish_gets_the_same_answer_and_a_different_one_is_refu
         await runtime.claim_execution(["crew:demo"], wait_seconds=5)
     await runtime.finish_execution(done.call_id, final_message="first")
     await runtime.finish_execution(broken.call_id, failed=True, error="tool crashed")
-    assert (await runtime.finish_execution(done.call_id, final_message="first")).status == (
-        "completed"
-    )
+    assert state_name(
+        (await runtime.finish_execution(done.call_id, final_message="first")).status
+    ) == ("completed")
     again = await runtime.finish_execution(broken.call_id, failed=True, error="tool crashed")
-    assert again.status == "failed"
+    assert state_name(again.status) == "failed"
     for call_id, conflicting in (
         (done.call_id, {"final_message": "second"}),
         (done.call_id, {"failed": True, "final_message": "first", "error": "boom"}),
@@ -357,8 +370,8 @@ async def test_a_retried_finish_gets_the_same_answer_and_a_different_one_is_refu
             await runtime.finish_execution(call_id, **conflicting)
         assert "was not applied" in refused.value.message
     first, second = await alice.get_status(done.call_id), await alice.get_status(broken.call_id)
-    assert (first.status, first.answer, first.error) == ("completed", "first", "")
-    assert (second.status, second.error) == ("failed", "tool crashed")
+    assert (state_name(first.status), first.answer, first.error) == ("completed", "first", "")
+    assert (state_name(second.status), second.error) == ("failed", "tool crashed")
 
 
 async def test_a_lost_lease_ends_interrupted_with_saved_evidence_never_restarted_F12(
@@ -373,7 +386,9 @@ async def test_a_lost_lease_ends_interrupted_with_saved_evidence_never_restarted
     await runtime.upload_file(call_id, "partial.csv", b"a,b\n1,2\n")
 
     status = await alice.wait(call_id, timeout=20)  # long-polls; the sweeper interrupts it
-    assert status.status == "interrupted" and "stopped renewing its lease" in status.error
+    assert (
+        state_name(status.status) == "interrupted" and "stopped renewing its lease" in status.error
+    )
     assert status.progress == "halfway"
     assert [m.text for m in (await alice.get_status(call_id)).messages] == ["did step 1"]
     assert await alice.read_file_bytes(call_id, "partial.csv") == b"a,b\n1,2\n"
@@ -399,7 +414,7 @@ async def test_completed_calls_stay_readable_after_a_restart_F12(
     restarted = await start_functions()
     again = await clients("user:alice", address=restarted.address)
     status = await again.get_status(receipt.call_id)
-    assert (status.status, status.answer) == ("completed", "finished")
+    assert (state_name(status.status), status.answer) == ("completed", "finished")
     assert [m.text for m in status.messages] == ["working"]
     assert await again.read_file_bytes(receipt.call_id, "out.txt") == b"kept"
 
@@ -417,7 +432,7 @@ async def test_a_starts_work_function_completes_with_its_start_receipt_F9(
     assert execution.starts_work
     await runtime.finish_execution(receipt.call_id, final_message="deployment 42 started")
     status = await alice.get_status(receipt.call_id)
-    assert (status.status, status.answer) == ("completed", "deployment 42 started")
+    assert (state_name(status.status), status.answer) == ("completed", "deployment 42 started")
 
 
 async def test_workflow_function_calls_record_a_run_with_step_history_F14(clients, operator, owner):
@@ -456,7 +471,7 @@ async def test_workflow_function_calls_record_a_run_with_step_history_F14(client
     execution = await runner.claim_execution([wf], wait_seconds=5)
     assert execution.call_id == first.call_id and execution.run_id
     assert execution.workflow.route == "ci/build"
-    assert dict(execution.variables) == {"branch": "main", "retries": 2}
+    assert json.loads(execution.variables_json) == {"branch": "main", "retries": 2}
     with pytest.raises(errors.InvalidArgument, match="not among this function's allowed groups"):
         await runner.report(first.call_id, steps=[{"step": "x", "status": "started"}])
     await runner.report(
@@ -468,7 +483,7 @@ async def test_workflow_function_calls_record_a_run_with_step_history_F14(client
     )
     await runner.finish_execution(first.call_id, failed=True, error="compile failed (exit 2)")
     status = await caller.get_status(first.call_id)
-    assert status.status == "failed" and status.error == "compile failed (exit 2)"
+    assert state_name(status.status) == "failed" and status.error == "compile failed (exit 2)"
     assert status.run.run_id == execution.run_id and status.run.route == "ci/build"
     assert [(s.step, s.status) for s in status.run.steps] == [
         ("checkout", "completed"),
@@ -529,7 +544,7 @@ async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_
     await asyncio.sleep(0.3)
     await runtime.report(call_id, progress="1/2", messages=["working"], sequence=1)
     status = await waiting
-    assert status.status == "running" and time.monotonic() - started >= 1.9
+    assert state_name(status.status) == "running" and time.monotonic() - started >= 1.9
 
     # Woken by the end, not by the progress before it.
     waiting = asyncio.create_task(alice.get_status(call_id, wait_seconds=20, until_ended=True))
@@ -540,9 +555,9 @@ async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_
     started = time.monotonic()
     await runtime.finish_execution(call_id, final_message="done")
     status = await asyncio.wait_for(waiting, 10)
-    assert status.status == "completed" and time.monotonic() - started < 5
+    assert state_name(status.status) == "completed" and time.monotonic() - started < 5
     # The client's wait() is that one request.
-    assert (await alice.wait(call_id, timeout=5)).status == "completed"
+    assert state_name((await alice.wait(call_id, timeout=5)).status) == "completed"
 
 
 async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, database_url):
@@ -557,13 +572,13 @@ async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, dat
     worker = asyncio.create_task(run_one())
     receipt = await alice.call("crew:demo", echo, {"text": "hi"}, wait_seconds=10)
     await worker
-    assert receipt.HasField("outcome") and receipt.status == "completed"
+    assert receipt.HasField("outcome") and state_name(receipt.status) == "completed"
     assert receipt.outcome.call_id == receipt.call_id
     assert receipt.outcome.answer == "echo: hi"
 
     started = time.monotonic()
     pending = await alice.call("crew:demo", echo, {"text": "nobody runs me"}, wait_seconds=1)
-    assert not pending.HasField("outcome") and pending.status == "running"
+    assert not pending.HasField("outcome") and state_name(pending.status) == "running"
     assert time.monotonic() - started >= 0.9
     await alice.cancel(pending.call_id)
 
@@ -587,7 +602,10 @@ async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, dat
     execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
     await alice.cancel(execution.call_id)
     receipt = await asyncio.wait_for(waiting, 5)
-    assert receipt.status == "cancelled" and receipt.outcome.status == "cancelled"
+    assert (
+        state_name(receipt.status) == "cancelled"
+        and state_name(receipt.outcome.status) == "cancelled"
+    )
 
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         before = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
@@ -625,17 +643,17 @@ async def test_a_finish_can_claim_the_next_execution_R1_F10(
         assert await open_calls() == before
 
     response = await finish_claiming(runtime, first.call_id, claim_next=["crew:demo"])
-    assert response.status == "completed"
+    assert state_name(response.status) == "completed"
     assert response.HasField("next") and response.next.call_id == second.call_id
-    assert response.next.inputs["text"] == "2"
+    assert json.loads(response.next.inputs_json)["text"] == "2"
     assert (await alice.get_status(second.call_id)).started
 
     response = await finish_claiming(runtime, second.call_id, claim_next=["crew:demo"])
-    assert response.status == "completed" and not response.HasField("next")
+    assert state_name(response.status) == "completed" and not response.HasField("next")
     # A retried finish (its answer was lost) still claims what is queued now.
     third = await alice.call("crew:demo", echo, {"text": "3"})
     response = await finish_claiming(runtime, second.call_id, claim_next=["crew:demo"])
-    assert response.status == "completed" and response.next.call_id == third.call_id
+    assert state_name(response.status) == "completed" and response.next.call_id == third.call_id
     await runtime.finish_execution(third.call_id, final_message="done")
 
     # A correction request keeps the execution: nothing else is claimed with it.
@@ -668,8 +686,8 @@ def nested(depth: int) -> dict:
 async def test_a_result_too_deep_to_send_back_is_refused_and_statuses_stay_readable_F10_P6(
     clients, owner, demo, runtime
 ):
-    """F10 P6: a result nested deeper than 24 levels (as JSON travels in a Struct,
-    protobuf cannot carry more than ~33 back) is a result problem like invalid JSON:
+    """F10 P6: a result nested deeper than 24 levels (the stated JSON depth limit) is a
+    result problem like invalid JSON:
     the one correction turn names it, then the call fails saying so. It is never stored,
     so every status stays readable (it used to complete, then answer nothing). A result
     the database cannot store (NaN, NUL) or Python cannot parse (nested 100,000 deep)
@@ -683,16 +701,16 @@ async def test_a_result_too_deep_to_send_back_is_refused_and_statuses_stay_reada
     await runtime.claim_execution([demo], wait_seconds=5)
     await runtime.upload_file(call_id, "result.json", deep.encode())
     first = await runtime.finish_execution(call_id, final_message="done")
-    assert first.correction_requested and first.status == "running"
+    assert first.correction_requested and state_name(first.status) == "running"
     too_deep = "result nests objects and arrays more than 24 deep; flatten it"
     assert too_deep in first.correction_prompt
-    assert (await owner.get_status(call_id)).status == "running"
+    assert state_name((await owner.get_status(call_id)).status) == "running"
     # Still too deep after the correction, and so is the final message's JSON: failed.
     second = await runtime.finish_execution(call_id, final_message=deep, correction_round=1)
-    assert second.status == "failed"
+    assert state_name(second.status) == "failed"
     status = await owner.get_status(call_id)
-    assert status.status == "failed" and too_deep in status.error
-    assert not status.has_result and status.answer == deep
+    assert state_name(status.status) == "failed" and too_deep in status.error
+    assert not status.result_json and status.answer == deep
 
     for raw, problem in (
         (b'{"a": NaN}', "result.a: nan is not a finite number"),
@@ -709,7 +727,7 @@ async def test_a_result_too_deep_to_send_back_is_refused_and_statuses_stay_reada
     await runtime.claim_execution([demo], wait_seconds=5)
     await runtime.upload_file(receipt.call_id, "result.json", json.dumps(nested(24)).encode())
     done = await runtime.finish_execution(receipt.call_id, final_message="done")
-    assert done.status == "completed"
+    assert state_name(done.status) == "completed"
     assert call_result(await owner.get_status(receipt.call_id)) == nested(24)
 
 

@@ -7,10 +7,29 @@ from datetime import timedelta
 
 import psycopg
 
-from agentworks.client import MessagingClient
+from agentworks.client import MessagingClient, errors
+from agentworks.client.messaging import attributes_json
 from agentworks.messaging.v1 import messaging_pb2 as m
-from agentworks.server.db import Database
+from agentworks.server.db import Database, migrate
+from agentworks_functions.models import Delivered, GaveUp, RetryLater
+from agentworks_functions.notices import notice_outcome
 from agentworks_functions.store import FunctionsStore
+
+
+async def ended_calls(clients, echo, conversations: list[str]) -> list[str]:
+    """An agent's calls of echo, one per conversation to notify, each finished by the
+    runtime (so each queued its completion notice); their ids in that order."""
+    scout = await clients("agent:alpha/scout")
+    runtime = await clients("agent:demo/bot")
+    call_ids = []
+    for conversation in conversations:
+        call = await scout.call(
+            "crew:demo", echo, {"text": "hi"}, notify_conversation_id=conversation
+        )
+        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+        await runtime.finish_execution(call.call_id, final_message="echo: hi")
+        call_ids.append(call.call_id)
+    return call_ids
 
 
 async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F13(
@@ -31,16 +50,7 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
         await scout_chat.complete_turn(turn.turn_id)
 
         # The agent calls a function and asks for the notice in its conversation.
-        scout = await clients("agent:alpha/scout")
-        call = await scout.call(
-            "crew:demo",
-            echo,
-            {"text": "hi"},
-            notify_conversation_id=receipt.conversation_id,
-        )
-        runtime = await clients("agent:demo/bot")
-        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
-        await runtime.finish_execution(call.call_id, final_message="echo: hi")
+        [call_id] = await ended_calls(clients, echo, [receipt.conversation_id])
         # This replica has no messaging (127.0.0.1:1): the notice stays in the outbox.
         await functions.stop(0)
         async with await psycopg.AsyncConnection.connect(database_url) as conn:
@@ -55,9 +65,9 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
         assert notice_turn is not None
         [delivery] = notice_turn.deliveries
         assert delivery.kind == m.DELIVERY_KIND_FUNCTION_COMPLETED
-        assert dict(delivery.attributes)["call_id"] == call.call_id
-        assert dict(delivery.attributes)["status"] == "completed"
-        assert call.call_id in delivery.text and "functions status" in delivery.text
+        assert attributes_json(delivery)["call_id"] == call_id
+        assert attributes_json(delivery)["status"] == "completed"
+        assert call_id in delivery.text and "functions status" in delivery.text
         await scout_chat.complete_turn(notice_turn.turn_id)
 
         async with await psycopg.AsyncConnection.connect(database_url) as conn:
@@ -86,17 +96,10 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
     try:
         await ops.register_target("crew:alpha", owner="user:owner")
         known = (await alice.send("echo twice", target="crew:alpha")).conversation_id
-        scout = await clients("agent:alpha/scout")
-        runtime = await clients("agent:demo/bot")
         unknown = "00000000-0000-4000-8000-000000000000"
-        calls = {}
-        for conversation in (known, unknown, known):
-            call = await scout.call(
-                "crew:demo", echo, {"text": "hi"}, notify_conversation_id=conversation
-            )
-            await runtime.claim_execution(["crew:demo"], wait_seconds=5)
-            await runtime.finish_execution(call.call_id, final_message="echo: hi")
-            calls[call.call_id] = conversation
+        conversations = [known, unknown, known]
+        call_ids = await ended_calls(clients, echo, conversations)
+        calls = dict(zip(call_ids, conversations, strict=True))
         # This replica has no messaging: the three notices wait in the outbox together.
         await functions.stop(0)
         await start_functions(FUNCTIONS_MESSAGING_ADDRESS=messaging.address)
@@ -106,18 +109,17 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
                 rows = await (
                     await conn.execute(
                         "SELECT call_id::text, delivered_at IS NOT NULL, failed_at IS NOT NULL, "
-                        "coalesce(last_error, '') FROM functions.notices"
+                        "last_error_code FROM functions.notices"
                     )
                 ).fetchall()
                 if all(delivered or failed for _, delivered, failed, _ in rows):
                     break
                 await asyncio.sleep(0.1)
-            for call_id, delivered, failed, error in rows:
+            for call_id, delivered, failed, code in rows:
                 if calls[call_id] == known:
-                    assert (delivered, failed) == (True, False)
+                    assert (delivered, failed, code) == (True, False, None)
                 else:
-                    assert (delivered, failed) == (False, True)
-                    assert error.startswith("permanent: NOT_FOUND")
+                    assert (delivered, failed, code) == (False, True, "NOT_FOUND")
             count = await (
                 await conn.execute(
                     "SELECT count(*) FROM messaging.deliveries "
@@ -136,17 +138,7 @@ async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13
 ):
     """F13: one sent batch records per notice delivered, failed for good, or due again
     after a backoff that doubles with each attempt; a notice not yet due is not sent."""
-    scout = await clients("agent:alpha/scout")
-    runtime = await clients("agent:demo/bot")
-    conversation = "00000000-0000-4000-8000-00000000000a"
-    order = []
-    for _ in range(3):
-        call = await scout.call(
-            "crew:demo", echo, {"text": "hi"}, notify_conversation_id=conversation
-        )
-        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
-        await runtime.finish_execution(call.call_id, final_message="echo: hi")
-        order.append(call.call_id)
+    order = await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000a"] * 3)
     # The service's own sender has no messaging; stop it so that only this store sends.
     await functions.stop(0)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
@@ -158,7 +150,11 @@ async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13
     answers = dict(
         zip(
             order,
-            [None, "permanent: NOT_FOUND: no such conversation", "UNAVAILABLE: away"],
+            [
+                Delivered(),
+                GaveUp("NOT_FOUND", "no such conversation"),
+                RetryLater("UNAVAILABLE", "away", "MESSAGING_DOWN"),
+            ],
             strict=True,
         )
     )
@@ -180,15 +176,16 @@ async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13
 
         query = (
             "SELECT call_id::text, attempts, delivered_at IS NOT NULL, failed_at IS NOT NULL, "
-            "last_error, extract(epoch FROM next_attempt_at - now()) FROM functions.notices"
+            "last_error_code, last_error_reason, last_error, "
+            "extract(epoch FROM next_attempt_at - now()) FROM functions.notices"
         )
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             rows = {r[0]: r[1:] for r in await (await conn.execute(query)).fetchall()}
             delivered, failed, again = (rows[c] for c in order)
-            assert delivered[:4] == (1, True, False, None)
-            assert failed[:4] == (1, False, True, answers[order[1]])
-            assert again[:4] == (1, False, False, "UNAVAILABLE: away")
-            assert 25 < again[4] <= 30
+            assert delivered[:6] == (1, True, False, None, None, None)
+            assert failed[:6] == (1, False, True, "NOT_FOUND", None, "no such conversation")
+            assert again[:6] == (1, False, False, "UNAVAILABLE", "MESSAGING_DOWN", "away")
+            assert 25 < again[6] <= 30
 
             # Due again: the second attempt fails too and waits twice as long.
             await conn.execute(
@@ -198,8 +195,8 @@ async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13
             assert await store.deliver_notices(send, retry_after=retry_after) == 1
             assert sent[-1] == [order[2]]
             rows = {r[0]: r[1:] for r in await (await conn.execute(query)).fetchall()}
-            assert rows[order[2]][:4] == (2, False, False, "UNAVAILABLE: away")
-            assert 55 < rows[order[2]][4] <= 60
+            assert rows[order[2]][:6] == (2, False, False, "UNAVAILABLE", "MESSAGING_DOWN", "away")
+            assert 55 < rows[order[2]][6] <= 60
             assert rows[order[0]][0] == rows[order[1]][0] == 1
     finally:
         await db.close()
@@ -212,16 +209,7 @@ async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_
     messaging service holds no row lock and no connection in a transaction); while one
     replica sends a batch, another finds nothing to send, and after the send the
     outcome is recorded."""
-    scout = await clients("agent:alpha/scout")
-    runtime = await clients("agent:demo/bot")
-    call = await scout.call(
-        "crew:demo",
-        echo,
-        {"text": "hi"},
-        notify_conversation_id="00000000-0000-4000-8000-00000000000b",
-    )
-    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
-    await runtime.finish_execution(call.call_id, final_message="echo: hi")
+    [call_id] = await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000b"])
     await functions.stop(0)  # only the stores below send
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute("UPDATE functions.notices SET next_attempt_at = now()")
@@ -240,7 +228,7 @@ async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_
                     await conn.execute(
                         "SELECT call_id FROM functions.notices WHERE call_id = %s "
                         "FOR UPDATE NOWAIT",
-                        (call.call_id,),
+                        (call_id,),
                     )
                 ).fetchall()
                 seen_while_sending.append(len(locked))
@@ -252,7 +240,7 @@ async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_
                 ).fetchone()
                 seen_while_sending.append(in_transaction[0])
             seen_while_sending.append(await other.deliver_notices(send, retry_after=timedelta(1)))
-            return [None for _ in notices]
+            return [Delivered() for _ in notices]
 
         assert await store.deliver_notices(send, retry_after=timedelta(seconds=30)) == 1
         assert seen_while_sending == [1, 0, 0]
@@ -261,9 +249,75 @@ async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_
                 await conn.execute(
                     "SELECT attempts, delivered_at IS NOT NULL FROM functions.notices "
                     "WHERE call_id = %s",
-                    (call.call_id,),
+                    (call_id,),
                 )
             ).fetchone()
         assert row == (1, True)
     finally:
         await db.close()
+
+
+def test_messaging_refusals_that_every_retry_would_get_give_up_and_the_rest_retry_F13():
+    """F13: a notice messaging took is delivered; one refused as INVALID_ARGUMENT,
+    NOT_FOUND or ALREADY_EXISTS gives up (every retry would get the same answer); any
+    other error (unreachable, busy, unauthenticated, a bug) is tried again later. The
+    outcome keeps the status code's name, the message and the ErrorInfo reason."""
+    assert notice_outcome(m.EnqueueDeliveryResponse()) == Delivered()
+    for error in (errors.InvalidArgument, errors.NotFound, errors.Conflict):
+        outcome = notice_outcome(error("no", reason="WHY"))
+        assert outcome == GaveUp(error.code.name, "no", "WHY")
+    for error in (
+        errors.Unavailable,
+        errors.Busy,
+        errors.DeadlineExceeded,
+        errors.Unauthenticated,
+        errors.PermissionDenied,
+        errors.PreconditionFailed,
+        errors.Internal,
+    ):
+        assert notice_outcome(error("later")) == RetryLater(error.code.name, "later", "")
+
+
+async def test_failures_recorded_as_prefixed_strings_move_to_the_typed_columns_F13(
+    clients, echo, functions, database_url
+):
+    """F13: the migration that adds the typed columns moves a notice's code out of the
+    old "permanent: CODE: message" / "retry: CODE: message" strings, keeping the message;
+    any other text stays as it was, with no code."""
+    order = await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000c"] * 3)
+    await functions.stop(0)
+    old = [
+        "permanent: NOT_FOUND: no such conversation",
+        "retry: UNAVAILABLE: connection refused",
+        "the messaging service is away",
+    ]
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        # The schema as it was before the migration, holding the old strings.
+        await conn.execute(
+            "ALTER TABLE functions.notices DROP COLUMN last_error_code, "
+            "DROP COLUMN last_error_reason"
+        )
+        await conn.execute("DELETE FROM functions.schema_migrations WHERE name = 'notice_outcomes'")
+        for call_id, error in zip(order, old, strict=True):
+            await conn.execute(
+                "UPDATE functions.notices SET last_error = %s WHERE call_id = %s",
+                (error, call_id),
+            )
+
+    assert await asyncio.to_thread(
+        migrate, database_url, "functions", "agentworks_functions.migrations"
+    ) == [6]
+
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT call_id::text, last_error_code, last_error_reason, last_error "
+                "FROM functions.notices"
+            )
+        ).fetchall()
+    found = {r[0]: r[1:] for r in rows}
+    assert [found[c] for c in order] == [
+        ("NOT_FOUND", None, "no such conversation"),
+        ("UNAVAILABLE", None, "connection refused"),
+        (None, None, "the messaging service is away"),
+    ]

@@ -322,6 +322,12 @@ LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode te
 # parser refuses the escape: a JSON-RPC parse error saying where, before any tool runs.
 SURROGATE_REFUSED = (("Parse error", "unexpected end of hex escape"), "JSON-RPC -32700")
 NUL = ": contains a NUL character (\\u0000), which cannot be stored"
+# Messaging's words.
+DESTINATION_MISSING = (
+    "destination is missing: give a target (crew or workflow) to start a new conversation, "
+    "or an inbox_id to continue one"
+)
+MESSAGE_EMPTY = "message is empty: send some text or at least one part"
 
 
 def call_id(**extra: Any) -> Callable[[SimpleNamespace], Args]:
@@ -352,18 +358,23 @@ rows(
 rows(
     "messages",
     "send",
-    ("no destination", {"action": "send", "message": "hi"}, "exactly one of crew, workflow"),
+    # Messaging's refusals, as it words them (but for MCP's name of its `text`: message).
+    ("no destination", {"action": "send", "message": "hi"}, DESTINATION_MISSING),
     (
         "two destinations",
         {"action": "send", "crew": "demo", "workflow": "wf-1", "message": "hi"},
-        "(got crew, workflow)",
+        "takes one of crew, workflow or inbox_id (got crew, workflow)",
     ),
-    ("empty crew", {"action": "send", "crew": "", "message": "hi"}, "exactly one of crew"),
+    ("empty crew", {"action": "send", "crew": "", "message": "hi"}, DESTINATION_MISSING),
     ("unknown crew", {"action": "send", "crew": "nope", "message": "hi"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "send", "crew": "../etc", "message": "hi"}, "name"),
-    ("no message", {"action": "send", "crew": "demo"}, "message is empty"),
-    ("blank message", {"action": "send", "crew": "demo", "message": "  "}, "message is empty"),
-    ("oversized message", {"action": "send", "crew": "demo", "message": BIG}, "65536 bytes"),
+    ("no message", {"action": "send", "crew": "demo"}, MESSAGE_EMPTY),
+    ("blank message", {"action": "send", "crew": "demo", "message": "  "}, MESSAGE_EMPTY),
+    (
+        "oversized message",
+        {"action": "send", "crew": "demo", "message": BIG},
+        "message is 70000 bytes; the limit is 65536 bytes",
+    ),
     ("NUL in message", {"action": "send", "crew": "demo", "message": "a\x00b"}, "message" + NUL),
     (
         "lone surrogate in message",
@@ -384,11 +395,6 @@ rows(
         "NUL in part data",
         {"action": "send", "crew": "demo", "message": "m", "parts": [{"data": {"k": "\x00"}}]},
         "parts.0.data.k" + NUL,
-    ),
-    (
-        "part data number past 2^53",
-        {"action": "send", "crew": "demo", "message": "m", "parts": [{"data": {"n": -(2**60)}}]},
-        "parts.0.data.n: -1152921504606846976 is too large to pass exactly",
     ),
     (
         "oversized submission_id",
@@ -483,16 +489,16 @@ for alias, kind, other in (("ask_crew", "crew", "workflow"), ("chat", "workflow"
     rows(
         alias,
         None,
-        ("no destination", {"message": "hi"}, f"exactly one of {kind} or inbox_id"),
+        ("no destination", {"message": "hi"}, DESTINATION_MISSING),
         (
             "two destinations",
             lambda w, k=kind, n=name: {k: n, "inbox_id": w.inbox_id, "message": "hi"},
-            f"(got {kind}, inbox_id)",
+            f"{alias} takes one of {kind} or inbox_id (got {kind}, inbox_id)",
         ),
         ("no message", {kind: name}, "'message' is a required property"),
         (f"a {other}", {other: "x", "message": "hi"}, f"'{other}' was unexpected"),
         ("unknown target", {kind: "nope", "message": "hi"}, f"{kind}:nope", "NOT_FOUND"),
-        ("oversized message", {kind: name, "message": BIG}, "65536 bytes"),
+        ("oversized message", {kind: name, "message": BIG}, "message is 70000 bytes"),
         ("NUL in message", {kind: name, "message": "\x00"}, "message" + NUL),
         ("lone surrogate", {kind: name, "message": LONE_SURROGATE}, *SURROGATE_REFUSED),
         (
@@ -583,16 +589,6 @@ rows(
         "lone surrogate in an input",
         {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": LONE_SURROGATE}},
         *SURROGATE_REFUSED,
-    ),
-    (
-        "integer input past 2^53",
-        {
-            "action": "call",
-            "crew": "demo",
-            "function": "echo",
-            "inputs": {"text": "x", "count": HUGE_INT},
-        },
-        "inputs.count: 1180591620717411303424 is too large to pass exactly",
     ),
     (
         "inputs nested 40 deep",

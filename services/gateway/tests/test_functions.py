@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 
-from google.protobuf import json_format
 from mcp import Client
 
 NOT_FOUND_TEXT = (
@@ -76,7 +76,7 @@ async def test_functions_tool_lists_calls_and_reads_a_call_over_mcp_G2_F2_F4_F6_
 
         execution = await runtime.claim_execution([demo], wait_seconds=10)
         assert execution is not None and execution.call_id == call_id
-        assert json_format.MessageToDict(execution.inputs) == {"text": "hi", "count": 2.0}
+        assert json.loads(execution.inputs_json) == {"text": "hi", "count": 2}
         await runtime.report(
             call_id,
             progress="halfway",

@@ -7,6 +7,8 @@ import contextlib
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from agentworks.client.messaging import parts_json
+
 SEND = "/api/v1/tools/messages"
 
 
@@ -213,11 +215,19 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
             "action": "send",
             "inbox_id": receipt["inbox_id"],
             "message": "details",
-            "parts": [{"text": "see"}, {"data": {"ticket": 42, "tags": ["a"]}}],
+            "parts": [{"text": "see"}, {"data": {"ticket": 2**60 + 1, "tags": ["a"], "n": 2}}],
         },
     )
     assert structured.status_code == 200, structured.text
     assert structured.json()["conversation_id"] == receipt["conversation_id"]
+    # JSON keeps its numbers on the way: past 2^53 exact, an integer stays an integer.
+    second = await bot.claim_turn([demo], wait_seconds=5)
+    assert second is not None
+    [delivery] = second.deliveries
+    data = parts_json(delivery.message.parts)
+    assert data == [{"text": "see"}, {"data": {"ticket": 2**60 + 1, "tags": ["a"], "n": 2}}]
+    assert type(data[1]["data"]["n"]) is int
+    await bot.complete_turn(second.turn_id)
     empty = await client.post(SEND, json={"action": "send", "crew": "demo", "message": ""})
     assert empty.status_code == 400
     assert empty.json()["error"]["message"].startswith("message is empty")
@@ -234,18 +244,26 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
     assert half.status_code == 400 and "limit" in half.json()["error"]["message"]
 
 
-async def test_send_refuses_ambiguous_or_missing_destinations_before_calling_a_service_C2(
+async def test_send_refuses_ambiguous_or_missing_destinations_and_other_fields_C2(
     gateway, api, alice_token
 ):
-    """C2: exactly one of crew, workflow, inbox_id; read-only fields are refused on send."""
+    """C2: exactly one of crew, workflow, inbox_id (several cannot be sent, so the gateway
+    refuses them; none is messaging's refusal, in its words); read-only fields are refused
+    on send."""
     client = api(alice_token)
     both = await client.post(
         SEND, json={"action": "send", "crew": "a", "inbox_id": "b", "message": "x"}
     )
     assert both.status_code == 400
     assert (
-        "exactly one of crew, workflow or inbox_id (got crew, inbox_id)"
+        "messages send takes one of crew, workflow or inbox_id (got crew, inbox_id)"
         in (both.json()["error"]["message"])
+    )
+    none = await client.post(SEND, json={"action": "send", "message": "x"})
+    assert none.status_code == 400
+    assert none.json()["error"]["message"] == (
+        "destination is missing: give a target (crew or workflow) to start a new "
+        "conversation, or an inbox_id to continue one"
     )
     extra = await client.post(
         SEND, json={"action": "send", "crew": "a", "message": "x", "wait_seconds": 3}

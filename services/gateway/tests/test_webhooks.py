@@ -7,8 +7,8 @@ import time
 import uuid
 
 import pytest
-from google.protobuf import json_format
 
+from agentworks.client.messaging import attributes_json
 from agentworks.client.scheduler import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -61,7 +61,7 @@ async def test_a_signed_webhook_is_delivered_byte_for_byte_without_a_token_G4_S5
     assert delivery.delivery_id == accepted["delivery_id"]
     assert delivery.kind == m.DELIVERY_KIND_WEBHOOK
     assert delivery.payload == BODY
-    attributes = json_format.MessageToDict(delivery.attributes)
+    attributes = attributes_json(delivery)
     assert attributes["webhook_id"] == hook["webhook_id"] and attributes["delivery"] == "evt-1"
     assert attributes["content_type"] == "application/octet-stream"
     await bot.complete_turn(turn.turn_id)

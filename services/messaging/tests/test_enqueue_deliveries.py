@@ -175,8 +175,11 @@ async def test_attributes_postgresql_cannot_store_refuse_only_their_item_P6(
     conversation = (await alice.send("hi", target=demo)).conversation_id
     results = await scheduler.enqueue_deliveries(
         [
-            delivery_request(
-                conversation, kind=WAKE_UP, idempotency_key="inf", attributes={"x": float("inf")}
+            pb.EnqueueDeliveryRequest(  # what a client that writes Python's JSON sends
+                conversation_id=conversation,
+                kind=WAKE_UP,
+                idempotency_key="inf",
+                attributes_json='{"x": Infinity}',
             ),
             delivery_request(
                 conversation, kind=WAKE_UP, idempotency_key="nul", attributes={"k\x00": 1}

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agentworks.client.errors import InvalidArgument, PermissionDenied
+from agentworks.client.messaging import attributes_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 
@@ -53,7 +54,7 @@ async def test_pause_holds_wake_ups_and_resume_releases_them_late_S3(
 
     turn = await bot.claim_turn([demo], wait_seconds=10)
     assert [d.kind for d in turn.deliveries] == [m.DELIVERY_KIND_WAKE_UP]
-    attributes = turn.deliveries[0].attributes
+    attributes = attributes_json(turn.deliveries[0])
     assert attributes["late"] is True
     assert attributes["late_seconds"] >= 600
     await bot.complete_turn(turn.turn_id)
@@ -95,9 +96,9 @@ async def test_schedule_missed_during_a_pause_fires_once_after_resume_S3_S4(
     assert [d.kind for d in turn.deliveries] == [m.DELIVERY_KIND_SCHEDULE]
     delivery = turn.deliveries[0]
     assert delivery.text == "status report"
-    assert delivery.attributes["schedule_id"] == schedule.schedule_id
-    assert delivery.attributes["missed_occurrences"] == 10
-    assert delivery.attributes["late"] is True
+    assert attributes_json(delivery)["schedule_id"] == schedule.schedule_id
+    assert attributes_json(delivery)["missed_occurrences"] == 10
+    assert attributes_json(delivery)["late"] is True
     await bot.complete_turn(turn.turn_id)
 
     await service.wait_ticks(2)

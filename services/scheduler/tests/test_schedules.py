@@ -9,6 +9,7 @@ import pytest
 import structlog
 
 from agentworks.client.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
+from agentworks.client.messaging import attributes_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 BOT = "agent:demo/bot"
@@ -96,8 +97,8 @@ async def test_a_schedule_prompt_fires_into_its_conversation_S4_S6(
     assert [d.kind for d in turn.deliveries] == [m.DELIVERY_KIND_SCHEDULE]
     delivery = turn.deliveries[0]
     assert delivery.text == "daily digest"
-    assert delivery.attributes["schedule_id"] == schedule.schedule_id
-    assert delivery.attributes["missed_occurrences"] == 0
+    assert attributes_json(delivery)["schedule_id"] == schedule.schedule_id
+    assert attributes_json(delivery)["missed_occurrences"] == 0
     await bot.complete_turn(turn.turn_id)
 
     await service.wait_ticks(2)

@@ -21,6 +21,7 @@ from agentworks.client.errors import (
 )
 from agentworks.client.identity import Minter
 from agentworks.client.keys import SigningKey
+from agentworks.client.messaging import attributes_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 
@@ -41,9 +42,9 @@ async def test_wake_up_fires_once_into_its_conversation_as_its_own_turn_S1_S2_S6
     assert [d.kind for d in turn.deliveries] == [m.DELIVERY_KIND_WAKE_UP]
     delivery = turn.deliveries[0]
     assert delivery.text == "check the build"
-    assert delivery.attributes["wake_up_id"] == wake_up.wake_up_id
-    assert delivery.attributes["requested_by"] == BOT
-    assert "late" in delivery.attributes and "late_seconds" in delivery.attributes
+    assert attributes_json(delivery)["wake_up_id"] == wake_up.wake_up_id
+    assert attributes_json(delivery)["requested_by"] == BOT
+    assert "late" in attributes_json(delivery) and "late_seconds" in attributes_json(delivery)
     await bot.complete_turn(turn.turn_id)
 
     await service.wait_ticks(2)  # more ticks pass: it does not fire again

@@ -14,6 +14,7 @@ from agentworks.client.errors import (
     PermissionDenied,
     Unauthenticated,
 )
+from agentworks.client.messaging import attributes_json
 from agentworks.client.scheduler import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -65,9 +66,9 @@ async def test_signed_event_is_delivered_byte_for_byte_S5(
     delivery = turn.deliveries[0]
     assert delivery.payload == body
     assert delivery.delivery_id == result.delivery_id
-    assert delivery.attributes["delivery"] == "e-1"
-    assert delivery.attributes["webhook_id"] == hook.webhook_id
-    assert delivery.attributes["content_type"] == "application/octet-stream"
+    assert attributes_json(delivery)["delivery"] == "e-1"
+    assert attributes_json(delivery)["webhook_id"] == hook.webhook_id
+    assert attributes_json(delivery)["content_type"] == "application/octet-stream"
     await bot.complete_turn(turn.turn_id)
 
 

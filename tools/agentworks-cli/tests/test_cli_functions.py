@@ -13,8 +13,6 @@ import random
 import sys
 from pathlib import Path
 
-from google.protobuf import json_format
-
 from agentworks.client import FunctionsClient
 
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
@@ -67,7 +65,7 @@ async def test_crews_call_wait_shows_progress_messages_and_questions_then_the_ou
         assert execution is not None
         call_id = execution.call_id
         # -i values: JSON when they parse (2 is a number), else strings.
-        assert json_format.MessageToDict(execution.inputs) == {"text": "hello world", "count": 2}
+        assert json.loads(execution.inputs_json) == {"text": "hello world", "count": 2}
         await runtime.report(call_id, progress="reading", messages=["looked at it"], sequence=1)
         await _until_line(process.stderr, "progress: reading", seen)
         await _until_line(process.stderr, "assistant: looked at it", seen)

@@ -252,3 +252,37 @@ def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url
         assert child.env["AGENTWORKS_SIGNING_KEY"] == str(keys.key_path(signer)), child.name
         assert "/elsewhere/key.pem" not in json.dumps(child.env), child.name
         assert ("whk" in json.dumps(child.env)) == (name == "scheduler"), child.name
+
+
+def test_up_runs_grpc_in_plain_text_on_loopback_and_says_so_T5(tmp_path):
+    """T5: `agentworks up` serves gRPC without TLS (on loopback by default): its children
+    get none of the TLS settings exported for another deployment, and the banner says that
+    it runs without TLS, where, and which settings it did not use."""
+    from agentworks_dev.up import Supervisor, parse_args
+
+    exported = {
+        "AGENTWORKS_TLS_CA_FILE": "/etc/agentworks/tls/ca.crt",
+        "MESSAGING_TLS_CERT_FILE": "/etc/agentworks/tls/tls.crt",
+        "GATEWAY_TLS_KEY_FILE": "/etc/agentworks/tls/tls.key",
+    }
+    supervisor = Supervisor(
+        parse_args(["--home", str(tmp_path)], {}), {"PATH": os.environ["PATH"], **exported}
+    )
+    supervisor.database_url = "postgresql://localhost/x"
+    supervisor.keys, supervisor.webhook_key = KeyDirectory(tmp_path / "keys"), "whk"
+    children = [c for c, _ in supervisor.plan()[0]] + supervisor.runtime_children()
+    assert children
+    for child in children:
+        assert not any("_TLS_" in name for name in child.env), child.name
+    lines = []
+    supervisor._out = type("Out", (), {"write": lines.append, "flush": lambda self: None})()
+    supervisor._banner("aw_token", [])
+    banner = "".join(lines)
+    assert "TLS       off: gRPC in plain text on loopback only" in banner, banner
+    assert f"not used here: {', '.join(sorted(exported))}" in banner, banner
+
+    wide = Supervisor(parse_args(["--home", str(tmp_path), "--host", "0.0.0.0"], {}), {})
+    lines.clear()
+    wide._out = supervisor._out
+    wide._banner("aw_token", [])
+    assert "plain text on 0.0.0.0, readable on the network" in "".join(lines)

@@ -38,7 +38,11 @@ async def start(config: Config) -> Running:
     )
     db = Database(config.service.database_url, pool_size=config.service.pool_size)
     await db.start([EXECUTION_CHANNEL, CALL_CHANNEL, NOTICE_CHANNEL])
-    store = FunctionsStore(db, default_running_limit=config.default_running_limit)
+    store = FunctionsStore(
+        db,
+        default_running_limit=config.default_running_limit,
+        caller_share_percent=config.caller_share_percent,
+    )
     service = FunctionsService(
         store,
         db.listener,
@@ -47,8 +51,11 @@ async def start(config: Config) -> Running:
         max_lease_seconds=config.max_lease_seconds,
         notice_retry_seconds=config.notice_retry_seconds,
         claim_timeout_seconds=config.claim_timeout_seconds,
+        question_timeout_seconds=config.question_timeout_seconds,
     )
-    messaging = MessagingClient(config.messaging_address, identity=identity, timeout=10)
+    messaging = MessagingClient(
+        config.messaging_address, identity=identity, timeout=10, tls=config.service.tls
+    )
 
     async def drain() -> None:
         service.draining.set()
@@ -58,6 +65,8 @@ async def start(config: Config) -> Running:
         name="functions",
         listen=config.service.listen,
         trusted_keys=config.service.trusted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: functions_pb2_grpc.add_FunctionsServiceServicer_to_server(
             FunctionsServicer(service), s
         ),

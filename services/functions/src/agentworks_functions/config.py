@@ -44,6 +44,11 @@ class Config:
     # A call no runtime has claimed after this long ends `interrupted` and frees its
     # running slot (F5, F12); 0 keeps it waiting for a runtime forever.
     claim_timeout_seconds: float = 900.0
+    # Fairness (docs/functions.md): the share of a target's running limit one caller may
+    # hold (100 = all of it, as F5 promises a single caller), and how long a human-input
+    # question may go unanswered before its call ends `failed` (0 = no limit).
+    caller_share_percent: int = 100
+    question_timeout_seconds: float = 0.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -86,5 +91,9 @@ class Config:
             # 0: wait for a runtime forever.
             claim_timeout_seconds=env.get_float(
                 "CLAIM_TIMEOUT_SECONDS", 900.0, minimum=0, maximum=30 * 86400
+            ),
+            caller_share_percent=env.get_int("CALLER_SHARE_PERCENT", 100, minimum=1, maximum=100),
+            question_timeout_seconds=env.get_float(
+                "QUESTION_TIMEOUT_SECONDS", 0.0, minimum=0, maximum=30 * 86400
             ),
         )

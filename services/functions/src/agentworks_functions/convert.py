@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client.errors import InvalidArgument
-from agentworks.client.structs import struct_json
+from agentworks.client.jsontext import dumps, dumps_value, loads
 from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks_functions.models import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    INTERRUPTED,
     RESULT_FILE,
+    RUNNING,
+    WAITING_FOR_INPUT,
     Call,
     CallSource,
     FileInfo,
@@ -31,6 +33,20 @@ _KIND_IN = {common_pb2.TARGET_KIND_CREW: "crew", common_pb2.TARGET_KIND_WORKFLOW
 
 _KIND_OUT = {v: k for k, v in _KIND_IN.items()}
 
+_STATES = {
+    RUNNING: pb.CALL_STATE_RUNNING,
+    WAITING_FOR_INPUT: pb.CALL_STATE_WAITING_FOR_INPUT,
+    COMPLETED: pb.CALL_STATE_COMPLETED,
+    FAILED: pb.CALL_STATE_FAILED,
+    INTERRUPTED: pb.CALL_STATE_INTERRUPTED,
+    CANCELLED: pb.CALL_STATE_CANCELLED,
+}
+
+
+def state_out(status: str) -> pb.CallState:
+    """A call status (models: RUNNING, ..., CANCELLED) as the proto's CallState."""
+    return _STATES[status]
+
 
 def _ts(value) -> Timestamp | None:
     if value is None:
@@ -38,49 +54,6 @@ def _ts(value) -> Timestamp | None:
     ts = Timestamp()
     ts.FromDatetime(value)
     return ts
-
-
-def _non_finite(message: Any, path: str) -> str:
-    """The path of the first NaN/Infinity in a Struct, ListValue or Value."""
-    if isinstance(message, struct_pb2.Struct):
-        items: Any = ((f"{path}.{k}", v) for k, v in message.fields.items())
-    elif isinstance(message, struct_pb2.ListValue):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(message.values))
-    else:
-        kind = message.WhichOneof("kind")
-        if kind == "number_value":
-            return path if not math.isfinite(message.number_value) else ""
-        if kind in ("struct_value", "list_value"):
-            return _non_finite(getattr(message, kind), path)
-        return ""
-    return next((found for p, v in items if (found := _non_finite(v, p))), "")
-
-
-def json_in(message: struct_pb2.Struct | struct_pb2.Value, field: str) -> Any:
-    """A Struct/Value from a request as plain JSON; NaN and Infinity are not JSON."""
-    try:
-        return struct_json(message)
-    except (ValueError, json_format.Error):
-        where = _non_finite(message, field) or field
-        raise InvalidArgument(
-            f"{where}: not a finite number (NaN or Infinity); JSON numbers are finite"
-        ) from None
-
-
-def struct_in(message: struct_pb2.Struct, field: str) -> dict[str, Any]:
-    return json_in(message, field)
-
-
-def struct_out(value: dict[str, Any] | None) -> struct_pb2.Struct | None:
-    if value is None:
-        return None
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
-
-
-def value_out(value: Any) -> struct_pb2.Value:
-    return json_format.ParseDict(value, struct_pb2.Value())
 
 
 def target_key(ref: common_pb2.TargetRef, field: str = "target") -> TargetKey:
@@ -114,10 +87,8 @@ def binding_in(binding: pb.WorkflowBinding) -> WorkflowBinding:
                 name=v.name,
                 type=v.type,
                 required=v.required,
-                has_default=v.HasField("default_value"),
-                default=json_in(v.default_value, f"workflow.variables[{v.name!r}].default")
-                if v.HasField("default_value")
-                else None,
+                has_default=bool(v.default_json),
+                default=loads(v.default_json, f"workflow.variables[{v.name!r}].default", None),
             )
             for v in binding.variables
         ),
@@ -127,9 +98,12 @@ def binding_in(binding: pb.WorkflowBinding) -> WorkflowBinding:
 def binding_out(binding: WorkflowBinding) -> pb.WorkflowBinding:
     out = pb.WorkflowBinding(route=binding.route, allowed_groups=list(binding.allowed_groups))
     for v in binding.variables:
-        var = out.variables.add(name=v.name, type=v.type, required=v.required)
-        if v.has_default:
-            var.default_value.CopyFrom(value_out(v.default))
+        out.variables.add(
+            name=v.name,
+            type=v.type,
+            required=v.required,
+            default_json=dumps_value(v.default) if v.has_default else "",
+        )
     return out
 
 
@@ -138,12 +112,8 @@ def function_in(fn: pb.Function) -> FunctionSpec:
         target=target_key(fn.target, "function.target"),
         name=fn.name,
         description=fn.description,
-        input_schema=struct_in(fn.input_schema, "input_schema")  # type: ignore[arg-type]
-        if fn.HasField("input_schema")
-        else None,
-        output_schema=struct_in(fn.output_schema, "output_schema")
-        if fn.HasField("output_schema")
-        else None,
+        input_schema=loads(fn.input_schema_json, "input_schema", None),
+        output_schema=loads(fn.output_schema_json, "output_schema", None),
         allowed_callers=tuple(fn.allowed_callers),
         starts_work=fn.starts_work,
         workflow=binding_in(fn.workflow) if fn.HasField("workflow") else None,
@@ -155,8 +125,8 @@ def function_out(fn: Function) -> pb.Function:
         target=target_ref(fn.target),
         name=fn.name,
         description=fn.description,
-        input_schema=struct_out(fn.input_schema),
-        output_schema=struct_out(fn.output_schema),
+        input_schema_json=dumps(fn.input_schema),
+        output_schema_json=dumps(fn.output_schema),
         allowed_callers=list(fn.allowed_callers),
         starts_work=fn.starts_work,
         created_at=_ts(fn.created_at),
@@ -188,7 +158,7 @@ def status_out(view: StatusView) -> pb.CallStatus:
     call = view.call
     out = pb.CallStatus(
         call_id=call.id,
-        status=call.status,
+        status=state_out(call.status),
         progress=call.progress,
         messages=[
             pb.ExecutionMessage(
@@ -221,11 +191,9 @@ def status_out(view: StatusView) -> pb.CallStatus:
         source=source_out(call.source),
         created_at=_ts(call.created_at),
         ended_at=_ts(call.ended_at),
-        has_result=call.has_result,
+        result_json=dumps_value(call.result) if call.has_result else "",
         version=call.version,
     )
-    if call.has_result:
-        out.result.CopyFrom(value_out(call.result))
     if call.run_id is not None:
         out.run.CopyFrom(
             pb.WorkflowRun(
@@ -252,17 +220,16 @@ def execution_out(call: Call) -> pb.Execution:
         call_id=call.id,
         target=target_ref(call.target),
         function=call.function,
-        inputs=struct_out(call.inputs),
+        inputs_json=dumps(call.inputs),
         output_folder=call.output_folder,
         result_file=RESULT_FILE,
         lease_expires_at=_ts(call.lease_expires_at),
-        output_schema=struct_out(call.output_schema),
-        has_output_schema=call.output_schema is not None,
+        output_schema_json=dumps(call.output_schema),
         starts_work=call.starts_work,
         caller=call.caller,
         description=call.description,
         run_id=call.run_id or "",
-        variables=struct_out(call.variables),
+        variables_json=dumps(call.variables),
     )
     if call.workflow is not None:
         out.workflow.CopyFrom(binding_out(call.workflow))

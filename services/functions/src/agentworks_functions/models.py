@@ -265,6 +265,35 @@ class Notice:
     attempts: int
 
 
+# What became of one sent completion notice (F13): decided by the sender from messaging's
+# answer, recorded by the outbox in typed columns (delivered_at, failed_at, last_error_*).
+@dataclass(frozen=True)
+class Delivered:
+    """Messaging took the notice (or already held it under its idempotency key)."""
+
+
+@dataclass(frozen=True)
+class NoticeFailure:
+    """Messaging did not take the notice: its status code's name, message and reason."""
+
+    code: str  # a grpc.StatusCode name: UNAVAILABLE, NOT_FOUND...
+    message: str
+    reason: str = ""  # the ErrorInfo reason, when messaging gave one
+
+
+@dataclass(frozen=True)
+class RetryLater(NoticeFailure):
+    """Messaging may take it later (unreachable, busy...): due again after a backoff."""
+
+
+@dataclass(frozen=True)
+class GaveUp(NoticeFailure):
+    """Messaging refuses it the same way on every try: recorded as failed, not resent."""
+
+
+NoticeOutcome = Delivered | RetryLater | GaveUp
+
+
 @dataclass
 class Question:
     ask_id: str

@@ -10,7 +10,11 @@ from agentworks.client import MessagingClient, delivery_request, errors
 from agentworks.messaging.v1 import messaging_pb2
 from agentworks_functions.config import Config
 from agentworks_functions.models import (
+    Delivered,
+    GaveUp,
     Notice,
+    NoticeOutcome,
+    RetryLater,
 )
 from agentworks_functions.service import FunctionsService, NoticeSender
 from agentworks_functions.store import (
@@ -27,7 +31,7 @@ def notice_sender(client: MessagingClient) -> NoticeSender:
     or fails on its own.
     """
 
-    async def send(notices: list[Notice]) -> list[str | None]:
+    async def send(notices: list[Notice]) -> list[NoticeOutcome]:
         try:
             results = await client.enqueue_deliveries(
                 [
@@ -43,25 +47,37 @@ def notice_sender(client: MessagingClient) -> NoticeSender:
             )
         except errors.AgentWorksError as exc:  # the whole request: every notice waits
             log.warning("notices.retry", count=len(notices), code=exc.code.name, error=exc.message)
-            return [f"retry: {exc.code.name}: {exc.message}"] * len(notices)
-        return [_notice_outcome(n, r) for n, r in zip(notices, results, strict=True)]
+            return [RetryLater(exc.code.name, exc.message, str(exc.reason))] * len(notices)
+        outcomes = [notice_outcome(r) for r in results]
+        for notice, outcome in zip(notices, outcomes, strict=True):
+            _log_outcome(notice, outcome)
+        return outcomes
 
     return send
 
 
-def _notice_outcome(notice: Notice, result: object) -> str | None:
-    if isinstance(result, errors.REFUSED_FOR_GOOD):
-        log.error(
-            "notice.refused", call_id=notice.call_id, code=result.code.name, error=result.message
-        )
-        return f"permanent: {result.code.name}: {result.message}"
-    if isinstance(result, errors.AgentWorksError):
-        log.warning(
-            "notice.retry", call_id=notice.call_id, code=result.code.name, error=result.message
-        )
-        return f"retry: {result.code.name}: {result.message}"
-    log.info("notice.delivered", call_id=notice.call_id, conversation_id=notice.conversation_id)
-    return None
+def notice_outcome(result: object) -> NoticeOutcome:
+    """What became of one notice, from messaging's answer to it (F13).
+
+    A refusal that every retry would get too (`errors.REFUSED_FOR_GOOD`: INVALID_ARGUMENT,
+    NOT_FOUND, ALREADY_EXISTS) gives up; any other error is tried again later.
+    """
+    if not isinstance(result, errors.AgentWorksError):
+        return Delivered()
+    failure = GaveUp if isinstance(result, errors.REFUSED_FOR_GOOD) else RetryLater
+    return failure(result.code.name, result.message, str(result.reason))
+
+
+def _log_outcome(notice: Notice, outcome: NoticeOutcome) -> None:
+    match outcome:
+        case GaveUp(code=code, message=message):
+            log.error("notice.refused", call_id=notice.call_id, code=code, error=message)
+        case RetryLater(code=code, message=message):
+            log.warning("notice.retry", call_id=notice.call_id, code=code, error=message)
+        case Delivered():
+            log.info(
+                "notice.delivered", call_id=notice.call_id, conversation_id=notice.conversation_id
+            )
 
 
 async def deliver_notices(service: FunctionsService, send: NoticeSender, config: Config) -> None:

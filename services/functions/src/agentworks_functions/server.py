@@ -9,6 +9,7 @@ import structlog
 
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import caller
+from agentworks.client.jsontext import loads_object
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks_functions.convert import (
@@ -17,8 +18,8 @@ from agentworks_functions.convert import (
     file_out,
     function_in,
     function_out,
+    state_out,
     status_out,
-    struct_in,
     target_key,
     target_out,
 )
@@ -67,7 +68,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             caller(),
             target=target_key(request.target),
             function=request.function,
-            inputs=struct_in(request.inputs, "inputs"),
+            inputs=loads_object(request.inputs_json, "inputs"),
             submission_id=request.submission_id,
             notify_conversation_id=request.notify_conversation_id,
             source=source,
@@ -76,7 +77,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         )
         out = pb.CallReceipt(
             call_id=receipt.call_id,
-            status=receipt.status,
+            status=state_out(receipt.status),
             output_folder=receipt.output_folder,
             created=receipt.created,
         )
@@ -141,7 +142,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         status, expires = await self.service.heartbeat(
             caller(), call_id=request.call_id, lease_seconds=request.lease_seconds
         )
-        return pb.HeartbeatExecutionResponse(status=status, lease_expires_at=_ts(expires))
+        return pb.HeartbeatExecutionResponse(
+            status=state_out(status), lease_expires_at=_ts(expires)
+        )
 
     async def Report(self, request, context):
         status = await self.service.report(
@@ -153,7 +156,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             steps=[(s.step, s.group, s.status, s.detail) for s in request.steps],
             sequence=request.sequence,
         )
-        return pb.ReportResponse(status=status)
+        return pb.ReportResponse(status=state_out(status))
 
     async def UploadFile(self, request_iterator, context):
         async def chunks() -> AsyncIterator[tuple[str, str, str, bytes]]:
@@ -171,7 +174,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             wait_seconds=request.wait_seconds,
             withdraw=request.withdraw,
         )
-        return pb.AskInputResponse(answered=answered, reply=reply, status=status)
+        return pb.AskInputResponse(answered=answered, reply=reply, status=state_out(status))
 
     async def FinishExecution(self, request, context):
         claim_next: list[TargetKey] | None = None
@@ -196,7 +199,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             lease_seconds=lease_seconds,
         )
         response = pb.FinishExecutionResponse(
-            status=outcome.status,
+            status=state_out(outcome.status),
             correction_requested=outcome.correction_requested,
             correction_prompt=outcome.correction_prompt,
         )

@@ -174,4 +174,6 @@ notices = sa.Table(
     sa.Column("failed_at", TS),
     sa.Column("last_error", sa.Text),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
+    sa.Column("last_error_code", sa.Text),
+    sa.Column("last_error_reason", sa.Text),
 )

@@ -2,8 +2,8 @@
 
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
 structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
-and the matching HTTP status. `GET /api/v1/tools` lists the MCP tools as
-`{"tools": [{"name", "description", "inputSchema"}, ...]}`, the list `/mcp` serves.
+and the matching HTTP status. `GET /api/v1/tools` answers with what `/mcp` serves:
+`{"instructions": "...", "tools": [{"name", "description", "inputSchema"}, ...]}`.
 """
 
 from __future__ import annotations

@@ -125,6 +125,9 @@ async def start(config: Config) -> RunningGateway:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=config.service.drain_seconds,  # type: ignore[arg-type]
+            limit_concurrency=config.max_connections,
+            timeout_keep_alive=config.idle_timeout_seconds,  # type: ignore[arg-type]
+            h11_max_incomplete_event_size=config.max_header_bytes,
         )
     )
     task = asyncio.create_task(_serve(server, config.listen), name="gateway-http")
@@ -138,7 +141,14 @@ async def start(config: Config) -> RunningGateway:
         reason = f": {exc}" if exc is not None else ""
         raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
     port = server.servers[0].sockets[0].getsockname()[1]
-    log.info("server.started", service="gateway", host=host, port=port)
+    log.info(
+        "server.started",
+        service="gateway",
+        host=host,
+        port=port,
+        # How the gateway calls the services (T5).
+        grpc_transport=config.service.tls.describe(server=False),
+    )
     return RunningGateway(gateway, database, server, task, host, port)
 
 

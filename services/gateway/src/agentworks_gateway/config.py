@@ -52,6 +52,13 @@ class Config:
     webhook_max_body_bytes: int
     # host:port for Prometheus /metrics (P4); empty = off.
     metrics_listen: str
+    # HTTP server bounds (docs/operations.md): connections and requests at once (past it
+    # 503), seconds an idle keep-alive connection stays open, seconds a request body may
+    # go without a byte arriving (past it 408), bytes of request line and headers.
+    max_connections: int = 1000
+    idle_timeout_seconds: float = 5.0
+    body_timeout_seconds: float = 30.0
+    max_header_bytes: int = 16 * 1024
 
     @property
     def listen(self) -> str:
@@ -83,7 +90,7 @@ class Config:
         # The shared settings, with the gateway's own default drain and their ranges
         # (a pool of 0 would make every call wait, then fail "database busy").
         service = dataclasses.replace(
-            ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            ServiceConfig.from_env("gateway", DEFAULT_PORT, env, serves_grpc=False),
             drain_seconds=env.get_float(
                 "DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=3600
             ),
@@ -113,4 +120,14 @@ class Config:
                 maximum=MAX_WEBHOOK_BODY_BYTES,
             ),
             metrics_listen=service.metrics_listen,
+            max_connections=env.get_int("MAX_CONNECTIONS", 1000, minimum=1, maximum=100_000),
+            idle_timeout_seconds=env.get_float(
+                "IDLE_TIMEOUT_SECONDS", 5.0, minimum=0.1, maximum=3600
+            ),
+            body_timeout_seconds=env.get_float(
+                "BODY_TIMEOUT_SECONDS", 30.0, minimum=0.1, maximum=3600
+            ),
+            max_header_bytes=env.get_int(
+                "MAX_HEADER_BYTES", 16 * 1024, minimum=1024, maximum=1024 * 1024
+            ),
         )

@@ -2,14 +2,14 @@
 
 It lists the MCP tools of `agentworks_gateway.tools` and runs each call in-process as the
 caller the bearer token names. A refused call is a tool result with `isError: true` whose
-text is the service's own message. The stdio server (`agentworks mcp stdio`) is the CLI's
-(`agentworks_cli.mcp_stdio`): it fetches the same list from `GET /api/v1/tools` and
-forwards each call to `POST /api/v1/tools/<tool>`.
+text is the service's own message; `agentworks.client.mcp_results` shapes the results.
+The stdio server (`agentworks mcp stdio`) is the CLI's (`agentworks_cli.mcp_stdio`): it
+fetches these instructions and tools from `GET /api/v1/tools`, forwards each call to
+`POST /api/v1/tools/<tool>`, and shapes the results with the same module.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -17,10 +17,10 @@ from typing import Any
 import mcp_types as types
 import structlog
 from mcp.server import Server, ServerRequestContext
-from mcp.shared.exceptions import MCPError
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
+from agentworks.client.mcp_results import error_result, ok_result, unknown_tool
 from agentworks_gateway import tools
 
 log = structlog.get_logger("agentworks.gateway.mcp")
@@ -60,30 +60,15 @@ def tool_definitions() -> list[types.Tool]:
 
 
 def tool_list() -> dict[str, Any]:
-    """The MCP tool list as JSON (`GET /api/v1/tools`): the same tools `/mcp` lists."""
+    """What `/mcp` tells clients, as JSON (`GET /api/v1/tools`, for the stdio proxy): its
+    instructions and its tools."""
     return {
+        "instructions": INSTRUCTIONS,
         "tools": [
             {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
             for t in tools.mcp_tools()
-        ]
+        ],
     }
-
-
-def ok_result(data: dict[str, Any]) -> types.CallToolResult:
-    """A successful tool result: structured content, and the same JSON as text."""
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-    )
-
-
-def error_result(code: str, message: str) -> types.CallToolResult:
-    """A refused tool call: `isError`, the service's text, and the code in structured content."""
-    return types.CallToolResult(
-        content=[types.TextContent(text=message)],
-        structured_content={"error": {"code": code, "message": message}},
-        is_error=True,
-    )
 
 
 def build_server(call: ToolCaller) -> Server[Any]:
@@ -104,12 +89,7 @@ def build_server(call: ToolCaller) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name not in input_schemas:
-            # An unknown tool is a protocol error, not a tool result (MCP spec).
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"unknown tool {params.name!r}: the tools are "
-                + ", ".join(t.name for t in tools.mcp_tools()),
-            )
+            raise unknown_tool(params.name, input_schemas)
         try:
             return ok_result(await call(params.name, params.arguments or {}, ctx))
         except errors.AgentWorksError as exc:

@@ -18,7 +18,7 @@ import structlog
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from agentworks.client.identity import Identity, Minter, check_principal
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.rpc import open_channel
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.config import Config
 from agentworks_gateway.models import TokenRecord
@@ -65,9 +65,8 @@ class Gateway:
         # When the drain's grace ends (loop time): what still runs then is cut.
         self.drain_ends_at = float("inf")
 
-    @staticmethod
-    def _channel(addresses: str) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(channel_target(addresses), options=channel_options())
+    def _channel(self, addresses: str) -> grpc.aio.Channel:
+        return open_channel(addresses, self.config.service.tls)
 
     def begin_drain(self, grace: float) -> None:
         """The process is stopping: waiting long-polls return now with what they have,

@@ -37,6 +37,8 @@ async def start(config: Config) -> Running:
         name="messaging",
         listen=config.service.listen,
         trusted_keys=config.service.trusted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(service), s
         ),

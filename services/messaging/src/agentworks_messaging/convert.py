@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client.errors import AgentWorksError, InvalidArgument
+from agentworks.client.jsontext import dumps, loads_object
 from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
 from agentworks.messaging.v1 import messaging_pb2 as pb
@@ -75,23 +75,27 @@ def target_ref(key: TargetKey) -> common_pb2.TargetRef:
     return common_pb2.TargetRef(kind=_KIND_OUT[key.kind], name=key.name)
 
 
-def json_in(message: Any, field: str) -> Any:
-    """A request's Struct (or Part) as JSON; NaN and Infinity are not JSON."""
-    try:
-        return json_format.MessageToDict(message)
-    except (ValueError, json_format.Error):
-        raise InvalidArgument(
-            f"{field} holds a number that is not finite (NaN or Infinity); use JSON numbers"
-        ) from None
-
-
 def parts_in(parts) -> list[dict[str, Any]] | None:
-    out = [json_in(p, f"parts[{i}]") for i, p in enumerate(parts)]
+    """Request parts as the domain's `{"text": ...}` / `{"data": {...}}` dicts."""
+    out: list[dict[str, Any]] = []
+    for i, part in enumerate(parts):
+        which = part.WhichOneof("content")
+        if which == "text":
+            out.append({"text": part.text})
+        elif which == "data_json":
+            out.append({"data": loads_object(part.data_json, f"parts[{i}].data")})
+        else:
+            out.append({})
     return out or None
 
 
 def parts_out(parts: list[dict[str, Any]] | None) -> list[common_pb2.Part]:
-    return [json_format.ParseDict(p, common_pb2.Part()) for p in parts or []]
+    return [
+        common_pb2.Part(text=p["text"])
+        if "text" in p
+        else common_pb2.Part(data_json=dumps(p["data"]))
+        for p in parts or []
+    ]
 
 
 def target_out(target: Target) -> pb.Target:
@@ -134,7 +138,7 @@ def delivery_out(d: Delivery) -> pb.Delivery:
     if d.message is not None:
         out.message.CopyFrom(message_out(d.message))
     if d.attributes:
-        out.attributes.update(d.attributes)
+        out.attributes_json = dumps(d.attributes)
     return out
 
 
@@ -179,7 +183,7 @@ def caps_in(caps: pb.Capabilities) -> bool | None:
 
 def delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
     attributes = (
-        json_in(request.attributes, "attributes") if request.HasField("attributes") else None
+        loads_object(request.attributes_json, "attributes") if request.attributes_json else None
     )
     return {
         "conversation_id": request.conversation_id,

@@ -53,6 +53,7 @@ async def start(config: Config) -> SchedulerRunning:
         config.messaging_address,
         identity,
         timeout=config.delivery_timeout_seconds,
+        tls=config.service.tls,
     )
     store = SchedulerStore(db)
     service = SchedulerService(store, conversations, config)
@@ -64,6 +65,8 @@ async def start(config: Config) -> SchedulerRunning:
         name="scheduler",
         listen=config.service.listen,
         trusted_keys=config.service.trusted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(service), s
         ),

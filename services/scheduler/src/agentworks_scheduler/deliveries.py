@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import grpc
-
 from agentworks.client import MessagingClient, delivery_request, target_str
 from agentworks.client.errors import AgentWorksError
 from agentworks.client.identity import Forwarded, Identity, Minter
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.rpc import open_channel
+from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_scheduler.models import Participation
 
@@ -37,11 +36,11 @@ class MessagingConversations:
     access rule (A2, A3). Deliveries are enqueued as `service:scheduler`.
     """
 
-    def __init__(self, address: str, identity: Minter, *, timeout: float) -> None:
+    def __init__(
+        self, address: str, identity: Minter, *, timeout: float, tls: Tls | None = None
+    ) -> None:
         self._timeout = timeout
-        self._channel = grpc.aio.insecure_channel(
-            channel_target(address), options=channel_options()
-        )
+        self._channel = open_channel(address, tls)
         self._as_scheduler = MessagingClient(
             channel=self._channel, identity=identity, timeout=timeout
         )

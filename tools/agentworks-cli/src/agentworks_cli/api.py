@@ -2,11 +2,13 @@
 
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
 structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
-and the matching HTTP status (the gateway's side of that is agentworks_gateway.api).
+and the matching HTTP status (the gateway's side of that is agentworks_gateway.api);
+`GET /api/v1/tools` answers with the MCP tools and instructions.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -24,6 +26,14 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+@dataclass(frozen=True)
+class ToolListing:
+    """The gateway's MCP tools (JSON, as listed) and the instructions it gives MCP clients."""
+
+    tools: list[dict[str, Any]]
+    instructions: str | None
 
 
 class ApiClient:
@@ -54,13 +64,15 @@ class ApiClient:
         timeout = self.timeout + (wait + LONG_POLL_SLACK_SECONDS if wait else 0)
         return await self._request("POST", API_PREFIX + tool, args, timeout)
 
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """The gateway's MCP tools (`GET /api/v1/tools`): name, description, inputSchema."""
-        body = await self._request("GET", API_PREFIX.rstrip("/"), None, self.timeout)
-        tools = body.get("tools")
+    async def list_tools(self) -> ToolListing:
+        """What the gateway's `/mcp` tells clients (`GET /api/v1/tools`): its tools (name,
+        description, inputSchema) and instructions (None from a gateway that sends none)."""
+        path = API_PREFIX.rstrip("/")
+        body = await self._request("GET", path, None, self.timeout)
+        tools, instructions = body.get("tools"), body.get("instructions")
         if not isinstance(tools, list):
-            raise ApiError("UNKNOWN", f"{self.url}{API_PREFIX.rstrip('/')} listed no tools")
-        return tools
+            raise ApiError("UNKNOWN", f"{self.url}{path} listed no tools")
+        return ToolListing(tools, instructions if isinstance(instructions, str) else None)
 
     async def _request(
         self, method: str, path: str, args: dict[str, Any] | None, timeout: float

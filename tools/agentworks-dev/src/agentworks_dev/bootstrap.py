@@ -21,6 +21,7 @@ from agentworks.client.identity import OPERATOR, Minter
 from agentworks.client.keys import KeyDirectory, SigningKey, keys_from_env
 from agentworks.client.registration import register_target
 from agentworks.client.settings import ConfigError, Env
+from agentworks.client.tls import Tls
 from agentworks.client.trust import GATEWAY, STANDARD_SIGNERS
 from agentworks_dev.home import load_or_create_secret, write_secret
 from agentworks_dev.options import Options
@@ -57,19 +58,21 @@ async def _retry_unavailable(make: Callable[[], Awaitable[object]], deadline: fl
             await asyncio.sleep(0.5)
 
 
-async def register_demo_crew(key: SigningKey, messaging: str, functions: str | None) -> None:
+async def register_demo_crew(
+    key: SigningKey, messaging: str, functions: str | None, tls: Tls | None = None
+) -> None:
     """Register `crew:demo` (owner `user:dev`) with messaging and functions, and declare
     the demo functions as the owner (`demo_functions.declare_demo_functions`)."""
     deadline = time.monotonic() + REGISTER_SECONDS
     identity = operator_identity(key)
     async with contextlib.AsyncExitStack() as stack:
         to_messaging = await stack.enter_async_context(
-            MessagingClient(messaging, identity=identity)
+            MessagingClient(messaging, identity=identity, tls=tls)
         )
         to_functions = None
         if functions:
             to_functions = await stack.enter_async_context(
-                FunctionsClient(functions, identity=identity)
+                FunctionsClient(functions, identity=identity, tls=tls)
             )
         await _retry_unavailable(
             lambda: register_target(to_messaging, to_functions, DEMO_TARGET, owner=DEMO_OWNER),
@@ -85,7 +88,7 @@ async def register_demo_crew(key: SigningKey, messaging: str, functions: str | N
         log.warning("functions.not_declared", reason="agentworks-runtime is not installed")
         return
     # Declaring is the owner's right (F1): act as user:dev, signed with the gateway's key.
-    async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key)) as owner:
+    async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key), tls=tls) as owner:
         declared: list[Any] = []
 
         async def declare() -> None:
@@ -182,14 +185,20 @@ async def bootstrap(options: Options, environ: dict[str, str]) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        # The services' TLS (T5): AGENTWORKS_TLS_CA_FILE, and a certificate for mutual TLS.
+        tls = Tls.from_env(Env("AGENTWORKS", environ), server=False)
+    except ConfigError as exc:
+        print(f"agentworks up --bootstrap-only: {exc}", file=sys.stderr)
+        return 2
     deadline = time.monotonic() + options.ready_timeout
     try:
-        await grpc_health_serving(messaging.split(",")[0], deadline)
+        await grpc_health_serving(messaging.split(",")[0], deadline, tls)
         if functions and has_main("agentworks_functions"):
-            await grpc_health_serving(functions.split(",")[0], deadline)
+            await grpc_health_serving(functions.split(",")[0], deadline, tls)
         else:
             functions = ""
-        await register_demo_crew(key, messaging, functions or None)
+        await register_demo_crew(key, messaging, functions or None, tls)
         options.home.mkdir(parents=True, exist_ok=True)
         token = await ensure_dev_token(options.home, database_url, environ)
     except (TimeoutError, errors.AgentWorksError) as exc:

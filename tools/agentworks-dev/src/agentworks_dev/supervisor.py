@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from agentworks.client.keys import KeyDirectory
+from agentworks.client.tls import SETTINGS as TLS_SETTINGS
 from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
 from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.banner import banner_text
@@ -50,6 +51,18 @@ from agentworks_dev.specs import (
 
 log = structlog.get_logger("agentworks.up")
 
+_TLS_SUFFIXES = tuple(f"_{name}" for name in TLS_SETTINGS)
+
+
+def tls_variables(environ: dict[str, str]) -> list[str]:
+    """The TLS settings (`AGENTWORKS_TLS_*`, `<SERVICE>_TLS_*`) set in `environ`."""
+    prefixes = ("AGENTWORKS", GATEWAY.prefix, *(spec.prefix for spec in GRPC_SERVICES))
+    return sorted(
+        name
+        for name in environ
+        if name.endswith(_TLS_SUFFIXES) and name.rpartition("_TLS_")[0] in prefixes
+    )
+
 
 @dataclass
 class Child:
@@ -75,6 +88,11 @@ class Supervisor:
     def __init__(self, options: Options, environ: dict[str, str] | None = None) -> None:
         self.options = options
         self.environ = dict(os.environ if environ is None else environ)
+        # The suite runs gRPC in plain text (T5: loopback needs no TLS): TLS settings
+        # exported for another deployment are not handed to the children.
+        self.ignored_tls = tls_variables(self.environ)
+        for name in self.ignored_tls:
+            del self.environ[name]
         self.home = options.home.resolve()
         self.children: list[Child] = []
         self._stopping = asyncio.Event()
@@ -445,6 +463,8 @@ class Supervisor:
             embedded=self.embedded,
             services=services,
             skipped=skipped,
+            host=self.options.host,
+            ignored_tls=self.ignored_tls,
         )
         self._out.write(text)
         self._out.flush()

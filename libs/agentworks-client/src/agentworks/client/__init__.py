@@ -4,9 +4,9 @@ Each method takes plain arguments, sends a signed identity and a deadline, and r
 `agentworks.client.errors.AgentWorksError` subclasses on failure. One module per service.
 """
 
-from agentworks.client.common import struct, target_ref, target_str
+from agentworks.client.common import json_document, target_ref, target_str
 from agentworks.client.functions import FunctionsClient as FunctionsClient
 from agentworks.client.messaging import MessagingClient, delivery_request
 from agentworks.client.scheduler import SchedulerClient as SchedulerClient
 
-__all__ = ["MessagingClient", "delivery_request", "struct", "target_ref", "target_str"]
+__all__ = ["MessagingClient", "delivery_request", "json_document", "target_ref", "target_str"]

@@ -10,6 +10,7 @@ import json
 from typing import Any, TypeVar
 
 from agentworks.client.errors import InvalidArgument
+from agentworks.client.limits import MAX_JSON_DEPTH
 
 T = TypeVar("T")
 
@@ -31,15 +32,6 @@ def check_no_nul(value: T, field: str) -> T:
     if has_nul(value):
         raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
     return value
-
-
-# JSON numbers travel as doubles (google.protobuf.Value): exact for integers up to this.
-EXACT_INTEGERS = 2**53
-
-# JSON values travel as google.protobuf.Struct/Value, three messages deep per object or
-# array, and protobuf refuses messages nested over 100 deep: a value deeper than this
-# could be stored but never sent back (a status, a page) without failing.
-MAX_JSON_DEPTH = 24
 
 
 def check_json_depth(value: T, field: str, limit: int = MAX_JSON_DEPTH) -> T:

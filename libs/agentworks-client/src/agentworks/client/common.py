@@ -1,13 +1,14 @@
-"""Helpers shared by the typed clients: target references, structs, deadlines."""
+"""Helpers shared by the typed clients: target references, JSON documents, deadlines."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf import struct_pb2
-
-from agentworks.client.checks import EXACT_INTEGERS, check_json_depth
+from agentworks.client.checks import check_json_depth
+from agentworks.client.errors import InvalidArgument
+from agentworks.client.jsontext import dumps
 from agentworks.common.v1 import common_pb2
 
 TargetKind = common_pb2.TargetKind
@@ -33,34 +34,32 @@ def target_str(ref: common_pb2.TargetRef) -> str:
     return f"{_KIND_NAMES.get(ref.kind, 'unknown')}:{ref.name}"
 
 
-def _inexact(value: Any) -> int | None:
-    """The first integer in `value` (JSON) that a double would round, if any."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, bool):
-            continue
-        if isinstance(item, int) and abs(item) > EXACT_INTEGERS:
-            return item
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return None
-
-
-def struct(value: Mapping[str, Any] | None, what: str = "value") -> struct_pb2.Struct | None:
-    """`value` as a Struct; ValueError (naming `what`) for what a Struct cannot carry
-    exactly or back: integers past ±2^53, nesting past the services' depth limit."""
+def json_document(value: Mapping[str, Any] | None, what: str = "value") -> str:
+    """`value` as the JSON text of a `*_json` field ("" for None), refusing what the
+    services would (nesting past the depth limit) with the same InvalidArgument."""
     if value is None:
-        return None
-    check_json_depth(value, what)  # InvalidArgument, as the service would answer
-    inexact = _inexact(value)
-    if inexact is not None:
-        raise ValueError(
-            f"{what}: {inexact} is too large to pass exactly (numbers travel as doubles, "
-            "exact up to ±2^53): send it as a string"
-        )
-    s = struct_pb2.Struct()
-    s.update(dict(value))
-    return s
+        return ""
+    check_json_depth(value, what)
+    try:
+        return dumps(dict(value))
+    except ValueError:  # NaN or Infinity somewhere: not JSON
+        raise InvalidArgument(
+            f"{_non_finite(value, what)}: not a finite number (NaN or Infinity); "
+            "JSON numbers are finite"
+        ) from None
+    except TypeError as exc:  # a value JSON has no form for (bytes, a set, ...)
+        raise InvalidArgument(f"{what} is not JSON: {exc}") from None
+
+
+def _non_finite(value: Any, path: str) -> str:
+    """The path of the first NaN or Infinity in `value` (JSON of Python objects)."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, Mapping):
+            stack.extend((v, f"{where}.{k}") for k, v in reversed(list(item.items())))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return path

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import grpc
-from google.protobuf import json_format, struct_pb2
 
 from agentworks.client import errors
-from agentworks.client.common import LONG_POLL_SLACK_SECONDS, struct, target_ref
+from agentworks.client.common import LONG_POLL_SLACK_SECONDS, json_document, target_ref
+from agentworks.client.jsontext import dumps_value, loads
 from agentworks.client.rpc import ServiceClient
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
@@ -19,6 +19,37 @@ from agentworks.functions.v1 import functions_pb2_grpc
 UPLOAD_CHUNK_BYTES = 256 * 1024
 # A message/event cursor past any a call can hold: a status read with it has no pages.
 PAST_EVERY_PAGE = 2**62
+
+# A call's state (F7) on the wire is the enum `CallState`; people and JSON read its name.
+CallState = f.CallState
+_STATE_NAMES: dict[f.CallState, str] = {
+    f.CALL_STATE_RUNNING: "running",
+    f.CALL_STATE_WAITING_FOR_INPUT: "waiting_for_input",
+    f.CALL_STATE_COMPLETED: "completed",
+    f.CALL_STATE_FAILED: "failed",
+    f.CALL_STATE_INTERRUPTED: "interrupted",
+    f.CALL_STATE_CANCELLED: "cancelled",
+}
+_STATES = {name: state for state, name in _STATE_NAMES.items()}
+STATE_NAMES = tuple(_STATE_NAMES.values())
+ENDED_STATES = frozenset(
+    {f.CALL_STATE_COMPLETED, f.CALL_STATE_FAILED, f.CALL_STATE_INTERRUPTED, f.CALL_STATE_CANCELLED}
+)
+
+
+def state_name(state: int) -> str:
+    """A `CallState` as people and JSON read it: "running", ..., "cancelled"."""
+    return _STATE_NAMES.get(state, "unspecified")  # type: ignore[call-overload]
+
+
+def call_state(name: str) -> f.CallState:
+    """The `CallState` of a name ("completed"); ValueError naming the known ones."""
+    try:
+        return _STATES[name]
+    except KeyError:
+        raise ValueError(
+            f"{name!r} is not a call status: use one of {', '.join(STATE_NAMES)}"
+        ) from None
 
 
 def _binding(workflow: Mapping[str, Any] | f.WorkflowBinding) -> f.WorkflowBinding:
@@ -29,11 +60,12 @@ def _binding(workflow: Mapping[str, Any] | f.WorkflowBinding) -> f.WorkflowBindi
         route=workflow.get("route", ""), allowed_groups=list(workflow.get("allowed_groups", ()))
     )
     for var in workflow.get("variables", ()):
-        item = out.variables.add(
-            name=var["name"], type=var.get("type", ""), required=bool(var.get("required"))
+        out.variables.add(
+            name=var["name"],
+            type=var.get("type", ""),
+            required=bool(var.get("required")),
+            default_json=dumps_value(var["default"]) if "default" in var else "",
         )
-        if "default" in var:
-            item.default_value.CopyFrom(json_format.ParseDict(var["default"], struct_pb2.Value()))
     return out
 
 
@@ -65,9 +97,7 @@ def page_bytes(page: f.FilePage) -> bytes:
 
 def call_result(status: f.CallStatus) -> Any:
     """The validated result of a call as plain JSON (None when there is none)."""
-    if not status.has_result:
-        return None
-    return json_format.MessageToDict(status.result)
+    return loads(status.result_json, "result", None)
 
 
 class FunctionsClient(ServiceClient):
@@ -107,8 +137,8 @@ class FunctionsClient(ServiceClient):
             target=target_ref(target),
             name=name,
             description=description,
-            input_schema=struct(input_schema, "input_schema"),
-            output_schema=struct(output_schema, "output_schema"),
+            input_schema_json=json_document(input_schema, "input_schema"),
+            output_schema_json=json_document(output_schema, "output_schema"),
             allowed_callers=list(allowed_callers),
             starts_work=starts_work,
         )
@@ -152,7 +182,7 @@ class FunctionsClient(ServiceClient):
         request = f.CallRequest(
             target=target_ref(target),
             function=function,
-            inputs=struct(inputs or {}, "inputs"),
+            inputs_json=json_document(inputs or {}, "inputs"),
             submission_id=submission_id,
             notify_conversation_id=notify_conversation_id,
             wait_seconds=wait_seconds,
@@ -201,15 +231,16 @@ class FunctionsClient(ServiceClient):
     async def wait(
         self, call_id: str, *, until: Iterable[str] = (), timeout: float = 60.0
     ) -> f.CallStatus:
-        """Long-poll status until it is one of `until` (default: any end); bounded by timeout.
+        """Long-poll status until it is one of `until` (names such as "completed"; default:
+        any end); bounded by timeout.
 
         One request per change of the call (one in all when waiting for an end). The
         status has the first message and event only when the first answer already
         matched or the wait was for an end: page them with `get_status`. Raises
         DeadlineExceeded naming the last status if the timeout passes first.
         """
-        ended = {"completed", "failed", "interrupted", "cancelled"}
-        wanted = set(until) or ended
+        ended = set(ENDED_STATES)
+        wanted = {call_state(name) for name in until} or ended
         # Waiting for an end only: one request that the service holds until the call
         # ends, whatever else happens meanwhile. Otherwise wake at every change.
         until_ended = wanted <= ended
@@ -219,7 +250,7 @@ class FunctionsClient(ServiceClient):
             remaining = deadline - time.monotonic()
             if status is not None and remaining <= 0:
                 raise errors.DeadlineExceeded(
-                    f"call {call_id} is still {status.status} after {timeout} s"
+                    f"call {call_id} is still {state_name(status.status)} after {timeout} s"
                 )
             # Waiting for a change other than the end: the service answers at once while
             # any message or event is after the cursors, so after the first answer the

@@ -9,14 +9,41 @@ import grpc
 
 from agentworks.client.common import (
     LONG_POLL_SLACK_SECONDS,
-    struct,
+    json_document,
     target_ref,
 )
 from agentworks.client.errors import AgentWorksError, from_status
+from agentworks.client.jsontext import loads
 from agentworks.client.rpc import ServiceClient
 from agentworks.common.v1 import common_pb2
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
+
+
+def parts(items: Iterable[Mapping[str, Any]]) -> list[common_pb2.Part]:
+    """Message parts from JSON: `{"text": "..."}` or `{"data": {...JSON object...}}`."""
+    out = []
+    for i, item in enumerate(items):
+        if "data" in item:
+            out.append(common_pb2.Part(data_json=json_document(item["data"], f"parts[{i}].data")))
+        else:
+            out.append(common_pb2.Part(text=item.get("text", "")))
+    return out
+
+
+def parts_json(items: Iterable[common_pb2.Part]) -> list[dict[str, Any]]:
+    """Message parts as JSON: `{"text": ...}` or `{"data": {...}}`, numbers as sent."""
+    return [
+        {"data": loads(p.data_json, "parts.data")}
+        if p.WhichOneof("content") == "data_json"
+        else {"text": p.text}
+        for p in items
+    ]
+
+
+def attributes_json(delivery: m.Delivery) -> dict[str, Any]:
+    """A delivery's attributes as JSON (`{}` when it has none)."""
+    return loads(delivery.attributes_json, "attributes", {})
 
 
 class MessagingClient(ServiceClient):
@@ -182,7 +209,7 @@ def delivery_request(
         kind=kind,
         text=text,
         payload=payload,
-        attributes=struct(attributes, "attributes"),
+        attributes_json=json_document(attributes, "attributes"),
         idempotency_key=idempotency_key,
     )
 

@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
     """A TurnWorker for `config` (messaging, scheduler and functions addresses, identity,
-    targets)."""
+    targets, TLS)."""
     return TurnWorker(
         config.messaging_address,
         config.minter(),
@@ -133,6 +133,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency or 1,
         health_file=config.health_file,
+        tls=config.tls,
     )
 
 

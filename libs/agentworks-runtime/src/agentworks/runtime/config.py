@@ -16,6 +16,7 @@ from agentworks.client.keys import (
     keys_from_env,
 )
 from agentworks.client.settings import LOG_LEVELS, Env
+from agentworks.client.tls import Tls
 from agentworks.client.trust import vouching_refusal
 
 # ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
@@ -73,6 +74,8 @@ class RuntimeConfig:
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
     log_json: bool = True
+    # AGENTWORKS_TLS_*: TLS (and the certificate for mutual TLS) on the calls (T5).
+    tls: Tls = dataclasses.field(default_factory=Tls)
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
     unknown_settings: tuple[str, ...] = ()
 
@@ -105,6 +108,7 @@ class RuntimeConfig:
             drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
+            tls=Tls.from_env(env, server=False),
         )
         config = dataclasses.replace(
             config,

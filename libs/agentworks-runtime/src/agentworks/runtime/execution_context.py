@@ -14,7 +14,7 @@ from typing import Any
 
 from agentworks.client import errors, target_str
 from agentworks.client.functions import FunctionsClient
-from agentworks.client.structs import struct_json
+from agentworks.client.jsontext import loads, loads_object
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.lease import Backoff
 from agentworks.runtime.reporting import clean_text
@@ -76,14 +76,12 @@ class ExecutionContext:
 
     @property
     def inputs(self) -> dict[str, Any]:
-        """The checked inputs, as plain JSON (whole numbers as ints)."""
-        return struct_json(self.execution.inputs)
+        """The checked inputs, as the caller sent them."""
+        return loads_object(self.execution.inputs_json, "inputs")
 
     @property
     def output_schema(self) -> dict[str, Any] | None:
-        if not self.execution.has_output_schema:
-            return None
-        return struct_json(self.execution.output_schema)
+        return loads(self.execution.output_schema_json, "output_schema", None)
 
     @property
     def starts_work(self) -> bool:
@@ -98,7 +96,7 @@ class ExecutionContext:
     @property
     def variables(self) -> dict[str, Any]:
         """Workflow functions: the run's typed variable values."""
-        return struct_json(self.execution.variables)
+        return loads_object(self.execution.variables_json, "variables")
 
     @property
     def output_dir(self) -> pathlib.Path:
@@ -125,8 +123,8 @@ class ExecutionContext:
 
     # ------------------------------------------------------------ reporting
 
-    def _check(self, status: str) -> None:
-        if status == "cancelled":
+    def _check(self, status: int) -> None:
+        if status == f.CALL_STATE_CANCELLED:
             self._stop(self.cancelled, "execution.cancelled")
 
     def _stop(self, event: asyncio.Event, what: str) -> None:

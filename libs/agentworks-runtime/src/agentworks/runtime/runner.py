@@ -114,7 +114,8 @@ SECRET_VARIABLES = frozenset(
     }
 )
 
-SECRET_SUFFIXES = ("_SIGNING_KEY", "_WEBHOOK_KEY", "_DATABASE_URL")
+# The runner's TLS private key (T5) is its own too: a command has no business with it.
+SECRET_SUFFIXES = ("_SIGNING_KEY", "_WEBHOOK_KEY", "_DATABASE_URL", "_TLS_KEY_FILE")
 
 
 def is_secret(name: str) -> bool:

@@ -16,7 +16,7 @@ from agentworks.client import (
     errors,
     target_str,
 )
-from agentworks.client.structs import struct_json
+from agentworks.client.messaging import attributes_json
 from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
@@ -46,12 +46,10 @@ def delivery_kind(delivery: m.Delivery) -> str:
 
 
 def delivery_attributes(delivery: m.Delivery) -> dict[str, Any]:
-    """A delivery's attributes as plain JSON, whole numbers as ints: a schedule's
-    `{"schedule_id": ..., "occurrence": ..., "missed_occurrences": 2, ...}`, a webhook's
-    `{"webhook_id": ..., "content_type": ..., "signed_at": 1764554400, ...}` (the table
-    in docs/scheduler.md). `delivery.attributes` itself is a protobuf Struct, whose
-    numbers are all floats (2.0)."""
-    return struct_json(delivery.attributes)
+    """A delivery's attributes as JSON: a schedule's `{"schedule_id": ...,
+    "occurrence": ..., "missed_occurrences": 2, ...}`, a webhook's `{"webhook_id": ...,
+    "content_type": ..., "signed_at": 1764554400, ...}` (the table in docs/scheduler.md)."""
+    return attributes_json(delivery)
 
 
 @dataclass

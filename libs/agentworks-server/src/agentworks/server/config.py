@@ -17,6 +17,7 @@ from agentworks.client.settings import (
     Env,
     check_address,
 )
+from agentworks.client.tls import Tls
 
 __all__ = [
     "FALSE_WORDS",
@@ -49,6 +50,11 @@ class ServiceConfig:
     # How often the service's database-wide gauges (queue depth, timers due, ...) are
     # recomputed; only while metrics are served.
     metrics_refresh_seconds: float = 5.0
+    # TLS for the service's port and for the calls it makes (T5); plain text when empty.
+    tls: Tls = field(default_factory=Tls)
+    # host:port of a plain-text port serving health checking only (probes that cannot
+    # speak TLS, such as the kubelet's); empty: none.
+    health_listen: str = ""
     # The environment this was read from, for `Env.unknown` once the service's own
     # config has read the rest.
     env: Env | None = field(default=None, compare=False, repr=False)
@@ -65,9 +71,12 @@ class ServiceConfig:
         return self.env.variable(name, shared=shared)
 
     @classmethod
-    def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
+    def from_env(
+        cls, name: str, default_port: int, env: Env | None = None, *, serves_grpc: bool = True
+    ) -> ServiceConfig:
         """Read and check the settings every service has; a value out of its range (see
-        docs/operations.md) is refused with a `ConfigError` naming the variable."""
+        docs/operations.md) is refused with a `ConfigError` naming the variable. A process
+        that serves no gRPC (the gateway) has no client CA or health port settings."""
         env = env or Env(name.upper())
         signing_key, trusted_keys = keys_from_env(env)
         return cls(
@@ -84,5 +93,7 @@ class ServiceConfig:
             metrics_refresh_seconds=env.get_float(
                 "METRICS_REFRESH_SECONDS", 5.0, minimum=0.1, maximum=3600
             ),
+            tls=Tls.from_env(env, server=serves_grpc),
+            health_listen=env.get_address("HEALTH_LISTEN") if serves_grpc else "",
             env=env,
         )

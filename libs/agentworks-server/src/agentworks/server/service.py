@@ -193,18 +193,22 @@ def prepare_database(config: ServiceConfig, schema: str, migrations: str) -> Non
 
 
 def check_listen(config: ServiceConfig) -> None:
-    """Refuse, before anything starts, a `<NAME>_LISTEN` address gRPC could not bind:
-    one that is not host:port (status 2), a host that does not resolve, or a port in
-    use (status 1). gRPC's own error would not name the setting."""
-    variable = config.variable("LISTEN")
-    host, port = check_address(variable, config.listen)
-    if ":" in host and not config.listen.strip().startswith("["):
+    """Refuse, before anything starts, a `<NAME>_LISTEN` (or `<NAME>_HEALTH_LISTEN`)
+    address gRPC could not bind: one that is not host:port (status 2), a host that does
+    not resolve, or a port in use (status 1). gRPC's own error would not name the setting."""
+    _check_bindable(config.variable("LISTEN"), config.listen)
+    if config.health_listen:
+        _check_bindable(config.variable("HEALTH_LISTEN"), config.health_listen)
+
+
+def _check_bindable(variable: str, listen: str) -> None:
+    host, port = check_address(variable, listen)
+    if ":" in host and not listen.strip().startswith("["):
         raise StartFailed(
-            f"{variable} must write an IPv6 host in brackets ([{host}]:{port}), "
-            f"got {config.listen!r}",
+            f"{variable} must write an IPv6 host in brackets ([{host}]:{port}), got {listen!r}",
             status=CONFIG_ERROR,
         )
-    failing = f"cannot listen on {config.listen} ({variable})"
+    failing = f"cannot listen on {listen} ({variable})"
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -296,12 +300,13 @@ async def _started(config: ServiceConfig, start: Callable[[], Awaitable[Running]
     except ConfigError as exc:
         raise StartFailed(str(exc), status=CONFIG_ERROR) from None
     except Exception as exc:
-        if isinstance(exc, RuntimeError | OSError) and config.listen in str(exc):
-            # gRPC could not bind after all (`check_listen` passed a moment before).
-            variable = config.variable("LISTEN")
-            raise StartFailed(
-                f"cannot listen on {config.listen} ({variable}): {_one_line(exc)}"
-            ) from None
+        for name, listen in (("LISTEN", config.listen), ("HEALTH_LISTEN", config.health_listen)):
+            if listen and isinstance(exc, RuntimeError | OSError) and listen in str(exc):
+                # gRPC could not bind after all (`check_listen` passed a moment before).
+                variable = config.variable(name)
+                raise StartFailed(
+                    f"cannot listen on {listen} ({variable}): {_one_line(exc)}"
+                ) from None
         # Unexpected: the traceback is logged with it, as a field.
         raise StartFailed(f"{type(exc).__name__}: {_one_line(exc)}", traceback=True) from exc
 
@@ -323,7 +328,12 @@ def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> 
         stop = stop_requested()
         address = bound_address(config.listen, running.port)
         log.info(
-            "service.ready", address=address, port=running.port, metrics_port=metrics_port or None
+            "service.ready",
+            address=address,
+            port=running.port,
+            metrics_port=metrics_port or None,
+            transport=running.server.transport,
+            health_port=running.server.health_port or None,
         )
         print(f"{config.name} listening on {address}", flush=True)
         await stop.wait()

@@ -86,7 +86,7 @@ def check_workflow_binding(
                 f"{where}.default is {_json_type(var.default)}, but the variable is {var.type}"
             )
         if var.has_default:
-            check_json_depth(var.default, f"{where}.default")  # sent back as a Value
+            check_json_depth(var.default, f"{where}.default")
             check_storable(var.default, f"{where}.default")
         declared = (
             properties.get(var.name, {}).get("type") if isinstance(properties, dict) else None

@@ -185,7 +185,7 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
     """Check a declared schema against the 2020-12 metaschema (F1)."""
     if not isinstance(schema, dict):
         raise InvalidArgument(f"{field} must be a JSON object (a JSON Schema 2020-12 document)")
-    check_json_depth(schema, field)  # it is sent back as a Struct (ListFunctions, claims)
+    check_json_depth(schema, field)
     check_storable(schema, field)
     declared = schema.get("$schema")
     if declared is not None and (

@@ -138,7 +138,7 @@ class Calls(FunctionsServiceBase):
         check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
         if len(json.dumps(inputs).encode()) > MAX_INPUTS_BYTES:
             raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
-        check_json_depth(inputs, "inputs")  # the execution carries them back as a Struct
+        check_json_depth(inputs, "inputs")
         if notify_conversation_id:
             if identity.kind not in ("agent", "workflow"):
                 raise InvalidArgument(

@@ -27,6 +27,7 @@ from agentworks_functions.models import (
     Call,
     Ending,
     Notice,
+    NoticeOutcome,
     TargetKey,
 )
 
@@ -68,8 +69,8 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 
-# Sends completion notices in one request; per notice None (delivered) or why not.
-NoticeSender = Callable[[list[Notice]], Awaitable[list[str | None]]]
+# Sends completion notices in one request; what became of each, in their order.
+NoticeSender = Callable[[list[Notice]], Awaitable[list[NoticeOutcome]]]
 
 
 def check_size(value: str, field: str, limit: int) -> str:

@@ -6,9 +6,13 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from agentworks_functions.models import (
+    Delivered,
+    GaveUp,
     Notice,
+    NoticeOutcome,
 )
 from agentworks_functions.store.base import FunctionsStoreBase
 from agentworks_functions.store.sql import _NOTICES_ATTEMPTED, _NOTICES_CLAIM
@@ -20,13 +24,13 @@ NOTICE_LOCK = 0x0F13
 class NoticeQueries(FunctionsStoreBase):
     async def deliver_notices(
         self,
-        send: Callable[[list[Notice]], Awaitable[list[str | None]]],
+        send: Callable[[list[Notice]], Awaitable[list[NoticeOutcome]]],
         *,
         retry_after: timedelta,
         batch: int = 100,
     ) -> int:
-        """Send due completion notices, a batch at a time; `send` says per notice None
-        (delivered) or why it failed.
+        """Send due completion notices, a batch at a time; `send` says what became of
+        each: delivered, retry later, or gave up (never sent again).
 
         No transaction is open while they are sent. One statement claims a batch and takes
         a session advisory lock on each notice, on a connection held until the outcomes
@@ -43,19 +47,27 @@ class NoticeQueries(FunctionsStoreBase):
                     return 0
                 notices = [Notice(str(r[0]), str(r[1]), r[2], r[3], r[4]) for r in rows]
                 outcomes = await send(notices)
-                # Every outcome in one statement: delivered, failed for good, or due again
-                # after a backoff that doubles per attempt (capped at 60 x retry_after).
-                await pg.execute(
-                    _NOTICES_ATTEMPTED,
-                    {
-                        "ids": [r[0] for r in rows],
-                        "errors": outcomes,
-                        "delays": [
-                            (retry_after * min(2 ** r[4], 60)).total_seconds() for r in rows
-                        ],
-                    },
-                )
+                await pg.execute(_NOTICES_ATTEMPTED, _attempted(rows, outcomes, retry_after))
                 return len(rows)
             finally:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(pg.execute("SELECT pg_advisory_unlock_all()"))
+
+
+def _attempted(
+    rows: list[Any], outcomes: list[NoticeOutcome], retry_after: timedelta
+) -> dict[str, list[Any]]:
+    """The parameters of _NOTICES_ATTEMPTED: every outcome in one statement, delivered,
+    failed for good, or due again after a backoff that doubles per attempt (capped at
+    60 x retry_after)."""
+    pairs = list(zip(rows, outcomes, strict=True))
+    failures = [None if isinstance(o, Delivered) else o for _, o in pairs]
+    return {
+        "ids": [r[0] for r, _ in pairs],
+        "delivered": [isinstance(o, Delivered) for _, o in pairs],
+        "gave_up": [isinstance(o, GaveUp) for _, o in pairs],
+        "codes": [f.code if f else None for f in failures],
+        "reasons": [f.reason or None if f else None for f in failures],
+        "messages": [f.message if f else None for f in failures],
+        "delays": [(retry_after * min(2 ** r[4], 60)).total_seconds() for r, _ in pairs],
+    }

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from agentworks.server.db import fixed_sql
 
-# One sent batch's outcomes (deliver_notices): an error of None means delivered, one
-# that starts with "permanent:" means refused for good, any other means try again later.
 # Claim due notices for one send: each one a session advisory lock of the claiming
 # connection, skipped when another replica holds it (see NoticeQueries.deliver_notices).
 _NOTICES_CLAIM = fixed_sql(
@@ -19,18 +17,25 @@ LIMIT :batch
 """
 )
 
+# One sent batch's outcomes (deliver_notices), a row per notice: delivered, gave up, or
+# neither (due again after :delays seconds); a failure's code, reason and message.
 _NOTICES_ATTEMPTED = fixed_sql(
     """
 UPDATE functions.notices n
 SET attempts = n.attempts + 1,
-    last_error = b.error,
-    delivered_at = CASE WHEN b.error IS NULL THEN now() END,
-    failed_at = CASE WHEN b.error LIKE 'permanent:%' THEN now() END,
+    last_error = b.message,
+    last_error_code = b.code,
+    last_error_reason = b.reason,
+    delivered_at = CASE WHEN b.delivered THEN now() END,
+    failed_at = CASE WHEN b.gave_up THEN now() END,
     next_attempt_at = CASE
-        WHEN b.error IS NULL OR b.error LIKE 'permanent:%' THEN n.next_attempt_at
+        WHEN b.delivered OR b.gave_up THEN n.next_attempt_at
         ELSE now() + make_interval(secs => b.delay) END
-FROM unnest(CAST(:ids AS uuid[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))
-    AS b (call_id, error, delay)
+FROM unnest(
+    CAST(:ids AS uuid[]), CAST(:delivered AS boolean[]), CAST(:gave_up AS boolean[]),
+    CAST(:codes AS text[]), CAST(:reasons AS text[]), CAST(:messages AS text[]),
+    CAST(:delays AS float8[])
+) AS b (call_id, delivered, gave_up, code, reason, message, delay)
 WHERE n.call_id = b.call_id
 """
 )
@@ -140,12 +145,14 @@ _CREATE_CALL = fixed_sql(
 SELECT * FROM functions.create_call(
     :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
     :output_schema, :starts_work, :workflow, :variables, :run_id, :source, :submission_key,
-    :request_hash, :notify_conversation_id, :default_limit)
+    :request_hash, :notify_conversation_id, :default_limit, :caller_share)
 """
 )
 
 # What create_call raises when the target is at its running limit.
 BUSY_SQLSTATE = "AW001"
+# A caller at its share of the target's limit (migration 0007).
+CALLER_BUSY_SQLSTATE = "AW002"
 
 # ClaimExecution for one target (the common case).
 _CLAIM_ONE = fixed_sql(

@@ -9,10 +9,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentworks.client import errors
-from agentworks.client.checks import EXACT_INTEGERS, check_json_depth
+from agentworks.client.checks import check_json_depth
 from agentworks_gateway.tools.toolkit import Args, Tool
 
-# Arguments whose JSON becomes a protobuf Struct, where every number is a double.
+# Arguments that are JSON documents of the caller's: their depth is bounded before any
+# recursive walk here (schema validation, text checks) can be made to go deep.
 JSON_PAYLOADS = ("inputs", "parts", "input_schema", "output_schema", "workflow")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -33,12 +34,7 @@ def check_arguments(tool: Tool, args: Any) -> Args:
                 ) from None
     faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
     if not faults:  # the shape is right: now what no service can take
-        faults = text_faults(args) + [
-            fault
-            for name in JSON_PAYLOADS
-            if name in args
-            for fault in number_faults(args[name], name)
-        ]
+        faults = text_faults(args)
     if faults:
         raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
     # JSON Schema counts 2.0 as an integer; the services' integer fields take only ints.
@@ -164,22 +160,6 @@ def text_faults(value: Any, path: str = "") -> list[str]:
         for index, item in enumerate(value):
             faults += text_faults(item, _join(path, index))
     return faults
-
-
-def number_faults(value: Any, path: str) -> list[str]:
-    """Integers a JSON payload (a Struct: numbers are doubles) cannot carry exactly."""
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int) and abs(value) > EXACT_INTEGERS:
-        return [
-            f"{path}: {value} is too large to pass exactly (numbers here travel as doubles, "
-            "exact up to ±2^53 = 9007199254740992): send it as a string"
-        ]
-    if isinstance(value, dict):
-        return [f for key, item in value.items() for f in number_faults(item, _join(path, key))]
-    if isinstance(value, list):
-        return [f for i, item in enumerate(value) for f in number_faults(item, _join(path, i))]
-    return []
 
 
 def path_value(schema: Mapping[str, Any], path: list[Any]) -> Any:

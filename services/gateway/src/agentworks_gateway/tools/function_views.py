@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentworks.client import target_str
-from agentworks.client.functions import call_result
-from agentworks.client.structs import plain, struct_json
+from agentworks.client.functions import call_result, state_name
+from agentworks.client.jsontext import loads
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.tools.toolkit import timestamp
 
@@ -17,8 +17,8 @@ def function_dict(fn: f.Function) -> dict[str, Any]:
         "target": target_str(fn.target),
         "name": fn.name,
         "description": fn.description,
-        "input_schema": struct_json(fn.input_schema),
-        "output_schema": struct_json(fn.output_schema) if fn.HasField("output_schema") else None,
+        "input_schema": loads(fn.input_schema_json, "input_schema", {}),
+        "output_schema": loads(fn.output_schema_json, "output_schema", None),
         "allowed_callers": list(fn.allowed_callers),
         "starts_work": fn.starts_work,
         "created_at": timestamp(fn.created_at),
@@ -39,8 +39,8 @@ def _variable_dict(variable: f.WorkflowVariable) -> dict[str, Any]:
         "type": variable.type,
         "required": variable.required,
     }
-    if variable.HasField("default_value"):
-        out["default"] = struct_json(variable.default_value)
+    if variable.default_json:
+        out["default"] = loads(variable.default_json, "default")
     return out
 
 
@@ -48,7 +48,7 @@ def receipt_dict(receipt: f.CallReceipt, target: str, function: str) -> dict[str
     """A call receipt (F4, F6): the call_id to keep, and whether the call is new."""
     return {
         "call_id": receipt.call_id,
-        "status": receipt.status,
+        "status": state_name(receipt.status),
         "output_folder": receipt.output_folder,
         "created": receipt.created,
         "target": target,
@@ -62,7 +62,7 @@ def status_dict(status: f.CallStatus) -> dict[str, Any]:
         "call_id": status.call_id,
         "target": target_str(status.target),
         "function": status.function,
-        "status": status.status,
+        "status": state_name(status.status),
         "progress": status.progress,
         "question": status.question or None,
         "messages": [
@@ -87,8 +87,8 @@ def status_dict(status: f.CallStatus) -> dict[str, Any]:
         ],
         "next_after_event": status.next_after_event,
         "answer": status.answer or None,
-        "has_result": status.has_result,
-        "result": plain(call_result(status)) if status.has_result else None,
+        "has_result": bool(status.result_json),
+        "result": call_result(status),
         "error": status.error or None,
         "files": [
             {

@@ -1,20 +1,17 @@
 """Messaging tools (C2-C9, G2): `messages` (send, read) and its aliases `ask_crew` and `chat`.
 
 Handlers translate JSON to `MessagingClient` calls and protobuf back to JSON; messaging
-checks targets, access and sizes.
+checks destinations, text, parts, targets, access and sizes, and words the refusals.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
-
-from google.protobuf import json_format
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
 from agentworks.client.limits import MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
-from agentworks.common.v1 import common_pb2
+from agentworks.client.messaging import parts, parts_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require, timestamp
 
@@ -34,28 +31,6 @@ def receipt_dict(receipt: m.SendReceipt) -> dict[str, Any]:
     }
 
 
-def parts_list(parts: Iterable[common_pb2.Part]) -> list[dict[str, Any]]:
-    """Structured message parts as JSON: `{"text": ...}` or `{"data": {...}}`."""
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        if part.WhichOneof("content") == "data":
-            out.append({"data": json_format.MessageToDict(part.data)})
-        else:
-            out.append({"text": part.text})
-    return out
-
-
-def parts_proto(parts: Iterable[Mapping[str, Any]]) -> list[common_pb2.Part]:
-    """JSON parts (already schema-checked) as protobuf parts."""
-    out = []
-    for part in parts:
-        if "data" in part:
-            out.append(common_pb2.Part(data=part["data"]))
-        else:
-            out.append(common_pb2.Part(text=part["text"]))
-    return out
-
-
 def message_dict(message: m.Message) -> dict[str, Any]:
     """A conversation message as JSON."""
     out: dict[str, Any] = {
@@ -68,24 +43,43 @@ def message_dict(message: m.Message) -> dict[str, Any]:
         "direction": message.direction,
     }
     if message.parts:
-        out["parts"] = parts_list(message.parts)
+        out["parts"] = parts_json(message.parts)
     return out
 
 
 # ------------------------------------------------------------------------- handlers
 
 
-def _one_destination(tool: str, args: Args, names: tuple[str, ...]) -> str:
+def _destination(tool: str, args: Args, names: tuple[str, ...]) -> str | None:
+    """Which of the tool's destination arguments is given (an empty one is not given).
+
+    Translation, not a rule: these arguments become the request's one `destination`
+    (a protobuf oneof), which cannot carry several, so several are refused here, worded
+    like messaging's refusal of none ("destination is missing: ..."), which is messaging's.
+    """
     given = [n for n in names if args.get(n)]
-    if len(given) != 1:
+    if len(given) > 1:
         listed = ", ".join(names[:-1]) + " or " + names[-1]
-        got = f" (got {', '.join(given)})" if given else ""
-        starters = " or ".join(n for n in names if n != "inbox_id")
         raise errors.InvalidArgument(
-            f"{tool} needs exactly one of {listed}{got}: a {starters} starts a new "
-            "conversation, an inbox_id continues one"
+            f"destination is ambiguous: {tool} takes one of {listed} (got "
+            f"{', '.join(given)}): a target (crew or workflow) starts a new conversation, "
+            "an inbox_id continues one"
         )
-    return given[0]
+    return given[0] if given else None
+
+
+# MCP's `message` argument is messaging's `text` field. Messaging words its refusals of
+# the text (empty, NUL, size) naming `text` first; only that name is translated, the rule
+# and the rest of the wording are messaging's.
+_TEXT_FIELD = "text "
+
+
+def _named_for_mcp(exc: errors.InvalidArgument) -> errors.InvalidArgument:
+    if not exc.message.startswith(_TEXT_FIELD):
+        return exc
+    return errors.InvalidArgument(
+        "message " + exc.message.removeprefix(_TEXT_FIELD), reason=exc.reason
+    )
 
 
 _SEND_FIELDS = ("crew", "workflow", "inbox_id", "message", "parts", "submission_id")
@@ -95,18 +89,20 @@ _READ_FIELDS = ("inbox_id", "after", "limit", "wait_seconds")
 async def _send(
     gateway: Any, identity: Identity, tool: str, args: Args, destinations: tuple[str, ...]
 ) -> dict[str, Any]:
-    destination = _one_destination(tool, args, destinations)
-    message = args.get("message", "")
-    if not message.strip() and not args.get("parts"):
-        raise errors.InvalidArgument("message is empty: send some text or at least one part")
+    destination = _destination(tool, args, destinations)
     client = gateway.messaging(identity)
-    receipt = await client.send(
-        message,
-        target=None if destination == "inbox_id" else f"{destination}:{args[destination]}",
-        inbox_id=args.get("inbox_id"),
-        submission_id=args.get("submission_id", ""),
-        parts=parts_proto(args.get("parts", ())),
-    )
+    try:
+        receipt = await client.send(
+            args.get("message", ""),
+            target=None
+            if destination in (None, "inbox_id")
+            else f"{destination}:{args[destination]}",
+            inbox_id=args.get("inbox_id"),
+            submission_id=args.get("submission_id", ""),
+            parts=parts(args.get("parts", ())),
+        )
+    except errors.InvalidArgument as exc:
+        raise _named_for_mcp(exc) from None
     return receipt_dict(receipt)
 
 

@@ -1,8 +1,6 @@
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -25,9 +23,9 @@ class TargetRef(_message.Message):
     def __init__(self, kind: _Optional[_Union[TargetKind, str]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class Part(_message.Message):
-    __slots__ = ("text", "data")
+    __slots__ = ("text", "data_json")
     TEXT_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
+    DATA_JSON_FIELD_NUMBER: _ClassVar[int]
     text: str
-    data: _struct_pb2.Struct
-    def __init__(self, text: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    data_json: str
+    def __init__(self, text: _Optional[str] = ..., data_json: _Optional[str] = ...) -> None: ...

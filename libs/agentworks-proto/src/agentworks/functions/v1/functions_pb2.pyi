@@ -1,15 +1,32 @@
 import datetime
 
 from agentworks.common.v1 import common_pb2 as _common_pb2
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class CallState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CALL_STATE_UNSPECIFIED: _ClassVar[CallState]
+    CALL_STATE_RUNNING: _ClassVar[CallState]
+    CALL_STATE_WAITING_FOR_INPUT: _ClassVar[CallState]
+    CALL_STATE_COMPLETED: _ClassVar[CallState]
+    CALL_STATE_FAILED: _ClassVar[CallState]
+    CALL_STATE_INTERRUPTED: _ClassVar[CallState]
+    CALL_STATE_CANCELLED: _ClassVar[CallState]
+CALL_STATE_UNSPECIFIED: CallState
+CALL_STATE_RUNNING: CallState
+CALL_STATE_WAITING_FOR_INPUT: CallState
+CALL_STATE_COMPLETED: CallState
+CALL_STATE_FAILED: CallState
+CALL_STATE_INTERRUPTED: CallState
+CALL_STATE_CANCELLED: CallState
 
 class Target(_message.Message):
     __slots__ = ("ref", "owner", "running_limit", "effective_running_limit", "created_at", "updated_at")
@@ -44,16 +61,16 @@ class GetTargetRequest(_message.Message):
     def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
 
 class WorkflowVariable(_message.Message):
-    __slots__ = ("name", "type", "default_value", "required")
+    __slots__ = ("name", "type", "default_json", "required")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
-    DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_JSON_FIELD_NUMBER: _ClassVar[int]
     REQUIRED_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: str
-    default_value: _struct_pb2.Value
+    default_json: str
     required: bool
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., default_value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., required: _Optional[bool] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., default_json: _Optional[str] = ..., required: _Optional[bool] = ...) -> None: ...
 
 class WorkflowBinding(_message.Message):
     __slots__ = ("route", "allowed_groups", "variables")
@@ -66,12 +83,12 @@ class WorkflowBinding(_message.Message):
     def __init__(self, route: _Optional[str] = ..., allowed_groups: _Optional[_Iterable[str]] = ..., variables: _Optional[_Iterable[_Union[WorkflowVariable, _Mapping]]] = ...) -> None: ...
 
 class Function(_message.Message):
-    __slots__ = ("target", "name", "description", "input_schema", "output_schema", "allowed_callers", "starts_work", "workflow", "created_at", "updated_at")
+    __slots__ = ("target", "name", "description", "input_schema_json", "output_schema_json", "allowed_callers", "starts_work", "workflow", "created_at", "updated_at")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
-    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
-    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_CALLERS_FIELD_NUMBER: _ClassVar[int]
     STARTS_WORK_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
@@ -80,14 +97,14 @@ class Function(_message.Message):
     target: _common_pb2.TargetRef
     name: str
     description: str
-    input_schema: _struct_pb2.Struct
-    output_schema: _struct_pb2.Struct
+    input_schema_json: str
+    output_schema_json: str
     allowed_callers: _containers.RepeatedScalarFieldContainer[str]
     starts_work: bool
     workflow: WorkflowBinding
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., allowed_callers: _Optional[_Iterable[str]] = ..., starts_work: _Optional[bool] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., allowed_callers: _Optional[_Iterable[str]] = ..., starts_work: _Optional[bool] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeclareFunctionRequest(_message.Message):
     __slots__ = ("function",)
@@ -130,10 +147,10 @@ class CallSource(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., step: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class CallRequest(_message.Message):
-    __slots__ = ("target", "function", "inputs", "submission_id", "notify_conversation_id", "source", "wait_seconds", "fresh_submission_id")
+    __slots__ = ("target", "function", "inputs_json", "submission_id", "notify_conversation_id", "source", "wait_seconds", "fresh_submission_id")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
-    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_JSON_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -141,13 +158,13 @@ class CallRequest(_message.Message):
     FRESH_SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.TargetRef
     function: str
-    inputs: _struct_pb2.Struct
+    inputs_json: str
     submission_id: str
     notify_conversation_id: str
     source: CallSource
     wait_seconds: int
     fresh_submission_id: bool
-    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., wait_seconds: _Optional[int] = ..., fresh_submission_id: _Optional[bool] = ...) -> None: ...
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs_json: _Optional[str] = ..., submission_id: _Optional[str] = ..., notify_conversation_id: _Optional[str] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., wait_seconds: _Optional[int] = ..., fresh_submission_id: _Optional[bool] = ...) -> None: ...
 
 class CallReceipt(_message.Message):
     __slots__ = ("call_id", "status", "output_folder", "created", "outcome")
@@ -157,11 +174,11 @@ class CallReceipt(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     call_id: str
-    status: str
+    status: CallState
     output_folder: str
     created: bool
     outcome: CallStatus
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ..., outcome: _Optional[_Union[CallStatus, _Mapping]] = ...) -> None: ...
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ..., output_folder: _Optional[str] = ..., created: _Optional[bool] = ..., outcome: _Optional[_Union[CallStatus, _Mapping]] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ("call_id", "after", "message_limit", "after_event", "event_limit", "wait_seconds", "seen_version", "until_ended")
@@ -196,20 +213,20 @@ class ExecutionMessage(_message.Message):
     def __init__(self, index: _Optional[int] = ..., role: _Optional[str] = ..., text: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ExecutionEvent(_message.Message):
-    __slots__ = ("index", "kind", "text", "tool_name", "created_at", "raw")
+    __slots__ = ("index", "kind", "text", "tool_name", "created_at", "raw_json")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    RAW_FIELD_NUMBER: _ClassVar[int]
+    RAW_JSON_FIELD_NUMBER: _ClassVar[int]
     index: int
     kind: str
     text: str
     tool_name: str
     created_at: _timestamp_pb2.Timestamp
-    raw: _struct_pb2.Struct
-    def __init__(self, index: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., tool_name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., raw: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    raw_json: str
+    def __init__(self, index: _Optional[int] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., tool_name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., raw_json: _Optional[str] = ...) -> None: ...
 
 class WorkflowStep(_message.Message):
     __slots__ = ("index", "step", "group", "status", "detail", "created_at")
@@ -254,7 +271,7 @@ class FileInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., media_type: _Optional[str] = ..., sha256: _Optional[str] = ..., text: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CallStatus(_message.Message):
-    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "has_result", "version")
+    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result_json", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "version")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
@@ -263,7 +280,7 @@ class CallStatus(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_AFTER_EVENT_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
-    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
@@ -277,17 +294,16 @@ class CallStatus(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
-    HAS_RESULT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     call_id: str
-    status: str
+    status: CallState
     progress: str
     messages: _containers.RepeatedCompositeFieldContainer[ExecutionMessage]
     next_after: int
     events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
     next_after_event: int
     answer: str
-    result: _struct_pb2.Value
+    result_json: str
     error: str
     files: _containers.RepeatedCompositeFieldContainer[FileInfo]
     question: str
@@ -301,9 +317,8 @@ class CallStatus(_message.Message):
     source: CallSource
     created_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
-    has_result: bool
     version: int
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[str] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_result: _Optional[bool] = ..., version: _Optional[int] = ...) -> None: ...
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ReadFileRequest(_message.Message):
     __slots__ = ("call_id", "file", "offset", "limit")
@@ -360,38 +375,36 @@ class ClaimExecutionRequest(_message.Message):
     def __init__(self, targets: _Optional[_Iterable[_Union[_common_pb2.TargetRef, _Mapping]]] = ..., wait_seconds: _Optional[int] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("call_id", "target", "function", "inputs", "output_folder", "result_file", "lease_expires_at", "output_schema", "has_output_schema", "starts_work", "caller", "description", "run_id", "workflow", "variables")
+    __slots__ = ("call_id", "target", "function", "inputs_json", "output_folder", "result_file", "lease_expires_at", "output_schema_json", "starts_work", "caller", "description", "run_id", "workflow", "variables_json")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
-    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FOLDER_FIELD_NUMBER: _ClassVar[int]
     RESULT_FILE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
-    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
-    HAS_OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     STARTS_WORK_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
-    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_JSON_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     target: _common_pb2.TargetRef
     function: str
-    inputs: _struct_pb2.Struct
+    inputs_json: str
     output_folder: str
     result_file: str
     lease_expires_at: _timestamp_pb2.Timestamp
-    output_schema: _struct_pb2.Struct
-    has_output_schema: bool
+    output_schema_json: str
     starts_work: bool
     caller: str
     description: str
     run_id: str
     workflow: WorkflowBinding
-    variables: _struct_pb2.Struct
-    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., has_output_schema: _Optional[bool] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    variables_json: str
+    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs_json: _Optional[str] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema_json: _Optional[str] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables_json: _Optional[str] = ...) -> None: ...
 
 class ClaimExecutionResponse(_message.Message):
     __slots__ = ("execution",)
@@ -411,9 +424,9 @@ class HeartbeatExecutionResponse(_message.Message):
     __slots__ = ("status", "lease_expires_at")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
-    status: str
+    status: CallState
     lease_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, status: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[CallState, str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ("call_id", "progress", "messages", "events", "steps", "sequence")
@@ -434,8 +447,8 @@ class ReportRequest(_message.Message):
 class ReportResponse(_message.Message):
     __slots__ = ("status",)
     STATUS_FIELD_NUMBER: _ClassVar[int]
-    status: str
-    def __init__(self, status: _Optional[str] = ...) -> None: ...
+    status: CallState
+    def __init__(self, status: _Optional[_Union[CallState, str]] = ...) -> None: ...
 
 class FileChunk(_message.Message):
     __slots__ = ("call_id", "name", "data", "media_type")
@@ -470,8 +483,8 @@ class AskInputResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     answered: bool
     reply: str
-    status: str
-    def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
+    status: CallState
+    def __init__(self, answered: _Optional[bool] = ..., reply: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ...) -> None: ...
 
 class FinishExecutionRequest(_message.Message):
     __slots__ = ("call_id", "failed", "final_message", "error", "correction_round", "claim_next", "interrupted")
@@ -497,8 +510,8 @@ class FinishExecutionResponse(_message.Message):
     CORRECTION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CORRECTION_PROMPT_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
-    status: str
+    status: CallState
     correction_requested: bool
     correction_prompt: str
     next: Execution
-    def __init__(self, status: _Optional[str] = ..., correction_requested: _Optional[bool] = ..., correction_prompt: _Optional[str] = ..., next: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[CallState, str]] = ..., correction_requested: _Optional[bool] = ..., correction_prompt: _Optional[str] = ..., next: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...

@@ -28,6 +28,9 @@ if _version_not_supported:
 class FunctionsServiceStub:
     """Declared functions run as isolated, tracked executions (F1-F15, A3). Every call carries
     a signed identity (A2). Limits and errors are described in docs/functions.md.
+
+    JSON documents (schemas, inputs, results, variables) travel as JSON text in `*_json`
+    fields, so that a number keeps its type (3 stays 3, 2^60 stays exact); "" means none.
     """
 
     def __init__(self, channel):
@@ -121,6 +124,9 @@ class FunctionsServiceStub:
 class FunctionsServiceServicer:
     """Declared functions run as isolated, tracked executions (F1-F15, A3). Every call carries
     a signed identity (A2). Limits and errors are described in docs/functions.md.
+
+    JSON documents (schemas, inputs, results, variables) travel as JSON text in `*_json`
+    fields, so that a number keeps its type (3 stays 3, 2^60 stays exact); "" means none.
     """
 
     def RegisterTarget(self, request, context):
@@ -320,6 +326,9 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
 class FunctionsService:
     """Declared functions run as isolated, tracked executions (F1-F15, A3). Every call carries
     a signed identity (A2). Limits and errors are described in docs/functions.md.
+
+    JSON documents (schemas, inputs, results, variables) travel as JSON text in `*_json`
+    fields, so that a number keeps its type (3 stays 3, 2^60 stays exact); "" means none.
     """
 
     @staticmethod

@@ -1,7 +1,6 @@
 import datetime
 
 from agentworks.common.v1 import common_pb2 as _common_pb2
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -162,7 +161,7 @@ class ReadResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("delivery_id", "conversation_id", "kind", "status", "message", "text", "payload", "attributes", "turn_id", "created_at")
+    __slots__ = ("delivery_id", "conversation_id", "kind", "status", "message", "text", "payload", "attributes_json", "turn_id", "created_at")
     DELIVERY_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -170,7 +169,7 @@ class Delivery(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
-    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     delivery_id: str
@@ -180,10 +179,10 @@ class Delivery(_message.Message):
     message: Message
     text: str
     payload: bytes
-    attributes: _struct_pb2.Struct
+    attributes_json: str
     turn_id: str
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, delivery_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., turn_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, delivery_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes_json: _Optional[str] = ..., turn_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetTranscriptRequest(_message.Message):
     __slots__ = ("conversation_id", "after", "limit")
@@ -286,20 +285,20 @@ class CompleteTurnResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class EnqueueDeliveryRequest(_message.Message):
-    __slots__ = ("conversation_id", "kind", "text", "payload", "attributes", "idempotency_key")
+    __slots__ = ("conversation_id", "kind", "text", "payload", "attributes_json", "idempotency_key")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
-    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     kind: DeliveryKind
     text: str
     payload: bytes
-    attributes: _struct_pb2.Struct
+    attributes_json: str
     idempotency_key: str
-    def __init__(self, conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    def __init__(self, conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class EnqueueDeliveryResponse(_message.Message):
     __slots__ = ("delivery_id", "created")
