@@ -26,7 +26,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 RUNTIMES = {"demo-runtime", "demo-functions"}
 LONG_RUNNING = {*GRPC_SERVICES, "gateway", *RUNTIMES}
-JOBS = {"bootstrap"}
+JOBS = {"bootstrap", "keys"}
+# Whose signing key each process mounts (T1); the keys job makes them all.
+SIGNERS = {
+    "messaging": "keys-messaging",
+    "functions": "keys-functions",
+    "scheduler": "keys-scheduler",
+    "gateway": "keys-gateway",
+    "bootstrap": "keys-gateway",
+    "demo-runtime": "keys-runtime",
+    "demo-functions": "keys-runtime",
+}
+SIGNING_MOUNT = "/run/agentworks/signing"
+TRUSTED_MOUNT = "/run/agentworks/trusted"
 # The one-shot job that makes the CA and every process's certificate (T5).
 CERTS = "certs"
 # Where each process finds its certificate, key and CA (its own volume, read-only).
@@ -87,7 +99,13 @@ def test_every_long_running_service_has_a_real_healthcheck_p4_p5(services):
 
 
 def test_jobs_run_once_and_gate_the_runtimes_p5(services):
-    """P5: the bootstrap job (crew, functions, token) completes before the runtimes start."""
+    """P5: the keys job completes before any other AgentWorks process starts, the
+    bootstrap job (crew, functions, token) before the runtimes."""
+    assert services["keys"]["restart"] == "on-failure"
+    assert "agentworks keys init" in " ".join(services["keys"]["command"])
+    for name in {*LONG_RUNNING, "bootstrap"}:
+        depends = services[name]["depends_on"]
+        assert depends["keys"]["condition"] == "service_completed_successfully", name
     assert services["bootstrap"]["restart"] == "on-failure"
     assert "--bootstrap-only" in services["bootstrap"]["command"]
     # It registers the crew with functions and declares the demo functions there.
@@ -125,12 +143,33 @@ def test_each_service_scales_on_its_own_p3_p5(services):
     assert len(seen) == len(LONG_RUNNING), "two services share a replicas variable"
 
 
-def test_services_are_wired_to_their_peers_and_the_key_a2(services):
-    """A2: every process gets the internal key (required); clients get peer addresses."""
-    for name in {*LONG_RUNNING, *JOBS}:
-        env = services[name]["environment"]
-        assert env["AGENTWORKS_INTERNAL_KEY"].startswith("${AGENTWORKS_INTERNAL_KEY:?"), name
-    for name in {*GRPC_SERVICES, "gateway", *JOBS}:
+def test_each_process_mounts_only_its_own_signers_key_a2_t1(services, compose):
+    """A2 T1: every process gets its own signer's private key (a volume each: a service
+    its own, the gateway and the bootstrap job the gateway's, the runtimes the runtime
+    key) read-only at one path, and the trusted keys; the keys job alone sees them all;
+    no shared secret signs identities any more."""
+    for name, volume in SIGNERS.items():
+        service = services[name]
+        env = service["environment"]
+        assert env["AGENTWORKS_SIGNING_KEY"] == f"{SIGNING_MOUNT}/signing-key.pem", name
+        assert env["AGENTWORKS_TRUSTED_KEYS"] == f"{TRUSTED_MOUNT}/trusted-keys.json", name
+        assert "AGENTWORKS_INTERNAL_KEY" not in env, name
+        mounts = [v for v in service["volumes"] if v.startswith(("keys-", "trusted-keys"))]
+        assert sorted(mounts) == [
+            f"{volume}:{SIGNING_MOUNT}:ro",
+            f"trusted-keys:{TRUSTED_MOUNT}:ro",
+        ], name
+    made = sorted(v.split(":")[0] for v in services["keys"]["volumes"])
+    assert made == sorted({*SIGNERS.values(), "keys-functions", "trusted-keys"})
+    assert set(made) <= set(compose["volumes"])
+    scheduler = services["scheduler"]["environment"]
+    assert scheduler["SCHEDULER_WEBHOOK_KEY"].startswith("${SCHEDULER_WEBHOOK_KEY:?")
+    assert all("SCHEDULER_WEBHOOK_KEY" not in services[n]["environment"] for n in RUNTIMES)
+
+
+def test_services_are_wired_to_their_peers_a2(services):
+    """A2: services get the database, runtimes not; clients get peer addresses."""
+    for name in {*GRPC_SERVICES, "gateway", "bootstrap"}:
         assert "@postgres:5432/" in services[name]["environment"]["DATABASE_URL"], name
     for name in RUNTIMES:
         assert "DATABASE_URL" not in services[name]["environment"], name
@@ -146,13 +185,15 @@ def test_services_are_wired_to_their_peers_and_the_key_a2(services):
     assert executions["AGENTWORKS_RUNTIME_TARGETS"] == "crew:demo"
 
 
-def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services, pki):
+def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services, tmp_path, pki):
     """R1/R2/S1: each demo runtime's command and env parse into a runnable configuration:
     turns with a scheduler for wake-ups, and function executions in a writable root."""
+    from agentworks.client.keys import KeyDirectory
     from agentworks.runtime.cli import _parser
     from agentworks.runtime.config import RuntimeConfig
 
-    key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43}
+    # The keys job's runtime key, where this machine has it instead of the mount.
+    key = KeyDirectory(tmp_path).env("runtime")
     configs = {}
     for name, command in {"demo-runtime": "demo", "demo-functions": "functions-demo"}.items():
         argv = services[name]["command"][1:]
@@ -210,7 +251,7 @@ def _tls_volume(service: dict) -> str:
 
 
 def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
-    compose, services, pki
+    compose, services, pki, tmp_path
 ):
     """T5: the certs job makes one certificate per process into that process's own
     volume (the CA's key into one only it mounts); every process mounts its own volume
@@ -230,7 +271,7 @@ def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
     assert (
         args.owner.split(":")[0] == re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())[1]
     )
-    processes = {*GRPC_SERVICES, "gateway", *JOBS, *RUNTIMES}
+    processes = {*GRPC_SERVICES, "gateway", *(JOBS - {"keys"}), *RUNTIMES}
     assert set(args.names) == processes, "one certificate per process, by its compose name"
     mounts = dict(reversed(v.split(":")) for v in job["volumes"])
     assert set(mounts) == {f"{args.out}/{n}" for n in [*processes, "ca"]}
@@ -246,15 +287,22 @@ def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
         "functions": FunctionsConfig,
         "scheduler": SchedulerConfig,
     }
-    key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43}
+    from agentworks.client.keys import KeyDirectory
+
+    keys = KeyDirectory(tmp_path / "keys")
     for name, reader in readers.items():
+        key = keys.env(f"service:{name}")
         config = reader.from_env({**_environment(services[name], pki), **key})
         assert config.service.tls.describe(server=True) == "mutual TLS", name
         assert config.service.tls.describe(server=False) == "mutual TLS", name
-    gateway = GatewayConfig.from_env({**_environment(services["gateway"], pki), **key})
+    gateway = GatewayConfig.from_env(
+        {**_environment(services["gateway"], pki), **keys.env("gateway")}
+    )
     assert gateway.service.tls.describe(server=False) == "mutual TLS"
     for name in RUNTIMES:
-        runtime = RuntimeConfig.from_env({**_environment(services[name], pki), **key})
+        runtime = RuntimeConfig.from_env(
+            {**_environment(services[name], pki), **keys.env("runtime")}
+        )
         assert runtime.tls.describe(server=False) == "mutual TLS", name
     bootstrap = Env("AGENTWORKS", _environment(services["bootstrap"], pki))
     assert Tls.from_env(bootstrap, server=False).describe(server=False) == "mutual TLS"

@@ -17,11 +17,14 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tempfile
 import tomllib
 from typing import Any
 
 import pytest
 import yaml
+
+from agentworks.client.keys import KeyDirectory
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "kubernetes"
@@ -30,6 +33,17 @@ SECRET_TEMPLATE = K8S / "secret.example.yaml"
 NAMESPACE = "agentworks"
 CONFIGMAP = "agentworks-config"
 SECRET = "agentworks-secrets"
+TRUSTED_KEYS = "agentworks-trusted-keys"
+# The signer whose key each workload's signing-key Secret must hold (T1).
+SIGNERS = {
+    "messaging": "service:messaging",
+    "functions": "service:functions",
+    "scheduler": "service:scheduler",
+    "gateway": "gateway",
+    "agentworks-bootstrap": "gateway",
+    "demo-runtime": "runtime",
+    "demo-functions": "runtime",
+}
 IMAGE = "agentworks"
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 SERVICES = {**GRPC_SERVICES, "gateway": 8080}
@@ -55,7 +69,7 @@ PACKAGES = [
 ]
 # Values standing in for the Secret's keys when the containers' env is resolved.
 FAKE_SECRETS = {
-    "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+    "SCHEDULER_WEBHOOK_KEY": "w" * 43,
     "DATABASE_URL": "postgresql://agentworks:pw@db.example.internal:5432/agentworks",
     "AGENTWORKS_DEV_TOKEN": "aw_" + "x" * 43,
 }
@@ -138,11 +152,44 @@ def _container(workload: dict[str, Any]) -> dict[str, Any]:
     return container
 
 
-def _env(container: dict[str, Any], configmap: dict[str, str], bundle: str) -> dict[str, str]:
-    """The container's environment as the process sees it (absent optional keys unset),
-    a path under a read-only mount (the TLS Secret) pointing into `bundle` instead."""
+# Keys standing in for each signer's Secret and the trusted-keys ConfigMap.
+KEYS = KeyDirectory(tempfile.mkdtemp(prefix="agentworks-k8s-keys-"))
+SIGNING_SECRET_PREFIX = "agentworks-signing-"
+
+
+def _signing_volume(workload: dict[str, Any]) -> tuple[str, str, str]:
+    """(Secret name, where it is mounted, the trusted keys' mount) of a workload."""
+    pod = _pod(workload)
+    mounts = {m["name"]: m for m in _container(workload)["volumeMounts"]}
+    secrets = [
+        v
+        for v in pod["volumes"]
+        if v.get("secret", {}).get("secretName", "").startswith(SIGNING_SECRET_PREFIX)
+    ]
+    assert len(secrets) == 1, f"{workload['metadata']['name']}: one signing Secret, its own key"
+    (trusted,) = [v for v in pod["volumes"] if v.get("configMap", {}).get("name") == TRUSTED_KEYS]
+    for volume in (secrets[0], trusted):
+        assert mounts[volume["name"]].get("readOnly") is True, workload["metadata"]["name"]
+    return (
+        secrets[0]["secret"]["secretName"],
+        mounts[secrets[0]["name"]]["mountPath"],
+        mounts[trusted["name"]]["mountPath"],
+    )
+
+
+def _env(workload: dict[str, Any], configmap: dict[str, str], bundle: str) -> dict[str, str]:
+    """The container's environment as the process sees it (absent optional keys unset):
+    a path under a read-only mount (the TLS Secret) pointing into `bundle` instead, its
+    signing key and trusted keys files standing in for the mounted Secret and ConfigMap
+    (the key of the signer that Secret is named for)."""
+    container = _container(workload)
+    secret, signing_at, trusted_at = _signing_volume(workload)
     env: dict[str, str] = {}
-    read_only = [m["mountPath"] for m in container.get("volumeMounts", []) if m.get("readOnly")]
+    read_only = [
+        m["mountPath"]
+        for m in container.get("volumeMounts", [])
+        if m.get("readOnly") and m["mountPath"] not in (signing_at, trusted_at)
+    ]
     for var in container.get("env", []):
         if "value" in var:
             value = str(var["value"])
@@ -156,6 +203,12 @@ def _env(container: dict[str, Any], configmap: dict[str, str], bundle: str) -> d
             env[var["name"]] = configmap[source["configMapKeyRef"]["key"]]
         elif source["secretKeyRef"]["key"] in FAKE_SECRETS:
             env[var["name"]] = FAKE_SECRETS[source["secretKeyRef"]["key"]]
+    signer = secret.removeprefix("agentworks-signing-")
+    signer = signer if signer in ("gateway", "runtime") else f"service:{signer}"
+    if env.get("AGENTWORKS_SIGNING_KEY") == f"{signing_at}/signing-key.pem":
+        env["AGENTWORKS_SIGNING_KEY"] = KEYS.env(signer)["AGENTWORKS_SIGNING_KEY"]
+    if env.get("AGENTWORKS_TRUSTED_KEYS") == f"{trusted_at}/trusted-keys.json":
+        env["AGENTWORKS_TRUSTED_KEYS"] = str(KEYS.trusted_path)
     return env
 
 
@@ -271,7 +324,7 @@ def test_probes_and_metrics_use_the_declared_ports_p4_T5(objects, configmap, bun
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         if name in GRPC_SERVICES:
             assert ports == {"grpc": port, "health": HEALTH_PORT, "metrics": METRICS_PORT}
-            config = _service_config(name, _env(container, configmap, bundle)).service
+            config = _service_config(name, _env(deployment, configmap, bundle)).service
             assert config.health_listen == configmap["HEALTH_LISTEN"], name
         else:
             assert ports == {"http": port, "metrics": METRICS_PORT}
@@ -299,7 +352,7 @@ def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap, bundl
     for name in SERVICES:
         deployment = objects[("Deployment", name)]
         container = _container(deployment)
-        env = _env(container, configmap, bundle)
+        env = _env(deployment, configmap, bundle)
         if name == "gateway":
             drain = GatewayConfig.from_env(env).service.drain_seconds
         else:
@@ -311,7 +364,7 @@ def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap, bundl
         liveness = container["livenessProbe"]
         assert liveness["periodSeconds"] * (liveness["failureThreshold"] - 1) > drain, name
     # A gateway relays long-poll reads of up to 25 s (C7): its drain must outlast them.
-    gateway_env = _env(_container(objects[("Deployment", "gateway")]), configmap, bundle)
+    gateway_env = _env(objects[("Deployment", "gateway")], configmap, bundle)
     assert GatewayConfig.from_env(gateway_env).service.drain_seconds >= 25
 
 
@@ -322,7 +375,7 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
     template_text = SECRET_TEMPLATE.read_text()
     assert secret_template["metadata"]["name"] == SECRET
     assert secret_template["metadata"]["namespace"] == NAMESPACE
-    assert {"AGENTWORKS_INTERNAL_KEY", "DATABASE_URL"} <= template_keys
+    assert {"SCHEDULER_WEBHOOK_KEY", "DATABASE_URL"} <= template_keys
     for name, workload in _workloads(objects).items():
         container = _container(workload)
         names = [e["name"] for e in container["env"]]
@@ -378,20 +431,22 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
         assert ("Service", service) in objects, key
     messaging = configmap["MESSAGING_ADDRESS"]
     for name, port in GRPC_SERVICES.items():
-        env = _env(_container(objects[("Deployment", name)]), configmap, bundle)
+        env = _env(objects[("Deployment", name)], configmap, bundle)
         config = _service_config(name, env)
         service = config.service
         assert service.listen == f"0.0.0.0:{port}", name
         assert service.metrics_listen == configmap["METRICS_LISTEN"], name
         assert service.database_url == FAKE_SECRETS["DATABASE_URL"], name
-        assert service.internal_key == FAKE_SECRETS["AGENTWORKS_INTERNAL_KEY"], name
+        assert service.signing_key is not None and service.signing_key.signer == service.signer
+        assert service.trusted_keys is not None, name
         assert service.log_json is True, name
         assert 1 <= service.pool_size <= 10, name
         assert service.env is not None and service.env.unknown() == [], name
         if name != "messaging":
             assert config.messaging_address == messaging, name
-    env = _env(_container(objects[("Deployment", "gateway")]), configmap, bundle)
+    env = _env(objects[("Deployment", "gateway")], configmap, bundle)
     gateway = GatewayConfig.from_env(env)
+    assert gateway.signing_key is not None and gateway.signing_key.signer == "gateway"
     assert gateway.host_port == ("0.0.0.0", 8080)
     assert gateway.metrics_listen == configmap["METRICS_LISTEN"]
     assert (gateway.messaging_address, gateway.functions_address, gateway.scheduler_address) == (
@@ -402,17 +457,40 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
     assert gateway.service.env is not None and gateway.service.env.unknown() == []
     assert "gateway.agentworks.svc:*" in gateway.allowed_hosts
     assert "*" not in gateway.allowed_hosts, "DNS-rebinding protection stays on"
-    runtime_env = _env(_container(objects[("Deployment", "demo-runtime")]), configmap, bundle)
+    runtime_env = _env(objects[("Deployment", "demo-runtime")], configmap, bundle)
     runtime = RuntimeConfig.from_env(runtime_env)
+    assert runtime.signing_key is not None and runtime.signing_key.signer == "runtime"
     assert runtime.messaging_address == messaging
     assert runtime.unknown_settings == ()
     assert runtime.health_file.startswith("/tmp/"), "the root filesystem is read-only"
     job = _container(objects[("Job", "agentworks-bootstrap")])
-    job_env = _env(job, configmap, bundle)
+    job_env = _env(objects[("Job", "agentworks-bootstrap")], configmap, bundle)
     options = parse_args(job["command"][2:], job_env)
     assert options.bootstrap_only and options.database_url == FAKE_SECRETS["DATABASE_URL"]
     assert job_env["AGENTWORKS_MESSAGING_ADDRESS"] == messaging
     assert job_env["AGENTWORKS_DEV_TOKEN"].startswith("aw_")
+
+
+def test_each_pod_mounts_its_own_signers_key_and_no_other_t1(objects):
+    """T1: every workload mounts one Secret, `agentworks-signing-<its signer>` (a service
+    its own, the gateway and the bootstrap job the gateway's, the demo runtimes the
+    runtime key), read-only and readable by its group only, where AGENTWORKS_SIGNING_KEY
+    points, and the trusted-keys ConfigMap where AGENTWORKS_TRUSTED_KEYS points; no
+    process gets a shared signing secret from agentworks-secrets."""
+    workloads = _workloads(objects)
+    assert set(workloads) == set(SIGNERS)
+    for name, workload in workloads.items():
+        secret, signing_at, trusted_at = _signing_volume(workload)
+        expected = SIGNERS[name].removeprefix("service:")
+        assert secret == f"agentworks-signing-{expected}", name
+        (volume,) = [
+            v for v in _pod(workload)["volumes"] if v.get("secret", {}).get("secretName") == secret
+        ]
+        assert volume["secret"]["defaultMode"] == 0o440, name
+        env = {e["name"]: e for e in _container(workload)["env"]}
+        assert env["AGENTWORKS_SIGNING_KEY"]["value"] == f"{signing_at}/signing-key.pem", name
+        assert env["AGENTWORKS_TRUSTED_KEYS"]["value"] == f"{trusted_at}/trusted-keys.json"
+        assert not any("INTERNAL_KEY" in n for n in env), name
 
 
 def test_env_names_are_ones_the_code_reads_p5(objects):
@@ -422,6 +500,7 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
         (ROOT / f).read_text()
         for f in (
             "libs/agentworks-client/src/agentworks/client/settings.py",
+            "libs/agentworks-client/src/agentworks/client/keys.py",
             "libs/agentworks-client/src/agentworks/client/tls.py",
             "libs/agentworks-server/src/agentworks/server/config.py",
         )
@@ -551,10 +630,17 @@ def test_kustomizations_render_p5(files):
 
 
 def _tls_secret(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The Secret mounted read-only in the workload's container, and its volume."""
+    """The TLS Secret mounted read-only in the workload's container, and its volume (the
+    other read-only mounts are the signer's key Secret and the trusted-keys ConfigMap)."""
     container = _container(workload)
-    (mount,) = [m for m in container["volumeMounts"] if m.get("readOnly")]
-    (volume,) = [v for v in _pod(workload)["volumes"] if v["name"] == mount["name"]]
+    volumes = {v["name"]: v for v in _pod(workload)["volumes"]}
+    (volume,) = [
+        volumes[m["name"]]
+        for m in container["volumeMounts"]
+        if m.get("readOnly")
+        and "secret" in volumes[m["name"]]
+        and not volumes[m["name"]]["secret"]["secretName"].startswith(SIGNING_SECRET_PREFIX)
+    ]
     return volume["secret"]["secretName"], volume
 
 
@@ -595,20 +681,17 @@ def test_every_grpc_hop_runs_mutual_tls_with_a_certificate_per_process_T5(
         mounted[secret] = name
         assert volume["secret"]["defaultMode"] & 0o007 == 0, f"{name}: world-readable key"
     assert set(mounted) == set(certificates), "a certificate no process uses"
-    key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43}
     for name in GRPC_SERVICES:
         workload = objects[("Deployment", name)]
         spec = certificates[_tls_secret(workload)[0]]
         host, _, _ = configmap[f"{name.upper()}_ADDRESS"].removeprefix("dns:///").rpartition(":")
         assert host in spec["dnsNames"] and "server auth" in spec["usages"], name
-        tls = _service_config(name, _env(_container(workload), configmap, bundle)).service.tls
+        tls = _service_config(name, _env(workload, configmap, bundle)).service.tls
         assert tls.describe(server=True) == tls.describe(server=False) == "mutual TLS", name
-    gateway_env = _env(_container(objects[("Deployment", "gateway")]), configmap, bundle)
+    gateway_env = _env(objects[("Deployment", "gateway")], configmap, bundle)
     assert GatewayConfig.from_env(gateway_env).service.tls.describe(server=False) == "mutual TLS"
     for name in ("demo-runtime", "demo-functions"):
-        env = _env(_container(objects[("Deployment", name)]), configmap, bundle)
-        assert RuntimeConfig.from_env({**env, **key}).tls.describe(server=False) == "mutual TLS"
-    job_env = Env(
-        "AGENTWORKS", _env(_container(objects[("Job", "agentworks-bootstrap")]), configmap, bundle)
-    )
+        env = _env(objects[("Deployment", name)], configmap, bundle)
+        assert RuntimeConfig.from_env(env).tls.describe(server=False) == "mutual TLS"
+    job_env = Env("AGENTWORKS", _env(objects[("Job", "agentworks-bootstrap")], configmap, bundle))
     assert Tls.from_env(job_env, server=False).describe(server=False) == "mutual TLS"

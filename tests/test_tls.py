@@ -129,7 +129,7 @@ async def test_every_hop_runs_over_mutual_tls_T5(
     start_functions,
     start_scheduler,
     database_url,
-    internal_key,
+    signing_keys,
     make_token,
     identity,
     pki,
@@ -149,7 +149,7 @@ async def test_every_hop_runs_over_mutual_tls_T5(
     for service in (messaging, functions, scheduler):
         assert service.server.transport == "mutual TLS"
     env = gateway_env(
-        database_url, internal_key, messaging.address, functions.address, scheduler.address
+        database_url, signing_keys, messaging.address, functions.address, scheduler.address
     )
     gateway = await start_gateway(
         GatewayConfig.from_env({**env, **pki.client_env("GATEWAY", "gateway")})
@@ -223,7 +223,7 @@ async def test_every_hop_runs_over_mutual_tls_T5(
 
 
 async def test_bootstrap_only_reaches_the_services_over_mutual_tls_T5(
-    start_messaging, start_functions, database_url, internal_key, pki, tmp_path
+    start_messaging, start_functions, database_url, signing_keys, pki, tmp_path
 ):
     """T5 (P5): `agentworks up --bootstrap-only` (compose's and Kubernetes' bootstrap job)
     waits for the services' health and registers the demo crew over mutual TLS with
@@ -236,7 +236,7 @@ async def test_bootstrap_only_reaches_the_services_over_mutual_tls_T5(
     async def bootstrap(timeout: str, **tls: str) -> tuple[int, str]:
         env = {
             "PATH": "/usr/bin:/bin",
-            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            **signing_keys.env("gateway"),
             "AGENTWORKS_MESSAGING_ADDRESS": messaging.address,
             "AGENTWORKS_FUNCTIONS_ADDRESS": functions.address,
             "DATABASE_URL": database_url,
@@ -258,14 +258,17 @@ async def test_bootstrap_only_reaches_the_services_over_mutual_tls_T5(
     assert code == 0 and "demo crew registered" in out, out
 
 
-def test_tls_settings_are_read_once_and_refused_when_unusable_T5(tmp_path, pki):
+def test_tls_settings_are_read_once_and_refused_when_unusable_T5(tmp_path, pki, signing_keys):
     """T5: a missing file, half of a certificate/key pair, a key of another certificate,
     a file that is not PEM, or a client CA without the server's certificate stop the
     start with a ConfigError naming the variable; `<SERVICE>_TLS_*` wins over
     `AGENTWORKS_TLS_*`, which runtimes read too."""
     cert, key = pki.files("messaging")
     _, other_key = pki.files("client")
-    base = {"MESSAGING_DATABASE_URL": "postgresql://localhost/x", "AGENTWORKS_INTERNAL_KEY": "k"}
+    base = {
+        "MESSAGING_DATABASE_URL": "postgresql://localhost/x",
+        **signing_keys.env("service:messaging"),
+    }
     refused = {
         "MESSAGING_TLS_CERT_FILE": {"MESSAGING_TLS_CERT_FILE": str(tmp_path / "missing.pem")},
         "MESSAGING_TLS_KEY_FILE (or AGENTWORKS_TLS_KEY_FILE) is not": {
@@ -297,7 +300,7 @@ def test_tls_settings_are_read_once_and_refused_when_unusable_T5(tmp_path, pki):
     assert Tls().describe(server=True) == "plain text"
     runtime = RuntimeConfig.from_env(
         {
-            "AGENTWORKS_INTERNAL_KEY": "k",
+            **signing_keys.env("runtime"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": BOT,
             "AGENTWORKS_RUNTIME_TARGETS": DEMO,
             **pki.client_env("AGENTWORKS", "runtime"),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -30,6 +29,7 @@ from mcp import Client
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.identity import Minter
+from agentworks.client.keys import KeyDirectory
 from agentworks.server.testing import database_snapshot, service_env
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
@@ -58,13 +58,10 @@ Args = dict[str, Any]
 # ----------------------------------------------------------------------------- world
 
 
-@pytest.fixture(scope="module")
-def module_key() -> str:
-    return secrets.token_urlsafe(32)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def world(module_database_url: str, module_key: str) -> AsyncIterator[SimpleNamespace]:
+async def world(
+    module_database_url: str, signing_keys: KeyDirectory
+) -> AsyncIterator[SimpleNamespace]:
     """Messaging, functions, scheduler and a gateway on one database, and in it: crew:demo
     (owner user:owner) with `echo`, workflow:wf-1, alice's conversation with the crew, a
     call of alice's (claimed by agent:demo/bot, with out.txt and a pending question), and
@@ -76,7 +73,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
     from agentworks_scheduler.app import start as start_scheduler
     from agentworks_scheduler.config import Config as SchedulerConfig
 
-    url, key = module_database_url, module_key
+    url, key = module_database_url, signing_keys
     started: list[Any] = []
     try:
         messaging = await start_messaging(
@@ -103,7 +100,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
                     "GATEWAY_MESSAGING_ADDRESS": messaging.address,
                     "GATEWAY_FUNCTIONS_ADDRESS": functions.address,
                     "GATEWAY_SCHEDULER_ADDRESS": scheduler.address,
-                    "AGENTWORKS_INTERNAL_KEY": key,
+                    **key.env("gateway"),
                     "LOG_JSON": "false",
                 }
             )
@@ -152,7 +149,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
                 {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "hi"}},
             )
             w.call_id = called["call_id"]
-        bot = Minter("agent:demo/bot", key)
+        bot = Minter("agent:demo/bot", key.ensure("runtime")[0])
         async with MessagingClient(messaging.address, identity=bot) as runtime:
             turn = await runtime.claim_turn(["crew:demo"], wait_seconds=10)
             assert turn is not None

@@ -148,6 +148,21 @@ async def test_tokens_are_listed_without_secrets_and_only_operators_manage_them_
         }
 
 
+async def test_no_token_can_be_created_for_a_service_principal_A1_T1(gateway, api, operator_token):
+    """A1 T1: the gateway vouches for external callers only; a token for service:<name>
+    is refused at creation (every service would refuse the identity it signed)."""
+    body = {"action": "create", "principal": "service:functions"}
+    refused = await api(operator_token).post("/api/v1/tools/tokens", json=body)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "code": "INVALID_ARGUMENT",
+        "message": "principal service:functions: tokens are for user:<name>, "
+        "agent:<crew>/<agent> or workflow:<id>; services sign their own identities",
+    }
+    listing = await api(operator_token).post("/api/v1/tools/tokens", json={"action": "list"})
+    assert "service:functions" not in listing.text
+
+
 async def test_api_errors_carry_the_status_name_and_the_matching_http_status_A1_C7(
     gateway, api, alice_token
 ):

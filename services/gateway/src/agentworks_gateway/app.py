@@ -16,8 +16,8 @@ import uvicorn
 
 from agentworks.server.db import Database
 from agentworks.server.service import (
-    CONFIG_ERROR,
     StartFailed,
+    check_keys,
     prepare_database,
     read_config,
     report_start_failure,
@@ -104,11 +104,7 @@ class RunningGateway:
 
 async def start(config: Config) -> RunningGateway:
     """Start the gateway in this event loop; returns once it accepts connections."""
-    if not config.internal_key:
-        raise StartFailed(
-            "no internal key: set AGENTWORKS_INTERNAL_KEY (or GATEWAY_INTERNAL_KEY)",
-            status=CONFIG_ERROR,
-        )
+    check_keys(config.service)
     # Metrics first: a taken metrics port fails the start, naming GATEWAY_METRICS_LISTEN.
     metrics_port = start_metrics(config.service)
     if metrics_port:

@@ -17,7 +17,7 @@ import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.checks import check_no_nul
-from agentworks.client.errors import NotFound, PermissionDenied, Unauthenticated
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from agentworks.client.identity import Identity, Minter, check_principal
 from agentworks.client.rpc import open_channel
 from agentworks.scheduler.v1 import scheduler_pb2
@@ -59,7 +59,7 @@ class Gateway:
         self._functions_channel = self._channel(config.functions_address)
         self._scheduler_channel = self._channel(config.scheduler_address)
         self._webhook_identity = Minter(
-            WEBHOOK_PRINCIPAL, config.internal_key, ttl_seconds=config.identity_ttl_seconds
+            WEBHOOK_PRINCIPAL, config.signing_key, ttl_seconds=config.identity_ttl_seconds
         )
         # Set when the process starts to stop (SIGTERM): long-polls return at once.
         self.draining = asyncio.Event()
@@ -160,7 +160,7 @@ class Gateway:
                 self._minters.clear()
             minter = self._minters[key] = Minter(
                 identity.principal,
-                self.config.internal_key,
+                self.config.signing_key,
                 roles=identity.roles,
                 ttl_seconds=self.config.identity_ttl_seconds,
             )
@@ -208,6 +208,13 @@ class Gateway:
         self._require_operator(caller, "create tokens")
         check_principal(principal)
         check_no_nul(label, "label")
+        if principal.startswith("service:"):
+            # The gateway vouches for external callers only (T1): services sign for
+            # themselves, and an identity it signed for one would be refused everywhere.
+            raise InvalidArgument(
+                f"principal {principal}: tokens are for user:<name>, agent:<crew>/<agent> "
+                "or workflow:<id>; services sign their own identities"
+            )
         token = new_token()
         record = await self.tokens.insert(
             token_id=new_token_id(),

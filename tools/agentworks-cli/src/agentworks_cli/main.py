@@ -4,8 +4,8 @@ Every command calls a tool on the gateway's HTTP API (`POST /api/v1/tools/<tool>
 same tools MCP clients use. Output is human-readable by default and JSON with `--json`;
 exit codes are in errors.py (and docs/cli.md). The commands live in a module per area
 (messages, calls, declarations, targets, tokens, wake_ups, schedules, pauses, webhooks,
-mcp), put together by parser.py; `completion` alone runs without a gateway. This module
-only runs one.
+mcp), put together by parser.py; this module only runs one. `completion` and `keys` run
+without a gateway (`keys` makes signing keys on this machine and calls nothing).
 """
 
 from __future__ import annotations
@@ -102,6 +102,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.run is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+
+    if getattr(args, "local", False):  # `keys`: made here, no gateway or token involved
+        try:
+            return args.run(args)
+        except UsageError as exc:
+            return _fail("USAGE", str(exc), args.json, exc.exit_code)
 
     from agentworks.client.logging import configure_logging
 

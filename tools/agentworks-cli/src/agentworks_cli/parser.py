@@ -12,6 +12,7 @@ from typing import Any
 from agentworks_cli import (
     calls,
     completion,
+    keys,
     mcp,
     messages,
     pauses,
@@ -127,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
         title="commands", metavar="COMMAND", parser_class=CommandParser
     )
     # In this order in `agentworks --help` and docs/cli.md.
-    for area in (messages, calls, targets, tokens, wake_ups, schedules, pauses, webhooks, mcp):
+    areas = (messages, calls, targets, tokens, wake_ups, schedules, pauses, webhooks, mcp, keys)
+    for area in areas:
         area.add_commands(commands, common)
     completion.add_commands(commands)
 

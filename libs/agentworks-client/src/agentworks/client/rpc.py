@@ -9,7 +9,7 @@ import grpc
 import structlog
 
 from agentworks.client import errors
-from agentworks.client.identity import Minter
+from agentworks.client.identity import Forwarded, Minter
 from agentworks.client.tls import Tls
 
 REQUEST_ID_KEY = "x-request-id"
@@ -106,7 +106,7 @@ class ServiceClient:
         self,
         address: str | None = None,
         *,
-        identity: Minter,
+        identity: Minter | Forwarded,
         channel: grpc.aio.Channel | None = None,
         timeout: float = 30.0,
         tls: Tls | None = None,

@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agentworks.client.identity import Minter
 from agentworks.client.logging import configure_logging, get_logger
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
@@ -125,7 +124,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
     targets, TLS)."""
     return TurnWorker(
         config.messaging_address,
-        Minter(config.principal, config.internal_key),
+        config.minter(),
         config.targets,
         handler,
         scheduler_address=config.scheduler_address or None,

@@ -397,7 +397,7 @@ def execution_worker(
     """
     return ExecutionWorker(
         config.functions_address,
-        Minter(config.principal, config.internal_key),
+        config.minter(),
         config.targets,
         handler,
         root=config.root if root is None else root,

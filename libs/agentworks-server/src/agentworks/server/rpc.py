@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from agentworks.client import errors
 from agentworks.client.identity import METADATA_KEY, current_identity, verify
+from agentworks.client.keys import TrustedKeys
 from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
 from agentworks.client.tls import Tls
 from agentworks.server.metrics import observe_rpc
@@ -101,8 +102,7 @@ class _Method:
     service: str
     method: str
     short: str
-    key: str
-    accepted: tuple[str, ...]
+    trusted: TrustedKeys
 
 
 class _Scope:
@@ -129,7 +129,7 @@ class _Scope:
                 request_id = value
         self._request_id = request_id = request_id or os.urandom(16).hex()
         try:
-            identity = verify(token, rpc.key, rpc.accepted)
+            identity = verify(token, rpc.trusted)
         except errors.AgentWorksError as exc:
             log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
             observe_rpc(rpc.service, rpc.short, exc.code.name, time.perf_counter() - self._started)
@@ -174,10 +174,9 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
     `_Scope` around the servicer call, nothing else.
     """
 
-    def __init__(self, service: str, internal_key: str, accepted_keys: Sequence[str] = ()) -> None:
+    def __init__(self, service: str, trusted_keys: TrustedKeys) -> None:
         self._service = service
-        self._key = internal_key
-        self._accepted = tuple(accepted_keys)
+        self._trusted = trusted_keys
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
@@ -193,7 +192,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        rpc = _Method(self._service, method, method.rsplit("/", 1)[-1], self._key, self._accepted)
+        rpc = _Method(self._service, method, method.rsplit("/", 1)[-1], self._trusted)
         parse = _lenient(handler.request_deserializer)
         if handler.unary_unary:
             inner = handler.unary_unary
@@ -246,16 +245,15 @@ class GrpcServer:
         *,
         name: str,
         listen: str,
-        internal_key: str,
+        trusted_keys: TrustedKeys | None,
         register: Registrar,
         service_names: Sequence[str],
         on_drain: Callable[[], Awaitable[None]] | None = None,
-        accepted_keys: Sequence[str] = (),
         tls: Tls | None = None,
         health_listen: str = "",
     ) -> None:
-        if not internal_key:
-            raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
+        if trusted_keys is None:
+            raise ValueError("trusted keys are required: set AGENTWORKS_TRUSTED_KEYS")
         self.name = name
         self._listen = listen
         self._tls = tls if tls is not None and tls.serves_tls else None
@@ -263,7 +261,7 @@ class GrpcServer:
         self._on_drain = on_drain
         self._service_names = list(service_names)
         self.server = grpc.aio.server(
-            interceptors=[_ServiceInterceptor(name, internal_key, accepted_keys)],
+            interceptors=[_ServiceInterceptor(name, trusted_keys)],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

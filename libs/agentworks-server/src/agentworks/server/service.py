@@ -4,7 +4,7 @@ A service that cannot start says why in one `service.start_failed` event on stde
 (JSON unless `LOG_JSON` is off), naming the setting to fix where one is at fault, and
 exits without a traceback: status 2 when a setting is wrong, 1 for any other failure
 (database unreachable, port taken). Everything that can be checked before serving is:
-settings are read and range-checked first, then the internal key, the database URL
+settings are read and range-checked first, then the keys, the database URL
 and the listen address, then metrics are served, then the database is migrated; only
 then is `service.ready` logged and "<name> listening on <address>" printed on stdout.
 """
@@ -23,6 +23,9 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 import structlog
 
+from agentworks.client.errors import Unauthenticated
+from agentworks.client.identity import Minter
+from agentworks.client.keys import SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE
 from agentworks.client.logging import configure_logging
 from agentworks.client.settings import FALSE_WORDS, ConfigError, check_address
 from agentworks.server.config import ServiceConfig
@@ -224,14 +227,45 @@ def _check_bindable(variable: str, listen: str) -> None:
     raise StartFailed(f"{failing}: {problems[0] if problems else 'no address'}")
 
 
-def check_startable(config: ServiceConfig) -> None:
-    """What a start needs and can be checked without serving anything."""
-    if not config.internal_key:
+def check_keys(config: ServiceConfig) -> None:
+    """The service has the trusted keys and its own signing key, whose signer is its own
+    (`service:<name>`, the gateway's `gateway`); status 2 otherwise (T1)."""
+    if config.trusted_keys is None:
         raise StartFailed(
-            "no internal key: set AGENTWORKS_INTERNAL_KEY (or "
-            f"{config.variable('INTERNAL_KEY')}), the same for every process of the suite",
+            f"no trusted keys: set {TRUSTED_KEYS_VARIABLE} (or "
+            f"{config.variable('TRUSTED_KEYS')}) to the JSON file of the signers' public "
+            "keys, the same for every process of the suite",
             status=CONFIG_ERROR,
         )
+    if config.signing_key is None:
+        raise StartFailed(
+            f"no signing key: set {SIGNING_KEY_VARIABLE} (or "
+            f"{config.variable('SIGNING_KEY')}) to {config.signer}'s private key (PEM), "
+            "never another signer's (`agentworks keys new` makes one)",
+            status=CONFIG_ERROR,
+        )
+    if config.signing_key.signer != config.signer:
+        raise StartFailed(
+            f"the signing key {config.signing_key.kid!r} belongs to signer "
+            f"{config.signing_key.signer} in the trusted keys; {config.name} signs as "
+            f"{config.signer}: give it {config.signer}'s key",
+            status=CONFIG_ERROR,
+        )
+
+
+def service_minter(config: ServiceConfig, principal: str, variable: str = "") -> Minter:
+    """The identity this service calls others with; StartFailed (status 2, naming
+    `variable` when the principal is a setting) if its signer may not vouch for it."""
+    try:
+        return Minter(principal, config.signing_key)
+    except Unauthenticated as exc:
+        named = f"{variable}={principal}: " if variable else ""
+        raise StartFailed(f"{named}{exc.message}", status=CONFIG_ERROR) from None
+
+
+def check_startable(config: ServiceConfig) -> None:
+    """What a start needs and can be checked without serving anything."""
+    check_keys(config)
     check_database_url(config)
     check_listen(config)
 

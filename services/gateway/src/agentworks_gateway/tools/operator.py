@@ -179,7 +179,7 @@ TOKENS_SCHEMA: dict[str, Any] = {
         "principal": {
             "type": "string",
             "description": "create (required): who the token acts as: user:<name>, "
-            "agent:<crew>/<agent>, workflow:<id> or service:<name>.",
+            "agent:<crew>/<agent> or workflow:<id> (services sign their own identities).",
         },
         "roles": {
             "type": "array",
