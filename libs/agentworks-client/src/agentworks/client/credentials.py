@@ -11,6 +11,7 @@ offers the same `metadata()` as `Minter` to the typed clients.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import threading
@@ -106,7 +107,8 @@ def _refusal(exc: urllib.error.HTTPError) -> errors.AgentWorksError:
 class CredentialIdentity:
     """The identity of a runtime holding a runtime credential, renewed in the background.
 
-    The first `metadata()` (or `principal`) exchanges the credential, blocking; from half
+    The first `metadata()` (or `principal`) exchanges the credential, blocking (`await
+    prepare()` does it in a thread, for an event loop); from half
     the identity's lifetime on, a background thread exchanges it again while calls go on
     with the current one. Only when an identity is about to expire without a renewal does
     a call wait for one. With `expected_principal` the credential must be for it.
@@ -174,6 +176,11 @@ class CredentialIdentity:
             )
             self._renewing.start()
         return current
+
+    async def prepare(self) -> Exchanged:
+        """Exchange now (in a thread) unless a current identity is held: call it before
+        the first request from an event loop, so the first exchange blocks no loop."""
+        return await asyncio.to_thread(self.current)
 
     @property
     def principal(self) -> str:
