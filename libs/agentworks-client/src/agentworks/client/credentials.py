@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agentworks.client import errors
-from agentworks.client.identity import METADATA_KEY
+from agentworks.client.identity import METADATA_KEY, Minter
 
 CREDENTIAL_PREFIX = "awr_"
 EXCHANGE_PATH = "/api/v1/identity"
@@ -184,8 +184,9 @@ class CredentialIdentity:
 
     @property
     def principal(self) -> str:
-        """The principal the credential is bound to."""
-        return self.current().principal
+        """The principal the credential is bound to (the expected one, when given: the
+        first exchange checks it)."""
+        return self._expected or self.current().principal
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -197,3 +198,8 @@ class CredentialIdentity:
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         return ((METADATA_KEY, self.token()),)
+
+
+# What a runtime's workers call the services with: a credential's exchanged identity, or
+# (a runtime still holding the runtime signer's key) its own signed one.
+RuntimeIdentity = Minter | CredentialIdentity
