@@ -63,4 +63,4 @@ def test_a_credential_must_look_like_one_and_needs_a_gateway_T2():
     with pytest.raises(InvalidArgument, match="starts with 'awr_'"):
         check_credential("aw_" + "x" * 43)
     with pytest.raises(InvalidArgument, match="AGENTWORKS_GATEWAY_URL"):
-        CredentialIdentity("awr_" + "x" * 43, "")
+        CredentialIdentity("", "awr_" + "x" * 43)

@@ -180,7 +180,7 @@ async def test_a_credential_for_crew_a_cannot_claim_send_or_read_for_crew_b_T2(
     turns and executions but not crew:b's, cannot reply into crew:b's conversation, and
     reads no inbox, not even one of its own principal."""
     created = await _create(api, operator_token, "agent:a/bot")
-    runtime = CredentialIdentity(created["credential"], gateway.url)
+    runtime = CredentialIdentity(gateway.url, created["credential"])
     await runtime.prepare()
     sent = await api(alice_token).post(
         "/api/v1/tools/messages", json={"action": "send", "crew": "b", "message": "hi b"}

@@ -35,7 +35,7 @@ _RENEW_MARGIN_SECONDS = 5.0
 class Exchanged:
     """What one exchange returned."""
 
-    identity: str
+    token: str
     principal: str
     targets: tuple[str, ...]
     expires_at: float  # seconds since the epoch
@@ -82,11 +82,18 @@ def exchange(
             "check AGENTWORKS_GATEWAY_URL and retry shortly"
         ) from None
     return Exchanged(
-        identity=str(body["identity"]),
+        token=str(body["identity"]),
         principal=str(body["principal"]),
         targets=tuple(body.get("targets") or ()),
-        expires_at=datetime.fromisoformat(str(body["expires_at"])).timestamp(),
+        expires_at=_seconds(body["expires_at"]),
     )
+
+
+def _seconds(value: object) -> float:
+    """An expiry as seconds since the epoch: RFC 3339 text (the gateway's) or a number."""
+    if isinstance(value, int | float):
+        return float(value)
+    return datetime.fromisoformat(str(value)).timestamp()
 
 
 def _refusal(exc: urllib.error.HTTPError) -> errors.AgentWorksError:
@@ -116,8 +123,8 @@ class CredentialIdentity:
 
     def __init__(
         self,
-        credential: str,
         gateway_url: str,
+        credential: str,
         *,
         expected_principal: str = "",
         timeout: float = 10.0,
@@ -194,7 +201,7 @@ class CredentialIdentity:
         return self.current().targets
 
     def token(self) -> str:
-        return self.current().identity
+        return self.current().token
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         return ((METADATA_KEY, self.token()),)

@@ -155,7 +155,7 @@ class RuntimeConfig:
         principal signed with its key."""
         if self.credential:
             return CredentialIdentity(
-                self.credential, self.gateway_url, expected_principal=self.principal
+                self.gateway_url, self.credential, expected_principal=self.principal
             )
         return Minter(self.principal, self.signing_key)
 
