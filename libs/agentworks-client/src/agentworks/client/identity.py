@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import jwt
 
+from agentworks.client import capability as cap
+from agentworks.client.capability import Capability
 from agentworks.client.errors import InvalidArgument, Unauthenticated
 from agentworks.client.keys import (
     REMEMBERED_MAX,
@@ -29,6 +31,7 @@ from agentworks.client.trust import (
     CLOCK_SKEW_SECONDS,
     MAX_LIFETIME_SECONDS,
     OPERATOR_ROLE,
+    capability_refusal,
     lifetime_refusal,
     vouching_refusal,
 )
@@ -67,6 +70,8 @@ class Identity:
     # service asking another on the caller's behalf forwards it, since it may not sign
     # for the caller itself (T1).
     token: str = field(default="", compare=False, repr=False)
+    # Set when the identity is a capability (T3): it allows this item's operations only.
+    capability: Capability | None = None
 
     @property
     def kind(self) -> str:
@@ -105,8 +110,10 @@ def mint(
     roles: frozenset[str] | set[str] = frozenset(),
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     now: float | None = None,
+    capability: Capability | None = None,
 ) -> str:
-    """Sign an identity token for `principal` with `key`, valid for `ttl_seconds`.
+    """Sign an identity token for `principal` with `key`, valid for `ttl_seconds`; with
+    `capability`, one bound to that turn or execution (T3, its `cap` claim).
 
     Nothing checks here that the key's signer may vouch for the principal (the verifier
     does, and `Minter` does up front); tests mint what services must refuse.
@@ -123,6 +130,8 @@ def mint(
         "exp": issued + ttl_seconds,
         "roles": sorted(roles),
     }
+    if capability is not None:
+        claims[cap.CLAIM] = capability.claim()
     return jwt.encode(claims, key.private_key, algorithm=ALGORITHM, headers={"kid": key.kid})
 
 
@@ -206,8 +215,19 @@ def _verified(token: str, trusted: TrustedKeys, now: float) -> tuple[Identity, f
     roles = claims.get("roles") or []
     if not isinstance(roles, list):
         raise _refused("roles must be a list")
-    identity = Identity(principal=principal, roles=frozenset(str(r) for r in roles), token=token)
-    why = vouching_refusal(key.signer, identity.principal, identity.roles)
+    bound = None
+    if cap.CLAIM in claims:
+        try:
+            bound = cap.from_claim(claims[cap.CLAIM])
+        except ValueError as exc:
+            raise _refused(str(exc)) from None
+    identity = Identity(
+        principal=principal, roles=frozenset(str(r) for r in roles), token=token, capability=bound
+    )
+    if bound is not None:
+        why = capability_refusal(key.signer, identity.principal, identity.roles, bound.kind)
+    else:
+        why = vouching_refusal(key.signer, identity.principal, identity.roles)
     if why:
         raise _refused(why)
     return identity, float(expires)
