@@ -16,7 +16,7 @@ import grpc
 import jwt
 import pytest
 
-from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client import capability as cap
 from agentworks.client.capability_identity import CapabilityIdentity
 from agentworks.client.common import target_ref
@@ -25,6 +25,8 @@ from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.scheduler.v1 import scheduler_pb2 as s
+from agentworks.scheduler.v1 import scheduler_pb2_grpc
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,7 +49,7 @@ async def rpc(stub: Any, method: str, request: Any, token: str) -> tuple[str, st
 async def suite(start_messaging, start_functions, identity):
     """messaging and functions with crew:demo (runtime agent:demo/bot) and its `echo`;
     yields (clients by name, functions stub, messaging stub)."""
-    messaging = await start_messaging()
+    messaging = await start_messaging.default()  # where a scheduler delivers too
     functions = await start_functions()
     clients: dict[str, Any] = {}
     for name, principal, roles in (
@@ -249,7 +251,7 @@ async def test_a_turn_capability_sends_into_its_own_conversation_only_T3(suite):
             messaging,
             "SendMessage",
             m.SendMessageRequest(inbox_id=two.inbox_id, text="not mine"),
-            "into that conversation's reply inbox only",
+            "it acts in that conversation only",
         ),
         (
             messaging,
@@ -315,6 +317,80 @@ async def test_a_turn_capability_sends_into_its_own_conversation_only_T3(suite):
     assert code == "PERMISSION_DENIED" and "has ended with its lease (completed)" in details
     # The runtime's own identity still acts on the other turn.
     await clients["bot_m"].send_message(two.inbox_id, "the runtime itself")
+
+
+async def test_a_turn_capability_asks_for_wake_ups_of_its_own_conversation_only_T3(
+    suite, start_scheduler, identity
+):
+    """T3: with a turn's capability the scheduler creates, lists, reads, reschedules and
+    cancels wake-ups of the turn's conversation (its participation check asks messaging
+    with the capability, which reads that transcript only); another conversation's, and
+    schedules, are PERMISSION_DENIED; after CompleteTurn a create is refused."""
+    clients, _, _ = suite
+    scheduler = await start_scheduler()
+    one = await clients["alice_m"].send("first", target="crew:demo")
+    two = await clients["alice_m"].send("second", target="crew:demo")
+    turns = [await clients["bot_m"].claim_turn(["crew:demo"], lease_seconds=60) for _ in "12"]
+    mine = next(t for t in turns if t.conversation_id == one.conversation_id)
+    token = mine.capability
+    bot_s = SchedulerClient(scheduler.address, identity=identity("agent:demo/bot"))
+    theirs = await bot_s.create_wake_up(two.conversation_id, delay_seconds=3600)
+    async with grpc.aio.insecure_channel(scheduler.address) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        code, details, wake_up = await rpc(
+            stub,
+            "CreateWakeUp",
+            s.CreateWakeUpRequest(conversation_id=one.conversation_id, delay_seconds=3600),
+            token,
+        )
+        assert code == "OK", details
+        for method, request in (
+            ("ListWakeUps", s.ListWakeUpsRequest(conversation_id=one.conversation_id)),
+            ("GetWakeUp", s.GetWakeUpRequest(wake_up_id=wake_up.wake_up_id)),
+            (
+                "RescheduleWakeUp",
+                s.RescheduleWakeUpRequest(wake_up_id=wake_up.wake_up_id, delay_seconds=60),
+            ),
+            ("CancelWakeUp", s.CancelWakeUpRequest(wake_up_id=wake_up.wake_up_id)),
+        ):
+            code, details, _ = await rpc(stub, method, request, token)
+            assert code == "OK", (method, details)
+        refused = [
+            (
+                "CreateWakeUp",
+                s.CreateWakeUpRequest(conversation_id=two.conversation_id, delay_seconds=60),
+                "it acts for that conversation only",
+            ),
+            ("ListWakeUps", s.ListWakeUpsRequest(), "it acts for that conversation only"),
+            (
+                "GetWakeUp",
+                s.GetWakeUpRequest(wake_up_id=theirs.wake_up_id),
+                "it acts for that conversation only",
+            ),
+            (
+                "CancelWakeUp",
+                s.CancelWakeUpRequest(wake_up_id=theirs.wake_up_id),
+                "it acts for that conversation only",
+            ),
+            (
+                "CreateSchedule",
+                s.CreateScheduleRequest(conversation_id=one.conversation_id, prompt="p"),
+                "a turn capability allows only",
+            ),
+        ]
+        for method, request, says in refused:
+            code, details, _ = await rpc(stub, method, request, token)
+            assert (code, says in details) == ("PERMISSION_DENIED", True), (method, details)
+        await clients["bot_m"].complete_turn(mine.turn_id)
+        code, details, _ = await rpc(
+            stub,
+            "CreateWakeUp",
+            s.CreateWakeUpRequest(conversation_id=one.conversation_id, delay_seconds=60),
+            token,
+        )
+        assert code == "PERMISSION_DENIED" and "has ended with its lease" in details, details
+    assert (await bot_s.get_wake_up(theirs.wake_up_id)).status == s.WAKE_UP_STATUS_PENDING
+    await bot_s.close()
 
 
 async def test_only_the_leasing_service_signs_a_capability_T3_T1(suite, signing_keys):

@@ -18,7 +18,9 @@ from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingSto
 from agentworks_messaging.sweeper import sweep
 
 # What a turn's capability may call here (T3); each checks the turn and its lease.
-CAPABILITY_METHODS = {"turn": frozenset({"SendMessage", "HeartbeatTurn", "CompleteTurn"})}
+CAPABILITY_METHODS = {
+    "turn": frozenset({"SendMessage", "HeartbeatTurn", "CompleteTurn", "GetTranscript"})
+}
 
 
 async def start(config: Config) -> Running:

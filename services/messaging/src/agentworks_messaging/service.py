@@ -265,6 +265,8 @@ class MessagingService:
         """A conversation's messages and delivery records, for its participants (C12)."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
+        # A turn's capability reads its own conversation's, while its turn is leased.
+        await self._check_turn_capability(identity, conversation_id)
         key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
         if not (
             identity.principal in (owner, inbox_principal)
@@ -327,8 +329,8 @@ class MessagingService:
         require_item(identity, "turn", bound.id)
         if conversation_id is not None and conversation_id != bound.conversation_id:
             raise PermissionDenied(
-                f"this capability is for {bound.describe()}: it sends into that "
-                "conversation's reply inbox only"
+                f"this capability is for {bound.describe()}: it acts in that "
+                "conversation only (its reply inbox, its transcript)"
             )
         _, status = await self.store.turn_lease(bound.id, identity.principal)
         if status != "active":
