@@ -438,4 +438,101 @@ def RELIABILITY_APPENDIX() -> str:
         star = "*" if operation in GUESSES else ""
         cells = [code + (star if code == "NOT_FOUND" else "") for code in row_.values()]
         lines.append(f"| {operation} | " + " | ".join(cells) + " | UNAUTHENTICATED |")
+    return "\n".join(lines) + "\n" + _capability_appendix()
+
+
+# ------------------------------------------------------------- capabilities (T3)
+
+# What a capability may do, per operation: the capability of the world's call (claimed by
+# agent:demo/bot) and of a turn of alice's conversation (claimed by the same runtime).
+# Everything but the item's own operations is PERMISSION_DENIED; not one NOT_FOUND.
+# fmt: off
+CAPABILITY_EXPECTED: dict[str, tuple[str, str]] = {
+    #                             execution turn
+    "functions.ListFunctions":      (PD, PD),
+    "functions.Call":               (PD, PD),  # a turn's Call must notify its conversation
+    "functions.GetStatus":          (PD, PD),
+    "functions.ReadFile":           (PD, PD),
+    "functions.Reply":              (PD, PD),
+    "functions.Cancel":             (PD, PD),
+    "functions.DeclareFunction":    (PD, PD),
+    "functions.RegisterTarget":     (PD, PD),
+    "functions.ClaimExecution":     (PD, PD),
+    "functions.Report":             (OK, PD),
+    "functions.HeartbeatExecution": (OK, PD),
+    "messaging.Read":               (PD, PD),
+    "messaging.Send(inbox)":        (PD, PD),
+    "messaging.GetTranscript":      (PD, OK),
+    "messaging.SendMessage":        (PD, OK),
+    "messaging.ClaimTurn":          (PD, PD),
+    "messaging.EnqueueDelivery":    (PD, PD),
+    "messaging.EnqueueDeliveries":  (PD, PD),
+    "scheduler.CreateWakeUp":       (PD, OK),
+    "scheduler.GetWakeUp":          (PD, OK),
+    "scheduler.GetSchedule":        (PD, PD),
+    "scheduler.Pause":              (PD, PD),
+}
+# fmt: on
+
+
+async def capabilities(world: World, keys: KeyDirectory) -> dict[str, str]:
+    """The world's execution capability (renewed by a heartbeat) and a turn's."""
+    beat = await world.prepare["bot_f"].heartbeat_execution(world.ids["call"], lease_seconds=300)
+    response = await world.stubs["messaging"].ClaimTurn(
+        m.ClaimTurnRequest(targets=[CREW], lease_seconds=300),
+        metadata=metadata("runtime", keys),
+        timeout=10,
+    )
+    assert response.turn.conversation_id == world.ids["conversation"]
+    assert beat.capability and response.turn.capability
+    return {"execution": beat.capability, "turn": response.turn.capability}
+
+
+@pytest.mark.reliability(
+    scenario="Access matrix: capabilities (T3)",
+    action=f"the {len(OPERATIONS)} operations with the capability of an execution and of "
+    "a turn (the claimer's principal, signed by functions and messaging)",
+    check="OK for the item's own operations only (report and heartbeat of its call; "
+    "reply, transcript and wake-ups of its conversation), PERMISSION_DENIED for "
+    "everything else",
+)
+async def test_access_matrix_of_capabilities_T3(world, signing_keys):
+    """T3: each operation with an execution's and a turn's capability."""
+    tokens = await capabilities(world, signing_keys)
+    wrong = []
+    for operation, expected in CAPABILITY_EXPECTED.items():
+        for kind, code_expected in zip(("execution", "turn"), expected, strict=True):
+
+            async def rpc(service: str, method: str, request: Any, token=tokens[kind]):
+                try:
+                    await getattr(world.stubs[service], method)(
+                        request, metadata=((METADATA_KEY, token),), timeout=10
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    return exc.code().name, exc.details() or ""
+                return "OK", ""
+
+            code, details = await OPERATIONS[operation](world, rpc)
+            if code != code_expected:
+                wrong.append(f"{operation} with a {kind} capability: {code} ({details})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_capability_matrix_covers_every_operation_T3():
+    """T3: one expectation per operation for each kind of capability."""
+    assert set(CAPABILITY_EXPECTED) == set(OPERATIONS)
+
+
+def _capability_appendix() -> str:
+    """The capability columns (T3), for docs/reliability.md."""
+    lines = [
+        "",
+        "Capabilities (T3): the capability of the call claimed by `agent:demo/bot`, and "
+        "of its turn of alice's conversation.",
+        "",
+        "| operation | execution capability | turn capability |",
+        "|---|---|---|",
+    ]
+    for operation, (execution, turn) in CAPABILITY_EXPECTED.items():
+        lines.append(f"| {operation} | {execution} | {turn} |")
     return "\n".join(lines) + "\n"

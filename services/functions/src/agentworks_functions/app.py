@@ -7,6 +7,7 @@ import asyncio
 from agentworks.client import MessagingClient
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
+from agentworks.server.capabilities import CapabilityIssuer
 from agentworks.server.db import Database
 from agentworks.server.rpc import GrpcServer
 from agentworks.server.service import (
@@ -28,6 +29,15 @@ from agentworks_functions.store import (
     FunctionsStore,
 )
 from agentworks_functions.sweeper import sweep
+
+# What a capability may call here (T3): an execution's its own call's operations, a
+# turn's a Call as its agent, notified into its conversation. Each checks the item.
+CAPABILITY_METHODS = {
+    "execution": frozenset(
+        {"HeartbeatExecution", "Report", "UploadFile", "AskInput", "FinishExecution"}
+    ),
+    "turn": frozenset({"Call"}),
+}
 
 
 async def start(config: Config) -> Running:
@@ -68,10 +78,12 @@ async def start(config: Config) -> Running:
         tls=config.service.tls,
         health_listen=config.service.health_listen,
         register=lambda s: functions_pb2_grpc.add_FunctionsServiceServicer_to_server(
-            FunctionsServicer(service), s
+            FunctionsServicer(service, CapabilityIssuer(config.service.signing_key, "execution")),
+            s,
         ),
         service_names=[pb.DESCRIPTOR.services_by_name["FunctionsService"].full_name],
         on_drain=drain,
+        capability_methods=CAPABILITY_METHODS,
     )
     await server.start()
     background = [

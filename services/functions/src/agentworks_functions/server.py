@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 
 import structlog
 
+from agentworks.client import capability as cap
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import caller
 from agentworks.client.jsontext import loads_object
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
+from agentworks.server.capabilities import CapabilityIssuer
 from agentworks_functions.convert import (
     _ts,
     execution_out,
@@ -24,6 +26,8 @@ from agentworks_functions.convert import (
     target_out,
 )
 from agentworks_functions.models import (
+    OPEN_STATUSES,
+    Call,
     CallSource,
     TargetKey,
 )
@@ -35,8 +39,21 @@ log = structlog.get_logger("agentworks.functions")
 class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
     """Translates between protos and `FunctionsService`; errors map in the interceptor."""
 
-    def __init__(self, service: FunctionsService) -> None:
+    def __init__(
+        self, service: FunctionsService, capabilities: CapabilityIssuer | None = None
+    ) -> None:
         self.service = service
+        # Mints each claimed execution's capability (T3); none without the service's key.
+        self.capabilities = capabilities or CapabilityIssuer(None, cap.EXECUTION)
+
+    def _execution_out(self, call: Call) -> pb.Execution:
+        """A claimed execution, with its capability bound to the call and its lease."""
+        out = execution_out(call)
+        if call.runtime and call.lease_expires_at is not None:
+            out.capability = self.capabilities.issue(
+                call.runtime, cap.execution(call.id), call.lease_expires_at
+            )
+        return out
 
     async def RegisterTarget(self, request, context):
         target = await self.service.register_target(
@@ -136,14 +153,20 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         )
         if call is None:
             return pb.ClaimExecutionResponse()
-        return pb.ClaimExecutionResponse(execution=execution_out(call))
+        return pb.ClaimExecutionResponse(execution=self._execution_out(call))
 
     async def HeartbeatExecution(self, request, context):
+        identity = caller()
         status, expires = await self.service.heartbeat(
-            caller(), call_id=request.call_id, lease_seconds=request.lease_seconds
+            identity, call_id=request.call_id, lease_seconds=request.lease_seconds
         )
+        capability = ""
+        if status in OPEN_STATUSES and expires is not None:
+            capability = self.capabilities.issue(
+                identity.principal, cap.execution(request.call_id), expires
+            )
         return pb.HeartbeatExecutionResponse(
-            status=state_out(status), lease_expires_at=_ts(expires)
+            status=state_out(status), lease_expires_at=_ts(expires), capability=capability
         )
 
     async def Report(self, request, context):
@@ -204,5 +227,5 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             correction_prompt=outcome.correction_prompt,
         )
         if outcome.next is not None:
-            response.next.CopyFrom(execution_out(outcome.next))
+            response.next.CopyFrom(self._execution_out(outcome.next))
         return response

@@ -6,6 +6,7 @@ import asyncio
 
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.server.capabilities import CapabilityIssuer
 from agentworks.server.db import Database
 from agentworks.server.rpc import GrpcServer
 from agentworks.server.service import Running, main_for, prepare_database, read_config
@@ -15,6 +16,11 @@ from agentworks_messaging.server import MessagingServicer
 from agentworks_messaging.service import MessagingService
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 from agentworks_messaging.sweeper import sweep
+
+# What a turn's capability may call here (T3); each checks the turn and its lease.
+CAPABILITY_METHODS = {
+    "turn": frozenset({"SendMessage", "HeartbeatTurn", "CompleteTurn", "GetTranscript"})
+}
 
 
 async def start(config: Config) -> Running:
@@ -40,10 +46,11 @@ async def start(config: Config) -> Running:
         tls=config.service.tls,
         health_listen=config.service.health_listen,
         register=lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(service), s
+            MessagingServicer(service, CapabilityIssuer(config.service.signing_key, "turn")), s
         ),
         service_names=[pb.DESCRIPTOR.services_by_name["MessagingService"].full_name],
         on_drain=drain,
+        capability_methods=CAPABILITY_METHODS,
     )
     await server.start()
     sweeper = asyncio.create_task(sweep(service, store, config), name="messaging-sweep")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import structlog
 
+from agentworks.client import capability as cap
 from agentworks.client.errors import AgentWorksError
 from agentworks.client.identity import caller
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
+from agentworks.server.capabilities import CapabilityIssuer
 from agentworks_messaging.convert import (
     caps_in,
     channel_in,
@@ -31,8 +33,12 @@ log = structlog.get_logger("agentworks.messaging")
 class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     """Translates between protos and `MessagingService`; errors map in the interceptor."""
 
-    def __init__(self, service: MessagingService) -> None:
+    def __init__(
+        self, service: MessagingService, capabilities: CapabilityIssuer | None = None
+    ) -> None:
         self.service = service
+        # Mints each claimed turn's capability (T3); none without the service's key.
+        self.capabilities = capabilities or CapabilityIssuer(None, cap.TURN)
 
     async def RegisterTarget(self, request, context):
         target = await self.service.register_target(
@@ -89,13 +95,23 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             wait_seconds=request.wait_seconds,
             lease_seconds=request.lease_seconds,
         )
-        return pb.ClaimTurnResponse(turn=turn_out(turn)) if turn else pb.ClaimTurnResponse()
+        if turn is None:
+            return pb.ClaimTurnResponse()
+        out = turn_out(turn)
+        out.capability = self.capabilities.issue(
+            caller().principal, cap.turn(turn.id, turn.conversation_id), turn.lease_expires_at
+        )
+        return pb.ClaimTurnResponse(turn=out)
 
     async def HeartbeatTurn(self, request, context):
-        expires = await self.service.heartbeat_turn(
-            caller(), turn_id=request.turn_id, lease_seconds=request.lease_seconds
+        identity = caller()
+        expires, conversation_id = await self.service.heartbeat_turn(
+            identity, turn_id=request.turn_id, lease_seconds=request.lease_seconds
         )
-        return pb.HeartbeatTurnResponse(lease_expires_at=timestamp(expires))
+        capability = self.capabilities.issue(
+            identity.principal, cap.turn(request.turn_id, conversation_id), expires
+        )
+        return pb.HeartbeatTurnResponse(lease_expires_at=timestamp(expires), capability=capability)
 
     async def SendMessage(self, request, context):
         receipt = await self.service.send_message(

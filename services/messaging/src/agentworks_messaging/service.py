@@ -26,6 +26,7 @@ from agentworks.client.limits import (
     MAX_TEXT_BYTES,
     MAX_WAIT_SECONDS,
 )
+from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
 from agentworks_messaging.models import (
     Message,
@@ -219,6 +220,8 @@ class MessagingService:
         conversation_id, key, _ = await self.store.inbox_target(inbox_id)
         if not identity.serves(key.kind, key.name):
             raise NotFound(f"inbox {inbox_id!r} not found")
+        if identity.capability is not None:
+            await self._check_turn_capability(identity, conversation_id)
         receipt = await self.store.agent_reply(
             principal=identity.principal,
             inbox_id=inbox_id,
@@ -263,6 +266,8 @@ class MessagingService:
         """A conversation's messages and delivery records, for its participants (C12)."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
+        # A turn's capability reads its own conversation's, while its turn is leased.
+        await self._check_turn_capability(identity, conversation_id)
         key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
         if not (
             identity.principal in (owner, inbox_principal)
@@ -314,7 +319,30 @@ class MessagingService:
             )
         return turn
 
-    async def heartbeat_turn(self, identity: Identity, *, turn_id: str, lease_seconds: int):
+    async def _check_turn_capability(
+        self, identity: Identity, conversation_id: str | None = None
+    ) -> None:
+        """A turn capability acts only while its turn is active and leased, and sends
+        only into its own conversation (T3)."""
+        bound = identity.capability
+        if bound is None:
+            return
+        require_item(identity, "turn", bound.id)
+        if conversation_id is not None and conversation_id != bound.conversation_id:
+            raise PermissionDenied(
+                f"this capability is for {bound.describe()}: it acts in that "
+                "conversation only (its reply inbox, its transcript)"
+            )
+        _, status = await self.store.turn_lease(bound.id, identity.principal)
+        if status != "active":
+            raise ended_refusal(bound, status)
+
+    async def heartbeat_turn(
+        self, identity: Identity, *, turn_id: str, lease_seconds: int
+    ) -> tuple[Any, str]:
+        """Extend the caller's turn's lease: (new expiry, conversation id)."""
+        require_item(identity, "turn", turn_id)
+        await self._check_turn_capability(identity)
         lease = timedelta(
             seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
         )
@@ -324,6 +352,8 @@ class MessagingService:
         self, identity: Identity, *, turn_id: str, interrupted: bool = False
     ) -> None:
         """End the caller's turn: handled, or given up unhandled (`interrupted`, C11)."""
+        require_item(identity, "turn", turn_id)
+        await self._check_turn_capability(identity)
         await self.store.complete_turn(turn_id, identity.principal, interrupted=interrupted)
         if interrupted:
             log.warning("turn.interrupted", turn_id=turn_id, reason="given up by its runtime")

@@ -35,6 +35,16 @@ class SchedulerRunning(Running):
     service: SchedulerService | None = None
 
 
+# What a turn's capability may call here (T3): the wake-ups of its own conversation
+# (each operation checks the conversation; the participation check asks messaging with
+# the capability itself, which allows that conversation's transcript only).
+CAPABILITY_METHODS = {
+    "turn": frozenset(
+        {"CreateWakeUp", "GetWakeUp", "ListWakeUps", "CancelWakeUp", "RescheduleWakeUp"}
+    )
+}
+
+
 async def start(config: Config) -> SchedulerRunning:
     """Migrate, connect, and serve the scheduler on `config.service.listen`."""
     if not config.webhook_key:
@@ -72,6 +82,7 @@ async def start(config: Config) -> SchedulerRunning:
         ),
         service_names=[pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
         on_drain=drain,
+        capability_methods=CAPABILITY_METHODS,
     )
     await server.start()
     ticker = asyncio.create_task(tick_loop(service, config.tick_seconds), name="scheduler-tick")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import jwt
 
+from agentworks.client import capability as cap
+from agentworks.client.capability import Capability
 from agentworks.client.errors import InvalidArgument, Unauthenticated
 from agentworks.client.keys import (
     REMEMBERED_MAX,
@@ -29,6 +31,7 @@ from agentworks.client.trust import (
     CLOCK_SKEW_SECONDS,
     MAX_LIFETIME_SECONDS,
     OPERATOR_ROLE,
+    capability_refusal,
     lifetime_refusal,
     targets_refusal,
     vouching_refusal,
@@ -73,6 +76,8 @@ class Identity:
     # Set for a runtime's identity exchanged for a runtime credential (T2): the targets
     # ("crew:x", "workflow:y") it serves; it acts for no other. None: not scoped.
     targets: frozenset[str] | None = None
+    # Set when the identity is a capability (T3): it allows this item's operations only.
+    capability: Capability | None = None
 
     @property
     def kind(self) -> str:
@@ -115,8 +120,10 @@ def mint(
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     now: float | None = None,
     targets: frozenset[str] | set[str] | None = None,
+    capability: Capability | None = None,
 ) -> str:
-    """Sign an identity token for `principal` with `key`, valid for `ttl_seconds`.
+    """Sign an identity token for `principal` with `key`, valid for `ttl_seconds`; with
+    `capability`, one bound to that turn or execution (T3, its `cap` claim).
 
     Nothing checks here that the key's signer may vouch for the principal (the verifier
     does, and `Minter` does up front); tests mint what services must refuse. With
@@ -136,6 +143,8 @@ def mint(
     }
     if targets is not None:
         claims["targets"] = sorted(targets)
+    if capability is not None:
+        claims[cap.CLAIM] = capability.claim()
     return jwt.encode(claims, key.private_key, algorithm=ALGORITHM, headers={"kid": key.kid})
 
 
@@ -220,15 +229,25 @@ def _verified(token: str, trusted: TrustedKeys, now: float) -> tuple[Identity, f
     if not isinstance(roles, list):
         raise _refused("roles must be a list")
     targets = _targets_claim(claims)
+    bound = None
+    if cap.CLAIM in claims:
+        try:
+            bound = cap.from_claim(claims[cap.CLAIM])
+        except ValueError as exc:
+            raise _refused(str(exc)) from None
     identity = Identity(
         principal=principal,
         roles=frozenset(str(r) for r in roles),
         token=token,
         targets=targets,
+        capability=bound,
     )
-    why = vouching_refusal(key.signer, identity.principal, identity.roles) or (
-        targets_refusal(key.signer, targets) if targets is not None else None
-    )
+    if bound is not None:
+        why = capability_refusal(key.signer, identity.principal, identity.roles, bound.kind)
+    else:
+        why = vouching_refusal(key.signer, identity.principal, identity.roles)
+    if why is None and targets is not None:
+        why = targets_refusal(key.signer, targets)
     if why:
         raise _refused(why)
     return identity, float(expires)

@@ -7,6 +7,8 @@ signed it (agentworks.client.keys). Each signer vouches for:
 - `gateway`: `user:*`, `agent:*`, `workflow:*` (the external callers whose token it
   checked) and `service:gateway` (itself); the one role it may give is `operator`.
 - `service:messaging`, `service:functions`, `service:scheduler`: itself, with no role.
+  Messaging and functions also vouch for the agent or workflow that claimed a turn or
+  an execution, inside that item's capability only (T3, `capability_refusal`).
 - another `service:<name>`: itself, with no role but `runtime` (a runtime the operator
   runs as a service of the deployment, its key put in the trusted set by the operator,
   serves every target).
@@ -138,4 +140,30 @@ def lifetime_refusal(issued_at: float, expires_at: float, now: float) -> str | N
             f"it was issued {ahead:.0f} s in the future (more than the {CLOCK_SKEW_SECONDS} s "
             "of clock skew allowed): check the signer's clock"
         )
+    return None
+
+
+# Capabilities (T3): a platform service vouches for an agent or workflow principal only
+# inside a capability of the kind of item it leases, bound to one item; no other signer
+# may sign a capability, and a capability carries no role.
+CAPABILITY_SIGNERS = {"turn": "service:messaging", "execution": "service:functions"}
+CAPABILITY_PRINCIPAL_KINDS = ("agent", "workflow")
+
+
+def capability_refusal(signer: str, principal: str, roles: Iterable[str], kind: str) -> str | None:
+    """Why `signer` may not sign a `kind` capability for `principal` with `roles`; None
+    when it may. Only the service leasing that kind of item signs one (messaging: turn,
+    functions: execution), for the agent or workflow that claimed it, with no role."""
+    issuer = CAPABILITY_SIGNERS.get(kind)
+    if issuer is None:
+        return f"capability kind {kind!r} is not one (turn or execution)"
+    if signer != issuer:
+        return f"signer {signer} may not sign a {kind} capability (only {issuer} does)"
+    if principal.split(":", 1)[0] not in CAPABILITY_PRINCIPAL_KINDS:
+        return (
+            f"a capability is for the agent or workflow that claimed the {kind}, "
+            f"not for {principal}"
+        )
+    if set(roles):
+        return "a capability carries no role"
     return None

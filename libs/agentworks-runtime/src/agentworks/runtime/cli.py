@@ -203,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Commands a runner that died left running under this root: kill them now,
         # before the first call (the runner module docstring says why and how).
         runner.reap_orphans(config.root)
+        # Where a command reaches its call with its capability (T3).
+        runner.env.setdefault("AGENTWORKS_FUNCTIONS_ADDRESS", config.functions_address)
     if executions is not None:
         return asyncio.run(serve_executions(config, executions))
     assert handler is not None

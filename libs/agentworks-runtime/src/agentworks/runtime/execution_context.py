@@ -16,6 +16,7 @@ from agentworks.client import errors, target_str
 from agentworks.client.functions import FunctionsClient
 from agentworks.client.jsontext import loads, loads_object
 from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.runtime import capability_file
 from agentworks.runtime.lease import Backoff
 from agentworks.runtime.reporting import clean_text
 from agentworks.runtime.uploads import _cleaned, _read
@@ -51,6 +52,10 @@ class ExecutionContext:
     # uploaded already): `upload_folder` skips an unchanged one without reading it.
     _stats: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
     _round: int = 0  # the correction round being run (F10), for a finish on stopping
+    # The execution's capability (T3), renewed by each heartbeat (`renew_capability`),
+    # and the file a running command reads it from (the command runner sets it).
+    _capability: str = field(default="", repr=False)
+    capability_file: pathlib.Path | None = None
 
     def __post_init__(self) -> None:
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -116,6 +121,24 @@ class ExecutionContext:
     @property
     def stopped(self) -> bool:
         return self.cancelled.is_set() or self.lease_lost.is_set()
+
+    @property
+    def capability(self) -> str:
+        """The execution's current capability (T3): an identity that allows this call's
+        own operations only, until the lease's expiry; "" when the service issued none.
+        Hand it to a process doing the work instead of the runtime's own identity."""
+        return self._capability or self.execution.capability
+
+    def renew_capability(self, token: str) -> None:
+        """Keep the capability a heartbeat renewed, in `capability_file` too."""
+        if not token:
+            return
+        self._capability = token
+        if self.capability_file is not None:
+            try:
+                capability_file.write(self.capability_file, token)
+            except OSError as exc:  # the command removed its folder
+                self.log.warning("execution.capability_not_written", error=str(exc))
 
     def write_result(self, value: Any) -> None:
         """Write `value` as JSON to FUNCTION_RESULT_FILE."""

@@ -370,6 +370,7 @@ class ExecutionWorker(LeaseWorker):
         return await self.client.heartbeat_execution(ctx.call_id, lease_seconds=self.lease_seconds)
 
     def _renewed(self, ctx: ExecutionContext, answer: f.HeartbeatExecutionResponse) -> None:
+        ctx.renew_capability(answer.capability)
         if answer.status == f.CALL_STATE_CANCELLED:
             ctx.log.info("execution.cancelled")
             ctx.cancelled.set()

@@ -17,6 +17,15 @@ For each execution the runner starts the function's command with:
 - `AGENTWORKS_OUTPUT_FOLDER`: the folder's absolute path, `AGENTWORKS_PROJECT_ROOT`: root
 - `AGENTWORKS_CORRECTION_PROMPT`: only in the one correction turn (F10), which runs the
   command again in the same folder
+- `AGENTWORKS_CAPABILITY`: the execution's capability (T3), an identity that allows this
+  call's own operations (report, upload, ask, finish, heartbeat) and nothing else, and
+  `AGENTWORKS_CAPABILITY_FILE`: the file in the folder (mode 0600) that holds the current
+  one, rewritten at each heartbeat as the lease renews and removed when the command ends
+  (`agentworks.client.capability_identity.CapabilityIdentity` reads it). Set only when
+  the service issued one (the runtime is an agent or workflow).
+
+The command never gets the runner's own credentials: its signing key, runtime
+credential, API token and TLS private key are not in its environment (`is_secret`).
 
 Each stdout line becomes an execution message (role `stdout`, batched); the last
 non-empty stdout line is the final message. A line longer than `MAX_LINE_BYTES` is cut
@@ -79,7 +88,8 @@ from typing import Any
 
 import structlog
 
-from agentworks.runtime import _watchdog
+from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
+from agentworks.runtime import _watchdog, capability_file
 from agentworks.runtime.executions import (
     ExecutionContext,
 )
@@ -104,7 +114,8 @@ SHELL = "/bin/sh"
 # The runner's own secrets, never handed to a command: where its signing key is (whoever
 # reads the key can act as any agent, T1), its runtime credential (T2), API tokens, the
 # webhook key and database addresses (with passwords). A command's stdout becomes
-# messages its caller reads, so what it can see it can tell.
+# messages its caller reads, so what it can see it can tell. It gets the execution's
+# capability instead (T3).
 SECRET_VARIABLES = frozenset(
     {
         "AGENTWORKS_SIGNING_KEY",
@@ -117,7 +128,15 @@ SECRET_VARIABLES = frozenset(
 )
 
 # The runner's TLS private key (T5) is its own too: a command has no business with it.
-SECRET_SUFFIXES = ("_SIGNING_KEY", "_WEBHOOK_KEY", "_DATABASE_URL", "_TLS_KEY_FILE")
+SECRET_SUFFIXES = (
+    "_SIGNING_KEY",
+    "_SIGNING_KEY_FILE",
+    "_RUNTIME_CREDENTIAL",
+    "_RUNTIME_CREDENTIAL_FILE",
+    "_WEBHOOK_KEY",
+    "_DATABASE_URL",
+    "_TLS_KEY_FILE",
+)
 
 
 def is_secret(name: str) -> bool:
@@ -202,6 +221,11 @@ class CommandRunner:
         env.pop("AGENTWORKS_CORRECTION_PROMPT", None)
         if ctx.correction_prompt:
             env["AGENTWORKS_CORRECTION_PROMPT"] = ctx.correction_prompt
+        env.pop(CAPABILITY_VARIABLE, None)
+        env.pop(CAPABILITY_FILE_VARIABLE, None)
+        if ctx.capability:
+            env[CAPABILITY_VARIABLE] = ctx.capability
+            env[CAPABILITY_FILE_VARIABLE] = str(ctx.output_dir / capability_file.FILE_NAME)
         return env
 
     async def __call__(self, ctx: ExecutionContext) -> str:
@@ -213,6 +237,17 @@ class CommandRunner:
             )
         if ctx.root.resolve() not in self._swept:
             await asyncio.to_thread(self.reap_orphans, ctx.root)
+        if ctx.capability:
+            ctx.capability_file = ctx.output_dir / capability_file.FILE_NAME
+            capability_file.write(ctx.capability_file, ctx.capability)
+        try:
+            return await self._run(ctx, argv)
+        finally:
+            if ctx.capability_file is not None:
+                capability_file.remove(ctx.capability_file)
+                ctx.capability_file = None
+
+    async def _run(self, ctx: ExecutionContext, argv: tuple[str, ...]) -> str:
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=ctx.output_dir,

@@ -67,11 +67,21 @@ class TurnContext:
     # Set when the worker has a functions address; acts as the runtime's agent identity.
     functions: FunctionsClient | None = None
     function_calls: list[f.CallReceipt] = field(default_factory=list)
+    _capability: str = field(default="", repr=False)  # renewed by the heartbeats (T3)
 
     @property
     def turn_id(self) -> str:
         """The claimed turn's id."""
         return self.turn.turn_id
+
+    @property
+    def capability(self) -> str:
+        """The turn's current capability (T3): an identity that allows this turn's own
+        operations only (its reply inbox, its transcript, its heartbeat and completion,
+        wake-ups of its conversation, function calls notified into it), until the
+        lease ends; "" when messaging issued none. Hand it, not the runtime's identity,
+        to a process acting in the turn."""
+        return self._capability or self.turn.capability
 
     @property
     def conversation_id(self) -> str:

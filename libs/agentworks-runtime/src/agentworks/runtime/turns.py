@@ -264,8 +264,12 @@ class TurnWorker(LeaseWorker):
                 )
             )
 
-    async def _renew(self, ctx: TurnContext) -> None:
-        await self.client.heartbeat_turn(ctx.turn_id, lease_seconds=self.lease_seconds)
+    async def _renew(self, ctx: TurnContext) -> m.HeartbeatTurnResponse:
+        return await self.client.heartbeat_turn(ctx.turn_id, lease_seconds=self.lease_seconds)
+
+    def _renewed(self, ctx: TurnContext, answer: m.HeartbeatTurnResponse) -> None:
+        if answer.capability:  # the turn's capability, renewed with the lease (T3)
+            ctx._capability = answer.capability
 
     def _left_to_lease(self, ctx: TurnContext) -> None:
         ctx.log.warning("turn.abandoned", reason="worker cancelled; the lease will expire")

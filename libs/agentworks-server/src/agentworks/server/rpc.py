@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -26,6 +26,7 @@ from agentworks.client.keys import TrustedKeys
 from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
 from agentworks.client.tls import Tls
 from agentworks.server import reflection
+from agentworks.server.capabilities import method_refusal
 from agentworks.server.metrics import observe_rpc
 
 log = structlog.get_logger("agentworks.rpc")
@@ -103,6 +104,8 @@ class _Method:
     method: str
     short: str
     trusted: TrustedKeys
+    # The methods an identity with a capability may call, by capability kind (T3).
+    capability_methods: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 class _Scope:
@@ -135,10 +138,23 @@ class _Scope:
             observe_rpc(rpc.service, rpc.short, exc.code.name, time.perf_counter() - self._started)
             await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
             raise  # abort() has raised already
+        if identity.capability is not None:
+            await self._capability_check(identity)
         current_identity.set(identity)
         structlog.contextvars.bind_contextvars(
             request_id=request_id, principal=identity.principal, method=rpc.short
         )
+
+    async def _capability_check(self, identity: Any) -> None:
+        """A capability reaches only its kind's methods on this service (T3)."""
+        rpc = self._rpc
+        why = method_refusal(identity, rpc.short, rpc.capability_methods)
+        if why:
+            log.info("rpc.capability_refused", method=rpc.method, reason=why)
+            observe_rpc(
+                rpc.service, rpc.short, "PERMISSION_DENIED", time.perf_counter() - self._started
+            )
+            await self._context.abort(grpc.StatusCode.PERMISSION_DENIED, why, _ANSWERED)
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: Any, tb: Any) -> bool:
         rpc, context = self._rpc, self._context
@@ -174,9 +190,15 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
     `_Scope` around the servicer call, nothing else.
     """
 
-    def __init__(self, service: str, trusted_keys: TrustedKeys) -> None:
+    def __init__(
+        self,
+        service: str,
+        trusted_keys: TrustedKeys,
+        capability_methods: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self._service = service
         self._trusted = trusted_keys
+        self._capability_methods = dict(capability_methods or {})
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
@@ -192,7 +214,13 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        rpc = _Method(self._service, method, method.rsplit("/", 1)[-1], self._trusted)
+        rpc = _Method(
+            self._service,
+            method,
+            method.rsplit("/", 1)[-1],
+            self._trusted,
+            self._capability_methods,
+        )
         parse = _lenient(handler.request_deserializer)
         if handler.unary_unary:
             inner = handler.unary_unary
@@ -251,7 +279,10 @@ class GrpcServer:
         on_drain: Callable[[], Awaitable[None]] | None = None,
         tls: Tls | None = None,
         health_listen: str = "",
+        capability_methods: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
+        """`capability_methods`: by capability kind (turn, execution), the methods an
+        identity bound to one item may call here (T3); none when not given."""
         if trusted_keys is None:
             raise ValueError("trusted keys are required: set AGENTWORKS_TRUSTED_KEYS")
         self.name = name
@@ -261,7 +292,7 @@ class GrpcServer:
         self._on_drain = on_drain
         self._service_names = list(service_names)
         self.server = grpc.aio.server(
-            interceptors=[_ServiceInterceptor(name, trusted_keys)],
+            interceptors=[_ServiceInterceptor(name, trusted_keys, capability_methods)],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

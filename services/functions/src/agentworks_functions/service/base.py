@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from agentworks.client.checks import bounded
 from agentworks.client.errors import NotFound, PermissionDenied
 from agentworks.client.identity import Identity
+from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener, Waiter
 from agentworks_functions.models import (
     OPEN_STATUSES,
@@ -125,3 +126,16 @@ class FunctionsServiceBase:
         if call is None or call.runtime != identity.principal:
             raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
         return call
+
+    async def _check_capability(self, identity: Identity, call_id: str) -> None:
+        """An execution capability acts on its own call only, while the call is open and
+        its lease is live (T3); nothing to check for an identity without one."""
+        bound = identity.capability
+        if bound is None:
+            return
+        require_item(identity, "execution", call_id)
+        call = await self._execution(identity, call_id)
+        if not call.is_open:
+            raise ended_refusal(bound, call.status)
+        if call.lease_expires_at is None or call.lease_expires_at <= datetime.now(UTC):
+            raise ended_refusal(bound, "its lease expired")

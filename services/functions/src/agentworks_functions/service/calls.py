@@ -19,6 +19,7 @@ from agentworks.client.limits import (
     MAX_SUBMISSION_ID,
     MAX_WAIT_SECONDS,
 )
+from agentworks.server.capabilities import require_conversation
 from agentworks_functions.metrics import counting_busy
 from agentworks_functions.models import (
     CallSource,
@@ -82,6 +83,8 @@ class Calls(FunctionsServiceBase):
         `fresh_submission_id`: the caller vouches that `submission_id` was never sent
         before, so no earlier call is looked for and a full target refuses at once.
         """
+        if identity.capability is not None:
+            require_conversation(identity, notify_conversation_id)
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds
         call_id = uuid.uuid4()

@@ -121,6 +121,7 @@ class Executions(FunctionsServiceBase):
     async def heartbeat(
         self, identity: Identity, *, call_id: str, lease_seconds: int
     ) -> tuple[str, datetime]:
+        await self._check_capability(identity, call_id)
         return await self.store.heartbeat(call_id, identity.principal, self._lease(lease_seconds))
 
     async def report(
@@ -135,6 +136,7 @@ class Executions(FunctionsServiceBase):
         sequence: int,
     ) -> str:
         """Record progress, execution messages, conversation events and workflow steps."""
+        await self._check_capability(identity, call_id)
         if progress is not None:
             check_size(progress, "progress", MAX_PROGRESS_BYTES)
         for what, items in (("messages", messages), ("events", events), ("steps", steps)):
@@ -208,6 +210,7 @@ class Executions(FunctionsServiceBase):
             raise InvalidArgument("empty upload: the first chunk must name call_id and name")
         call_id, raw_name, media_type, data = first
         name = check_file_name(raw_name, call_id)
+        await self._check_capability(identity, call_id)
         if len(media_type) > MAX_MEDIA_TYPE or _CONTROL_RE.search(media_type):
             raise InvalidArgument(
                 f"media_type must be at most {MAX_MEDIA_TYPE} printable characters "
@@ -284,6 +287,7 @@ class Executions(FunctionsServiceBase):
     ) -> tuple[bool, str, str]:
         """Ask a human-input question and wait for the reply; (answered, reply, status).
         With `withdraw`, stop waiting for question `ask_id` instead (F11)."""
+        await self._check_capability(identity, call_id)
         if withdraw:
             if not ask_id:
                 raise InvalidArgument("ask_id is required: the question to withdraw")

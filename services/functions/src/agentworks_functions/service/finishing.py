@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from agentworks.client.errors import InvalidArgument, PreconditionFailed
+from agentworks.client.errors import InvalidArgument, PermissionDenied, PreconditionFailed
 from agentworks.client.identity import Identity
 from agentworks.client.limits import (
     MAX_ERROR_BYTES,
@@ -66,6 +66,12 @@ class Finishing(FunctionsServiceBase):
         execution of those targets, as ClaimExecution would without waiting (R1): one
         request per execution instead of two while work is queued.
         """
+        await self._check_capability(identity, call_id)
+        if identity.capability is not None and claim_next is not None:
+            raise PermissionDenied(
+                "an execution capability finishes its own call only: it claims nothing "
+                "(claim_next is for the runtime)"
+            )
         claim: Claim | None = None
         if claim_next is not None:
             check_claim_targets(identity, claim_next, "claim_next.targets")

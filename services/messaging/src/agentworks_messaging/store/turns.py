@@ -73,6 +73,13 @@ CONVERSATION_INBOX = fixed_sql(
     "SELECT id FROM messaging.inboxes WHERE conversation_id = :conversation_id"
 )
 
+TURN_LEASE = fixed_sql(
+    """
+SELECT runtime, conversation_id, status, lease_expires_at > now() AS live
+FROM messaging.turns WHERE id = :turn_id
+"""
+)
+
 LOCK_TURN = fixed_sql("SELECT * FROM messaging.turns WHERE id = :turn_id FOR UPDATE")
 
 EXTEND_LEASE = fixed_sql(
@@ -262,11 +269,24 @@ class TurnQueries(MessagingStoreBase):
             raise PreconditionFailed(f"turn {turn_id} is already {row.status}")
         return row
 
-    async def heartbeat(self, turn_id: str, runtime: str, lease: timedelta) -> Any:
+    async def heartbeat(self, turn_id: str, runtime: str, lease: timedelta) -> tuple[Any, str]:
+        """Extend the runtime's active turn's lease: (new expiry, conversation id)."""
         async with self.db.transaction() as conn:
             turn = await self._active_turn(conn, turn_id, runtime)
             result = await conn.exec_driver_sql(EXTEND_LEASE, {"turn_id": turn.id, "lease": lease})
-            return result.scalar_one()
+            return result.scalar_one(), str(turn.conversation_id)
+
+    async def turn_lease(self, turn_id: str, runtime: str) -> tuple[str, str]:
+        """(conversation id, status) of the runtime's turn; status `expired` when it is
+        active but its lease has run out (T3: a capability ends with the lease)."""
+        turn_uuid = parse_uuid(turn_id, "turn")
+        async with self.db.transaction() as conn:
+            result = await conn.exec_driver_sql(TURN_LEASE, {"turn_id": turn_uuid})
+            row = result.one_or_none()
+        if row is None or row.runtime != runtime:
+            raise NotFound(f"turn {turn_id!r} not found")
+        status = "expired" if row.status == "active" and not row.live else row.status
+        return str(row.conversation_id), status
 
     async def complete_turn(self, turn_id: str, runtime: str, *, interrupted: bool) -> None:
         """End the runtime's active turn: `completed` (deliveries `handled`), or given up

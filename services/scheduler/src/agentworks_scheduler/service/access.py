@@ -24,6 +24,7 @@ from typing import Any
 from agentworks.client.checks import bounded
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity
+from agentworks.server.capabilities import require_conversation
 from agentworks_scheduler.config import Config
 from agentworks_scheduler.models import Conversations, Page, Schedule, WakeUp, Webhook
 from agentworks_scheduler.service.rules import (
@@ -105,6 +106,7 @@ class Access:
         wake_up = await self.store.get_wake_up(wake_up_id)
         if not self._sees_wake_up(identity, wake_up):
             raise NotFound(f"wake-up {wake_up_id!r} not found")
+        require_conversation(identity, wake_up.conversation_id)  # a turn's capability (T3)
         return wake_up
 
     async def _owned_schedule(self, identity: Identity, schedule_id: str) -> Schedule:

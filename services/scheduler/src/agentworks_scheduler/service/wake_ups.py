@@ -8,6 +8,7 @@ import structlog
 
 from agentworks.client.checks import bounded
 from agentworks.client.identity import Identity
+from agentworks.server.capabilities import require_conversation
 from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (
@@ -45,6 +46,7 @@ class WakeUps(Access):
 
         With a `submission_id`, a retry of the same request gets the same wake-up.
         """
+        require_conversation(identity, conversation_id)  # a turn's capability: its own
         when = check_when(at, delay_seconds, datetime.now(UTC))
         check_text(note, "note", MAX_NOTE_BYTES)
         check_submission_id(submission_id)
@@ -82,6 +84,7 @@ class WakeUps(Access):
         after: str,
         limit: int,
     ) -> tuple[list[WakeUp], str]:
+        require_conversation(identity, conversation_id)  # a turn's capability: its own
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)

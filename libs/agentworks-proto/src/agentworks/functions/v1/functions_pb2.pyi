@@ -375,7 +375,7 @@ class ClaimExecutionRequest(_message.Message):
     def __init__(self, targets: _Optional[_Iterable[_Union[_common_pb2.TargetRef, _Mapping]]] = ..., wait_seconds: _Optional[int] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("call_id", "target", "function", "inputs_json", "output_folder", "result_file", "lease_expires_at", "output_schema_json", "starts_work", "caller", "description", "run_id", "workflow", "variables_json")
+    __slots__ = ("call_id", "target", "function", "inputs_json", "output_folder", "result_file", "lease_expires_at", "output_schema_json", "starts_work", "caller", "description", "run_id", "workflow", "variables_json", "capability")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
@@ -390,6 +390,7 @@ class Execution(_message.Message):
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_JSON_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     target: _common_pb2.TargetRef
     function: str
@@ -404,7 +405,8 @@ class Execution(_message.Message):
     run_id: str
     workflow: WorkflowBinding
     variables_json: str
-    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs_json: _Optional[str] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema_json: _Optional[str] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables_json: _Optional[str] = ...) -> None: ...
+    capability: str
+    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs_json: _Optional[str] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema_json: _Optional[str] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables_json: _Optional[str] = ..., capability: _Optional[str] = ...) -> None: ...
 
 class ClaimExecutionResponse(_message.Message):
     __slots__ = ("execution",)
@@ -421,12 +423,14 @@ class HeartbeatExecutionRequest(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
 
 class HeartbeatExecutionResponse(_message.Message):
-    __slots__ = ("status", "lease_expires_at")
+    __slots__ = ("status", "lease_expires_at", "capability")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_FIELD_NUMBER: _ClassVar[int]
     status: CallState
     lease_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, status: _Optional[_Union[CallState, str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    capability: str
+    def __init__(self, status: _Optional[_Union[CallState, str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., capability: _Optional[str] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ("call_id", "progress", "messages", "events", "steps", "sequence")
