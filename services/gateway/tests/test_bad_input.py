@@ -921,6 +921,66 @@ rows(
     ),
     who="ops",
 )
+rows(
+    "runtime_credentials",
+    None,
+    ("no action", {}, "'action' is a required property", "INVALID_ARGUMENT", "owner"),
+)
+rows(
+    "runtime_credentials",
+    "create",
+    ("no principal", {"action": "create"}, "action 'create' needs principal"),
+    (
+        "a user principal",
+        {"action": "create", "principal": "user:x"},
+        "principal: 'user:x' is not valid: expected create (required): who the runtime acts as",
+    ),
+    (
+        "another crew's target",
+        {"action": "create", "principal": "agent:demo/bot", "targets": ["crew:other"]},
+        "target crew:other: agent:demo/bot may serve only crew:demo",
+    ),
+    (
+        "NUL in the label",
+        {"action": "create", "principal": "agent:demo/bot", "label": "a\x00b"},
+        "label" + NUL,
+    ),
+    (
+        "no expiry of zero",
+        {"action": "create", "principal": "agent:demo/bot", "expires_in_seconds": 0},
+        "expires_in_seconds: 0 is less than the minimum of 1",
+    ),
+    (
+        "not the target's owner",
+        {"action": "create", "principal": "agent:demo/bot"},
+        "only the owner of crew:demo (user:owner) or an operator may create runtime credentials",
+        "PERMISSION_DENIED",
+        "alice",
+    ),
+    who="owner",
+)
+rows(
+    "runtime_credentials",
+    "list",
+    (
+        "include_revoked as a string",
+        {"action": "list", "include_revoked": "yes"},
+        "include_revoked: 'yes' is not of type 'boolean'",
+    ),
+    who="owner",
+)
+rows(
+    "runtime_credentials",
+    "revoke",
+    ("no credential_id", {"action": "revoke"}, "action 'revoke' needs credential_id"),
+    (
+        "unknown credential",
+        {"action": "revoke", "credential_id": "cred_nope"},
+        "no runtime credential 'cred_nope'",
+        "NOT_FOUND",
+    ),
+    who="owner",
+)
 DECLARE = {
     "action": "declare",
     "target": "crew:demo",
