@@ -22,7 +22,7 @@ from agentworks_dev.bootstrap import (
     register_demo_crew,
     write_cli_config,
 )
-from agentworks_dev.database import start_database
+from agentworks_dev.database import SuiteDatabase, start_database, without_database
 from agentworks_dev.home import lock_home
 from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
@@ -76,6 +76,8 @@ class Supervisor:
         self._stopping = asyncio.Event()
         self._out = sys.stdout
         self.database_url = ""
+        # Where each service's database is (the embedded server: a role per service).
+        self.database = SuiteDatabase()
         self.key = ""
         self.embedded = False
         # The home's lock, held until the process ends (never closed on purpose).
@@ -124,7 +126,16 @@ class Supervisor:
         """A runtime's environment: it talks to the services only, so the database
         address (and its password) is not given to it, nor to the commands it runs."""
         env = self._child_env(**extra)
-        env.pop("DATABASE_URL", None)
+        without_database(env)
+        return env
+
+    def _service_env(self, prefix: str, **extra: str) -> dict[str, str]:
+        """A service's environment: its own database URL only, never another's (T9)."""
+        env = self._child_env(**extra)
+        database = self.database
+        if database.server is None:  # DATABASE_URL (or none yet): the services share it
+            database = SuiteDatabase(shared_url=self.database_url)
+        database.service_env(env, prefix, self.environ)
         return env
 
     def plan(self) -> tuple[list[tuple[Child, Callable[[float], Awaitable[None]]]], list[str]]:
@@ -140,7 +151,7 @@ class Supervisor:
                 continue
             for replica, address in enumerate(self.addresses(index), start=1):
                 # Functions and the scheduler call messaging; nothing else is called.
-                env = self._child_env(**{f"{spec.prefix}_LISTEN": address})
+                env = self._service_env(spec.prefix, **{f"{spec.prefix}_LISTEN": address})
                 if spec.name != "messaging":
                     env[f"{spec.prefix}_MESSAGING_ADDRESS"] = messaging
                 if spec.name == "scheduler":
@@ -149,7 +160,8 @@ class Supervisor:
                 planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
             for replica, port in enumerate(self.gateway_ports(), start=1):
-                env = self._child_env(
+                env = self._service_env(
+                    GATEWAY.prefix,
                     GATEWAY_LISTEN=f"{self.options.host}:{port}",
                     GATEWAY_MESSAGING_ADDRESS=messaging,
                     GATEWAY_FUNCTIONS_ADDRESS=functions,
@@ -236,9 +248,9 @@ class Supervisor:
         self.home.mkdir(parents=True, exist_ok=True)
         self.lock_fd = lock_home(self.home, self.lock_info())
         self._check_ports()
-        self.database_url, self.embedded = await start_database(
-            self.options.database_url, self.home
-        )
+        self.database = await start_database(self.options.database_url, self.home)
+        self.database_url = self.database.shared_url
+        self.embedded = self.database.server is not None
         self.key = internal_key(self.home, self.environ)
         planned, skipped = self.plan()
         for name in skipped:
@@ -252,7 +264,7 @@ class Supervisor:
 
         functions = ",".join(self.addresses(1)) if "functions" not in skipped else None
         await register_demo_crew(self.key, ",".join(self.addresses(0)), functions)
-        gateway_db = self.environ.get("GATEWAY_DATABASE_URL") or self.database_url
+        gateway_db = self.database.url_for(GATEWAY.prefix, self.environ)
         token = await ensure_dev_token(self.home, gateway_db, self.environ)
         if self.options.runtime:
             for child in self.runtime_children(skipped):
@@ -386,6 +398,7 @@ class Supervisor:
                 await asyncio.wait({child.watcher})
         if self.children:
             log.info("stopped", children=len(self.children))
+        await asyncio.to_thread(self.database.stop)
 
     async def _stop_children(self, group: list[Child]) -> None:
         running = [(c, c.process) for c in group if c.process and c.process.returncode is None]
@@ -425,6 +438,7 @@ class Supervisor:
             preset_token=bool(self.environ.get("AGENTWORKS_DEV_TOKEN")),
             embedded=self.embedded,
             services=services,
+            database_port=self.database.server.port if self.database.server else 0,
             skipped=skipped,
         )
         self._out.write(text)

@@ -1,7 +1,9 @@
 """`agentworks up`: run the whole suite locally as separate processes (`make run`, P2, R2).
 
 With no `DATABASE_URL` it starts the embedded PostgreSQL (data in `.agentworks/pg`,
-kept across restarts). It keeps an internal key in `.agentworks/internal.key`, starts
+kept across restarts) with a role per service, each with its own password (kept in
+`.agentworks/db/`) and owning only its own schema, and passes each service only its
+own `<NAME>_DATABASE_URL` (T9). It keeps an internal key in `.agentworks/internal.key`, starts
 messaging, functions, scheduler and the gateway (`--replicas N` of each, on consecutive
 ports) as child processes, waits until each answers its health check, registers the demo
 crew with messaging and functions, declares its functions as the owner (`user:dev`),
