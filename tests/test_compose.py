@@ -216,15 +216,16 @@ def test_each_service_logs_in_as_its_own_role_T9(services):
     assert "--auth-host=scram-sha-256" in postgres["POSTGRES_INITDB_ARGS"].split()
 
 
-def test_the_roles_job_sets_up_every_services_role_before_they_start_T9(services):
-    """T9: the db-roles job runs `python -m agentworks_dev.dbroles` as the superuser with
+def test_the_roles_job_sets_up_every_services_role_before_they_start_T9(services, scripts):
+    """T9: the db-roles job runs `agentworks-db-roles` (a console script) as the superuser with
     exactly the URLs the services get (parsed by the job's own code into four distinct
     roles); every service and the bootstrap job wait until it completed."""
     from agentworks_dev.dbroles import SERVICES as ROLE_ORDER
     from agentworks_dev.dbroles import roles_from_env
 
     job = services["db-roles"]
-    assert job["command"] == ["python", "-m", "agentworks_dev.dbroles"]
+    assert "agentworks-db-roles" in scripts
+    assert job["command"] == ["agentworks-db-roles"]
     assert job["restart"] == "on-failure"
     assert job["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     env = {k: _substituted(str(v)) for k, v in job["environment"].items()}

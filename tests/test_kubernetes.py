@@ -29,6 +29,9 @@ SECRET_TEMPLATE = K8S / "secret.example.yaml"
 NAMESPACE = "agentworks"
 CONFIGMAP = "agentworks-config"
 SECRET = "agentworks-secrets"
+# The admin URL of the database-roles Job only (T9), in a Secret of its own.
+ADMIN_SECRET = "agentworks-database-admin"
+ADMIN_SECRET_USERS = {"agentworks-database-roles"}
 IMAGE = "agentworks"
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 SERVICES = {**GRPC_SERVICES, "gateway": 8080}
@@ -50,7 +53,11 @@ PACKAGES = [
 # Values standing in for the Secret's keys when the containers' env is resolved.
 FAKE_SECRETS = {
     "AGENTWORKS_INTERNAL_KEY": "k" * 43,
-    "DATABASE_URL": "postgresql://agentworks:pw@db.example.internal:5432/agentworks",
+    **{
+        f"{name.upper()}_DATABASE_URL": f"postgresql://{name}:pw-{name}@db.example.internal:5432/agentworks"
+        for name in ("messaging", "functions", "scheduler", "gateway")
+    },
+    "AGENTWORKS_ADMIN_DATABASE_URL": "postgresql://admin:pw@db.example.internal:5432/agentworks",
     "AGENTWORKS_DEV_TOKEN": "aw_" + "x" * 43,
 }
 
@@ -296,7 +303,8 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
     template_text = SECRET_TEMPLATE.read_text()
     assert secret_template["metadata"]["name"] == SECRET
     assert secret_template["metadata"]["namespace"] == NAMESPACE
-    assert {"AGENTWORKS_INTERNAL_KEY", "DATABASE_URL"} <= template_keys
+    database_urls = {f"{name.upper()}_DATABASE_URL" for name in SERVICES}
+    assert {"AGENTWORKS_INTERNAL_KEY", *database_urls} <= template_keys
     for name, workload in _workloads(objects).items():
         container = _container(workload)
         names = [e["name"] for e in container["env"]]
@@ -311,6 +319,10 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
                 assert ref["name"] == CONFIGMAP and ref["key"] in configmap, (name, ref)
                 continue
             ref = source["secretKeyRef"]
+            if ref["name"] == ADMIN_SECRET:
+                assert name in ADMIN_SECRET_USERS, (name, ref)
+                assert f"--from-literal={ref['key']}=" in template_text, ref
+                continue
             assert ref["name"] == SECRET, (name, ref)
             if ref.get("optional"):
                 assert f"# {ref['key']}:" in template_text, f"{ref['key']} is not documented"
@@ -357,7 +369,7 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
         service = config.service
         assert service.listen == f"0.0.0.0:{port}", name
         assert service.metrics_listen == configmap["METRICS_LISTEN"], name
-        assert service.database_url == FAKE_SECRETS["DATABASE_URL"], name
+        assert service.database_url == FAKE_SECRETS[f"{name.upper()}_DATABASE_URL"], name
         assert service.internal_key == FAKE_SECRETS["AGENTWORKS_INTERNAL_KEY"], name
         assert service.log_json is True, name
         assert 1 <= service.pool_size <= 10, name
@@ -384,7 +396,8 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
     job = _container(objects[("Job", "agentworks-bootstrap")])
     job_env = _env(job, configmap)
     options = parse_args(job["command"][2:], job_env)
-    assert options.bootstrap_only and options.database_url == FAKE_SECRETS["DATABASE_URL"]
+    assert options.bootstrap_only
+    assert job_env["GATEWAY_DATABASE_URL"] == FAKE_SECRETS["GATEWAY_DATABASE_URL"]
     assert job_env["AGENTWORKS_MESSAGING_ADDRESS"] == messaging
     assert job_env["AGENTWORKS_DEV_TOKEN"].startswith("aw_")
 
@@ -405,16 +418,11 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
     runtime = (ROOT / "libs/agentworks-runtime/src/agentworks/runtime/config.py").read_text()
     readers["demo-runtime"] = ("AGENTWORKS", [core, runtime])
     readers["demo-functions"] = ("AGENTWORKS", [core, runtime])
-    readers["agentworks-bootstrap"] = (
-        "AGENTWORKS",
-        [
-            core,
-            "".join(
-                p.read_text()
-                for p in (ROOT / "tools/agentworks-dev/src/agentworks_dev").glob("*.py")
-            ),
-        ],
+    dev = "".join(
+        p.read_text() for p in (ROOT / "tools/agentworks-dev/src/agentworks_dev").glob("*.py")
     )
+    readers["agentworks-bootstrap"] = ("AGENTWORKS", [core, dev])
+    readers["agentworks-database-roles"] = ("AGENTWORKS", [dev])
     for name, workload in _workloads(objects).items():
         prefix, sources = readers[name]
         for var in _container(workload)["env"]:

@@ -14,7 +14,7 @@ a Kubernetes Job, by hand):
     AGENTWORKS_ADMIN_DATABASE_URL=postgresql://admin:...@db:5432/agentworks \\
     MESSAGING_DATABASE_URL=postgresql://messaging:...@db:5432/agentworks \\
     FUNCTIONS_DATABASE_URL=... SCHEDULER_DATABASE_URL=... GATEWAY_DATABASE_URL=... \\
-    python -m agentworks_dev.dbroles
+    agentworks-db-roles        # or: python -m agentworks_dev.dbroles
 
 Each service's role and password are read from its own URL, so the URLs the services
 get are the only place the passwords are written down.
@@ -36,6 +36,14 @@ from agentworks.server.db import libpq_url
 SERVICES = ("messaging", "functions", "scheduler", "gateway")
 
 ADMIN_URL_VARIABLE = "AGENTWORKS_ADMIN_DATABASE_URL"
+
+# Each service's own URL: its role and password.
+URL_VARIABLES = {
+    "messaging": "MESSAGING_DATABASE_URL",
+    "functions": "FUNCTIONS_DATABASE_URL",
+    "scheduler": "SCHEDULER_DATABASE_URL",
+    "gateway": "GATEWAY_DATABASE_URL",
+}
 
 # Role attributes a service's role must not have.
 ATTRIBUTES = {
@@ -220,14 +228,10 @@ def roles_from_env(environ: Mapping[str, str]) -> tuple[str, list[ServiceRole]]:
     `<SERVICE>_DATABASE_URL`; `RolesError` names what is missing."""
     admin = environ.get(ADMIN_URL_VARIABLE, "")
     missing = [ADMIN_URL_VARIABLE] if not admin else []
-    missing += [
-        f"{s.upper()}_DATABASE_URL"
-        for s in SERVICES
-        if not environ.get(f"{s.upper()}_DATABASE_URL")
-    ]
+    missing += [URL_VARIABLES[s] for s in SERVICES if not environ.get(URL_VARIABLES[s])]
     if missing:
         raise RolesError(f"set {', '.join(missing)}")
-    roles = [ServiceRole.from_url(s, environ[f"{s.upper()}_DATABASE_URL"]) for s in SERVICES]
+    roles = [ServiceRole.from_url(s, environ[URL_VARIABLES[s]]) for s in SERVICES]
     return admin, roles
 
 
@@ -246,7 +250,8 @@ def _by_database(admin_url: str, roles: Sequence[ServiceRole]) -> dict[str, list
 
 
 def main(argv: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> int:
-    """`python -m agentworks_dev.dbroles`: set up every service's role; the exit status."""
+    """`agentworks-db-roles` (`python -m agentworks_dev.dbroles`): set up every service's
+    role; the exit status."""
     from agentworks.server.db import with_database
 
     environ = os.environ if environ is None else environ
