@@ -114,6 +114,10 @@ def test_the_roles_job_sets_up_every_role_from_the_services_urls_T9(objects):
     for name, workload in _workloads(objects).items():
         if name != ROLES_JOB:
             assert ADMIN_SECRET not in {r["name"] for r in _secret_refs(workload).values()}
+    # It signs nothing and calls no service: no signing key, no certificate, no Secret
+    # mounted at all (only its /tmp).
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["tmp"] and "emptyDir" in volumes[0]
     order = yaml.safe_load((K8S / "bootstrap" / "kustomization.yaml").read_text())["resources"]
     assert order.index("database-roles.yaml") < order.index("job.yaml")
 

@@ -170,7 +170,7 @@ def test_no_child_of_up_gets_another_services_database_url_T9(tmp_path):
     environ = {"PATH": os.environ["PATH"], "DATABASE_URL": "postgresql://all:pw-all@db/x"}
     for preset in ({}, given):
         supervisor = Supervisor(parse_args(["--home", str(tmp_path)], {}), environ | preset)
-        supervisor.database_url, supervisor.key = environ["DATABASE_URL"], "the-key"
+        supervisor.database_url = environ["DATABASE_URL"]
         services = [c for c, _ in supervisor.plan()[0]]
         assert len(services) == len(SERVICES)
         for child in services:
@@ -187,7 +187,6 @@ def test_no_child_of_up_gets_another_services_database_url_T9(tmp_path):
     supervisor = Supervisor(parse_args(["--home", str(tmp_path)], {}), {"PATH": os.environ["PATH"]})
     server = EmbeddedServer(tmp_path, tmp_path, 5, None)
     supervisor.database = SuiteDatabase(service_urls=embedded, server=server)
-    supervisor.key = "the-key"
     for child, _ in supervisor.plan()[0]:
         prefix = child.name.split("-")[0].upper()
         urls = {k: v for k, v in child.env.items() if "DATABASE_URL" in k}

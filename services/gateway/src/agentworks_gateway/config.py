@@ -6,8 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.keys import SigningKey
 from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES
 from agentworks.client.settings import Env
+from agentworks.client.trust import MAX_LIFETIME_SECONDS
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 8080
@@ -25,7 +27,7 @@ DEFAULT_IDENTITY_TTL_SECONDS = 120
 # Below this an identity may expire between signing and the service's check (clock
 # skew, a slow hop): every call would be refused "identity expired".
 MIN_IDENTITY_TTL_SECONDS = 10
-MAX_IDENTITY_TTL_SECONDS = 3600
+MAX_IDENTITY_TTL_SECONDS = MAX_LIFETIME_SECONDS
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -69,9 +71,9 @@ class Config:
         return self.service.database_url
 
     @property
-    def internal_key(self) -> str:
-        """The operator's key that signs identities."""
-        return self.service.internal_key
+    def signing_key(self) -> SigningKey | None:
+        """The gateway's own key, which signs its callers' identities (signer `gateway`)."""
+        return self.service.signing_key
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -88,7 +90,7 @@ class Config:
         # The shared settings, with the gateway's own default drain and their ranges
         # (a pool of 0 would make every call wait, then fail "database busy").
         service = dataclasses.replace(
-            ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            ServiceConfig.from_env("gateway", DEFAULT_PORT, env, serves_grpc=False),
             drain_seconds=env.get_float(
                 "DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=3600
             ),

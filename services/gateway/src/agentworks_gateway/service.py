@@ -16,9 +16,10 @@ import grpc
 import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.errors import NotFound, PermissionDenied, Unauthenticated
+from agentworks.client.checks import check_no_nul
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from agentworks.client.identity import Identity, Minter, check_principal
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.rpc import open_channel
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.config import Config
 from agentworks_gateway.models import TokenRecord
@@ -58,16 +59,15 @@ class Gateway:
         self._functions_channel = self._channel(config.functions_address)
         self._scheduler_channel = self._channel(config.scheduler_address)
         self._webhook_identity = Minter(
-            WEBHOOK_PRINCIPAL, config.internal_key, ttl_seconds=config.identity_ttl_seconds
+            WEBHOOK_PRINCIPAL, config.signing_key, ttl_seconds=config.identity_ttl_seconds
         )
         # Set when the process starts to stop (SIGTERM): long-polls return at once.
         self.draining = asyncio.Event()
         # When the drain's grace ends (loop time): what still runs then is cut.
         self.drain_ends_at = float("inf")
 
-    @staticmethod
-    def _channel(addresses: str) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(channel_target(addresses), options=channel_options())
+    def _channel(self, addresses: str) -> grpc.aio.Channel:
+        return open_channel(addresses, self.config.service.tls)
 
     def begin_drain(self, grace: float) -> None:
         """The process is stopping: waiting long-polls return now with what they have,
@@ -160,7 +160,7 @@ class Gateway:
                 self._minters.clear()
             minter = self._minters[key] = Minter(
                 identity.principal,
-                self.config.internal_key,
+                self.config.signing_key,
                 roles=identity.roles,
                 ttl_seconds=self.config.identity_ttl_seconds,
             )
@@ -207,6 +207,14 @@ class Gateway:
         """Create a token for `principal`; returns the plaintext (shown once) and its record."""
         self._require_operator(caller, "create tokens")
         check_principal(principal)
+        check_no_nul(label, "label")
+        if principal.startswith("service:"):
+            # The gateway vouches for external callers only (T1): services sign for
+            # themselves, and an identity it signed for one would be refused everywhere.
+            raise InvalidArgument(
+                f"principal {principal}: tokens are for user:<name>, agent:<crew>/<agent> "
+                "or workflow:<id>; services sign their own identities"
+            )
         token = new_token()
         record = await self.tokens.insert(
             token_id=new_token_id(),
@@ -233,6 +241,7 @@ class Gateway:
     async def revoke_token(self, caller: Identity, token_id: str) -> TokenRecord:
         """Revoke a token; effective on the next request (tokens are not cached)."""
         self._require_operator(caller, "revoke tokens")
+        check_no_nul(token_id, "token_id")
         record = await self.tokens.revoke(token_id, revoked_by=caller.principal)
         if record is None:
             raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")

@@ -56,6 +56,7 @@ async def tokens(api: ApiClient, args: argparse.Namespace) -> None:
                 for t in result["tokens"]
             ),
             "no tokens",
+            keep=(0, 4, 5),  # ids and times stay whole
         )
     else:
         result = await api.call("tokens", {"action": "revoke", "token_id": args.token_id})
@@ -75,8 +76,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument(
         "--principal",
         required=True,
-        help="who the token acts as: user:<name>, agent:<crew>/<agent>, workflow:<id>, "
-        "service:<name>",
+        help="who the token acts as: user:<name>, agent:<crew>/<agent> or workflow:<id>",
     )
     create.add_argument("--operator", action="store_true", help="give the token the operator role")
     create.add_argument("--label", help="what the token is for")

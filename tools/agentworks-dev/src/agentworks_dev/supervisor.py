@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agentworks.client.keys import KeyDirectory
+from agentworks.client.tls import SETTINGS as TLS_SETTINGS
+from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
+from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.banner import banner_text
 from agentworks_dev.bootstrap import (
     ensure_dev_token,
-    internal_key,
     register_demo_crew,
+    signing_keys,
+    webhook_key,
     write_cli_config,
 )
 from agentworks_dev.database import SuiteDatabase, start_database, without_database
@@ -46,6 +51,18 @@ from agentworks_dev.specs import (
 
 log = structlog.get_logger("agentworks.up")
 
+_TLS_SUFFIXES = tuple(f"_{name}" for name in TLS_SETTINGS)
+
+
+def tls_variables(environ: dict[str, str]) -> list[str]:
+    """The TLS settings (`AGENTWORKS_TLS_*`, `<SERVICE>_TLS_*`) set in `environ`."""
+    prefixes = ("AGENTWORKS", GATEWAY.prefix, *(spec.prefix for spec in GRPC_SERVICES))
+    return sorted(
+        name
+        for name in environ
+        if name.endswith(_TLS_SUFFIXES) and name.rpartition("_TLS_")[0] in prefixes
+    )
+
 
 @dataclass
 class Child:
@@ -71,6 +88,11 @@ class Supervisor:
     def __init__(self, options: Options, environ: dict[str, str] | None = None) -> None:
         self.options = options
         self.environ = dict(os.environ if environ is None else environ)
+        # The suite runs gRPC in plain text (T5: loopback needs no TLS): TLS settings
+        # exported for another deployment are not handed to the children.
+        self.ignored_tls = tls_variables(self.environ)
+        for name in self.ignored_tls:
+            del self.environ[name]
         self.home = options.home.resolve()
         self.children: list[Child] = []
         self._stopping = asyncio.Event()
@@ -78,7 +100,9 @@ class Supervisor:
         self.database_url = ""
         # Where each service's database is (the embedded server: a role per service).
         self.database = SuiteDatabase()
-        self.key = ""
+        # Made under <home>/keys on start: each child gets its own signer's key only.
+        self.keys: KeyDirectory | None = None
+        self.webhook_key = ""
         self.embedded = False
         # The home's lock, held until the process ends (never closed on purpose).
         self.lock_fd: int | None = None
@@ -111,27 +135,36 @@ class Supervisor:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
-    def _child_env(self, **extra: str) -> dict[str, str]:
-        env = dict(self.environ)
+    def _child_env(self, signer: str, **extra: str) -> dict[str, str]:
+        """A child's environment: the database, and of the keys only `signer`'s signing
+        key (AGENTWORKS_SIGNING_KEY) besides the trusted keys everyone has (T1); the
+        webhook key only the scheduler gets (plan)."""
+        env = {
+            k: v
+            for k, v in self.environ.items()
+            if not k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS")) and k != "SCHEDULER_WEBHOOK_KEY"
+        }
         env.update(
             DATABASE_URL=self.database_url,
-            AGENTWORKS_INTERNAL_KEY=self.key,
             PYTHONUNBUFFERED="1",
             LOG_JSON=self.environ.get("LOG_JSON", "false"),
         )
+        if self.keys is not None:
+            env.update(self.keys.env(signer))
         env.update(extra)
         return env
 
     def _runtime_env(self, **extra: str) -> dict[str, str]:
         """A runtime's environment: it talks to the services only, so the database
-        address (and its password) is not given to it, nor to the commands it runs."""
-        env = self._child_env(**extra)
+        address (and its password) is not given to it, nor to the commands it runs; it
+        signs with the `runtime` key, which vouches for agents and workflows only."""
+        env = self._child_env(RUNTIME_SIGNER, **extra)
         without_database(env)
         return env
 
-    def _service_env(self, prefix: str, **extra: str) -> dict[str, str]:
+    def _service_env(self, signer: str, prefix: str, **extra: str) -> dict[str, str]:
         """A service's environment: its own database URL only, never another's (T9)."""
-        env = self._child_env(**extra)
+        env = self._child_env(signer, **extra)
         database = self.database
         if database.server is None:  # DATABASE_URL (or none yet): the services share it
             database = SuiteDatabase(shared_url=self.database_url)
@@ -151,16 +184,20 @@ class Supervisor:
                 continue
             for replica, address in enumerate(self.addresses(index), start=1):
                 # Functions and the scheduler call messaging; nothing else is called.
-                env = self._service_env(spec.prefix, **{f"{spec.prefix}_LISTEN": address})
+                env = self._service_env(
+                    f"service:{spec.name}", spec.prefix, **{f"{spec.prefix}_LISTEN": address}
+                )
                 if spec.name != "messaging":
                     env[f"{spec.prefix}_MESSAGING_ADDRESS"] = messaging
                 if spec.name == "scheduler":
                     env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
+                    env["SCHEDULER_WEBHOOK_KEY"] = self.webhook_key
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
                 planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
             for replica, port in enumerate(self.gateway_ports(), start=1):
                 env = self._service_env(
+                    GATEWAY_SIGNER,
                     GATEWAY.prefix,
                     GATEWAY_LISTEN=f"{self.options.host}:{port}",
                     GATEWAY_MESSAGING_ADDRESS=messaging,
@@ -244,14 +281,15 @@ class Supervisor:
                 loop.remove_signal_handler(sig)
 
     async def start(self) -> None:
-        """Database, key, services, registration, dev token, runtime, banner."""
+        """Database, keys, services, registration, dev token, runtime, banner."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.lock_fd = lock_home(self.home, self.lock_info())
         self._check_ports()
         self.database = await start_database(self.options.database_url, self.home)
         self.database_url = self.database.shared_url
         self.embedded = self.database.server is not None
-        self.key = internal_key(self.home, self.environ)
+        self.keys = signing_keys(self.home)
+        self.webhook_key = webhook_key(self.home, self.environ)
         planned, skipped = self.plan()
         for name in skipped:
             log.warning("service.skipped", child=name, reason=f"{name} has no __main__ yet")
@@ -263,7 +301,8 @@ class Supervisor:
         await self._wait_ready(planned, deadline)
 
         functions = ",".join(self.addresses(1)) if "functions" not in skipped else None
-        await register_demo_crew(self.key, ",".join(self.addresses(0)), functions)
+        gateway_key, _ = self.keys.ensure(GATEWAY_SIGNER)
+        await register_demo_crew(gateway_key, ",".join(self.addresses(0)), functions)
         gateway_db = self.database.url_for(GATEWAY.prefix, self.environ)
         token = await ensure_dev_token(self.home, gateway_db, self.environ)
         if self.options.runtime:
@@ -440,6 +479,8 @@ class Supervisor:
             services=services,
             database_port=self.database.server.port if self.database.server else 0,
             skipped=skipped,
+            host=self.options.host,
+            ignored_tls=self.ignored_tls,
         )
         self._out.write(text)
         self._out.flush()

@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agentworks.client.identity import Minter
 from agentworks.client.logging import configure_logging, get_logger
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
@@ -122,10 +121,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
     """A TurnWorker for `config` (messaging, scheduler and functions addresses, identity,
-    targets)."""
+    targets, TLS)."""
     return TurnWorker(
         config.messaging_address,
-        Minter(config.principal, config.internal_key),
+        config.minter(),
         config.targets,
         handler,
         scheduler_address=config.scheduler_address or None,
@@ -134,6 +133,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency or 1,
         health_file=config.health_file,
+        tls=config.tls,
     )
 
 

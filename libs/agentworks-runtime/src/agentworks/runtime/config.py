@@ -8,8 +8,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import check_principal
+from agentworks.client.identity import Minter, check_principal
+from agentworks.client.keys import (
+    SIGNING_KEY_VARIABLE,
+    TRUSTED_KEYS_VARIABLE,
+    SigningKey,
+    keys_from_env,
+)
 from agentworks.client.settings import LOG_LEVELS, Env
+from agentworks.client.tls import Tls
+from agentworks.client.trust import vouching_refusal
 
 # ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
 MAX_WAIT_SECONDS = 25
@@ -45,7 +53,10 @@ class RuntimeConfig:
     """Where the runtime connects, who it is, and which targets it serves."""
 
     messaging_address: str
-    internal_key: str
+    # The key this runtime signs its identity with (AGENTWORKS_SIGNING_KEY, found in
+    # AGENTWORKS_TRUSTED_KEYS): the `runtime` signer's, which vouches for agents and
+    # workflows only (agentworks.client.trust) — never a service's or the gateway's.
+    signing_key: SigningKey | None
     principal: str
     targets: tuple[str, ...]
     # Function executions (R1): ExecutionWorker claims from here.
@@ -63,6 +74,8 @@ class RuntimeConfig:
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
     log_json: bool = True
+    # AGENTWORKS_TLS_*: TLS (and the certificate for mutual TLS) on the calls (T5).
+    tls: Tls = dataclasses.field(default_factory=Tls)
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
     unknown_settings: tuple[str, ...] = ()
 
@@ -78,7 +91,7 @@ class RuntimeConfig:
         env = Env("AGENTWORKS", dict(os.environ if environ is None else environ))
         config = cls(
             messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051"),
-            internal_key=env.get_str("INTERNAL_KEY"),
+            signing_key=None,
             principal=env.get_str("RUNTIME_PRINCIPAL", default_principal),
             targets=split_targets(env.get_str("RUNTIME_TARGETS")) or default_targets,
             functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
@@ -95,15 +108,27 @@ class RuntimeConfig:
             drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
+            tls=Tls.from_env(env, server=False),
         )
-        config = dataclasses.replace(config, unknown_settings=tuple(env.unknown("RUNTIME_")))
+        config = dataclasses.replace(
+            config,
+            signing_key=keys_from_env(env)[0],
+            unknown_settings=tuple(env.unknown("RUNTIME_")),
+        )
         config.validate()
         return config
 
+    def minter(self) -> Minter:
+        """The runtime's identity: its principal, signed with its key."""
+        return Minter(self.principal, self.signing_key)
+
     def validate(self) -> None:
         """Raise ValueError naming the variable to fix when a setting is unusable."""
-        if not self.internal_key:
-            raise ValueError("AGENTWORKS_INTERNAL_KEY is not set: the runtime signs its identity")
+        if self.signing_key is None:
+            raise ValueError(
+                f"{SIGNING_KEY_VARIABLE} is not set: the runtime signs its identity with the "
+                f"runtime signer's private key (PEM), found in {TRUSTED_KEYS_VARIABLE}"
+            )
         if not self.principal:
             raise ValueError(
                 "AGENTWORKS_RUNTIME_PRINCIPAL is not set: use agent:<crew>/<agent>, "
@@ -113,6 +138,12 @@ class RuntimeConfig:
             check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
         except InvalidArgument as exc:
             raise ValueError(exc.message) from None
+        why = vouching_refusal(self.signing_key.signer, self.principal, ())
+        if why:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_PRINCIPAL {self.principal} cannot be signed with "
+                f"{SIGNING_KEY_VARIABLE} (key {self.signing_key.kid!r}): {why}"
+            )
         if not self.targets:
             raise ValueError(
                 "AGENTWORKS_RUNTIME_TARGETS is not set: a comma-separated list such as crew:demo"

@@ -101,20 +101,21 @@ log = structlog.get_logger("agentworks.runtime.runner")
 # Runs a command given as a string (the shell form).
 SHELL = "/bin/sh"
 
-# The runner's own secrets, never handed to a command: the key that signs identities
-# (whoever holds it can act as anyone, A3) and database addresses (with passwords). A
-# command's stdout becomes messages its caller reads, so what it can see it can tell.
+# The runner's own secrets, never handed to a command: where its signing key is (whoever
+# reads the key can act as any agent, T1), API tokens, the webhook key and database
+# addresses (with passwords). A command's stdout becomes messages its caller reads, so
+# what it can see it can tell.
 SECRET_VARIABLES = frozenset(
     {
-        "AGENTWORKS_INTERNAL_KEY",
-        "AGENTWORKS_ACCEPTED_INTERNAL_KEYS",
+        "AGENTWORKS_SIGNING_KEY",
         "AGENTWORKS_TOKEN",
         "SCHEDULER_WEBHOOK_KEY",
         "DATABASE_URL",
     }
 )
 
-SECRET_SUFFIXES = ("_INTERNAL_KEY", "_DATABASE_URL")
+# The runner's TLS private key (T5) is its own too: a command has no business with it.
+SECRET_SUFFIXES = ("_SIGNING_KEY", "_WEBHOOK_KEY", "_DATABASE_URL", "_TLS_KEY_FILE")
 
 
 def is_secret(name: str) -> bool:

@@ -68,10 +68,7 @@ def observe_rpc(service: str, method: str, code: str, seconds: float) -> None:
 
 def watch_database(service: str, db: Database) -> None:
     """Report the pool and the listener of this process's database."""
-    pool = db.engine.sync_engine.pool
-    POOL_CHECKED_OUT.labels(service).set_function(
-        lambda: pool.checkedout() + db.hot.checked_out  # type: ignore[attr-defined]
-    )
+    POOL_CHECKED_OUT.labels(service).set_function(lambda: db.pool.checked_out)
     LONG_POLL_WAITERS.labels(service).set_function(lambda: db.listener.waiting)
     NOTIFY_WAKEUPS.labels(service).set_function(lambda: db.listener.wakeups)
 

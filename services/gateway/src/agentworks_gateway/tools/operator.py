@@ -11,6 +11,7 @@ from typing import Any
 
 from agentworks.client import errors, target_str
 from agentworks.client.identity import Identity
+from agentworks.client.limits import MAX_RUNNING_LIMIT
 from agentworks.client.registration import register_target
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import (
@@ -156,7 +157,7 @@ TARGETS_SCHEMA: dict[str, Any] = {
         "running_limit": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 1000,
+            "maximum": MAX_RUNNING_LIMIT,
             "description": "register, set_limit (required there): how many function calls may "
             "run at once; 0 = the functions service's default. At the limit a new call is "
             "refused as busy.",
@@ -178,7 +179,7 @@ TOKENS_SCHEMA: dict[str, Any] = {
         "principal": {
             "type": "string",
             "description": "create (required): who the token acts as: user:<name>, "
-            "agent:<crew>/<agent>, workflow:<id> or service:<name>.",
+            "agent:<crew>/<agent> or workflow:<id> (services sign their own identities).",
         },
         "roles": {
             "type": "array",
