@@ -91,6 +91,8 @@ class EmbeddedServer:
     def stop(self, timeout: float = STOP_SECONDS) -> None:
         """Fast shutdown (open connections are cut); waits until it has stopped."""
         _stop_running(self.data, timeout)
+        if self.socket_dir != self.data:  # a directory of its own (a long data path)
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 def _run(argv: list[str], os_user: str | None, timeout: float) -> None:
