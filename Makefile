@@ -48,7 +48,7 @@ $(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 venv: $(BIN)/.installed ## Create .venv and install the locked dependencies and our packages
 
 lock: ## Recompile requirements.lock from requirements.in
-	$(BIN)/pip-compile -q --strip-extras --no-header --output-file requirements.lock requirements.in
+	$(BIN)/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
 
 proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
 	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' -delete

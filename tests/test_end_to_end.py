@@ -222,8 +222,9 @@ def get_target_code(address: str, metadata: tuple[tuple[str, str], ...]) -> grpc
 def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2_g3_t1(
     tmp_path: pathlib.Path,
 ):
-    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10, T1: `agentworks up` (each process
-    given its own signer's key only), CLI send+read,
+    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10, T1, T2: `agentworks up` (each
+    service given its own signer's key only, the demo runtimes a runtime credential and no
+    key), CLI send+read,
     a demo function call, a "remind me" wake-up, health, auth, Ctrl-C."""
     base_port = free_port_block(len(GRPC_SERVICES) + 1)
     http_port = base_port + len(GRPC_SERVICES)
@@ -236,27 +237,37 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         assert config["token"] == (home / "dev-token").read_text().strip()
         keys = KeyDirectory(home / "keys")
         private = [keys.key_path(signer).relative_to(home) for signer in STANDARD_SIGNERS]
-        for secret in (*private, "webhook.key", "dev-token", "cli.json"):
+        kept = ("webhook.key", "dev-token", "cli.json", "runtime-credential")
+        for secret in (*private, *kept):
             assert (home / secret).stat().st_mode & 0o077 == 0, f"{secret} is readable by others"
-        # T1: each process was given its own signer's key only (the runtimes the runtime's).
-        given = {}
+        # T1: each service was given its own signer's key only; T2: the demo runtimes no
+        # key at all, but the runtime credential and the gateway to exchange it at.
+        credential = (home / "runtime-credential").read_text().strip()
+        for runtime_name in ("demo-runtime", "demo-funcs"):  # they exchanged it and run
+            up.wait_for(runtime_name, "worker.started")
+        given, runtimes = {}, []
         for child in psutil.Process(up.process.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 environ = child.environ()
+                command = " ".join(child.cmdline()[1:])
+                if "agentworks.runtime" in command:
+                    runtimes.append(environ)
                 if "AGENTWORKS_SIGNING_KEY" in environ:
-                    given[" ".join(child.cmdline()[1:])] = environ["AGENTWORKS_SIGNING_KEY"]
+                    given[command] = environ["AGENTWORKS_SIGNING_KEY"]
         expected = {
             "-m agentworks_messaging": "service:messaging",
             "-m agentworks_functions": "service:functions",
             "-m agentworks_scheduler": "service:scheduler",
             "-m agentworks_gateway": "gateway",
-            "-m agentworks.runtime demo": "runtime",
         }
         for command, signer in expected.items():
             assert given.get(command) == str(keys.key_path(signer)), (command, given)
-        assert all(
-            path == str(keys.key_path("runtime")) for c, path in given.items() if "runtime" in c
-        )
+        assert not [c for c in given if "agentworks.runtime" in c], given
+        assert len(runtimes) == 2, up.output
+        for environ in runtimes:
+            assert not [k for k in environ if k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS"))]
+            assert environ["AGENTWORKS_RUNTIME_CREDENTIAL"] == credential
+            assert environ["AGENTWORKS_GATEWAY_URL"] == f"http://127.0.0.1:{http_port}"
 
         # P4: every started service answers health checks.
         addresses = {

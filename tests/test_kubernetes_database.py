@@ -22,6 +22,8 @@ SECRET = "agentworks-secrets"
 ADMIN_SECRET = "agentworks-database-admin"
 SERVICES = ("messaging", "functions", "scheduler", "gateway")
 GRPC_PORTS = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
+# Where a runtime exchanges its runtime credential for an identity (T2).
+GATEWAY_PORT = {"gateway": 8080}
 RUNTIME_LABEL = ("agentworks.io/network", "runtime")
 ROLES_JOB = "agentworks-database-roles"
 
@@ -130,8 +132,9 @@ def test_runtimes_reach_only_the_services_grpc_ports_and_dns_T9(objects):
     """T9: the NetworkPolicy `runtimes` selects every runtime pod (the demo runtimes) and
     no service or job; it admits no ingress, and its egress goes only to the messaging,
     functions and scheduler pods on their gRPC ports (the ports of their Services and
-    containers, the ones the runtimes' addresses name) and to the cluster DNS: no
-    ipBlock, no rule without a destination or a port (which would allow anything)."""
+    containers, the ones the runtimes' addresses name), to the gateway's pods on its
+    HTTP port (the credential exchange, T2) and to the cluster DNS: no ipBlock, no rule
+    without a destination or a port (which would allow anything)."""
     policy = objects[("NetworkPolicy", "runtimes")]
     spec = policy["spec"]
     assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
@@ -172,8 +175,9 @@ def test_runtimes_reach_only_the_services_grpc_ports_and_dns_T9(objects):
                 ):
                     allowed |= {(name, p["port"], p["protocol"]) for p in rule["ports"]}
     assert dns
-    assert allowed == {(name, port, "TCP") for name, port in GRPC_PORTS.items()}
-    for name, port in GRPC_PORTS.items():
+    reachable = {**GRPC_PORTS, **GATEWAY_PORT}
+    assert allowed == {(name, port, "TCP") for name, port in reachable.items()}
+    for name, port in reachable.items():
         service_ports = [p["port"] for p in objects[("Service", name)]["spec"]["ports"]]
         container_ports = [
             p["containerPort"] for p in _container(objects[("Deployment", name)])["ports"]

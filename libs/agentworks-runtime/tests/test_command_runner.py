@@ -393,6 +393,8 @@ def test_a_command_never_sees_the_runners_key_or_database_addresses_A3_R2(monkey
     configured `env` pass through."""
     secrets = {
         "AGENTWORKS_SIGNING_KEY": "/keys/the-key.pem",
+        "AGENTWORKS_RUNTIME_CREDENTIAL": "awr_the-runtime-credential",
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/keys/runtime-credential",
         "FUNCTIONS_SIGNING_KEY": "/keys/its-key.pem",
         "SCHEDULER_WEBHOOK_KEY": "the-webhook-key",
         "DATABASE_URL": "postgresql://aw:s3cret@db/x",

@@ -77,3 +77,31 @@ def test_a_runtime_without_a_signing_key_does_not_start_T1(base):
     env = {k: v for k, v in base.items() if k != "AGENTWORKS_SIGNING_KEY"}
     with pytest.raises(ValueError, match="AGENTWORKS_SIGNING_KEY is not set"):
         RuntimeConfig.from_env(env)
+
+
+def test_with_a_runtime_credential_the_runtime_needs_no_signing_key_T2(tmp_path):
+    """T2: AGENTWORKS_RUNTIME_CREDENTIAL (or _FILE) and AGENTWORKS_GATEWAY_URL make the
+    runtime's identity a CredentialIdentity; no signing key is read or needed, and the
+    gateway URL is required."""
+    from agentworks.client.credentials import CredentialIdentity
+
+    secret = "awr_" + "k" * 43
+    path = tmp_path / "credential"
+    path.write_text(secret + "\n")
+    env = {
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": str(path),
+        "AGENTWORKS_GATEWAY_URL": "http://127.0.0.1:1",
+        "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
+        "AGENTWORKS_SIGNING_KEY": "/nowhere/key.pem",
+    }
+    config = RuntimeConfig.from_env(env)
+    assert config.credential == secret and config.signing_key is None
+    assert secret not in repr(config)
+    identity = config.minter()
+    assert isinstance(identity, CredentialIdentity) and identity.gateway_url.endswith(":1")
+    with pytest.raises(ValueError, match="AGENTWORKS_GATEWAY_URL is not set"):
+        RuntimeConfig.from_env({**env, "AGENTWORKS_GATEWAY_URL": ""})
+    with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_CREDENTIAL_FILE '/nowhere'"):
+        RuntimeConfig.from_env({**env, "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/nowhere"})
+    with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_CREDENTIAL: a runtime credential"):
+        RuntimeConfig.from_env({**env, "AGENTWORKS_RUNTIME_CREDENTIAL": "aw_x"})

@@ -378,7 +378,7 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
         before = await asyncio.to_thread(scrape, metrics_port)
         names = {(name, labels) for name, labels in before}
         assert ("agentworks_db_pool_checked_out", (("service", "gateway"),)) in names
-        for gauge in ("agentworks_long_poll_waiters", "agentworks_notify_wakeups"):
+        for gauge in ("agentworks_long_poll_waiters", "agentworks_notify_wakeups_total"):
             assert not [n for n in names if n[0] == gauge], f"{gauge} is served by the gateway"
         errors_key = ("agentworks_gateway_database_errors_total", (("operation", "authenticate"),))
         assert before[errors_key] == 0

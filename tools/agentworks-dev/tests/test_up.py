@@ -254,6 +254,30 @@ def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url
         assert ("whk" in json.dumps(child.env)) == (name == "scheduler"), child.name
 
 
+def test_with_a_runtime_credential_the_demo_runtimes_get_it_and_no_signing_key_T2(tmp_path):
+    """T2: once `up` holds the demo runtime credential, the demo runtimes' environment has
+    it and the gateway's URL, and no signing key or trusted keys at all (not even one set
+    in `up`'s own environment or a credential file given there)."""
+    from agentworks_dev.up import Supervisor, parse_args
+
+    supervisor = Supervisor(
+        parse_args(["--home", str(tmp_path)], {}),
+        {
+            "PATH": os.environ["PATH"],
+            "AGENTWORKS_SIGNING_KEY": "/elsewhere/key.pem",
+            "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/elsewhere/credential",
+        },
+    )
+    supervisor.database_url, supervisor.webhook_key = "postgresql://localhost/x", "whk"
+    supervisor.keys = KeyDirectory(tmp_path / "keys")
+    supervisor.runtime_credential = "awr_" + "c" * 43
+    for child in supervisor.runtime_children():
+        assert not [k for k in child.env if k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS"))]
+        assert child.env["AGENTWORKS_RUNTIME_CREDENTIAL"] == supervisor.runtime_credential
+        assert child.env["AGENTWORKS_GATEWAY_URL"] == supervisor.gateway_url
+        assert "AGENTWORKS_RUNTIME_CREDENTIAL_FILE" not in child.env
+
+
 def test_up_runs_grpc_in_plain_text_on_loopback_and_says_so_T5(tmp_path):
     """T5: `agentworks up` serves gRPC without TLS (on loopback by default): its children
     get none of the TLS settings exported for another deployment, and the banner says that

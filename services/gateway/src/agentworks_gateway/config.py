@@ -28,6 +28,9 @@ DEFAULT_IDENTITY_TTL_SECONDS = 120
 # skew, a slow hop): every call would be refused "identity expired".
 MIN_IDENTITY_TTL_SECONDS = 10
 MAX_IDENTITY_TTL_SECONDS = MAX_LIFETIME_SECONDS
+# An exchanged runtime credential's identity (T2, T4): short, so that a revoked
+# credential's last identity ends soon (GATEWAY_RUNTIME_IDENTITY_TTL_SECONDS).
+DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS = 60
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -59,6 +62,8 @@ class Config:
     idle_timeout_seconds: float = 5.0
     body_timeout_seconds: float = 30.0
     max_header_bytes: int = 16 * 1024
+    # Lifetime of an identity exchanged for a runtime credential (POST /api/v1/identity).
+    runtime_identity_ttl_seconds: int = DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS
 
     @property
     def listen(self) -> str:
@@ -129,5 +134,11 @@ class Config:
             ),
             max_header_bytes=env.get_int(
                 "MAX_HEADER_BYTES", 16 * 1024, minimum=1024, maximum=1024 * 1024
+            ),
+            runtime_identity_ttl_seconds=env.get_int(
+                "RUNTIME_IDENTITY_TTL_SECONDS",
+                DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS,
+                minimum=MIN_IDENTITY_TTL_SECONDS,
+                maximum=MAX_IDENTITY_TTL_SECONDS,
             ),
         )

@@ -1,5 +1,6 @@
 """The gateway's HTTP surface (G1, G4): `/mcp`, `POST /api/v1/tools/<tool>`,
-`GET /api/v1/tools`, `/healthz`, and `POST /webhooks/<webhook_id>` (S5).
+`GET /api/v1/tools`, `POST /api/v1/identity` (a runtime credential's exchange, T2),
+`/healthz`, and `POST /webhooks/<webhook_id>` (S5).
 
 Translation only: a bearer token becomes an identity, JSON becomes a tool call, and
 `AgentWorksError` becomes a JSON error with the matching HTTP status (or an MCP tool
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
-from agentworks_gateway import metrics, tools
+from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
 from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY, build_http_server, tool_list
 from agentworks_gateway.service import Gateway
@@ -212,6 +213,16 @@ def build_app(gateway: Gateway) -> Starlette:
             ) from None
         return identity, args
 
+    async def exchange_identity(request: Request) -> Response:
+        """`POST /api/v1/identity` (T2): a runtime credential for a scoped identity."""
+        with _request_context(request.scope):
+            try:
+                result = await credentials.exchange(gateway, request.headers.get("authorization"))
+            except errors.AgentWorksError as exc:
+                metrics.refused("api", exc)
+                return error_response(exc)
+            return JSONResponse(result, headers={"Cache-Control": "no-store"})
+
     async def webhook(request: Request) -> Response:
         with _request_context(request.scope):
             return await receive_webhook(gateway, request)
@@ -224,6 +235,7 @@ def build_app(gateway: Gateway) -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/api/v1/identity", exchange_identity, methods=["POST"]),
             Route("/api/v1/tools", list_tools, methods=["GET"]),
             Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
             Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),

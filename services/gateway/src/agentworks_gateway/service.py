@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
@@ -123,25 +123,25 @@ class Gateway:
 
     async def authenticate(self, authorization: str | None) -> Identity:
         """The identity behind an `Authorization: Bearer <token>` header value."""
-        scheme, _, token = (authorization or "").strip().partition(" ")
-        token = token.strip()
-        if not authorization:
-            raise Unauthenticated(
-                "missing API token: send the header `Authorization: Bearer <token>`; "
-                + CREATE_TOKEN_HINT
-            )
-        if scheme.lower() != "bearer" or not token:
-            raise Unauthenticated(
-                "malformed Authorization header: use `Authorization: Bearer <token>`"
-            )
+        token = bearer_token(authorization, "API token")
         record = await self.tokens.find_by_hash(hash_token(token))
         if record is None:
             hint = "" if token.startswith(TOKEN_PREFIX) else f" (tokens start with {TOKEN_PREFIX})"
             raise Unauthenticated(f"unknown API token{hint}: check it, or {CREATE_TOKEN_HINT}")
+        if record.is_runtime_credential:
+            raise Unauthenticated(
+                "this is a runtime credential: exchange it at POST /api/v1/identity for a "
+                "runtime's identity; API calls take an API token (aw_...)"
+            )
         if record.revoked_at is not None:
             when = record.revoked_at.astimezone(UTC)
             raise Unauthenticated(
                 f"API token {record.token_id} was revoked at {when:%Y-%m-%d %H:%M:%S} UTC: "
+                f"use another token, or {CREATE_TOKEN_HINT}"
+            )
+        if record.expires_at is not None and record.expired(datetime.now(UTC)):
+            raise Unauthenticated(
+                f"API token {record.token_id} expired at {_utc(record.expires_at)}: "
                 f"use another token, or {CREATE_TOKEN_HINT}"
             )
         return Identity(principal=record.principal, roles=record.roles)
@@ -202,9 +202,16 @@ class Gateway:
             )
 
     async def create_token(
-        self, caller: Identity, *, principal: str, roles: Iterable[str], label: str
+        self,
+        caller: Identity,
+        *,
+        principal: str,
+        roles: Iterable[str],
+        label: str,
+        expires_in_seconds: int | None = None,
     ) -> tuple[str, TokenRecord]:
-        """Create a token for `principal`; returns the plaintext (shown once) and its record."""
+        """Create a token for `principal`, expiring after `expires_in_seconds` if given;
+        returns the plaintext (shown once) and its record."""
         self._require_operator(caller, "create tokens")
         check_principal(principal)
         check_no_nul(label, "label")
@@ -223,6 +230,7 @@ class Gateway:
             roles=check_roles(roles),
             label=label,
             created_by=caller.principal,
+            expires_at=expiry(expires_in_seconds),
         )
         log.info(
             "token.created",
@@ -247,6 +255,39 @@ class Gateway:
             raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")
         log.info("token.revoked", token_id=token_id, by=caller.principal)
         return record
+
+
+def bearer_token(authorization: str | None, what: str) -> str:
+    """The token of an `Authorization: Bearer <token>` header value, else Unauthenticated."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    if not authorization:
+        raise Unauthenticated(
+            f"missing {what}: send the header `Authorization: Bearer <token>`; " + CREATE_TOKEN_HINT
+        )
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("malformed Authorization header: use `Authorization: Bearer <token>`")
+    return token
+
+
+# Longest expiry a token or runtime credential may be given (ten years).
+MAX_EXPIRES_IN_SECONDS = 10 * 366 * 24 * 3600
+
+
+def expiry(expires_in_seconds: int | None) -> datetime | None:
+    """When something given `expires_in_seconds` from now expires; None: never."""
+    if expires_in_seconds is None:
+        return None
+    if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
+        raise InvalidArgument(
+            f"expires_in_seconds must be 1 to {MAX_EXPIRES_IN_SECONDS} (ten years), got "
+            f"{expires_in_seconds}; leave it out for no expiry"
+        )
+    return datetime.now(UTC) + timedelta(seconds=expires_in_seconds)
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _discard_outcome(task: asyncio.Future[Any]) -> None:

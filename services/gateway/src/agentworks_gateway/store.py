@@ -131,6 +131,16 @@ class TokenStore:
             rows = (await conn.execute(query)).all()
         return [_record(r) for r in rows]
 
+    async def get(self, token_id: str) -> TokenRecord | None:
+        """The token or runtime credential with this id, revoked or not; None if none."""
+        async with _watched("tokens"), self.database.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(*_RECORD_COLUMNS).where(api_tokens.c.token_id == token_id)
+                )
+            ).one_or_none()
+        return _record(row) if row else None
+
     async def revoke(self, token_id: str, *, revoked_by: str) -> TokenRecord | None:
         """Mark a token revoked (keeping the first revocation); None if there is no such id."""
         async with _watched("tokens"), self.database.transaction() as conn:

@@ -243,6 +243,7 @@ class MessagingService:
         if not inbox_id:
             raise InvalidArgument("inbox_id is required: the inbox to read, from a send receipt")
         check_no_nul(inbox_id, "inbox_id")
+        refuse_runtime_inbox_read(identity)
         if await self.store.inbox_principal(inbox_id) != identity.principal:
             raise NotFound(f"inbox {inbox_id!r} not found")
         deadline = time.monotonic() + wait_seconds
@@ -400,6 +401,17 @@ class MessagingService:
                 key = item.idempotency_key if isinstance(item, NewDelivery) else ""
                 log.warning("delivery.refused", item=n, key=key, error=result.message)
         return results
+
+
+def refuse_runtime_inbox_read(identity: Identity) -> None:
+    """A runtime's scoped identity (T2) reads no inbox: it works on turns, whose
+    deliveries it claims; inboxes are its callers' (A3)."""
+    if identity.targets is not None:
+        raise PermissionDenied(
+            f"{identity.principal} acts with a runtime credential's identity (scoped to "
+            f"{', '.join(sorted(identity.targets))}), and a runtime reads no inbox: read "
+            "inboxes with an API token"
+        )
 
 
 def _check_enqueuer(identity: Identity) -> None:

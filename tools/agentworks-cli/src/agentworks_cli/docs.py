@@ -23,6 +23,7 @@ only `keys` is local:
 | `functions declare`, `remove` (owner) | `declarations` |
 | `targets register`, `update`, `set-limit`, `get` | `targets` (register: messaging and functions) |
 | `tokens create`, `list`, `revoke` (operator) | `tokens` |
+| `runtimes credentials create`, `list`, `revoke` (owner or operator) | `runtime_credentials` |
 | `wake-ups`, `schedules`, `pauses`, `webhooks` | `wake_ups`, `schedules`, `pauses`, `webhooks` |
 | `keys new`, `init` | none (local): the keys that sign identities, see operations.md |
 

@@ -16,6 +16,7 @@ from agentworks_cli import (
     mcp,
     messages,
     pauses,
+    runtimes,
     schedules,
     targets,
     tokens,
@@ -128,7 +129,19 @@ def build_parser() -> argparse.ArgumentParser:
         title="commands", metavar="COMMAND", parser_class=CommandParser
     )
     # In this order in `agentworks --help` and docs/cli.md.
-    areas = (messages, calls, targets, tokens, wake_ups, schedules, pauses, webhooks, mcp, keys)
+    areas = (
+        messages,
+        calls,
+        targets,
+        tokens,
+        runtimes,
+        wake_ups,
+        schedules,
+        pauses,
+        webhooks,
+        mcp,
+        keys,
+    )
     for area in areas:
         area.add_commands(commands, common)
     completion.add_commands(commands)

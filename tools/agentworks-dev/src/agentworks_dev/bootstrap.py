@@ -28,6 +28,7 @@ from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving
 from agentworks_dev.specs import (
     DEMO_OWNER,
+    DEMO_PRINCIPAL,
     DEMO_TARGET,
     DEV_PRINCIPAL,
     KEYS_DIR,
@@ -161,6 +162,42 @@ async def ensure_dev_token(home: pathlib.Path, database_url: str, environ: dict[
         write_secret(path, token)
         await store(token)
     return token
+
+
+RUNTIME_CREDENTIAL_FILE = "runtime-credential"
+
+
+async def ensure_runtime_credential(home: pathlib.Path, database_url: str) -> str:
+    """The demo runtimes' runtime credential (T2: agent:demo/demo-bot, serving crew:demo),
+    kept in `home/runtime-credential` (0600) and stored hashed; "" without the gateway."""
+    try:
+        from agentworks_gateway import tokens
+    except ImportError:
+        log.warning("runtime_credential.skipped", reason="agentworks_gateway is not available")
+        return ""
+    path = home / RUNTIME_CREDENTIAL_FILE
+    credential, _ = load_or_create_secret(path, tokens.new_runtime_credential)
+
+    async def store(value: str) -> None:
+        await asyncio.to_thread(
+            tokens.ensure_token,
+            database_url,
+            value,
+            DEMO_PRINCIPAL,
+            set(),
+            "demo runtimes (agentworks up)",
+            targets=[DEMO_TARGET],
+        )
+
+    try:
+        await store(credential)
+    except errors.PreconditionFailed:
+        # Revoked (it stays revoked): make another.
+        log.warning("runtime_credential.revoked", path=str(path), action="issuing a new one")
+        credential = tokens.new_runtime_credential()
+        write_secret(path, credential)
+        await store(credential)
+    return credential
 
 
 async def bootstrap(options: Options, environ: dict[str, str]) -> int:

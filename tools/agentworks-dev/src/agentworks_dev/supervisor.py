@@ -22,6 +22,7 @@ from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.banner import banner_text
 from agentworks_dev.bootstrap import (
     ensure_dev_token,
+    ensure_runtime_credential,
     register_demo_crew,
     signing_keys,
     webhook_key,
@@ -102,6 +103,8 @@ class Supervisor:
         self.database = SuiteDatabase()
         # Made under <home>/keys on start: each child gets its own signer's key only.
         self.keys: KeyDirectory | None = None
+        # The demo runtimes' runtime credential (T2), made at start (bootstrap).
+        self.runtime_credential = ""
         self.webhook_key = ""
         self.embedded = False
         # The home's lock, held until the process ends (never closed on purpose).
@@ -135,10 +138,10 @@ class Supervisor:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
-    def _child_env(self, signer: str, **extra: str) -> dict[str, str]:
+    def _child_env(self, signer: str | None, **extra: str) -> dict[str, str]:
         """A child's environment: the database, and of the keys only `signer`'s signing
-        key (AGENTWORKS_SIGNING_KEY) besides the trusted keys everyone has (T1); the
-        webhook key only the scheduler gets (plan)."""
+        key (AGENTWORKS_SIGNING_KEY) besides the trusted keys everyone has (T1), none
+        without a signer; the webhook key only the scheduler gets (plan)."""
         env = {
             k: v
             for k, v in self.environ.items()
@@ -149,17 +152,23 @@ class Supervisor:
             PYTHONUNBUFFERED="1",
             LOG_JSON=self.environ.get("LOG_JSON", "false"),
         )
-        if self.keys is not None:
+        if self.keys is not None and signer is not None:
             env.update(self.keys.env(signer))
         env.update(extra)
         return env
 
     def _runtime_env(self, **extra: str) -> dict[str, str]:
         """A runtime's environment: it talks to the services only, so the database
-        address (and its password) is not given to it, nor to the commands it runs; it
-        signs with the `runtime` key, which vouches for agents and workflows only."""
-        env = self._child_env(RUNTIME_SIGNER, **extra)
+        address (and its password) is not given to it, nor to the commands it runs. It
+        holds the demo runtime credential (T2), exchanged at the gateway, and no signing
+        key; only without a gateway (none installed) the `runtime` key instead."""
+        credential = self.runtime_credential
+        env = self._child_env(None if credential else RUNTIME_SIGNER, **extra)
         without_database(env)
+        env.pop("AGENTWORKS_RUNTIME_CREDENTIAL_FILE", None)
+        if credential:
+            env["AGENTWORKS_RUNTIME_CREDENTIAL"] = credential
+            env["AGENTWORKS_GATEWAY_URL"] = self.gateway_url
         return env
 
     def _service_env(self, signer: str, prefix: str, **extra: str) -> dict[str, str]:
@@ -305,6 +314,8 @@ class Supervisor:
         await register_demo_crew(gateway_key, ",".join(self.addresses(0)), functions)
         gateway_db = self.database.url_for(GATEWAY.prefix, self.environ)
         token = await ensure_dev_token(self.home, gateway_db, self.environ)
+        if self.options.runtime and "gateway" not in skipped:
+            self.runtime_credential = await ensure_runtime_credential(self.home, gateway_db)
         if self.options.runtime:
             for child in self.runtime_children(skipped):
                 self._launch(child)

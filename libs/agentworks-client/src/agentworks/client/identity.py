@@ -30,6 +30,7 @@ from agentworks.client.trust import (
     MAX_LIFETIME_SECONDS,
     OPERATOR_ROLE,
     lifetime_refusal,
+    targets_refusal,
     vouching_refusal,
 )
 
@@ -45,6 +46,8 @@ PRINCIPAL_RE = re.compile(
 )
 
 OPERATOR = OPERATOR_ROLE
+# An entry of the `targets` claim (T2).
+TARGET_RE = re.compile(rf"^(?:crew|workflow):{_NAME}$")
 
 
 def check_principal(principal: str, field_name: str = "principal") -> str:
@@ -67,6 +70,9 @@ class Identity:
     # service asking another on the caller's behalf forwards it, since it may not sign
     # for the caller itself (T1).
     token: str = field(default="", compare=False, repr=False)
+    # Set for a runtime's identity exchanged for a runtime credential (T2): the targets
+    # ("crew:x", "workflow:y") it serves; it acts for no other. None: not scoped.
+    targets: frozenset[str] | None = None
 
     @property
     def kind(self) -> str:
@@ -90,7 +96,10 @@ class Identity:
     def serves(self, target_kind: str, target_name: str) -> bool:
         """Whether this principal acts as the target's agents: claims its turns and
         executions, replies and reports for it. The target's own crew agents or its
-        workflow, or a service with the `runtime` role."""
+        workflow, or a service with the `runtime` role. A scoped identity (`targets`,
+        T2) serves only the targets in its set."""
+        if self.targets is not None and f"{target_kind}:{target_name}" not in self.targets:
+            return False
         if self.is_service and "runtime" in self.roles:
             return True
         if target_kind == "crew":
@@ -105,11 +114,13 @@ def mint(
     roles: frozenset[str] | set[str] = frozenset(),
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     now: float | None = None,
+    targets: frozenset[str] | set[str] | None = None,
 ) -> str:
     """Sign an identity token for `principal` with `key`, valid for `ttl_seconds`.
 
     Nothing checks here that the key's signer may vouch for the principal (the verifier
-    does, and `Minter` does up front); tests mint what services must refuse.
+    does, and `Minter` does up front); tests mint what services must refuse. With
+    `targets` the identity carries a `targets` claim (sorted): it serves only those (T2).
     """
     if key is None:
         raise Unauthenticated(f"no signing key configured: set {SIGNING_KEY_VARIABLE}")
@@ -123,6 +134,8 @@ def mint(
         "exp": issued + ttl_seconds,
         "roles": sorted(roles),
     }
+    if targets is not None:
+        claims["targets"] = sorted(targets)
     return jwt.encode(claims, key.private_key, algorithm=ALGORITHM, headers={"kid": key.kid})
 
 
@@ -206,11 +219,31 @@ def _verified(token: str, trusted: TrustedKeys, now: float) -> tuple[Identity, f
     roles = claims.get("roles") or []
     if not isinstance(roles, list):
         raise _refused("roles must be a list")
-    identity = Identity(principal=principal, roles=frozenset(str(r) for r in roles), token=token)
-    why = vouching_refusal(key.signer, identity.principal, identity.roles)
+    targets = _targets_claim(claims)
+    identity = Identity(
+        principal=principal,
+        roles=frozenset(str(r) for r in roles),
+        token=token,
+        targets=targets,
+    )
+    why = vouching_refusal(key.signer, identity.principal, identity.roles) or (
+        targets_refusal(key.signer, targets) if targets is not None else None
+    )
     if why:
         raise _refused(why)
     return identity, float(expires)
+
+
+def _targets_claim(claims: dict[str, object]) -> frozenset[str] | None:
+    """The `targets` claim (T2) as a set, None when there is none; refused if malformed."""
+    if "targets" not in claims:
+        return None
+    targets = claims["targets"]
+    if not isinstance(targets, list) or not all(
+        isinstance(t, str) and TARGET_RE.match(t) for t in targets
+    ):
+        raise _refused('targets must be a list of "crew:<name>" or "workflow:<id>"')
+    return frozenset(targets)
 
 
 class Minter:
@@ -227,11 +260,14 @@ class Minter:
         *,
         roles: frozenset[str] | set[str] = frozenset(),
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        targets: frozenset[str] | set[str] | None = None,
     ) -> None:
         self.principal = check_principal(principal)
         if key is None:
             raise Unauthenticated(f"no signing key configured: set {SIGNING_KEY_VARIABLE}")
-        why = vouching_refusal(key.signer, principal, roles)
+        why = vouching_refusal(key.signer, principal, roles) or (
+            targets_refusal(key.signer, targets) if targets is not None else None
+        )
         if why:
             raise Unauthenticated(why)
         if not 0 < ttl_seconds <= MAX_LIFETIME_SECONDS:
@@ -240,6 +276,7 @@ class Minter:
             )
         self._key = key
         self._roles = frozenset(roles)
+        self._targets = frozenset(targets) if targets is not None else None
         self._ttl = ttl_seconds
         self._token = ""
         self._renew_at = 0.0
@@ -251,7 +288,13 @@ class Minter:
     def token(self) -> str:
         now = time.time()
         if now >= self._renew_at:
-            self._token = mint(self.principal, self._key, roles=self._roles, ttl_seconds=self._ttl)
+            self._token = mint(
+                self.principal,
+                self._key,
+                roles=self._roles,
+                ttl_seconds=self._ttl,
+                targets=self._targets,
+            )
             self._renew_at = now + self._ttl / 2
         return self._token
 

@@ -9,6 +9,7 @@ import grpc
 import structlog
 
 from agentworks.client import errors
+from agentworks.client.credentials import CredentialIdentity
 from agentworks.client.identity import Forwarded, Minter
 from agentworks.client.tls import Tls
 
@@ -106,7 +107,7 @@ class ServiceClient:
         self,
         address: str | None = None,
         *,
-        identity: Minter | Forwarded,
+        identity: Minter | Forwarded | CredentialIdentity,
         channel: grpc.aio.Channel | None = None,
         timeout: float = 30.0,
         tls: Tls | None = None,

@@ -12,6 +12,8 @@ signed it (agentworks.client.keys). Each signer vouches for:
   serves every target).
 - `runtime`: `agent:*` and `workflow:*`, with no role.
 
+Only the gateway may issue a `targets` claim (a runtime credential's scope, T2).
+
 The `runtime` signer is the interim step before runtime credentials (T2): a runtime can
 act as any agent or workflow, never as a user, a service or an operator.
 
@@ -105,6 +107,17 @@ def vouching_refusal(signer: str, principal: str, roles: Iterable[str]) -> str |
             f"(it vouches for {vouches_for(signer)})"
         )
     return None
+
+
+def targets_refusal(signer: str, targets: Iterable[str]) -> str | None:
+    """Why `signer` may not issue a `targets` claim (T2); None when it may. Only the
+    gateway scopes an identity, when it exchanges a runtime credential for one."""
+    if signer == GATEWAY:
+        return None
+    return (
+        f"signer {signer} may not issue a targets claim ({', '.join(sorted(targets))}): "
+        "only the gateway scopes identities, for exchanged runtime credentials"
+    )
 
 
 def lifetime_refusal(issued_at: float, expires_at: float, now: float) -> str | None:

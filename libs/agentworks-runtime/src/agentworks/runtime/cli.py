@@ -5,6 +5,10 @@
     agentworks-runtime turns mypkg.agent:handle  # serves AGENTWORKS_RUNTIME_TARGETS
     agentworks-runtime run-commands --commands commands.json --root DIR --target crew:x
 
+A runtime authenticates with a runtime credential (AGENTWORKS_RUNTIME_CREDENTIAL, or
+--credential-file) that it exchanges at the gateway (--gateway-url) for short-lived
+identities; it holds no signing key.
+
 Turns and executions are served by separate workers (and, here, separate processes);
 `serving.run_until_signal` runs several workers in one process under one signal
 handler. Every flag falls back to an environment variable (see `RuntimeConfig`). The
@@ -34,6 +38,8 @@ _FLAG_ENV = {
     "principal": "AGENTWORKS_RUNTIME_PRINCIPAL",
     "targets": "AGENTWORKS_RUNTIME_TARGETS",
     "root": "AGENTWORKS_RUNTIME_ROOT",
+    "credential_file": "AGENTWORKS_RUNTIME_CREDENTIAL_FILE",
+    "gateway_url": "AGENTWORKS_GATEWAY_URL",
 }
 
 
@@ -62,6 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--targets", help="comma-separated, e.g. crew:demo (env AGENTWORKS_RUNTIME_TARGETS)"
+    )
+    common.add_argument(
+        "--credential-file",
+        help="file holding the runtime credential, awr_... (env "
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE; or AGENTWORKS_RUNTIME_CREDENTIAL)",
+    )
+    common.add_argument(
+        "--gateway-url",
+        help="where the credential is exchanged, e.g. http://127.0.0.1:8080 "
+        "(env AGENTWORKS_GATEWAY_URL)",
     )
     turns_flags = argparse.ArgumentParser(add_help=False)
     turns_flags.add_argument(

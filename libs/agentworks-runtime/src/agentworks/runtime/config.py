@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.credentials import CredentialIdentity, check_credential
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import Minter, check_principal
 from agentworks.client.keys import (
@@ -39,6 +40,28 @@ def _drain_seconds(env: Env) -> int:
     return env.get_int(
         "RUNTIME_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=MAX_DRAIN_SECONDS
     )
+
+
+CREDENTIAL_VARIABLE = "AGENTWORKS_RUNTIME_CREDENTIAL"
+CREDENTIAL_FILE_VARIABLE = "AGENTWORKS_RUNTIME_CREDENTIAL_FILE"
+GATEWAY_URL_VARIABLE = "AGENTWORKS_GATEWAY_URL"
+
+
+def _credential(env: Env) -> str:
+    """AGENTWORKS_RUNTIME_CREDENTIAL, else the contents of the file that
+    AGENTWORKS_RUNTIME_CREDENTIAL_FILE names; "" when neither is set."""
+    credential = env.get_str("RUNTIME_CREDENTIAL")
+    path = env.get_str("RUNTIME_CREDENTIAL_FILE")
+    if credential or not path:
+        return credential
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().strip()
+    except OSError as exc:
+        raise ValueError(
+            f"{CREDENTIAL_FILE_VARIABLE} {path!r} cannot be read ({exc.strerror}): point it at "
+            "the file holding the runtime credential (awr_...)"
+        ) from None
 
 
 def drain_seconds_from_env(environ: Mapping[str, str] | None = None) -> int:
@@ -78,6 +101,11 @@ class RuntimeConfig:
     tls: Tls = dataclasses.field(default_factory=Tls)
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
     unknown_settings: tuple[str, ...] = ()
+    # A runtime credential (T2; AGENTWORKS_RUNTIME_CREDENTIAL or _FILE), exchanged at the
+    # gateway (AGENTWORKS_GATEWAY_URL) for the runtime's identity: with it no signing key
+    # is read or needed.
+    credential: str = dataclasses.field(default="", repr=False)
+    gateway_url: str = ""
 
     @classmethod
     def from_env(
@@ -110,40 +138,55 @@ class RuntimeConfig:
             log_json=env.get_bool("LOG_JSON", True, shared=True),
             tls=Tls.from_env(env, server=False),
         )
+        credential = _credential(env)
         config = dataclasses.replace(
             config,
-            signing_key=keys_from_env(env)[0],
+            credential=credential,
+            gateway_url=env.get_str("GATEWAY_URL"),
+            signing_key=None if credential else keys_from_env(env)[0],
             unknown_settings=tuple(env.unknown("RUNTIME_")),
         )
         config.validate()
         return config
 
-    def minter(self) -> Minter:
-        """The runtime's identity: its principal, signed with its key."""
+    def minter(self) -> Minter | CredentialIdentity:
+        """The runtime's identity: exchanged for its runtime credential at the gateway
+        (its principal must be AGENTWORKS_RUNTIME_PRINCIPAL when that is set), else its
+        principal signed with its key."""
+        if self.credential:
+            return CredentialIdentity(
+                self.gateway_url, self.credential, expected_principal=self.principal
+            )
         return Minter(self.principal, self.signing_key)
+
+    def _validate_credential(self) -> None:
+        try:
+            check_credential(self.credential)
+        except InvalidArgument as exc:
+            raise ValueError(f"{CREDENTIAL_VARIABLE}: {exc.message}") from None
+        if not self.gateway_url:
+            raise ValueError(
+                f"{GATEWAY_URL_VARIABLE} is not set: the runtime exchanges its credential "
+                "at the gateway, e.g. http://127.0.0.1:8080"
+            )
+        if self.principal:
+            try:
+                check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
+            except InvalidArgument as exc:
+                raise ValueError(exc.message) from None
 
     def validate(self) -> None:
         """Raise ValueError naming the variable to fix when a setting is unusable."""
-        if self.signing_key is None:
+        if self.credential:
+            self._validate_credential()
+        elif self.signing_key is None:
             raise ValueError(
                 f"{SIGNING_KEY_VARIABLE} is not set: the runtime signs its identity with the "
-                f"runtime signer's private key (PEM), found in {TRUSTED_KEYS_VARIABLE}"
+                f"runtime signer's private key (PEM), found in {TRUSTED_KEYS_VARIABLE}; or "
+                f"give it a runtime credential ({CREDENTIAL_VARIABLE}) instead"
             )
-        if not self.principal:
-            raise ValueError(
-                "AGENTWORKS_RUNTIME_PRINCIPAL is not set: use agent:<crew>/<agent>, "
-                "e.g. agent:demo/demo-bot"
-            )
-        try:
-            check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
-        except InvalidArgument as exc:
-            raise ValueError(exc.message) from None
-        why = vouching_refusal(self.signing_key.signer, self.principal, ())
-        if why:
-            raise ValueError(
-                f"AGENTWORKS_RUNTIME_PRINCIPAL {self.principal} cannot be signed with "
-                f"{SIGNING_KEY_VARIABLE} (key {self.signing_key.kid!r}): {why}"
-            )
+        if self.signing_key is not None:
+            self._validate_key(self.signing_key)
         if not self.targets:
             raise ValueError(
                 "AGENTWORKS_RUNTIME_TARGETS is not set: a comma-separated list such as crew:demo"
@@ -174,4 +217,21 @@ class RuntimeConfig:
             raise ValueError(
                 f"AGENTWORKS_RUNTIME_CONCURRENCY must be 1-{MAX_CONCURRENCY}, "
                 f"got {self.concurrency}"
+            )
+
+    def _validate_key(self, key: SigningKey) -> None:
+        if not self.principal:
+            raise ValueError(
+                "AGENTWORKS_RUNTIME_PRINCIPAL is not set: use agent:<crew>/<agent>, "
+                "e.g. agent:demo/demo-bot"
+            )
+        try:
+            check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
+        except InvalidArgument as exc:
+            raise ValueError(exc.message) from None
+        why = vouching_refusal(key.signer, self.principal, ())
+        if why:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_PRINCIPAL {self.principal} cannot be signed with "
+                f"{SIGNING_KEY_VARIABLE} (key {key.kid!r}): {why}"
             )

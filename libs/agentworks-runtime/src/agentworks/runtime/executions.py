@@ -66,8 +66,8 @@ import structlog
 
 from agentworks.client import errors
 from agentworks.client.checks import check_json_depth
+from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.functions import FunctionsClient, state_name
-from agentworks.client.identity import Minter
 from agentworks.client.limits import MAX_ERROR_BYTES
 from agentworks.client.tls import Tls
 from agentworks.functions.v1 import functions_pb2 as f
@@ -110,7 +110,7 @@ class ExecutionWorker(LeaseWorker):
     def __init__(
         self,
         functions_address: str | None,
-        identity: Minter,
+        identity: RuntimeIdentity,
         targets: Sequence[str],
         handler: ExecutionHandler | Mapping[str, ExecutionHandler],
         *,

@@ -102,12 +102,14 @@ log = structlog.get_logger("agentworks.runtime.runner")
 SHELL = "/bin/sh"
 
 # The runner's own secrets, never handed to a command: where its signing key is (whoever
-# reads the key can act as any agent, T1), API tokens, the webhook key and database
-# addresses (with passwords). A command's stdout becomes messages its caller reads, so
-# what it can see it can tell.
+# reads the key can act as any agent, T1), its runtime credential (T2), API tokens, the
+# webhook key and database addresses (with passwords). A command's stdout becomes
+# messages its caller reads, so what it can see it can tell.
 SECRET_VARIABLES = frozenset(
     {
         "AGENTWORKS_SIGNING_KEY",
+        "AGENTWORKS_RUNTIME_CREDENTIAL",
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE",
         "AGENTWORKS_TOKEN",
         "SCHEDULER_WEBHOOK_KEY",
         "DATABASE_URL",

@@ -56,7 +56,7 @@ from agentworks.client import (
     SchedulerClient,
     errors,
 )
-from agentworks.client.identity import Minter
+from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.rpc import open_channel
 from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
@@ -113,7 +113,7 @@ class TurnWorker(LeaseWorker):
     def __init__(
         self,
         messaging_address: str | None,
-        identity: Minter,
+        identity: RuntimeIdentity,
         targets: Sequence[str],
         handler: TurnHandler,
         *,

@@ -19,13 +19,13 @@ from typing import Any
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from agentworks.client import errors
 from agentworks.client.identity import METADATA_KEY, current_identity, verify
 from agentworks.client.keys import TrustedKeys
 from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
 from agentworks.client.tls import Tls
+from agentworks.server import reflection
 from agentworks.server.metrics import observe_rpc
 
 log = structlog.get_logger("agentworks.rpc")
@@ -275,9 +275,7 @@ class GrpcServer:
         register(self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
-        )
+        reflection.enable([*self._service_names, health.SERVICE_NAME], self.server)
         self.port = 0
         # Health checking only, in plain text, on `health_listen` (off when empty).
         self.health_server: grpc.aio.Server | None = None

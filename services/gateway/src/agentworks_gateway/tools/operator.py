@@ -108,13 +108,14 @@ async def tokens(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]
     """`tokens`: create, list or revoke API tokens (A1)."""
     action = args["action"]
     if action == "create":
-        check_fields("tokens", action, args, ("principal", "roles", "label"))
+        check_fields("tokens", action, args, ("principal", "roles", "label", "expires_in_seconds"))
         require("tokens", action, args, "principal")
         token, record = await gateway.create_token(
             identity,
             principal=args["principal"],
             roles=args.get("roles", ()),
             label=args.get("label", ""),
+            expires_in_seconds=args.get("expires_in_seconds"),
         )
         return {"token": token, **record.to_dict()}
     if action == "list":
@@ -192,6 +193,13 @@ TOKENS_SCHEMA: dict[str, Any] = {
             "type": "string",
             "maxLength": 200,
             "description": "create: a note saying what the token is for.",
+        },
+        "expires_in_seconds": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 316_224_000,
+            "description": "create: the token stops working this many seconds from now "
+            "(401 saying when it expired); default never.",
         },
         "include_revoked": {
             "type": "boolean",
