@@ -27,6 +27,9 @@ GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 RUNTIMES = {"demo-runtime", "demo-functions"}
 LONG_RUNNING = {*GRPC_SERVICES, "gateway", *RUNTIMES}
 JOBS = {"bootstrap", "keys"}
+# The one-shot job that sets up each service's database role (T9).
+DB_ROLES = "db-roles"
+SERVICES = {*GRPC_SERVICES, "gateway"}
 # Whose signing key each process mounts (T1); the keys job makes them all.
 SIGNERS = {
     "messaging": "keys-messaging",
@@ -78,8 +81,9 @@ def scripts() -> set[str]:
 
 
 def test_compose_runs_postgres_and_every_service_p5(services):
-    """P5/R2: PostgreSQL, the four services, both demo runtimes and the bootstrap job."""
-    assert set(services) == {"postgres", *LONG_RUNNING, *JOBS, CERTS}
+    """P5/R2/T9: PostgreSQL, the four services, both demo runtimes, the bootstrap, keys and
+    certificates jobs, and the job that sets up the services' database roles."""
+    assert set(services) == {"postgres", *LONG_RUNNING, *JOBS, CERTS, DB_ROLES}
     assert services["postgres"]["image"].startswith("postgres:")
 
 
@@ -119,7 +123,7 @@ def test_jobs_run_once_and_gate_the_runtimes_p5(services):
 
 def test_every_agentworks_service_uses_the_shared_dockerfile_p5(services):
     """P5: one image recipe for every AgentWorks process."""
-    for name in {*LONG_RUNNING, *JOBS, CERTS}:
+    for name in {*LONG_RUNNING, *JOBS, CERTS, DB_ROLES}:
         build = services[name]["build"]
         assert build["dockerfile"] == "Dockerfile", name
         assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "Dockerfile"
@@ -168,11 +172,8 @@ def test_each_process_mounts_only_its_own_signers_key_a2_t1(services, compose):
 
 
 def test_services_are_wired_to_their_peers_a2(services):
-    """A2: services get the database, runtimes not; clients get peer addresses."""
-    for name in {*GRPC_SERVICES, "gateway", "bootstrap"}:
-        assert "@postgres:5432/" in services[name]["environment"]["DATABASE_URL"], name
-    for name in RUNTIMES:
-        assert "DATABASE_URL" not in services[name]["environment"], name
+    """A2: clients get peer addresses. (The database URLs, services' only:
+    test_each_service_logs_in_as_its_own_role_T9.)"""
     gateway = services["gateway"]["environment"]
     for name, port in GRPC_SERVICES.items():
         assert gateway[f"GATEWAY_{name.upper()}_ADDRESS"] == f"{name}:{port}"
@@ -336,3 +337,87 @@ async def test_the_services_health_check_answers_over_mutual_tls_T5_P4(
 
     assert await check(pki) == 0
     assert await check(foreign_pki) != 0
+
+
+def _substituted(value: str) -> str:
+    """A compose value as compose passes it: `${VAR:-default}` is the default and a
+    required `${VAR:?message}` becomes `<VAR>` (so that each shows where it went)."""
+    value = re.sub(r"\$\{(\w+):\?[^}]*\}", r"<\1>", value)
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+
+
+def _database_urls(service: dict) -> dict[str, str]:
+    return {k: v for k, v in service["environment"].items() if "DATABASE_URL" in k}
+
+
+def test_each_service_logs_in_as_its_own_role_T9(services):
+    """T9: each service gets one database URL, its own `<NAME>_DATABASE_URL`, as a role
+    named after it with a required password of its own (no default): never the
+    superuser's, never a shared DATABASE_URL. The bootstrap job writes as the gateway."""
+    import psycopg
+
+    superuser = services["postgres"]["environment"]["POSTGRES_USER"]
+    passwords = set()
+    for name in SERVICES:
+        urls = _database_urls(services[name])
+        assert set(urls) == {f"{name.upper()}_DATABASE_URL"}, name
+        raw = urls[f"{name.upper()}_DATABASE_URL"]
+        assert f"${{{name.upper()}_DB_PASSWORD:?" in raw, f"{name}: the password has a default"
+        params = psycopg.conninfo.conninfo_to_dict(_substituted(raw))
+        assert params["user"] == name != superuser, name
+        assert params["password"] == f"<{name.upper()}_DB_PASSWORD>", name
+        assert (params["host"], params["port"]) == ("postgres", "5432"), name
+        passwords.add(params["password"])
+    assert len(passwords) == len(SERVICES)
+    gateway = _database_urls(services["gateway"])
+    assert _database_urls(services["bootstrap"]) == gateway
+    postgres = services["postgres"]["environment"]
+    assert postgres["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    assert postgres["POSTGRES_HOST_AUTH_METHOD"] == "scram-sha-256"
+    assert "--auth-local=scram-sha-256" in postgres["POSTGRES_INITDB_ARGS"].split()
+    assert "--auth-host=scram-sha-256" in postgres["POSTGRES_INITDB_ARGS"].split()
+
+
+def test_the_roles_job_sets_up_every_services_role_before_they_start_T9(services, scripts):
+    """T9: the db-roles job runs `agentworks-db-roles` (a console script) as the superuser with
+    exactly the URLs the services get (parsed by the job's own code into four distinct
+    roles); every service and the bootstrap job wait until it completed."""
+    from agentworks_dev.dbroles import SERVICES as ROLE_ORDER
+    from agentworks_dev.dbroles import roles_from_env
+
+    job = services[DB_ROLES]
+    assert "agentworks-db-roles" in scripts
+    assert job["command"] == ["agentworks-db-roles"]
+    assert job["restart"] == "on-failure"
+    assert job["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    env = {k: _substituted(str(v)) for k, v in job["environment"].items()}
+    admin, roles = roles_from_env(env)
+    superuser = services["postgres"]["environment"]["POSTGRES_USER"]
+    assert admin == f"postgresql://{superuser}:<POSTGRES_PASSWORD>@postgres:5432/agentworks"
+    assert [(r.schema, r.role) for r in roles] == [(n, n) for n in ROLE_ORDER]
+    for name in SERVICES:
+        variable = f"{name.upper()}_DATABASE_URL"
+        assert job["environment"][variable] == services[name]["environment"][variable], name
+    for name in {*SERVICES, "bootstrap"}:
+        depends = services[name]["depends_on"]
+        if name != "bootstrap":
+            assert depends["db-roles"]["condition"] == "service_completed_successfully", name
+        else:  # through the services it waits for
+            assert {"messaging", "functions", "gateway"} <= set(depends)
+
+
+def test_runtimes_are_kept_off_the_database_network_T9(compose, services):
+    """T9: PostgreSQL is only on `database`, an internal network; the services and the
+    jobs are on it, the runtimes are not (they reach the services on `default`), and
+    the runtimes get no database URL or password variable."""
+    networks = compose["networks"]
+    assert services["postgres"]["networks"] == ["database"]
+    assert networks["database"]["internal"] is True
+    for name in {*SERVICES, "bootstrap", DB_ROLES}:
+        assert "database" in services[name]["networks"], name
+    for name in RUNTIMES:
+        assert services[name]["networks"] == ["default"], name
+        env = services[name]["environment"]
+        assert not any("DATABASE" in k or "PASSWORD" in k for k in env), name
+    for name in SERVICES:
+        assert "default" in services[name]["networks"], f"runtimes cannot reach {name}"

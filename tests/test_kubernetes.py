@@ -33,6 +33,11 @@ SECRET_TEMPLATE = K8S / "secret.example.yaml"
 NAMESPACE = "agentworks"
 CONFIGMAP = "agentworks-config"
 SECRET = "agentworks-secrets"
+# The admin URL of the database-roles Job only (T9), in a Secret of its own.
+ADMIN_SECRET = "agentworks-database-admin"
+# Workloads that neither sign identities nor call gRPC (no signing key, no certificate):
+# the Job that sets up the services' database roles (T9).
+NO_GRPC = {"agentworks-database-roles"}
 TRUSTED_KEYS = "agentworks-trusted-keys"
 # The signer whose key each workload's signing-key Secret must hold (T1).
 SIGNERS = {
@@ -70,7 +75,11 @@ PACKAGES = [
 # Values standing in for the Secret's keys when the containers' env is resolved.
 FAKE_SECRETS = {
     "SCHEDULER_WEBHOOK_KEY": "w" * 43,
-    "DATABASE_URL": "postgresql://agentworks:pw@db.example.internal:5432/agentworks",
+    **{
+        f"{name.upper()}_DATABASE_URL": f"postgresql://{name}:pw-{name}@db.example.internal:5432/agentworks"
+        for name in ("messaging", "functions", "scheduler", "gateway")
+    },
+    "AGENTWORKS_ADMIN_DATABASE_URL": "postgresql://admin:pw@db.example.internal:5432/agentworks",
     "AGENTWORKS_DEV_TOKEN": "aw_" + "x" * 43,
 }
 
@@ -137,6 +146,11 @@ def scripts() -> dict[str, str]:
         project = tomllib.loads((ROOT / package / "pyproject.toml").read_text())["project"]
         found.update(project.get("scripts", {}))
     return found
+
+
+def _grpc_workloads(objects) -> dict[str, dict[str, Any]]:
+    """The workloads that sign identities and call (or serve) gRPC."""
+    return {n: w for n, w in _workloads(objects).items() if n not in NO_GRPC}
 
 
 def _workloads(objects) -> dict[str, dict[str, Any]]:
@@ -375,7 +389,8 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
     template_text = SECRET_TEMPLATE.read_text()
     assert secret_template["metadata"]["name"] == SECRET
     assert secret_template["metadata"]["namespace"] == NAMESPACE
-    assert {"SCHEDULER_WEBHOOK_KEY", "DATABASE_URL"} <= template_keys
+    database_urls = {f"{name.upper()}_DATABASE_URL" for name in SERVICES}
+    assert {"SCHEDULER_WEBHOOK_KEY", *database_urls} <= template_keys
     for name, workload in _workloads(objects).items():
         container = _container(workload)
         names = [e["name"] for e in container["env"]]
@@ -390,6 +405,10 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
                 assert ref["name"] == CONFIGMAP and ref["key"] in configmap, (name, ref)
                 continue
             ref = source["secretKeyRef"]
+            if ref["name"] == ADMIN_SECRET:
+                assert name in NO_GRPC, (name, ref)
+                assert f"--from-literal={ref['key']}=" in template_text, ref
+                continue
             assert ref["name"] == SECRET, (name, ref)
             if ref.get("optional"):
                 assert f"# {ref['key']}:" in template_text, f"{ref['key']} is not documented"
@@ -436,7 +455,7 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
         service = config.service
         assert service.listen == f"0.0.0.0:{port}", name
         assert service.metrics_listen == configmap["METRICS_LISTEN"], name
-        assert service.database_url == FAKE_SECRETS["DATABASE_URL"], name
+        assert service.database_url == FAKE_SECRETS[f"{name.upper()}_DATABASE_URL"], name
         assert service.signing_key is not None and service.signing_key.signer == service.signer
         assert service.trusted_keys is not None, name
         assert service.log_json is True, name
@@ -466,7 +485,8 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
     job = _container(objects[("Job", "agentworks-bootstrap")])
     job_env = _env(objects[("Job", "agentworks-bootstrap")], configmap, bundle)
     options = parse_args(job["command"][2:], job_env)
-    assert options.bootstrap_only and options.database_url == FAKE_SECRETS["DATABASE_URL"]
+    assert options.bootstrap_only
+    assert job_env["GATEWAY_DATABASE_URL"] == FAKE_SECRETS["GATEWAY_DATABASE_URL"]
     assert job_env["AGENTWORKS_MESSAGING_ADDRESS"] == messaging
     assert job_env["AGENTWORKS_DEV_TOKEN"].startswith("aw_")
 
@@ -477,7 +497,7 @@ def test_each_pod_mounts_its_own_signers_key_and_no_other_t1(objects):
     runtime key), read-only and readable by its group only, where AGENTWORKS_SIGNING_KEY
     points, and the trusted-keys ConfigMap where AGENTWORKS_TRUSTED_KEYS points; no
     process gets a shared signing secret from agentworks-secrets."""
-    workloads = _workloads(objects)
+    workloads = _grpc_workloads(objects)
     assert set(workloads) == set(SIGNERS)
     for name, workload in workloads.items():
         secret, signing_at, trusted_at = _signing_volume(workload)
@@ -511,16 +531,11 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
     runtime = (ROOT / "libs/agentworks-runtime/src/agentworks/runtime/config.py").read_text()
     readers["demo-runtime"] = ("AGENTWORKS", [core, runtime])
     readers["demo-functions"] = ("AGENTWORKS", [core, runtime])
-    readers["agentworks-bootstrap"] = (
-        "AGENTWORKS",
-        [
-            core,
-            "".join(
-                p.read_text()
-                for p in (ROOT / "tools/agentworks-dev/src/agentworks_dev").glob("*.py")
-            ),
-        ],
+    dev = "".join(
+        p.read_text() for p in (ROOT / "tools/agentworks-dev/src/agentworks_dev").glob("*.py")
     )
+    readers["agentworks-bootstrap"] = ("AGENTWORKS", [core, dev])
+    readers["agentworks-database-roles"] = ("AGENTWORKS", [dev])
     for name, workload in _workloads(objects).items():
         prefix, sources = readers[name]
         for var in _container(workload)["env"]:
@@ -674,7 +689,7 @@ def test_every_grpc_hop_runs_mutual_tls_with_a_certificate_per_process_T5(
         }
         assert "client auth" in spec["usages"] and spec["privateKey"]["rotationPolicy"] == "Always"
     mounted: dict[str, str] = {}
-    for name, workload in _workloads(objects).items():
+    for name, workload in _grpc_workloads(objects).items():
         secret, volume = _tls_secret(workload)
         assert secret in certificates and secret != ca["secretName"], name
         assert secret not in mounted, f"{name} shares {secret} with {mounted.get(secret)}"

@@ -19,6 +19,7 @@ def banner_text(
     preset_token: bool,
     embedded: bool,
     services: Sequence[str],
+    database_port: int = 0,
     skipped: Sequence[str],
     host: str = "127.0.0.1",
     ignored_tls: Sequence[str] = (),
@@ -26,12 +27,18 @@ def banner_text(
     """The banner: MCP address, token, services, database and CLI commands to try.
 
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
-    token came from AGENTWORKS_DEV_TOKEN (then it is not shown). gRPC runs without TLS
-    (T5): the banner says so, and names the TLS settings in `ignored_tls` it did not use.
+    token came from AGENTWORKS_DEV_TOKEN (then it is not shown); `database_port` is the
+    embedded PostgreSQL's TCP port. gRPC runs without TLS (T5): the banner says so, and
+    names the TLS settings in `ignored_tls` it did not use.
     """
     rel = os.path.relpath(home)
     shown_home = rel if not rel.startswith("..") else str(home)
     database = f"embedded PostgreSQL, data in {shown_home}/pg" if embedded else "DATABASE_URL"
+    if embedded and database_port:
+        database += (
+            f", 127.0.0.1:{database_port}; a role per service, "
+            f"passwords in {shown_home}/db/<service>.password"
+        )
     # The CLI finds .agentworks/cli.json in the current directory or a parent, or
     # reads $AGENTWORKS_HOME/cli.json: another home must be exported to be used.
     default_home = (pathlib.Path.cwd() / DEFAULT_HOME).resolve()

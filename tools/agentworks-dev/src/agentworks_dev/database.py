@@ -1,36 +1,125 @@
-"""The suite's database: DATABASE_URL when given, else the embedded PostgreSQL."""
+"""The suite's database: DATABASE_URL when given, else the embedded PostgreSQL with a
+role and a password per service (T9)."""
 
 from __future__ import annotations
 
 import asyncio
 import pathlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+import psycopg
 import structlog
 
+from agentworks_dev.dbroles import SERVICES, RolesError, ServiceRole, ensure_service_roles
+from agentworks_dev.home import load_or_create_secret
+from agentworks_dev.pgserver import EmbeddedServer, ServerError, serve, start_server, superuser
 from agentworks_dev.specs import StartupError
 
 log = structlog.get_logger("agentworks.up")
 
+# `<home>/db/<service>.password` (0600, in a 0700 directory): each service's role's.
+PASSWORDS_DIR = "db"
 
-async def start_database(database_url: str, home: pathlib.Path) -> tuple[str, bool]:
-    """(the database URL, whether it is the embedded PostgreSQL started here).
+# Every variable that names a service's own database.
+SERVICE_URL_VARIABLES = tuple(f"{s.upper()}_DATABASE_URL" for s in SERVICES)
 
-    With `database_url` set it is used as it is; otherwise the embedded PostgreSQL is
-    started with its data in `home/pg` (kept across restarts).
+
+@dataclass(frozen=True)
+class SuiteDatabase:
+    """Where each service's database is: one shared URL, or a URL per service."""
+
+    # DATABASE_URL as given ("" for the embedded server: no URL is shared).
+    shared_url: str = ""
+    # `<PREFIX>` -> that service's own URL (the embedded server: its role and password).
+    service_urls: Mapping[str, str] = field(default_factory=dict)
+    server: EmbeddedServer | None = None
+
+    def url_for(self, prefix: str, environ: Mapping[str, str]) -> str:
+        """The service's URL: `<PREFIX>_DATABASE_URL` of `up`'s own environment, else its
+        own role's (embedded), else the shared one."""
+        return (
+            environ.get(f"{prefix}_DATABASE_URL")
+            or self.service_urls.get(prefix, "")
+            or self.shared_url
+        )
+
+    def service_env(self, env: dict[str, str], prefix: str, environ: Mapping[str, str]) -> None:
+        """Leave in `env` (a child's) only the URLs of service `prefix`'s database: its
+        own, and DATABASE_URL when one is shared; never another service's."""
+        own = environ.get(f"{prefix}_DATABASE_URL") or self.service_urls.get(prefix, "")
+        without_database(env)
+        if self.shared_url:
+            env["DATABASE_URL"] = self.shared_url
+        if own:
+            env[f"{prefix}_DATABASE_URL"] = own
+
+    def stop(self) -> None:
+        """Stop the embedded server, if this is one."""
+        if self.server is not None:
+            self.server.stop()
+            log.info("database.stopped", kind="embedded")
+
+
+def without_database(env: dict[str, str]) -> None:
+    """Remove every database URL from `env` (a runtime's)."""
+    for variable in ("DATABASE_URL", *SERVICE_URL_VARIABLES):
+        env.pop(variable, None)
+
+
+def service_passwords(home: pathlib.Path) -> dict[str, str]:
+    """Each service's role's password, kept in `<home>/db/<service>.password` (0600)."""
+    folder = home / PASSWORDS_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.chmod(0o700)
+    return {
+        s: load_or_create_secret(folder / f"{s}.password", lambda: secrets.token_urlsafe(32))[0]
+        for s in SERVICES
+    }
+
+
+def start_embedded_with_roles(home: pathlib.Path) -> SuiteDatabase:
+    """Start the embedded PostgreSQL on `home/pg` and set up a role per service (blocking).
+
+    A data directory from before the roles (trust, everything the superuser's) is
+    brought to the same state: the roles are created and handed their schemas.
     """
+    passwords = service_passwords(home)
+    server = start_server(home / "pg")
+    try:
+        with superuser(server) as conn:
+            ensure_service_roles(conn, [ServiceRole(s, s, passwords[s]) for s in SERVICES])
+            serve(server, conn)
+    except BaseException:
+        server.stop()
+        raise
+    urls = {s.upper(): server.url(s, passwords[s]) for s in SERVICES}
+    return SuiteDatabase(service_urls=urls, server=server)
+
+
+async def start_database(database_url: str, home: pathlib.Path) -> SuiteDatabase:
+    """The suite's database: `database_url` as it is when set; otherwise the embedded
+    PostgreSQL with its data in `home/pg` (kept across restarts) and a role per service."""
     if database_url:
         log.info("database.configured", source="DATABASE_URL")
-        return database_url, False
-    from agentworks.server.embedded import start_embedded
-
+        return SuiteDatabase(shared_url=database_url)
     data = home / "pg"
     log.info("database.starting", kind="embedded", data=str(data))
     try:
-        url = await asyncio.to_thread(start_embedded, data)
-    except Exception as exc:
+        database = await asyncio.to_thread(start_embedded_with_roles, home)
+    except (ServerError, RolesError, psycopg.Error, OSError) as exc:
         raise StartupError(
             f"could not start the embedded PostgreSQL in {data}: {exc}. "
             "Set DATABASE_URL to use another server."
         ) from exc
-    log.info("database.ready", kind="embedded", data=str(data))
-    return url, True
+    assert database.server is not None
+    log.info(
+        "database.ready",
+        kind="embedded",
+        data=str(data),
+        port=database.server.port,
+        roles=",".join(SERVICES),
+        passwords=str(home / PASSWORDS_DIR),
+    )
+    return database

@@ -28,7 +28,7 @@ from agentworks_dev.bootstrap import (
     webhook_key,
     write_cli_config,
 )
-from agentworks_dev.database import start_database
+from agentworks_dev.database import SuiteDatabase, start_database, without_database
 from agentworks_dev.home import lock_home
 from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
@@ -99,6 +99,8 @@ class Supervisor:
         self._stopping = asyncio.Event()
         self._out = sys.stdout
         self.database_url = ""
+        # Where each service's database is (the embedded server: a role per service).
+        self.database = SuiteDatabase()
         # Made under <home>/keys on start: each child gets its own signer's key only.
         self.keys: KeyDirectory | None = None
         # The demo runtimes' runtime credential (T2), made at start (bootstrap).
@@ -162,11 +164,20 @@ class Supervisor:
         key; only without a gateway (none installed) the `runtime` key instead."""
         credential = self.runtime_credential
         env = self._child_env(None if credential else RUNTIME_SIGNER, **extra)
-        env.pop("DATABASE_URL", None)
+        without_database(env)
         env.pop("AGENTWORKS_RUNTIME_CREDENTIAL_FILE", None)
         if credential:
             env["AGENTWORKS_RUNTIME_CREDENTIAL"] = credential
             env["AGENTWORKS_GATEWAY_URL"] = self.gateway_url
+        return env
+
+    def _service_env(self, signer: str, prefix: str, **extra: str) -> dict[str, str]:
+        """A service's environment: its own database URL only, never another's (T9)."""
+        env = self._child_env(signer, **extra)
+        database = self.database
+        if database.server is None:  # DATABASE_URL (or none yet): the services share it
+            database = SuiteDatabase(shared_url=self.database_url)
+        database.service_env(env, prefix, self.environ)
         return env
 
     def plan(self) -> tuple[list[tuple[Child, Callable[[float], Awaitable[None]]]], list[str]]:
@@ -182,7 +193,9 @@ class Supervisor:
                 continue
             for replica, address in enumerate(self.addresses(index), start=1):
                 # Functions and the scheduler call messaging; nothing else is called.
-                env = self._child_env(f"service:{spec.name}", **{f"{spec.prefix}_LISTEN": address})
+                env = self._service_env(
+                    f"service:{spec.name}", spec.prefix, **{f"{spec.prefix}_LISTEN": address}
+                )
                 if spec.name != "messaging":
                     env[f"{spec.prefix}_MESSAGING_ADDRESS"] = messaging
                 if spec.name == "scheduler":
@@ -192,8 +205,9 @@ class Supervisor:
                 planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
             for replica, port in enumerate(self.gateway_ports(), start=1):
-                env = self._child_env(
+                env = self._service_env(
                     GATEWAY_SIGNER,
+                    GATEWAY.prefix,
                     GATEWAY_LISTEN=f"{self.options.host}:{port}",
                     GATEWAY_MESSAGING_ADDRESS=messaging,
                     GATEWAY_FUNCTIONS_ADDRESS=functions,
@@ -280,9 +294,9 @@ class Supervisor:
         self.home.mkdir(parents=True, exist_ok=True)
         self.lock_fd = lock_home(self.home, self.lock_info())
         self._check_ports()
-        self.database_url, self.embedded = await start_database(
-            self.options.database_url, self.home
-        )
+        self.database = await start_database(self.options.database_url, self.home)
+        self.database_url = self.database.shared_url
+        self.embedded = self.database.server is not None
         self.keys = signing_keys(self.home)
         self.webhook_key = webhook_key(self.home, self.environ)
         planned, skipped = self.plan()
@@ -298,7 +312,7 @@ class Supervisor:
         functions = ",".join(self.addresses(1)) if "functions" not in skipped else None
         gateway_key, _ = self.keys.ensure(GATEWAY_SIGNER)
         await register_demo_crew(gateway_key, ",".join(self.addresses(0)), functions)
-        gateway_db = self.environ.get("GATEWAY_DATABASE_URL") or self.database_url
+        gateway_db = self.database.url_for(GATEWAY.prefix, self.environ)
         token = await ensure_dev_token(self.home, gateway_db, self.environ)
         if self.options.runtime and "gateway" not in skipped:
             self.runtime_credential = await ensure_runtime_credential(self.home, gateway_db)
@@ -434,6 +448,7 @@ class Supervisor:
                 await asyncio.wait({child.watcher})
         if self.children:
             log.info("stopped", children=len(self.children))
+        await asyncio.to_thread(self.database.stop)
 
     async def _stop_children(self, group: list[Child]) -> None:
         running = [(c, c.process) for c in group if c.process and c.process.returncode is None]
@@ -473,6 +488,7 @@ class Supervisor:
             preset_token=bool(self.environ.get("AGENTWORKS_DEV_TOKEN")),
             embedded=self.embedded,
             services=services,
+            database_port=self.database.server.port if self.database.server else 0,
             skipped=skipped,
             host=self.options.host,
             ignored_tls=self.ignored_tls,

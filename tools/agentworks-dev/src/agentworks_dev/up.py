@@ -1,10 +1,12 @@
 """`agentworks up`: run the whole suite locally as separate processes (`make run`, P2, R2).
 
 With no `DATABASE_URL` it starts the embedded PostgreSQL (data in `.agentworks/pg`,
-kept across restarts). It keeps a signing key per signer in `.agentworks/keys/` (and
-the webhook key in `.agentworks/webhook.key`), gives each child its own signer's key
-only (the demo runtimes the runtime key), starts messaging, functions, scheduler and
-the gateway (`--replicas N` of each, on consecutive
+kept across restarts) with a role per service, each with its own password (kept in
+`.agentworks/db/`) and owning only its own schema, and passes each service only its
+own `<NAME>_DATABASE_URL` (T9). It keeps a signing key per signer in
+`.agentworks/keys/` (and the webhook key in `.agentworks/webhook.key`), gives each
+child its own signer's key only (the demo runtimes the runtime key), starts messaging,
+functions, scheduler and the gateway (`--replicas N` of each, on consecutive
 ports) as child processes, waits until each answers its health check, registers the demo
 crew with messaging and functions, declares its functions as the owner (`user:dev`),
 issues a dev token (`.agentworks/dev-token`), writes `.agentworks/cli.json` for the CLI,

@@ -233,7 +233,12 @@ def migrate(
     with psycopg.connect(libpq_url(url), autocommit=True, **connect_timeout(url, timeout)) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"migrate:{schema}",))
         try:
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            # Only when missing: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database
+            # even when the schema exists, and a role that owns just its schema has not.
+            if not conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+            ).fetchone():
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             conn.execute(
                 f'CREATE TABLE IF NOT EXISTS "{schema}".schema_migrations ('
                 " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
