@@ -37,9 +37,10 @@ SIGNERS = {
     "scheduler": "keys-scheduler",
     "gateway": "keys-gateway",
     "bootstrap": "keys-gateway",
-    "demo-runtime": "keys-runtime",
-    "demo-functions": "keys-runtime",
 }
+# The demo runtimes hold no key: a runtime credential (T2) the bootstrap job writes.
+CREDENTIAL_VOLUME = "runtime-credential"
+CREDENTIAL_MOUNT = "/run/agentworks/runtime-credential"
 SIGNING_MOUNT = "/run/agentworks/signing"
 TRUSTED_MOUNT = "/run/agentworks/trusted"
 # The one-shot job that makes the CA and every process's certificate (T5).
@@ -148,10 +149,12 @@ def test_each_service_scales_on_its_own_p3_p5(services):
 
 
 def test_each_process_mounts_only_its_own_signers_key_a2_t1(services, compose):
-    """A2 T1: every process gets its own signer's private key (a volume each: a service
-    its own, the gateway and the bootstrap job the gateway's, the runtimes the runtime
-    key) read-only at one path, and the trusted keys; the keys job alone sees them all;
-    no shared secret signs identities any more."""
+    """A2 T1 T2: every service gets its own signer's private key (a volume each: a
+    service its own, the gateway and the bootstrap job the gateway's) read-only at one
+    path, and the trusted keys; the keys job alone sees them all; no shared secret signs
+    identities any more. The demo runtimes get no key at all: the runtime credential the
+    bootstrap job writes into a volume only it (read-write) and they (read-only) mount,
+    and the gateway to exchange it at."""
     for name, volume in SIGNERS.items():
         service = services[name]
         env = service["environment"]
@@ -165,6 +168,21 @@ def test_each_process_mounts_only_its_own_signers_key_a2_t1(services, compose):
         ], name
     made = sorted(v.split(":")[0] for v in services["keys"]["volumes"])
     assert made == sorted({*SIGNERS.values(), "keys-functions", "trusted-keys"})
+    for name in RUNTIMES:
+        env, volumes = services[name]["environment"], services[name]["volumes"]
+        assert not any("SIGNING_KEY" in k or "TRUSTED_KEYS" in k for k in env), name
+        assert not [v for v in volumes if v.startswith(("keys-", "trusted-keys"))], name
+        assert f"{CREDENTIAL_VOLUME}:{CREDENTIAL_MOUNT}:ro" in volumes, name
+        assert env["AGENTWORKS_RUNTIME_CREDENTIAL_FILE"].startswith(f"{CREDENTIAL_MOUNT}/")
+        assert env["AGENTWORKS_GATEWAY_URL"] == "http://gateway:8080", name
+    writers = [
+        n
+        for n, svc in services.items()
+        if f"{CREDENTIAL_VOLUME}:{CREDENTIAL_MOUNT}" in svc.get("volumes", [])
+    ]
+    assert writers == ["bootstrap"]
+    bootstrap = services["bootstrap"]["environment"]
+    assert bootstrap["AGENTWORKS_RUNTIME_CREDENTIAL_DIR"] == CREDENTIAL_MOUNT
     assert set(made) <= set(compose["volumes"])
     scheduler = services["scheduler"]["environment"]
     assert scheduler["SCHEDULER_WEBHOOK_KEY"].startswith("${SCHEDULER_WEBHOOK_KEY:?")
@@ -189,12 +207,10 @@ def test_services_are_wired_to_their_peers_a2(services):
 def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services, tmp_path, pki):
     """R1/R2/S1: each demo runtime's command and env parse into a runnable configuration:
     turns with a scheduler for wake-ups, and function executions in a writable root."""
-    from agentworks.client.keys import KeyDirectory
     from agentworks.runtime.cli import _parser
     from agentworks.runtime.config import RuntimeConfig
 
-    # The keys job's runtime key, where this machine has it instead of the mount.
-    key = KeyDirectory(tmp_path).env("runtime")
+    key = _credential_stand_in(tmp_path)
     configs = {}
     for name, command in {"demo-runtime": "demo", "demo-functions": "functions-demo"}.items():
         argv = services[name]["command"][1:]
@@ -226,6 +242,16 @@ def test_dockerignore_keeps_local_state_out_of_the_image():
     """Local state (venv, embedded PostgreSQL data, keys) never enters the build context."""
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".venv", ".agentworks", ".git"} <= ignored
+
+
+def _credential_stand_in(tmp_path: pathlib.Path) -> dict[str, str]:
+    """The bootstrap job's runtime credential, where this machine has it instead of the
+    mount (a fresh one: the format is what the runtime checks)."""
+    from agentworks_gateway.tokens import new_runtime_credential
+
+    path = tmp_path / "runtime-credential"
+    path.write_text(new_runtime_credential())
+    return {"AGENTWORKS_RUNTIME_CREDENTIAL_FILE": str(path)}
 
 
 def _environment(service: dict, pki) -> dict[str, str]:
@@ -302,7 +328,7 @@ def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
     assert gateway.service.tls.describe(server=False) == "mutual TLS"
     for name in RUNTIMES:
         runtime = RuntimeConfig.from_env(
-            {**_environment(services[name], pki), **keys.env("runtime")}
+            {**_environment(services[name], pki), **_credential_stand_in(tmp_path)}
         )
         assert runtime.tls.describe(server=False) == "mutual TLS", name
     bootstrap = Env("AGENTWORKS", _environment(services["bootstrap"], pki))

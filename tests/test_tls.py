@@ -225,9 +225,10 @@ async def test_every_hop_runs_over_mutual_tls_T5(
 async def test_bootstrap_only_reaches_the_services_over_mutual_tls_T5(
     start_messaging, start_functions, database_url, signing_keys, pki, tmp_path
 ):
-    """T5 (P5): `agentworks up --bootstrap-only` (compose's and Kubernetes' bootstrap job)
-    waits for the services' health and registers the demo crew over mutual TLS with
-    AGENTWORKS_TLS_*; without them it cannot get in."""
+    """T5 (P5) T2: `agentworks up --bootstrap-only` (compose's and Kubernetes' bootstrap
+    job) waits for the services' health and registers the demo crew over mutual TLS with
+    AGENTWORKS_TLS_*; without them it cannot get in. With AGENTWORKS_RUNTIME_CREDENTIAL_DIR
+    it also keeps the demo runtimes' runtime credential there (0600)."""
     messaging = await start_messaging(**pki.server_env("MESSAGING", "messaging"))
     functions = await start_functions(
         FUNCTIONS_MESSAGING_ADDRESS=messaging.address, **pki.server_env("FUNCTIONS", "functions")
@@ -254,8 +255,16 @@ async def test_bootstrap_only_reaches_the_services_over_mutual_tls_T5(
 
     code, out = await bootstrap("3")
     assert code == 1 and "did not answer gRPC health SERVING" in out, out
-    code, out = await bootstrap("30", **pki.client_env("AGENTWORKS", "client"))
+    credentials = tmp_path / "runtime-credential"
+    code, out = await bootstrap(
+        "30",
+        **pki.client_env("AGENTWORKS", "client"),
+        AGENTWORKS_RUNTIME_CREDENTIAL_DIR=str(credentials),
+    )
     assert code == 0 and "demo crew registered" in out, out
+    # T2: compose's demo runtimes get their runtime credential from here (no key).
+    kept = credentials / "runtime-credential"
+    assert kept.read_text().startswith("awr_") and kept.stat().st_mode & 0o077 == 0
 
 
 def test_tls_settings_are_read_once_and_refused_when_unusable_T5(tmp_path, pki, signing_keys):

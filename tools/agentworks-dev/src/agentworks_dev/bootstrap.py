@@ -238,6 +238,13 @@ async def bootstrap(options: Options, environ: dict[str, str]) -> int:
         await register_demo_crew(key, messaging, functions or None, tls)
         options.home.mkdir(parents=True, exist_ok=True)
         token = await ensure_dev_token(options.home, database_url, environ)
+        # The demo runtimes' credential (T2), into a folder only they and this job mount.
+        credential_dir = environ.get("AGENTWORKS_RUNTIME_CREDENTIAL_DIR", "")
+        if credential_dir:
+            folder = pathlib.Path(credential_dir)
+            await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+            if await ensure_runtime_credential(folder, database_url):
+                print(f"demo runtime credential kept in {folder / RUNTIME_CREDENTIAL_FILE}")
     except (TimeoutError, errors.AgentWorksError) as exc:
         print(f"agentworks up --bootstrap-only: {exc}", file=sys.stderr)
         return 1
