@@ -18,7 +18,7 @@ from agentworks.client.jsontext import loads, loads_object
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.lease import Backoff
 from agentworks.runtime.reporting import clean_text
-from agentworks.runtime.uploads import _cleaned, _read
+from agentworks.runtime.uploads import DEFAULT_UPLOAD_BYTES, _cleaned, _read
 
 _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 
@@ -51,9 +51,21 @@ class ExecutionContext:
     # uploaded already): `upload_folder` skips an unchanged one without reading it.
     _stats: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
     _round: int = 0  # the correction round being run (F10), for a finish on stopping
+    # Uploads from the folder (T8): the uid its files must belong to (None: this
+    # process's; the command runner sets its sandbox user), and the most bytes the
+    # call's files may total, with what each uploaded name took.
+    file_owner: int | None = None
+    upload_limit_bytes: int = DEFAULT_UPLOAD_BYTES
+    upload_sizes: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        # Private to the execution (T8): 0700, and so is `.calls` when made here.
+        calls = self.output_dir.parent
+        if calls.name == ".calls" and not calls.exists():
+            calls.parent.mkdir(parents=True, exist_ok=True)
+            calls.mkdir(mode=0o700, exist_ok=True)
+        self.output_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.output_dir.chmod(0o700)
 
     # ------------------------------------------------------------- the call
 
@@ -235,6 +247,7 @@ class ExecutionContext:
             self.uploaded[name] = digest
         else:
             info = None
+        self.upload_sizes[name] = len(data)
         if stat is not None:
             self._stats[name] = stat
         return info
