@@ -63,6 +63,11 @@ class RuntimeConfig:
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
     log_json: bool = True
+    # The command runner's sandbox (T6): "bwrap", or "none" to run commands without one;
+    # the bubblewrap program; the sandbox user when the runner is root.
+    sandbox: str = "bwrap"
+    bwrap: str = "bwrap"
+    sandbox_uid: int = 65534
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
     unknown_settings: tuple[str, ...] = ()
 
@@ -95,6 +100,9 @@ class RuntimeConfig:
             drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
+            sandbox=env.get_choice("RUNTIME_SANDBOX", "bwrap", ("bwrap", "none")),
+            bwrap=env.get_str("RUNTIME_BWRAP", "bwrap"),
+            sandbox_uid=env.get_int("RUNTIME_SANDBOX_UID", 65534, minimum=1, maximum=2**31 - 2),
         )
         config = dataclasses.replace(config, unknown_settings=tuple(env.unknown("RUNTIME_")))
         config.validate()
