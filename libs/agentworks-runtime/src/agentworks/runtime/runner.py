@@ -172,6 +172,7 @@ class CommandRunner:
         self.targets = dict(targets or {})
         if sandbox == "none":
             self.sandbox: Sandbox | None = None
+            self.sandbox_description = "none: " + WITHOUT_SANDBOX
             log.warning("sandbox.disabled", gives_up=WITHOUT_SANDBOX)
         else:
             self.sandbox = Sandbox() if sandbox == "bwrap" else sandbox  # type: ignore[assignment]

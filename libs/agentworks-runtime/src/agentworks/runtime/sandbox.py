@@ -258,13 +258,15 @@ class Sandbox:
         view.tmpfs("/dev/shm", min(limits.memory_bytes, 64 * MIB), 0o1777)
         view.ro_bind(_sandbox_init.__file__, INIT_PATH)
         prefix = os.path.realpath(sys.base_prefix)
+        shown = list(policy.read_only)
         if not view.covers(python):
-            view.ro_bind(prefix if python.startswith(prefix + "/") else os.path.dirname(python))
+            shown.append(prefix if python.startswith(prefix + "/") else os.path.dirname(python))
+            view.ro_bind(shown[-1])
         for path in policy.read_only:
             view.ro_bind(path, try_=True)
         view.bind(str(root))
         view.tmpfs(str(root / ".calls"), 1 * MIB, 0o755)
-        for hidden in _hidden(root, policy.read_only):
+        for hidden in _hidden(root, shown):
             view.tmpfs(hidden, 1 * MIB, 0o755)
         view.bind(str(output_dir))
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -306,11 +308,10 @@ class Sandbox:
 
 
 def _hidden(root: pathlib.Path, read_only: Sequence[str]) -> list[str]:
-    """The suite's home, where it is inside something the sandbox sees."""
-    candidates = [root / ".agentworks"]
-    home = os.environ.get("AGENTWORKS_HOME")
-    if home:
-        candidates.append(pathlib.Path(home).absolute())
+    """The suite's home, where it is inside something the sandbox sees: a `.agentworks`
+    in the root, `AGENTWORKS_HOME`, or the default home (`.agentworks` here)."""
+    home = os.environ.get("AGENTWORKS_HOME") or ".agentworks"
+    candidates = [root / ".agentworks", pathlib.Path(home).absolute()]
     seen = [root, *(pathlib.Path(p) for p in read_only)]
     found = []
     for path in candidates:
