@@ -68,7 +68,7 @@ sandbox: ## Install bubblewrap (the command runner's sandbox) when it is missing
 	  fi; }
 
 lock: ## Recompile requirements.lock from requirements.in
-	$(BIN)/pip-compile -q --strip-extras --no-header --output-file requirements.lock requirements.in
+	$(BIN)/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
 
 proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
 	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' -delete

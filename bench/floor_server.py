@@ -11,6 +11,7 @@ import os
 
 import grpc
 
+from agentworks.client.keys import TrustedKeys
 from agentworks.server.rpc import GrpcServer
 from agentworks.server.service import wait_for_signal
 
@@ -34,7 +35,7 @@ async def main() -> None:
     server = GrpcServer(
         name="floor",
         listen=os.environ["FLOOR_LISTEN"],
-        internal_key=os.environ["AGENTWORKS_INTERNAL_KEY"],
+        trusted_keys=TrustedKeys.load(os.environ["AGENTWORKS_TRUSTED_KEYS"]),
         register=_register,
         service_names=["agentworks.bench.Floor"],
     )

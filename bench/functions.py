@@ -22,6 +22,7 @@ import psycopg
 from agentworks.client import FunctionsClient, errors
 from agentworks.client.functions import state_name
 from agentworks.client.identity import Minter
+from agentworks.client.keys import SigningKey
 from agentworks.runtime.executions import ExecutionContext, ExecutionWorker
 from agentworks.server.db import libpq_url
 from bench.harness import Processes, Report, Row, median, percentile
@@ -121,7 +122,7 @@ async def measure(
     figures.cpu_per_call.append(meter.stop() / max(done, 1) * 1000)
 
 
-async def setup_target(address: str, key: str, *, limit: int) -> None:
+async def setup_target(address: str, key: SigningKey, *, limit: int) -> None:
     async with FunctionsClient(
         address, identity=Minter("user:ops", key, roles={"operator"})
     ) as ops:
@@ -133,7 +134,7 @@ async def setup_target(address: str, key: str, *, limit: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def runtimes(address: str, key: str, count: int) -> AsyncIterator[None]:
+async def runtimes(address: str, key: SigningKey, count: int) -> AsyncIterator[None]:
     """`count` SDK execution workers (asyncio tasks in this process) that finish at once."""
 
     async def handle(ctx: ExecutionContext) -> str:

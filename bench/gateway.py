@@ -36,7 +36,7 @@ def start_gateway(procs: Processes, messaging: str) -> str:
         "GATEWAY_LISTEN": f"127.0.0.1:{port}",
         "GATEWAY_DATABASE_URL": procs.database_url,
         "GATEWAY_MESSAGING_ADDRESS": messaging,
-        "AGENTWORKS_INTERNAL_KEY": procs.key,
+        **procs.keys.env("gateway"),
         "LOG_LEVEL": "warning",
     }
     child = subprocess.Popen(

@@ -285,7 +285,8 @@ async def start_scheduler(procs: Processes, messaging: str) -> SchedulerRunning:
             "SCHEDULER_LISTEN": f"127.0.0.1:{free_port()}",
             "SCHEDULER_MESSAGING_ADDRESS": messaging,
             "SCHEDULER_TICK_SECONDS": str(TICK_SECONDS),
-            "AGENTWORKS_INTERNAL_KEY": procs.key,
+            **procs.keys.env("service:scheduler"),
+            "SCHEDULER_WEBHOOK_KEY": "bench-webhook-key",
             **{k: v for k, v in os.environ.items() if k == "SCHEDULER_BATCH_SIZE"},
         }
     )

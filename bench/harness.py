@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import socket
 import statistics
 import subprocess
@@ -19,6 +18,7 @@ import grpc
 import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agentworks.client.keys import KeyDirectory
 from agentworks.server.db import with_database
 from agentworks.server.embedded import start_embedded
 
@@ -118,7 +118,10 @@ class Processes:
 
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
-        self.key = secrets.token_urlsafe(32)
+        # A key per signer; `key` is the gateway's, which vouches for the users,
+        # operators and agents the benchmarks act as.
+        self.keys = KeyDirectory(tempfile.mkdtemp(prefix="agentworks-bench-keys-"))
+        self.key, _ = self.keys.ensure("gateway")
         self.children: list[subprocess.Popen[bytes]] = []
 
     def start(self, module: str, prefix: str, **env: str) -> str:
@@ -127,7 +130,8 @@ class Processes:
             **os.environ,
             f"{prefix}_DATABASE_URL": self.database_url,
             f"{prefix}_LISTEN": f"127.0.0.1:{port}",
-            "AGENTWORKS_INTERNAL_KEY": self.key,
+            **self.keys.env("gateway" if prefix == "GATEWAY" else f"service:{prefix.lower()}"),
+            "SCHEDULER_WEBHOOK_KEY": "bench-webhook-key",
             "LOG_LEVEL": "warning",
             **env,
         }

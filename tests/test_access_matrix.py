@@ -1,11 +1,15 @@
 """Who may do what, at the gRPC level: principals x operations, one expected status per
-cell (A1, A2, A3, C3, F2, F6, S1).
+cell (A1, A2, A3, C3, F2, F6, S1, T1, T4).
 
 Principals: the call's caller and the inbox's principal (alice), the target's owner, an
 allowed caller (an agent admitted by a pattern), a disallowed caller, a stranger, the
-target's runtime, a runtime of another crew, an operator, and four identities every
-service must refuse with UNAUTHENTICATED: signed with the wrong key (forged), expired,
-unsigned (`alg: none`), and missing. Where the contract says "anyone else gets
+target's runtime, a runtime of another crew, an operator (users and agents signed by the
+gateway's key, the runtimes by the runtime key), and the identities every service must
+refuse with UNAUTHENTICATED, saying why: signed with a key outside the trusted set
+(forged), with a stranger's key under a trusted kid (foreign), expired, unsigned
+(`alg: none`), missing, over the 300 s lifetime, issued in the future, a runtime key
+vouching for a user or for the operator role, and a service key vouching for another
+service. Where the contract says "anyone else gets
 NOT_FOUND", the test also checks that a real id the principal may not see gets the same
 answer as a random id, so a guessed `call_id`, inbox or wake-up id reveals nothing.
 
@@ -28,6 +32,7 @@ import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.identity import METADATA_KEY, mint
+from agentworks.client.keys import KeyDirectory, SigningKey
 from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
@@ -49,21 +54,52 @@ PRINCIPALS: dict[str, tuple[str, frozenset[str]]] = {
     "other_runtime": ("agent:other/bot", frozenset()),
     "operator": ("user:ops", frozenset({"operator"})),
     "forged": ("user:owner", frozenset({"operator"})),
+    "foreign": ("user:owner", frozenset({"operator"})),
     "expired": ("user:owner", frozenset()),
     "unsigned": ("user:owner", frozenset({"operator"})),
     "missing": ("user:owner", frozenset()),
+    "over_long": ("user:owner", frozenset()),
+    "future": ("user:owner", frozenset()),
+    "runtime_as_user": ("user:alice", frozenset()),
+    "runtime_as_operator": ("agent:demo/bot", frozenset({"operator"})),
+    "service_as_another": ("service:functions", frozenset()),
 }
-BAD_IDENTITIES = ("forged", "expired", "unsigned", "missing")
+# Each identity no service may accept, and what its refusal must say.
+BAD_IDENTITIES = {
+    "forged": "is not a trusted key",
+    "foreign": "the signature is not by key",
+    "expired": "identity expired",
+    "unsigned": "signed with 'none'",
+    "missing": "missing identity",
+    "over_long": "lifetime is 3600 s, over the maximum of 300 s",
+    "future": "s in the future",
+    "runtime_as_user": "signer runtime may not vouch for user:alice",
+    "runtime_as_operator": "signer runtime may not give agent:demo/bot the role(s) operator",
+    "service_as_another": "signer service:scheduler may not vouch for service:functions",
+}
+# Signed by the runtime key (T1: it vouches for agents and workflows); the rest of the
+# good principals by the gateway's.
+BY_RUNTIME = ("runtime", "other_runtime", "runtime_as_user", "runtime_as_operator")
 
 
-def metadata(name: str, key: str) -> tuple[tuple[str, str], ...]:
+def metadata(name: str, keys: KeyDirectory) -> tuple[tuple[str, str], ...]:
     principal, roles = PRINCIPALS[name]
+    key = keys.ensure("runtime" if name in BY_RUNTIME else "gateway")[0]
     if name == "missing":
         return ()
     if name == "forged":
-        token = mint(principal, "an-attacker-key-that-is-long-enough-32", roles=roles)
+        token = mint(principal, SigningKey.generate("gateway"), roles=roles)
+    elif name == "foreign":
+        stranger = SigningKey.generate("gateway").private_key
+        token = mint(principal, SigningKey(key.kid, key.signer, stranger), roles=roles)
     elif name == "expired":
         token = mint(principal, key, roles=roles, ttl_seconds=60, now=time.time() - 3600)
+    elif name == "over_long":
+        token = mint(principal, key, roles=roles, ttl_seconds=3600)
+    elif name == "future":
+        token = mint(principal, key, roles=roles, now=time.time() + 120)
+    elif name == "service_as_another":
+        token = mint(principal, keys.ensure("service:scheduler")[0], roles=roles)
     elif name == "unsigned":
         claims = {"sub": principal, "aud": "agentworks", "iat": int(time.time())}
         claims |= {"exp": int(time.time()) + 300, "roles": sorted(roles)}
@@ -203,7 +239,7 @@ async def _cancel(world: World, rpc: RPC) -> tuple[str, str]:
 
 OK, NF, PD = "OK", "NOT_FOUND", "PERMISSION_DENIED"
 FP = "FAILED_PRECONDITION"
-# The expected status per operation and principal (the four bad identities always get
+# The expected status per operation and principal (the bad identities always get
 # UNAUTHENTICATED and are not repeated here).
 
 
@@ -320,7 +356,7 @@ async def world(start_messaging, start_functions, start_scheduler, identity):
         await channel.close()
 
 
-def rpc_as(world: World, name: str, key: str) -> RPC:
+def rpc_as(world: World, name: str, key: KeyDirectory) -> RPC:
     async def rpc(service: str, method: str, request: Any) -> tuple[str, str]:
         try:
             await getattr(world.stubs[service], method)(
@@ -334,32 +370,37 @@ def rpc_as(world: World, name: str, key: str) -> RPC:
 
 
 @pytest.mark.reliability(
-    scenario="Access matrix at the gRPC level (A1, A2, A3, C3, F2, S1)",
+    scenario="Access matrix at the gRPC level (A1, A2, A3, C3, F2, S1, T1, T4)",
     action=f"{len(OPERATIONS)} operations on messaging, functions and scheduler, each as "
     f"{len(PRINCIPALS)} principals: caller, owner, allowed and disallowed caller, stranger, "
-    "the target's runtime, another crew's runtime, operator, and forged (wrong key), "
-    "expired, unsigned (alg none) and missing identities",
-    check="the expected status in every cell; every bad identity UNAUTHENTICATED; a real "
+    "the target's runtime, another crew's runtime, operator, and forged (untrusted key), "
+    "foreign (a stranger's key under a trusted kid), expired, unsigned (alg none), missing, "
+    "over-long (3600 s), future-dated, runtime-signed user and operator, and a service "
+    "signing for another service",
+    check="the expected status in every cell; every bad identity UNAUTHENTICATED saying "
+    "why; a real "
     "call_id, inbox, conversation, wake-up or schedule id someone may not see answers "
     "NOT_FOUND exactly like a random id",
 )
 @pytest.mark.parametrize("service", ["functions", "messaging", "scheduler"])
-async def test_access_matrix_A2_A3(world, internal_key, service):
-    """A2 A3: the rows of this service's operations — each as every principal."""
+async def test_access_matrix_A2_A3_T1_T4(world, signing_keys, service):
+    """A2 A3 T1 T4: the rows of this service's operations — each as every principal."""
     wrong = []
     for operation in [op for op in OPERATIONS if op.startswith(f"{service}.")]:
         for name in PRINCIPALS:
-            wrong += await check_cell(world, internal_key, operation, name)
+            wrong += await check_cell(world, signing_keys, operation, name)
     assert not wrong, "\n".join(wrong)
 
 
-async def check_cell(world: World, key: str, operation: str, name: str) -> list[str]:
+async def check_cell(world: World, key: KeyDirectory, operation: str, name: str) -> list[str]:
     """Mismatches of one cell (empty when it holds)."""
     expected = "UNAUTHENTICATED" if name in BAD_IDENTITIES else EXPECTED[operation][name]
     code, details = await OPERATIONS[operation](world, rpc_as(world, name, key))
     wrong = []
     if code != expected:
         wrong.append(f"{operation} as {name}: expected {expected}, got {code} ({details})")
+    elif name in BAD_IDENTITIES and BAD_IDENTITIES[name] not in details:
+        wrong.append(f"{operation} as {name}: {details!r} does not say {BAD_IDENTITIES[name]!r}")
     if expected == "NOT_FOUND" and operation in GUESSES:
         what = GUESSES[operation]
         real, guessed = world.ids[what], str(uuid.uuid4())
@@ -383,7 +424,7 @@ def test_matrix_covers_every_principal_and_operation():
 def RELIABILITY_APPENDIX() -> str:
     """The matrix itself, for docs/reliability.md."""
     good = [name for name in PRINCIPALS if name not in BAD_IDENTITIES]
-    header = ["operation", *good, "forged / expired / unsigned / missing"]
+    header = ["operation", *good, " / ".join(BAD_IDENTITIES).replace("_", " ")]
     lines = [
         "## Access matrix (tests/test_access_matrix.py)",
         "",

@@ -2,23 +2,47 @@
 
 No engine runs here, so these tests read the files: every service is present, healthy
 by a real check, built from the one Dockerfile, wired to its peers, and scalable on its
-own; the Dockerfile installs the locked dependencies before our packages.
+own; every gRPC hop runs mutual TLS with certificates the `certs` job makes (T5), and
+the services' health check works over it; the Dockerfile installs the locked
+dependencies before our packages.
 """
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import re
+import sys
 import tomllib
 
 import pytest
 import yaml
 
+from agentworks.client.settings import Env
+from agentworks.client.tls import Tls
+from tests.fixtures.tls import Pki
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 RUNTIMES = {"demo-runtime", "demo-functions"}
 LONG_RUNNING = {*GRPC_SERVICES, "gateway", *RUNTIMES}
-JOBS = {"bootstrap"}
+JOBS = {"bootstrap", "keys"}
+# Whose signing key each process mounts (T1); the keys job makes them all.
+SIGNERS = {
+    "messaging": "keys-messaging",
+    "functions": "keys-functions",
+    "scheduler": "keys-scheduler",
+    "gateway": "keys-gateway",
+    "bootstrap": "keys-gateway",
+    "demo-runtime": "keys-runtime",
+    "demo-functions": "keys-runtime",
+}
+SIGNING_MOUNT = "/run/agentworks/signing"
+TRUSTED_MOUNT = "/run/agentworks/trusted"
+# The one-shot job that makes the CA and every process's certificate (T5).
+CERTS = "certs"
+# Where each process finds its certificate, key and CA (its own volume, read-only).
+TLS_DIR = "/etc/agentworks/tls"
 PACKAGES = [
     "libs/agentworks-proto",
     "libs/agentworks-client",
@@ -55,7 +79,7 @@ def scripts() -> set[str]:
 
 def test_compose_runs_postgres_and_every_service_p5(services):
     """P5/R2: PostgreSQL, the four services, both demo runtimes and the bootstrap job."""
-    assert set(services) == {"postgres", *LONG_RUNNING, *JOBS}
+    assert set(services) == {"postgres", *LONG_RUNNING, *JOBS, CERTS}
     assert services["postgres"]["image"].startswith("postgres:")
 
 
@@ -69,12 +93,19 @@ def test_every_long_running_service_has_a_real_healthcheck_p4_p5(services):
     for name, port in GRPC_SERVICES.items():
         probe = " ".join(services[name]["healthcheck"]["test"])
         assert "grpc_health" in probe and f"127.0.0.1:{port}" in probe, name
+        assert "secure_channel" in probe and f"{TLS_DIR}/" in probe, f"{name}: not over TLS"
         assert services[name]["environment"][f"{name.upper()}_LISTEN"] == f"0.0.0.0:{port}"
     assert "/healthz" in " ".join(services["gateway"]["healthcheck"]["test"])
 
 
 def test_jobs_run_once_and_gate_the_runtimes_p5(services):
-    """P5: the bootstrap job (crew, functions, token) completes before the runtimes start."""
+    """P5: the keys job completes before any other AgentWorks process starts, the
+    bootstrap job (crew, functions, token) before the runtimes."""
+    assert services["keys"]["restart"] == "on-failure"
+    assert "agentworks keys init" in " ".join(services["keys"]["command"])
+    for name in {*LONG_RUNNING, "bootstrap"}:
+        depends = services[name]["depends_on"]
+        assert depends["keys"]["condition"] == "service_completed_successfully", name
     assert services["bootstrap"]["restart"] == "on-failure"
     assert "--bootstrap-only" in services["bootstrap"]["command"]
     # It registers the crew with functions and declares the demo functions there.
@@ -88,7 +119,7 @@ def test_jobs_run_once_and_gate_the_runtimes_p5(services):
 
 def test_every_agentworks_service_uses_the_shared_dockerfile_p5(services):
     """P5: one image recipe for every AgentWorks process."""
-    for name in {*LONG_RUNNING, *JOBS}:
+    for name in {*LONG_RUNNING, *JOBS, CERTS}:
         build = services[name]["build"]
         assert build["dockerfile"] == "Dockerfile", name
         assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "Dockerfile"
@@ -112,12 +143,33 @@ def test_each_service_scales_on_its_own_p3_p5(services):
     assert len(seen) == len(LONG_RUNNING), "two services share a replicas variable"
 
 
-def test_services_are_wired_to_their_peers_and_the_key_a2(services):
-    """A2: every process gets the internal key (required); clients get peer addresses."""
-    for name in {*LONG_RUNNING, *JOBS}:
-        env = services[name]["environment"]
-        assert env["AGENTWORKS_INTERNAL_KEY"].startswith("${AGENTWORKS_INTERNAL_KEY:?"), name
-    for name in {*GRPC_SERVICES, "gateway", *JOBS}:
+def test_each_process_mounts_only_its_own_signers_key_a2_t1(services, compose):
+    """A2 T1: every process gets its own signer's private key (a volume each: a service
+    its own, the gateway and the bootstrap job the gateway's, the runtimes the runtime
+    key) read-only at one path, and the trusted keys; the keys job alone sees them all;
+    no shared secret signs identities any more."""
+    for name, volume in SIGNERS.items():
+        service = services[name]
+        env = service["environment"]
+        assert env["AGENTWORKS_SIGNING_KEY"] == f"{SIGNING_MOUNT}/signing-key.pem", name
+        assert env["AGENTWORKS_TRUSTED_KEYS"] == f"{TRUSTED_MOUNT}/trusted-keys.json", name
+        assert "AGENTWORKS_INTERNAL_KEY" not in env, name
+        mounts = [v for v in service["volumes"] if v.startswith(("keys-", "trusted-keys"))]
+        assert sorted(mounts) == [
+            f"{volume}:{SIGNING_MOUNT}:ro",
+            f"trusted-keys:{TRUSTED_MOUNT}:ro",
+        ], name
+    made = sorted(v.split(":")[0] for v in services["keys"]["volumes"])
+    assert made == sorted({*SIGNERS.values(), "keys-functions", "trusted-keys"})
+    assert set(made) <= set(compose["volumes"])
+    scheduler = services["scheduler"]["environment"]
+    assert scheduler["SCHEDULER_WEBHOOK_KEY"].startswith("${SCHEDULER_WEBHOOK_KEY:?")
+    assert all("SCHEDULER_WEBHOOK_KEY" not in services[n]["environment"] for n in RUNTIMES)
+
+
+def test_services_are_wired_to_their_peers_a2(services):
+    """A2: services get the database, runtimes not; clients get peer addresses."""
+    for name in {*GRPC_SERVICES, "gateway", "bootstrap"}:
         assert "@postgres:5432/" in services[name]["environment"]["DATABASE_URL"], name
     for name in RUNTIMES:
         assert "DATABASE_URL" not in services[name]["environment"], name
@@ -133,23 +185,21 @@ def test_services_are_wired_to_their_peers_and_the_key_a2(services):
     assert executions["AGENTWORKS_RUNTIME_TARGETS"] == "crew:demo"
 
 
-def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services):
+def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services, tmp_path, pki):
     """R1/R2/S1: each demo runtime's command and env parse into a runnable configuration:
     turns with a scheduler for wake-ups, and function executions in a writable root."""
+    from agentworks.client.keys import KeyDirectory
     from agentworks.runtime.cli import _parser
     from agentworks.runtime.config import RuntimeConfig
 
-    key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43}
+    # The keys job's runtime key, where this machine has it instead of the mount.
+    key = KeyDirectory(tmp_path).env("runtime")
     configs = {}
     for name, command in {"demo-runtime": "demo", "demo-functions": "functions-demo"}.items():
         argv = services[name]["command"][1:]
         assert argv == [command] and _parser().parse_args(argv).command == command, name
         # As compose passes it: `${VAR:-default}` becomes the default (LOG_LEVEL is checked).
-        environment = {
-            variable: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
-            for variable, value in services[name]["environment"].items()
-        }
-        config = RuntimeConfig.from_env({**environment, **key})
+        config = RuntimeConfig.from_env({**_environment(services[name], pki), **key})
         assert config.principal == "agent:demo/demo-bot" and config.targets == ("crew:demo",)
         assert config.health_file.startswith("/tmp/"), name
         assert config.unknown_settings == (), name
@@ -175,3 +225,114 @@ def test_dockerignore_keeps_local_state_out_of_the_image():
     """Local state (venv, embedded PostgreSQL data, keys) never enters the build context."""
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".venv", ".agentworks", ".git"} <= ignored
+
+
+def _environment(service: dict, pki) -> dict[str, str]:
+    """The service's environment as compose passes it (`${VAR:-default}` becomes the
+    default), with the files of its TLS volume, mounted at TLS_DIR, taken from `pki`
+    (tests.fixtures.tls): the certs job's names, tls.crt, tls.key and ca.crt."""
+    environment = {
+        variable: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+        for variable, value in service["environment"].items()
+    }
+    cert, _ = pki.files("client")
+    bundle = str(pathlib.Path(cert).parent)
+    return {
+        variable: value.replace(TLS_DIR, bundle) if value.startswith(f"{TLS_DIR}/") else value
+        for variable, value in environment.items()
+    }
+
+
+def _tls_volume(service: dict) -> str:
+    """The volume the service mounts read-only at TLS_DIR."""
+    (volume,) = [v.split(":")[0] for v in service.get("volumes", []) if f":{TLS_DIR}" in v]
+    assert any(v == f"{volume}:{TLS_DIR}:ro" for v in service["volumes"]), "not read-only"
+    return volume
+
+
+def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
+    compose, services, pki, tmp_path
+):
+    """T5: the certs job makes one certificate per process into that process's own
+    volume (the CA's key into one only it mounts); every process mounts its own volume
+    read-only, waits for the job, and its environment builds a config that serves and
+    calls with mutual TLS; the certificates name the hosts the peers are called by."""
+    from agentworks.runtime.config import RuntimeConfig
+    from agentworks_dev.certs import parse_args
+    from agentworks_functions.config import Config as FunctionsConfig
+    from agentworks_gateway.config import Config as GatewayConfig
+    from agentworks_messaging.config import Config as MessagingConfig
+    from agentworks_scheduler.config import Config as SchedulerConfig
+
+    job = services[CERTS]
+    assert job["restart"] == "on-failure"
+    assert job["command"][:3] == ["python", "-m", "agentworks_dev.certs"]
+    args = parse_args(job["command"][3:], {})
+    assert (
+        args.owner.split(":")[0] == re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())[1]
+    )
+    processes = {*GRPC_SERVICES, "gateway", *(JOBS - {"keys"}), *RUNTIMES}
+    assert set(args.names) == processes, "one certificate per process, by its compose name"
+    mounts = dict(reversed(v.split(":")) for v in job["volumes"])
+    assert set(mounts) == {f"{args.out}/{n}" for n in [*processes, "ca"]}
+    assert set(compose["volumes"]) >= set(mounts.values())
+    ca_volume = mounts[f"{args.out}/ca"]
+    for name in processes:
+        service = services[name]
+        assert _tls_volume(service) == mounts[f"{args.out}/{name}"], name
+        assert service["depends_on"][CERTS]["condition"] == "service_completed_successfully"
+        assert not any(v.startswith(f"{ca_volume}:") for v in service["volumes"]), name
+    readers = {
+        "messaging": MessagingConfig,
+        "functions": FunctionsConfig,
+        "scheduler": SchedulerConfig,
+    }
+    from agentworks.client.keys import KeyDirectory
+
+    keys = KeyDirectory(tmp_path / "keys")
+    for name, reader in readers.items():
+        key = keys.env(f"service:{name}")
+        config = reader.from_env({**_environment(services[name], pki), **key})
+        assert config.service.tls.describe(server=True) == "mutual TLS", name
+        assert config.service.tls.describe(server=False) == "mutual TLS", name
+    gateway = GatewayConfig.from_env(
+        {**_environment(services["gateway"], pki), **keys.env("gateway")}
+    )
+    assert gateway.service.tls.describe(server=False) == "mutual TLS"
+    for name in RUNTIMES:
+        runtime = RuntimeConfig.from_env(
+            {**_environment(services[name], pki), **keys.env("runtime")}
+        )
+        assert runtime.tls.describe(server=False) == "mutual TLS", name
+    bootstrap = Env("AGENTWORKS", _environment(services["bootstrap"], pki))
+    assert Tls.from_env(bootstrap, server=False).describe(server=False) == "mutual TLS"
+    # Peers are called by compose name, which their certificates carry.
+    for name in processes:
+        for variable, value in services[name]["environment"].items():
+            if variable.endswith("_ADDRESS"):
+                host = str(value).rpartition(":")[0]
+                assert host in args.names, f"{name}: {variable} {value}"
+
+
+async def test_the_services_health_check_answers_over_mutual_tls_T5_P4(
+    services, start_messaging, pki, foreign_pki
+):
+    """T5/P4: the compose health check of a gRPC service, run as written (its files and
+    port pointed at a messaging that requires mutual TLS), says SERVING; with files from
+    another CA it fails."""
+    messaging = await start_messaging(**pki.server_env("MESSAGING", "messaging"))
+    command = services["messaging"]["healthcheck"]["test"]
+    assert command[:3] == ["CMD", "python", "-c"]
+    code = command[3].replace("127.0.0.1:50051", messaging.address)
+
+    async def check(ca: Pki) -> int:
+        bundle = pathlib.Path(ca.files("messaging")[0]).parent
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code.replace(f"{TLS_DIR}/", f"{bundle}/"),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        async with asyncio.timeout(30):
+            return await process.wait()
+
+    assert await check(pki) == 0
+    assert await check(foreign_pki) != 0

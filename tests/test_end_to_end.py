@@ -17,7 +17,6 @@ import json
 import os
 import pathlib
 import random
-import secrets
 import signal
 import socket
 import subprocess
@@ -34,6 +33,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentworks.client import FunctionsClient, SchedulerClient
 from agentworks.client.functions import call_result, state_name
 from agentworks.client.identity import METADATA_KEY, Minter, mint
+from agentworks.client.keys import KeyDirectory, SigningKey
+from agentworks.client.trust import STANDARD_SIGNERS
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_dev.up import GRPC_SERVICES, has_main
@@ -75,7 +76,7 @@ class Up:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.endswith("DATABASE_URL") and k != "AGENTWORKS_INTERNAL_KEY"
+            if not k.endswith(("DATABASE_URL", "_SIGNING_KEY", "_TRUSTED_KEYS"))
         }
         env["PYTHONUNBUFFERED"] = "1"
         # The supervisor passes its environment on: the scheduler ticks every second.
@@ -182,7 +183,7 @@ def read_texts(cwd: pathlib.Path, inbox_id: str, count: int, after: str = "") ->
     return texts
 
 
-async def call_word_count(functions: str, key: str) -> tuple[list[str], object]:
+async def call_word_count(functions: str, key: SigningKey) -> tuple[list[str], object]:
     """As the demo crew's owner (user:dev): list the functions and call word_count."""
     async with FunctionsClient(functions, identity=Minter("user:dev", key)) as owner:
         names = [fn.name for fn in await owner.list_functions("crew:demo")]
@@ -192,9 +193,9 @@ async def call_word_count(functions: str, key: str) -> tuple[list[str], object]:
     return names, (receipt, status, words)
 
 
-async def wake_ups(scheduler: str, key: str, conversation_id: str) -> list:
+async def wake_ups(scheduler: str, key: SigningKey, conversation_id: str) -> list:
     """The conversation's wake-ups, finished ones included, as an operator sees them."""
-    operator = Minter("service:e2e", key, roles={"operator"})
+    operator = Minter("user:dev", key, roles={"operator"})
     async with SchedulerClient(scheduler, identity=operator) as client:
         page = await client.list_wake_ups(conversation_id=conversation_id, include_finished=True)
     return list(page.wake_ups)
@@ -218,10 +219,12 @@ def get_target_code(address: str, metadata: tuple[tuple[str, str], ...]) -> grpc
     return grpc.StatusCode.OK
 
 
-def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2_g3(
+def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2_g3_t1(
     tmp_path: pathlib.Path,
 ):
-    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10: `agentworks up`, CLI send+read,
+    """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10, T1, T2: `agentworks up` (each
+    service given its own signer's key only, the demo runtimes a runtime credential and no
+    key), CLI send+read,
     a demo function call, a "remind me" wake-up, health, auth, Ctrl-C."""
     base_port = free_port_block(len(GRPC_SERVICES) + 1)
     http_port = base_port + len(GRPC_SERVICES)
@@ -232,8 +235,39 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         config = json.loads((home / "cli.json").read_text())
         assert config["url"] == f"http://127.0.0.1:{http_port}"
         assert config["token"] == (home / "dev-token").read_text().strip()
-        for secret in ("internal.key", "dev-token", "cli.json"):
+        keys = KeyDirectory(home / "keys")
+        private = [keys.key_path(signer).relative_to(home) for signer in STANDARD_SIGNERS]
+        kept = ("webhook.key", "dev-token", "cli.json", "runtime-credential")
+        for secret in (*private, *kept):
             assert (home / secret).stat().st_mode & 0o077 == 0, f"{secret} is readable by others"
+        # T1: each service was given its own signer's key only; T2: the demo runtimes no
+        # key at all, but the runtime credential and the gateway to exchange it at.
+        credential = (home / "runtime-credential").read_text().strip()
+        for runtime_name in ("demo-runtime", "demo-funcs"):  # they exchanged it and run
+            up.wait_for(runtime_name, "worker.started")
+        given, runtimes = {}, []
+        for child in psutil.Process(up.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                environ = child.environ()
+                command = " ".join(child.cmdline()[1:])
+                if "agentworks.runtime" in command:
+                    runtimes.append(environ)
+                if "AGENTWORKS_SIGNING_KEY" in environ:
+                    given[command] = environ["AGENTWORKS_SIGNING_KEY"]
+        expected = {
+            "-m agentworks_messaging": "service:messaging",
+            "-m agentworks_functions": "service:functions",
+            "-m agentworks_scheduler": "service:scheduler",
+            "-m agentworks_gateway": "gateway",
+        }
+        for command, signer in expected.items():
+            assert given.get(command) == str(keys.key_path(signer)), (command, given)
+        assert not [c for c in given if "agentworks.runtime" in c], given
+        assert len(runtimes) == 2, up.output
+        for environ in runtimes:
+            assert not [k for k in environ if k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS"))]
+            assert environ["AGENTWORKS_RUNTIME_CREDENTIAL"] == credential
+            assert environ["AGENTWORKS_GATEWAY_URL"] == f"http://127.0.0.1:{http_port}"
 
         # P4: every started service answers health checks.
         addresses = {
@@ -256,7 +290,7 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
 
         # F2/F4/F9/F10/R2: the owner calls a declared demo function; the demo-funcs
         # runtime runs it in its own folder; it completes with its answer and result.
-        key = (home / "internal.key").read_text().strip()
+        key = keys.load("gateway")
         try:
             names, (call, status, words) = asyncio.run(call_word_count(addresses["functions"], key))
         except Exception as exc:
@@ -289,7 +323,7 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         # A2: a direct call without a signed identity, or with a forged one, is refused.
         messaging = addresses["messaging"]
         assert get_target_code(messaging, ()) == grpc.StatusCode.UNAUTHENTICATED
-        forged = mint("user:dev", secrets.token_urlsafe(32), roles={"operator"})
+        forged = mint("user:dev", SigningKey.generate("gateway"), roles={"operator"})
         assert (
             get_target_code(messaging, ((METADATA_KEY, forged),)) == grpc.StatusCode.UNAUTHENTICATED
         )

@@ -516,7 +516,7 @@ async def test_what_fuzzing_found_stays_fixed_P6(
     world, identity, service, method, principal, build, code, words
 ):
     """P6: inputs that once failed internally now get a clear refusal."""
-    roles = {"runtime"} if principal.startswith("service:") else set()
+    roles = {"runtime"} if principal == "service:runner" else set()
     request = build(world)
     async with grpc.aio.insecure_channel(world[service].address) as channel:
         stub = STUBS[service](channel)

@@ -90,24 +90,33 @@ async def test_an_execution_reads_neither_the_suites_key_nor_the_dev_token_nor_t
     tmp_path,
     monkeypatch,
 ):
-    """T6: the internal key and dev token in the suite's home (AGENTWORKS_HOME, and a
+    """T6: the keys and dev token in the suite's home (AGENTWORKS_HOME, and a
     `.agentworks` inside the project root), /proc/<runner pid>/environ and cmdline: not
-    there; the sandbox's /proc shows only its own few processes, whose environments hold
-    none of the runner's secrets."""
+    there, nor the runner's own key file left inside the project root; the
+    sandbox's /proc shows only its own few processes, whose environments hold none of
+    the runner's secrets."""
     key, token = f"key-{uuid.uuid4()}", f"aw_{uuid.uuid4().hex}"
     home, root = tmp_path / "home", tmp_path / "project"
     for folder in (home, root / ".agentworks"):
         folder.mkdir(parents=True)
-        (folder / "internal.key").write_text(key)
+        (folder / "signing-key.pem").write_text(key)
         (folder / "cli.json").write_text(json.dumps({"token": token}))
+    # The runner's own key file where an operator might leave it, in the project root,
+    # and readable (0644) by anyone: the sandbox hides it.
+    (root / "keys").mkdir()
+    (root / "keys" / "runtime.pem").write_text(key)
+    (root / "keys" / "runtime.pem").chmod(0o644)
     monkeypatch.setenv("AGENTWORKS_HOME", str(home))
-    monkeypatch.setenv("AGENTWORKS_INTERNAL_KEY", key)  # the runner's own secret
+    monkeypatch.setenv("AGENTWORKS_SIGNING_KEY", str(root / "keys" / "runtime.pem"))
+    monkeypatch.setenv("AGENTWORKS_TOKEN", token)  # secrets of the runner's environment
     runner = os.getpid()
+    files = ("signing-key.pem", "cli.json")
     paths = [
-        *(str(p / n) for p in (home, root / ".agentworks") for n in ("internal.key", "cli.json")),
+        *(str(p / n) for p in (home, root / ".agentworks") for n in files),
         f"/proc/{runner}/environ",
         f"/proc/{runner}/cmdline",
         "/etc/shadow",
+        str(root / "keys" / "runtime.pem"),
     ]
     async with serving(functions, identity, root, {"snoop": python(SNOOP)}):
         receipt = await alice.call("crew:demo", "snoop", {"paths": paths})
@@ -247,7 +256,7 @@ def sleeping(mark: str) -> list[int]:
 
 async def test_a_sandboxed_command_ends_with_its_killed_runner_even_without_its_watchdog_T6(
     functions,  # noqa: F811
-    internal_key,
+    signing_keys,
     alice,
     tmp_path,
 ):
@@ -255,7 +264,7 @@ async def test_a_sandboxed_command_ends_with_its_killed_runner_even_without_its_
     a session of its own) still ends at once, with its sandbox (--die-with-parent)."""
     mark = f"{uuid.uuid4().int % 10**6:06d}"
     command = f"setsid sleep 303.{mark} >/dev/null 2>&1 & echo started; exec sleep 304.{mark}"
-    process = await start_cli(functions, internal_key, tmp_path / "project", {"leave": command})
+    process = await start_cli(functions, signing_keys, tmp_path / "project", {"leave": command})
     try:
         receipt = await alice.call("crew:demo", "leave", {})
         await started(alice, receipt.call_id)
@@ -456,7 +465,7 @@ async def test_links_fifos_and_files_not_its_own_are_not_uploaded_and_said_why_T
 
 async def test_the_runner_refuses_to_start_without_bubblewrap_unless_told_sandbox_none_T7(
     functions,  # noqa: F811
-    internal_key,
+    signing_keys,
     tmp_path,
 ):
     """T7: `run-commands` pointed at a bubblewrap that is not there refuses to start
@@ -464,7 +473,7 @@ async def test_the_runner_refuses_to_start_without_bubblewrap_unless_told_sandbo
     `--sandbox none` it starts, saying so loudly on stderr and in its health file."""
     missing = ("--bwrap", str(tmp_path / "no-such-bwrap"))
     process = await start_cli(
-        functions, internal_key, tmp_path / "project", {"x": "true"}, *missing
+        functions, signing_keys, tmp_path / "project", {"x": "true"}, *missing
     )
     _, err = await asyncio.wait_for(process.communicate(), 20)
     assert process.returncode == 2, err
@@ -474,7 +483,7 @@ async def test_the_runner_refuses_to_start_without_bubblewrap_unless_told_sandbo
     health = tmp_path / "health"
     process = await start_cli(
         functions,
-        internal_key,
+        signing_keys,
         tmp_path / "project",
         {"x": "true"},
         *missing,

@@ -5,9 +5,10 @@ and listed in a kustomization; each service has a Deployment, a Service, an auto
 and a disruption budget; selectors, ports and probes agree; every ConfigMap and Secret
 key a container references exists; each container's environment is one its process
 reads and parses (by building the real config objects from it); images and commands are
-the console scripts our packages declare. With `kubernetes-validate` installed, every
-object is also checked against the Kubernetes JSON schema; with `kubectl` on PATH, each
-kustomization is rendered.
+the console scripts our packages declare; every gRPC hop runs mutual TLS with a
+certificate cert-manager issues per process (T5). With `kubernetes-validate` installed,
+every Kubernetes object is also checked against the Kubernetes JSON schema; with
+`kubectl` on PATH, each kustomization is rendered.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tempfile
 import tomllib
 from typing import Any
 
 import pytest
 import yaml
+
+from agentworks.client.keys import KeyDirectory
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "kubernetes"
@@ -29,10 +33,26 @@ SECRET_TEMPLATE = K8S / "secret.example.yaml"
 NAMESPACE = "agentworks"
 CONFIGMAP = "agentworks-config"
 SECRET = "agentworks-secrets"
+TRUSTED_KEYS = "agentworks-trusted-keys"
+# The signer whose key each workload's signing-key Secret must hold (T1).
+SIGNERS = {
+    "messaging": "service:messaging",
+    "functions": "service:functions",
+    "scheduler": "service:scheduler",
+    "gateway": "gateway",
+    "agentworks-bootstrap": "gateway",
+    "demo-runtime": "runtime",
+    "demo-functions": "runtime",
+}
 IMAGE = "agentworks"
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 SERVICES = {**GRPC_SERVICES, "gateway": 8080}
 METRICS_PORT = 9100
+# The plain-text port that serves health checking only, for the kubelet's probes (T5).
+HEALTH_PORT = 9101
+# cert-manager's API group: its objects have no schema in kubernetes-validate.
+CERT_MANAGER = "cert-manager.io/v1"
+CA_ISSUER = "agentworks-ca"
 # Oldest Kubernetes with native gRPC probes on by default (GA), and the newest schema.
 SCHEMA_VERSIONS = ("1.27.0", "latest")
 PACKAGES = [
@@ -49,7 +69,7 @@ PACKAGES = [
 ]
 # Values standing in for the Secret's keys when the containers' env is resolved.
 FAKE_SECRETS = {
-    "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+    "SCHEDULER_WEBHOOK_KEY": "w" * 43,
     "DATABASE_URL": "postgresql://agentworks:pw@db.example.internal:5432/agentworks",
     "AGENTWORKS_DEV_TOKEN": "aw_" + "x" * 43,
 }
@@ -103,6 +123,13 @@ def secret_template() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def bundle(pki) -> str:
+    """A directory of tls.crt, tls.key and ca.crt (the keys of a cert-manager Secret),
+    standing in for the Secret mounted at a container's TLS path (tests.fixtures.tls)."""
+    return str(pathlib.Path(pki.files("client")[0]).parent)
+
+
+@pytest.fixture(scope="module")
 def scripts() -> dict[str, str]:
     """Console script -> `module:function`, from every package's [project.scripts]."""
     found: dict[str, str] = {}
@@ -125,18 +152,63 @@ def _container(workload: dict[str, Any]) -> dict[str, Any]:
     return container
 
 
-def _env(container: dict[str, Any], configmap: dict[str, str]) -> dict[str, str]:
-    """The container's environment as the process sees it (absent optional keys unset)."""
+# Keys standing in for each signer's Secret and the trusted-keys ConfigMap.
+KEYS = KeyDirectory(tempfile.mkdtemp(prefix="agentworks-k8s-keys-"))
+SIGNING_SECRET_PREFIX = "agentworks-signing-"
+
+
+def _signing_volume(workload: dict[str, Any]) -> tuple[str, str, str]:
+    """(Secret name, where it is mounted, the trusted keys' mount) of a workload."""
+    pod = _pod(workload)
+    mounts = {m["name"]: m for m in _container(workload)["volumeMounts"]}
+    secrets = [
+        v
+        for v in pod["volumes"]
+        if v.get("secret", {}).get("secretName", "").startswith(SIGNING_SECRET_PREFIX)
+    ]
+    assert len(secrets) == 1, f"{workload['metadata']['name']}: one signing Secret, its own key"
+    (trusted,) = [v for v in pod["volumes"] if v.get("configMap", {}).get("name") == TRUSTED_KEYS]
+    for volume in (secrets[0], trusted):
+        assert mounts[volume["name"]].get("readOnly") is True, workload["metadata"]["name"]
+    return (
+        secrets[0]["secret"]["secretName"],
+        mounts[secrets[0]["name"]]["mountPath"],
+        mounts[trusted["name"]]["mountPath"],
+    )
+
+
+def _env(workload: dict[str, Any], configmap: dict[str, str], bundle: str) -> dict[str, str]:
+    """The container's environment as the process sees it (absent optional keys unset):
+    a path under a read-only mount (the TLS Secret) pointing into `bundle` instead, its
+    signing key and trusted keys files standing in for the mounted Secret and ConfigMap
+    (the key of the signer that Secret is named for)."""
+    container = _container(workload)
+    secret, signing_at, trusted_at = _signing_volume(workload)
     env: dict[str, str] = {}
+    read_only = [
+        m["mountPath"]
+        for m in container.get("volumeMounts", [])
+        if m.get("readOnly") and m["mountPath"] not in (signing_at, trusted_at)
+    ]
     for var in container.get("env", []):
         if "value" in var:
-            env[var["name"]] = str(var["value"])
+            value = str(var["value"])
+            for mount in read_only:
+                if value.startswith(f"{mount}/"):
+                    value = bundle + value.removeprefix(mount)
+            env[var["name"]] = value
             continue
         source = var["valueFrom"]
         if "configMapKeyRef" in source:
             env[var["name"]] = configmap[source["configMapKeyRef"]["key"]]
         elif source["secretKeyRef"]["key"] in FAKE_SECRETS:
             env[var["name"]] = FAKE_SECRETS[source["secretKeyRef"]["key"]]
+    signer = secret.removeprefix("agentworks-signing-")
+    signer = signer if signer in ("gateway", "runtime") else f"service:{signer}"
+    if env.get("AGENTWORKS_SIGNING_KEY") == f"{signing_at}/signing-key.pem":
+        env["AGENTWORKS_SIGNING_KEY"] = KEYS.env(signer)["AGENTWORKS_SIGNING_KEY"]
+    if env.get("AGENTWORKS_TRUSTED_KEYS") == f"{trusted_at}/trusted-keys.json":
+        env["AGENTWORKS_TRUSTED_KEYS"] = str(KEYS.trusted_path)
     return env
 
 
@@ -238,23 +310,30 @@ def test_selectors_match_labels_and_services_select_one_deployment_p3(objects):
     assert objects[("Service", "gateway")]["spec"]["type"] == "ClusterIP"
 
 
-def test_probes_and_metrics_use_the_declared_ports_p4(objects, configmap):
-    """P4: gRPC services are probed with the native gRPC health check (served without
-    identity) on their listen port, the gateway over HTTP on /healthz; the metrics port
+def test_probes_and_metrics_use_the_declared_ports_p4_T5(objects, configmap, bundle):
+    """P4/T5: gRPC services are probed with the native gRPC health check (served without
+    identity) on their plain-text health port (the kubelet cannot speak TLS; the port
+    serves health checking only), the gateway over HTTP on /healthz; the metrics port
     is declared, annotated for Prometheus and the one METRICS_LISTEN names."""
     metrics_host, _, metrics_port = configmap["METRICS_LISTEN"].rpartition(":")
     assert (metrics_host, int(metrics_port)) == ("0.0.0.0", METRICS_PORT)
+    assert configmap["HEALTH_LISTEN"] == f"0.0.0.0:{HEALTH_PORT}"
     for name, port in SERVICES.items():
         deployment = objects[("Deployment", name)]
         container = _container(deployment)
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-        assert ports == {"grpc" if name in GRPC_SERVICES else "http": port, "metrics": 9100}
+        if name in GRPC_SERVICES:
+            assert ports == {"grpc": port, "health": HEALTH_PORT, "metrics": METRICS_PORT}
+            config = _service_config(name, _env(deployment, configmap, bundle)).service
+            assert config.health_listen == configmap["HEALTH_LISTEN"], name
+        else:
+            assert ports == {"http": port, "metrics": METRICS_PORT}
         listen = next(e["value"] for e in container["env"] if e["name"] == f"{name.upper()}_LISTEN")
         assert listen == f"0.0.0.0:{port}", name
         for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
             probe = container[kind]
             if name in GRPC_SERVICES:
-                assert probe["grpc"]["port"] == port, (name, kind)
+                assert probe["grpc"]["port"] == HEALTH_PORT, (name, kind)
                 assert not probe["grpc"].get("service"), "the overall health ('') is served"
             else:
                 assert probe["httpGet"]["path"] == "/healthz", (name, kind)
@@ -265,7 +344,7 @@ def test_probes_and_metrics_use_the_declared_ports_p4(objects, configmap):
         assert annotations["prometheus.io/path"] == "/metrics", name
 
 
-def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap):
+def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap, bundle):
     """P4: SIGTERM drains; preStop + <NAME>_DRAIN_SECONDS end before the kubelet's SIGKILL,
     and the liveness probe cannot kill a pod in the middle of its drain."""
     from agentworks_gateway.config import Config as GatewayConfig
@@ -273,7 +352,7 @@ def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap):
     for name in SERVICES:
         deployment = objects[("Deployment", name)]
         container = _container(deployment)
-        env = _env(container, configmap)
+        env = _env(deployment, configmap, bundle)
         if name == "gateway":
             drain = GatewayConfig.from_env(env).service.drain_seconds
         else:
@@ -285,7 +364,7 @@ def test_drain_fits_in_the_termination_grace_period_p4(objects, configmap):
         liveness = container["livenessProbe"]
         assert liveness["periodSeconds"] * (liveness["failureThreshold"] - 1) > drain, name
     # A gateway relays long-poll reads of up to 25 s (C7): its drain must outlast them.
-    gateway_env = _env(_container(objects[("Deployment", "gateway")]), configmap)
+    gateway_env = _env(objects[("Deployment", "gateway")], configmap, bundle)
     assert GatewayConfig.from_env(gateway_env).service.drain_seconds >= 25
 
 
@@ -296,7 +375,7 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
     template_text = SECRET_TEMPLATE.read_text()
     assert secret_template["metadata"]["name"] == SECRET
     assert secret_template["metadata"]["namespace"] == NAMESPACE
-    assert {"AGENTWORKS_INTERNAL_KEY", "DATABASE_URL"} <= template_keys
+    assert {"SCHEDULER_WEBHOOK_KEY", "DATABASE_URL"} <= template_keys
     for name, workload in _workloads(objects).items():
         container = _container(workload)
         names = [e["name"] for e in container["env"]]
@@ -338,7 +417,7 @@ def _address(value: str) -> tuple[str, str, int]:
     return match[1], match[2], int(match[3])
 
 
-def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap):
+def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap, bundle):
     """P3/P5: the env of each container builds its real config: listen and metrics
     addresses, database URL, internal key, pool size, peers (gRPC Service DNS names);
     and it sets no variable of the process's own prefix that no setting reads."""
@@ -352,20 +431,22 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
         assert ("Service", service) in objects, key
     messaging = configmap["MESSAGING_ADDRESS"]
     for name, port in GRPC_SERVICES.items():
-        env = _env(_container(objects[("Deployment", name)]), configmap)
+        env = _env(objects[("Deployment", name)], configmap, bundle)
         config = _service_config(name, env)
         service = config.service
         assert service.listen == f"0.0.0.0:{port}", name
         assert service.metrics_listen == configmap["METRICS_LISTEN"], name
         assert service.database_url == FAKE_SECRETS["DATABASE_URL"], name
-        assert service.internal_key == FAKE_SECRETS["AGENTWORKS_INTERNAL_KEY"], name
+        assert service.signing_key is not None and service.signing_key.signer == service.signer
+        assert service.trusted_keys is not None, name
         assert service.log_json is True, name
         assert 1 <= service.pool_size <= 10, name
         assert service.env is not None and service.env.unknown() == [], name
         if name != "messaging":
             assert config.messaging_address == messaging, name
-    env = _env(_container(objects[("Deployment", "gateway")]), configmap)
+    env = _env(objects[("Deployment", "gateway")], configmap, bundle)
     gateway = GatewayConfig.from_env(env)
+    assert gateway.signing_key is not None and gateway.signing_key.signer == "gateway"
     assert gateway.host_port == ("0.0.0.0", 8080)
     assert gateway.metrics_listen == configmap["METRICS_LISTEN"]
     assert (gateway.messaging_address, gateway.functions_address, gateway.scheduler_address) == (
@@ -376,17 +457,40 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
     assert gateway.service.env is not None and gateway.service.env.unknown() == []
     assert "gateway.agentworks.svc:*" in gateway.allowed_hosts
     assert "*" not in gateway.allowed_hosts, "DNS-rebinding protection stays on"
-    runtime_env = _env(_container(objects[("Deployment", "demo-runtime")]), configmap)
+    runtime_env = _env(objects[("Deployment", "demo-runtime")], configmap, bundle)
     runtime = RuntimeConfig.from_env(runtime_env)
+    assert runtime.signing_key is not None and runtime.signing_key.signer == "runtime"
     assert runtime.messaging_address == messaging
     assert runtime.unknown_settings == ()
     assert runtime.health_file.startswith("/tmp/"), "the root filesystem is read-only"
     job = _container(objects[("Job", "agentworks-bootstrap")])
-    job_env = _env(job, configmap)
+    job_env = _env(objects[("Job", "agentworks-bootstrap")], configmap, bundle)
     options = parse_args(job["command"][2:], job_env)
     assert options.bootstrap_only and options.database_url == FAKE_SECRETS["DATABASE_URL"]
     assert job_env["AGENTWORKS_MESSAGING_ADDRESS"] == messaging
     assert job_env["AGENTWORKS_DEV_TOKEN"].startswith("aw_")
+
+
+def test_each_pod_mounts_its_own_signers_key_and_no_other_t1(objects):
+    """T1: every workload mounts one Secret, `agentworks-signing-<its signer>` (a service
+    its own, the gateway and the bootstrap job the gateway's, the demo runtimes the
+    runtime key), read-only and readable by its group only, where AGENTWORKS_SIGNING_KEY
+    points, and the trusted-keys ConfigMap where AGENTWORKS_TRUSTED_KEYS points; no
+    process gets a shared signing secret from agentworks-secrets."""
+    workloads = _workloads(objects)
+    assert set(workloads) == set(SIGNERS)
+    for name, workload in workloads.items():
+        secret, signing_at, trusted_at = _signing_volume(workload)
+        expected = SIGNERS[name].removeprefix("service:")
+        assert secret == f"agentworks-signing-{expected}", name
+        (volume,) = [
+            v for v in _pod(workload)["volumes"] if v.get("secret", {}).get("secretName") == secret
+        ]
+        assert volume["secret"]["defaultMode"] == 0o440, name
+        env = {e["name"]: e for e in _container(workload)["env"]}
+        assert env["AGENTWORKS_SIGNING_KEY"]["value"] == f"{signing_at}/signing-key.pem", name
+        assert env["AGENTWORKS_TRUSTED_KEYS"]["value"] == f"{trusted_at}/trusted-keys.json"
+        assert not any("INTERNAL_KEY" in n for n in env), name
 
 
 def test_env_names_are_ones_the_code_reads_p5(objects):
@@ -396,6 +500,8 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
         (ROOT / f).read_text()
         for f in (
             "libs/agentworks-client/src/agentworks/client/settings.py",
+            "libs/agentworks-client/src/agentworks/client/keys.py",
+            "libs/agentworks-client/src/agentworks/client/tls.py",
             "libs/agentworks-server/src/agentworks/server/config.py",
         )
     )
@@ -484,10 +590,12 @@ def test_pods_run_restricted_with_bounded_resources_p5(objects):
 
 
 def test_manifests_match_the_kubernetes_schema_p5(files, secret_template):
-    """P5: every object validates (strictly: no unknown fields) against the Kubernetes
-    JSON schema of the oldest supported (1.27) and the newest known version."""
+    """P5: every Kubernetes object validates (strictly: no unknown fields) against the
+    Kubernetes JSON schema of the oldest supported (1.27) and the newest known version
+    (cert-manager's objects have none there: the TLS test checks them)."""
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    docs = [doc for docs in files.values() for doc in docs] + [secret_template]
+    docs = [doc for docs in files.values() for doc in docs if doc["apiVersion"] != CERT_MANAGER]
+    docs.append(secret_template)
     for version in SCHEMA_VERSIONS:
         if version == "latest":
             version = kubernetes_validate.latest_version()
@@ -519,3 +627,71 @@ def test_kustomizations_render_p5(files):
             for doc in docs
         }
         assert names == listed, directory
+
+
+def _tls_secret(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The TLS Secret mounted read-only in the workload's container, and its volume (the
+    other read-only mounts are the signer's key Secret and the trusted-keys ConfigMap)."""
+    container = _container(workload)
+    volumes = {v["name"]: v for v in _pod(workload)["volumes"]}
+    (volume,) = [
+        volumes[m["name"]]
+        for m in container["volumeMounts"]
+        if m.get("readOnly")
+        and "secret" in volumes[m["name"]]
+        and not volumes[m["name"]]["secret"]["secretName"].startswith(SIGNING_SECRET_PREFIX)
+    ]
+    return volume["secret"]["secretName"], volume
+
+
+def test_every_grpc_hop_runs_mutual_tls_with_a_certificate_per_process_T5(
+    objects, configmap, bundle
+):
+    """T5: cert-manager signs the suite's CA (self-signed Issuer -> CA Certificate -> CA
+    Issuer), which issues one certificate per process into a Secret that process alone
+    mounts read-only (not world-readable); services' certificates serve and name their
+    Service's DNS name, every certificate is a client one; and each environment builds a
+    config that serves and calls with mutual TLS from those files."""
+    from agentworks.client.settings import Env
+    from agentworks.client.tls import Tls
+    from agentworks.runtime.config import RuntimeConfig
+    from agentworks_gateway.config import Config as GatewayConfig
+
+    assert objects[("Issuer", "agentworks-selfsigned")]["spec"] == {"selfSigned": {}}
+    ca = objects[("Certificate", CA_ISSUER)]["spec"]
+    assert ca["isCA"] is True and ca["issuerRef"]["name"] == "agentworks-selfsigned"
+    assert objects[("Issuer", CA_ISSUER)]["spec"] == {"ca": {"secretName": ca["secretName"]}}
+    certificates = {
+        o["spec"]["secretName"]: o["spec"]
+        for (kind, name), o in objects.items()
+        if kind == "Certificate" and name != CA_ISSUER
+    }
+    for spec in certificates.values():
+        assert spec["issuerRef"] == {
+            "name": CA_ISSUER,
+            "kind": "Issuer",
+            "group": "cert-manager.io",
+        }
+        assert "client auth" in spec["usages"] and spec["privateKey"]["rotationPolicy"] == "Always"
+    mounted: dict[str, str] = {}
+    for name, workload in _workloads(objects).items():
+        secret, volume = _tls_secret(workload)
+        assert secret in certificates and secret != ca["secretName"], name
+        assert secret not in mounted, f"{name} shares {secret} with {mounted.get(secret)}"
+        mounted[secret] = name
+        assert volume["secret"]["defaultMode"] & 0o007 == 0, f"{name}: world-readable key"
+    assert set(mounted) == set(certificates), "a certificate no process uses"
+    for name in GRPC_SERVICES:
+        workload = objects[("Deployment", name)]
+        spec = certificates[_tls_secret(workload)[0]]
+        host, _, _ = configmap[f"{name.upper()}_ADDRESS"].removeprefix("dns:///").rpartition(":")
+        assert host in spec["dnsNames"] and "server auth" in spec["usages"], name
+        tls = _service_config(name, _env(workload, configmap, bundle)).service.tls
+        assert tls.describe(server=True) == tls.describe(server=False) == "mutual TLS", name
+    gateway_env = _env(objects[("Deployment", "gateway")], configmap, bundle)
+    assert GatewayConfig.from_env(gateway_env).service.tls.describe(server=False) == "mutual TLS"
+    for name in ("demo-runtime", "demo-functions"):
+        env = _env(objects[("Deployment", name)], configmap, bundle)
+        assert RuntimeConfig.from_env(env).tls.describe(server=False) == "mutual TLS"
+    job_env = Env("AGENTWORKS", _env(objects[("Job", "agentworks-bootstrap")], configmap, bundle))
+    assert Tls.from_env(job_env, server=False).describe(server=False) == "mutual TLS"

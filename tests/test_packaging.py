@@ -58,3 +58,14 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
          "agentworks.runtime.runner, agentworks.runtime.demo, agentworks_cli.main")  # fmt: skip
     assert "usage" in _run(env / "bin" / "agentworks-runtime", "--help").lower()
     assert "usage" in _run(env / "bin" / "agentworks", "--help").lower()
+
+
+def test_the_lock_names_no_index_or_path_of_one_machine_P5():
+    """P5: requirements.lock pins packages only: no --index-url, --extra-index-url or
+    --find-links (it carried three paths of the machine it was made on, which a fresh
+    clone elsewhere cannot reach), and no file:// or local-path requirement."""
+    lock = (ROOT / "requirements.lock").read_text().splitlines()
+    options = [line for line in lock if line.startswith("-")]
+    assert options == [], options
+    local = [line for line in lock if "file://" in line or line.lstrip().startswith(("/", "."))]
+    assert local == [], local

@@ -56,9 +56,10 @@ import asyncio, os, random, sys, time
 from agentworks.client import errors
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.identity import Minter
+from agentworks.client.keys import signing_key_from_env
 from agentworks.client.functions import state_name
 
-KEY = os.environ["AGENTWORKS_INTERNAL_KEY"]
+KEY = signing_key_from_env()
 LOG = open(os.environ["RUNTIME_LOG"], "a", buffering=1)  # a line reaches the file at once
 rng = random.Random(os.environ["RUNTIME_SEED"])
 LEASE = int(os.environ["RUNTIME_LEASE"])
@@ -240,7 +241,7 @@ def kill_plan(rng: random.Random) -> list[tuple[str, float]]:
     "turns interrupted",
 )
 async def test_kill_9_under_mixed_load_loses_duplicates_and_restarts_nothing(
-    database_url, messaging, service_process, identity, internal_key, tmp_path
+    database_url, messaging, service_process, identity, signing_keys, tmp_path
 ):
     """C4 C10 C11 F5 F6 F12 S1 S6 P3: see the module docstring."""
     rng = random.Random(SEED)
@@ -270,7 +271,7 @@ async def test_kill_9_under_mixed_load_loses_duplicates_and_restarts_nothing(
         tmp_path,
         {
             **os.environ,
-            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            **signing_keys.env("runtime"),
             "FUNCTIONS_ADDRESS": functions.address,
             "MESSAGING_ADDRESS": messaging.address,
             "RUNTIME_LEASE": str(LEASE),

@@ -29,14 +29,14 @@ async def start_pair(module: str, prefix: str, env: dict[str, str]) -> list:
 
 
 @pytest.fixture
-async def suite(database_url, internal_key):
+async def suite(database_url, signing_keys):
     """Two replicas each of messaging, functions and scheduler; their address lists."""
     running = []
     try:
         messaging = await start_pair(
             "agentworks_messaging",
             "MESSAGING",
-            service_env(database_url, internal_key, "MESSAGING", MESSAGING_SWEEP_SECONDS="0.2"),
+            service_env(database_url, signing_keys, "MESSAGING", MESSAGING_SWEEP_SECONDS="0.2"),
         )
         running += messaging
         messaging_addresses = ",".join(r.address for r in messaging)
@@ -45,7 +45,7 @@ async def suite(database_url, internal_key):
             "FUNCTIONS",
             service_env(
                 database_url,
-                internal_key,
+                signing_keys,
                 "FUNCTIONS",
                 FUNCTIONS_MESSAGING_ADDRESS=messaging_addresses,
                 FUNCTIONS_NOTICE_RETRY_SECONDS="0.2",
@@ -58,7 +58,7 @@ async def suite(database_url, internal_key):
             "SCHEDULER",
             service_env(
                 database_url,
-                internal_key,
+                signing_keys,
                 "SCHEDULER",
                 SCHEDULER_MESSAGING_ADDRESS=messaging_addresses,
                 SCHEDULER_TICK_SECONDS="0.2",

@@ -17,6 +17,7 @@ import pytest
 from agentworks.client import FunctionsClient
 from agentworks.client.common import target_ref
 from agentworks.client.functions import call_result, state_name
+from agentworks.client.keys import KeyDirectory
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
@@ -110,7 +111,7 @@ SUMMARY_SCHEMA = {
 
 
 @pytest.fixture
-async def functions(database_url, internal_key):
+async def functions(database_url, signing_keys):
     from agentworks_functions.app import start
     from agentworks_functions.config import Config
 
@@ -119,7 +120,7 @@ async def functions(database_url, internal_key):
             {
                 "FUNCTIONS_DATABASE_URL": database_url,
                 "FUNCTIONS_LISTEN": "127.0.0.1:0",
-                "AGENTWORKS_INTERNAL_KEY": internal_key,
+                **signing_keys.env("service:functions"),
                 "LOG_JSON": "false",
                 "FUNCTIONS_SWEEP_SECONDS": "0.2",
                 "FUNCTIONS_MIN_LEASE_SECONDS": "1",
@@ -398,13 +399,16 @@ def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
 
 
 def test_a_command_never_sees_the_runners_key_or_database_addresses_A3_R2(monkeypatch, tmp_path):
-    """A3 R2: a command's environment is the runner's without its secrets (the key that
-    signs identities, database addresses): a command that prints its environment would
-    show them to its caller. Other variables and the configured `env` pass through."""
+    """A3 R2: a command's environment is the runner's without its secrets (where the key
+    that signs its identities is, the webhook key, database addresses): a command that
+    prints its environment would show them to its caller. Other variables and the
+    configured `env` pass through."""
     secrets = {
-        "AGENTWORKS_INTERNAL_KEY": "the-key",
-        "AGENTWORKS_ACCEPTED_INTERNAL_KEYS": "old-key",
-        "FUNCTIONS_INTERNAL_KEY": "its-key",
+        "AGENTWORKS_SIGNING_KEY": "/keys/the-key.pem",
+        "AGENTWORKS_RUNTIME_CREDENTIAL": "awr_the-runtime-credential",
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/keys/runtime-credential",
+        "FUNCTIONS_SIGNING_KEY": "/keys/its-key.pem",
+        "SCHEDULER_WEBHOOK_KEY": "the-webhook-key",
         "DATABASE_URL": "postgresql://aw:s3cret@db/x",
         "MESSAGING_DATABASE_URL": "postgresql://aw:s3cret@db/m",
         "AGENTWORKS_TOKEN": "aw_token",
@@ -418,13 +422,14 @@ def test_a_command_never_sees_the_runners_key_or_database_addresses_A3_R2(monkey
     env = runner.environment(ctx)
     assert not set(secrets) & set(env), sorted(set(secrets) & set(env))
     assert "s3cret" not in json.dumps(env) and "the-key" not in json.dumps(env)
+    assert "the-webhook-key" not in json.dumps(env)
     assert (env["OPENAI_API_KEY"], env["EXTRA"]) == ("meant-for-tools", "1")
     assert (env["AGENTWORKS_CALL_ID"], env["AGENTWORKS_TARGET"]) == ("c-1", "crew:demo")
 
 
 async def start_cli_runner(
     functions,
-    internal_key: str,
+    signing_keys: KeyDirectory,
     tmp_path: pathlib.Path,
     modes: tuple[str, ...],
     *,
@@ -459,7 +464,7 @@ async def start_cli_runner(
         functions.address,
         env={
             **os.environ,
-            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            **signing_keys.env("runtime"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/runner",
             "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
             "LOG_JSON": "false",
@@ -472,12 +477,12 @@ async def start_cli_runner(
 
 
 async def test_run_commands_cli_serves_calls_until_sigterm_R2_R1_F4(
-    functions, internal_key, alice, tmp_path
+    functions, signing_keys, alice, tmp_path
 ):
     """R2/R1/F4: `agentworks-runtime run-commands --commands JSON --root DIR --target crew:x`
     runs each call's command in ROOT/.calls/<call_id>/; SIGTERM stops it cleanly (exit 0)."""
     root = tmp_path / "project"
-    process = await start_cli_runner(functions, internal_key, tmp_path, ("ok",))
+    process = await start_cli_runner(functions, signing_keys, tmp_path, ("ok",))
     try:
         receipt = await alice.call("crew:demo", "ok", {"text": "cli"})
         status = await alice.wait(receipt.call_id, timeout=30)
@@ -574,7 +579,7 @@ def kill_all(pids: list[int], processes: list[asyncio.subprocess.Process]) -> No
     "runner starting again; the command's record is removed; the call ends `interrupted`",
 )
 async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12(
-    functions, internal_key, alice, tmp_path
+    functions, signing_keys, alice, tmp_path
 ):
     """R2 F12: `kill -9` of a runner -> its watchdog kills the running command's whole
     process group (the leader and its child) within the kill grace, without waiting for
@@ -582,7 +587,7 @@ async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F1
     root = tmp_path / "project"
     pids: list[int] = []
     process = await start_cli_runner(
-        functions, internal_key, tmp_path, ("tree",), AGENTWORKS_RUNTIME_LEASE_SECONDS="5"
+        functions, signing_keys, tmp_path, ("tree",), AGENTWORKS_RUNTIME_LEASE_SECONDS="5"
     )
     try:
         call_id, pids = await started_tree(alice, root)
@@ -635,7 +640,7 @@ FORK_ON_SIGUSR1 = textwrap.dedent(
     "grace: the forked child closed its copy of the watchdog's pipe",
 )
 async def test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12(
-    functions, internal_key, alice, tmp_path
+    functions, signing_keys, alice, tmp_path
 ):
     """R2 F12: a child the runner forks (os.fork, multiprocessing) closes its copy of the
     watchdog's pipe at once, so `kill -9` of the runner still ends that pipe and the
@@ -646,7 +651,7 @@ async def test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_li
     forked: list[int] = []
     process = await start_cli_runner(
         functions,
-        internal_key,
+        signing_keys,
         tmp_path,
         ("tree",),
         hook=FORK_ON_SIGUSR1,
@@ -681,7 +686,7 @@ async def test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_li
     "record, the leader checked by its start time) and removes the record",
 )
 async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
-    functions, internal_key, alice, tmp_path
+    functions, signing_keys, alice, tmp_path
 ):
     """R2 F12: a runner killed together with its watchdog leaves its command running;
     the next runner on the same root kills that process group at start (found through
@@ -692,7 +697,7 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
     # Without a sandbox: a sandboxed command ends with its runner even when the watchdog
     # is gone (bubblewrap's --die-with-parent; tests/test_isolation.py), so no orphan.
     no_sandbox = {"AGENTWORKS_RUNTIME_SANDBOX": "none"}
-    processes = [await start_cli_runner(functions, internal_key, tmp_path, ("tree",), **no_sandbox)]
+    processes = [await start_cli_runner(functions, signing_keys, tmp_path, ("tree",), **no_sandbox)]
     try:
         _, pids = await started_tree(alice, root)
         first = processes[0]
@@ -705,7 +710,7 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
         assert all(running(pid) for pid in pids), "the orphan should outlive both here"
 
         processes.append(
-            await start_cli_runner(functions, internal_key, tmp_path, ("tree",), **no_sandbox)
+            await start_cli_runner(functions, signing_keys, tmp_path, ("tree",), **no_sandbox)
         )
         assert await until(lambda: not any(running(pid) for pid in pids), 20), [
             pid for pid in pids if running(pid)
@@ -808,11 +813,11 @@ def test_orphan_sweep_removes_other_boots_and_spares_other_pid_namespaces_R2(orp
     assert [p.name for p in folder.iterdir()] == ["other-ns.json"]
 
 
-def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys):
+def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys, signing_keys):
     """R2: a missing or malformed commands file is refused before anything starts (exit 2)."""
     from agentworks.runtime.cli import main
 
-    env_key = {"AGENTWORKS_INTERNAL_KEY": "k" * 43, "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:x/y"}
+    env_key = {**signing_keys.env("runtime"), "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:x/y"}
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env_key.items():
             patch.setenv(name, value)

@@ -11,11 +11,15 @@ import pytest
 from agentworks.client.settings import ConfigError
 from agentworks.runtime.config import RuntimeConfig
 
-BASE = {
-    "AGENTWORKS_INTERNAL_KEY": "k" * 43,
-    "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
-    "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
-}
+
+@pytest.fixture
+def base(signing_keys) -> dict[str, str]:
+    """A usable runtime environment: the runtime signer's key, an agent, a crew."""
+    return {
+        **signing_keys.env("runtime"),
+        "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
+        "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
+    }
 
 
 @pytest.mark.parametrize(
@@ -29,20 +33,20 @@ BASE = {
         ("LOG_JSON", "ture", "must be true or false (also 1/0, yes/no, on/off), got 'ture'"),
     ],
 )
-def test_out_of_range_settings_are_refused_naming_the_variable_P4_P6(setting, bad, message):
+def test_out_of_range_settings_are_refused_naming_the_variable_P4_P6(base, setting, bad, message):
     """P4 P6: the runtime refuses a setting out of its range or an unknown log word,
     naming the variable."""
     with pytest.raises(ConfigError) as refused:
-        RuntimeConfig.from_env({**BASE, setting: bad})
+        RuntimeConfig.from_env({**base, setting: bad})
     assert str(refused.value).startswith(f"{setting} {message}")
 
 
-def test_a_bad_setting_stops_the_runtime_with_one_line_P4():
+def test_a_bad_setting_stops_the_runtime_with_one_line_P4(base):
     """P4: `agentworks-runtime demo` with AGENTWORKS_RUNTIME_CONCURRENCY=0 prints one line
     naming it and exits with status 2."""
     done = subprocess.run(
         [sys.executable, "-m", "agentworks.runtime", "demo"],
-        env={**os.environ, **BASE, "AGENTWORKS_RUNTIME_CONCURRENCY": "0"},
+        env={**os.environ, **base, "AGENTWORKS_RUNTIME_CONCURRENCY": "0"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -51,3 +55,53 @@ def test_a_bad_setting_stops_the_runtime_with_one_line_P4():
     assert done.stderr == (
         "agentworks-runtime: AGENTWORKS_RUNTIME_CONCURRENCY must be between 1 and 1000, got '0'\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("principal", "says"),
+    [
+        ("user:bob", "signer runtime may not vouch for user:bob"),
+        ("service:functions", "signer runtime may not vouch for service:functions"),
+    ],
+)
+def test_a_runtime_cannot_be_configured_to_act_as_a_user_or_a_service_T1(base, principal, says):
+    """T1: the runtime key vouches for agents and workflows only: a runtime told to act as
+    a user or a service does not start, saying so."""
+    with pytest.raises(ValueError, match=says) as refused:
+        RuntimeConfig.from_env({**base, "AGENTWORKS_RUNTIME_PRINCIPAL": principal})
+    assert str(refused.value).startswith(f"AGENTWORKS_RUNTIME_PRINCIPAL {principal} cannot be")
+
+
+def test_a_runtime_without_a_signing_key_does_not_start_T1(base):
+    """T1: no AGENTWORKS_SIGNING_KEY, no runtime."""
+    env = {k: v for k, v in base.items() if k != "AGENTWORKS_SIGNING_KEY"}
+    with pytest.raises(ValueError, match="AGENTWORKS_SIGNING_KEY is not set"):
+        RuntimeConfig.from_env(env)
+
+
+def test_with_a_runtime_credential_the_runtime_needs_no_signing_key_T2(tmp_path):
+    """T2: AGENTWORKS_RUNTIME_CREDENTIAL (or _FILE) and AGENTWORKS_GATEWAY_URL make the
+    runtime's identity a CredentialIdentity; no signing key is read or needed, and the
+    gateway URL is required."""
+    from agentworks.client.credentials import CredentialIdentity
+
+    secret = "awr_" + "k" * 43
+    path = tmp_path / "credential"
+    path.write_text(secret + "\n")
+    env = {
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": str(path),
+        "AGENTWORKS_GATEWAY_URL": "http://127.0.0.1:1",
+        "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
+        "AGENTWORKS_SIGNING_KEY": "/nowhere/key.pem",
+    }
+    config = RuntimeConfig.from_env(env)
+    assert config.credential == secret and config.signing_key is None
+    assert secret not in repr(config)
+    identity = config.minter()
+    assert isinstance(identity, CredentialIdentity) and identity.gateway_url.endswith(":1")
+    with pytest.raises(ValueError, match="AGENTWORKS_GATEWAY_URL is not set"):
+        RuntimeConfig.from_env({**env, "AGENTWORKS_GATEWAY_URL": ""})
+    with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_CREDENTIAL_FILE '/nowhere'"):
+        RuntimeConfig.from_env({**env, "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/nowhere"})
+    with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_CREDENTIAL: a runtime credential"):
+        RuntimeConfig.from_env({**env, "AGENTWORKS_RUNTIME_CREDENTIAL": "aw_x"})

@@ -52,7 +52,7 @@ async def functions(start_functions, messaging):
 @pytest.fixture
 async def alice(messaging, identity) -> AsyncIterator[MessagingClient]:
     """user:alice on messaging, with crew:demo registered there."""
-    ops = MessagingClient(messaging.address, identity=identity("service:ops", {"operator"}))
+    ops = MessagingClient(messaging.address, identity=identity("user:ops", {"operator"}))
     await ops.register_target(CREW, owner="user:dev")
     await ops.close()
     client = MessagingClient(messaging.address, identity=identity("user:alice"))

@@ -480,6 +480,7 @@ RUNTIME_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys
     from agentworks.client.identity import Minter
+    from agentworks.client.keys import signing_key_from_env
     from agentworks.runtime.executions import ExecutionWorker
 
     async def handler(ctx):
@@ -489,7 +490,7 @@ RUNTIME_SCRIPT = textwrap.dedent(
 
     worker = ExecutionWorker(
         os.environ["FUNCTIONS_ADDRESS"],
-        Minter("agent:demo/bot", os.environ["AGENTWORKS_INTERNAL_KEY"]),
+        Minter("agent:demo/bot", signing_key_from_env()),
         ["crew:demo"], handler, root=sys.argv[1], lease_seconds=2, wait_seconds=10,
     )
     asyncio.run(worker.run())
@@ -498,7 +499,7 @@ RUNTIME_SCRIPT = textwrap.dedent(
 
 
 async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12_R1(
-    functions, internal_key, clients, echo, tmp_path
+    functions, signing_keys, clients, echo, tmp_path
 ):
     """F12 R1: `kill -9` of a runtime process -> interrupted; messages and files readable."""
     script = tmp_path / "runtime.py"
@@ -510,7 +511,7 @@ async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12
         env={
             **os.environ,
             "FUNCTIONS_ADDRESS": functions.address,
-            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            **signing_keys.env("runtime"),
         },
     )
     try:
@@ -669,6 +670,7 @@ STOPPING_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys
     from agentworks.client.identity import Minter
+    from agentworks.client.keys import signing_key_from_env
     from agentworks.runtime.executions import ExecutionWorker
     from agentworks.runtime.serving import run_until_signal
 
@@ -678,7 +680,7 @@ STOPPING_SCRIPT = textwrap.dedent(
     async def main():
         worker = ExecutionWorker(
             os.environ["FUNCTIONS_ADDRESS"],
-            Minter("agent:demo/bot", os.environ["AGENTWORKS_INTERNAL_KEY"]),
+            Minter("agent:demo/bot", signing_key_from_env()),
             ["crew:demo"], handler, root=sys.argv[1], lease_seconds=120, wait_seconds=10,
         )
         return await run_until_signal(worker)
@@ -690,7 +692,7 @@ STOPPING_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("drain", ["1", "600"])
 async def test_a_stopping_runtime_gives_up_what_it_cannot_finish_at_once_F12_F11_R1(
-    drain, functions, internal_key, clients, echo, tmp_path
+    drain, functions, signing_keys, clients, echo, tmp_path
 ):
     """F12 F11 R1: after SIGTERM an execution waiting in ctx.ask gets the drain time
     (AGENTWORKS_RUNTIME_DRAIN_SECONDS); at its end, or at a second SIGTERM, the runtime
@@ -706,7 +708,7 @@ async def test_a_stopping_runtime_gives_up_what_it_cannot_finish_at_once_F12_F11
         env={
             **os.environ,
             "FUNCTIONS_ADDRESS": functions.address,
-            "AGENTWORKS_INTERNAL_KEY": internal_key,
+            **signing_keys.env("runtime"),
             "AGENTWORKS_RUNTIME_DRAIN_SECONDS": drain,
         },
     )

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +23,7 @@ import structlog
 from agentworks.client import MessagingClient, SchedulerClient
 from agentworks.client.errors import PreconditionFailed, Unauthenticated, Unavailable
 from agentworks.client.identity import Minter
+from agentworks.client.keys import SigningKey
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker, delivery_attributes
 from agentworks.runtime.config import RuntimeConfig
@@ -43,9 +43,7 @@ LEASE = 5  # the smallest lease ClaimTurn accepts
 async def clients(messaging, identity) -> AsyncIterator[dict[str, MessagingClient]]:
     """Clients for an operator, a user (alice) and the demo agent; crew:demo registered."""
     made = {
-        "operator": MessagingClient(
-            messaging.address, identity=identity("service:ops", {"operator"})
-        ),
+        "operator": MessagingClient(messaging.address, identity=identity("user:ops", {"operator"})),
         "alice": MessagingClient(messaging.address, identity=identity("user:alice")),
         "agent": MessagingClient(messaging.address, identity=identity(AGENT)),
     }
@@ -56,14 +54,14 @@ async def clients(messaging, identity) -> AsyncIterator[dict[str, MessagingClien
 
 
 @pytest.fixture
-async def scheduler(database_url, internal_key, messaging):
+async def scheduler(database_url, signing_keys, messaging):
     """The scheduler service in-process, delivering to `messaging`, ticking every 0.2 s."""
     from agentworks_scheduler.app import start
     from agentworks_scheduler.config import Config
 
     env = service_env(
         database_url,
-        internal_key,
+        signing_keys,
         "SCHEDULER",
         SCHEDULER_MESSAGING_ADDRESS=messaging.address,
         SCHEDULER_TICK_SECONDS="0.2",
@@ -354,7 +352,7 @@ async def test_unknown_key_is_fatal_and_reported_a2(messaging, clients):
     async def handler(ctx: TurnContext) -> None:  # pragma: no cover - never called
         raise AssertionError("no turn expected")
 
-    forged = Minter(AGENT, secrets.token_urlsafe(32))
+    forged = Minter(AGENT, SigningKey.generate("runtime"))
     worker = TurnWorker(messaging.address, forged, [CREW], handler)
     with pytest.raises(Unauthenticated):
         await asyncio.wait_for(worker.run(), WAIT)
@@ -375,7 +373,7 @@ class ObservedClient(MessagingClient):
             raise
 
 
-async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, internal_key, identity):
+async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, signing_keys, identity):
     """R1: a runtime started before messaging (or across a restart) backs off and reconnects."""
     from agentworks_messaging.app import start
     from agentworks_messaging.config import Config
@@ -399,12 +397,12 @@ async def test_worker_reconnects_when_messaging_comes_back_r1(database_url, inte
                 {
                     "MESSAGING_DATABASE_URL": database_url,
                     "MESSAGING_LISTEN": address,
-                    "AGENTWORKS_INTERNAL_KEY": internal_key,
+                    **signing_keys.env("service:messaging"),
                     "LOG_JSON": "false",
                 }
             )
         )
-        operator = MessagingClient(address, identity=identity("service:ops", {"operator"}))
+        operator = MessagingClient(address, identity=identity("user:ops", {"operator"}))
         alice = MessagingClient(address, identity=identity("user:alice"))
         await operator.register_target(CREW, owner="user:dev")
         receipt = await alice.send("are you there?", target=CREW)
@@ -580,12 +578,12 @@ async def test_a_failing_worker_stops_the_others_and_exits_1_a2(capsys):
     assert "identity signature is invalid" in capsys.readouterr().err
 
 
-def test_the_runtime_names_its_own_unknown_variables_only_p4_r1():
-    """P4 R1: AGENTWORKS_* is shared by the runtime, the CLI and the services' key, so the
+def test_the_runtime_names_its_own_unknown_variables_only_p4_r1(signing_keys):
+    """P4 R1: AGENTWORKS_* is shared by the runtime, the CLI and the services' keys, so the
     runtime names only unread AGENTWORKS_RUNTIME_* variables."""
     config = RuntimeConfig.from_env(
         {
-            "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+            **signing_keys.env("runtime"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
             "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
             "AGENTWORKS_RUNTIME_CONCURENCY": "4",
@@ -631,10 +629,10 @@ async def test_the_first_signal_drains_for_drain_seconds_then_cancels_r1_f12():
     ]
 
 
-def test_drain_seconds_come_from_the_environment_range_checked_r1():
+def test_drain_seconds_come_from_the_environment_range_checked_r1(signing_keys):
     """R1: AGENTWORKS_RUNTIME_DRAIN_SECONDS is 0-3600 (default 30), refused otherwise."""
     base = {
-        "AGENTWORKS_INTERNAL_KEY": "k" * 43,
+        **signing_keys.env("runtime"),
         "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
         "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
     }

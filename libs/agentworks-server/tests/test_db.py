@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from agentworks.server.db import Database, HotPool
+from agentworks.server.db import Database
 
 
 async def test_engine_statements_are_never_prepared_so_partial_indexes_stay_usable_S2_C10(
@@ -92,11 +92,11 @@ async def test_a_connection_in_use_when_the_pool_closes_is_closed_when_it_comes_
     """P4: a request still running when its service stops gives its connection back
     after the pool was closed; it is closed then, not kept in a closed pool and left for
     the garbage collector (a ResourceWarning and an open session on the server)."""
-    pool = HotPool(database_url, size=2)
-    async with pool.connection() as idle_one:
+    db = Database(database_url, pool_size=2)
+    async with db.raw() as idle_one:
         pass
-    async with pool.connection() as busy:
+    async with db.raw() as busy:
         assert busy is idle_one  # reused while the pool is open
-        await pool.close()
+        await db.close()
         assert idle_one is busy and not busy.closed
     assert busy.closed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import urllib.request
 
 import pytest
@@ -17,7 +18,9 @@ def scrape(port: int) -> str:
 
 
 async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
-    """P4: a refused RPC shows up as a NOT_FOUND count for its method."""
+    """P4: a refused RPC shows up as a NOT_FOUND count for its method; counters are named
+    `*_total` (NOTIFY wake-ups was a gauge), and `agentworks_build_info` names the
+    service, version and Python of the process."""
     watch_database("messaging", messaging.database)
     port = serve_metrics("127.0.0.1:0")
     async with MessagingClient(messaging.address, identity=identity("user:alice")) as client:
@@ -29,6 +32,13 @@ async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
     )
     assert 'agentworks_long_poll_waiters{service="messaging"}' in body
     assert 'agentworks_db_pool_checked_out{service="messaging"}' in body
+    # Counters end in _total and say so; a build_info says what each process runs.
+    assert "# TYPE agentworks_notify_wakeups_total counter" in body
+    assert 'agentworks_notify_wakeups_total{service="messaging"}' in body
+    assert re.search(
+        r'agentworks_build_info\{python="3\.[0-9.]+",service="messaging",version="[^"]+"\} 1\.0',
+        body,
+    ), body
 
 
 def test_gauge_refresh_is_configured_per_service_and_off_without_metrics_P4():

@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from agentworks.client import MessagingClient, errors
 from agentworks.client.identity import METADATA_KEY, Minter, current_identity, mint
+from agentworks.client.keys import KeyDirectory, SigningKey
 from agentworks.client.rpc import REQUEST_ID_KEY
 from agentworks.server.rpc import GrpcServer
 
@@ -46,12 +47,16 @@ def _register(server: grpc.aio.Server) -> None:
     )
 
 
+def gateway_key(keys: KeyDirectory) -> SigningKey:
+    return keys.ensure("gateway")[0]
+
+
 @pytest.fixture
-async def echo(internal_key):
+async def echo(signing_keys):
     server = GrpcServer(
         name="echo",
         listen="127.0.0.1:0",
-        internal_key=internal_key,
+        trusted_keys=signing_keys.trusted(),
         register=_register,
         service_names=[SERVICE],
     )
@@ -66,12 +71,12 @@ def _count(code: str) -> float:
     return REGISTRY.get_sample_value("agentworks_rpc_requests_total", labels) or 0.0
 
 
-async def test_every_request_is_checked_counted_and_mapped_A2_P4(echo, internal_key):
+async def test_every_request_is_checked_counted_and_mapped_A2_P4(echo, signing_keys):
     """A2 P4: on every request, not only a method's first: the identity is checked, the
     request id given is bound for logs (and answered in an internal error), refusals map
     to their status code, and each outcome is counted by method and code."""
     call = echo.unary_unary(METHOD)
-    signed = ((METADATA_KEY, mint("user:alice", internal_key)),)
+    signed = ((METADATA_KEY, mint("user:alice", gateway_key(signing_keys))),)
     before = {code: _count(code) for code in ("OK", "NOT_FOUND", "INTERNAL", "UNAUTHENTICATED")}
 
     for n in range(2):
@@ -90,25 +95,28 @@ async def test_every_request_is_checked_counted_and_mapped_A2_P4(echo, internal_
         assert broken.value.details() == f"internal error (request_id={request_id})"
 
         with pytest.raises(grpc.aio.AioRpcError) as stranger:
-            await call(b"hello", metadata=((METADATA_KEY, mint("user:alice", "x" * 40)),))
+            await call(
+                b"hello",
+                metadata=((METADATA_KEY, mint("user:alice", SigningKey.generate("gateway"))),),
+            )
         assert stranger.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
     for code, value in before.items():
         assert _count(code) == value + 2, code
 
 
-async def test_a_request_without_a_request_id_gets_its_own_P4(echo, internal_key):
+async def test_a_request_without_a_request_id_gets_its_own_P4(echo, signing_keys):
     """P4: a request that brings no request id is given a fresh one for its logs."""
     call = echo.unary_unary(METHOD)
-    signed = ((METADATA_KEY, mint("user:bob", internal_key)),)
+    signed = ((METADATA_KEY, mint("user:bob", gateway_key(signing_keys))),)
     first, second = [(await call(b"hello", metadata=signed)).decode().split() for _ in "ab"]
     assert first[0] == second[0] == "user:bob"
     assert len(first[1]) == 32 and first[1] != second[1]
 
 
-async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, internal_key):
+async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, signing_keys):
     """P4: a method the service does not have is UNIMPLEMENTED, however often it is asked."""
-    signed = ((METADATA_KEY, mint("user:alice", internal_key)),)
+    signed = ((METADATA_KEY, mint("user:alice", gateway_key(signing_keys))),)
     for _ in range(2):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await echo.unary_unary(f"/{SERVICE}/Nope")(b"", metadata=signed)
@@ -116,7 +124,7 @@ async def test_an_unknown_method_is_unimplemented_every_time_P4(echo, internal_k
 
 
 @contextlib.asynccontextmanager
-async def messaging_stand_in(internal_key: str, **methods: Any) -> AsyncIterator[int]:
+async def messaging_stand_in(signing_keys: KeyDirectory, **methods: Any) -> AsyncIterator[int]:
     """A server on the shared stack answering the named MessagingService methods with
     the given raw-bytes handlers; yields its port."""
 
@@ -133,7 +141,7 @@ async def messaging_stand_in(internal_key: str, **methods: Any) -> AsyncIterator
     server = GrpcServer(
         name="stand-in",
         listen="127.0.0.1:0",
-        internal_key=internal_key,
+        trusted_keys=signing_keys.trusted(),
         register=register,
         service_names=[],
     )
@@ -144,7 +152,7 @@ async def messaging_stand_in(internal_key: str, **methods: Any) -> AsyncIterator
         await server.stop(0)
 
 
-async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_key):
+async def test_a_typed_client_says_which_service_failed_to_answer_P4(signing_keys):
     """P4: when the channel gives up (nothing listening, or no answer before the
     deadline) the typed client's error names the service and the remedy, not only
     gRPC's own words."""
@@ -153,9 +161,9 @@ async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_ke
         await asyncio.sleep(30)
         return b""
 
-    identity = Minter("user:alice", internal_key)
+    identity = Minter("user:alice", gateway_key(signing_keys))
     async with (
-        messaging_stand_in(internal_key, Send=hang) as port,
+        messaging_stand_in(signing_keys, Send=hang) as port,
         MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=0.3) as c,
     ):
         with pytest.raises(errors.DeadlineExceeded) as late:
@@ -172,7 +180,7 @@ async def test_a_typed_client_says_which_service_failed_to_answer_P4(internal_ke
     assert down.value.message.startswith("the messaging service is unavailable (")
 
 
-async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4(internal_key):
+async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4(signing_keys):
     """P4 S5: when a service answers DEADLINE_EXCEEDED or UNAVAILABLE itself (its own call
     to another service timed out or failed), the typed client passes its message on
     unchanged: no "did not answer within <this client's deadline>" wrapped around it, no
@@ -186,9 +194,9 @@ async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4
     async def refuse_down(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         raise errors.Unavailable(down)
 
-    identity = Minter("user:alice", internal_key)
+    identity = Minter("user:alice", gateway_key(signing_keys))
     async with (
-        messaging_stand_in(internal_key, Send=refuse_late, GetTranscript=refuse_down) as port,
+        messaging_stand_in(signing_keys, Send=refuse_late, GetTranscript=refuse_down) as port,
         MessagingClient(f"127.0.0.1:{port}", identity=identity, timeout=30) as c,
     ):
         with pytest.raises(errors.DeadlineExceeded) as timed_out:
@@ -200,7 +208,7 @@ async def test_a_service_refusal_reaches_the_client_in_the_services_own_words_P4
 
 
 async def test_a_refusal_carries_its_machine_readable_reason_to_the_client_F15_F12(
-    echo, internal_key
+    echo, signing_keys
 ):
     """F15, F12: a refusal with a reason reaches the client as a google.rpc.ErrorInfo in
     the status details, and the typed client's error carries it, so the runtime tells a
@@ -212,7 +220,7 @@ async def test_a_refusal_carries_its_machine_readable_reason_to_the_client_F15_F
             def __init__(self, channel):
                 self.Echo = channel.unary_unary(METHOD)
 
-    client = Echo(channel=echo, identity=Minter("user:alice", internal_key))
+    client = Echo(channel=echo, identity=Minter("user:alice", gateway_key(signing_keys)))
     with pytest.raises(errors.PreconditionFailed) as cancelled:
         await client._unary("Echo", b"cancelled")
     assert cancelled.value.reason == errors.Reason.CALL_CANCELLED

@@ -12,6 +12,7 @@ from agentworks.server.service import bound_address
 # A service whose start fails in a way nobody planned for.
 SCRIPT = textwrap.dedent(
     """
+    import json, sys
     from agentworks.client.settings import Env
     from agentworks.server.config import ServiceConfig
     from agentworks.server.service import main_for
@@ -19,7 +20,7 @@ SCRIPT = textwrap.dedent(
     env = Env("DEMO", {
         "DEMO_LISTEN": "127.0.0.1:0",
         "DEMO_DATABASE_URL": "postgresql://aw:s3cret@127.0.0.1:1/x",
-        "DEMO_INTERNAL_KEY": "k",
+        **json.loads(sys.argv[1]),
     })
 
     async def start():
@@ -30,11 +31,12 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_an_unexpected_start_failure_is_one_json_line_with_its_traceback_P4():
+def test_an_unexpected_start_failure_is_one_json_line_with_its_traceback_P4(signing_keys):
     """P4: an error nobody planned for during the start is still one
     `service.start_failed` line (exit status 1), its traceback in the `exception` field."""
+    keys = json.dumps(signing_keys.env("service:demo"))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", SCRIPT, keys], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1
     assert done.stdout == ""

@@ -32,7 +32,7 @@ def test_tracing_is_off_unless_the_standard_variables_ask_P4(env, expected):
 
 
 async def test_a_traced_service_spans_rpcs_and_sql_P4(
-    database_url, internal_key, identity, tmp_path
+    database_url, signing_keys, identity, tmp_path
 ):
     """P4: with OTEL_TRACES_EXPORTER=console a service exports a span per RPC and per
     SQL statement, under its service name."""
@@ -40,7 +40,7 @@ async def test_a_traced_service_spans_rpcs_and_sql_P4(
         "agentworks_messaging",
         "MESSAGING",
         database_url,
-        internal_key,
+        signing_keys,
         OTEL_TRACES_EXPORTER="console",
         OTEL_SERVICE_NAME="messaging-traced",
     )

@@ -277,6 +277,10 @@ CASES: list[Case] = [
         ALICE,
         INVALID,
         (pb.CallRequest(target=CREW, inputs_json=js({"text": "x"})), "function is required"),
+        (
+            pb.CallRequest(target=CREW, function="echo\x00"),
+            "function contains a NUL character (\\u0000); remove it",
+        ),
         (pb.CallRequest(function="echo", inputs_json=js({"text": "x"})), "target.kind"),
         (pb.CallRequest(target=CREW, function="echo"), "inputs.text: missing (required)"),
         (
@@ -313,7 +317,6 @@ CASES: list[Case] = [
         NOT_FOUND,
         (pb.CallRequest(target=GHOST, function="echo"), "not registered"),
         (pb.CallRequest(target=CREW, function="ghost"), "function 'ghost' not found"),
-        (pb.CallRequest(target=CREW, function="echo\x00"), "function 'echo\\x00' not found"),
     ),
     *cases(
         "Call",

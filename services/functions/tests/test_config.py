@@ -66,12 +66,12 @@ def test_the_bounds_and_what_the_tests_use_are_accepted_P4_P6():
     assert used.poll_fallback_seconds == 0.5
 
 
-def test_a_bad_setting_stops_the_functions_process_with_one_line_P4(internal_key):
+def test_a_bad_setting_stops_the_functions_process_with_one_line_P4(signing_keys):
     """P4: `python -m agentworks_functions` with FUNCTIONS_POLL_FALLBACK_SECONDS=0 exits
     with status 2 and one `service.start_failed` JSON line naming it, no traceback."""
     env = {
         **os.environ,
-        **service_env("postgresql://127.0.0.1:1/x", internal_key, "FUNCTIONS"),
+        **service_env("postgresql://127.0.0.1:1/x", signing_keys, "FUNCTIONS"),
         "FUNCTIONS_LISTEN": f"127.0.0.1:{free_port()}",
         "FUNCTIONS_POLL_FALLBACK_SECONDS": "0",
         "LOG_JSON": "true",

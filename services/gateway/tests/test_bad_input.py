@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -30,6 +29,7 @@ from mcp import Client
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.identity import Minter
+from agentworks.client.keys import KeyDirectory
 from agentworks.server.testing import database_snapshot, service_env
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
@@ -58,13 +58,10 @@ Args = dict[str, Any]
 # ----------------------------------------------------------------------------- world
 
 
-@pytest.fixture(scope="module")
-def module_key() -> str:
-    return secrets.token_urlsafe(32)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def world(module_database_url: str, module_key: str) -> AsyncIterator[SimpleNamespace]:
+async def world(
+    module_database_url: str, signing_keys: KeyDirectory
+) -> AsyncIterator[SimpleNamespace]:
     """Messaging, functions, scheduler and a gateway on one database, and in it: crew:demo
     (owner user:owner) with `echo`, workflow:wf-1, alice's conversation with the crew, a
     call of alice's (claimed by agent:demo/bot, with out.txt and a pending question), and
@@ -76,7 +73,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
     from agentworks_scheduler.app import start as start_scheduler
     from agentworks_scheduler.config import Config as SchedulerConfig
 
-    url, key = module_database_url, module_key
+    url, key = module_database_url, signing_keys
     started: list[Any] = []
     try:
         messaging = await start_messaging(
@@ -103,7 +100,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
                     "GATEWAY_MESSAGING_ADDRESS": messaging.address,
                     "GATEWAY_FUNCTIONS_ADDRESS": functions.address,
                     "GATEWAY_SCHEDULER_ADDRESS": scheduler.address,
-                    "AGENTWORKS_INTERNAL_KEY": key,
+                    **key.env("gateway"),
                     "LOG_JSON": "false",
                 }
             )
@@ -152,7 +149,7 @@ async def world(module_database_url: str, module_key: str) -> AsyncIterator[Simp
                 {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "hi"}},
             )
             w.call_id = called["call_id"]
-        bot = Minter("agent:demo/bot", key)
+        bot = Minter("agent:demo/bot", key.ensure("runtime")[0])
         async with MessagingClient(messaging.address, identity=bot) as runtime:
             turn = await runtime.claim_turn(["crew:demo"], wait_seconds=10)
             assert turn is not None
@@ -324,7 +321,15 @@ LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode te
 # The MCP SDK's client will not send one (it cannot encode it), and its server's JSON
 # parser refuses the escape: a JSON-RPC parse error saying where, before any tool runs.
 SURROGATE_REFUSED = (("Parse error", "unexpected end of hex escape"), "JSON-RPC -32700")
-NUL = ": contains a NUL character (\\u0000), which cannot be stored"
+# The services' words for a NUL character (agentworks.client.checks.check_no_nul), after
+# the field's name (`text` is the tool's `message`).
+NUL = " contains a NUL character (\\u0000); remove it"
+# Messaging's words.
+DESTINATION_MISSING = (
+    "destination is missing: give a target (crew or workflow) to start a new conversation, "
+    "or an inbox_id to continue one"
+)
+MESSAGE_EMPTY = "message is empty: send some text or at least one part"
 
 
 def call_id(**extra: Any) -> Callable[[SimpleNamespace], Args]:
@@ -355,18 +360,23 @@ rows(
 rows(
     "messages",
     "send",
-    ("no destination", {"action": "send", "message": "hi"}, "exactly one of crew, workflow"),
+    # Messaging's refusals, as it words them (but for MCP's name of its `text`: message).
+    ("no destination", {"action": "send", "message": "hi"}, DESTINATION_MISSING),
     (
         "two destinations",
         {"action": "send", "crew": "demo", "workflow": "wf-1", "message": "hi"},
-        "(got crew, workflow)",
+        "takes one of crew, workflow or inbox_id (got crew, workflow)",
     ),
-    ("empty crew", {"action": "send", "crew": "", "message": "hi"}, "exactly one of crew"),
+    ("empty crew", {"action": "send", "crew": "", "message": "hi"}, DESTINATION_MISSING),
     ("unknown crew", {"action": "send", "crew": "nope", "message": "hi"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "send", "crew": "../etc", "message": "hi"}, "name"),
-    ("no message", {"action": "send", "crew": "demo"}, "message is empty"),
-    ("blank message", {"action": "send", "crew": "demo", "message": "  "}, "message is empty"),
-    ("oversized message", {"action": "send", "crew": "demo", "message": BIG}, "65536 bytes"),
+    ("no message", {"action": "send", "crew": "demo"}, MESSAGE_EMPTY),
+    ("blank message", {"action": "send", "crew": "demo", "message": "  "}, MESSAGE_EMPTY),
+    (
+        "oversized message",
+        {"action": "send", "crew": "demo", "message": BIG},
+        "message is 70000 bytes; the limit is 65536 bytes",
+    ),
     ("NUL in message", {"action": "send", "crew": "demo", "message": "a\x00b"}, "message" + NUL),
     (
         "lone surrogate in message",
@@ -386,7 +396,7 @@ rows(
     (
         "NUL in part data",
         {"action": "send", "crew": "demo", "message": "m", "parts": [{"data": {"k": "\x00"}}]},
-        "parts.0.data.k" + NUL,
+        "parts[0].data.k" + NUL,
     ),
     (
         "oversized submission_id",
@@ -481,16 +491,16 @@ for alias, kind, other in (("ask_crew", "crew", "workflow"), ("chat", "workflow"
     rows(
         alias,
         None,
-        ("no destination", {"message": "hi"}, f"exactly one of {kind} or inbox_id"),
+        ("no destination", {"message": "hi"}, DESTINATION_MISSING),
         (
             "two destinations",
             lambda w, k=kind, n=name: {k: n, "inbox_id": w.inbox_id, "message": "hi"},
-            f"(got {kind}, inbox_id)",
+            f"{alias} takes one of {kind} or inbox_id (got {kind}, inbox_id)",
         ),
         ("no message", {kind: name}, "'message' is a required property"),
         (f"a {other}", {other: "x", "message": "hi"}, f"'{other}' was unexpected"),
         ("unknown target", {kind: "nope", "message": "hi"}, f"{kind}:nope", "NOT_FOUND"),
-        ("oversized message", {kind: name, "message": BIG}, "65536 bytes"),
+        ("oversized message", {kind: name, "message": BIG}, "message is 70000 bytes"),
         ("NUL in message", {kind: name, "message": "\x00"}, "message" + NUL),
         ("lone surrogate", {kind: name, "message": LONE_SURROGATE}, *SURROGATE_REFUSED),
         (
@@ -519,7 +529,7 @@ rows(
     ("empty crew", {"action": "list", "crew": ""}, "crew: is empty"),
     ("unknown crew", {"action": "list", "crew": "nope"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "list", "crew": "../../etc"}, "name"),
-    ("NUL in crew", {"action": "list", "crew": "de\x00mo"}, "crew" + NUL),
+    ("NUL in crew", {"action": "list", "crew": "de\x00mo"}, "target.name 'de\\x00mo' is not valid"),
     ("oversized crew", {"action": "list", "crew": "c" * 300}, "name"),
 )
 rows(
@@ -575,7 +585,7 @@ rows(
     (
         "NUL in an input",
         {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "a\x00"}},
-        "inputs.text" + NUL,
+        "inputs.text: contains a NUL character (\\u0000), which cannot be stored",
     ),
     (
         "lone surrogate in an input",
@@ -742,7 +752,7 @@ rows(
     (
         "NUL in the target",
         {"action": "register", "target": "crew:a\x00", "owner": "user:o"},
-        "target" + NUL,
+        "target.name 'a\\x00' is not valid",
     ),
     (
         "running_limit 1001",
@@ -844,7 +854,11 @@ rows(
     "create",
     ("no principal", {"action": "create"}, "action 'create' needs principal"),
     ("principal not a principal", {"action": "create", "principal": "nobody"}, "nobody"),
-    ("NUL in the principal", {"action": "create", "principal": "user:a\x00"}, "principal" + NUL),
+    (
+        "NUL in the principal",
+        {"action": "create", "principal": "user:a\x00"},
+        "principal 'user:a\\x00' is not a principal",
+    ),
     (
         "unknown role",
         {"action": "create", "principal": "user:x", "roles": ["admin"]},
@@ -1034,7 +1048,7 @@ rows(
     ),
     ("no conversation", {"action": "create", "delay_seconds": 5}, "needs conversation_id"),
     ("negative delay", in_conversation("create", delay_seconds=-1), "delay_seconds: -1 is less"),
-    ("NUL in note", in_conversation("create", delay_seconds=5, note="a\x00b"), "note"),
+    ("NUL in note", in_conversation("create", delay_seconds=5, note="a\x00b"), "note" + NUL),
     (
         "long submission_id",
         in_conversation("create", delay_seconds=5, submission_id="k" * 129),
@@ -1083,7 +1097,11 @@ rows(
         {"action": "list", "include_finished": "yes"},
         "include_finished: 'yes' is not of type 'boolean'",
     ),
-    ("NUL in product", {"action": "list", "product": "crew:\x00"}, "product"),
+    (
+        "NUL in product",
+        {"action": "list", "product": "crew:\x00"},
+        "product 'crew:\\x00' is not a product",
+    ),
     who="bot",
 )
 rows(
@@ -1191,7 +1209,11 @@ rows(
         in_conversation("create", prompt="p", interval_seconds=3600, start_at="soon"),
         "start_at 'soon' is not a time",
     ),
-    ("NUL in prompt", in_conversation("create", prompt="p\x00", interval_seconds=3600), "prompt"),
+    (
+        "NUL in prompt",
+        in_conversation("create", prompt="p\x00", interval_seconds=3600),
+        "prompt" + NUL,
+    ),
     ("oversized prompt", in_conversation("create", prompt=BIG, interval_seconds=3600), "prompt"),
     (
         "oversized name",
@@ -1262,7 +1284,7 @@ rows(
         "time_zone goes with a cron rule",
     ),
     ("empty prompt", with_id("schedule_id", "update", prompt=""), "prompt: is empty"),
-    ("NUL in name", with_id("schedule_id", "update", name="n\x00"), "name"),
+    ("NUL in name", with_id("schedule_id", "update", name="n\x00"), "name" + NUL),
     (
         "a create argument",
         with_id("schedule_id", "update", paused=True),
@@ -1314,7 +1336,7 @@ rows(
     "pause",
     ("not a product", {"action": "pause", "product": "everything"}, "product"),
     ("oversized reason", {"action": "pause", "reason": "r" * 501}, "reason: "),
-    ("NUL in reason", {"action": "pause", "reason": "r\x00"}, "reason"),
+    ("NUL in reason", {"action": "pause", "reason": "r\x00"}, "reason" + NUL),
     ("not an operator", {"action": "pause"}, "operator", "PERMISSION_DENIED", "alice"),
     who="ops",
 )
@@ -1357,7 +1379,7 @@ rows(
         "NOT_FOUND",
     ),
     ("oversized name", in_conversation("create", name="n" * 201), "name: "),
-    ("NUL in name", in_conversation("create", name="n\x00"), "name"),
+    ("NUL in name", in_conversation("create", name="n\x00"), "name" + NUL),
     (
         "not serving the conversation",
         in_conversation("create"),

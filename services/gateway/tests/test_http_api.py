@@ -148,6 +148,21 @@ async def test_tokens_are_listed_without_secrets_and_only_operators_manage_them_
         }
 
 
+async def test_no_token_can_be_created_for_a_service_principal_A1_T1(gateway, api, operator_token):
+    """A1 T1: the gateway vouches for external callers only; a token for service:<name>
+    is refused at creation (every service would refuse the identity it signed)."""
+    body = {"action": "create", "principal": "service:functions"}
+    refused = await api(operator_token).post("/api/v1/tools/tokens", json=body)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "code": "INVALID_ARGUMENT",
+        "message": "principal service:functions: tokens are for user:<name>, "
+        "agent:<crew>/<agent> or workflow:<id>; services sign their own identities",
+    }
+    listing = await api(operator_token).post("/api/v1/tools/tokens", json={"action": "list"})
+    assert "service:functions" not in listing.text
+
+
 async def test_api_errors_carry_the_status_name_and_the_matching_http_status_A1_C7(
     gateway, api, alice_token
 ):
@@ -229,18 +244,26 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
     assert half.status_code == 400 and "limit" in half.json()["error"]["message"]
 
 
-async def test_send_refuses_ambiguous_or_missing_destinations_before_calling_a_service_C2(
+async def test_send_refuses_ambiguous_or_missing_destinations_and_other_fields_C2(
     gateway, api, alice_token
 ):
-    """C2: exactly one of crew, workflow, inbox_id; read-only fields are refused on send."""
+    """C2: exactly one of crew, workflow, inbox_id (several cannot be sent, so the gateway
+    refuses them; none is messaging's refusal, in its words); read-only fields are refused
+    on send."""
     client = api(alice_token)
     both = await client.post(
         SEND, json={"action": "send", "crew": "a", "inbox_id": "b", "message": "x"}
     )
     assert both.status_code == 400
     assert (
-        "exactly one of crew, workflow or inbox_id (got crew, inbox_id)"
+        "messages send takes one of crew, workflow or inbox_id (got crew, inbox_id)"
         in (both.json()["error"]["message"])
+    )
+    none = await client.post(SEND, json={"action": "send", "message": "x"})
+    assert none.status_code == 400
+    assert none.json()["error"]["message"] == (
+        "destination is missing: give a target (crew or workflow) to start a new "
+        "conversation, or an inbox_id to continue one"
     )
     extra = await client.post(
         SEND, json={"action": "send", "crew": "a", "message": "x", "wait_seconds": 3}

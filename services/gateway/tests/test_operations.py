@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentworks.client.keys import KeyDirectory
 from agentworks.client.settings import ConfigError
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.server.db import sqlalchemy_url
@@ -106,7 +107,7 @@ class GatewayProcess:
 
 def gateway_env(
     database_url: str,
-    internal_key: str,
+    signing_keys: KeyDirectory,
     messaging_address: str,
     functions_address: str = "127.0.0.1:1",
     **extra: str,
@@ -117,7 +118,7 @@ def gateway_env(
         "GATEWAY_MESSAGING_ADDRESS": messaging_address,
         "GATEWAY_FUNCTIONS_ADDRESS": functions_address,
         "GATEWAY_SCHEDULER_ADDRESS": "127.0.0.1:1",
-        "AGENTWORKS_INTERNAL_KEY": internal_key,
+        **signing_keys.env("gateway"),
         **extra,
     }
 
@@ -154,7 +155,7 @@ def tool_calls(gw: GatewayProcess, **match: Any) -> list[dict[str, Any]]:
 
 
 async def test_sigterm_returns_waiting_reads_at_once_G3_P4(
-    database_url, internal_key, messaging, functions, api, alice_token, echo, cli, mcp_session
+    database_url, signing_keys, messaging, functions, api, alice_token, echo, cli, mcp_session
 ):
     """G3 P4: with the default drain (30 s), SIGTERM during a CLI `messages read --wait 25`,
     an MCP `messages` read and an MCP `functions` call with wait_seconds answers each at
@@ -170,7 +171,7 @@ async def test_sigterm_returns_waiting_reads_at_once_G3_P4(
     waiting_reads = messaging.database.listener.waiting
     waiting_calls = functions.database.listener.waiting
 
-    env = gateway_env(database_url, internal_key, messaging.address, functions.address)
+    env = gateway_env(database_url, signing_keys, messaging.address, functions.address)
     async with GatewayProcess(env) as gw, mcp_session(f"{gw.url}/mcp", alice_token) as mcp:
         await mcp.list_tools()  # the client checks results against the listed schemas
         cli_env = {"AGENTWORKS_URL": gw.url, "AGENTWORKS_TOKEN": alice_token}
@@ -258,7 +259,7 @@ class SlowMessaging(messaging_pb2_grpc.MessagingServiceServicer):
 
 
 async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancelled_G4_P4(
-    database_url, internal_key
+    database_url, signing_keys
 ):
     """G4 P4: after SIGTERM (GATEWAY_DRAIN_SECONDS=2) the gateway takes no new connection
     (refused, never a 503) while calls in flight go on; one that ends within the grace
@@ -284,7 +285,7 @@ async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancel
 
     try:
         env = gateway_env(
-            database_url, internal_key, f"127.0.0.1:{port}", GATEWAY_DRAIN_SECONDS=str(grace)
+            database_url, signing_keys, f"127.0.0.1:{port}", GATEWAY_DRAIN_SECONDS=str(grace)
         )
         async with (
             GatewayProcess(env) as gw,
@@ -350,7 +351,7 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
-    fault_postgres, internal_key, messaging
+    fault_postgres, signing_keys, messaging
 ):
     """G4 P4: with its own PostgreSQL down, the gateway answers 503 UNAVAILABLE, logs a
     warning (at most one per 10 s per operation, the rest counted as `suppressed`),
@@ -363,7 +364,7 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
     metrics_port = free_port()
     env = gateway_env(
         fault_postgres.url,
-        internal_key,
+        signing_keys,
         messaging.address,
         GATEWAY_METRICS_LISTEN=f"127.0.0.1:{metrics_port}",
     )
@@ -377,7 +378,7 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
         before = await asyncio.to_thread(scrape, metrics_port)
         names = {(name, labels) for name, labels in before}
         assert ("agentworks_db_pool_checked_out", (("service", "gateway"),)) in names
-        for gauge in ("agentworks_long_poll_waiters", "agentworks_notify_wakeups"):
+        for gauge in ("agentworks_long_poll_waiters", "agentworks_notify_wakeups_total"):
             assert not [n for n in names if n[0] == gauge], f"{gauge} is served by the gateway"
         errors_key = ("agentworks_gateway_database_errors_total", (("operation", "authenticate"),))
         assert before[errors_key] == 0
@@ -422,16 +423,18 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
     ("variable", "value", "says"),
     [
         ("GATEWAY_POOL_SIZE", "0", "must be between 1 and 1000"),
-        ("GATEWAY_IDENTITY_TTL_SECONDS", "0", "must be between 10 and 3600"),
-        ("GATEWAY_IDENTITY_TTL_SECONDS", "-60", "must be between 10 and 3600"),
+        ("GATEWAY_IDENTITY_TTL_SECONDS", "0", "must be between 10 and 300"),
+        ("GATEWAY_IDENTITY_TTL_SECONDS", "-60", "must be between 10 and 300"),
+        ("GATEWAY_IDENTITY_TTL_SECONDS", "301", "must be between 10 and 300"),
         ("GATEWAY_DRAIN_SECONDS", "-1", "must be between 0 and 3600"),
         ("GATEWAY_MAX_BODY_BYTES", "0", "must be between 1024 and"),
         ("GATEWAY_WEBHOOK_MAX_BODY_BYTES", str(2 * 1024 * 1024), "must be between 1 and 1048576"),
     ],
 )
-def test_gateway_settings_out_of_range_are_refused_G4_P4(variable, value, says):
-    """G4 P4: a pool of 0 (every call would wait, then fail "database busy"), an identity
-    lifetime under 10 s (every call "identity expired"), a negative drain, ... are refused
+def test_gateway_settings_out_of_range_are_refused_G4_P4_T4(variable, value, says):
+    """G4 P4 T4: a pool of 0 (every call would wait, then fail "database busy"), an identity
+    lifetime under 10 s (every call "identity expired") or over the 300 s every service
+    accepts, a negative drain, ... are refused
     naming the variable; the drain is 30 s unless set (longer than a 25 s long-poll)."""
     assert Config.from_env({}).service.drain_seconds == 30
     assert Config.from_env({}).service.pool_size == 10
@@ -441,13 +444,13 @@ def test_gateway_settings_out_of_range_are_refused_G4_P4(variable, value, says):
 
 
 async def test_gateway_process_with_pool_size_0_exits_2_naming_the_setting_G4_P4(
-    database_url, internal_key
+    database_url, signing_keys
 ):
     """G4 P4: GATEWAY_POOL_SIZE=0 stops the process at once (status 2), one line naming
     the variable, before it would answer /healthz 200 and fail every call."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AGENTWORKS_", "GATEWAY_"))},
-        **gateway_env(database_url, internal_key, "127.0.0.1:1", GATEWAY_POOL_SIZE="0"),
+        **gateway_env(database_url, signing_keys, "127.0.0.1:1", GATEWAY_POOL_SIZE="0"),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentworks_gateway", env=env,

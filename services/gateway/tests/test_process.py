@@ -14,7 +14,7 @@ from agentworks_gateway.tokens import ensure_token, new_token
 
 
 async def test_gateway_process_serves_and_drains_on_sigterm_G4_P4(
-    database_url, internal_key, messaging
+    database_url, signing_keys, messaging
 ):
     """G4 P4: `python -m agentworks_gateway` listens, answers /healthz and /api, logs JSON
     lines, and exits 0 on SIGTERM."""
@@ -25,7 +25,7 @@ async def test_gateway_process_serves_and_drains_on_sigterm_G4_P4(
         "GATEWAY_DATABASE_URL": database_url,
         "GATEWAY_LISTEN": "127.0.0.1:0",
         "GATEWAY_MESSAGING_ADDRESS": messaging.address,
-        "AGENTWORKS_INTERNAL_KEY": internal_key,
+        **signing_keys.env("gateway"),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentworks_gateway", env=env,

@@ -84,7 +84,6 @@ def test_config_reads_gateway_variables_with_fallbacks():
     config = Config.from_env(
         {
             "DATABASE_URL": "postgresql://db/x",
-            "AGENTWORKS_INTERNAL_KEY": "k",
             "GATEWAY_MESSAGING_ADDRESS": "127.0.0.1:1,127.0.0.1:2",
         }
     )

@@ -25,7 +25,51 @@ DEEP_PART = common_pb2.Part(data_json=json.dumps(_deep))
 
 # (method, principal, request, expected code, words the message must contain)
 CASES = [
-    ("Send", "user:alice", pb.SendRequest(text="hi"), "INVALID_ARGUMENT", "destination"),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(text="hi"),
+        "INVALID_ARGUMENT",
+        "destination is missing: give a target (crew or workflow) to start a new "
+        "conversation, or an inbox_id to continue one",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="a\x00b"),
+        "INVALID_ARGUMENT",
+        "text contains a NUL character (\\u0000); remove it",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(
+            target=CREW, text="x", parts=[common_pb2.Part(data_json='{"k": ["ok", "\\u0000"]}')]
+        ),
+        "INVALID_ARGUMENT",
+        "parts[0].data.k[1] contains a NUL character (\\u0000); remove it",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", parts=[common_pb2.Part(data_json='{"\\u0000": 1}')]),
+        "INVALID_ARGUMENT",
+        "parts[0].data['\\x00'] contains a NUL character",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(target=CREW, text="x", parts=[common_pb2.Part(text="\x00")]),
+        "INVALID_ARGUMENT",
+        "parts[0].text contains a NUL character (\\u0000); remove it",
+    ),
+    (
+        "Send",
+        "user:alice",
+        pb.SendRequest(inbox_id="x\x00", text="x"),
+        "INVALID_ARGUMENT",
+        "inbox_id contains a NUL character",
+    ),
     ("Send", "user:alice", pb.SendRequest(target=CREW), "INVALID_ARGUMENT", "text is empty"),
     ("Send", "user:alice", pb.SendRequest(target=CREW, text="  "), "INVALID_ARGUMENT", "text"),
     ("Send", "user:alice", pb.SendRequest(target=NO_KIND, text="x"), "INVALID_ARGUMENT", "kind"),
@@ -90,7 +134,14 @@ CASES = [
     ),
     ("Send", "user:alice", pb.SendRequest(inbox_id="not-a-uuid", text="x"), "NOT_FOUND", "inbox"),
     ("Send", "user:alice", pb.SendRequest(inbox_id=UNKNOWN_UUID, text="x"), "NOT_FOUND", "inbox"),
-    ("Read", "user:alice", pb.ReadRequest(), "INVALID_ARGUMENT", "inbox_id"),
+    ("Read", "user:alice", pb.ReadRequest(), "INVALID_ARGUMENT", "inbox_id is required"),
+    (
+        "Read",
+        "user:alice",
+        pb.ReadRequest(inbox_id="x\x00"),
+        "INVALID_ARGUMENT",
+        "inbox_id contains a NUL character",
+    ),
     ("Read", "user:alice", pb.ReadRequest(inbox_id=UNKNOWN_UUID), "NOT_FOUND", "inbox"),
     ("Read", "user:alice", pb.ReadRequest(inbox_id="x", after="%%%"), "INVALID_ARGUMENT", "cursor"),
     ("Read", "user:alice", pb.ReadRequest(inbox_id="x", limit=1000), "INVALID_ARGUMENT", "limit"),
@@ -152,6 +203,13 @@ CASES = [
         pb.SendMessageRequest(inbox_id=UNKNOWN_UUID, text="x"),
         "NOT_FOUND",
         "inbox",
+    ),
+    (
+        "SendMessage",
+        "agent:demo/bot",
+        pb.SendMessageRequest(inbox_id="x\x00", text="x"),
+        "INVALID_ARGUMENT",
+        "inbox_id contains a NUL character",
     ),
     (
         "SendMessage",
@@ -256,7 +314,8 @@ RELIABILITY = {
     "test": "test_bad_input_is_refused_clearly_and_stores_nothing_P6",
     "scenario": "Bad input, messaging service (P6, C7)",
     "action": f"{len(CASES)} cases over every RPC: missing destinations and fields, empty "
-    "and oversized text, empty parts, unknown channels, bad target kinds and names, "
+    "and oversized text, NUL characters in text, parts (by path) and ids, empty parts, "
+    "unknown channels, bad target kinds and names, "
     "malformed and out-of-range cursors, limits, waits and leases, unknown ids, oversized "
     "payloads and keys",
     "check": "the expected status code with a message naming the field; every table of "

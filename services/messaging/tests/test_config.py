@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from agentworks.client.keys import KeyDirectory
 from agentworks.client.settings import ConfigError
 from agentworks.server import testing
 from agentworks.server.testing import free_port, scrape, service_env
@@ -25,10 +26,10 @@ pytestmark = pytest.mark.timeout(90)
 NO_DATABASE = "postgresql://aw:s3cret@127.0.0.1:1/agentworks"
 
 
-def environment(database_url: str, internal_key: str, **extra: str) -> dict[str, str]:
+def environment(database_url: str, signing_keys: KeyDirectory, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
-        **service_env(database_url, internal_key, "MESSAGING"),
+        **service_env(database_url, signing_keys, "MESSAGING"),
         "MESSAGING_LISTEN": f"127.0.0.1:{free_port()}",
         "LOG_JSON": "true",
         "LOG_LEVEL": "info",
@@ -53,17 +54,18 @@ def failed_start(env: dict[str, str]) -> tuple[int, dict]:
         ("MESSAGING_METRICS_LISTEN", "9100", "MESSAGING_METRICS_LISTEN must look like host:port"),
         ("LOG_LEVEL", "verbose", "LOG_LEVEL must be one of debug, info, warning"),
         ("LOG_JSON", "ture", "LOG_JSON must be true or false"),
-        ("AGENTWORKS_INTERNAL_KEY", "", "no internal key: set AGENTWORKS_INTERNAL_KEY"),
+        ("AGENTWORKS_SIGNING_KEY", "", "no signing key: set AGENTWORKS_SIGNING_KEY"),
+        ("AGENTWORKS_TRUSTED_KEYS", "", "AGENTWORKS_SIGNING_KEY is set but AGENTWORKS_TRUSTED"),
         ("MESSAGING_DATABASE_URL", "", "no database configured; set MESSAGING_DATABASE_URL"),
     ],
 )
 def test_a_bad_setting_stops_the_start_with_one_line_naming_it_P4_P6(
-    internal_key, setting, value, error
+    signing_keys, setting, value, error
 ):
     """P4 P6: a setting out of range, not host:port, not a known word, or missing stops
     the start at once: one JSON line naming it (JSON even when LOG_JSON is the bad one),
     exit status 2, no traceback."""
-    env = environment(NO_DATABASE, internal_key, **{setting: value})
+    env = environment(NO_DATABASE, signing_keys, **{setting: value})
     env.pop("DATABASE_URL", None)
     status, event = failed_start(env)
     assert status == 2
@@ -72,19 +74,31 @@ def test_a_bad_setting_stops_the_start_with_one_line_naming_it_P4_P6(
         assert event["error"].endswith(f"got {value!r}") or setting.endswith("_URL")
 
 
-def test_a_taken_port_fails_the_start_naming_the_setting_P4(internal_key):
+def test_a_service_given_another_signers_key_does_not_start_T1(signing_keys):
+    """T1: messaging started with the gateway's private key refuses to start (status 2),
+    naming whose key it is: a service signs only as itself."""
+    gateway = signing_keys.env("gateway")["AGENTWORKS_SIGNING_KEY"]
+    status, event = failed_start(
+        environment(NO_DATABASE, signing_keys, AGENTWORKS_SIGNING_KEY=gateway)
+    )
+    assert status == 2
+    assert "belongs to signer gateway" in event["error"]
+    assert "messaging signs as service:messaging" in event["error"]
+
+
+def test_a_taken_port_fails_the_start_naming_the_setting_P4(signing_keys):
     """P4: a listen or metrics port another process holds fails the start (status 1) with
     the address and the setting, before `service.ready` (metrics are served first)."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
         busy = f"127.0.0.1:{taken.getsockname()[1]}"
-        status, event = failed_start(environment(NO_DATABASE, internal_key, MESSAGING_LISTEN=busy))
+        status, event = failed_start(environment(NO_DATABASE, signing_keys, MESSAGING_LISTEN=busy))
         assert status == 1
         assert (
             event["error"] == f"cannot listen on {busy} (MESSAGING_LISTEN): Address already in use"
         )
 
         status, event = failed_start(
-            environment(NO_DATABASE, internal_key, MESSAGING_METRICS_LISTEN=busy)
+            environment(NO_DATABASE, signing_keys, MESSAGING_METRICS_LISTEN=busy)
         )
         assert status == 1
         assert event["error"] == (
@@ -92,7 +106,7 @@ def test_a_taken_port_fails_the_start_naming_the_setting_P4(internal_key):
         )
 
     status, event = failed_start(
-        environment(NO_DATABASE, internal_key, MESSAGING_LISTEN="nohost.invalid:50051")
+        environment(NO_DATABASE, signing_keys, MESSAGING_LISTEN="nohost.invalid:50051")
     )
     assert status == 1
     assert event["error"].startswith(
@@ -102,11 +116,11 @@ def test_a_taken_port_fails_the_start_naming_the_setting_P4(internal_key):
 
 
 def test_an_unreachable_database_fails_the_start_naming_it_without_the_password_P4(
-    internal_key,
+    signing_keys,
 ):
     """P4: PostgreSQL unreachable at start: one event naming the database (user, host,
     port, name; never the password) and the reason, exit status 1."""
-    status, event = failed_start(environment(NO_DATABASE, internal_key))
+    status, event = failed_start(environment(NO_DATABASE, signing_keys))
     assert status == 1
     assert event["database"] == "aw@127.0.0.1:1/agentworks"
     assert event["error"].startswith("cannot connect to the database aw@127.0.0.1:1/agentworks: ")
@@ -114,14 +128,14 @@ def test_an_unreachable_database_fails_the_start_naming_it_without_the_password_
     assert "s3cret" not in json.dumps(event)
 
 
-def test_ready_reports_the_bound_host_and_port_after_serving_metrics_P4(database_url, internal_key):
+def test_ready_reports_the_bound_host_and_port_after_serving_metrics_P4(database_url, signing_keys):
     """P4: `service.ready` and the stdout line report the host the service listens on
     and the port it bound (0.0.0.0 and a port the kernel picked here, not 127.0.0.1);
     metrics answer once it is logged; a SIGTERM right after drains (exit 0); every
     stderr line is JSON."""
     env = environment(
         database_url,
-        internal_key,
+        signing_keys,
         MESSAGING_LISTEN="0.0.0.0:0",
         MESSAGING_METRICS_LISTEN="127.0.0.1:0",
     )

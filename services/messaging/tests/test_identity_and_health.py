@@ -11,6 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from agentworks.client.identity import METADATA_KEY, mint
+from agentworks.client.keys import KeyDirectory, SigningKey, add_trusted_key, write_trusted_keys
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 
@@ -25,16 +26,16 @@ async def stub(messaging):
     ("case", "make_token"),
     [
         ("missing", lambda key: None),
-        ("forged", lambda key: mint("user:alice", "not-the-operators-key-but-long-enough-to-sign")),
+        ("forged", lambda key: mint("user:alice", SigningKey.generate("gateway"))),
         ("expired", lambda key: mint("user:alice", key, ttl_seconds=60, now=time.time() - 120)),
         ("garbage", lambda key: "not.a.token"),
     ],
 )
 async def test_missing_forged_or_expired_identity_is_unauthenticated_A2(
-    stub, internal_key, case, make_token
+    stub, signing_keys, case, make_token
 ):
     """A2: a call without a valid signed identity gets UNAUTHENTICATED."""
-    token = make_token(internal_key)
+    token = make_token(signing_keys.ensure("gateway")[0])
     metadata = ((METADATA_KEY, token),) if token else ()
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Read(pb.ReadRequest(inbox_id="x"), metadata=metadata)
@@ -42,7 +43,7 @@ async def test_missing_forged_or_expired_identity_is_unauthenticated_A2(
     assert "identity" in err.value.details()
 
 
-async def test_unsigned_principal_metadata_is_not_trusted_A2(stub, internal_key):
+async def test_unsigned_principal_metadata_is_not_trusted_A2(stub):
     """A2: naming a principal in plain metadata grants nothing."""
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Send(
@@ -51,31 +52,43 @@ async def test_unsigned_principal_metadata_is_not_trusted_A2(stub, internal_key)
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_a_valid_identity_is_served_A1_A2(stub, internal_key):
+async def test_a_valid_identity_is_served_A1_A2(stub, signing_keys):
     """A1 A2: a properly signed identity reaches the service."""
-    token = mint("user:alice", internal_key)
+    token = mint("user:alice", signing_keys.ensure("gateway")[0])
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=((METADATA_KEY, token),))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_key_rotation_accepts_the_listed_keys_and_nothing_else_A2(
-    start_messaging, internal_key
+async def test_key_rotation_accepts_both_keys_of_a_signer_then_only_the_new_one_A2_T1(
+    start_messaging, tmp_path
 ):
-    """A2: during a key rotation identities signed with an accepted key pass, others not."""
-    old, next_key = "the-previous-key-" + "o" * 32, "the-next-key-" + "n" * 32
-    running = await start_messaging(AGENTWORKS_ACCEPTED_INTERNAL_KEYS=f"{old}, {next_key}")
+    """A2 T1: rotating the gateway's key without a restart: once the trusted keys list
+    the new key beside the old one, identities of both pass; once the old one is
+    removed, its identities are refused and the new one's still pass; a key never
+    listed is refused throughout."""
+    keys = KeyDirectory(tmp_path / "keys")
+    old, _ = keys.ensure("gateway")
+    running = await start_messaging(**keys.env("service:messaging"))
+    new = SigningKey.generate("gateway")
+    stranger = SigningKey.generate("gateway")
+
+    async def read_as(key: SigningKey) -> grpc.StatusCode:
+        metadata = ((METADATA_KEY, mint("user:alice", key)),)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=metadata)
+        return err.value.code()
+
     async with grpc.aio.insecure_channel(running.address) as channel:
         stub = messaging_pb2_grpc.MessagingServiceStub(channel)
-        for key in (internal_key, old, next_key):
-            metadata = ((METADATA_KEY, mint("user:alice", key)),)
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=metadata)
-            assert err.value.code() == grpc.StatusCode.NOT_FOUND  # past the identity check
-        stranger = ((METADATA_KEY, mint("user:alice", "some-other-key-" + "x" * 32)),)
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=stranger)
-        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        past = grpc.StatusCode.NOT_FOUND  # the identity check passed
+        assert (await read_as(old), await read_as(new)) == (past, grpc.StatusCode.UNAUTHENTICATED)
+        add_trusted_key(keys.trusted_path, new.trusted)
+        assert (await read_as(new), await read_as(old)) == (past, past)
+        write_trusted_keys(keys.trusted_path, [k for k in keys.trusted() if k.kid != old.kid])
+        # An unknown kid makes the service read the file again at once.
+        assert await read_as(stranger) == grpc.StatusCode.UNAUTHENTICATED
+        assert (await read_as(old), await read_as(new)) == (grpc.StatusCode.UNAUTHENTICATED, past)
 
 
 async def test_health_is_serving_and_reflection_lists_the_service_P4(messaging):

@@ -14,12 +14,12 @@ from agentworks.server.testing import failed_start, free_port, service_env
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_an_unknown_variable_is_logged_at_start_P4(database_url, internal_key):
+def test_an_unknown_variable_is_logged_at_start_P4(database_url, signing_keys):
     """P4: SCHEDULER_FIRE_CONCURRENCY (removed) and a misspelt SCHEDULER_TICK_SECOND are
     each logged once as a structured warning when the service starts; it still starts."""
     env = {
         **os.environ,
-        **service_env(database_url, internal_key, "SCHEDULER"),
+        **service_env(database_url, signing_keys, "SCHEDULER"),
         "SCHEDULER_LISTEN": f"127.0.0.1:{free_port()}",
         "SCHEDULER_FIRE_CONCURRENCY": "8",
         "SCHEDULER_TICK_SECOND": "5",
@@ -105,12 +105,12 @@ def test_the_replay_window_outlasts_the_webhook_tolerance_P4_P6():
     assert (used.tick_seconds, used.batch_size) == (0.1, 2000)
 
 
-def test_a_bad_setting_stops_the_scheduler_process_with_one_line_P4(internal_key):
+def test_a_bad_setting_stops_the_scheduler_process_with_one_line_P4(signing_keys):
     """P4: `python -m agentworks_scheduler` with SCHEDULER_TICK_SECONDS=0 exits with
     status 2 and one `service.start_failed` JSON line naming it, no traceback."""
     env = {
         **os.environ,
-        **service_env("postgresql://127.0.0.1:1/x", internal_key, "SCHEDULER"),
+        **service_env("postgresql://127.0.0.1:1/x", signing_keys, "SCHEDULER"),
         "SCHEDULER_LISTEN": f"127.0.0.1:{free_port()}",
         "SCHEDULER_TICK_SECONDS": "0",
         "LOG_JSON": "true",

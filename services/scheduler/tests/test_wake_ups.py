@@ -20,6 +20,7 @@ from agentworks.client.errors import (
     Unauthenticated,
 )
 from agentworks.client.identity import Minter
+from agentworks.client.keys import SigningKey
 from agentworks.client.messaging import attributes_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
@@ -120,7 +121,7 @@ async def test_only_the_conversations_agents_and_operators_attach_wake_ups_A2_A3
         await sched.create_wake_up("not-a-conversation", delay_seconds=0)
 
     forged = SchedulerClient(
-        scheduler.address, identity=Minter(BOT, "not-the-internal-key-" + "x" * 32)
+        scheduler.address, identity=Minter(BOT, SigningKey.generate("runtime"))
     )
     try:
         with pytest.raises(Unauthenticated):

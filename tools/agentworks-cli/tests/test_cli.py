@@ -148,7 +148,8 @@ async def test_operator_registers_targets_and_manages_tokens_from_the_cli_G3_A1_
 @contextlib.asynccontextmanager
 async def following(gateway, token: str, cwd: Path) -> AsyncIterator[tuple[str, Any]]:
     """(inbox, process): a new conversation's inbox, read by `messages read --follow
-    --json` in a subprocess; Ctrl-C'd on the way out, where it must exit 0."""
+    --json` in a subprocess; Ctrl-C'd on the way out, where it must exit 130 (as every
+    command Ctrl-C stops does) with one line on stderr and no traceback."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTWORKS_")},
         "AGENTWORKS_URL": gateway.url,
@@ -171,12 +172,14 @@ async def following(gateway, token: str, cwd: Path) -> AsyncIterator[tuple[str, 
         follow.send_signal(signal.SIGINT)
         try:
             async with asyncio.timeout(30):
-                code = await follow.wait()
+                _, err = await follow.communicate()
         finally:
             if follow.returncode is None:
                 follow.kill()
                 await follow.wait()
-    assert code == 0
+    assert follow.returncode == 130, err
+    assert err.decode().splitlines()[-1] == f"agentworks: stopped following inbox {inbox}", err
+    assert b"Traceback" not in err
 
 
 async def replies(follow, count: int) -> list[str]:

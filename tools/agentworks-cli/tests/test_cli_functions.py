@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -279,3 +280,36 @@ async def test_functions_commands_declare_list_call_and_read_workflow_functions_
     )
     assert code == 0, err
     assert _fields(out)["running_limit"] == "5"
+
+
+async def test_call_wait_says_at_once_that_no_runtime_claimed_the_call_and_how_long_it_took_G3_F7(
+    gateway, alice_token, demo, echo, runtime, tmp_path
+):
+    """G3 F7: `crews call --wait` into a pipe says straight away (its first status read
+    does not long-poll) that the call waits for a runtime to claim it, with the seconds
+    since it was accepted; then that it runs once claimed, and how long it took."""
+    process = await asyncio.create_subprocess_exec(
+        AGENTWORKS_BIN, "crews", "call", "demo", "echo", "-i", "text=hi", "--wait",
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENTWORKS_")},
+             **_env(gateway, alice_token)},
+        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        await _until_line(process.stderr, "call ", seen)
+        async with asyncio.timeout(10):  # well before the 25 s of a long-poll
+            line = await _until_line(process.stderr, "waiting for a runtime to claim it (", seen)
+        assert re.fullmatch(r"waiting for a runtime to claim it \(\d+s\)\n", line), line
+        execution = await runtime.claim_execution([demo], wait_seconds=20)
+        assert execution is not None
+        await _until_line(process.stderr, "running (", seen)
+        await runtime.finish_execution(execution.call_id, final_message="hi")
+        async with asyncio.timeout(30):
+            out, err = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, seen
+    assert _fields(out.decode())["status"] == "completed"
+    assert re.search(rf"call {execution.call_id} completed after \d+s", err.decode()), err

@@ -27,8 +27,8 @@ def test_cli_settings_prefer_flags_then_env_then_the_cli_json_file_G3(tmp_path):
     )
     from_file = resolve_settings(None, None, {}, tmp_path)
     assert (from_file.url, from_file.token) == ("http://file:1", "aw_file")
-    # A token from the environment never goes to the URL of a cli.json: the URL comes
-    # from the file only with the file's own token.
+    # A token from the environment never goes to another host a cli.json names: with a
+    # token given, the file's URL is used only when it is on this machine.
     from_env = resolve_settings(None, None, {"AGENTWORKS_TOKEN": "aw_env"}, tmp_path)
     assert (from_env.url, from_env.token, from_env.config) == (DEFAULT_URL, "aw_env", "")
     env_url = {"AGENTWORKS_URL": "http://env:4"}
@@ -76,6 +76,28 @@ def test_cli_settings_never_send_a_given_token_to_the_url_of_a_parents_cli_json_
     assert (from_env.url, from_env.token) == ("http://e:4", "aw_mine")
     with pytest.raises(UsageError, match="cannot read"):
         resolve_settings(None, None, {}, below)  # the file must give the token: say so
+
+
+def test_a_token_given_without_a_url_goes_to_the_loopback_url_of_cli_json_G3(tmp_path):
+    """G3: --token (or AGENTWORKS_TOKEN) without --url / AGENTWORKS_URL goes to the URL
+    `agentworks up` saved in cli.json when it is on this machine (loopback, localhost),
+    never to another host a cli.json names; an unreadable cli.json is then no obstacle."""
+    (tmp_path / ".agentworks").mkdir()
+    saved = tmp_path / ".agentworks" / "cli.json"
+    for url in ("http://127.0.0.1:7880", "http://localhost:7880", "http://[::1]:7880"):
+        saved.write_text(json.dumps({"url": url, "token": "aw_file"}))
+        flag = resolve_settings(None, "aw_flag", {}, tmp_path / "deep")
+        assert (flag.url, flag.url_source, flag.token) == (url, str(saved), "aw_flag")
+        assert flag.config == str(saved)
+        env = resolve_settings(None, None, {"AGENTWORKS_TOKEN": "aw_env"}, tmp_path)
+        assert (env.url, env.token) == (url, "aw_env")
+        given = resolve_settings("http://flag:1", "aw_flag", {}, tmp_path)
+        assert given.url == "http://flag:1"
+    saved.write_text(json.dumps({"url": "http://gateway.example:80", "token": "aw_file"}))
+    elsewhere = resolve_settings(None, "aw_flag", {}, tmp_path)
+    assert (elsewhere.url, elsewhere.url_source, elsewhere.config) == (DEFAULT_URL, "default", "")
+    saved.write_text("{not json")
+    assert resolve_settings(None, "aw_flag", {}, tmp_path).url == DEFAULT_URL
 
 
 def test_cli_settings_ignore_a_cli_json_another_user_owns_G3(tmp_path, monkeypatch):

@@ -20,6 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from agentworks.client.keys import KeyDirectory
+
 pytestmark = pytest.mark.timeout(240)
 
 AGENTWORKS = str(Path(sys.executable).with_name("agentworks"))
@@ -179,7 +181,7 @@ async def test_a_second_up_on_the_same_home_is_refused_until_the_first_is_gone_P
 
 
 async def test_bootstrap_prints_the_dev_token_only_when_it_made_it_P2(
-    tmp_path, database_url, internal_key, messaging
+    tmp_path, database_url, signing_keys, messaging
 ):
     """P2: `up --bootstrap-only` (compose, the Kubernetes Job) prints a token it made
     itself (and keeps it in <home>/dev-token); a token from AGENTWORKS_DEV_TOKEN (a
@@ -187,7 +189,7 @@ async def test_bootstrap_prints_the_dev_token_only_when_it_made_it_P2(
 
     async def bootstrap(home: Path, **extra: str) -> tuple[int, str]:
         env = up_env(
-            AGENTWORKS_INTERNAL_KEY=internal_key,
+            **signing_keys.env("gateway"),
             AGENTWORKS_MESSAGING_ADDRESS=messaging.address,
             DATABASE_URL=database_url,
             **extra,
@@ -213,24 +215,98 @@ async def test_bootstrap_prints_the_dev_token_only_when_it_made_it_P2(
     assert secret not in out and "s" * 20 not in out
 
 
-def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url_A3_P2(
+def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url_A3_P2_T1(
     tmp_path,
 ):
-    """A3 P2: the demo runtimes `up` starts talk to the services only: their environment
-    holds the key that signs their identity and the services' addresses, but not the
-    database's address (with its password), whether `up` made it or it was given."""
+    """A3 P2 T1: the demo runtimes `up` starts talk to the services only: their environment
+    holds the runtime key that signs their identity and the services' addresses, but not
+    the database's address (with its password), whether `up` made it or it was given, nor
+    the webhook key; each service gets its own signer's key only, and a signing key in
+    `up`'s own environment reaches no child."""
     from agentworks_dev.up import Supervisor, parse_args
 
     given = "postgresql://aw:s3cret@db.example:5432/agentworks"
     supervisor = Supervisor(
         parse_args(["--home", str(tmp_path)], {}),
-        {"DATABASE_URL": given, "PATH": os.environ["PATH"]},
+        {
+            "DATABASE_URL": given,
+            "PATH": os.environ["PATH"],
+            "MESSAGING_SIGNING_KEY": "/elsewhere/key.pem",
+            "SCHEDULER_WEBHOOK_KEY": "whk",
+        },
     )
-    supervisor.database_url, supervisor.key = given, "the-key"
+    keys = KeyDirectory(tmp_path / "keys")
+    supervisor.database_url, supervisor.keys, supervisor.webhook_key = given, keys, "whk"
     children = supervisor.runtime_children()
     assert [c.name for c in children] == ["demo-runtime", "demo-funcs"]
     for child in children:
         assert "DATABASE_URL" not in child.env and "s3cret" not in json.dumps(child.env)
-        assert child.env["AGENTWORKS_INTERNAL_KEY"] == "the-key"
+        assert "whk" not in json.dumps(child.env)
+        assert child.env["AGENTWORKS_SIGNING_KEY"] == str(keys.key_path("runtime"))
+        assert child.env["AGENTWORKS_TRUSTED_KEYS"] == str(keys.trusted_path)
     services = [c for c, _ in supervisor.plan()[0]]
     assert services and all(c.env["DATABASE_URL"] == given for c in services)
+    for child in services:
+        name = child.name.rsplit("-", 1)[0]
+        signer = "gateway" if name == "gateway" else f"service:{name}"
+        assert child.env["AGENTWORKS_SIGNING_KEY"] == str(keys.key_path(signer)), child.name
+        assert "/elsewhere/key.pem" not in json.dumps(child.env), child.name
+        assert ("whk" in json.dumps(child.env)) == (name == "scheduler"), child.name
+
+
+def test_with_a_runtime_credential_the_demo_runtimes_get_it_and_no_signing_key_T2(tmp_path):
+    """T2: once `up` holds the demo runtime credential, the demo runtimes' environment has
+    it and the gateway's URL, and no signing key or trusted keys at all (not even one set
+    in `up`'s own environment or a credential file given there)."""
+    from agentworks_dev.up import Supervisor, parse_args
+
+    supervisor = Supervisor(
+        parse_args(["--home", str(tmp_path)], {}),
+        {
+            "PATH": os.environ["PATH"],
+            "AGENTWORKS_SIGNING_KEY": "/elsewhere/key.pem",
+            "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/elsewhere/credential",
+        },
+    )
+    supervisor.database_url, supervisor.webhook_key = "postgresql://localhost/x", "whk"
+    supervisor.keys = KeyDirectory(tmp_path / "keys")
+    supervisor.runtime_credential = "awr_" + "c" * 43
+    for child in supervisor.runtime_children():
+        assert not [k for k in child.env if k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS"))]
+        assert child.env["AGENTWORKS_RUNTIME_CREDENTIAL"] == supervisor.runtime_credential
+        assert child.env["AGENTWORKS_GATEWAY_URL"] == supervisor.gateway_url
+        assert "AGENTWORKS_RUNTIME_CREDENTIAL_FILE" not in child.env
+
+
+def test_up_runs_grpc_in_plain_text_on_loopback_and_says_so_T5(tmp_path):
+    """T5: `agentworks up` serves gRPC without TLS (on loopback by default): its children
+    get none of the TLS settings exported for another deployment, and the banner says that
+    it runs without TLS, where, and which settings it did not use."""
+    from agentworks_dev.up import Supervisor, parse_args
+
+    exported = {
+        "AGENTWORKS_TLS_CA_FILE": "/etc/agentworks/tls/ca.crt",
+        "MESSAGING_TLS_CERT_FILE": "/etc/agentworks/tls/tls.crt",
+        "GATEWAY_TLS_KEY_FILE": "/etc/agentworks/tls/tls.key",
+    }
+    supervisor = Supervisor(
+        parse_args(["--home", str(tmp_path)], {}), {"PATH": os.environ["PATH"], **exported}
+    )
+    supervisor.database_url = "postgresql://localhost/x"
+    supervisor.keys, supervisor.webhook_key = KeyDirectory(tmp_path / "keys"), "whk"
+    children = [c for c, _ in supervisor.plan()[0]] + supervisor.runtime_children()
+    assert children
+    for child in children:
+        assert not any("_TLS_" in name for name in child.env), child.name
+    lines = []
+    supervisor._out = type("Out", (), {"write": lines.append, "flush": lambda self: None})()
+    supervisor._banner("aw_token", [])
+    banner = "".join(lines)
+    assert "TLS       off: gRPC in plain text on loopback only" in banner, banner
+    assert f"not used here: {', '.join(sorted(exported))}" in banner, banner
+
+    wide = Supervisor(parse_args(["--home", str(tmp_path), "--host", "0.0.0.0"], {}), {})
+    lines.clear()
+    wide._out = supervisor._out
+    wide._banner("aw_token", [])
+    assert "plain text on 0.0.0.0, readable on the network" in "".join(lines)

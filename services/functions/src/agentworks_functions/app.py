@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 
 from agentworks.client import MessagingClient
-from agentworks.client.identity import Minter
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.db import Database
 from agentworks.server.rpc import GrpcServer
-from agentworks.server.service import Running, main_for, prepare_database, read_config
+from agentworks.server.service import (
+    Running,
+    main_for,
+    prepare_database,
+    read_config,
+    service_minter,
+)
 from agentworks_functions.config import Config
 from agentworks_functions.metrics import start_refresh
 from agentworks_functions.notices import deliver_notices, notice_sender
@@ -27,12 +32,17 @@ from agentworks_functions.sweeper import sweep
 
 async def start(config: Config) -> Running:
     """Migrate, connect, and serve functions on `config.service.listen`."""
+    identity = service_minter(config.service, config.principal, "FUNCTIONS_PRINCIPAL")
     await asyncio.to_thread(
         prepare_database, config.service, "functions", "agentworks_functions.migrations"
     )
     db = Database(config.service.database_url, pool_size=config.service.pool_size)
     await db.start([EXECUTION_CHANNEL, CALL_CHANNEL, NOTICE_CHANNEL])
-    store = FunctionsStore(db, default_running_limit=config.default_running_limit)
+    store = FunctionsStore(
+        db,
+        default_running_limit=config.default_running_limit,
+        caller_share_percent=config.caller_share_percent,
+    )
     service = FunctionsService(
         store,
         db.listener,
@@ -41,11 +51,10 @@ async def start(config: Config) -> Running:
         max_lease_seconds=config.max_lease_seconds,
         notice_retry_seconds=config.notice_retry_seconds,
         claim_timeout_seconds=config.claim_timeout_seconds,
+        question_timeout_seconds=config.question_timeout_seconds,
     )
     messaging = MessagingClient(
-        config.messaging_address,
-        identity=Minter(config.principal, config.service.internal_key),
-        timeout=10,
+        config.messaging_address, identity=identity, timeout=10, tls=config.service.tls
     )
 
     async def drain() -> None:
@@ -55,8 +64,9 @@ async def start(config: Config) -> Running:
     server = GrpcServer(
         name="functions",
         listen=config.service.listen,
-        internal_key=config.service.internal_key,
-        accepted_keys=config.service.accepted_keys,
+        trusted_keys=config.service.trusted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: functions_pb2_grpc.add_FunctionsServiceServicer_to_server(
             FunctionsServicer(service), s
         ),

@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.limits import MAX_RUNNING_LIMIT
 from agentworks.client.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 50052
-MAX_RUNNING_LIMIT = 1000
 # Shortest sweep, long-poll re-check and notice retry intervals: below, a loop would
 # spin on the database.
 MIN_INTERVAL_SECONDS = 0.05
@@ -44,6 +44,11 @@ class Config:
     # A call no runtime has claimed after this long ends `interrupted` and frees its
     # running slot (F5, F12); 0 keeps it waiting for a runtime forever.
     claim_timeout_seconds: float = 900.0
+    # Fairness (docs/functions.md): the share of a target's running limit one caller may
+    # hold (100 = all of it, as F5 promises a single caller), and how long a human-input
+    # question may go unanswered before its call ends `failed` (0 = no limit).
+    caller_share_percent: int = 100
+    question_timeout_seconds: float = 0.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -86,5 +91,9 @@ class Config:
             # 0: wait for a runtime forever.
             claim_timeout_seconds=env.get_float(
                 "CLAIM_TIMEOUT_SECONDS", 900.0, minimum=0, maximum=30 * 86400
+            ),
+            caller_share_percent=env.get_int("CALLER_SHARE_PERCENT", 100, minimum=1, maximum=100),
+            question_timeout_seconds=env.get_float(
+                "QUESTION_TIMEOUT_SECONDS", 0.0, minimum=0, maximum=30 * 86400
             ),
         )

@@ -16,8 +16,8 @@ import uvicorn
 
 from agentworks.server.db import Database
 from agentworks.server.service import (
-    CONFIG_ERROR,
     StartFailed,
+    check_keys,
     prepare_database,
     read_config,
     report_start_failure,
@@ -104,11 +104,7 @@ class RunningGateway:
 
 async def start(config: Config) -> RunningGateway:
     """Start the gateway in this event loop; returns once it accepts connections."""
-    if not config.internal_key:
-        raise StartFailed(
-            "no internal key: set AGENTWORKS_INTERNAL_KEY (or GATEWAY_INTERNAL_KEY)",
-            status=CONFIG_ERROR,
-        )
+    check_keys(config.service)
     # Metrics first: a taken metrics port fails the start, naming GATEWAY_METRICS_LISTEN.
     metrics_port = start_metrics(config.service)
     if metrics_port:
@@ -129,6 +125,9 @@ async def start(config: Config) -> RunningGateway:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=config.service.drain_seconds,  # type: ignore[arg-type]
+            limit_concurrency=config.max_connections,
+            timeout_keep_alive=config.idle_timeout_seconds,  # type: ignore[arg-type]
+            h11_max_incomplete_event_size=config.max_header_bytes,
         )
     )
     task = asyncio.create_task(_serve(server, config.listen), name="gateway-http")
@@ -142,7 +141,14 @@ async def start(config: Config) -> RunningGateway:
         reason = f": {exc}" if exc is not None else ""
         raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
     port = server.servers[0].sockets[0].getsockname()[1]
-    log.info("server.started", service="gateway", host=host, port=port)
+    log.info(
+        "server.started",
+        service="gateway",
+        host=host,
+        port=port,
+        # How the gateway calls the services (T5).
+        grpc_transport=config.service.tls.describe(server=False),
+    )
     return RunningGateway(gateway, database, server, task, host, port)
 
 

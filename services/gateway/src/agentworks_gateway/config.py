@@ -6,8 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.keys import SigningKey
 from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES
 from agentworks.client.settings import Env
+from agentworks.client.trust import MAX_LIFETIME_SECONDS
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 8080
@@ -25,7 +27,10 @@ DEFAULT_IDENTITY_TTL_SECONDS = 120
 # Below this an identity may expire between signing and the service's check (clock
 # skew, a slow hop): every call would be refused "identity expired".
 MIN_IDENTITY_TTL_SECONDS = 10
-MAX_IDENTITY_TTL_SECONDS = 3600
+MAX_IDENTITY_TTL_SECONDS = MAX_LIFETIME_SECONDS
+# An exchanged runtime credential's identity (T2, T4): short, so that a revoked
+# credential's last identity ends soon (GATEWAY_RUNTIME_IDENTITY_TTL_SECONDS).
+DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS = 60
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -50,6 +55,15 @@ class Config:
     webhook_max_body_bytes: int
     # host:port for Prometheus /metrics (P4); empty = off.
     metrics_listen: str
+    # HTTP server bounds (docs/operations.md): connections and requests at once (past it
+    # 503), seconds an idle keep-alive connection stays open, seconds a request body may
+    # go without a byte arriving (past it 408), bytes of request line and headers.
+    max_connections: int = 1000
+    idle_timeout_seconds: float = 5.0
+    body_timeout_seconds: float = 30.0
+    max_header_bytes: int = 16 * 1024
+    # Lifetime of an identity exchanged for a runtime credential (POST /api/v1/identity).
+    runtime_identity_ttl_seconds: int = DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS
 
     @property
     def listen(self) -> str:
@@ -62,9 +76,9 @@ class Config:
         return self.service.database_url
 
     @property
-    def internal_key(self) -> str:
-        """The operator's key that signs identities."""
-        return self.service.internal_key
+    def signing_key(self) -> SigningKey | None:
+        """The gateway's own key, which signs its callers' identities (signer `gateway`)."""
+        return self.service.signing_key
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -81,7 +95,7 @@ class Config:
         # The shared settings, with the gateway's own default drain and their ranges
         # (a pool of 0 would make every call wait, then fail "database busy").
         service = dataclasses.replace(
-            ServiceConfig.from_env("gateway", DEFAULT_PORT, env),
+            ServiceConfig.from_env("gateway", DEFAULT_PORT, env, serves_grpc=False),
             drain_seconds=env.get_float(
                 "DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, minimum=0, maximum=3600
             ),
@@ -111,4 +125,20 @@ class Config:
                 maximum=MAX_WEBHOOK_BODY_BYTES,
             ),
             metrics_listen=service.metrics_listen,
+            max_connections=env.get_int("MAX_CONNECTIONS", 1000, minimum=1, maximum=100_000),
+            idle_timeout_seconds=env.get_float(
+                "IDLE_TIMEOUT_SECONDS", 5.0, minimum=0.1, maximum=3600
+            ),
+            body_timeout_seconds=env.get_float(
+                "BODY_TIMEOUT_SECONDS", 30.0, minimum=0.1, maximum=3600
+            ),
+            max_header_bytes=env.get_int(
+                "MAX_HEADER_BYTES", 16 * 1024, minimum=1024, maximum=1024 * 1024
+            ),
+            runtime_identity_ttl_seconds=env.get_int(
+                "RUNTIME_IDENTITY_TTL_SECONDS",
+                DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS,
+                minimum=MIN_IDENTITY_TTL_SECONDS,
+                maximum=MAX_IDENTITY_TTL_SECONDS,
+            ),
         )

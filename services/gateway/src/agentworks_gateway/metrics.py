@@ -93,7 +93,4 @@ def refused(surface: str, exc: errors.AgentWorksError) -> None:
 
 def watch_pool(database: Database) -> None:
     """Report the gateway's pool (`agentworks_db_pool_checked_out{service="gateway"}`)."""
-    pool = database.engine.sync_engine.pool
-    POOL_CHECKED_OUT.labels("gateway").set_function(
-        lambda: pool.checkedout() + database.hot.checked_out  # type: ignore[attr-defined]
-    )
+    POOL_CHECKED_OUT.labels("gateway").set_function(lambda: database.pool.checked_out)

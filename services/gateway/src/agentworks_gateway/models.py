@@ -19,11 +19,21 @@ class TokenRecord:
     created_at: datetime
     revoked_at: datetime | None = None
     revoked_by: str | None = None
+    # A runtime credential's targets (T2); None for an API token.
+    targets: tuple[str, ...] | None = None
+    expires_at: datetime | None = None
 
     @property
     def revoked(self) -> bool:
         """True once the token was revoked."""
         return self.revoked_at is not None
+
+    @property
+    def is_runtime_credential(self) -> bool:
+        return self.targets is not None
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the JSON the tools return."""
@@ -36,4 +46,6 @@ class TokenRecord:
             "created_at": self.created_at.isoformat(),
             "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
             "revoked_by": self.revoked_by,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            **({"targets": list(self.targets)} if self.targets is not None else {}),
         }

@@ -1,5 +1,6 @@
 """The gateway's HTTP surface (G1, G4): `/mcp`, `POST /api/v1/tools/<tool>`,
-`GET /api/v1/tools`, `/healthz`, and `POST /webhooks/<webhook_id>` (S5).
+`GET /api/v1/tools`, `POST /api/v1/identity` (a runtime credential's exchange, T2),
+`/healthz`, and `POST /webhooks/<webhook_id>` (S5).
 
 Translation only: a bearer token becomes an identity, JSON becomes a tool call, and
 `AgentWorksError` becomes a JSON error with the matching HTTP status (or an MCP tool
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
-from agentworks_gateway import metrics, tools
+from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
 from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY, build_http_server, tool_list
 from agentworks_gateway.service import Gateway
@@ -43,9 +44,8 @@ def error_response(exc: errors.AgentWorksError) -> JSONResponse:
     headers = {}
     if code == "UNAUTHENTICATED":
         headers["WWW-Authenticate"] = 'Bearer realm="agentworks"'
-    return JSONResponse(
-        error_body(code, exc.message), status_code=HTTP_STATUS.get(code, 500), headers=headers
-    )
+    status = 408 if isinstance(exc, RequestTimeout) else HTTP_STATUS.get(code, 500)
+    return JSONResponse(error_body(code, exc.message), status_code=status, headers=headers)
 
 
 @contextlib.contextmanager
@@ -193,23 +193,35 @@ def build_app(gateway: Gateway) -> Starlette:
     async def _api_call(request: Request) -> tuple[Identity, Any]:
         """The caller and the tool's arguments of an API request, or its refusal."""
         identity = await gateway.authenticate(request.headers.get("authorization"))
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > config.max_body_bytes:
+        try:  # read as it streams in: a chunked body past the limit is never all held
+            body = await _bounded_body(request, config.max_body_bytes, config.body_timeout_seconds)
+        except _BodyTooLarge:
             raise errors.InvalidArgument(
-                f"request body is {declared} bytes; the limit is {config.max_body_bytes}"
-            )
-        body = await request.body()
-        if len(body) > config.max_body_bytes:
-            raise errors.InvalidArgument(
-                f"request body is {len(body)} bytes; the limit is {config.max_body_bytes}"
-            )
+                f"request body passes the limit: the limit is {config.max_body_bytes} bytes; "
+                "send smaller arguments"
+            ) from None
         try:
             args: Any = json.loads(body or b"{}")
         except ValueError as exc:
             raise errors.InvalidArgument(
                 f"request body is not JSON ({exc}): send the tool's arguments as a JSON object"
             ) from None
+        except RecursionError:  # nested past what the parser follows
+            raise errors.InvalidArgument(
+                "request body nests objects and arrays too deep to read: the arguments may "
+                "nest at most 24 deep"
+            ) from None
         return identity, args
+
+    async def exchange_identity(request: Request) -> Response:
+        """`POST /api/v1/identity` (T2): a runtime credential for a scoped identity."""
+        with _request_context(request.scope):
+            try:
+                result = await credentials.exchange(gateway, request.headers.get("authorization"))
+            except errors.AgentWorksError as exc:
+                metrics.refused("api", exc)
+                return error_response(exc)
+            return JSONResponse(result, headers={"Cache-Control": "no-store"})
 
     async def webhook(request: Request) -> Response:
         with _request_context(request.scope):
@@ -223,6 +235,7 @@ def build_app(gateway: Gateway) -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/api/v1/identity", exchange_identity, methods=["POST"]),
             Route("/api/v1/tools", list_tools, methods=["GET"]),
             Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
             Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),
@@ -241,17 +254,30 @@ class _BodyTooLarge(Exception):
     pass
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes:
-    """The raw body, or _BodyTooLarge as soon as it passes `limit` bytes (never all read)."""
+class RequestTimeout(errors.DeadlineExceeded):
+    """A request body stalled (answered 408, not 504: the client is the slow side)."""
+
+
+async def _bounded_body(request: Request, limit: int, idle_seconds: float = 30.0) -> bytes:
+    """The raw body, or _BodyTooLarge as soon as it passes `limit` bytes (never all read);
+    RequestTimeout when no byte of it arrives for `idle_seconds`."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _BodyTooLarge
     body = bytearray()
-    async for chunk in request.stream():
+    chunks = aiter(request.stream())
+    while True:
+        try:
+            chunk = await asyncio.wait_for(anext(chunks), idle_seconds)
+        except StopAsyncIteration:
+            return bytes(body)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"no byte of the request body arrived for {idle_seconds:g} s: send it whole"
+            ) from None
         body += chunk
         if len(body) > limit:
             raise _BodyTooLarge
-    return bytes(body)
 
 
 async def receive_webhook(gateway: Gateway, request: Request) -> Response:
@@ -265,7 +291,7 @@ async def receive_webhook(gateway: Gateway, request: Request) -> Response:
     webhook_id = request.path_params["webhook_id"]
     limit = gateway.config.webhook_max_body_bytes
     try:
-        body = await _bounded_body(request, limit)
+        body = await _bounded_body(request, limit, gateway.config.body_timeout_seconds)
         headers = {k: v for k, v in request.headers.items() if k not in _NOT_FORWARDED}
         result = await gateway.receive_webhook(webhook_id, headers=headers, body=body)
     except _BodyTooLarge:
@@ -281,7 +307,8 @@ async def receive_webhook(gateway: Gateway, request: Request) -> Response:
     except errors.AgentWorksError as exc:
         code = exc.code.name
         log.info("webhook.refused", webhook_id=webhook_id, code=code, reason=exc.message)
-        return JSONResponse(error_body(code, exc.message), status_code=HTTP_STATUS.get(code, 500))
+        status = 408 if isinstance(exc, RequestTimeout) else HTTP_STATUS.get(code, 500)
+        return JSONResponse(error_body(code, exc.message), status_code=status)
     except Exception:
         log.exception("webhook.internal_error", webhook_id=webhook_id)
         return error_response(errors.Internal("internal error: see the gateway's log"))

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
 import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.errors import NotFound, PermissionDenied, Unauthenticated
+from agentworks.client.checks import check_no_nul
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from agentworks.client.identity import Identity, Minter, check_principal
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.rpc import open_channel
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.config import Config
 from agentworks_gateway.models import TokenRecord
@@ -58,16 +59,15 @@ class Gateway:
         self._functions_channel = self._channel(config.functions_address)
         self._scheduler_channel = self._channel(config.scheduler_address)
         self._webhook_identity = Minter(
-            WEBHOOK_PRINCIPAL, config.internal_key, ttl_seconds=config.identity_ttl_seconds
+            WEBHOOK_PRINCIPAL, config.signing_key, ttl_seconds=config.identity_ttl_seconds
         )
         # Set when the process starts to stop (SIGTERM): long-polls return at once.
         self.draining = asyncio.Event()
         # When the drain's grace ends (loop time): what still runs then is cut.
         self.drain_ends_at = float("inf")
 
-    @staticmethod
-    def _channel(addresses: str) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(channel_target(addresses), options=channel_options())
+    def _channel(self, addresses: str) -> grpc.aio.Channel:
+        return open_channel(addresses, self.config.service.tls)
 
     def begin_drain(self, grace: float) -> None:
         """The process is stopping: waiting long-polls return now with what they have,
@@ -123,25 +123,25 @@ class Gateway:
 
     async def authenticate(self, authorization: str | None) -> Identity:
         """The identity behind an `Authorization: Bearer <token>` header value."""
-        scheme, _, token = (authorization or "").strip().partition(" ")
-        token = token.strip()
-        if not authorization:
-            raise Unauthenticated(
-                "missing API token: send the header `Authorization: Bearer <token>`; "
-                + CREATE_TOKEN_HINT
-            )
-        if scheme.lower() != "bearer" or not token:
-            raise Unauthenticated(
-                "malformed Authorization header: use `Authorization: Bearer <token>`"
-            )
+        token = bearer_token(authorization, "API token")
         record = await self.tokens.find_by_hash(hash_token(token))
         if record is None:
             hint = "" if token.startswith(TOKEN_PREFIX) else f" (tokens start with {TOKEN_PREFIX})"
             raise Unauthenticated(f"unknown API token{hint}: check it, or {CREATE_TOKEN_HINT}")
+        if record.is_runtime_credential:
+            raise Unauthenticated(
+                "this is a runtime credential: exchange it at POST /api/v1/identity for a "
+                "runtime's identity; API calls take an API token (aw_...)"
+            )
         if record.revoked_at is not None:
             when = record.revoked_at.astimezone(UTC)
             raise Unauthenticated(
                 f"API token {record.token_id} was revoked at {when:%Y-%m-%d %H:%M:%S} UTC: "
+                f"use another token, or {CREATE_TOKEN_HINT}"
+            )
+        if record.expires_at is not None and record.expired(datetime.now(UTC)):
+            raise Unauthenticated(
+                f"API token {record.token_id} expired at {_utc(record.expires_at)}: "
                 f"use another token, or {CREATE_TOKEN_HINT}"
             )
         return Identity(principal=record.principal, roles=record.roles)
@@ -160,7 +160,7 @@ class Gateway:
                 self._minters.clear()
             minter = self._minters[key] = Minter(
                 identity.principal,
-                self.config.internal_key,
+                self.config.signing_key,
                 roles=identity.roles,
                 ttl_seconds=self.config.identity_ttl_seconds,
             )
@@ -202,11 +202,26 @@ class Gateway:
             )
 
     async def create_token(
-        self, caller: Identity, *, principal: str, roles: Iterable[str], label: str
+        self,
+        caller: Identity,
+        *,
+        principal: str,
+        roles: Iterable[str],
+        label: str,
+        expires_in_seconds: int | None = None,
     ) -> tuple[str, TokenRecord]:
-        """Create a token for `principal`; returns the plaintext (shown once) and its record."""
+        """Create a token for `principal`, expiring after `expires_in_seconds` if given;
+        returns the plaintext (shown once) and its record."""
         self._require_operator(caller, "create tokens")
         check_principal(principal)
+        check_no_nul(label, "label")
+        if principal.startswith("service:"):
+            # The gateway vouches for external callers only (T1): services sign for
+            # themselves, and an identity it signed for one would be refused everywhere.
+            raise InvalidArgument(
+                f"principal {principal}: tokens are for user:<name>, agent:<crew>/<agent> "
+                "or workflow:<id>; services sign their own identities"
+            )
         token = new_token()
         record = await self.tokens.insert(
             token_id=new_token_id(),
@@ -215,6 +230,7 @@ class Gateway:
             roles=check_roles(roles),
             label=label,
             created_by=caller.principal,
+            expires_at=expiry(expires_in_seconds),
         )
         log.info(
             "token.created",
@@ -233,11 +249,45 @@ class Gateway:
     async def revoke_token(self, caller: Identity, token_id: str) -> TokenRecord:
         """Revoke a token; effective on the next request (tokens are not cached)."""
         self._require_operator(caller, "revoke tokens")
+        check_no_nul(token_id, "token_id")
         record = await self.tokens.revoke(token_id, revoked_by=caller.principal)
         if record is None:
             raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")
         log.info("token.revoked", token_id=token_id, by=caller.principal)
         return record
+
+
+def bearer_token(authorization: str | None, what: str) -> str:
+    """The token of an `Authorization: Bearer <token>` header value, else Unauthenticated."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    if not authorization:
+        raise Unauthenticated(
+            f"missing {what}: send the header `Authorization: Bearer <token>`; " + CREATE_TOKEN_HINT
+        )
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("malformed Authorization header: use `Authorization: Bearer <token>`")
+    return token
+
+
+# Longest expiry a token or runtime credential may be given (ten years).
+MAX_EXPIRES_IN_SECONDS = 10 * 366 * 24 * 3600
+
+
+def expiry(expires_in_seconds: int | None) -> datetime | None:
+    """When something given `expires_in_seconds` from now expires; None: never."""
+    if expires_in_seconds is None:
+        return None
+    if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
+        raise InvalidArgument(
+            f"expires_in_seconds must be 1 to {MAX_EXPIRES_IN_SECONDS} (ten years), got "
+            f"{expires_in_seconds}; leave it out for no expiry"
+        )
+    return datetime.now(UTC) + timedelta(seconds=expires_in_seconds)
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _discard_outcome(task: asyncio.Future[Any]) -> None:

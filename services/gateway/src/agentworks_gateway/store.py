@@ -25,11 +25,13 @@ _RECORD_COLUMNS = [
     api_tokens.c.created_at,
     api_tokens.c.revoked_at,
     api_tokens.c.revoked_by,
+    api_tokens.c.targets,
+    api_tokens.c.expires_at,
 ]
 
 _FIND_BY_HASH = fixed_sql(
-    "SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by "
-    "FROM gateway.api_tokens WHERE token_hash = :token_hash"
+    "SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by, "
+    "targets, expires_at FROM gateway.api_tokens WHERE token_hash = :token_hash"
 )
 
 
@@ -43,6 +45,8 @@ def _record(row: Any) -> TokenRecord:
         created_at=row.created_at,
         revoked_at=row.revoked_at,
         revoked_by=row.revoked_by,
+        targets=tuple(row.targets) if row.targets is not None else None,
+        expires_at=row.expires_at,
     )
 
 
@@ -80,8 +84,10 @@ class TokenStore:
         roles: Iterable[str],
         label: str,
         created_by: str,
+        targets: Iterable[str] | None = None,
+        expires_at: datetime | None = None,
     ) -> TokenRecord:
-        """Store a new token (its hash only)."""
+        """Store a new token or runtime credential (with `targets`), its hash only."""
         async with _watched("tokens"), self.database.transaction() as conn:
             row = (
                 await conn.execute(
@@ -93,6 +99,8 @@ class TokenStore:
                         roles=sorted(roles),
                         label=label,
                         created_by=created_by,
+                        targets=sorted(targets) if targets is not None else None,
+                        expires_at=expires_at,
                     )
                     .returning(*_RECORD_COLUMNS)
                 )
@@ -109,14 +117,29 @@ class TokenStore:
             row = await fetch_one(conn, _FIND_BY_HASH, {"token_hash": token_hash})
         return _record(row) if row else None
 
-    async def list_tokens(self, *, include_revoked: bool) -> list[TokenRecord]:
-        """Every token, oldest first."""
+    async def list_tokens(
+        self, *, include_revoked: bool, runtime: bool = False
+    ) -> list[TokenRecord]:
+        """Every API token (or, with `runtime`, every runtime credential), oldest first."""
         query = sa.select(*_RECORD_COLUMNS).order_by(api_tokens.c.created_at, api_tokens.c.token_id)
+        query = query.where(
+            api_tokens.c.targets.isnot(None) if runtime else api_tokens.c.targets.is_(None)
+        )
         if not include_revoked:
             query = query.where(api_tokens.c.revoked_at.is_(None))
         async with _watched("tokens"), self.database.transaction() as conn:
             rows = (await conn.execute(query)).all()
         return [_record(r) for r in rows]
+
+    async def get(self, token_id: str) -> TokenRecord | None:
+        """The token or runtime credential with this id, revoked or not; None if none."""
+        async with _watched("tokens"), self.database.transaction() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(*_RECORD_COLUMNS).where(api_tokens.c.token_id == token_id)
+                )
+            ).one_or_none()
+        return _record(row) if row else None
 
     async def revoke(self, token_id: str, *, revoked_by: str) -> TokenRecord | None:
         """Mark a token revoked (keeping the first revocation); None if there is no such id."""
@@ -142,8 +165,10 @@ def ensure_token_sync(
     principal: str,
     roles: Iterable[str],
     label: str,
+    targets: Iterable[str] | None = None,
 ) -> None:
-    """Insert or refresh a token by hash, in one statement; refuses a revoked token."""
+    """Insert or refresh a token (a runtime credential with `targets`) by hash, in one
+    statement; refuses a revoked token."""
     engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
     try:
         with engine.begin() as conn:
@@ -154,6 +179,7 @@ def ensure_token_sync(
                 roles=sorted(roles),
                 label=label,
                 created_by="service:supervisor",
+                targets=sorted(targets) if targets is not None else None,
             )
             upsert = statement.on_conflict_do_update(
                 index_elements=[api_tokens.c.token_hash],
@@ -161,6 +187,7 @@ def ensure_token_sync(
                     "principal": statement.excluded.principal,
                     "roles": statement.excluded.roles,
                     "label": statement.excluded.label,
+                    "targets": statement.excluded.targets,
                 },
                 where=api_tokens.c.revoked_at.is_(None),
             ).returning(api_tokens.c.token_id)

@@ -22,4 +22,7 @@ api_tokens = sa.Table(
     ),
     sa.Column("revoked_at", sa.DateTime(timezone=True)),
     sa.Column("revoked_by", sa.Text),
+    # Set: a runtime credential (T2) for these targets ("crew:demo"); NULL: an API token.
+    sa.Column("targets", pg.ARRAY(sa.Text)),
+    sa.Column("expires_at", sa.DateTime(timezone=True)),
 )

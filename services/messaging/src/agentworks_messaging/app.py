@@ -36,8 +36,9 @@ async def start(config: Config) -> Running:
     server = GrpcServer(
         name="messaging",
         listen=config.service.listen,
-        internal_key=config.service.internal_key,
-        accepted_keys=config.service.accepted_keys,
+        trusted_keys=config.service.trusted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(service), s
         ),

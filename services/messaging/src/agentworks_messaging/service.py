@@ -19,6 +19,7 @@ from agentworks.client.limits import (
     MAX_CLAIM_TARGETS,
     MAX_DELIVERIES_PER_REQUEST,
     MAX_IDEMPOTENCY_KEY,
+    MAX_INBOX_PAGE,
     MAX_PARTS_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_SUBMISSION_ID,
@@ -41,8 +42,9 @@ from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingSto
 log = structlog.get_logger("agentworks.messaging")
 
 # Limits (P6), stated in docs/messaging.md; the sizes and counts the gateway shares come
-# from agentworks.client.limits (imported above), the page sizes and leases are messaging's.
-READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, 100
+# from agentworks.client.limits (imported above), the rest (transcript pages, leases) are
+# messaging's.
+READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
 DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
@@ -59,12 +61,31 @@ def decode_cursor(cursor: str, field: str = "after") -> int:
     return checks.decode_cursor(cursor, _CURSOR_PREFIX, field)
 
 
+def _nul_at(value: Any, path: str) -> str | None:
+    """Where in a string or JSON value (depth already bounded) a NUL character is."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = f"{path}[{key!r}]" if "\x00" in key else _nul_at(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
 def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
     check_no_nul(text, "text")
-    check_no_nul(parts, "parts")
+    check_json_depth(parts, "parts")  # first: the walk below recurses
+    where = _nul_at(parts or [], "parts")
+    if where:  # the shared wording (check_no_nul), naming the part and the key inside it
+        raise InvalidArgument(f"{where} contains a NUL character (\\u0000); remove it")
     if not text.strip() and not parts:
         raise InvalidArgument("text is empty: send some text or at least one part")
-    check_json_depth(parts, "parts")
     for i, part in enumerate(parts or ()):
         if not part.get("data") and not str(part.get("text", "")).strip():
             raise InvalidArgument(f"parts[{i}] is empty: a part carries some text or data")
@@ -137,8 +158,10 @@ class MessagingService:
         """Start (target) or continue (inbox_id) a conversation (C2-C5, C8, C9)."""
         if target is None and not inbox_id:
             raise InvalidArgument(
-                "destination is missing: give a target (crew or workflow) or an inbox_id"
+                "destination is missing: give a target (crew or workflow) to start a new "
+                "conversation, or an inbox_id to continue one"
             )
+        check_no_nul(inbox_id, "inbox_id")
         check_text(text, parts)
         check_submission_id(submission_id)
         if channel == "app" and identity.kind != "user":
@@ -190,6 +213,7 @@ class MessagingService:
         submission_id: str,
     ) -> Receipt:
         """An agent's explicit reply to the trusted reply address (C6)."""
+        check_no_nul(inbox_id, "inbox_id")
         check_text(text, parts)
         check_submission_id(submission_id)
         conversation_id, key, _ = await self.store.inbox_target(inbox_id)
@@ -217,7 +241,9 @@ class MessagingService:
         limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         if not inbox_id:
-            raise InvalidArgument("inbox_id is required")
+            raise InvalidArgument("inbox_id is required: the inbox to read, from a send receipt")
+        check_no_nul(inbox_id, "inbox_id")
+        refuse_runtime_inbox_read(identity)
         if await self.store.inbox_principal(inbox_id) != identity.principal:
             raise NotFound(f"inbox {inbox_id!r} not found")
         deadline = time.monotonic() + wait_seconds
@@ -375,6 +401,17 @@ class MessagingService:
                 key = item.idempotency_key if isinstance(item, NewDelivery) else ""
                 log.warning("delivery.refused", item=n, key=key, error=result.message)
         return results
+
+
+def refuse_runtime_inbox_read(identity: Identity) -> None:
+    """A runtime's scoped identity (T2) reads no inbox: it works on turns, whose
+    deliveries it claims; inboxes are its callers' (A3)."""
+    if identity.targets is not None:
+        raise PermissionDenied(
+            f"{identity.principal} acts with a runtime credential's identity (scoped to "
+            f"{', '.join(sorted(identity.targets))}), and a runtime reads no inbox: read "
+            "inboxes with an API token"
+        )
 
 
 def _check_enqueuer(identity: Identity) -> None:

@@ -10,9 +10,17 @@ from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 from agentworks.server.db import Database
 from agentworks.server.rpc import GrpcServer
-from agentworks.server.service import Running, main_for, prepare_database, read_config
+from agentworks.server.service import (
+    CONFIG_ERROR,
+    Running,
+    StartFailed,
+    main_for,
+    prepare_database,
+    read_config,
+    service_minter,
+)
 from agentworks_scheduler.config import Config
-from agentworks_scheduler.deliveries import MessagingConversations
+from agentworks_scheduler.deliveries import SERVICE_PRINCIPAL, MessagingConversations
 from agentworks_scheduler.firing import tick_loop
 from agentworks_scheduler.metrics import start_refresh
 from agentworks_scheduler.server import SchedulerServicer
@@ -29,6 +37,13 @@ class SchedulerRunning(Running):
 
 async def start(config: Config) -> SchedulerRunning:
     """Migrate, connect, and serve the scheduler on `config.service.listen`."""
+    if not config.webhook_key:
+        raise StartFailed(
+            "no webhook key: set SCHEDULER_WEBHOOK_KEY to a long random string; webhook "
+            "secrets are derived from it (docs/scheduler.md)",
+            status=CONFIG_ERROR,
+        )
+    identity = service_minter(config.service, SERVICE_PRINCIPAL)
     await asyncio.to_thread(
         prepare_database, config.service, "scheduler", "agentworks_scheduler.migrations"
     )
@@ -36,8 +51,9 @@ async def start(config: Config) -> SchedulerRunning:
     await db.start()
     conversations = MessagingConversations(
         config.messaging_address,
-        config.service.internal_key,
+        identity,
         timeout=config.delivery_timeout_seconds,
+        tls=config.service.tls,
     )
     store = SchedulerStore(db)
     service = SchedulerService(store, conversations, config)
@@ -48,8 +64,9 @@ async def start(config: Config) -> SchedulerRunning:
     server = GrpcServer(
         name="scheduler",
         listen=config.service.listen,
-        internal_key=config.service.internal_key,
-        accepted_keys=config.service.accepted_keys,
+        trusted_keys=config.service.trusted_keys,
+        tls=config.service.tls,
+        health_listen=config.service.health_listen,
         register=lambda s: scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(service), s
         ),

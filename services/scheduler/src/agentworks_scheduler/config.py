@@ -37,7 +37,7 @@ class Config:
     webhook_tolerance_seconds: int
     webhook_max_body_bytes: int
     webhook_replay_window_hours: int
-    # Key the webhook secrets are derived from; defaults to the internal key.
+    # Key the webhook secrets are derived from (required: the start refuses none).
     webhook_key: str
     # Fired, cancelled and failed wake-ups are kept this long for listing.
     history_days: int
@@ -76,6 +76,6 @@ class Config:
                 "WEBHOOK_MAX_BODY_BYTES", 256 * 1024, minimum=1, maximum=MAX_WEBHOOK_BODY_BYTES
             ),
             webhook_replay_window_hours=replay_hours,
-            webhook_key=env.get_str("WEBHOOK_KEY") or service.internal_key,
+            webhook_key=env.get_str("WEBHOOK_KEY"),
             history_days=env.get_int("HISTORY_DAYS", 30, minimum=1, maximum=3660),
         )

@@ -10,18 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import grpc
-
 from agentworks.client import MessagingClient, delivery_request, target_str
 from agentworks.client.errors import AgentWorksError
-from agentworks.client.identity import Identity, Minter
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.identity import Forwarded, Identity, Minter
+from agentworks.client.rpc import open_channel
+from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_scheduler.models import Participation
 
 SERVICE_PRINCIPAL = "service:scheduler"
-# Identities minted to ask messaging on a caller's behalf live this long.
-ON_BEHALF_TTL_SECONDS = 60
 
 _DELIVERY_KIND = {
     "wake_up": m.DELIVERY_KIND_WAKE_UP,
@@ -33,31 +30,25 @@ _DELIVERY_KIND = {
 class MessagingConversations:
     """The scheduler's view of messaging, over the typed `MessagingClient`.
 
-    Participation is checked as the caller: the scheduler holds the internal key, like
-    every service, and signs a short-lived identity for the caller's principal and
-    roles, so messaging applies exactly its own access rule (A2, A3). Deliveries are
-    enqueued as `service:scheduler`.
+    Participation is checked as the caller: the scheduler may sign only for itself (T1),
+    so it forwards the identity the caller signed for this request (still valid: the
+    check runs while the request is served), and messaging applies exactly its own
+    access rule (A2, A3). Deliveries are enqueued as `service:scheduler`.
     """
 
-    def __init__(self, address: str, internal_key: str, *, timeout: float) -> None:
-        self._key = internal_key
+    def __init__(
+        self, address: str, identity: Minter, *, timeout: float, tls: Tls | None = None
+    ) -> None:
         self._timeout = timeout
-        self._channel = grpc.aio.insecure_channel(
-            channel_target(address), options=channel_options()
-        )
+        self._channel = open_channel(address, tls)
         self._as_scheduler = MessagingClient(
-            channel=self._channel, identity=Minter(SERVICE_PRINCIPAL, internal_key), timeout=timeout
+            channel=self._channel, identity=identity, timeout=timeout
         )
 
     async def participation(self, identity: Identity, conversation_id: str) -> Participation:
         on_behalf = MessagingClient(
             channel=self._channel,
-            identity=Minter(
-                identity.principal,
-                self._key,
-                roles=identity.roles,
-                ttl_seconds=ON_BEHALF_TTL_SECONDS,
-            ),
+            identity=Forwarded(identity.token),
             timeout=self._timeout,
         )
         # Position 1 of every conversation is the message that opened it.

@@ -7,7 +7,17 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from agentworks_cli.output import print_fields, print_table, short_time
+from agentworks_cli.output import print_fields, print_table
+from agentworks_cli.terminal import paint
+
+# How a call's status looks on a terminal that takes colour.
+STATUS_STYLES = {
+    "completed": "green",
+    "failed": "red",
+    "interrupted": "red",
+    "cancelled": "yellow",
+    "waiting_for_input": "cyan",
+}
 
 
 def _size(n: int) -> str:
@@ -34,7 +44,7 @@ def _status_words(status: Mapping[str, Any]) -> str:
     """The status, saying when an open call has not been claimed by a runtime yet."""
     if status["status"] == "running" and not status.get("started", True):
         return "running (not started: waiting for a runtime of its target to claim it)"
-    return status["status"]
+    return paint(status["status"], STATUS_STYLES.get(status["status"], "bold"))
 
 
 def print_status(status: Mapping[str, Any]) -> None:
@@ -52,8 +62,8 @@ def print_status(status: Mapping[str, Any]) -> None:
             ("error", status["error"]),
             ("files", _files(status) or None),
             ("caller", status["caller"]),
-            ("created_at", short_time(status["created_at"])),
-            ("ended_at", short_time(status["ended_at"])),
+            ("created_at", status["created_at"]),
+            ("ended_at", status["ended_at"]),
         ]
     )
     if status["messages"]:

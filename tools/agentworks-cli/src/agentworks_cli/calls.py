@@ -16,16 +16,14 @@ from typing import Any, BinaryIO
 from agentworks_cli import declarations
 from agentworks_cli.api import ApiClient
 from agentworks_cli.call_output import print_functions, print_status
-from agentworks_cli.errors import EXIT_CALL_ENDED, UsageError
+from agentworks_cli.call_wait import wait_for_call
+from agentworks_cli.errors import UsageError
 from agentworks_cli.inputs import INPUTS_HELP, call_inputs
 from agentworks_cli.output import note, print_fields, print_json
 from agentworks_cli.targets import bare
 
-END_STATUSES = frozenset({"completed", "failed", "interrupted", "cancelled"})
-WAIT_SECONDS = 25
-# Page size of `call-file` downloads and status pages while waiting (service maxima).
+# Page size of `call-file` downloads (the service's maximum).
 READ_PAGE_BYTES = 1024 * 1024
-STATUS_PAGE = 200
 
 
 def _target_args(args: argparse.Namespace) -> dict[str, str]:
@@ -63,59 +61,6 @@ async def call(api: ApiClient, args: argparse.Namespace) -> int | None:
             note(f"status: agentworks {group} call-status --call {receipt['call_id']}")
         return None
     return await wait_for_call(api, receipt, args, group)
-
-
-async def wait_for_call(
-    api: ApiClient, receipt: Mapping[str, Any], args: argparse.Namespace, group: str
-) -> int | None:
-    """Long-poll status, showing progress, messages and questions on stderr, until it ends."""
-    call_id = receipt["call_id"]
-    how = "accepted" if receipt["created"] else "recovered (same submission id)"
-    note(
-        f"call {call_id} {how}; waiting for it to end (Ctrl-C stops waiting, the call goes on: "
-        f"agentworks {group} call-status --call {call_id})"
-    )
-    request: dict[str, Any] = {
-        "action": "status",
-        "call_id": call_id,
-        "after": -1,
-        "after_event": -1,
-        "message_limit": STATUS_PAGE,
-        "event_limit": STATUS_PAGE,
-        "wait_seconds": WAIT_SECONDS,
-    }
-    progress = question = None
-    while True:
-        status = await api.call("functions", request)
-        if status["progress"] and status["progress"] != progress:
-            progress = status["progress"]
-            note(f"progress: {progress}")
-        for message in status["messages"]:
-            note(f"{message['role']}: {message['text']}")
-        if status["question"] and status["question"] != question:
-            question = status["question"]
-            note(
-                f"question: {question}\n"
-                f"  answer with: agentworks {group} reply --call {call_id} 'your answer'"
-            )
-        if status["status"] in END_STATUSES:
-            break
-        request.update(
-            after=status["next_after"],
-            after_event=status["next_after_event"],
-            seen_version=status["version"],
-        )
-    final = await api.call("functions", {"action": "status", "call_id": call_id})
-    if args.json:
-        print_json(final)
-    else:
-        print_status(final)
-    if final["status"] != "completed":
-        error = final["error"].removeprefix(f"{final['status']}: ")  # said once is enough
-        why = f": {error}" if error else ""
-        note(f"agentworks: call {call_id} ended {final['status']}{why}")
-        return EXIT_CALL_ENDED
-    return None
 
 
 async def call_status(api: ApiClient, args: argparse.Namespace) -> None:
@@ -260,8 +205,9 @@ def _add_call(
     parser.add_argument(
         "--wait",
         action="store_true",
-        help="wait for the call to end, showing progress, messages and questions on stderr; "
-        "then print its status (exit 8 if it failed, was interrupted or cancelled)",
+        help="wait for the call to end, showing on stderr the time since it was accepted, "
+        "whether a runtime has claimed it yet, progress, messages and questions; then print "
+        "its status (exit 8 if it failed, was interrupted or cancelled)",
     )
     parser.set_defaults(run=call, group=group)
     return parser

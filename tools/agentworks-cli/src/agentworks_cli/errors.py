@@ -4,6 +4,7 @@
 4 not found · 5 busy (limit reached) · 6 refused (conflict, failed precondition)
 7 unavailable (gateway or service unreachable, deadline exceeded)
 8 a waited-for function call ended failed, interrupted or cancelled
+130 interrupted (Ctrl-C), as shells report a command SIGINT ended
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ EXIT_BUSY = 5
 EXIT_REFUSED = 6
 EXIT_UNAVAILABLE = 7
 EXIT_CALL_ENDED = 8
+EXIT_INTERRUPTED = 130
 
 # gRPC status name (as the API reports it) -> exit code.
 EXIT_CODES = {
@@ -46,6 +48,7 @@ EXIT_CODE_DOC = [
         EXIT_CALL_ENDED,
         "`call --wait`: the function call ended failed, interrupted or cancelled",
     ),
+    (EXIT_INTERRUPTED, "interrupted by Ctrl-C (any command, `messages read --follow` too)"),
 ]
 
 

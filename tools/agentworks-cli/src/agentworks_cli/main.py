@@ -4,7 +4,8 @@ Every command calls a tool on the gateway's HTTP API (`POST /api/v1/tools/<tool>
 same tools MCP clients use. Output is human-readable by default and JSON with `--json`;
 exit codes are in errors.py (and docs/cli.md). The commands live in a module per area
 (messages, calls, declarations, targets, tokens, wake_ups, schedules, pauses, webhooks,
-mcp), put together by parser.py; this module only runs one.
+mcp), put together by parser.py; this module only runs one. `completion` and `keys` run
+without a gateway (`keys` makes signing keys on this machine and calls nothing).
 """
 
 from __future__ import annotations
@@ -19,10 +20,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentworks_cli.api import ApiClient, ApiError
-from agentworks_cli.errors import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
-from agentworks_cli.output import note, print_json
+from agentworks_cli.errors import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+)
+from agentworks_cli.output import error, note, print_json
 from agentworks_cli.parser import build_parser
 from agentworks_cli.settings import Settings, no_token, resolve_settings, url_origin
+from agentworks_cli.terminal import disable_colour
 
 UP_NEEDS_DEV = "`agentworks up` needs the agentworks-dev package; `make run` installs it"
 
@@ -44,31 +53,61 @@ def _fail(code: str, message: str, as_json: bool, exit_code: int | None = None) 
     if as_json:
         print_json({"error": {"code": code, "message": message}})
     else:
-        note(f"agentworks: {message}")
+        error(f"agentworks: {message}")
     return EXIT_CODES.get(code, EXIT_ERROR) if exit_code is None else exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI; returns the exit code. Ctrl-C, wherever it comes, ends it with exit
+    130 and one line on stderr (what was stopped), never a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["up"]:
-        return _run_up(argv[1:])
-    parser = build_parser()
-    if "--json" in argv:  # a usage error too is a JSON object on stdout then
-        said = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(said):
-                args = parser.parse_args(argv)
-        except SystemExit as exc:
-            if exc.code == 0:  # --help
-                raise
-            last = (said.getvalue().strip().splitlines() or ["invalid arguments"])[-1]
-            return _fail("USAGE", last.replace(": error: ", ": "), True, EXIT_USAGE)
-    else:
-        args = parser.parse_args(argv)
+    args: argparse.Namespace | None = None
+    try:
+        if argv[:1] == ["up"]:
+            return _run_up(argv[1:])
+        parser = build_parser()
+        parsed = _parse(parser, argv)
+        if isinstance(parsed, int):
+            return parsed
+        args = parsed
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        said = getattr(args, "on_interrupt", None) or "interrupted"
+        note(f"agentworks: {said}")
+        return EXIT_INTERRUPTED
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code of a usage error (with --json, reported as
+    the JSON error object on stdout)."""
+    if "--json" not in argv:
+        return parser.parse_args(argv)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 0:  # --help, --version
+            raise
+        last = (said.getvalue().strip().splitlines() or ["invalid arguments"])[-1]
+        return _fail("USAGE", last.replace(": error: ", ": "), True, EXIT_USAGE)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.no_color:
+        disable_colour()
+    if args.offline is not None:  # `completion`: needs no gateway and no token
+        code: int = args.offline(parser, args)
+        return code
     if args.run is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+
+    if getattr(args, "local", False):  # `keys`: made here, no gateway or token involved
+        try:
+            return args.run(args)
+        except UsageError as exc:
+            return _fail("USAGE", str(exc), args.json, exc.exit_code)
 
     from agentworks.client.logging import configure_logging
 
@@ -91,8 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings is not None:
             exc = url_origin(exc, settings)
         return _fail(exc.code, exc.message, args.json)
-    except KeyboardInterrupt:
-        return EXIT_OK if getattr(args, "follow", False) else 130
     except BrokenPipeError:  # `agentworks ... | head`: the reader has gone; no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1  # as Python itself exits on EPIPE

@@ -11,7 +11,8 @@ from typing import Any
 
 from agentworks_cli.api import ApiClient, ApiError
 from agentworks_cli.errors import UsageError
-from agentworks_cli.output import note, print_fields, print_json, short_time
+from agentworks_cli.output import local_time, note, print_fields, print_json
+from agentworks_cli.terminal import paint
 
 FOLLOW_WAIT_SECONDS = 25
 # --follow's pause after an unreachable gateway or service: first, then at most (doubling).
@@ -23,7 +24,8 @@ def _print_message(message: Mapping[str, Any]) -> None:
     for part in message.get("parts") or ():
         text += "\n" + (part["text"] if "text" in part else json.dumps(part.get("data")))
     body = text.replace("\n", "\n    ")
-    print(f"{short_time(message.get('created_at'))}  {message.get('sender', '?')}:\n    {body}")
+    when = paint(local_time(message.get("created_at")), "dim")
+    print(f"{when}  {paint(message.get('sender', '?') + ':', 'bold')}\n    {body}")
 
 
 async def send(api: ApiClient, args: argparse.Namespace) -> None:
@@ -46,6 +48,8 @@ async def read(api: ApiClient, args: argparse.Namespace) -> None:
     if not 0 <= wait <= FOLLOW_WAIT_SECONDS:  # the service's range, in the flag's words
         raise UsageError(f"--wait must be 0-{FOLLOW_WAIT_SECONDS} seconds, got {wait}")
     call: dict[str, Any] = {"action": "read", "inbox_id": args.inbox, "wait_seconds": wait}
+    if args.follow:
+        args.on_interrupt = f"stopped following inbox {args.inbox}"
     if args.after:
         call["after"] = args.after
     if args.limit is not None:

@@ -25,6 +25,7 @@ async def pauses(api: ApiClient, args: argparse.Namespace) -> None:
             for p in state["pauses"]
         ),
         "no pauses: timers fire",
+        keep=(0, 3),
     )
 
 

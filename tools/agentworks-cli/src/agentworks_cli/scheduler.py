@@ -10,33 +10,20 @@ may state a `--product`; pauses need the operator role.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentworks_cli.errors import UsageError
 from agentworks_cli.output import note
+from agentworks_cli.times import local_zone
 
 _DURATION = re.compile(r"^(\d+)\s*([smhd]?)$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 TIME_HELP = "ISO 8601, e.g. 2026-01-31T09:00 (local time) or 2026-01-31T08:00:00Z"
 DURATION_HELP = "seconds, or a number with s, m, h or d (90, 15m, 2h, 1d)"
-
-
-def local_zone() -> tzinfo | None:
-    """The local time zone with its rules (TZ, else /etc/localtime); None if unknown."""
-    name = os.environ.get("TZ", "").removeprefix(":")
-    try:
-        if name:
-            return ZoneInfo(name)
-        with open("/etc/localtime", "rb") as file:
-            return ZoneInfo.from_file(file)
-    except (OSError, ValueError, ZoneInfoNotFoundError):
-        return None
 
 
 def cli_time(value: str, flag: str) -> str:

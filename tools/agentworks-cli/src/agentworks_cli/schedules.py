@@ -96,6 +96,7 @@ async def schedules(api: ApiClient, args: argparse.Namespace) -> None:
                 for x in result["schedules"]
             ),
             "no schedules",
+            keep=(0, 3, 5),
         )
         next_page(result, "schedules", args)
         return

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from agentworks_cli.api import ApiError
 from agentworks_cli.errors import EXIT_AUTH, UsageError
@@ -24,8 +26,8 @@ class Settings:
     token: str
     url_source: str
     token_source: str
-    # The cli.json of `agentworks up` that was read ("" if none), and where it was
-    # looked for: both for messages.
+    # The cli.json of `agentworks up` that gave the token or the URL, or was read for a
+    # token and had none ("" otherwise), and where it was looked for: both for messages.
     config: str = ""
     searched: str = ""
 
@@ -68,13 +70,38 @@ def find_config(environ: Mapping[str, str], cwd: Path) -> tuple[Path | None, str
     return None, searched
 
 
+def on_this_machine(url: str) -> bool:
+    """Whether `url` is a gateway on this machine (a loopback address or localhost), as
+    the URL `agentworks up` writes in its cli.json is."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def _read_config(file: Path) -> dict[str, object]:
+    try:
+        stored = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {file}: {exc}; fix or delete it") from None
+    if not isinstance(stored, dict):
+        raise UsageError(f"{file} must hold a JSON object with keys url and token")
+    return stored
+
+
 def resolve_settings(
     url: str | None, token: str | None, environ: Mapping[str, str], cwd: Path
 ) -> Settings:
     """Flags first, then AGENTWORKS_URL / AGENTWORKS_TOKEN, then the cli.json that
-    `agentworks up` wrote in its home (`find_config`). The cli.json is read only when
-    it must supply the token, and its URL is used only with its own token: a token from
-    --token or AGENTWORKS_TOKEN is never sent to a URL some cli.json chose."""
+    `agentworks up` wrote in its home (`find_config`). The cli.json gives the token when
+    none is given, and with it its URL. A token given without a URL (`--token` alone) goes
+    to the cli.json's URL only when that URL is on this machine (what `agentworks up`
+    writes): a token is never sent elsewhere by a cli.json (one shipped in a cloned
+    repository, say), and an unreadable cli.json is no obstacle then."""
 
     def given(flag: str | None, env_name: str, key: str) -> tuple[str, str]:
         if flag:
@@ -86,26 +113,29 @@ def resolve_settings(
     resolved_url, url_source = given(url, "AGENTWORKS_URL", "url")
     resolved_token, token_source = given(token, "AGENTWORKS_TOKEN", "token")
     file: Path | None = None
+    used: Path | None = None  # the cli.json that gave the token or the URL
     searched = ""
-    if not resolved_token:
+    if not resolved_token or not resolved_url:
         file, searched = find_config(environ, cwd)
-    if file is not None:
-        try:
-            stored = json.loads(file.read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read {file}: {exc}; fix or delete it") from None
-        if not isinstance(stored, dict):
-            raise UsageError(f"{file} must hold a JSON object with keys url and token")
+    if file is not None and not resolved_token:
+        stored = _read_config(file)
         if stored.get("token"):
-            resolved_token, token_source = str(stored["token"]), str(file)
+            resolved_token, token_source, used = str(stored["token"]), str(file), file
             if not resolved_url and stored.get("url"):
                 resolved_url, url_source = str(stored["url"]), str(file)
+    elif file is not None and not resolved_url:
+        try:
+            stored = _read_config(file)
+        except UsageError:
+            stored = {}
+        if stored.get("url") and on_this_machine(str(stored["url"])):
+            resolved_url, url_source, used = str(stored["url"]), str(file), file
     return Settings(
         url=resolved_url or DEFAULT_URL,
         token=resolved_token,
         url_source=url_source or "default",
         token_source=token_source,
-        config="" if file is None else str(file),
+        config=str(used or (file if not resolved_token else None) or ""),
         searched=searched,
     )
 

@@ -19,6 +19,7 @@ def _print_token(result: Mapping[str, Any]) -> None:
         ("roles", result["roles"]),
         ("label", result["label"] or "-"),
         ("created_at", result["created_at"]),
+        ("expires_at", result.get("expires_at")),
         ("revoked_at", result["revoked_at"]),
     ]
     print_fields(pairs)
@@ -31,6 +32,8 @@ async def tokens(api: ApiClient, args: argparse.Namespace) -> None:
             call["roles"] = ["operator"]
         if args.label:
             call["label"] = args.label
+        if args.expires_in_seconds is not None:
+            call["expires_in_seconds"] = args.expires_in_seconds
         result = await api.call("tokens", call)
         if args.json:
             print_json(result)
@@ -56,6 +59,7 @@ async def tokens(api: ApiClient, args: argparse.Namespace) -> None:
                 for t in result["tokens"]
             ),
             "no tokens",
+            keep=(0, 4, 5),  # ids and times stay whole
         )
     else:
         result = await api.call("tokens", {"action": "revoke", "token_id": args.token_id})
@@ -75,11 +79,16 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument(
         "--principal",
         required=True,
-        help="who the token acts as: user:<name>, agent:<crew>/<agent>, workflow:<id>, "
-        "service:<name>",
+        help="who the token acts as: user:<name>, agent:<crew>/<agent> or workflow:<id>",
     )
     create.add_argument("--operator", action="store_true", help="give the token the operator role")
     create.add_argument("--label", help="what the token is for")
+    create.add_argument(
+        "--expires-in-seconds",
+        type=int,
+        metavar="N",
+        help="the token stops working N seconds from now (default: never)",
+    )
     create.set_defaults(run=tokens, action="create")
     listing = tokens_cmds.add_parser(
         "list", parents=[common], help="list tokens (never their secrets)"

@@ -60,6 +60,7 @@ async def wake_ups(api: ApiClient, args: argparse.Namespace) -> None:
                 for w in result["wake_ups"]
             ),
             "no wake-ups",
+            keep=(0, 2, 3),
         )
         next_page(result, "wake_ups", args)
         return

@@ -66,6 +66,7 @@ async def webhooks(api: ApiClient, args: argparse.Namespace) -> None:
                 for w in result["webhooks"]
             ),
             "no webhooks",
+            keep=(0, 2, 5),
         )
         next_page(result, "webhooks", args)
         return

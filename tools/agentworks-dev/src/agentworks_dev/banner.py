@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pathlib
 import shlex
@@ -19,11 +20,14 @@ def banner_text(
     embedded: bool,
     services: Sequence[str],
     skipped: Sequence[str],
+    host: str = "127.0.0.1",
+    ignored_tls: Sequence[str] = (),
 ) -> str:
     """The banner: MCP address, token, services, database and CLI commands to try.
 
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
-    token came from AGENTWORKS_DEV_TOKEN (then it is not shown).
+    token came from AGENTWORKS_DEV_TOKEN (then it is not shown). gRPC runs without TLS
+    (T5): the banner says so, and names the TLS settings in `ignored_tls` it did not use.
     """
     rel = os.path.relpath(home)
     shown_home = rel if not rel.startswith("..") else str(home)
@@ -47,7 +51,10 @@ def banner_text(
         f"            {saved}the CLI reads {shown_home}/cli.json",
         f"  services  {' | '.join(services)}",
         f"  database  {database}",
+        f"  TLS       {_transport(host)}",
     ]
+    if ignored_tls:
+        lines.append(f"            not used here: {', '.join(ignored_tls)}")
     if skipped:
         lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
     lines.append("Try the CLI:")
@@ -64,3 +71,17 @@ def banner_text(
         lines.append("  agentworks crews call demo hello -i name=Ada --wait")
     lines += ["  agentworks --help", "Ctrl-C stops everything.", ""]
     return "\n".join(lines) + "\n"
+
+
+def _transport(host: str) -> str:
+    """What the banner says of gRPC's transport on `host`."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return "off: gRPC in plain text on loopback only (TLS: docs/operations.md)"
+    return (
+        f"off: gRPC in plain text on {host}, readable on the network; use compose or "
+        "Kubernetes for TLS (docs/operations.md)"
+    )

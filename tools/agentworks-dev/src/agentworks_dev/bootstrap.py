@@ -1,4 +1,4 @@
-"""Bootstrapping a suite: the internal key, the demo crew registered and declared, the dev
+"""Bootstrapping a suite: the signing keys, the demo crew registered and declared, the dev
 token, and cli.json for the CLI."""
 
 from __future__ import annotations
@@ -18,25 +18,33 @@ import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, errors
 from agentworks.client.identity import OPERATOR, Minter
+from agentworks.client.keys import KeyDirectory, SigningKey, keys_from_env
 from agentworks.client.registration import register_target
+from agentworks.client.settings import ConfigError, Env
+from agentworks.client.tls import Tls
+from agentworks.client.trust import GATEWAY, STANDARD_SIGNERS
 from agentworks_dev.home import load_or_create_secret, write_secret
 from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving
 from agentworks_dev.specs import (
     DEMO_OWNER,
+    DEMO_PRINCIPAL,
     DEMO_TARGET,
     DEV_PRINCIPAL,
+    KEYS_DIR,
     REGISTER_SECONDS,
-    SUPERVISOR_PRINCIPAL,
+    WEBHOOK_KEY_FILE,
     has_main,
 )
 
 log = structlog.get_logger("agentworks.up")
 
 
-def operator_identity(key: str) -> Minter:
-    """The supervisor's own identity: an operator, minted with the internal key."""
-    return Minter(SUPERVISOR_PRINCIPAL, key, roles={OPERATOR})
+def operator_identity(key: SigningKey) -> Minter:
+    """The bootstrap's identity: the dev operator (`user:dev`), signed with the gateway's
+    key: only the gateway vouches for users and the operator role (T1), and the
+    bootstrap acts for the operator, who holds the deployment's keys."""
+    return Minter(DEV_PRINCIPAL, key, roles={OPERATOR})
 
 
 async def _retry_unavailable(make: Callable[[], Awaitable[object]], deadline: float) -> None:
@@ -51,19 +59,21 @@ async def _retry_unavailable(make: Callable[[], Awaitable[object]], deadline: fl
             await asyncio.sleep(0.5)
 
 
-async def register_demo_crew(key: str, messaging: str, functions: str | None) -> None:
+async def register_demo_crew(
+    key: SigningKey, messaging: str, functions: str | None, tls: Tls | None = None
+) -> None:
     """Register `crew:demo` (owner `user:dev`) with messaging and functions, and declare
     the demo functions as the owner (`demo_functions.declare_demo_functions`)."""
     deadline = time.monotonic() + REGISTER_SECONDS
     identity = operator_identity(key)
     async with contextlib.AsyncExitStack() as stack:
         to_messaging = await stack.enter_async_context(
-            MessagingClient(messaging, identity=identity)
+            MessagingClient(messaging, identity=identity, tls=tls)
         )
         to_functions = None
         if functions:
             to_functions = await stack.enter_async_context(
-                FunctionsClient(functions, identity=identity)
+                FunctionsClient(functions, identity=identity, tls=tls)
             )
         await _retry_unavailable(
             lambda: register_target(to_messaging, to_functions, DEMO_TARGET, owner=DEMO_OWNER),
@@ -78,8 +88,8 @@ async def register_demo_crew(key: str, messaging: str, functions: str | None) ->
     except ImportError:
         log.warning("functions.not_declared", reason="agentworks-runtime is not installed")
         return
-    # Declaring is the owner's right (F1): act as user:dev, minted with the internal key.
-    async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key)) as owner:
+    # Declaring is the owner's right (F1): act as user:dev, signed with the gateway's key.
+    async with FunctionsClient(functions, identity=Minter(DEMO_OWNER, key), tls=tls) as owner:
         declared: list[Any] = []
 
         async def declare() -> None:
@@ -89,15 +99,25 @@ async def register_demo_crew(key: str, messaging: str, functions: str | None) ->
     log.info("functions.declared", target=DEMO_TARGET, functions=",".join(f.name for f in declared))
 
 
-def internal_key(home: pathlib.Path, environ: dict[str, str]) -> str:
-    """AGENTWORKS_INTERNAL_KEY when set, else the key kept in `home/internal.key`."""
-    preset = environ.get("AGENTWORKS_INTERNAL_KEY", "")
+def signing_keys(home: pathlib.Path) -> KeyDirectory:
+    """`home/keys`: a private key per signer (`<signer>/signing-key.pem`, 0600) and the
+    trusted-keys file of their public halves, made on the first start."""
+    keys = KeyDirectory(home / KEYS_DIR)
+    for signer in STANDARD_SIGNERS:
+        key, made = keys.ensure(signer)
+        log.info(
+            "signing_key.created" if made else "signing_key.loaded", signer=signer, kid=key.kid
+        )
+    return keys
+
+
+def webhook_key(home: pathlib.Path, environ: dict[str, str]) -> str:
+    """SCHEDULER_WEBHOOK_KEY when set, else the key kept in `home/webhook.key`."""
+    preset = environ.get("SCHEDULER_WEBHOOK_KEY", "")
     if preset:
         return preset
-    path = home / "internal.key"
-    key, created = load_or_create_secret(path, lambda: secrets.token_urlsafe(32))
-    log.info("internal_key.created" if created else "internal_key.loaded", path=str(path))
-    return key
+    value, _ = load_or_create_secret(home / WEBHOOK_KEY_FILE, lambda: secrets.token_urlsafe(32))
+    return value
 
 
 def write_cli_config(home: pathlib.Path, gateway_url: str, token: str) -> None:
@@ -144,9 +164,50 @@ async def ensure_dev_token(home: pathlib.Path, database_url: str, environ: dict[
     return token
 
 
+RUNTIME_CREDENTIAL_FILE = "runtime-credential"
+
+
+async def ensure_runtime_credential(home: pathlib.Path, database_url: str) -> str:
+    """The demo runtimes' runtime credential (T2: agent:demo/demo-bot, serving crew:demo),
+    kept in `home/runtime-credential` (0600) and stored hashed; "" without the gateway."""
+    try:
+        from agentworks_gateway import tokens
+    except ImportError:
+        log.warning("runtime_credential.skipped", reason="agentworks_gateway is not available")
+        return ""
+    path = home / RUNTIME_CREDENTIAL_FILE
+    credential, _ = load_or_create_secret(path, tokens.new_runtime_credential)
+
+    async def store(value: str) -> None:
+        await asyncio.to_thread(
+            tokens.ensure_token,
+            database_url,
+            value,
+            DEMO_PRINCIPAL,
+            set(),
+            "demo runtimes (agentworks up)",
+            targets=[DEMO_TARGET],
+        )
+
+    try:
+        await store(credential)
+    except errors.PreconditionFailed:
+        # Revoked (it stays revoked): make another.
+        log.warning("runtime_credential.revoked", path=str(path), action="issuing a new one")
+        credential = tokens.new_runtime_credential()
+        write_secret(path, credential)
+        await store(credential)
+    return credential
+
+
 async def bootstrap(options: Options, environ: dict[str, str]) -> int:
-    """Register the demo crew and the dev token with already running services."""
-    key = environ.get("AGENTWORKS_INTERNAL_KEY", "")
+    """Register the demo crew and the dev token with already running services, signing
+    as the gateway (AGENTWORKS_SIGNING_KEY: the gateway's key; AGENTWORKS_TRUSTED_KEYS)."""
+    try:
+        key, _ = keys_from_env(Env("AGENTWORKS", environ))
+    except ConfigError as exc:
+        print(f"agentworks up --bootstrap-only: {exc}", file=sys.stderr)
+        return 2
     database_url = environ.get("GATEWAY_DATABASE_URL") or options.database_url
     messaging = environ.get("AGENTWORKS_MESSAGING_ADDRESS") or environ.get(
         "GATEWAY_MESSAGING_ADDRESS", "127.0.0.1:50051"
@@ -154,20 +215,27 @@ async def bootstrap(options: Options, environ: dict[str, str]) -> int:
     functions = environ.get("AGENTWORKS_FUNCTIONS_ADDRESS") or environ.get(
         "GATEWAY_FUNCTIONS_ADDRESS", ""
     )
-    if not key or not database_url:
+    if key is None or key.signer != GATEWAY or not database_url:
         print(
-            "agentworks up --bootstrap-only: set AGENTWORKS_INTERNAL_KEY and DATABASE_URL",
+            "agentworks up --bootstrap-only: set AGENTWORKS_SIGNING_KEY (the gateway's "
+            "key), AGENTWORKS_TRUSTED_KEYS and DATABASE_URL",
             file=sys.stderr,
         )
         return 2
+    try:
+        # The services' TLS (T5): AGENTWORKS_TLS_CA_FILE, and a certificate for mutual TLS.
+        tls = Tls.from_env(Env("AGENTWORKS", environ), server=False)
+    except ConfigError as exc:
+        print(f"agentworks up --bootstrap-only: {exc}", file=sys.stderr)
+        return 2
     deadline = time.monotonic() + options.ready_timeout
     try:
-        await grpc_health_serving(messaging.split(",")[0], deadline)
+        await grpc_health_serving(messaging.split(",")[0], deadline, tls)
         if functions and has_main("agentworks_functions"):
-            await grpc_health_serving(functions.split(",")[0], deadline)
+            await grpc_health_serving(functions.split(",")[0], deadline, tls)
         else:
             functions = ""
-        await register_demo_crew(key, messaging, functions or None)
+        await register_demo_crew(key, messaging, functions or None, tls)
         options.home.mkdir(parents=True, exist_ok=True)
         token = await ensure_dev_token(options.home, database_url, environ)
     except (TimeoutError, errors.AgentWorksError) as exc:

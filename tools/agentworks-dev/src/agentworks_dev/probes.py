@@ -11,6 +11,8 @@ import time
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agentworks.client.rpc import open_channel
+from agentworks.client.tls import Tls
 from agentworks_dev.specs import LOCK_FILE
 
 # Fast reconnects, so readiness is seen soon after a server starts listening.
@@ -32,9 +34,10 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-async def grpc_health_serving(address: str, deadline: float) -> None:
-    """Wait until `address` answers gRPC health SERVING, or raise TimeoutError."""
-    async with grpc.aio.insecure_channel(address, options=_HEALTH_CHANNEL_OPTIONS) as channel:
+async def grpc_health_serving(address: str, deadline: float, tls: Tls | None = None) -> None:
+    """Wait until `address` answers gRPC health SERVING (over TLS when `tls` trusts a CA),
+    or raise TimeoutError."""
+    async with open_channel(address, tls, options=_HEALTH_CHANNEL_OPTIONS) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             remaining = deadline - time.monotonic()

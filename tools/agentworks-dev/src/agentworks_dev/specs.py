@@ -13,7 +13,10 @@ DEMO_PRINCIPAL = "agent:demo/demo-bot"
 
 DEV_PRINCIPAL = "user:dev"
 
-SUPERVISOR_PRINCIPAL = "service:agentworks-up"
+# Under the home: a key per signer and the trusted-keys file; the webhook key.
+KEYS_DIR = "keys"
+
+WEBHOOK_KEY_FILE = "webhook.key"
 
 # A second SIGINT/SIGTERM this long after the first stops the children at once.
 SECOND_SIGNAL_AFTER_SECONDS = 1.0

@@ -15,11 +15,17 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agentworks.client.keys import KeyDirectory
+from agentworks.client.tls import SETTINGS as TLS_SETTINGS
+from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
+from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.banner import banner_text
 from agentworks_dev.bootstrap import (
     ensure_dev_token,
-    internal_key,
+    ensure_runtime_credential,
     register_demo_crew,
+    signing_keys,
+    webhook_key,
     write_cli_config,
 )
 from agentworks_dev.database import start_database
@@ -46,6 +52,18 @@ from agentworks_dev.specs import (
 
 log = structlog.get_logger("agentworks.up")
 
+_TLS_SUFFIXES = tuple(f"_{name}" for name in TLS_SETTINGS)
+
+
+def tls_variables(environ: dict[str, str]) -> list[str]:
+    """The TLS settings (`AGENTWORKS_TLS_*`, `<SERVICE>_TLS_*`) set in `environ`."""
+    prefixes = ("AGENTWORKS", GATEWAY.prefix, *(spec.prefix for spec in GRPC_SERVICES))
+    return sorted(
+        name
+        for name in environ
+        if name.endswith(_TLS_SUFFIXES) and name.rpartition("_TLS_")[0] in prefixes
+    )
+
 
 @dataclass
 class Child:
@@ -71,12 +89,21 @@ class Supervisor:
     def __init__(self, options: Options, environ: dict[str, str] | None = None) -> None:
         self.options = options
         self.environ = dict(os.environ if environ is None else environ)
+        # The suite runs gRPC in plain text (T5: loopback needs no TLS): TLS settings
+        # exported for another deployment are not handed to the children.
+        self.ignored_tls = tls_variables(self.environ)
+        for name in self.ignored_tls:
+            del self.environ[name]
         self.home = options.home.resolve()
         self.children: list[Child] = []
         self._stopping = asyncio.Event()
         self._out = sys.stdout
         self.database_url = ""
-        self.key = ""
+        # Made under <home>/keys on start: each child gets its own signer's key only.
+        self.keys: KeyDirectory | None = None
+        # The demo runtimes' runtime credential (T2), made at start (bootstrap).
+        self.runtime_credential = ""
+        self.webhook_key = ""
         self.embedded = False
         # The home's lock, held until the process ends (never closed on purpose).
         self.lock_fd: int | None = None
@@ -109,22 +136,37 @@ class Supervisor:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
-    def _child_env(self, **extra: str) -> dict[str, str]:
-        env = dict(self.environ)
+    def _child_env(self, signer: str | None, **extra: str) -> dict[str, str]:
+        """A child's environment: the database, and of the keys only `signer`'s signing
+        key (AGENTWORKS_SIGNING_KEY) besides the trusted keys everyone has (T1), none
+        without a signer; the webhook key only the scheduler gets (plan)."""
+        env = {
+            k: v
+            for k, v in self.environ.items()
+            if not k.endswith(("_SIGNING_KEY", "_TRUSTED_KEYS")) and k != "SCHEDULER_WEBHOOK_KEY"
+        }
         env.update(
             DATABASE_URL=self.database_url,
-            AGENTWORKS_INTERNAL_KEY=self.key,
             PYTHONUNBUFFERED="1",
             LOG_JSON=self.environ.get("LOG_JSON", "false"),
         )
+        if self.keys is not None and signer is not None:
+            env.update(self.keys.env(signer))
         env.update(extra)
         return env
 
     def _runtime_env(self, **extra: str) -> dict[str, str]:
         """A runtime's environment: it talks to the services only, so the database
-        address (and its password) is not given to it, nor to the commands it runs."""
-        env = self._child_env(**extra)
+        address (and its password) is not given to it, nor to the commands it runs. It
+        holds the demo runtime credential (T2), exchanged at the gateway, and no signing
+        key; only without a gateway (none installed) the `runtime` key instead."""
+        credential = self.runtime_credential
+        env = self._child_env(None if credential else RUNTIME_SIGNER, **extra)
         env.pop("DATABASE_URL", None)
+        env.pop("AGENTWORKS_RUNTIME_CREDENTIAL_FILE", None)
+        if credential:
+            env["AGENTWORKS_RUNTIME_CREDENTIAL"] = credential
+            env["AGENTWORKS_GATEWAY_URL"] = self.gateway_url
         return env
 
     def plan(self) -> tuple[list[tuple[Child, Callable[[float], Awaitable[None]]]], list[str]]:
@@ -140,16 +182,18 @@ class Supervisor:
                 continue
             for replica, address in enumerate(self.addresses(index), start=1):
                 # Functions and the scheduler call messaging; nothing else is called.
-                env = self._child_env(**{f"{spec.prefix}_LISTEN": address})
+                env = self._child_env(f"service:{spec.name}", **{f"{spec.prefix}_LISTEN": address})
                 if spec.name != "messaging":
                     env[f"{spec.prefix}_MESSAGING_ADDRESS"] = messaging
                 if spec.name == "scheduler":
                     env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
+                    env["SCHEDULER_WEBHOOK_KEY"] = self.webhook_key
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
                 planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
             for replica, port in enumerate(self.gateway_ports(), start=1):
                 env = self._child_env(
+                    GATEWAY_SIGNER,
                     GATEWAY_LISTEN=f"{self.options.host}:{port}",
                     GATEWAY_MESSAGING_ADDRESS=messaging,
                     GATEWAY_FUNCTIONS_ADDRESS=functions,
@@ -232,14 +276,15 @@ class Supervisor:
                 loop.remove_signal_handler(sig)
 
     async def start(self) -> None:
-        """Database, key, services, registration, dev token, runtime, banner."""
+        """Database, keys, services, registration, dev token, runtime, banner."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.lock_fd = lock_home(self.home, self.lock_info())
         self._check_ports()
         self.database_url, self.embedded = await start_database(
             self.options.database_url, self.home
         )
-        self.key = internal_key(self.home, self.environ)
+        self.keys = signing_keys(self.home)
+        self.webhook_key = webhook_key(self.home, self.environ)
         planned, skipped = self.plan()
         for name in skipped:
             log.warning("service.skipped", child=name, reason=f"{name} has no __main__ yet")
@@ -251,9 +296,12 @@ class Supervisor:
         await self._wait_ready(planned, deadline)
 
         functions = ",".join(self.addresses(1)) if "functions" not in skipped else None
-        await register_demo_crew(self.key, ",".join(self.addresses(0)), functions)
+        gateway_key, _ = self.keys.ensure(GATEWAY_SIGNER)
+        await register_demo_crew(gateway_key, ",".join(self.addresses(0)), functions)
         gateway_db = self.environ.get("GATEWAY_DATABASE_URL") or self.database_url
         token = await ensure_dev_token(self.home, gateway_db, self.environ)
+        if self.options.runtime and "gateway" not in skipped:
+            self.runtime_credential = await ensure_runtime_credential(self.home, gateway_db)
         if self.options.runtime:
             for child in self.runtime_children(skipped):
                 self._launch(child)
@@ -426,6 +474,8 @@ class Supervisor:
             embedded=self.embedded,
             services=services,
             skipped=skipped,
+            host=self.options.host,
+            ignored_tls=self.ignored_tls,
         )
         self._out.write(text)
         self._out.flush()

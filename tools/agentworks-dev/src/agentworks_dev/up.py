@@ -1,8 +1,10 @@
 """`agentworks up`: run the whole suite locally as separate processes (`make run`, P2, R2).
 
 With no `DATABASE_URL` it starts the embedded PostgreSQL (data in `.agentworks/pg`,
-kept across restarts). It keeps an internal key in `.agentworks/internal.key`, starts
-messaging, functions, scheduler and the gateway (`--replicas N` of each, on consecutive
+kept across restarts). It keeps a signing key per signer in `.agentworks/keys/` (and
+the webhook key in `.agentworks/webhook.key`), gives each child its own signer's key
+only (the demo runtimes the runtime key), starts messaging, functions, scheduler and
+the gateway (`--replicas N` of each, on consecutive
 ports) as child processes, waits until each answers its health check, registers the demo
 crew with messaging and functions, declares its functions as the owner (`user:dev`),
 issues a dev token (`.agentworks/dev-token`), writes `.agentworks/cli.json` for the CLI,

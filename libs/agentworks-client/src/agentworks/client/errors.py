@@ -30,6 +30,8 @@ class Reason(enum.StrEnum):
     LEASE_LOST = "LEASE_LOST"
     # The target's running limit is reached (F5): nothing was queued.
     RUNNING_LIMIT = "RUNNING_LIMIT"
+    # The caller holds its share of the target's running limit (fairness): nothing queued.
+    CALLER_SHARE = "CALLER_SHARE"
 
 
 class AgentWorksError(Exception):

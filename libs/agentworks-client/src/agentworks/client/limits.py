@@ -26,8 +26,12 @@ MAX_PAYLOAD_BYTES = 1 * MIB
 MAX_IDEMPOTENCY_KEY = 200
 MAX_DELIVERIES_PER_REQUEST = 500
 MAX_CLAIM_TARGETS = 100
+# A page of an inbox (C7): at most this many messages.
+MAX_INBOX_PAGE = 100
 
 # -- functions (F1-F15), stated in docs/functions.md --------------------------------------
+# A target's running limit (F5), and the service default's bound.
+MAX_RUNNING_LIMIT = 1000
 MAX_DESCRIPTION_BYTES = 4 * KIB
 MAX_SCHEMA_BYTES = 64 * KIB
 MAX_ALLOWED_CALLERS = 100

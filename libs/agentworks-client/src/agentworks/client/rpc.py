@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
 import structlog
 
 from agentworks.client import errors
-from agentworks.client.identity import Minter
+from agentworks.client.credentials import CredentialIdentity
+from agentworks.client.identity import Forwarded, Minter
+from agentworks.client.tls import Tls
 
 REQUEST_ID_KEY = "x-request-id"
 # Trailing metadata on every refusal our servers send. A client seeing it knows the
@@ -17,6 +20,8 @@ REQUEST_ID_KEY = "x-request-id"
 # status came from the channel (no connection, the client's own deadline).
 ANSWERED_KEY = "x-agentworks-answered"
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# What gRPC's connection errors say when TLS is at fault (not worth a retry).
+_TLS_FAILURE_WORDS = ("handshake", "ssl_error", "certificate_verify", "hostname verification")
 
 _RETRY_SERVICE_CONFIG = """{
   "methodConfig": [{
@@ -58,6 +63,31 @@ def channel_target(addresses: str) -> str:
     return "ipv4:" + ",".join(parts)
 
 
+def open_channel(
+    addresses: str, tls: Tls | None = None, *, options: Sequence[tuple[str, Any]] = ()
+) -> grpc.aio.Channel:
+    """A channel to `host:port[,host:port...]` with our options (and `options`): TLS when
+    `tls` trusts a CA, mutual TLS when it holds a certificate too, else plain text."""
+    target = channel_target(addresses)
+    merged = [*channel_options(), *options]
+    if tls is None or not tls.calls_tls:
+        return grpc.aio.insecure_channel(target, options=merged)
+    merged += tls.channel_options()
+    if target != addresses.strip() and not tls.server_name:
+        # A list of replicas (`ipv4:a,b`) has no host name of its own to check: the
+        # first address's host is checked (its certificates name their IP addresses).
+        merged.append(
+            ("grpc.ssl_target_name_override", addresses.split(",")[0].rpartition(":")[0].strip())
+        )
+    return grpc.aio.secure_channel(target, tls.channel_credentials(), options=merged)
+
+
+def _tls_failure(details: str) -> bool:
+    """Whether the channel's words say that a TLS handshake or check failed."""
+    lowered = details.lower()
+    return any(word in lowered for word in _TLS_FAILURE_WORDS)
+
+
 def _answered(exc: grpc.aio.AioRpcError) -> bool:
     """Whether one of our services sent this status (see ANSWERED_KEY)."""
     return any(key == ANSWERED_KEY for key, _ in exc.trailing_metadata() or ())
@@ -67,7 +97,8 @@ class ServiceClient:
     """Base of the typed clients: signed identity, deadlines, one error type.
 
     Subclasses expose snake_case methods; every failure surfaces as an
-    `agentworks.client.errors.AgentWorksError` subclass.
+    `agentworks.client.errors.AgentWorksError` subclass. Given an address, the client
+    opens its own channel, over TLS when `tls` trusts a CA (`open_channel`).
     """
 
     stub_class: Any = None
@@ -76,14 +107,15 @@ class ServiceClient:
         self,
         address: str | None = None,
         *,
-        identity: Minter,
+        identity: Minter | Forwarded | CredentialIdentity,
         channel: grpc.aio.Channel | None = None,
         timeout: float = 30.0,
+        tls: Tls | None = None,
     ) -> None:
         if channel is None:
             if not address:
                 raise ValueError("an address or a channel is required")
-            channel = grpc.aio.insecure_channel(channel_target(address), options=channel_options())
+            channel = open_channel(address, tls)
             self._owns_channel = True
         else:
             self._owns_channel = False
@@ -123,7 +155,12 @@ class ServiceClient:
             # The channel's own words ("connections to all backends failing", "Deadline
             # Exceeded"): say which service, and that a retry is the remedy.
             service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
+                details = (
+                    f"no TLS connection to the {service} service ({details}); check the TLS "
+                    "settings (certificates, CA, server name) of both sides"
+                )
+            elif exc.code() == grpc.StatusCode.UNAVAILABLE:
                 details = f"the {service} service is unavailable ({details}); retry shortly"
             elif exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 details = (

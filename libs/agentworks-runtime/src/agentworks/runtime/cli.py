@@ -5,6 +5,10 @@
     agentworks-runtime turns mypkg.agent:handle  # serves AGENTWORKS_RUNTIME_TARGETS
     agentworks-runtime run-commands --commands commands.json --root DIR --target crew:x
 
+A runtime authenticates with a runtime credential (AGENTWORKS_RUNTIME_CREDENTIAL, or
+--credential-file) that it exchanges at the gateway (--gateway-url) for short-lived
+identities; it holds no signing key.
+
 Turns and executions are served by separate workers (and, here, separate processes);
 `serving.run_until_signal` runs several workers in one process under one signal
 handler. Every flag falls back to an environment variable (see `RuntimeConfig`). The
@@ -20,10 +24,9 @@ import json
 import os
 import pathlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentworks.client.identity import Minter
 from agentworks.client.logging import configure_logging, get_logger
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
@@ -38,6 +41,8 @@ _FLAG_ENV = {
     "principal": "AGENTWORKS_RUNTIME_PRINCIPAL",
     "targets": "AGENTWORKS_RUNTIME_TARGETS",
     "root": "AGENTWORKS_RUNTIME_ROOT",
+    "credential_file": "AGENTWORKS_RUNTIME_CREDENTIAL_FILE",
+    "gateway_url": "AGENTWORKS_GATEWAY_URL",
     "sandbox": "AGENTWORKS_RUNTIME_SANDBOX",
     "bwrap": "AGENTWORKS_RUNTIME_BWRAP",
 }
@@ -68,6 +73,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--targets", help="comma-separated, e.g. crew:demo (env AGENTWORKS_RUNTIME_TARGETS)"
+    )
+    common.add_argument(
+        "--credential-file",
+        help="file holding the runtime credential, awr_... (env "
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE; or AGENTWORKS_RUNTIME_CREDENTIAL)",
+    )
+    common.add_argument(
+        "--gateway-url",
+        help="where the credential is exchanged, e.g. http://127.0.0.1:8080 "
+        "(env AGENTWORKS_GATEWAY_URL)",
     )
     turns_flags = argparse.ArgumentParser(add_help=False)
     turns_flags.add_argument(
@@ -139,10 +154,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
     """A TurnWorker for `config` (messaging, scheduler and functions addresses, identity,
-    targets)."""
+    targets, TLS)."""
     return TurnWorker(
         config.messaging_address,
-        Minter(config.principal, config.internal_key),
+        config.minter(),
         config.targets,
         handler,
         scheduler_address=config.scheduler_address or None,
@@ -151,6 +166,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency or 1,
         health_file=config.health_file,
+        tls=config.tls,
     )
 
 
@@ -159,11 +175,11 @@ async def serve(config: RuntimeConfig, handler: TurnHandler) -> int:
     return await run_until_signal(turn_worker(config, handler))
 
 
-def command_runner(config: RuntimeConfig, runner_config: Any) -> Any:
+def command_runner(config: RuntimeConfig, runner_config: Any, environ: Mapping[str, str]) -> Any:
     """The CommandRunner of `run-commands`, its sandbox checked (SandboxUnavailable when
     there is none and `--sandbox none` was not given); says what it runs commands in,
     in the log, and in the health file when there is one; loudly without a sandbox."""
-    from agentworks.runtime.runner import CommandRunner
+    from agentworks.runtime.runner import CommandRunner, secret_files
     from agentworks.runtime.sandbox import WITHOUT_SANDBOX, Sandbox
 
     log = get_logger(__name__)
@@ -173,7 +189,9 @@ def command_runner(config: RuntimeConfig, runner_config: Any) -> Any:
         state = {"sandbox": "none", "gives_up": WITHOUT_SANDBOX}
     else:
         sandbox = Sandbox(bwrap=config.bwrap, uid=config.sandbox_uid, gid=config.sandbox_uid)
-        runner = CommandRunner.from_config(runner_config, sandbox=sandbox)
+        runner = CommandRunner.from_config(
+            runner_config, sandbox=sandbox, hidden=secret_files(environ)
+        )
         state = {"sandbox": "bwrap", "how": runner.sandbox_description}
         log.info("sandbox.ready", how=runner.sandbox_description)
     if config.health_file:
@@ -228,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agentworks.runtime.sandbox import SandboxUnavailable
 
         try:
-            runner = executions = command_runner(config, runner_config)
+            runner = executions = command_runner(config, runner_config, environ)
         except SandboxUnavailable as exc:
             print(f"agentworks-runtime: refusing to start: {exc}", file=sys.stderr)
             return 2

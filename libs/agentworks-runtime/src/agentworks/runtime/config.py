@@ -7,9 +7,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentworks.client.credentials import CredentialIdentity, check_credential
 from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import check_principal
+from agentworks.client.identity import Minter, check_principal
+from agentworks.client.keys import (
+    SIGNING_KEY_VARIABLE,
+    TRUSTED_KEYS_VARIABLE,
+    SigningKey,
+    keys_from_env,
+)
 from agentworks.client.settings import LOG_LEVELS, Env
+from agentworks.client.tls import Tls
+from agentworks.client.trust import vouching_refusal
 
 # ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
 MAX_WAIT_SECONDS = 25
@@ -33,6 +42,28 @@ def _drain_seconds(env: Env) -> int:
     )
 
 
+CREDENTIAL_VARIABLE = "AGENTWORKS_RUNTIME_CREDENTIAL"
+CREDENTIAL_FILE_VARIABLE = "AGENTWORKS_RUNTIME_CREDENTIAL_FILE"
+GATEWAY_URL_VARIABLE = "AGENTWORKS_GATEWAY_URL"
+
+
+def _credential(env: Env) -> str:
+    """AGENTWORKS_RUNTIME_CREDENTIAL, else the contents of the file that
+    AGENTWORKS_RUNTIME_CREDENTIAL_FILE names; "" when neither is set."""
+    credential = env.get_str("RUNTIME_CREDENTIAL")
+    path = env.get_str("RUNTIME_CREDENTIAL_FILE")
+    if credential or not path:
+        return credential
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().strip()
+    except OSError as exc:
+        raise ValueError(
+            f"{CREDENTIAL_FILE_VARIABLE} {path!r} cannot be read ({exc.strerror}): point it at "
+            "the file holding the runtime credential (awr_...)"
+        ) from None
+
+
 def drain_seconds_from_env(environ: Mapping[str, str] | None = None) -> int:
     """AGENTWORKS_RUNTIME_DRAIN_SECONDS (0-3600, default 30): after the first SIGTERM,
     how long the work in hand may take before it is cancelled. Raises ValueError
@@ -45,7 +76,10 @@ class RuntimeConfig:
     """Where the runtime connects, who it is, and which targets it serves."""
 
     messaging_address: str
-    internal_key: str
+    # The key this runtime signs its identity with (AGENTWORKS_SIGNING_KEY, found in
+    # AGENTWORKS_TRUSTED_KEYS): the `runtime` signer's, which vouches for agents and
+    # workflows only (agentworks.client.trust) — never a service's or the gateway's.
+    signing_key: SigningKey | None
     principal: str
     targets: tuple[str, ...]
     # Function executions (R1): ExecutionWorker claims from here.
@@ -63,6 +97,8 @@ class RuntimeConfig:
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
     log_json: bool = True
+    # AGENTWORKS_TLS_*: TLS (and the certificate for mutual TLS) on the calls (T5).
+    tls: Tls = dataclasses.field(default_factory=Tls)
     # The command runner's sandbox (T6): "bwrap", or "none" to run commands without one;
     # the bubblewrap program; the sandbox user when the runner is root.
     sandbox: str = "bwrap"
@@ -70,6 +106,11 @@ class RuntimeConfig:
     sandbox_uid: int = 65534
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
     unknown_settings: tuple[str, ...] = ()
+    # A runtime credential (T2; AGENTWORKS_RUNTIME_CREDENTIAL or _FILE), exchanged at the
+    # gateway (AGENTWORKS_GATEWAY_URL) for the runtime's identity: with it no signing key
+    # is read or needed.
+    credential: str = dataclasses.field(default="", repr=False)
+    gateway_url: str = ""
 
     @classmethod
     def from_env(
@@ -83,7 +124,7 @@ class RuntimeConfig:
         env = Env("AGENTWORKS", dict(os.environ if environ is None else environ))
         config = cls(
             messaging_address=env.get_str("MESSAGING_ADDRESS", "127.0.0.1:50051"),
-            internal_key=env.get_str("INTERNAL_KEY"),
+            signing_key=None,
             principal=env.get_str("RUNTIME_PRINCIPAL", default_principal),
             targets=split_targets(env.get_str("RUNTIME_TARGETS")) or default_targets,
             functions_address=env.get_str("FUNCTIONS_ADDRESS", "127.0.0.1:50052"),
@@ -100,27 +141,60 @@ class RuntimeConfig:
             drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
+            tls=Tls.from_env(env, server=False),
             sandbox=env.get_choice("RUNTIME_SANDBOX", "bwrap", ("bwrap", "none")),
             bwrap=env.get_str("RUNTIME_BWRAP", "bwrap"),
             sandbox_uid=env.get_int("RUNTIME_SANDBOX_UID", 65534, minimum=1, maximum=2**31 - 2),
         )
-        config = dataclasses.replace(config, unknown_settings=tuple(env.unknown("RUNTIME_")))
+        credential = _credential(env)
+        config = dataclasses.replace(
+            config,
+            credential=credential,
+            gateway_url=env.get_str("GATEWAY_URL"),
+            signing_key=None if credential else keys_from_env(env)[0],
+            unknown_settings=tuple(env.unknown("RUNTIME_")),
+        )
         config.validate()
         return config
 
+    def minter(self) -> Minter | CredentialIdentity:
+        """The runtime's identity: exchanged for its runtime credential at the gateway
+        (its principal must be AGENTWORKS_RUNTIME_PRINCIPAL when that is set), else its
+        principal signed with its key."""
+        if self.credential:
+            return CredentialIdentity(
+                self.gateway_url, self.credential, expected_principal=self.principal
+            )
+        return Minter(self.principal, self.signing_key)
+
+    def _validate_credential(self) -> None:
+        try:
+            check_credential(self.credential)
+        except InvalidArgument as exc:
+            raise ValueError(f"{CREDENTIAL_VARIABLE}: {exc.message}") from None
+        if not self.gateway_url:
+            raise ValueError(
+                f"{GATEWAY_URL_VARIABLE} is not set: the runtime exchanges its credential "
+                "at the gateway, e.g. http://127.0.0.1:8080"
+            )
+        if self.principal:
+            try:
+                check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
+            except InvalidArgument as exc:
+                raise ValueError(exc.message) from None
+
     def validate(self) -> None:
         """Raise ValueError naming the variable to fix when a setting is unusable."""
-        if not self.internal_key:
-            raise ValueError("AGENTWORKS_INTERNAL_KEY is not set: the runtime signs its identity")
-        if not self.principal:
+        if self.credential:
+            self._validate_credential()
+        elif self.signing_key is None:
             raise ValueError(
-                "AGENTWORKS_RUNTIME_PRINCIPAL is not set: use agent:<crew>/<agent>, "
-                "e.g. agent:demo/demo-bot"
+                f"{SIGNING_KEY_VARIABLE} is not set: the runtime signs its identity with the "
+                f"runtime signer's private key (PEM), found in {TRUSTED_KEYS_VARIABLE}; or "
+                f"give it a runtime credential ({CREDENTIAL_VARIABLE}) instead"
             )
-        try:
-            check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
-        except InvalidArgument as exc:
-            raise ValueError(exc.message) from None
+        if self.signing_key is not None:
+            self._validate_key(self.signing_key)
         if not self.targets:
             raise ValueError(
                 "AGENTWORKS_RUNTIME_TARGETS is not set: a comma-separated list such as crew:demo"
@@ -151,4 +225,21 @@ class RuntimeConfig:
             raise ValueError(
                 f"AGENTWORKS_RUNTIME_CONCURRENCY must be 1-{MAX_CONCURRENCY}, "
                 f"got {self.concurrency}"
+            )
+
+    def _validate_key(self, key: SigningKey) -> None:
+        if not self.principal:
+            raise ValueError(
+                "AGENTWORKS_RUNTIME_PRINCIPAL is not set: use agent:<crew>/<agent>, "
+                "e.g. agent:demo/demo-bot"
+            )
+        try:
+            check_principal(self.principal, "AGENTWORKS_RUNTIME_PRINCIPAL")
+        except InvalidArgument as exc:
+            raise ValueError(exc.message) from None
+        why = vouching_refusal(key.signer, self.principal, ())
+        if why:
+            raise ValueError(
+                f"AGENTWORKS_RUNTIME_PRINCIPAL {self.principal} cannot be signed with "
+                f"{SIGNING_KEY_VARIABLE} (key {key.kid!r}): {why}"
             )

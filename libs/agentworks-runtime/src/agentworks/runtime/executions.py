@@ -66,9 +66,10 @@ import structlog
 
 from agentworks.client import errors
 from agentworks.client.checks import check_json_depth
+from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.functions import FunctionsClient, state_name
-from agentworks.client.identity import Minter
 from agentworks.client.limits import MAX_ERROR_BYTES
+from agentworks.client.tls import Tls
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.execution_context import (
@@ -98,7 +99,8 @@ class ExecutionWorker(LeaseWorker):
     `concurrency`: executions run at once. Not given, the worker reads its targets'
     running limits at start and runs that many (at most `AUTO_CONCURRENCY_MAX`): calls
     run in parallel (F5), so a worker that took them one at a time would hold the
-    others, accepted, until the first ended.
+    others, accepted, until the first ended. `tls`: TLS (mutual TLS with a certificate)
+    on the channel the worker opens (T5).
     """
 
     what = "executions"
@@ -108,7 +110,7 @@ class ExecutionWorker(LeaseWorker):
     def __init__(
         self,
         functions_address: str | None,
-        identity: Minter,
+        identity: RuntimeIdentity,
         targets: Sequence[str],
         handler: ExecutionHandler | Mapping[str, ExecutionHandler],
         *,
@@ -120,6 +122,7 @@ class ExecutionWorker(LeaseWorker):
         concurrency: int | None = None,
         health_file: str = "",
         on_finished: Callable[[ExecutionOutcome], None] | None = None,
+        tls: Tls | None = None,
     ) -> None:
         super().__init__(
             identity,
@@ -135,6 +138,7 @@ class ExecutionWorker(LeaseWorker):
         self.handler = handler
         self._owns_client = client is None
         self._address = functions_address
+        self._tls = tls
         # Made in run(): a grpc.aio channel belongs to the event loop that creates it.
         self.client: FunctionsClient = client  # type: ignore[assignment]
         self.root = pathlib.Path(root).resolve()
@@ -145,7 +149,9 @@ class ExecutionWorker(LeaseWorker):
     async def run(self) -> None:
         """Serve executions until `stop()`; raises on configuration errors."""
         if self._owns_client:
-            self.client = FunctionsClient(self._address, identity=self.identity, timeout=10)
+            self.client = FunctionsClient(
+                self._address, identity=self.identity, timeout=10, tls=self._tls
+            )
         if self.concurrency is None:
             self.concurrency = await running_limits(self)
         self.log.info("worker.started", concurrency=self.concurrency, root=str(self.root))
@@ -384,14 +390,14 @@ def execution_worker(
     *,
     root: pathlib.Path | str | None = None,
 ) -> ExecutionWorker:
-    """An ExecutionWorker for `config` (functions address, identity, targets, leases).
+    """An ExecutionWorker for `config` (functions address, identity, targets, leases, TLS).
 
     `root` is the project root the `.calls/<call_id>/` folders go under; default
     `config.root` (AGENTWORKS_RUNTIME_ROOT, else the working directory).
     """
     return ExecutionWorker(
         config.functions_address,
-        Minter(config.principal, config.internal_key),
+        config.minter(),
         config.targets,
         handler,
         root=config.root if root is None else root,
@@ -399,6 +405,7 @@ def execution_worker(
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency or None,
         health_file=config.health_file,
+        tls=config.tls,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import structlog
 
 from agentworks.client import errors, target_ref
-from agentworks.client.identity import Minter
+from agentworks.client.credentials import RuntimeIdentity
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 
 
@@ -67,7 +67,7 @@ class LeaseWorker:
 
     def __init__(
         self,
-        identity: Minter,
+        identity: RuntimeIdentity,
         targets: Sequence[str],
         *,
         wait_seconds: int,

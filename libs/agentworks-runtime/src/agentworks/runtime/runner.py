@@ -123,25 +123,40 @@ from agentworks.runtime.watch import TICK_SECONDS, Watch
 
 log = structlog.get_logger("agentworks.runtime.runner")
 
-# The runner's own secrets, never handed to a command: the key that signs identities
-# (whoever holds it can act as anyone, A3) and database addresses (with passwords). A
-# command's stdout becomes messages its caller reads, so what it can see it can tell.
+# The runner's own secrets, never handed to a command: where its signing key is (whoever
+# reads the key can act as any agent, T1), its runtime credential (T2), API tokens, the
+# webhook key and database addresses (with passwords). A command's stdout becomes
+# messages its caller reads, so what it can see it can tell.
 SECRET_VARIABLES = frozenset(
     {
-        "AGENTWORKS_INTERNAL_KEY",
-        "AGENTWORKS_ACCEPTED_INTERNAL_KEYS",
+        "AGENTWORKS_SIGNING_KEY",
+        "AGENTWORKS_RUNTIME_CREDENTIAL",
+        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE",
         "AGENTWORKS_TOKEN",
         "SCHEDULER_WEBHOOK_KEY",
         "DATABASE_URL",
     }
 )
 
-SECRET_SUFFIXES = ("_INTERNAL_KEY", "_DATABASE_URL")
+# The runner's TLS private key (T5) is its own too: a command has no business with it.
+SECRET_SUFFIXES = ("_SIGNING_KEY", "_WEBHOOK_KEY", "_DATABASE_URL", "_TLS_KEY_FILE")
 
 
 def is_secret(name: str) -> bool:
     """Whether the runner's variable `name` is kept from its commands."""
     return name in SECRET_VARIABLES or name.endswith(SECRET_SUFFIXES)
+
+
+def secret_files(environ: Mapping[str, str]) -> list[str]:
+    """The files the secret variables of `environ` name (a signing key, a runtime
+    credential, a TLS key): the sandbox hides them where it would show them."""
+    found = []
+    for name, value in environ.items():
+        if is_secret(name) and value:
+            with contextlib.suppress(OSError, ValueError):
+                if os.path.exists(value):
+                    found.append(os.path.abspath(value))
+    return found
 
 
 class CommandFailed(Exception):
@@ -160,16 +175,19 @@ class CommandRunner:
         sandbox: Sandbox | str = "bwrap",
         policy: Policy | None = None,
         targets: Mapping[str, Policy] | None = None,
+        hidden: Sequence[str] | None = None,
     ) -> None:
         """`sandbox`: a `Sandbox`, "bwrap" (the default one) or "none" (no sandbox:
         `WITHOUT_SANDBOX` says what that gives up). A sandbox is checked here: without
         a working one, `SandboxUnavailable`. `policy`: limits, network and read-only
-        paths of every target, `targets`: of some (`limits`)."""
+        paths of every target, `targets`: of some (`limits`). `hidden`: files the sandbox
+        must not show (default: those the runner's secret variables name)."""
         self.commands = parse_commands(dict(commands))
         self.env = dict(env or {})
         self.kill_grace_seconds = kill_grace_seconds
         self.policy = policy or Policy()
         self.targets = dict(targets or {})
+        self.hidden = list(secret_files(os.environ) if hidden is None else hidden)
         if sandbox == "none":
             self.sandbox: Sandbox | None = None
             self.sandbox_description = "none: " + WITHOUT_SANDBOX
@@ -244,6 +262,7 @@ class CommandRunner:
                 policy=policy,
                 env=env,
                 name=f"{os.getpid()}-{ctx.call_id}-{ctx._round}",
+                hidden=self.hidden,
             )
             ctx.file_owner = launch.file_owner
             program, env = launch.argv, launch.env

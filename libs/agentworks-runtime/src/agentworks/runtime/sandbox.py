@@ -23,7 +23,10 @@ The runner starts each command under bubblewrap (Debian's `bubblewrap` package):
   `read_only` paths, the project root read-write (shared between calls), over it an
   empty `.calls` with only the call's own `.calls/<call_id>/` (read-write), and the
   suite's home (`AGENTWORKS_HOME`, a `.agentworks` in the root) hidden by an empty
-  tmpfs. Nothing else of the host exists in it: not the runner's home, not other calls'
+  tmpfs, and the files the runner's secret variables name (its signing key, runtime
+  credential, TLS key: `hidden`) by `/dev/null` (which cannot be opened there: no
+  devices on a bind mount), where they lie inside what it sees.
+  Nothing else of the host exists in it: not the runner's home, not other calls'
   folders, not the PostgreSQL socket directory, not the runner's records.
 - **Environment**: what `CommandRunner.environment` gives (the runner's, without its
   secrets, the configured `env` and the call's variables), with `HOME` and `TMPDIR` set
@@ -208,6 +211,7 @@ class Sandbox:
         policy: Policy,
         env: dict[str, str],
         name: str,
+        hidden: Sequence[str] = (),
     ) -> Launch:
         """Everything one execution is started with: its folder owned by the sandbox
         user (0700), its cgroups when they can be made, the status pipe, the argv."""
@@ -224,7 +228,13 @@ class Sandbox:
         read, write = os.pipe()
         os.set_inheritable(write, True)
         full = self.argv(
-            argv, root=root, output_dir=output_dir, policy=policy, status_fd=write, cgroups=cgroups
+            argv,
+            root=root,
+            output_dir=output_dir,
+            policy=policy,
+            status_fd=write,
+            cgroups=cgroups,
+            hidden=hidden,
         )
         return Launch(full, self.environment(env), write, read, cgroups, self.user)
 
@@ -237,6 +247,7 @@ class Sandbox:
         policy: Policy,
         status_fd: int,
         cgroups: Cgroups | None = None,
+        hidden: Sequence[str] = (),
     ) -> list[str]:
         """The full command line: [a cgroups joiner], bwrap, [setpriv, unshare], init."""
         tools = self.tools()
@@ -266,8 +277,11 @@ class Sandbox:
             view.ro_bind(path, try_=True)
         view.bind(str(root))
         view.tmpfs(str(root / ".calls"), 1 * MIB, 0o755)
-        for hidden in _hidden(root, shown):
-            view.tmpfs(hidden, 1 * MIB, 0o755)
+        for path in _hidden(root, shown, hidden):
+            if os.path.isdir(path):
+                view.tmpfs(path, 1 * MIB, 0o755)
+            else:
+                view.args += ["--ro-bind", "/dev/null", path]
         view.bind(str(output_dir))
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if policy.network == "none":
@@ -307,15 +321,17 @@ class Sandbox:
         return full
 
 
-def _hidden(root: pathlib.Path, read_only: Sequence[str]) -> list[str]:
-    """The suite's home, where it is inside something the sandbox sees: a `.agentworks`
-    in the root, `AGENTWORKS_HOME`, or the default home (`.agentworks` here)."""
+def _hidden(root: pathlib.Path, read_only: Sequence[str], secrets: Sequence[str]) -> list[str]:
+    """What of the suite's is inside something the sandbox sees: its home (a
+    `.agentworks` in the root, `AGENTWORKS_HOME`, the default `.agentworks` here) and the
+    `secrets` (files or folders)."""
     home = os.environ.get("AGENTWORKS_HOME") or ".agentworks"
     candidates = [root / ".agentworks", pathlib.Path(home).absolute()]
+    candidates += [pathlib.Path(path).absolute() for path in secrets]
     seen = [root, *(pathlib.Path(p) for p in read_only)]
     found = []
     for path in candidates:
-        if path.is_dir() and any(path == s or s in path.parents for s in seen):
+        if path.exists() and any(path == s or s in path.parents for s in seen):
             found.append(str(path))
     return found
 

@@ -56,8 +56,9 @@ from agentworks.client import (
     SchedulerClient,
     errors,
 )
-from agentworks.client.identity import Minter
-from agentworks.client.rpc import channel_options, channel_target
+from agentworks.client.credentials import RuntimeIdentity
+from agentworks.client.rpc import open_channel
+from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.lease import Backoff, LeaseWorker
 from agentworks.runtime.serving import GIVE_UP_SECONDS
@@ -101,6 +102,7 @@ class TurnWorker(LeaseWorker):
         concurrency: turns handled at once (each for a different conversation).
         health_file: touched after every claim round-trip and heartbeat, for probes.
         on_finished: called with a `TurnOutcome` after each turn.
+        tls: TLS (mutual TLS with a certificate) on the channels the worker opens (T5).
 
     `run()` may be called once; `stop()` ends it gracefully.
     """
@@ -111,7 +113,7 @@ class TurnWorker(LeaseWorker):
     def __init__(
         self,
         messaging_address: str | None,
-        identity: Minter,
+        identity: RuntimeIdentity,
         targets: Sequence[str],
         handler: TurnHandler,
         *,
@@ -126,6 +128,7 @@ class TurnWorker(LeaseWorker):
         concurrency: int = 1,
         health_file: str = "",
         on_finished: Callable[[TurnOutcome], None] | None = None,
+        tls: Tls | None = None,
     ) -> None:
         heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
         super().__init__(
@@ -149,10 +152,7 @@ class TurnWorker(LeaseWorker):
         if client is None:
             if not messaging_address:
                 raise ValueError("a messaging address (host:port[,host:port]) is required")
-            self._channel = grpc.aio.insecure_channel(
-                channel_target(messaging_address),
-                options=[*channel_options(), *_RECONNECT_OPTIONS],
-            )
+            self._channel = open_channel(messaging_address, tls, options=_RECONNECT_OPTIONS)
             client = MessagingClient(channel=self._channel, identity=identity, timeout=10)
         self.client = client
         # The scheduler and functions clients are made in run(): a grpc.aio channel
@@ -163,6 +163,7 @@ class TurnWorker(LeaseWorker):
         self._functions_address = functions_address if functions is None else None
         self.concurrency = concurrency
         self.on_finished = on_finished
+        self._tls = tls
 
     async def run(self) -> None:
         """Serve turns until `stop()`; raises on configuration errors (bad key, targets)."""
@@ -176,12 +177,12 @@ class TurnWorker(LeaseWorker):
         own_scheduler = own_functions = None
         if self.scheduler is None and self._scheduler_address:
             own_scheduler = SchedulerClient(
-                self._scheduler_address, identity=self.identity, timeout=10
+                self._scheduler_address, identity=self.identity, timeout=10, tls=self._tls
             )
             self.scheduler = own_scheduler
         if self.functions is None and self._functions_address:
             own_functions = FunctionsClient(
-                self._functions_address, identity=self.identity, timeout=10
+                self._functions_address, identity=self.identity, timeout=10, tls=self._tls
             )
             self.functions = own_functions
         try:

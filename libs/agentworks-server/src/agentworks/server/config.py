@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentworks.client.keys import SigningKey, TrustedKeys, keys_from_env
 from agentworks.client.settings import (
     FALSE_WORDS,
     LOG_LEVELS,
@@ -16,6 +17,7 @@ from agentworks.client.settings import (
     Env,
     check_address,
 )
+from agentworks.client.tls import Tls
 
 __all__ = [
     "FALSE_WORDS",
@@ -35,7 +37,11 @@ class ServiceConfig:
     name: str
     listen: str
     database_url: str
-    internal_key: str
+    # This service's own private key (`<NAME>_SIGNING_KEY`, else AGENTWORKS_SIGNING_KEY)
+    # and the public keys it verifies identities with (`<NAME>_TRUSTED_KEYS`, else
+    # AGENTWORKS_TRUSTED_KEYS); None when not set (the start refuses that).
+    signing_key: SigningKey | None
+    trusted_keys: TrustedKeys | None = field(compare=False, repr=False)
     log_level: str
     log_json: bool
     drain_seconds: float
@@ -44,12 +50,19 @@ class ServiceConfig:
     # How often the service's database-wide gauges (queue depth, timers due, ...) are
     # recomputed; only while metrics are served.
     metrics_refresh_seconds: float = 5.0
-    # Identities signed with these keys are accepted too (key rotation); the service
-    # itself signs only with `internal_key`.
-    accepted_keys: tuple[str, ...] = ()
+    # TLS for the service's port and for the calls it makes (T5); plain text when empty.
+    tls: Tls = field(default_factory=Tls)
+    # host:port of a plain-text port serving health checking only (probes that cannot
+    # speak TLS, such as the kubelet's); empty: none.
+    health_listen: str = ""
     # The environment this was read from, for `Env.unknown` once the service's own
     # config has read the rest.
     env: Env | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def signer(self) -> str:
+        """The signer this service signs as (`service:<name>`; the gateway's is `gateway`)."""
+        return "gateway" if self.name == "gateway" else f"service:{self.name}"
 
     def variable(self, name: str, *, shared: bool = False) -> str:
         """`<PREFIX>_<name>`, or the shared variable the setting was read from."""
@@ -58,16 +71,20 @@ class ServiceConfig:
         return self.env.variable(name, shared=shared)
 
     @classmethod
-    def from_env(cls, name: str, default_port: int, env: Env | None = None) -> ServiceConfig:
+    def from_env(
+        cls, name: str, default_port: int, env: Env | None = None, *, serves_grpc: bool = True
+    ) -> ServiceConfig:
         """Read and check the settings every service has; a value out of its range (see
-        docs/operations.md) is refused with a `ConfigError` naming the variable."""
+        docs/operations.md) is refused with a `ConfigError` naming the variable. A process
+        that serves no gRPC (the gateway) has no client CA or health port settings."""
         env = env or Env(name.upper())
+        signing_key, trusted_keys = keys_from_env(env)
         return cls(
             name=name,
             listen=env.get_address("LISTEN", f"127.0.0.1:{default_port}"),
             database_url=env.get_str("DATABASE_URL", shared=True),
-            internal_key=env.get_str("INTERNAL_KEY", shared=False)
-            or env.environ.get("AGENTWORKS_INTERNAL_KEY", ""),
+            signing_key=signing_key,
+            trusted_keys=trusted_keys,
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
             drain_seconds=env.get_float("DRAIN_SECONDS", 10.0, minimum=0, maximum=3600),
@@ -76,10 +93,7 @@ class ServiceConfig:
             metrics_refresh_seconds=env.get_float(
                 "METRICS_REFRESH_SECONDS", 5.0, minimum=0.1, maximum=3600
             ),
-            accepted_keys=tuple(
-                k.strip()
-                for k in env.environ.get("AGENTWORKS_ACCEPTED_INTERNAL_KEYS", "").split(",")
-                if k.strip()
-            ),
+            tls=Tls.from_env(env, server=serves_grpc),
+            health_listen=env.get_address("HEALTH_LISTEN") if serves_grpc else "",
             env=env,
         )

@@ -1,10 +1,11 @@
 """PostgreSQL access: the async engine, per-service migrations, and LISTEN/NOTIFY.
 
-One `Database` per process owns the SQLAlchemy engine (psycopg 3, pooled), a small pool
-of plain psycopg connections for the hot statements, and one `Listener` connection.
-Stores run short transactions through `Database.transaction()`, and their hot paths as
-fixed SQL through `Database.raw()`; driver errors that mean "the database is not
-reachable" become `Unavailable`.
+One `Database` per process owns the SQLAlchemy engine (psycopg 3) on one pool of at most
+`pool_size` connections (`agentworks.server.pool.SharedPool`), and one `Listener`
+connection. Stores run short transactions through `Database.transaction()`, and their
+hot paths as fixed SQL through `Database.raw()`, which takes plain psycopg connections
+from the same pool; driver errors that mean "the database is not reachable" become
+`Unavailable`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import contextlib
 import hashlib
 import importlib.resources
 import re
-import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import sqlalchemy as sa
@@ -27,6 +27,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from agentworks.client.errors import Unavailable
+from agentworks.server.pool import SharedPool
 
 log = structlog.get_logger("agentworks.db")
 
@@ -51,35 +52,43 @@ def is_disconnect(exc: BaseException) -> bool:
 
 
 class Database:
-    """The engine, the hot-path pool and the NOTIFY listener of one service process.
+    """The engine, its one pool and the NOTIFY listener of one service process.
 
-    At most `2 * pool_size` connections besides the listener: `pool_size` plain ones for
-    the hot statements (`raw()`), and SQLAlchemy's pool of half as many plus the same
-    overflow for everything else.
+    At most `pool_size` connections besides the listener's: SQLAlchemy's checkouts and
+    the hot statements' (`raw()`) share them (`SharedPool`).
     """
 
-    def __init__(self, url: str, *, pool_size: int = 10, schema: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        schema: str | None = None,
+        pool_timeout: float = 10.0,
+    ) -> None:
         self.url = url
         self.schema = schema
         self.engine: AsyncEngine = create_async_engine(
             sqlalchemy_url(url),
-            pool_size=max(1, pool_size // 2),
-            max_overflow=max(1, pool_size - pool_size // 2),
-            pool_timeout=10,
+            poolclass=SharedPool,
+            pool_size=pool_size,
+            pool_timeout=pool_timeout,  # then a checkout fails: "database busy"
             pool_recycle=1800,
             # Never server-side prepared: each statement is planned with its parameter
             # values. A prepared statement's generic plan cannot use a partial index
             # whose predicate a parameter must satisfy (`status = $1` for an index
             # `WHERE status = 'pending'`), and PostgreSQL falls back to scanning the
             # whole table: the scheduler's due-timer claim cost grew with every fired
-            # timer. The hot statements (`raw()`) write such constants into their text.
+            # timer. The hot statements (`raw()`) write such constants into their text,
+            # and the pool lets psycopg prepare them on the connections it hands to
+            # `raw()`.
             connect_args={
                 "prepare_threshold": None,
                 **connect_timeout(url, CONNECT_TIMEOUT_SECONDS),
             },
         )
+        self.pool = cast(SharedPool, self.engine.sync_engine.pool)
         self.listener = Listener(url)
-        self.hot = HotPool(url, size=pool_size)
         self.tracer: Any = None  # set by tracing.trace_database
 
     async def start(self, channels: Iterable[str] = ()) -> None:
@@ -89,20 +98,20 @@ class Database:
 
     async def close(self) -> None:
         await self.listener.close()
-        await self.hot.close()
-        await self.engine.dispose()
+        await self.pool.close()
 
     @contextlib.asynccontextmanager
     async def raw(self, *, transaction: bool = False) -> AsyncIterator[psycopg.AsyncConnection]:
         """A plain psycopg connection in autocommit, for a store's hot statements.
 
-        Skips SQLAlchemy's connection, statement and result layers: about a third of the
-        CPU of a short statement through the engine (measured in bench/). With
-        `transaction` the block runs in one transaction, committed on success. Outages
-        become `Unavailable`; psycopg prepares a statement after its fifth use on a
-        connection, so fixed SQL text is planned once per connection.
+        Taken from the engine's pool but skipping SQLAlchemy's connection, statement and
+        result layers: about a third of the CPU of a short statement through the engine
+        (measured in bench/). With `transaction` the block runs in one transaction,
+        committed on success. Outages become `Unavailable`; psycopg prepares a statement
+        after its fifth use on a connection, so fixed SQL text is planned once per
+        connection.
         """
-        async with self.hot.connection() as conn:
+        async with self.pool.raw_connection() as conn:
             if self.tracer is not None:
                 with self.tracer.start_as_current_span(
                     "postgresql", attributes={"db.system": "postgresql"}
@@ -167,91 +176,6 @@ def describe_database(url: str) -> str:
     port = f":{params['port']}" if str(params.get("port") or "").strip(",") else ""
     dbname = f"/{params['dbname']}" if params.get("dbname") else ""
     return f"{user}{host}{port}{dbname}"
-
-
-class HotPool:
-    """Autocommit psycopg connections, reused; a new one is opened when none is idle.
-
-    Deliberately simple instead of psycopg_pool: a checkout never queues behind the
-    pool's background reconnect backoff, so while PostgreSQL is away a request fails at
-    once with `Unavailable` (and the client retries), and the first request after it is
-    back opens a fresh connection. A connection that broke, or was left mid-statement
-    by a cancelled request, is closed instead of reused.
-    """
-
-    def __init__(self, url: str, *, size: int, max_age_seconds: float = 1800.0) -> None:
-        self._url = libpq_url(url)
-        self.size = size
-        self._slots = asyncio.Semaphore(size)
-        self._idle: list[tuple[psycopg.AsyncConnection, float]] = []
-        self._max_age = max_age_seconds
-        self.checked_out = 0
-        self._closed = False
-
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
-        try:
-            async with asyncio.timeout(10):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise Unavailable("database busy: no connection free, retry shortly") from None
-        self.checked_out += 1
-        conn: psycopg.AsyncConnection | None = None
-        opened = 0.0
-        try:
-            conn, opened = await self._take()
-            yield conn
-        except psycopg.OperationalError as exc:
-            if conn is not None and not conn.closed and not conn.broken:
-                # A cancelled statement, a lock or serialization failure: worth a retry.
-                log.warning("db.retryable_error", error=str(exc), sqlstate=exc.sqlstate)
-                raise Unavailable("database busy, retry shortly") from exc
-            await self._discard(conn)
-            conn = None
-            raise Unavailable("database unavailable, retry shortly") from exc
-        except OSError as exc:
-            await self._discard(conn)
-            conn = None
-            raise Unavailable("database unavailable, retry shortly") from exc
-        finally:
-            self.checked_out -= 1
-            self._slots.release()
-            if conn is not None:
-                await self._give_back(conn, opened)
-
-    async def _take(self) -> tuple[psycopg.AsyncConnection, float]:
-        now = time.monotonic()
-        while self._idle:
-            conn, opened = self._idle.pop()
-            if not conn.closed and now - opened < self._max_age:
-                return conn, opened
-            await self._discard(conn)
-        conn = await psycopg.AsyncConnection.connect(
-            self._url, autocommit=True, **connect_timeout(self._url, CONNECT_TIMEOUT_SECONDS)
-        )
-        return conn, now
-
-    async def _give_back(self, conn: psycopg.AsyncConnection, opened: float) -> None:
-        idle = psycopg.pq.TransactionStatus.IDLE
-        if self._closed or conn.closed or conn.broken or conn.info.transaction_status != idle:
-            # Mid-statement after a cancel, broken, or back after the pool was closed (a
-            # request still running when its service stopped): never left open.
-            await self._discard(conn)
-        else:
-            self._idle.append((conn, opened))
-
-    @staticmethod
-    async def _discard(conn: psycopg.AsyncConnection | None) -> None:
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-    async def close(self) -> None:
-        """Close the idle connections now, and each one in use when it comes back."""
-        self._closed = True
-        idle, self._idle = self._idle, []
-        for conn, _ in idle:
-            await self._discard(conn)
 
 
 @contextlib.contextmanager

@@ -9,12 +9,15 @@ one background task per process (`refresher`), every `<SERVICE>_METRICS_REFRESH_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import importlib.metadata
+import platform
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 import structlog
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
 
 if TYPE_CHECKING:
     from agentworks.server.config import ServiceConfig
@@ -39,9 +42,32 @@ POOL_CHECKED_OUT = Gauge(
 LONG_POLL_WAITERS = Gauge(
     "agentworks_long_poll_waiters", "Requests waiting for a NOTIFY (reads, claims).", ["service"]
 )
-NOTIFY_WAKEUPS = Gauge(
-    "agentworks_notify_wakeups", "Waiters woken by NOTIFY since the process started.", ["service"]
+BUILD_INFO = Gauge(
+    "agentworks_build_info",
+    "Always 1: the process's service, AgentWorks version and Python version.",
+    ["service", "version", "python"],
 )
+
+
+class _CountersFromSources:
+    """Counters whose values live elsewhere (read when scraped): a Prometheus counter
+    named `<name>_total` per labelled source."""
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name, self.documentation = name, documentation
+        self.sources: dict[str, Callable[[], float]] = {}
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=["service"])
+        for service, read in self.sources.items():
+            family.add_metric([service], read())
+        yield family
+
+
+NOTIFY_WAKEUPS = _CountersFromSources(
+    "agentworks_notify_wakeups", "Waiters woken by NOTIFY since the process started."
+)
+REGISTRY.register(NOTIFY_WAKEUPS)  # type: ignore[arg-type]
 GAUGES_REFRESHED = Gauge(
     "agentworks_metrics_refreshed_timestamp_seconds",
     "Unix time of the last successful refresh of this service's database-wide gauges.",
@@ -68,12 +94,17 @@ def observe_rpc(service: str, method: str, code: str, seconds: float) -> None:
 
 def watch_database(service: str, db: Database) -> None:
     """Report the pool and the listener of this process's database."""
-    pool = db.engine.sync_engine.pool
-    POOL_CHECKED_OUT.labels(service).set_function(
-        lambda: pool.checkedout() + db.hot.checked_out  # type: ignore[attr-defined]
-    )
+    POOL_CHECKED_OUT.labels(service).set_function(lambda: db.pool.checked_out)
     LONG_POLL_WAITERS.labels(service).set_function(lambda: db.listener.waiting)
-    NOTIFY_WAKEUPS.labels(service).set_function(lambda: db.listener.wakeups)
+    NOTIFY_WAKEUPS.sources[service] = lambda: db.listener.wakeups
+    BUILD_INFO.labels(service, _version(), platform.python_version()).set(1)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("agentworks-server")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 # The label sets each labelled gauge was last published with (see `publish`).

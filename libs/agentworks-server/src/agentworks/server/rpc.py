@@ -2,7 +2,9 @@
 
 One interceptor verifies the signed identity (A2), binds request context for
 logs, and maps `AgentWorksError` to status codes — the only place that mapping happens.
-Health checking and reflection are served; SIGTERM drains in-flight calls (P4).
+Health checking and reflection are served; SIGTERM drains in-flight calls (P4). With a
+certificate the port serves TLS, with a client CA mutual TLS (T5); a plain-text port of
+its own can serve health checking only, for probes that cannot speak TLS (the kubelet's).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from typing import Any
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from agentworks.client import errors
 from agentworks.client.identity import METADATA_KEY, current_identity, verify
+from agentworks.client.keys import TrustedKeys
 from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+from agentworks.client.tls import Tls
+from agentworks.server import reflection
 from agentworks.server.metrics import observe_rpc
 
 log = structlog.get_logger("agentworks.rpc")
@@ -98,8 +102,7 @@ class _Method:
     service: str
     method: str
     short: str
-    key: str
-    accepted: tuple[str, ...]
+    trusted: TrustedKeys
 
 
 class _Scope:
@@ -126,7 +129,7 @@ class _Scope:
                 request_id = value
         self._request_id = request_id = request_id or os.urandom(16).hex()
         try:
-            identity = verify(token, rpc.key, rpc.accepted)
+            identity = verify(token, rpc.trusted)
         except errors.AgentWorksError as exc:
             log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
             observe_rpc(rpc.service, rpc.short, exc.code.name, time.perf_counter() - self._started)
@@ -171,10 +174,9 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
     `_Scope` around the servicer call, nothing else.
     """
 
-    def __init__(self, service: str, internal_key: str, accepted_keys: Sequence[str] = ()) -> None:
+    def __init__(self, service: str, trusted_keys: TrustedKeys) -> None:
         self._service = service
-        self._key = internal_key
-        self._accepted = tuple(accepted_keys)
+        self._trusted = trusted_keys
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
@@ -190,7 +192,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        rpc = _Method(self._service, method, method.rsplit("/", 1)[-1], self._key, self._accepted)
+        rpc = _Method(self._service, method, method.rsplit("/", 1)[-1], self._trusted)
         parse = _lenient(handler.request_deserializer)
         if handler.unary_unary:
             inner = handler.unary_unary
@@ -243,20 +245,23 @@ class GrpcServer:
         *,
         name: str,
         listen: str,
-        internal_key: str,
+        trusted_keys: TrustedKeys | None,
         register: Registrar,
         service_names: Sequence[str],
         on_drain: Callable[[], Awaitable[None]] | None = None,
-        accepted_keys: Sequence[str] = (),
+        tls: Tls | None = None,
+        health_listen: str = "",
     ) -> None:
-        if not internal_key:
-            raise ValueError("an internal key is required: set AGENTWORKS_INTERNAL_KEY")
+        if trusted_keys is None:
+            raise ValueError("trusted keys are required: set AGENTWORKS_TRUSTED_KEYS")
         self.name = name
         self._listen = listen
+        self._tls = tls if tls is not None and tls.serves_tls else None
+        self._health_listen = health_listen
         self._on_drain = on_drain
         self._service_names = list(service_names)
         self.server = grpc.aio.server(
-            interceptors=[_ServiceInterceptor(name, internal_key, accepted_keys)],
+            interceptors=[_ServiceInterceptor(name, trusted_keys)],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -270,19 +275,42 @@ class GrpcServer:
         register(self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
-        )
+        reflection.enable([*self._service_names, health.SERVICE_NAME], self.server)
         self.port = 0
+        # Health checking only, in plain text, on `health_listen` (off when empty).
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port = 0
+
+    @property
+    def transport(self) -> str:
+        """`plain text`, `TLS` or `mutual TLS`: what the service port speaks."""
+        return (self._tls or Tls()).describe(server=True)
 
     async def start(self) -> int:
-        self.port = self.server.add_insecure_port(self._listen)
+        if self._tls is None:
+            self.port = self.server.add_insecure_port(self._listen)
+        else:
+            self.port = self.server.add_secure_port(self._listen, self._tls.server_credentials())
         if self.port == 0:
             raise OSError(f"cannot listen on {self._listen}")
+        if self._health_listen:
+            self.health_server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.health_server)
+            self.health_port = self.health_server.add_insecure_port(self._health_listen)
+            if self.health_port == 0:
+                raise OSError(f"cannot listen on {self._health_listen}")
         await self.server.start()
+        if self.health_server is not None:
+            await self.health_server.start()
         for svc in ["", *self._service_names]:
             await self.health.set(svc, health_pb2.HealthCheckResponse.SERVING)
-        log.info("server.started", service=self.name, port=self.port)
+        log.info(
+            "server.started",
+            service=self.name,
+            port=self.port,
+            transport=self.transport,
+            health_port=self.health_port or None,
+        )
         return self.port
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -291,4 +319,6 @@ class GrpcServer:
         if self._on_drain is not None:
             await self._on_drain()
         await self.server.stop(grace)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
         log.info("server.stopped", service=self.name)

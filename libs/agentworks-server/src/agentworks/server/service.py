@@ -4,7 +4,7 @@ A service that cannot start says why in one `service.start_failed` event on stde
 (JSON unless `LOG_JSON` is off), naming the setting to fix where one is at fault, and
 exits without a traceback: status 2 when a setting is wrong, 1 for any other failure
 (database unreachable, port taken). Everything that can be checked before serving is:
-settings are read and range-checked first, then the internal key, the database URL
+settings are read and range-checked first, then the keys, the database URL
 and the listen address, then metrics are served, then the database is migrated; only
 then is `service.ready` logged and "<name> listening on <address>" printed on stdout.
 """
@@ -23,6 +23,9 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 import structlog
 
+from agentworks.client.errors import Unauthenticated
+from agentworks.client.identity import Minter
+from agentworks.client.keys import SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE
 from agentworks.client.logging import configure_logging
 from agentworks.client.settings import FALSE_WORDS, ConfigError, check_address
 from agentworks.server.config import ServiceConfig
@@ -190,18 +193,22 @@ def prepare_database(config: ServiceConfig, schema: str, migrations: str) -> Non
 
 
 def check_listen(config: ServiceConfig) -> None:
-    """Refuse, before anything starts, a `<NAME>_LISTEN` address gRPC could not bind:
-    one that is not host:port (status 2), a host that does not resolve, or a port in
-    use (status 1). gRPC's own error would not name the setting."""
-    variable = config.variable("LISTEN")
-    host, port = check_address(variable, config.listen)
-    if ":" in host and not config.listen.strip().startswith("["):
+    """Refuse, before anything starts, a `<NAME>_LISTEN` (or `<NAME>_HEALTH_LISTEN`)
+    address gRPC could not bind: one that is not host:port (status 2), a host that does
+    not resolve, or a port in use (status 1). gRPC's own error would not name the setting."""
+    _check_bindable(config.variable("LISTEN"), config.listen)
+    if config.health_listen:
+        _check_bindable(config.variable("HEALTH_LISTEN"), config.health_listen)
+
+
+def _check_bindable(variable: str, listen: str) -> None:
+    host, port = check_address(variable, listen)
+    if ":" in host and not listen.strip().startswith("["):
         raise StartFailed(
-            f"{variable} must write an IPv6 host in brackets ([{host}]:{port}), "
-            f"got {config.listen!r}",
+            f"{variable} must write an IPv6 host in brackets ([{host}]:{port}), got {listen!r}",
             status=CONFIG_ERROR,
         )
-    failing = f"cannot listen on {config.listen} ({variable})"
+    failing = f"cannot listen on {listen} ({variable})"
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -220,14 +227,45 @@ def check_listen(config: ServiceConfig) -> None:
     raise StartFailed(f"{failing}: {problems[0] if problems else 'no address'}")
 
 
-def check_startable(config: ServiceConfig) -> None:
-    """What a start needs and can be checked without serving anything."""
-    if not config.internal_key:
+def check_keys(config: ServiceConfig) -> None:
+    """The service has the trusted keys and its own signing key, whose signer is its own
+    (`service:<name>`, the gateway's `gateway`); status 2 otherwise (T1)."""
+    if config.trusted_keys is None:
         raise StartFailed(
-            "no internal key: set AGENTWORKS_INTERNAL_KEY (or "
-            f"{config.variable('INTERNAL_KEY')}), the same for every process of the suite",
+            f"no trusted keys: set {TRUSTED_KEYS_VARIABLE} (or "
+            f"{config.variable('TRUSTED_KEYS')}) to the JSON file of the signers' public "
+            "keys, the same for every process of the suite",
             status=CONFIG_ERROR,
         )
+    if config.signing_key is None:
+        raise StartFailed(
+            f"no signing key: set {SIGNING_KEY_VARIABLE} (or "
+            f"{config.variable('SIGNING_KEY')}) to {config.signer}'s private key (PEM), "
+            "never another signer's (`agentworks keys new` makes one)",
+            status=CONFIG_ERROR,
+        )
+    if config.signing_key.signer != config.signer:
+        raise StartFailed(
+            f"the signing key {config.signing_key.kid!r} belongs to signer "
+            f"{config.signing_key.signer} in the trusted keys; {config.name} signs as "
+            f"{config.signer}: give it {config.signer}'s key",
+            status=CONFIG_ERROR,
+        )
+
+
+def service_minter(config: ServiceConfig, principal: str, variable: str = "") -> Minter:
+    """The identity this service calls others with; StartFailed (status 2, naming
+    `variable` when the principal is a setting) if its signer may not vouch for it."""
+    try:
+        return Minter(principal, config.signing_key)
+    except Unauthenticated as exc:
+        named = f"{variable}={principal}: " if variable else ""
+        raise StartFailed(f"{named}{exc.message}", status=CONFIG_ERROR) from None
+
+
+def check_startable(config: ServiceConfig) -> None:
+    """What a start needs and can be checked without serving anything."""
+    check_keys(config)
     check_database_url(config)
     check_listen(config)
 
@@ -262,12 +300,13 @@ async def _started(config: ServiceConfig, start: Callable[[], Awaitable[Running]
     except ConfigError as exc:
         raise StartFailed(str(exc), status=CONFIG_ERROR) from None
     except Exception as exc:
-        if isinstance(exc, RuntimeError | OSError) and config.listen in str(exc):
-            # gRPC could not bind after all (`check_listen` passed a moment before).
-            variable = config.variable("LISTEN")
-            raise StartFailed(
-                f"cannot listen on {config.listen} ({variable}): {_one_line(exc)}"
-            ) from None
+        for name, listen in (("LISTEN", config.listen), ("HEALTH_LISTEN", config.health_listen)):
+            if listen and isinstance(exc, RuntimeError | OSError) and listen in str(exc):
+                # gRPC could not bind after all (`check_listen` passed a moment before).
+                variable = config.variable(name)
+                raise StartFailed(
+                    f"cannot listen on {listen} ({variable}): {_one_line(exc)}"
+                ) from None
         # Unexpected: the traceback is logged with it, as a field.
         raise StartFailed(f"{type(exc).__name__}: {_one_line(exc)}", traceback=True) from exc
 
@@ -289,7 +328,12 @@ def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> 
         stop = stop_requested()
         address = bound_address(config.listen, running.port)
         log.info(
-            "service.ready", address=address, port=running.port, metrics_port=metrics_port or None
+            "service.ready",
+            address=address,
+            port=running.port,
+            metrics_port=metrics_port or None,
+            transport=running.server.transport,
+            health_port=running.server.health_port or None,
         )
         print(f"{config.name} listening on {address}", flush=True)
         await stop.wait()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import secrets
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,8 @@ import psycopg
 import pytest
 
 from agentworks.client.identity import Minter
+from agentworks.client.keys import KeyDirectory
+from agentworks.client.trust import GATEWAY, SERVICE_PREFIX, STANDARD_SIGNERS
 from agentworks.server.db import libpq_url, migrate, with_database
 
 # (schema, migrations package) of every service; missing packages are skipped.
@@ -43,15 +44,33 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", RELIABILITY_MARKER)
 
 
-def service_env(database_url: str, internal_key: str, prefix: str, **extra: str) -> dict[str, str]:
-    """The environment a service would get, for `Config.from_env(environ=...)`."""
+# The scheduler's webhook key in tests (SCHEDULER_WEBHOOK_KEY).
+TEST_WEBHOOK_KEY = "test-webhook-key-0123456789abcdefghijklmnopqrstuv"
+
+
+def signer_of(prefix: str) -> str:
+    """The signer a service of this env prefix signs as: `gateway`, or `service:<name>`."""
+    return GATEWAY if prefix == "GATEWAY" else f"{SERVICE_PREFIX}{prefix.lower()}"
+
+
+def signer_for(principal: str) -> str:
+    """Who signs `principal`'s identities: the service itself for `service:<name>`, the
+    gateway for users, agents and workflows (and the operator role)."""
+    return principal if principal.startswith(SERVICE_PREFIX) else GATEWAY
+
+
+def service_env(database_url: str, keys: KeyDirectory, prefix: str, **extra: str) -> dict[str, str]:
+    """The environment a service would get, for `Config.from_env(environ=...)`: its own
+    signing key only, and the trusted keys."""
     env = {
         f"{prefix}_DATABASE_URL": database_url,
         f"{prefix}_LISTEN": "127.0.0.1:0",
         f"{prefix}_POOL_SIZE": "4",
-        "AGENTWORKS_INTERNAL_KEY": internal_key,
+        **keys.env(signer_of(prefix)),
         "LOG_JSON": "false",
     }
+    if prefix == "SCHEDULER":
+        env["SCHEDULER_WEBHOOK_KEY"] = TEST_WEBHOOK_KEY
     env.update(extra)
     return env
 
@@ -180,18 +199,27 @@ def database_snapshot(database_url: str, schemas: Iterable[str]) -> dict[str, st
         }
 
 
-@pytest.fixture
-def internal_key() -> str:
-    """The operator's internal signing key for this test."""
-    return secrets.token_urlsafe(32)
+@pytest.fixture(scope="session")
+def signing_keys(tmp_path_factory: pytest.TempPathFactory) -> KeyDirectory:
+    """A private key per signer (`keys.ensure(signer)`; the standard ones made up front,
+    others when first asked for) and the trusted-keys file listing them all, for the
+    session. Services started here read the file again when a new signer is added."""
+    keys = KeyDirectory(tmp_path_factory.mktemp("signing-keys"))
+    for signer in STANDARD_SIGNERS:
+        keys.ensure(signer)
+    return keys
 
 
 @pytest.fixture
-def identity(internal_key: str):
-    """`identity("user:alice", roles={"operator"})` -> a Minter for that principal."""
+def identity(signing_keys: KeyDirectory):
+    """`identity("user:alice", roles={"operator"})` -> a Minter for that principal, signed
+    by the signer that may vouch for it (`signer_for`), or by `signer=` when given."""
 
-    def make(principal: str, roles: frozenset[str] | set[str] = frozenset()) -> Minter:
-        return Minter(principal, internal_key, roles=roles)
+    def make(
+        principal: str, roles: frozenset[str] | set[str] = frozenset(), *, signer: str = ""
+    ) -> Minter:
+        key, _ = signing_keys.ensure(signer or signer_for(principal))
+        return Minter(principal, key, roles=roles)
 
     return make
 
@@ -274,7 +302,7 @@ class ServiceProcess:
     """A service run as its own process (`python -m <module>`), to be killed and restarted."""
 
     def __init__(
-        self, module: str, prefix: str, database_url: str, internal_key: str, **env: str
+        self, module: str, prefix: str, database_url: str, keys: KeyDirectory, **env: str
     ) -> None:
         import socket
 
@@ -284,7 +312,7 @@ class ServiceProcess:
         self.module = module
         self.env = {
             **os.environ,
-            **service_env(database_url, internal_key, prefix),
+            **service_env(database_url, keys, prefix),
             f"{prefix}_LISTEN": f"127.0.0.1:{self.port}",
             "LOG_LEVEL": "warning",
             **env,
@@ -336,12 +364,12 @@ class ServiceProcess:
 
 
 @pytest.fixture
-def service_process(internal_key: str):
+def service_process(signing_keys: KeyDirectory):
     """`service_process("agentworks_messaging", "MESSAGING", url)` -> a started process."""
     made: list[ServiceProcess] = []
 
     def make(module: str, prefix: str, database_url: str, **env: str) -> ServiceProcess:
-        proc = ServiceProcess(module, prefix, database_url, internal_key, **env)
+        proc = ServiceProcess(module, prefix, database_url, signing_keys, **env)
         made.append(proc)
         proc.start()
         return proc

@@ -146,14 +146,35 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
         ]
 
 
-async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
-    """`check(*args)` against `schema`, in a worker thread when the schema has patterns.
+# Keywords that apply subschemas again and again (their cost is not linear in the input).
+_COMBINING = frozenset(
+    {"anyOf", "oneOf", "allOf", "not", "if", "contains", "$ref", "$dynamicRef", "dependentSchemas"}
+)
 
-    Matching within the budget can still take a few seconds at worst; RE2 releases the
-    GIL while it matches, so in a thread it leaves the event loop (other requests, health
-    checks) free. Schemas without patterns are checked in place: they are fast.
+
+def _combines(schema: Any) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if _COMBINING.intersection(node):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
+    """`check(*args)` against `schema`, in a worker thread unless the schema is simple.
+
+    Within its budgets (patterns.py) a check can still take a few seconds at worst: RE2
+    releases the GIL while it matches, and Python switches threads every few ms, so in a
+    thread it leaves the event loop (other requests, leases, health checks) going.
+    Schemas without patterns or combining keywords cost time linear in the input (at most
+    a fraction of a second at the input limit) and are checked in place.
     """
-    if next(declared_patterns(schema), None) is None:
+    if next(declared_patterns(schema), None) is None and not _combines(schema):
         return check(*args)
     return await asyncio.to_thread(check, *args)
 

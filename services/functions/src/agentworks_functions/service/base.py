@@ -40,9 +40,11 @@ class FunctionsServiceBase:
         max_lease_seconds: int = 300,
         notice_retry_seconds: float = 5.0,
         claim_timeout_seconds: float = 0.0,
+        question_timeout_seconds: float = 0.0,
     ) -> None:
         self.store = store
         self.claim_timeout = timedelta(seconds=claim_timeout_seconds) or None
+        self.question_timeout = timedelta(seconds=question_timeout_seconds) or None
         self.listener = listener
         self.poll_fallback_seconds = poll_fallback_seconds
         self.min_lease_seconds = min_lease_seconds

@@ -133,6 +133,7 @@ class Calls(FunctionsServiceBase):
     ) -> Receipt:
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
+        check_no_nul(function, "function")  # a refusal saying so, not "not found"
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
             raise function_not_found(target, function)
         check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)

@@ -9,9 +9,9 @@ from agentworks.client.identity import Identity, check_principal
 from agentworks.client.limits import (
     MAX_ALLOWED_CALLERS,
     MAX_DESCRIPTION_BYTES,
+    MAX_RUNNING_LIMIT,
     MAX_SCHEMA_BYTES,
 )
-from agentworks_functions.config import MAX_RUNNING_LIMIT
 from agentworks_functions.models import (
     Function,
     FunctionSpec,

@@ -225,6 +225,15 @@ class Finishing(FunctionsServiceBase):
                     reason=f"not claimed within {self.claim_timeout.total_seconds():g} s",
                 )
             count += unclaimed
+        if self.question_timeout is not None:
+            unanswered = await self.store.fail_unanswered(notice_text, self.question_timeout)
+            if unanswered:
+                log.warning(
+                    "calls.failed",
+                    count=unanswered,
+                    reason=f"question unanswered for {self.question_timeout.total_seconds():g} s",
+                )
+            count += unanswered
         return count
 
     async def deliver_notices(self, send: NoticeSender) -> int:

@@ -34,10 +34,16 @@ class FunctionsStoreBase:
     """What the parts of `FunctionsStore` share."""
 
     def __init__(
-        self, db: Database, *, default_running_limit: int, blobs: BlobStore | None = None
+        self,
+        db: Database,
+        *,
+        default_running_limit: int,
+        caller_share_percent: int = 100,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.db = db
         self.default_running_limit = default_running_limit
+        self.caller_share_percent = caller_share_percent
         self.blobs: BlobStore = blobs or PostgresBlobStore(db)
 
     async def _lock_call(self, conn: AsyncConnection, call_id: str) -> Any:
@@ -111,6 +117,7 @@ class FunctionsStoreBase:
         error: str,
         notice_text: Callable,
         batch: int,
+        status: str = INTERRUPTED,
     ) -> int:
         c = t.calls
         async with self.db.transaction() as conn:
@@ -123,5 +130,5 @@ class FunctionsStoreBase:
                 )
             ).all()
             if rows:
-                await self._end(conn, rows, Ending(INTERRUPTED, error=error), notice_text)
+                await self._end(conn, rows, Ending(status, error=error), notice_text)
         return len(rows)

@@ -45,6 +45,7 @@ from agentworks_functions.store.rows import (
     _when,
     busy,
     call_not_found,
+    caller_busy,
     submission_conflict,
 )
 from agentworks_functions.store.sql import (
@@ -56,6 +57,7 @@ from agentworks_functions.store.sql import (
     _STATUS,
     _SUBMISSION,
     BUSY_SQLSTATE,
+    CALLER_BUSY_SQLSTATE,
 )
 
 
@@ -138,6 +140,7 @@ class CallQueries(FunctionsStoreBase):
             "request_hash": request_hash,
             "notify_conversation_id": notify_conversation_id,
             "default_limit": self.default_running_limit,
+            "caller_share": self.caller_share_percent,
         }
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):
@@ -146,6 +149,9 @@ class CallQueries(FunctionsStoreBase):
             try:
                 row = await fetch_one(pg, _CREATE_CALL, values)
             except psycopg.Error as exc:
+                if exc.sqlstate == CALLER_BUSY_SQLSTATE:
+                    mine, share, limit = (exc.diag.message_detail or "0/0/0").split("/")
+                    raise caller_busy(key, int(mine), int(share), int(limit)) from None
                 if exc.sqlstate != BUSY_SQLSTATE:
                     raise
                 running, limit = (exc.diag.message_detail or "0/0").split("/")

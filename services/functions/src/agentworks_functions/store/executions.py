@@ -19,6 +19,7 @@ from agentworks.server.db import fetch_one, notify
 from agentworks_functions import tables as t
 from agentworks_functions.models import (
     CANCELLED,
+    FAILED,
     OPEN_STATUSES,
     RUNNING,
     WAITING_FOR_INPUT,
@@ -395,6 +396,32 @@ class ExecutionQueries(FunctionsStoreBase):
             "again if the work is still needed",
             notice_text,
             batch,
+        )
+
+    async def fail_unanswered(
+        self, notice_text: Callable, older_than: timedelta, batch: int = 100
+    ) -> int:
+        """Calls whose human-input question went unanswered for `older_than` end `failed`
+        (F11), so that questions nobody answers cannot hold a target's running slots."""
+        c, q = t.calls, t.questions
+        unanswered = (
+            sa.select(q.c.call_id)
+            .where(
+                q.c.call_id == c.c.id,
+                q.c.reply.is_(None),
+                q.c.withdrawn_at.is_(None),
+                q.c.asked_at < sa.func.now() - older_than,
+            )
+            .exists()
+        )
+        return await self._interrupt(
+            [c.c.status == WAITING_FOR_INPUT, unanswered],
+            f"failed: nobody answered the execution's question within "
+            f"{older_than.total_seconds():g} s (FUNCTIONS_QUESTION_TIMEOUT_SECONDS); call "
+            "again when someone can answer",
+            notice_text,
+            batch,
+            status=FAILED,
         )
 
     async def interrupt_unclaimed(

@@ -178,6 +178,16 @@ def busy(key: TargetKey, running: int, limit: int) -> Busy:
     )
 
 
+def caller_busy(key: TargetKey, mine: int, share: int, limit: int) -> Busy:
+    return Busy(
+        f"busy: you are running {mine} of {key}'s calls, the most one caller may "
+        f"({share} of its running limit {limit}, FUNCTIONS_CALLER_SHARE_PERCENT); the call "
+        "was not queued or stored — retry when one of yours ends (the same submission_id "
+        "is safe)",
+        reason=Reason.CALLER_SHARE,
+    )
+
+
 def submission_conflict(submission_key: str) -> Conflict:
     return Conflict(
         f"submission_id {submission_key!r} was already used for a call of a different "

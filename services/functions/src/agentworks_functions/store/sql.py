@@ -145,12 +145,14 @@ _CREATE_CALL = fixed_sql(
 SELECT * FROM functions.create_call(
     :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
     :output_schema, :starts_work, :workflow, :variables, :run_id, :source, :submission_key,
-    :request_hash, :notify_conversation_id, :default_limit)
+    :request_hash, :notify_conversation_id, :default_limit, :caller_share)
 """
 )
 
 # What create_call raises when the target is at its running limit.
 BUSY_SQLSTATE = "AW001"
+# A caller at its share of the target's limit (migration 0007).
+CALLER_BUSY_SQLSTATE = "AW002"
 
 # ClaimExecution for one target (the common case).
 _CLAIM_ONE = fixed_sql(

@@ -1,5 +1,7 @@
 """A tool call's arguments: checked against the tool's JSON Schema, every fault worded for
-a person in one refusal (G2, P6), and what no service can take refused before any call.
+a person in one refusal (G2, P6), and what cannot be encoded for a service (lone
+surrogates) refused before any call. The services check their own rules (sizes, NUL
+characters, formats) and word those refusals; the gateway passes them on.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def check_arguments(tool: Tool, args: Any) -> Args:
                     f"invalid arguments for {tool.name}: {exc.message}"
                 ) from None
     faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
-    if not faults:  # the shape is right: now what no service can take
+    if not faults:  # the shape is right: now what cannot be encoded for a service
         faults = text_faults(args)
     if faults:
         raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
@@ -132,8 +134,6 @@ def _join(path: str, key: Any) -> str:
 
 
 def _text_problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "contains a NUL character (\\u0000), which cannot be stored"
     found = _SURROGATE.search(text)
     if found:
         return (
@@ -144,9 +144,10 @@ def _text_problem(text: str) -> str | None:
 
 
 def text_faults(value: Any, path: str = "") -> list[str]:
-    """Strings (and keys) anywhere in the arguments that no service can take: NUL
-    characters (PostgreSQL cannot store them) and lone surrogates (not Unicode: JSON can
-    carry `\\ud800`, UTF-8 cannot)."""
+    """Strings (and keys) anywhere in the arguments that cannot be sent to a service:
+    lone surrogates (not Unicode: JSON can carry `\\ud800`, protobuf's UTF-8 strings
+    cannot). Translation, not a rule: what the services cannot store (NUL characters,
+    sizes) they refuse themselves, naming the field."""
     faults: list[str] = []
     if isinstance(value, str):
         problem = _text_problem(value)

@@ -50,6 +50,11 @@ async def _call(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
     submission_id = args.get("submission_id", "")
     # A waiting call is asked again without the wait when the gateway drains (P4): with
     # a retry key, the caller's or one of the gateway's own, that returns the same call.
+    # Translation, not a rule of calls: the gateway is then the sender of a repeated
+    # request, and making its own repeat safe is the sender's job (as SchedulerClient's
+    # per-call retry keys do for the channel's retries). What a key means (the same call
+    # back, other inputs refused, a full target busy at once for a key never sent
+    # before) is decided by functions alone; the gateway only says its key is new.
     own_key = bool(wait) and not submission_id
     if own_key:
         submission_id = f"gateway-{uuid.uuid4().hex}"
@@ -88,7 +93,14 @@ async def _read(client: Any, args: Args) -> dict[str, Any]:
 
 async def _check_call_target(client: Any, args: Args) -> None:
     """NotFound unless the call is one of the crew or workflow the arguments name (when
-    they name one: the call_id alone is enough)."""
+    they name one: the call_id alone is enough).
+
+    Translation of an address: the MCP tools (the legacy `get_crew_function_call` first)
+    may address a call as crew or workflow plus call_id, while functions addresses it by
+    call_id alone (A3 decides who sees it). A pair that names no call is not found. This
+    costs a status read; it would move to functions if its GetStatus, ReadFile, Reply and
+    Cancel took the target the caller expects (a proto change, not made here).
+    """
     if "crew" not in args and "workflow_id" not in args:
         return
     target = _function_target(args)

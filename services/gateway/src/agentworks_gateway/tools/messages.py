@@ -1,7 +1,7 @@
 """Messaging tools (C2-C9, G2): `messages` (send, read) and its aliases `ask_crew` and `chat`.
 
 Handlers translate JSON to `MessagingClient` calls and protobuf back to JSON; messaging
-checks targets, access and sizes.
+checks destinations, text, parts, targets, access and sizes, and words the refusals.
 """
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from typing import Any
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
+from agentworks.client.limits import MAX_INBOX_PAGE, MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
 from agentworks.client.messaging import parts, parts_json
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require, timestamp
 
-# A page of an inbox (C7): at most this many messages.
-READ_LIMIT_MAX = 100
+READ_LIMIT_MAX = MAX_INBOX_PAGE  # a page of an inbox (C7)
 
 # ------------------------------------------------------------------------ translation
 
@@ -50,17 +49,36 @@ def message_dict(message: m.Message) -> dict[str, Any]:
 # ------------------------------------------------------------------------- handlers
 
 
-def _one_destination(tool: str, args: Args, names: tuple[str, ...]) -> str:
+def _destination(tool: str, args: Args, names: tuple[str, ...]) -> str | None:
+    """Which of the tool's destination arguments is given (an empty one is not given).
+
+    Translation, not a rule: these arguments become the request's one `destination`
+    (a protobuf oneof), which cannot carry several, so several are refused here, worded
+    like messaging's refusal of none ("destination is missing: ..."), which is messaging's.
+    """
     given = [n for n in names if args.get(n)]
-    if len(given) != 1:
+    if len(given) > 1:
         listed = ", ".join(names[:-1]) + " or " + names[-1]
-        got = f" (got {', '.join(given)})" if given else ""
-        starters = " or ".join(n for n in names if n != "inbox_id")
         raise errors.InvalidArgument(
-            f"{tool} needs exactly one of {listed}{got}: a {starters} starts a new "
-            "conversation, an inbox_id continues one"
+            f"destination is ambiguous: {tool} takes one of {listed} (got "
+            f"{', '.join(given)}): a target (crew or workflow) starts a new conversation, "
+            "an inbox_id continues one"
         )
-    return given[0]
+    return given[0] if given else None
+
+
+# MCP's `message` argument is messaging's `text` field. Messaging words its refusals of
+# the text (empty, NUL, size) naming `text` first; only that name is translated, the rule
+# and the rest of the wording are messaging's.
+_TEXT_FIELD = "text "
+
+
+def _named_for_mcp(exc: errors.InvalidArgument) -> errors.InvalidArgument:
+    if not exc.message.startswith(_TEXT_FIELD):
+        return exc
+    return errors.InvalidArgument(
+        "message " + exc.message.removeprefix(_TEXT_FIELD), reason=exc.reason
+    )
 
 
 _SEND_FIELDS = ("crew", "workflow", "inbox_id", "message", "parts", "submission_id")
@@ -70,18 +88,20 @@ _READ_FIELDS = ("inbox_id", "after", "limit", "wait_seconds")
 async def _send(
     gateway: Any, identity: Identity, tool: str, args: Args, destinations: tuple[str, ...]
 ) -> dict[str, Any]:
-    destination = _one_destination(tool, args, destinations)
-    message = args.get("message", "")
-    if not message.strip() and not args.get("parts"):
-        raise errors.InvalidArgument("message is empty: send some text or at least one part")
+    destination = _destination(tool, args, destinations)
     client = gateway.messaging(identity)
-    receipt = await client.send(
-        message,
-        target=None if destination == "inbox_id" else f"{destination}:{args[destination]}",
-        inbox_id=args.get("inbox_id"),
-        submission_id=args.get("submission_id", ""),
-        parts=parts(args.get("parts", ())),
-    )
+    try:
+        receipt = await client.send(
+            args.get("message", ""),
+            target=None
+            if destination in (None, "inbox_id")
+            else f"{destination}:{args[destination]}",
+            inbox_id=args.get("inbox_id"),
+            submission_id=args.get("submission_id", ""),
+            parts=parts(args.get("parts", ())),
+        )
+    except errors.InvalidArgument as exc:
+        raise _named_for_mcp(exc) from None
     return receipt_dict(receipt)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentworks.client import errors, target_str
 from agentworks.client.identity import Identity
+from agentworks.client.limits import MAX_RUNNING_LIMIT
 from agentworks.client.registration import register_target
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import (
@@ -107,13 +108,14 @@ async def tokens(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]
     """`tokens`: create, list or revoke API tokens (A1)."""
     action = args["action"]
     if action == "create":
-        check_fields("tokens", action, args, ("principal", "roles", "label"))
+        check_fields("tokens", action, args, ("principal", "roles", "label", "expires_in_seconds"))
         require("tokens", action, args, "principal")
         token, record = await gateway.create_token(
             identity,
             principal=args["principal"],
             roles=args.get("roles", ()),
             label=args.get("label", ""),
+            expires_in_seconds=args.get("expires_in_seconds"),
         )
         return {"token": token, **record.to_dict()}
     if action == "list":
@@ -156,7 +158,7 @@ TARGETS_SCHEMA: dict[str, Any] = {
         "running_limit": {
             "type": "integer",
             "minimum": 0,
-            "maximum": 1000,
+            "maximum": MAX_RUNNING_LIMIT,
             "description": "register, set_limit (required there): how many function calls may "
             "run at once; 0 = the functions service's default. At the limit a new call is "
             "refused as busy.",
@@ -178,7 +180,7 @@ TOKENS_SCHEMA: dict[str, Any] = {
         "principal": {
             "type": "string",
             "description": "create (required): who the token acts as: user:<name>, "
-            "agent:<crew>/<agent>, workflow:<id> or service:<name>.",
+            "agent:<crew>/<agent> or workflow:<id> (services sign their own identities).",
         },
         "roles": {
             "type": "array",
@@ -191,6 +193,13 @@ TOKENS_SCHEMA: dict[str, Any] = {
             "type": "string",
             "maxLength": 200,
             "description": "create: a note saying what the token is for.",
+        },
+        "expires_in_seconds": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 316_224_000,
+            "description": "create: the token stops working this many seconds from now "
+            "(401 saying when it expired); default never.",
         },
         "include_revoked": {
             "type": "boolean",

@@ -24,6 +24,7 @@ from agentworks_gateway.tools.functions import FUNCTION_TOOLS
 from agentworks_gateway.tools.messages import MESSAGE_TOOLS
 from agentworks_gateway.tools.operator import OPERATOR_TOOLS
 from agentworks_gateway.tools.pauses import PAUSE_TOOL
+from agentworks_gateway.tools.runtime_credentials import RUNTIME_CREDENTIALS_TOOL
 from agentworks_gateway.tools.schedules import SCHEDULE_TOOL
 from agentworks_gateway.tools.toolkit import Tool
 from agentworks_gateway.tools.wake_ups import WAKE_UP_TOOL
@@ -55,6 +56,7 @@ TOOLS: dict[str, Tool] = {
         SCHEDULE_TOOL,
         PAUSE_TOOL,
         WEBHOOK_TOOL,
+        RUNTIME_CREDENTIALS_TOOL,
     )
 }
 for _tool in TOOLS.values():

@@ -61,7 +61,16 @@ def schedule_dict(schedule: s.Schedule) -> dict[str, Any]:
 # ------------------------------------------------------------------------- handlers
 
 
-def _rule(args: Args, *, required: bool) -> dict[str, Any]:
+def _rule(args: Args) -> dict[str, Any]:
+    """The rule arguments of a create, update or preview, for the scheduler client.
+
+    The schema says which actions need a rule (exactly one of cron and interval_seconds);
+    the scheduler checks the rule itself. What stays here: a `time_zone` that no request
+    can carry (alone, without a rule; on a saved schedule's preview, whose request takes
+    a schedule_id or a rule) is refused instead of dropped, which is translation; and one
+    given with an interval is refused, a rule the scheduler does not have (it keeps the
+    zone unused) and should own.
+    """
     if "cron" in args:
         return {"cron": args["cron"], "time_zone": args.get("time_zone", "")}
     if "interval_seconds" in args:
@@ -72,8 +81,6 @@ def _rule(args: Args, *, required: bool) -> dict[str, Any]:
         return {"interval_seconds": args["interval_seconds"]}
     if args.get("time_zone"):
         raise errors.InvalidArgument("time_zone goes with a cron rule: give cron too")
-    if required:
-        raise errors.InvalidArgument("give cron (with time_zone) or interval_seconds")
     return {}
 
 
@@ -92,7 +99,7 @@ async def schedules(gateway: Any, identity: Identity, args: Args) -> dict[str, A
             start_at=parse_time(start_at, "start_at") if start_at else None,
             paused=args.get("paused", False),
             submission_id=args.get("submission_id"),
-            **_rule(args, required=True),
+            **_rule(args),
         )
     elif action == "list":
         page = await client.list_schedules(**list_args(args))
@@ -107,7 +114,7 @@ async def schedules(gateway: Any, identity: Identity, args: Args) -> dict[str, A
             schedule_id,
             prompt=args.get("prompt"),
             name=args.get("name"),
-            **_rule(args, required=False),
+            **_rule(args),
         )
     elif action == "pause":
         schedule = await client.pause_schedule(schedule_id)
@@ -123,7 +130,7 @@ async def schedules(gateway: Any, identity: Identity, args: Args) -> dict[str, A
                 "a saved schedule previews in its own time zone: drop time_zone, or preview "
                 "a rule (cron with time_zone) instead of schedule_id"
             )
-        rule = {} if schedule_id else _rule(args, required=True)
+        rule = {} if schedule_id else _rule(args)
         times = await client.preview_schedule(
             schedule_id or None,
             count=args.get("count", 0),

@@ -1,0 +1,99 @@
+"""Fairness under the running limit (F5, F11; issue 26): no caller can hold a target
+hostage. Four unanswered human-input calls from one caller used to make crew:demo busy
+for everyone, with no end."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentworks.client import FunctionsClient
+from agentworks.client.errors import Busy, Reason
+from agentworks.client.functions import state_name
+
+
+async def test_one_caller_may_hold_only_its_share_of_a_targets_running_limit_F5(
+    start_functions, identity
+):
+    """F5: with FUNCTIONS_CALLER_SHARE_PERCENT=50 and a limit of 4, alice's third open
+    call is refused busy (reason CALLER_SHARE, saying her share), nothing stored, while bob
+    still gets the other two slots; the target's own limit then refuses carol as before.
+    A retry of one of alice's calls with its submission_id still returns it (F6)."""
+    functions = await start_functions(
+        FUNCTIONS_CALLER_SHARE_PERCENT="50", FUNCTIONS_DEFAULT_RUNNING_LIMIT="4"
+    )
+
+    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
+        return FunctionsClient(functions.address, identity=identity(principal, roles))
+
+    async with (
+        client("user:ops", frozenset({"operator"})) as ops,
+        client("user:owner") as owner,
+        client("user:alice") as alice,
+        client("user:bob") as bob,
+        client("user:carol") as carol,
+    ):
+        await ops.register_target("crew:demo", owner="user:owner")
+        await owner.declare_function(
+            "crew:demo", "task", input_schema={"type": "object"}, allowed_callers=["*"]
+        )
+        first = await alice.call("crew:demo", "task", submission_id="a-1")
+        await alice.call("crew:demo", "task", submission_id="a-2")
+        with pytest.raises(Busy) as refused:
+            await alice.call("crew:demo", "task", submission_id="a-3")
+        assert refused.value.reason == Reason.CALLER_SHARE
+        assert refused.value.message.startswith(
+            "busy: you are running 2 of crew:demo's calls, the most one caller may (2 of its "
+            "running limit 4"
+        )
+        again = await alice.call("crew:demo", "task", submission_id="a-1")
+        assert (again.call_id, again.created) == (first.call_id, False)
+        await bob.call("crew:demo", "task")
+        await bob.call("crew:demo", "task")
+        with pytest.raises(Busy) as full:
+            await carol.call("crew:demo", "task")
+        assert full.value.reason == Reason.RUNNING_LIMIT
+        assert "its running limit is 4" in full.value.message
+
+
+async def test_a_question_nobody_answers_ends_its_call_failed_and_frees_the_slot_F11_F5(
+    start_functions, identity
+):
+    """F11 F5: with FUNCTIONS_QUESTION_TIMEOUT_SECONDS=1, a call waiting for a reply that
+    does not come ends `failed` saying so, and its running slot (the target's only one)
+    takes the next call; the runtime's next heartbeat hears that the call ended."""
+    functions = await start_functions(
+        FUNCTIONS_QUESTION_TIMEOUT_SECONDS="1", FUNCTIONS_DEFAULT_RUNNING_LIMIT="1"
+    )
+
+    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
+        return FunctionsClient(functions.address, identity=identity(principal, roles))
+
+    async with (
+        client("user:ops", frozenset({"operator"})) as ops,
+        client("user:owner") as owner,
+        client("user:alice") as alice,
+        client("agent:demo/bot") as bot,
+    ):
+        await ops.register_target("crew:demo", owner="user:owner")
+        await owner.declare_function(
+            "crew:demo", "ask", input_schema={"type": "object"}, allowed_callers=["*"]
+        )
+        receipt = await alice.call("crew:demo", "ask")
+        assert await bot.claim_execution(["crew:demo"], wait_seconds=5) is not None
+        asked = await bot.ask_input(receipt.call_id, "q-1", "deploy?", wait_seconds=0)
+        assert not asked.answered
+        with pytest.raises(Busy):
+            await alice.call("crew:demo", "ask")
+        ended = await alice.wait(receipt.call_id, timeout=15)
+        assert state_name(ended.status) == "failed"
+        assert ended.error.startswith("failed: nobody answered the execution's question within 1 s")
+        for _ in range(50):  # the sweeper's commit frees the slot
+            try:
+                await alice.call("crew:demo", "ask")
+                break
+            except Busy:
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the running slot stayed taken")
