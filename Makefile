@@ -26,7 +26,7 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
     libs/agentworks-runtime/tests/test_command_runner.py::test_orphaned_command_is_killed_when_runner_restarts_R2_F12 \
     libs/agentworks-runtime/tests/test_command_runner.py::test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12
 
-.PHONY: help venv lock proto check-proto lint format test run bench reliability soak up down clean docs
+.PHONY: help venv sandbox lock proto check-proto lint format test run bench reliability soak up down clean docs
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,7 +45,27 @@ $(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation $(addprefix -e ,$(PACKAGES))
 	touch $@
 
-venv: $(BIN)/.installed ## Create .venv and install the locked dependencies and our packages
+venv: $(BIN)/.installed sandbox ## Create .venv and install the locked dependencies and our packages
+
+# The command runner's sandbox (T6) is bubblewrap, a system package: installed with
+# apt-get when missing and this runs as root; otherwise a message says what to install.
+# `make test` needs it (tests/test_isolation.py); `make venv` and `make run` only say so.
+SANDBOX_REQUIRED ?=
+sandbox: ## Install bubblewrap (the command runner's sandbox) when it is missing
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap (the command runner's sandbox) with apt-get"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; } || \
+	      { echo "apt-get could not install bubblewrap"; exit 1; }; \
+	  else \
+	    echo "bubblewrap is missing: the command runner's sandbox needs it. Install the" \
+	      "bubblewrap package (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora:" \
+	      "sudo dnf install bubblewrap), or run agentworks-runtime run-commands with" \
+	      "--sandbox none (no sandbox: see docs/operations.md)"; \
+	    test -z "$(SANDBOX_REQUIRED)"; \
+	  fi; }
 
 lock: ## Recompile requirements.lock from requirements.in
 	$(BIN)/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
@@ -78,11 +98,12 @@ format: $(BIN)/.installed ## Format the code with ruff
 	$(BIN)/ruff check --fix .
 
 test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (PostgreSQL is started if needed)
+	$(MAKE) --no-print-directory sandbox SANDBOX_REQUIRED=1
 	$(MAKE) --no-print-directory check-proto
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-run: $(BIN)/.installed ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home)
+run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home)
 	$(BIN)/agentworks up --replicas $(REPLICAS) \
 	  $(if $(AGENTWORKS_HTTP_PORT),--http-port $(AGENTWORKS_HTTP_PORT)) \
 	  $(if $(AGENTWORKS_BASE_PORT),--base-port $(AGENTWORKS_BASE_PORT)) \

@@ -21,6 +21,7 @@ from agentworks.client.keys import KeyDirectory
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
+from agentworks.runtime.limits import Policy
 from agentworks.runtime.runner import (
     RECORDS_FOLDER,
     CommandRunner,
@@ -28,6 +29,7 @@ from agentworks.runtime.runner import (
     parse_commands,
     reap_orphans,
 )
+from agentworks.runtime.watch import descendants
 
 # One script plays every command: its first argument says how to behave.
 COMMAND = textwrap.dedent(
@@ -161,6 +163,11 @@ async def alice(client_for):
     return await client_for("user:alice")
 
 
+def visible(script: pathlib.Path) -> Policy:
+    """What the sandbox needs to see, read-only, to run COMMAND: this venv and the script."""
+    return Policy(read_only=(sys.prefix, str(script)))
+
+
 @contextlib.asynccontextmanager
 async def runner(functions, identity, root):
     """A command-runner runtime for crew:demo; yields the queue of finished executions."""
@@ -173,7 +180,7 @@ async def runner(functions, identity, root):
         functions.address,
         identity("agent:demo/runner"),
         ["crew:demo"],
-        CommandRunner(commands, kill_grace_seconds=2),
+        CommandRunner(commands, kill_grace_seconds=2, policy=visible(script)),
         root=root / "project",
         wait_seconds=5,
         lease_seconds=3,
@@ -264,7 +271,9 @@ async def test_cancel_terminates_the_running_command_R2_F15(functions, identity,
                 )
 
         await asyncio.wait_for(started(), 30)
-        pid = int((tmp_path / "project" / ".calls" / receipt.call_id / "pid").read_text())
+        inner = int((tmp_path / "project" / ".calls" / receipt.call_id / "pid").read_text())
+        (pid,) = in_host(tmp_path / "project", receipt.call_id, [inner])
+        assert pid is not None
         await alice.cancel(receipt.call_id)
         outcome = await asyncio.wait_for(outcomes.get(), 30)
     assert outcome.status == "cancelled"
@@ -285,10 +294,13 @@ async def test_cancel_stops_what_the_command_left_running_after_it_exited_R2_F15
             if pids.exists():
                 break
             await asyncio.sleep(0.1)
-        leader, child = map(int, pids.read_text().split())
+        inner = [int(pid) for pid in pids.read_text().split()]
+        # The leader may be gone already (reaped at once in its sandbox): None.
+        leader, child = in_host(tmp_path / "project", receipt.call_id, inner)
+        assert child is not None
         try:
             for _ in range(100):  # the leader has exited (a zombie until it is reaped)
-                stat = _watchdog.proc_stat(leader)
+                stat = None if leader is None else _watchdog.proc_stat(leader)
                 if stat is None or stat[0] == "Z":
                     break
                 await asyncio.sleep(0.1)
@@ -429,7 +441,12 @@ async def start_cli_runner(
     code) runs in that process first, before the CLI's `main`."""
     script = tmp_path / "command.py"
     script.write_text(COMMAND)
-    commands = json.dumps({m: [sys.executable, str(script), m] for m in modes})
+    commands = json.dumps(
+        {
+            "commands": {m: [sys.executable, str(script), m] for m in modes},
+            "read_only": list(visible(script).read_only),
+        }
+    )
     program = [str(pathlib.Path(sys.executable).parent / "agentworks-runtime")]
     if hook:
         main = "import sys\nfrom agentworks.runtime.cli import main\nsys.exit(main(sys.argv[1:]))"
@@ -501,6 +518,24 @@ def children(pid: int) -> dict[int, bytes]:
     return found
 
 
+def in_host(root: pathlib.Path, call_id: str, pids: list[int]) -> list[int | None]:
+    """The host pids of processes `pids` as the command saw them in its sandbox (its
+    own PID namespace), found below the sandbox its running record names; None for one
+    that is gone."""
+    (top,) = [
+        record["pgid"]
+        for path in (root / RECORDS_FOLDER).glob("*.json")
+        if (record := json.loads(path.read_text()))["call_id"] == call_id
+    ]
+    found = {}
+    for pid in [top, *descendants(top)]:  # without a sandbox, `top` is the leader
+        with contextlib.suppress(OSError, ValueError):
+            for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("NSpid:"):
+                    found[int(line.split()[-1])] = pid
+    return [found.get(pid) for pid in pids]
+
+
 async def until(check, timeout: float) -> bool:
     """Poll `check()` until it is true (True) or `timeout` seconds pass (False)."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -516,8 +551,9 @@ async def started_tree(alice, root: pathlib.Path) -> tuple[str, list[int]]:
     receipt = await alice.call("crew:demo", "tree", {"text": "x"})
     pids_file = root / ".calls" / receipt.call_id / "pids"
     assert await until(pids_file.exists, 30), "the command did not start"
-    pids = [int(pid) for pid in pids_file.read_text().split()]
-    assert all(running(pid) for pid in pids)
+    inner = [int(pid) for pid in pids_file.read_text().split()]
+    pids = [pid for pid in in_host(root, receipt.call_id, inner) if pid is not None]
+    assert len(pids) == 2 and all(running(pid) for pid in pids)
     assert {os.getpgid(pid) for pid in pids} == {pids[0]}  # one group, the leader's
     return receipt.call_id, pids
 
@@ -556,7 +592,8 @@ async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F1
     try:
         call_id, pids = await started_tree(alice, root)
         (record,) = (root / RECORDS_FOLDER).iterdir()
-        assert json.loads(record.read_text())["pgid"] == pids[0]
+        # The record names the process group of the command's sandbox (bubblewrap).
+        assert pids[0] in descendants(json.loads(record.read_text())["pgid"])
         process.kill()
         await process.communicate()
         assert await until(lambda: not any(running(pid) for pid in pids), 15), [
@@ -657,7 +694,10 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
     the record."""
     root = tmp_path / "project"
     pids: list[int] = []
-    processes = [await start_cli_runner(functions, signing_keys, tmp_path, ("tree",))]
+    # Without a sandbox: a sandboxed command ends with its runner even when the watchdog
+    # is gone (bubblewrap's --die-with-parent; tests/test_isolation.py), so no orphan.
+    no_sandbox = {"AGENTWORKS_RUNTIME_SANDBOX": "none"}
+    processes = [await start_cli_runner(functions, signing_keys, tmp_path, ("tree",), **no_sandbox)]
     try:
         _, pids = await started_tree(alice, root)
         first = processes[0]
@@ -669,7 +709,9 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
         await asyncio.sleep(1)
         assert all(running(pid) for pid in pids), "the orphan should outlive both here"
 
-        processes.append(await start_cli_runner(functions, signing_keys, tmp_path, ("tree",)))
+        processes.append(
+            await start_cli_runner(functions, signing_keys, tmp_path, ("tree",), **no_sandbox)
+        )
         assert await until(lambda: not any(running(pid) for pid in pids), 20), [
             pid for pid in pids if running(pid)
         ]

@@ -5,18 +5,32 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pathlib
 import sys
 import textwrap
 
 import pytest
 
+import agentworks.client
+import agentworks.runtime
 from agentworks.client.functions import state_name
+from agentworks.functions.v1 import functions_pb2
 from agentworks.runtime.executions import ExecutionOutcome, ExecutionWorker
+from agentworks.runtime.limits import Policy
 from agentworks.runtime.runner import CommandRunner
 
 pytestmark = pytest.mark.timeout(120)
 
 # The child: what its environment holds, and what its capability can and cannot do.
+# Where the agentworks packages' sources are (editable installs in the test venv).
+SOURCES = tuple(
+    {
+        str(next(d for d in pathlib.Path(m.__file__).resolve().parents if d.name == "src"))
+        for m in (agentworks.client, agentworks.runtime, functions_pb2)
+        if m.__file__
+    }
+)
+
 CHILD = textwrap.dedent(
     """
     import asyncio, json, os, stat, sys, time
@@ -96,6 +110,9 @@ async def test_a_command_gets_its_capability_and_no_key_or_credential_T3_R2(
         CommandRunner(
             {"echo": [sys.executable, str(script)]},
             env={"AGENTWORKS_FUNCTIONS_ADDRESS": functions.address},
+            # In its sandbox (T6) the child sees, read-only, this venv, the script and the
+            # packages' sources the venv's editable installs point into.
+            policy=Policy(read_only=(sys.prefix, str(script), *SOURCES)),
         ),
         root=tmp_path / "project",
         wait_seconds=2,

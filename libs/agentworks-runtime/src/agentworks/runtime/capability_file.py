@@ -16,13 +16,16 @@ import pathlib
 FILE_NAME = ".agentworks-capability"
 
 
-def write(path: pathlib.Path, token: str) -> None:
+def write(path: pathlib.Path, token: str, owner: int | None = None) -> None:
     """Replace the file at `path` with `token`, readable by its owner only, atomically
-    (a reader sees the old token or the new one, never a part)."""
+    (a reader sees the old token or the new one, never a part). `owner`: the uid the
+    command runs as when it is not this process's (a sandbox's user, T6)."""
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(descriptor, 0o600)
+        if owner is not None and owner != os.geteuid():
+            os.fchown(descriptor, owner, -1)
         os.write(descriptor, token.encode())
     finally:
         os.close(descriptor)

@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import os
+import pathlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agentworks.client.logging import configure_logging, get_logger
 from agentworks.runtime import demo, demo_functions
@@ -40,6 +43,8 @@ _FLAG_ENV = {
     "root": "AGENTWORKS_RUNTIME_ROOT",
     "credential_file": "AGENTWORKS_RUNTIME_CREDENTIAL_FILE",
     "gateway_url": "AGENTWORKS_GATEWAY_URL",
+    "sandbox": "AGENTWORKS_RUNTIME_SANDBOX",
+    "bwrap": "AGENTWORKS_RUNTIME_BWRAP",
 }
 
 
@@ -123,7 +128,19 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         metavar="FILE|JSON",
         help='a JSON file or inline JSON: {"function": ["argv", ...] (run as is) or '
-        '"command string" (run by /bin/sh -c)}',
+        '"command string" (run by /bin/sh -c)}, or {"commands": {...}, "limits": {...}, '
+        '"network": "outbound"|"none", "read_only": [...], "targets": {"crew:x": {...}}}',
+    )
+    commands.add_argument(
+        "--sandbox",
+        choices=("bwrap", "none"),
+        help="run each command in a bubblewrap sandbox (bwrap, the default) or without one "
+        "(none: commands see all the runner sees; env AGENTWORKS_RUNTIME_SANDBOX)",
+    )
+    commands.add_argument(
+        "--bwrap",
+        metavar="PATH",
+        help="the bubblewrap program (env AGENTWORKS_RUNTIME_BWRAP, default bwrap on PATH)",
     )
     commands.add_argument(
         "--target",
@@ -158,6 +175,33 @@ async def serve(config: RuntimeConfig, handler: TurnHandler) -> int:
     return await run_until_signal(turn_worker(config, handler))
 
 
+def command_runner(config: RuntimeConfig, runner_config: Any, environ: Mapping[str, str]) -> Any:
+    """The CommandRunner of `run-commands`, its sandbox checked (SandboxUnavailable when
+    there is none and `--sandbox none` was not given); says what it runs commands in,
+    in the log, and in the health file when there is one; loudly without a sandbox."""
+    from agentworks.runtime.runner import CommandRunner, secret_files
+    from agentworks.runtime.sandbox import WITHOUT_SANDBOX, Sandbox
+
+    log = get_logger(__name__)
+    if config.sandbox == "none":
+        print(f"agentworks-runtime: WARNING: --sandbox none: {WITHOUT_SANDBOX}", file=sys.stderr)
+        runner = CommandRunner.from_config(runner_config, sandbox="none")
+        state = {"sandbox": "none", "gives_up": WITHOUT_SANDBOX}
+    else:
+        sandbox = Sandbox(bwrap=config.bwrap, uid=config.sandbox_uid, gid=config.sandbox_uid)
+        runner = CommandRunner.from_config(
+            runner_config, sandbox=sandbox, hidden=secret_files(environ)
+        )
+        state = {"sandbox": "bwrap", "how": runner.sandbox_description}
+        log.info("sandbox.ready", how=runner.sandbox_description)
+    if config.health_file:
+        try:
+            pathlib.Path(config.health_file).write_text(json.dumps(state) + "\n")
+        except OSError as exc:
+            log.warning("health_file.unwritable", path=config.health_file, error=str(exc))
+    return runner
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentworks-runtime` console script."""
     args = _parser().parse_args(argv)
@@ -185,10 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 default_targets=demo_functions.TARGETS,
             )
         elif args.command == "run-commands":
-            from agentworks.runtime.runner import CommandRunner, load_commands
+            from agentworks.runtime.runner import load_runner_config
 
-            runner = CommandRunner(load_commands(args.commands))
-            executions = runner
+            runner_config = load_runner_config(args.commands)
             config = RuntimeConfig.from_env(environ)
         else:
             handler = load_handler(args.handler)
@@ -199,6 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("runtime", level=config.log_level, json=config.log_json)
     for problem in config.unknown_settings:
         get_logger(__name__).warning("config.unknown_setting", problem=problem)
+    if args.command == "run-commands":
+        from agentworks.runtime.sandbox import SandboxUnavailable
+
+        try:
+            runner = executions = command_runner(config, runner_config, environ)
+        except SandboxUnavailable as exc:
+            print(f"agentworks-runtime: refusing to start: {exc}", file=sys.stderr)
+            return 2
     if runner is not None:
         # Commands a runner that died left running under this root: kill them now,
         # before the first call (the runner module docstring says why and how).

@@ -99,6 +99,11 @@ class RuntimeConfig:
     log_json: bool = True
     # AGENTWORKS_TLS_*: TLS (and the certificate for mutual TLS) on the calls (T5).
     tls: Tls = dataclasses.field(default_factory=Tls)
+    # The command runner's sandbox (T6): "bwrap", or "none" to run commands without one;
+    # the bubblewrap program; the sandbox user when the runner is root.
+    sandbox: str = "bwrap"
+    bwrap: str = "bwrap"
+    sandbox_uid: int = 65534
     # AGENTWORKS_RUNTIME_* variables that are no setting (typos), for a warning at start.
     unknown_settings: tuple[str, ...] = ()
     # A runtime credential (T2; AGENTWORKS_RUNTIME_CREDENTIAL or _FILE), exchanged at the
@@ -137,6 +142,9 @@ class RuntimeConfig:
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
             log_json=env.get_bool("LOG_JSON", True, shared=True),
             tls=Tls.from_env(env, server=False),
+            sandbox=env.get_choice("RUNTIME_SANDBOX", "bwrap", ("bwrap", "none")),
+            bwrap=env.get_str("RUNTIME_BWRAP", "bwrap"),
+            sandbox_uid=env.get_int("RUNTIME_SANDBOX_UID", 65534, minimum=1, maximum=2**31 - 2),
         )
         credential = _credential(env)
         config = dataclasses.replace(

@@ -19,7 +19,7 @@ from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import capability_file
 from agentworks.runtime.lease import Backoff
 from agentworks.runtime.reporting import clean_text
-from agentworks.runtime.uploads import _cleaned, _read
+from agentworks.runtime.uploads import DEFAULT_UPLOAD_BYTES, _cleaned, _read
 
 _TRANSIENT = (errors.Unavailable, errors.DeadlineExceeded)
 
@@ -56,9 +56,21 @@ class ExecutionContext:
     # and the file a running command reads it from (the command runner sets it).
     _capability: str = field(default="", repr=False)
     capability_file: pathlib.Path | None = None
+    # Uploads from the folder (T8): the uid its files must belong to (None: this
+    # process's; the command runner sets its sandbox user), and the most bytes the
+    # call's files may total, with what each uploaded name took.
+    file_owner: int | None = None
+    upload_limit_bytes: int = DEFAULT_UPLOAD_BYTES
+    upload_sizes: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        # Private to the execution (T8): 0700, and so is `.calls` when made here.
+        calls = self.output_dir.parent
+        if calls.name == ".calls" and not calls.exists():
+            calls.parent.mkdir(parents=True, exist_ok=True)
+            calls.mkdir(mode=0o700, exist_ok=True)
+        self.output_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.output_dir.chmod(0o700)
 
     # ------------------------------------------------------------- the call
 
@@ -136,7 +148,7 @@ class ExecutionContext:
         self._capability = token
         if self.capability_file is not None:
             try:
-                capability_file.write(self.capability_file, token)
+                capability_file.write(self.capability_file, token, owner=self.file_owner)
             except OSError as exc:  # the command removed its folder
                 self.log.warning("execution.capability_not_written", error=str(exc))
 
@@ -258,6 +270,7 @@ class ExecutionContext:
             self.uploaded[name] = digest
         else:
             info = None
+        self.upload_sizes[name] = len(data)
         if stat is not None:
             self._stats[name] = stat
         return info

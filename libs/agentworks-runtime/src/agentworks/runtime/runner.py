@@ -8,6 +8,16 @@ command line; they arrive in the environment (below), so a string stays the oper
     {"word_count": ["python", "-m", "tools.word_count"],
      "hello": "echo hello from $AGENTWORKS_CALL_ID; exit 3"}
 
+or that mapping under `commands`, beside limits, network and read-only paths for all
+targets and per target (`command_config`, `limits`: T7).
+
+Every command runs in a sandbox of its own (`sandbox.Sandbox`, bubblewrap: T6) with the
+limits of its target, which the runner watches (`watch.Watch`); past one, the whole
+sandbox is ended at once and the execution fails with `LimitExceeded`, naming it. A
+runner without a working sandbox refuses to start (`sandbox.SandboxUnavailable`) unless
+given `sandbox="none"` (`--sandbox none`), which `sandbox.WITHOUT_SANDBOX` says what it
+gives up.
+
 For each execution the runner starts the function's command with:
 
 - working directory `<root>/.calls/<call_id>/` (created; the call's private output folder)
@@ -37,13 +47,17 @@ refuses (a name with a backslash or a control character, too big, past the call'
 `MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role `runner`) on
 the call. Exit status 0 finishes the execution; any other status (or a
 signal) fails it with the status and the tail of stderr. A cancel (F15) or a lost lease
-terminates the command's process group (SIGTERM, then SIGKILL).
+terminates the command's process group (SIGTERM, then SIGKILL); in a sandbox every
+process of it gets the SIGTERM, whatever its group.
 
 A command never outlives its runner for long while it runs, even when the runner is
 killed with SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody
-wants the work). This covers the command while it runs: processes a command leaves
-running after it has ended (`nohup x >log 2>&1 &`, its output redirected) are not
-tracked; a function that starts work may do that on purpose (F9).
+wants the work). In a sandbox, nothing of an execution outlives it: when the command's
+first process has ended (and nothing it started holds its output open), the sandbox
+ends, and the kernel kills every process left in its PID namespace, `setsid` and double
+forks included; bubblewrap's `--die-with-parent` ends it with its runner too. Without a
+sandbox, processes a command leaves running after it has ended (`nohup x >log 2>&1 &`,
+its output redirected) are not tracked. Either way the mechanisms below hold:
 
 - The runner's watchdog (`_watchdog.py`), a small process of its own started with the
   first command, is told each command's process group when it starts and ends. It
@@ -68,11 +82,11 @@ started; setting it between fork and exec needs `preexec_fn`, which is unsafe in
 process with threads (grpc has them); and it fires when the *thread* that started the
 child ends, not the process. A pipe's end of file has none of these problems. The
 watchdog runs in its own session, so a signal to the runner's process group (a
-terminal's Ctrl-C, `kill -9 -PGID`) leaves it alive to clean up. What a command moves
-out of its process group (`setsid`, a double fork into a new session) is beyond reach,
-as for a cancel; and the record-less instant between a command's start and its record
-(microseconds) is not covered. Linux only: elsewhere the watchdog trusts its own
-tracking and the startup sweep does nothing.
+terminal's Ctrl-C, `kill -9 -PGID`) leaves it alive to clean up. Without a sandbox,
+what a command moves out of its process group (`setsid`, a double fork into a new
+session) is beyond reach, as for a cancel; and the record-less instant between a
+command's start and its record (microseconds) is not covered. Linux only: elsewhere
+the watchdog trusts its own tracking and the startup sweep does nothing.
 """
 
 from __future__ import annotations
@@ -89,11 +103,20 @@ from typing import Any
 import structlog
 
 from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
-from agentworks.runtime import _watchdog, capability_file
+from agentworks.runtime import _watchdog, capability_file, cgroups
+from agentworks.runtime.command_config import (
+    SHELL,
+    RunnerConfig,
+    load_commands,
+    load_runner_config,
+    parse_commands,
+    parse_runner_config,
+)
 from agentworks.runtime.executions import (
     ExecutionContext,
 )
 from agentworks.runtime.guard import RECORDS_FOLDER, _guard, reap_orphans
+from agentworks.runtime.limits import LimitExceeded, Policy
 from agentworks.runtime.line_reports import (
     FLUSH_SECONDS,
     MAX_LINE_BYTES,
@@ -105,11 +128,10 @@ from agentworks.runtime.line_reports import (
     _tail,
     _text,
 )
+from agentworks.runtime.sandbox import WITHOUT_SANDBOX, Launch, Sandbox
+from agentworks.runtime.watch import TICK_SECONDS, Watch
 
 log = structlog.get_logger("agentworks.runtime.runner")
-
-# Runs a command given as a string (the shell form).
-SHELL = "/bin/sh"
 
 # The runner's own secrets, never handed to a command: where its signing key is (whoever
 # reads the key can act as any agent, T1), its runtime credential (T2), API tokens, the
@@ -144,39 +166,20 @@ def is_secret(name: str) -> bool:
     return name in SECRET_VARIABLES or name.endswith(SECRET_SUFFIXES)
 
 
+def secret_files(environ: Mapping[str, str]) -> list[str]:
+    """The files the secret variables of `environ` name (a signing key, a runtime
+    credential, a TLS key): the sandbox hides them where it would show them."""
+    found = []
+    for name, value in environ.items():
+        if is_secret(name) and value:
+            with contextlib.suppress(OSError, ValueError):
+                if os.path.exists(value):
+                    found.append(os.path.abspath(value))
+    return found
+
+
 class CommandFailed(Exception):
     """The command exited with a non-zero status or was killed by a signal."""
-
-
-def parse_commands(spec: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """Validate a `{function: argv list | command string}` mapping; a string becomes
-    `/bin/sh -c <string>`."""
-    commands: dict[str, tuple[str, ...]] = {}
-    for name, command in spec.items():
-        if isinstance(command, str):
-            argv = (SHELL, "-c", command) if command.strip() else ()
-        elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
-            argv = tuple(command)
-        else:
-            raise ValueError(f"command for function {name!r} must be a list of strings or a string")
-        if not argv:
-            raise ValueError(f"command for function {name!r} is empty")
-        commands[str(name)] = argv
-    if not commands:
-        raise ValueError("no commands configured: map at least one function name to a command")
-    return commands
-
-
-def load_commands(source: str) -> dict[str, tuple[str, ...]]:
-    """Commands from a JSON file path, or from inline JSON (starting with `{`)."""
-    text = source if source.lstrip().startswith("{") else pathlib.Path(source).read_text()
-    try:
-        spec = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"commands {source!r} are not valid JSON: {exc}") from None
-    if not isinstance(spec, dict):
-        raise ValueError("commands must be a JSON object mapping function names to commands")
-    return parse_commands(spec)
 
 
 class CommandRunner:
@@ -188,11 +191,41 @@ class CommandRunner:
         *,
         env: Mapping[str, str] | None = None,
         kill_grace_seconds: float = 5.0,
+        sandbox: Sandbox | str = "bwrap",
+        policy: Policy | None = None,
+        targets: Mapping[str, Policy] | None = None,
+        hidden: Sequence[str] | None = None,
     ) -> None:
+        """`sandbox`: a `Sandbox`, "bwrap" (the default one) or "none" (no sandbox:
+        `WITHOUT_SANDBOX` says what that gives up). A sandbox is checked here: without
+        a working one, `SandboxUnavailable`. `policy`: limits, network and read-only
+        paths of every target, `targets`: of some (`limits`). `hidden`: files the sandbox
+        must not show (default: those the runner's secret variables name)."""
         self.commands = parse_commands(dict(commands))
         self.env = dict(env or {})
         self.kill_grace_seconds = kill_grace_seconds
+        self.policy = policy or Policy()
+        self.targets = dict(targets or {})
+        self.hidden = list(secret_files(os.environ) if hidden is None else hidden)
+        if sandbox == "none":
+            self.sandbox: Sandbox | None = None
+            self.sandbox_description = "none: " + WITHOUT_SANDBOX
+            log.warning("sandbox.disabled", gives_up=WITHOUT_SANDBOX)
+        else:
+            self.sandbox = Sandbox() if sandbox == "bwrap" else sandbox  # type: ignore[assignment]
+            if not isinstance(self.sandbox, Sandbox):
+                raise ValueError(f"sandbox must be a Sandbox, 'bwrap' or 'none', got {sandbox!r}")
+            self.sandbox_description = self.sandbox.check()
         self._swept: set[pathlib.Path] = set()
+
+    @classmethod
+    def from_config(cls, config: RunnerConfig, **kwargs: Any) -> CommandRunner:
+        """A runner for a `RunnerConfig` (`load_runner_config`)."""
+        return cls(config.commands, policy=config.policy, targets=config.targets, **kwargs)
+
+    def policy_for(self, target: str) -> Policy:
+        """The limits, network and read-only paths of `target`'s executions."""
+        return self.targets.get(target, self.policy)
 
     def reap_orphans(self, root: pathlib.Path | str) -> list[int]:
         """Kill the commands runners that died left running under `root`, once per root
@@ -200,6 +233,8 @@ class CommandRunner:
         root = pathlib.Path(root).resolve()
         if root in self._swept:
             return []
+        if not self._swept and self.sandbox is not None:
+            cgroups.sweep()
         self._swept.add(root)
         return reap_orphans(root, grace=self.kill_grace_seconds)
 
@@ -237,59 +272,154 @@ class CommandRunner:
             )
         if ctx.root.resolve() not in self._swept:
             await asyncio.to_thread(self.reap_orphans, ctx.root)
-        if ctx.capability:
+        if ctx.capability:  # written once the sandbox says whose it must be (_launch)
             ctx.capability_file = ctx.output_dir / capability_file.FILE_NAME
-            capability_file.write(ctx.capability_file, ctx.capability)
         try:
-            return await self._run(ctx, argv)
+            return await self._launch(ctx, argv)
         finally:
             if ctx.capability_file is not None:
                 capability_file.remove(ctx.capability_file)
                 ctx.capability_file = None
 
-    async def _run(self, ctx: ExecutionContext, argv: tuple[str, ...]) -> str:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=ctx.output_dir,
-            env=self.environment(ctx),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # its own process group, so a cancel stops it all
-        )
+    async def _launch(self, ctx: ExecutionContext, argv: Sequence[str]) -> str:
+        policy = self.policy_for(ctx.target)
+        ctx.upload_limit_bytes = policy.limits.output_bytes
+        env = self.environment(ctx)
+        launch: Launch | None = None
+        program: Sequence[str] = argv
+        if self.sandbox is not None:
+            launch = await asyncio.to_thread(
+                self.sandbox.prepare,
+                argv,
+                root=ctx.root.resolve(),
+                output_dir=ctx.output_dir.resolve(),
+                policy=policy,
+                env=env,
+                name=f"{os.getpid()}-{ctx.call_id}-{ctx._round}",
+                hidden=self.hidden,
+            )
+            ctx.file_owner = launch.file_owner
+            program, env = launch.argv, launch.env
+        if ctx.capability_file is not None:
+            capability_file.write(ctx.capability_file, ctx.capability, owner=ctx.file_owner)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *program,
+                cwd=ctx.output_dir,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group, so a cancel stops it all
+                pass_fds=() if launch is None else (launch.status_fd,),
+            )
+        except BaseException:
+            if launch is not None:
+                os.close(launch.status_read)
+                if launch.cgroups is not None:
+                    await asyncio.to_thread(launch.cgroups.remove)
+            raise
+        finally:
+            if launch is not None:
+                os.close(launch.status_fd)
+        try:
+            return await self._run(ctx, argv, process, policy, launch)
+        finally:
+            if launch is not None and launch.cgroups is not None:
+                await asyncio.to_thread(launch.cgroups.remove)
+
+    async def _run(
+        self,
+        ctx: ExecutionContext,
+        argv: Sequence[str],
+        process: asyncio.subprocess.Process,
+        policy: Policy,
+        launch: Launch | None,
+    ) -> str:
         guard = _guard()
         guard.track(process.pid, ctx, argv, self.kill_grace_seconds)
-        ctx.log.info("command.started", argv=list(argv), pid=process.pid)
+        ctx.log.info("command.started", argv=list(argv), pid=process.pid, sandbox=bool(launch))
+        watch = Watch(
+            policy.limits,
+            top=process.pid,
+            output_dir=ctx.output_dir,
+            cgroups=None if launch is None else launch.cgroups,
+            overhead=0 if launch is None else 2,  # bubblewrap's init and _sandbox_init.py
+        )
         lines = _LineReporter(ctx)
         stderr_tail = bytearray()
+        ended = asyncio.Event()
+        status: dict[str, Any] | None = None
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(lines.read(process.stdout))
                 group.create_task(_tail(process.stderr, stderr_tail))
                 group.create_task(lines.flush_periodically())
+                group.create_task(self._watch(watch, process, ended, ctx))
                 returncode = await process.wait()
+                ended.set()
                 lines.closed.set()
         except BaseExceptionGroup as failed:
-            await self._terminate(process, ctx)
+            await self._terminate(process, ctx, watch if launch else None)
             raise failed.exceptions[0] from None  # the reason, not "unhandled errors in a..."
         except BaseException:
-            await self._terminate(process, ctx)
+            await self._terminate(process, ctx, watch if launch else None)
             raise
         finally:
             guard.untrack(process.pid)  # the worker uploads what is left in the folder
-        ctx.log.info("command.exited", returncode=returncode)
+            if launch is not None:
+                status = _read_status(launch.status_read)
+        ctx.log.info("command.exited", returncode=returncode, status=status)
+        tail = _last_bytes(_text(bytes(stderr_tail)), STDERR_TAIL_BYTES).strip()
+        limit = await asyncio.to_thread(watch.final, status)
+        if limit is not None:
+            ctx.log.warning("command.limit_exceeded", limit=limit.limit, error=str(limit))
+            raise limit
+        if launch is not None:
+            if status is None:
+                raise CommandFailed(
+                    f"the sandbox did not run command {argv[0]} (bubblewrap exited with "
+                    f"status {returncode})" + (f": {tail}" if tail else "")
+                )
+            if "error" in status:
+                raise CommandFailed(f"command {argv[0]} could not start: {status['error']}")
+            returncode = int(status.get("returncode", returncode))
         if returncode != 0:
             how = (
                 f"was killed by signal {-returncode}"
                 if returncode < 0
                 else f"exited with status {returncode}"
             )
-            tail = _last_bytes(_text(bytes(stderr_tail)), STDERR_TAIL_BYTES).strip()
             raise CommandFailed(f"command {argv[0]} {how}" + (f": {tail}" if tail else ""))
         return lines.last_line
 
-    async def _terminate(self, process: asyncio.subprocess.Process, ctx: ExecutionContext) -> None:
+    async def _watch(
+        self,
+        watch: Watch,
+        process: asyncio.subprocess.Process,
+        ended: asyncio.Event,
+        ctx: ExecutionContext,
+    ) -> None:
+        """Check the execution's limits every tick; past one, end it at once (all of its
+        sandbox): the command's end then says which (`Watch.final`)."""
+        while not ended.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), TICK_SECONDS)
+                return
+            if await asyncio.to_thread(watch.check) is not None:
+                ctx.log.info("command.stopping", reason="limit", pid=process.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                return
+
+    async def _terminate(
+        self, process: asyncio.subprocess.Process, ctx: ExecutionContext, watch: Watch | None
+    ) -> None:
         """Stop the command's whole process group: SIGTERM, then SIGKILL after the grace.
+
+        In a sandbox (`watch` given), SIGTERM goes to every process of the sandbox (what
+        left the group included), and after the grace SIGKILL to the group, which holds
+        bubblewrap and the sandbox's init: the kernel then kills the rest.
 
         The leader may have exited already while a process it started runs on (holding
         its output open, so the command is not over): the group is signalled all the
@@ -300,6 +430,9 @@ class CommandRunner:
         if process.returncode is not None and not _watchdog.group_running(pgid):
             return
         ctx.log.info("command.terminating", pid=pgid)
+        if watch is not None:
+            await self._terminate_sandbox(process, watch)
+            return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
         loop = asyncio.get_running_loop()
@@ -317,6 +450,38 @@ class CommandRunner:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
 
+    async def _terminate_sandbox(self, process: asyncio.subprocess.Process, watch: Watch) -> None:
+        for pid in await asyncio.to_thread(watch.members):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_grace_seconds)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _read_status(fd: int) -> dict[str, Any] | None:
+    """What the sandbox's init reported (`_sandbox_init.py`), read once it has ended;
+    None when it said nothing (it never ran, or was killed). Closes `fd`."""
+    data = b""
+    try:
+        os.set_blocking(fd, False)
+        while len(data) < 65536:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:  # BlockingIOError: something still holds it; what came is enough
+        pass
+    finally:
+        os.close(fd)
+    for line in reversed(data.splitlines()):
+        with contextlib.suppress(ValueError):
+            status = json.loads(line)
+            if isinstance(status, dict):
+                return status
+    return None
+
 
 __all__ = [
     "FLUSH_SECONDS",
@@ -324,9 +489,14 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_REPORTED_LINES",
     "RECORDS_FOLDER",
+    "SHELL",
     "CommandFailed",
     "CommandRunner",
+    "LimitExceeded",
+    "RunnerConfig",
     "load_commands",
+    "load_runner_config",
     "parse_commands",
+    "parse_runner_config",
     "reap_orphans",
 ]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import pathlib
+import stat
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -12,7 +14,12 @@ from agentworks.client import errors
 
 # Files the service keeps per call; past it, uploads are refused (and skipped here).
 from agentworks.client.limits import MAX_FILES_PER_CALL
+from agentworks.runtime.limits import GIB, size_text
 from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_text
+
+# The most the files of one call may total, for any handler (the command runner uses
+# its target's `output_bytes` limit instead, T8).
+DEFAULT_UPLOAD_BYTES = 1 * GIB
 
 
 class ExecutionContext(Protocol):
@@ -27,6 +34,9 @@ class ExecutionContext(Protocol):
     log: Any
     uploaded: Any
     _stats: Any
+    file_owner: int | None
+    upload_limit_bytes: int
+    upload_sizes: dict[str, int]
 
     async def upload_file(self, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -36,16 +46,83 @@ class ExecutionContext(Protocol):
 def _read(path: pathlib.Path) -> tuple[tuple[int, int], bytes]:
     """A file's (size, modification time in ns) as read, and its bytes."""
     with path.open("rb") as file:
-        stat = os.fstat(file.fileno())
-        return (stat.st_size, stat.st_mtime_ns), file.read()
+        found = os.fstat(file.fileno())
+        return (found.st_size, found.st_mtime_ns), file.read()
+
+
+class Refused(Exception):
+    """A folder file that is not uploaded (T8); the message says why."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _open_in(folder: pathlib.Path, name: str) -> int:
+    """A descriptor of `folder/name`, opened one component at a time without following
+    a symlink anywhere (O_NOFOLLOW), nor blocking on a FIFO put there meanwhile."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder, flags | os.O_DIRECTORY)
+    try:
+        *parents, last = name.split("/")
+        for part in parents:
+            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return os.open(last, flags | os.O_NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_checked(
+    folder: pathlib.Path, name: str, *, owner: int, budget: int
+) -> tuple[tuple[int, int], bytes]:
+    """A folder file's (size, modification time in ns) and bytes, or `Refused`: not a
+    regular file (symlinks, FIFOs, devices, sockets), a hard link (more than one name,
+    so it may be a file from elsewhere), not `owner`'s (not the execution's own), or
+    larger than the `budget` left of the call's total."""
+    try:
+        fd = _open_in(folder, name)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused("a symbolic link: only regular files are uploaded") from None
+        raise
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(file.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise Refused(f"{_kind(found.st_mode)}: only regular files are uploaded")
+        if found.st_nlink > 1:
+            raise Refused(
+                f"it has {found.st_nlink} hard links: a file linked from elsewhere is not uploaded"
+            )
+        if found.st_uid != owner:
+            raise Refused(
+                f"it belongs to uid {found.st_uid}, not to the execution's user ({owner})"
+            )
+        if found.st_size > budget:
+            raise Refused(f"it would take the call's files past their {size_text(budget)} left")
+        data = file.read(budget + 1)
+        if len(data) > budget:
+            raise Refused(f"it would take the call's files past their {size_text(budget)} left")
+        return (found.st_size, found.st_mtime_ns), data
 
 
 def _folder_files(
     folder: pathlib.Path, entries: Sequence[os.DirEntry[str]]
-) -> dict[str, tuple[int, int]]:
-    """The regular files under `folder` (symlinks skipped, subfolders walked), by name
-    relative to it, with their (size, modification time in ns). `entries`: its top level."""
+) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
+    """The regular files under `folder` (subfolders walked, symlinks not followed), by
+    name relative to it, with their (size, modification time in ns); and the entries
+    that are not regular files, with why they are not uploaded. `entries`: its top level."""
     found: dict[str, tuple[int, int]] = {}
+    special: dict[str, str] = {}
     pending = [("", list(entries))]
     while pending:
         prefix, level = pending.pop()
@@ -54,23 +131,33 @@ def _folder_files(
                 if entry.is_dir(follow_symlinks=False):
                     with os.scandir(entry.path) as inner:
                         pending.append((f"{prefix}{entry.name}/", list(inner)))
-                elif entry.is_file(follow_symlinks=False):
-                    stat = entry.stat(follow_symlinks=False)
-                    found[prefix + entry.name] = (stat.st_size, stat.st_mtime_ns)
+                    continue
+                info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # removed meanwhile
-    return found
+            if stat.S_ISREG(info.st_mode):
+                found[prefix + entry.name] = (info.st_size, info.st_mtime_ns)
+            else:
+                special[prefix + entry.name] = (
+                    f"{_kind(info.st_mode)}: only regular files are uploaded"
+                )
+    return found, special
 
 
 async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
     """Upload the regular files left in the call's output folder (F4); those skipped,
     each with the reason.
 
-    `result.json` (FUNCTION_RESULT_FILE) goes first. Symlinks are skipped without a word;
-    so is a file the handler uploaded itself (`ExecutionContext.upload_file`) that has not
-    changed since. A file the service refuses, or that cannot be read, is skipped and the
-    rest are still uploaded; the skipped files are logged and named, with the reasons, in
-    one message (role `runner`) on the call. An empty folder costs one scandir.
+    `result.json` (FUNCTION_RESULT_FILE) goes first. A file the handler uploaded itself
+    (`ExecutionContext.upload_file`) that has not changed since is not sent again. Not
+    uploaded, and said why (T8): what is not a regular file (a symlink, a FIFO, a device,
+    a socket), a file with more than one hard link, one that does not belong to the
+    execution's user (`ctx.file_owner`, else this process's), one past what is left of
+    the call's total (`ctx.upload_limit_bytes`); each is opened with O_NOFOLLOW, every
+    folder on the way too. A file the service refuses, or that cannot be read, is
+    skipped and the rest are still uploaded; the skipped files are logged and named,
+    with the reasons, in one message (role `runner`) on the call. An empty folder costs
+    one scandir.
     """
     folder = ctx.output_dir
     try:
@@ -80,10 +167,11 @@ async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
         return {}
     if not top:
         return {}
-    found = await asyncio.to_thread(_folder_files, folder, top)
+    found, skipped = await asyncio.to_thread(_folder_files, folder, top)
+    total = len(found) + len(skipped)
     result = ctx.result_file.name
     names = sorted(found, key=lambda name: (name != result, name))
-    skipped: dict[str, str] = {}
+    owner = os.geteuid() if ctx.file_owner is None else ctx.file_owner
     for name in names:
         if ctx._stats.get(name) == found[name]:
             continue  # uploaded as it is now
@@ -93,17 +181,26 @@ async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
         elif not _is_utf8(name):
             reason = "its name is not valid UTF-8"
         else:
+            used = sum(size for other, size in ctx.upload_sizes.items() if other != name)
+            budget = max(0, ctx.upload_limit_bytes - used)
             try:
-                await ctx.upload_file(name, path=folder / name)
+                stat_now, data = await asyncio.to_thread(
+                    read_checked, folder, name, owner=owner, budget=budget
+                )
+                await ctx.upload_file(name, data)
+                ctx._stats[name] = stat_now
+            except Refused as refused:
+                reason = str(refused)
             except errors.InvalidArgument as exc:
                 reason = exc.message
             except OSError as exc:  # removed or unreadable meanwhile
                 reason = describe(exc)
         if reason:
-            ctx.log.warning("execution.file_skipped", file=name, reason=reason)
             skipped[name] = reason
+    for name, reason in skipped.items():
+        ctx.log.warning("execution.file_skipped", file=name, reason=reason)
     if skipped:
-        await _note_skipped(ctx, skipped, len(names))
+        await _note_skipped(ctx, skipped, total)
     return skipped
 
 
