@@ -1,5 +1,5 @@
 """Who may do what, at the gRPC level: principals x operations, one expected status per
-cell (A1, A2, A3, C3, F2, F6, S1, T1, T4).
+cell (A1, A2, A3, C3, F2, F6, S1, T1, T2, T4).
 
 Principals: the call's caller and the inbox's principal (alice), the target's owner, an
 allowed caller (an agent admitted by a pattern), a disallowed caller, a stranger, the
@@ -9,7 +9,9 @@ refuse with UNAUTHENTICATED, saying why: signed with a key outside the trusted s
 (forged), with a stranger's key under a trusted kid (foreign), expired, unsigned
 (`alg: none`), missing, over the 300 s lifetime, issued in the future, a runtime key
 vouching for a user or for the operator role, and a service key vouching for another
-service. Where the contract says "anyone else gets
+service; and the identities runtime credentials are exchanged for (T2: the gateway's,
+scoped to the credential's target), which may do what their runtime may and read no
+inbox. Where the contract says "anyone else gets
 NOT_FOUND", the test also checks that a real id the principal may not see gets the same
 answer as a random id, so a guessed `call_id`, inbox or wake-up id reveals nothing.
 
@@ -63,7 +65,12 @@ PRINCIPALS: dict[str, tuple[str, frozenset[str]]] = {
     "runtime_as_user": ("user:alice", frozenset()),
     "runtime_as_operator": ("agent:demo/bot", frozenset({"operator"})),
     "service_as_another": ("service:functions", frozenset()),
+    # Identities exchanged for runtime credentials (T2): the gateway signs them with a
+    # `targets` claim, the credential's own target only.
+    "credential": ("agent:demo/bot", frozenset()),
+    "other_credential": ("agent:other/bot", frozenset()),
 }
+SCOPED_TO = {"credential": "crew:demo", "other_credential": "crew:other"}
 # Each identity no service may accept, and what its refusal must say.
 BAD_IDENTITIES = {
     "forged": "is not a trusted key",
@@ -98,6 +105,8 @@ def metadata(name: str, keys: KeyDirectory) -> tuple[tuple[str, str], ...]:
         token = mint(principal, key, roles=roles, ttl_seconds=3600)
     elif name == "future":
         token = mint(principal, key, roles=roles, now=time.time() + 120)
+    elif name in SCOPED_TO:
+        token = mint(principal, key, roles=roles, targets=[SCOPED_TO[name]])
     elif name == "service_as_another":
         token = mint(principal, keys.ensure("service:scheduler")[0], roles=roles)
     elif name == "unsigned":
@@ -244,7 +253,8 @@ FP = "FAILED_PRECONDITION"
 
 
 def row(*codes: str) -> dict[str, str]:
-    good = [name for name in PRINCIPALS if name not in BAD_IDENTITIES]
+    """One operation's codes for the good principals but the scoped ones (added below)."""
+    good = [name for name in PRINCIPALS if name not in BAD_IDENTITIES and name not in SCOPED_TO]
     assert len(codes) == len(good)
     return dict(zip(good, codes, strict=True))
 
@@ -276,6 +286,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     "scheduler.Pause":          row(PD, PD, PD, PD, PD, PD, PD, OK),
 }
 # fmt: on
+# A runtime credential's identity may do what its runtime may, within its targets, and
+# reads no inbox (T2): PERMISSION_DENIED there, whose inbox it is or not.
+for _operation, _row in EXPECTED.items():
+    _no_inbox = _operation == "messaging.Read"
+    _row["credential"] = PD if _no_inbox else _row["runtime"]
+    _row["other_credential"] = PD if _no_inbox else _row["other_runtime"]
 
 # Operations whose NOT_FOUND must look exactly like the one for a random id: (operation,
 # the world id it aims at).
