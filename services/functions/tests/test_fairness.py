@@ -97,3 +97,48 @@ async def test_a_question_nobody_answers_ends_its_call_failed_and_frees_the_slot
                 await asyncio.sleep(0.1)
         else:
             raise AssertionError("the running slot stayed taken")
+
+
+async def test_a_targets_output_files_stop_at_its_quota_and_nothing_is_stored_T8(
+    start_functions, identity
+):
+    """T8: with FUNCTIONS_TARGET_FILE_QUOTA_BYTES=1000, crew:demo's calls may store 1000
+    bytes of files in all: a file that would pass it is refused RESOURCE_EXHAUSTED naming
+    the quota, and not stored; replacing a file counts its new size only; another
+    target's files are not counted."""
+    functions = await start_functions(
+        FUNCTIONS_TARGET_FILE_QUOTA_BYTES="1000", FUNCTIONS_DEFAULT_RUNNING_LIMIT="4"
+    )
+
+    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
+        return FunctionsClient(functions.address, identity=identity(principal, roles))
+
+    async with (
+        client("user:ops", frozenset({"operator"})) as ops,
+        client("user:owner") as owner,
+        client("user:alice") as alice,
+        client("agent:demo/bot") as bot,
+        client("agent:other/bot") as other_bot,
+    ):
+        for crew in ("crew:demo", "crew:other"):
+            await ops.register_target(crew, owner="user:owner")
+            await owner.declare_function(
+                crew, "make", input_schema={"type": "object"}, allowed_callers=["*"]
+            )
+        first = await alice.call("crew:demo", "make")
+        second = await alice.call("crew:demo", "make")
+        elsewhere = await alice.call("crew:other", "make")
+        for runtime, crew in ((bot, "crew:demo"), (bot, "crew:demo"), (other_bot, "crew:other")):
+            assert await runtime.claim_execution([crew], wait_seconds=5) is not None
+        await bot.upload_file(first.call_id, "a.bin", b"x" * 600)
+        with pytest.raises(Busy) as refused:
+            await bot.upload_file(second.call_id, "b.bin", b"y" * 500)
+        assert "past its quota of 1000 bytes (FUNCTIONS_TARGET_FILE_QUOTA_BYTES)" in str(
+            refused.value.message
+        )
+        assert [f.name for f in (await alice.get_status(second.call_id)).files] == []
+        await bot.upload_file(first.call_id, "a.bin", b"x" * 100)  # replaced: 100 now
+        await bot.upload_file(second.call_id, "b.bin", b"y" * 500)
+        await other_bot.upload_file(elsewhere.call_id, "c.bin", b"z" * 900)
+        sizes = {f.name: f.size for f in (await alice.get_status(second.call_id)).files}
+        assert sizes == {"b.bin": 500}

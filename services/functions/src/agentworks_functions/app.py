@@ -62,6 +62,7 @@ async def start(config: Config) -> Running:
         notice_retry_seconds=config.notice_retry_seconds,
         claim_timeout_seconds=config.claim_timeout_seconds,
         question_timeout_seconds=config.question_timeout_seconds,
+        target_file_quota_bytes=config.target_file_quota_bytes,
     )
     messaging = MessagingClient(
         config.messaging_address, identity=identity, timeout=10, tls=config.service.tls

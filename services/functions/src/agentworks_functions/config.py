@@ -49,6 +49,8 @@ class Config:
     # question may go unanswered before its call ends `failed` (0 = no limit).
     caller_share_percent: int = 100
     question_timeout_seconds: float = 0.0
+    # The most bytes a target's output files (of all its calls) may take (T8); 0: no limit.
+    target_file_quota_bytes: int = 10 * 1024**3
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -95,5 +97,8 @@ class Config:
             caller_share_percent=env.get_int("CALLER_SHARE_PERCENT", 100, minimum=1, maximum=100),
             question_timeout_seconds=env.get_float(
                 "QUESTION_TIMEOUT_SECONDS", 0.0, minimum=0, maximum=30 * 86400
+            ),
+            target_file_quota_bytes=env.get_int(
+                "TARGET_FILE_QUOTA_BYTES", 10 * 1024**3, minimum=0, maximum=2**62
             ),
         )

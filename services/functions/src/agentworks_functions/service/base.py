@@ -42,7 +42,9 @@ class FunctionsServiceBase:
         notice_retry_seconds: float = 5.0,
         claim_timeout_seconds: float = 0.0,
         question_timeout_seconds: float = 0.0,
+        target_file_quota_bytes: int = 0,
     ) -> None:
+        self.target_file_quota_bytes = target_file_quota_bytes
         self.store = store
         self.claim_timeout = timedelta(seconds=claim_timeout_seconds) or None
         self.question_timeout = timedelta(seconds=question_timeout_seconds) or None

@@ -267,6 +267,7 @@ class Executions(FunctionsServiceBase):
                 media_type=media_type,
                 is_text=is_text,
                 max_files=MAX_FILES_PER_CALL,
+                target_quota=self.target_file_quota_bytes,
             )
         except Exception:
             with contextlib.suppress(Exception):  # the sweeper purges what this leaves

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentworks.client.errors import (
+    Busy,
     InvalidArgument,
 )
 from agentworks.server.db import notify
@@ -32,13 +34,20 @@ class FileQueries(FunctionsStoreBase):
         media_type: str,
         is_text: bool,
         max_files: int,
+        target_quota: int = 0,
     ) -> FileInfo:
-        """Make an uploaded blob the call's file `name`, replacing an earlier one (F8)."""
+        """Make an uploaded blob the call's file `name`, replacing an earlier one (F8).
+
+        With `target_quota`, the target's files (of all its calls) may take at most that
+        many bytes (T8); the target's row is locked meanwhile, so two uploads of one target
+        cannot both pass it."""
         f = t.files
         async with self.db.transaction() as conn:
             row = await self._lock_execution(conn, call_id, runtime)
             if row.status not in OPEN_STATUSES:
                 raise call_ended(call_id, row.status)
+            if target_quota:
+                await self._check_target_quota(conn, row, name, blob.size, target_quota)
             old = (
                 await conn.execute(
                     sa.select(f.c.blob_id).where(f.c.call_id == row.id, f.c.name == name)
@@ -106,3 +115,33 @@ class FileQueries(FunctionsStoreBase):
 
     async def purge_unlinked_blobs(self, older_than: timedelta) -> int:
         return await self.blobs.purge_unlinked(older_than)
+
+    async def _check_target_quota(
+        self, conn: Any, call: Any, name: str, size: int, quota: int
+    ) -> None:
+        """Refuse a file that would take the target's stored files past `quota` bytes."""
+        c, f, tg = t.calls, t.files, t.targets
+        await conn.execute(
+            sa.select(tg.c.kind)
+            .where(tg.c.kind == call.target_kind, tg.c.name == call.target_name)
+            .with_for_update(key_share=True)
+        )
+        used = (
+            await conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(f.c.size), 0))
+                .select_from(f.join(c, c.c.id == f.c.call_id))
+                .where(
+                    c.c.target_kind == call.target_kind,
+                    c.c.target_name == call.target_name,
+                    sa.not_(sa.and_(f.c.call_id == call.id, f.c.name == name)),
+                )
+            )
+        ).scalar_one()
+        if used + size > quota:
+            raise Busy(
+                f"file {name!r} ({size} bytes) would take the output files of "
+                f"{call.target_kind}:{call.target_name} to {used + size} bytes, past its quota "
+                f"of {quota} bytes (FUNCTIONS_TARGET_FILE_QUOTA_BYTES); nothing was stored — "
+                "the target's owner can ask the operator for more, or its old calls' files "
+                "must go"
+            )
