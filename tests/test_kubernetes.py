@@ -46,9 +46,13 @@ SIGNERS = {
     "scheduler": "service:scheduler",
     "gateway": "gateway",
     "agentworks-bootstrap": "gateway",
-    "demo-runtime": "runtime",
-    "demo-functions": "runtime",
 }
+# The demo runtimes hold no key: a runtime credential from this Secret (T2).
+RUNTIMES = ("demo-runtime", "demo-functions")
+CREDENTIAL_SECRET = "agentworks-runtime-credential"
+CREDENTIAL = "awr_" + "c" * 43
+CREDENTIAL_FILE = pathlib.Path(tempfile.mkdtemp(prefix="agentworks-k8s-credential-")) / "credential"
+CREDENTIAL_FILE.write_text(CREDENTIAL)
 IMAGE = "agentworks"
 GRPC_SERVICES = {"messaging": 50051, "functions": 50052, "scheduler": 50053}
 SERVICES = {**GRPC_SERVICES, "gateway": 8080}
@@ -197,7 +201,8 @@ def _env(workload: dict[str, Any], configmap: dict[str, str], bundle: str) -> di
     signing key and trusted keys files standing in for the mounted Secret and ConfigMap
     (the key of the signer that Secret is named for)."""
     container = _container(workload)
-    secret, signing_at, trusted_at = _signing_volume(workload)
+    runtime = workload["metadata"]["name"] in RUNTIMES
+    secret, signing_at, trusted_at = ("", "", "") if runtime else _signing_volume(workload)
     env: dict[str, str] = {}
     read_only = [
         m["mountPath"]
@@ -217,6 +222,9 @@ def _env(workload: dict[str, Any], configmap: dict[str, str], bundle: str) -> di
             env[var["name"]] = configmap[source["configMapKeyRef"]["key"]]
         elif source["secretKeyRef"]["key"] in FAKE_SECRETS:
             env[var["name"]] = FAKE_SECRETS[source["secretKeyRef"]["key"]]
+    if runtime:  # the credential Secret's file, where this machine has it
+        env["AGENTWORKS_RUNTIME_CREDENTIAL_FILE"] = str(CREDENTIAL_FILE)
+        return env
     signer = secret.removeprefix("agentworks-signing-")
     signer = signer if signer in ("gateway", "runtime") else f"service:{signer}"
     if env.get("AGENTWORKS_SIGNING_KEY") == f"{signing_at}/signing-key.pem":
@@ -478,7 +486,7 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
     assert "*" not in gateway.allowed_hosts, "DNS-rebinding protection stays on"
     runtime_env = _env(objects[("Deployment", "demo-runtime")], configmap, bundle)
     runtime = RuntimeConfig.from_env(runtime_env)
-    assert runtime.signing_key is not None and runtime.signing_key.signer == "runtime"
+    assert runtime.signing_key is None and runtime.credential == CREDENTIAL
     assert runtime.messaging_address == messaging
     assert runtime.unknown_settings == ()
     assert runtime.health_file.startswith("/tmp/"), "the root filesystem is read-only"
@@ -492,13 +500,30 @@ def test_each_process_reads_and_accepts_its_environment_p3_p5(objects, configmap
 
 
 def test_each_pod_mounts_its_own_signers_key_and_no_other_t1(objects):
-    """T1: every workload mounts one Secret, `agentworks-signing-<its signer>` (a service
-    its own, the gateway and the bootstrap job the gateway's, the demo runtimes the
-    runtime key), read-only and readable by its group only, where AGENTWORKS_SIGNING_KEY
-    points, and the trusted-keys ConfigMap where AGENTWORKS_TRUSTED_KEYS points; no
-    process gets a shared signing secret from agentworks-secrets."""
+    """T1 T2: every workload but the runtimes mounts one Secret, `agentworks-signing-<its
+    signer>` (a service its own, the gateway and the bootstrap job the gateway's),
+    read-only and readable by its group only, where AGENTWORKS_SIGNING_KEY points, and
+    the trusted-keys ConfigMap where AGENTWORKS_TRUSTED_KEYS points; no process gets a
+    shared signing secret from agentworks-secrets. The demo runtimes mount no key: their
+    runtime credential's Secret (0440) where AGENTWORKS_RUNTIME_CREDENTIAL_FILE points,
+    with the gateway's URL to exchange it at."""
     workloads = _grpc_workloads(objects)
-    assert set(workloads) == set(SIGNERS)
+    assert set(workloads) == {*SIGNERS, *RUNTIMES}
+    for name in RUNTIMES:
+        workload = workloads.pop(name)
+        volumes = _pod(workload)["volumes"]
+        assert not [v for v in volumes if "agentworks-signing-" in str(v)], name
+        assert not [v for v in volumes if v.get("configMap", {}).get("name") == TRUSTED_KEYS]
+        (volume,) = [
+            v for v in volumes if v.get("secret", {}).get("secretName") == CREDENTIAL_SECRET
+        ]
+        assert volume["secret"]["defaultMode"] == 0o440, name
+        (mount,) = [m for m in _container(workload)["volumeMounts"] if m["name"] == volume["name"]]
+        env = {e["name"]: e.get("value") for e in _container(workload)["env"]}
+        assert mount["readOnly"] is True
+        assert env["AGENTWORKS_RUNTIME_CREDENTIAL_FILE"].startswith(mount["mountPath"] + "/")
+        assert env["AGENTWORKS_GATEWAY_URL"] == "http://gateway.agentworks.svc:8080"
+        assert not any("SIGNING_KEY" in n or "TRUSTED_KEYS" in n for n in env), name
     for name, workload in workloads.items():
         secret, signing_at, trusted_at = _signing_volume(workload)
         expected = SIGNERS[name].removeprefix("service:")
@@ -646,7 +671,8 @@ def test_kustomizations_render_p5(files):
 
 def _tls_secret(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The TLS Secret mounted read-only in the workload's container, and its volume (the
-    other read-only mounts are the signer's key Secret and the trusted-keys ConfigMap)."""
+    other read-only mounts are the signer's key Secret and the trusted-keys ConfigMap, or
+    a runtime's credential Secret)."""
     container = _container(workload)
     volumes = {v["name"]: v for v in _pod(workload)["volumes"]}
     (volume,) = [
@@ -655,6 +681,7 @@ def _tls_secret(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if m.get("readOnly")
         and "secret" in volumes[m["name"]]
         and not volumes[m["name"]]["secret"]["secretName"].startswith(SIGNING_SECRET_PREFIX)
+        and volumes[m["name"]]["secret"]["secretName"] != CREDENTIAL_SECRET
     ]
     return volume["secret"]["secretName"], volume
 
