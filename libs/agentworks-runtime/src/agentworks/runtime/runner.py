@@ -112,9 +112,7 @@ from agentworks.runtime.command_config import (
     parse_commands,
     parse_runner_config,
 )
-from agentworks.runtime.executions import (
-    ExecutionContext,
-)
+from agentworks.runtime.executions import ExecutionContext
 from agentworks.runtime.guard import RECORDS_FOLDER, _guard, reap_orphans
 from agentworks.runtime.limits import LimitExceeded, Policy
 from agentworks.runtime.line_reports import (
@@ -139,14 +137,8 @@ log = structlog.get_logger("agentworks.runtime.runner")
 # messages its caller reads, so what it can see it can tell. It gets the execution's
 # capability instead (T3).
 SECRET_VARIABLES = frozenset(
-    {
-        "AGENTWORKS_SIGNING_KEY",
-        "AGENTWORKS_RUNTIME_CREDENTIAL",
-        "AGENTWORKS_RUNTIME_CREDENTIAL_FILE",
-        "AGENTWORKS_TOKEN",
-        "SCHEDULER_WEBHOOK_KEY",
-        "DATABASE_URL",
-    }
+    {"AGENTWORKS_SIGNING_KEY", "AGENTWORKS_RUNTIME_CREDENTIAL", "AGENTWORKS_TOKEN"}
+    | {"AGENTWORKS_RUNTIME_CREDENTIAL_FILE", "SCHEDULER_WEBHOOK_KEY", "DATABASE_URL"}
 )
 
 # The runner's TLS private key (T5) is its own too: a command has no business with it.
