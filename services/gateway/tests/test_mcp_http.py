@@ -140,3 +140,32 @@ async def test_service_errors_become_tool_errors_with_the_services_text_G2_C7(
 
         with pytest.raises(MCPError, match="unknown tool 'tokens'"):
             await mcp.call_tool("tokens", {"action": "list"})
+
+
+async def test_every_tool_has_a_title_hints_and_an_output_schema_its_results_meet_G2(
+    gateway, alice_token, demo
+):
+    """G2 (issue 26): each MCP tool lists a title, hints (read-only, destructive,
+    idempotent, open world) and an output schema; a result and a refusal are objects
+    that meet it, as the official client checks."""
+    async with mcp_client(gateway.mcp_url, alice_token) as mcp:
+        listed = {t.name: t for t in (await mcp.list_tools()).tools}
+        for name, tool in listed.items():
+            assert tool.title and tool.annotations is not None, name
+            hints = tool.annotations
+            assert None not in (
+                hints.read_only_hint,
+                hints.destructive_hint,
+                hints.idempotent_hint,
+                hints.open_world_hint,
+            ), name
+            assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert listed["get_crew_function_call"].annotations.read_only_hint is True
+        assert listed["functions"].annotations.destructive_hint is True
+        assert listed["messages"].annotations.read_only_hint is False
+        sent = await mcp.call_tool("messages", {"action": "send", "crew": "demo", "message": "hi"})
+        assert not sent.is_error and isinstance(sent.structured_content, dict)
+        refused = await mcp.call_tool(
+            "messages", {"action": "send", "crew": "nope", "message": "x"}
+        )
+        assert refused.is_error and set(refused.structured_content) == {"error"}

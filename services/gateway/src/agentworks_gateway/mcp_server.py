@@ -51,12 +51,57 @@ def _version() -> str:
         return "0.0.0"
 
 
+# How each MCP tool presents itself to hosts: a title, and hints that say whether it
+# only reads, may destroy (cancel), or does the same when repeated. None reaches outside
+# the suite (open world: no). Every tool returns a JSON object (its structured result,
+# or `{"error": {"code", "message"}}` with isError).
+_PRESENTATION: dict[str, tuple[str, types.ToolAnnotations]] = {
+    "messages": (
+        "Messages: send and read",
+        types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    ),
+    "ask_crew": (
+        "Ask a crew",
+        types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    ),
+    "chat": (
+        "Chat (send or read)",
+        types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    ),
+    "functions": (
+        "Functions: list, call, status, read, reply, cancel",
+        # cancel ends a call; call with a submission_id is safe to repeat, without is not
+        types.ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    ),
+    "get_crew_function_call": (
+        "Get a function call's status",
+        types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
+    ),
+}
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The tool's result as JSON (the same object as its text content); a "
+    'refusal is {"error": {"code": "<gRPC status name>", "message": "..."}} with isError.',
+}
+
+
 def tool_definitions() -> list[types.Tool]:
-    """The MCP tool list: name, description and input schema of every MCP tool."""
-    return [
-        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
-        for t in tools.mcp_tools()
-    ]
+    """The MCP tool list: name, title, description, input and output schema and hints of
+    every MCP tool."""
+    out = []
+    for t in tools.mcp_tools():
+        title, hints = _PRESENTATION[t.name]
+        out.append(
+            types.Tool(
+                name=t.name,
+                title=title,
+                description=t.description,
+                input_schema=t.input_schema,
+                output_schema=OUTPUT_SCHEMA,
+                annotations=hints.model_copy(update={"title": title, "open_world_hint": False}),
+            )
+        )
+    return out
 
 
 def tool_list() -> dict[str, Any]:
@@ -65,8 +110,7 @@ def tool_list() -> dict[str, Any]:
     return {
         "instructions": INSTRUCTIONS,
         "tools": [
-            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-            for t in tools.mcp_tools()
+            t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tool_definitions()
         ],
     }
 

@@ -49,14 +49,8 @@ class GatewayTools:
             if not self.tools:
                 listing = await self.api.list_tools()
                 self.instructions = listing.instructions
-                self.tools = [
-                    types.Tool(
-                        name=t["name"],
-                        description=t.get("description"),
-                        input_schema=t["inputSchema"],
-                    )
-                    for t in listing.tools
-                ]
+                # The gateway's own definitions, title, hints and schemas as /mcp has them.
+                self.tools = [types.Tool.model_validate(t) for t in listing.tools]
         return self.tools
 
 
