@@ -31,6 +31,7 @@ from agentworks_dev.bootstrap import (
 from agentworks_dev.database import SuiteDatabase, start_database, without_database
 from agentworks_dev.home import lock_home
 from agentworks_dev.options import Options
+from agentworks_dev.parent import die_with_parent
 from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
 from agentworks_dev.specs import (
     DEMO_FUNCTIONS,
@@ -383,6 +384,8 @@ class Supervisor:
             # Own process group: the terminal's Ctrl-C reaches only the supervisor,
             # which then stops the children in order.
             process_group=0,
+            # And SIGTERM from the kernel if the supervisor dies (even by SIGKILL).
+            preexec_fn=functools.partial(die_with_parent, os.getpid()),
         )
         child.process = process
         child.started_at = time.monotonic()
