@@ -37,3 +37,37 @@ def test_children_end_with_a_killed_supervisor_and_the_next_up_starts_P4(tmp_pat
         second.wait_ready()
     finally:
         assert second.stop() == 0, second.output
+
+
+@pytest.mark.timeout(240)
+def test_the_embedded_database_is_restarted_when_it_dies_P3_P4(tmp_path):
+    """P3 P4: kill -9 the embedded PostgreSQL of a running suite: `agentworks up` notices
+    within seconds, says so (`database.died`, `database.restarted`), starts it again on the
+    same data and port, and the gateway's health (a database read) is OK again; it used to
+    go unnoticed, every service answering UNAVAILABLE until a restart by hand."""
+    import httpx
+
+    base = free_port_block(12)
+    http = free_port_block(2)
+    up = Up(tmp_path, base, http)
+    try:
+        up.wait_ready()
+        pid_file = tmp_path / ".agentworks" / "pg" / "postmaster.pid"
+        before = int(pid_file.read_text().split()[0])
+        psutil.Process(before).kill()
+        up.wait_for("database.died", timeout=30)
+        up.wait_for("database.restarted", timeout=60)
+        after = int(pid_file.read_text().split()[0])
+        assert after != before and psutil.pid_exists(after)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{http}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            seen = up.grep("database.")
+            assert time.monotonic() < deadline, f"the gateway stayed unhealthy:\n{seen}"
+            time.sleep(0.5)
+    finally:
+        assert up.stop() == 0, up.output

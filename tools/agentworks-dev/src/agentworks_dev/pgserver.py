@@ -173,9 +173,11 @@ def _stop_running(data: pathlib.Path, timeout: float) -> None:
 
 
 def free_port(preferred: int | None = None) -> int:
-    """`preferred` when it is free on 127.0.0.1, else any free port."""
+    """`preferred` when it is free on 127.0.0.1, else any free port. As PostgreSQL binds
+    (SO_REUSEADDR): a port whose last connections are in TIME_WAIT is free to it."""
     for port in ([preferred] if preferred else []) + [0]:
         with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((HOST, port))
             except OSError:
