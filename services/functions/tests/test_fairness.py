@@ -5,12 +5,22 @@ for everyone, with no end."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 from agentworks.client import FunctionsClient
 from agentworks.client.errors import Busy, Reason
 from agentworks.client.functions import state_name
+
+
+def clients_of(functions, identity) -> Callable[..., FunctionsClient]:
+    """`client(principal, roles)` -> a FunctionsClient of that replica for that principal."""
+
+    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
+        return FunctionsClient(functions.address, identity=identity(principal, roles))
+
+    return client
 
 
 async def test_one_caller_may_hold_only_its_share_of_a_targets_running_limit_F5(
@@ -24,8 +34,7 @@ async def test_one_caller_may_hold_only_its_share_of_a_targets_running_limit_F5(
         FUNCTIONS_CALLER_SHARE_PERCENT="50", FUNCTIONS_DEFAULT_RUNNING_LIMIT="4"
     )
 
-    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
-        return FunctionsClient(functions.address, identity=identity(principal, roles))
+    client = clients_of(functions, identity)
 
     async with (
         client("user:ops", frozenset({"operator"})) as ops,
@@ -67,8 +76,7 @@ async def test_a_question_nobody_answers_ends_its_call_failed_and_frees_the_slot
         FUNCTIONS_QUESTION_TIMEOUT_SECONDS="1", FUNCTIONS_DEFAULT_RUNNING_LIMIT="1"
     )
 
-    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
-        return FunctionsClient(functions.address, identity=identity(principal, roles))
+    client = clients_of(functions, identity)
 
     async with (
         client("user:ops", frozenset({"operator"})) as ops,
@@ -110,8 +118,7 @@ async def test_a_targets_output_files_stop_at_its_quota_and_nothing_is_stored_T8
         FUNCTIONS_TARGET_FILE_QUOTA_BYTES="1000", FUNCTIONS_DEFAULT_RUNNING_LIMIT="4"
     )
 
-    def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
-        return FunctionsClient(functions.address, identity=identity(principal, roles))
+    client = clients_of(functions, identity)
 
     async with (
         client("user:ops", frozenset({"operator"})) as ops,

@@ -55,28 +55,23 @@ def _version() -> str:
 # only reads, may destroy (cancel), or does the same when repeated. None reaches outside
 # the suite (open world: no). Every tool returns a JSON object (its structured result,
 # or `{"error": {"code", "message"}}` with isError).
+def _hints(*, read_only: bool, destructive: bool = False) -> types.ToolAnnotations:
+    # A tool that only reads is idempotent too; the others change state each time.
+    return types.ToolAnnotations(
+        read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=read_only
+    )
+
+
 _PRESENTATION: dict[str, tuple[str, types.ToolAnnotations]] = {
-    "messages": (
-        "Messages: send and read",
-        types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
-    ),
-    "ask_crew": (
-        "Ask a crew",
-        types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
-    ),
-    "chat": (
-        "Chat (send or read)",
-        types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
-    ),
+    "messages": ("Messages: send and read", _hints(read_only=False)),
+    "ask_crew": ("Ask a crew", _hints(read_only=False)),
+    "chat": ("Chat (send or read)", _hints(read_only=False)),
+    # cancel ends a call; call with a submission_id is safe to repeat, without is not
     "functions": (
         "Functions: list, call, status, read, reply, cancel",
-        # cancel ends a call; call with a submission_id is safe to repeat, without is not
-        types.ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+        _hints(read_only=False, destructive=True),
     ),
-    "get_crew_function_call": (
-        "Get a function call's status",
-        types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
-    ),
+    "get_crew_function_call": ("Get a function call's status", _hints(read_only=True)),
 }
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

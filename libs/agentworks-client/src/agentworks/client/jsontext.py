@@ -18,9 +18,7 @@ _NONE: Any = object()
 
 def dumps(value: Any) -> str:
     """`value` as compact JSON text; "" for None (no document)."""
-    if value is None:
-        return ""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return "" if value is None else dumps_value(value)
 
 
 def dumps_value(value: Any) -> str:
