@@ -15,6 +15,7 @@ from agentworks.runtime import ExecutionContext
 from agentworks.runtime.agent_tools import ToolError, execution_toolbox
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     WAIT,
+    checked,
     functions,
     tools_crew,
 )
@@ -31,7 +32,7 @@ async def test_an_execution_handler_reports_asks_and_is_refused_through_the_tool
     seen: dict[str, Any] = {}
 
     async def work(ctx: ExecutionContext) -> str:
-        box = execution_toolbox(ctx)
+        box = checked(execution_toolbox(ctx))
         assert await box.call("report_progress", {"text": "half way"}) == {"ok": True}
         await box.call("post_message", {"text": "thinking"})
         await box.call("record_event", {"kind": "note", "text": "chose plan B"})

@@ -32,6 +32,7 @@ from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     CREW,
     WAIT,
     alice,
+    checked,
     functions,
     scheduler,
     tools_crew,
@@ -66,7 +67,7 @@ async def test_a_turn_handler_drives_the_toolbox_replies_wake_ups_function_trans
     seen: dict[str, Any] = {}
 
     async def handler(ctx: TurnContext) -> None:
-        box = turn_toolbox(ctx)
+        box = checked(turn_toolbox(ctx))
         for delivery in ctx.deliveries:
             kind = delivery_kind(delivery)
             if kind == "message":
@@ -171,7 +172,7 @@ async def test_bad_arguments_give_a_tool_error_naming_the_field_and_store_nothin
     }
 
     async def handler(ctx: TurnContext) -> None:
-        box = turn_toolbox(ctx)
+        box = checked(turn_toolbox(ctx))
         # A wake-up of another conversation the runtime's agent can see (its crew's).
         foreign = await other.create_wake_up(after["other_conversation"], delay_seconds=3600)
         bad["not mine"] = ("cancel_wake_up", {"wake_up_id": foreign.wake_up_id})
@@ -240,7 +241,7 @@ async def test_openai_and_anthropic_tool_calls_round_trip_through_the_dispatcher
         return {"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": arguments}
 
     async def handler(ctx: TurnContext) -> None:
-        box = turn_toolbox(ctx)
+        box = checked(turn_toolbox(ctx))
         if shape == "openai":
             calls = [
                 openai_call(1, "send_message", '{"text": "hi from openai"}'),
