@@ -80,6 +80,6 @@ async def test_an_execution_handler_reports_asks_and_is_refused_through_the_tool
     assert "role 'The Boss' does not match" in seen["post_message"].message
     if hasattr(ExecutionContext, "list_functions"):
         assert [f["name"] for f in seen["functions"]["functions"]] == ["work"]
-    else:  # until branch internal-conversations lands the method (L8)
+    else:  # until branch internal-conversations lands the method
         assert isinstance(seen["functions"], ToolError)
         assert seen["functions"].code == "UNIMPLEMENTED"
