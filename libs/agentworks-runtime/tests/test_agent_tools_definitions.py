@@ -177,3 +177,28 @@ async def test_start_conversation_says_when_this_sdk_cannot_start_one_l1():
         "inbox_id": "i2",
     }
     assert sent == [("crew:other", "hello")]
+
+
+@pytest.mark.parametrize(
+    "name,arguments,wording",
+    [
+        ("call_function", {}, "target and function are required"),
+        ("call_function", {"target": "crew:x"}, "function is required"),
+        ("send_message", {"text": 3}, "text must be of type string, got 3"),
+        ("send_message", {"text": "a", "to": "b"}, "unknown field to (the fields are text)"),
+        ("list_wake_ups", {"limit": 0}, "limit must be at least 1, got 0"),
+        ("list_wake_ups", {"include_finished": "yes"}, "include_finished must be of type boolean"),
+        ("get_function_call", {"call_id": "c", "after": 2.5}, "after must be of type integer"),
+    ],
+)
+async def test_bad_arguments_are_refused_before_the_context_is_touched_naming_the_field_l1(
+    name: str, arguments: dict[str, Any], wording: str
+):
+    """L1: the schema check runs before the tool: a context with no methods at all is
+    never reached, and the refusal names the field."""
+    box = turn_toolbox(SimpleNamespace())  # type: ignore[arg-type]
+    with pytest.raises(ToolError) as refused:
+        await box.call(name, arguments)
+    assert refused.value.code == "INVALID_ARGUMENT"
+    assert refused.value.message.startswith(f"invalid arguments for {name}: ")
+    assert wording in refused.value.message
