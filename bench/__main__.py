@@ -16,7 +16,7 @@ import sys
 import traceback
 
 from agentworks.client.logging import configure_logging
-from bench import functions, gateway, growth, messaging
+from bench import conversation, functions, gateway, growth, messaging
 from bench.harness import Processes, Report, postgres
 
 
@@ -28,6 +28,7 @@ async def run(args: argparse.Namespace) -> Report:
     idle = 100 if args.quick else 1000
     calls = 30 if args.quick else 120  # sequential round trips, per system
     call_seconds = 3.0 if args.quick else 9.0  # closed-loop time, per system
+    conversation_seconds = 3.0 if args.quick else 6.0  # per system and concurrency
     small_history = growth.Scale(conversations=10, exchanges=50)  # 10^3 messages
     large_history = (
         growth.Scale(conversations=10**4, exchanges=5)  # 10^5 messages
@@ -49,6 +50,10 @@ async def run(args: argparse.Namespace) -> Report:
             "call round trip and throughput",
             lambda p: functions.call_round_trip(p, report, calls, call_seconds),
         ),
+        (
+            "conversation round trip",
+            lambda p: conversation.conversation_round_trip(p, report, conversation_seconds),
+        ),
         ("running-limit contention", lambda p: functions.limit_contention(p, report, 200, 10)),
         (
             "history growth",
@@ -61,7 +66,7 @@ async def run(args: argparse.Namespace) -> Report:
         if args.only and args.only not in name:
             continue
         print(f"== {name}", flush=True)
-        with postgres() as url:
+        with postgres(stat_statements=name in STATEMENT_COUNTS) as url:
             procs = Processes(url)
             try:
                 await scenario(procs)
@@ -93,6 +98,9 @@ async def run(args: argparse.Namespace) -> Report:
     report.notes.extend(OPTIMISATIONS)
     return report
 
+
+# Scenarios that count SQL statements: their database server loads pg_stat_statements.
+STATEMENT_COUNTS = {"conversation round trip"}
 
 # What the profiling-led changes bought, measured back to back (before, then after) on
 # this machine with the scenarios above; kept here so the page says it next to the table.
@@ -318,14 +326,28 @@ OPTIMISATIONS = [
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short runs, for a smoke check")
-    parser.add_argument("--only", default="", help="run only scenarios whose name contains this")
-    parser.add_argument("--out", default="docs/performance.md", help="where to write the table")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="run only scenarios whose name contains this (e.g. 'conversation'); the table "
+        "is then printed, and written only where --out says",
+    )
+    parser.add_argument(
+        "--out", default="", help="where to write the table (default docs/performance.md)"
+    )
     args = parser.parse_args()
     configure_logging("bench", level="warning", json=False)
     report = asyncio.run(run(args))
-    command = "make bench" if not args.quick else "python -m bench --quick"
-    pathlib.Path(args.out).write_text(report.markdown(command))
-    print(f"wrote {args.out}")
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    command += f" --only '{args.only}'" if args.only else ""
+    if command == "python -m bench":
+        command = "make bench"
+    out = args.out or ("" if args.only else "docs/performance.md")
+    if out:
+        pathlib.Path(out).write_text(report.markdown(command))
+        print(f"wrote {out}")
+    else:
+        print(report.markdown(command))
     return 0
 
 

