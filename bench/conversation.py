@@ -118,7 +118,7 @@ async def agentworks_system(procs: Processes) -> AsyncIterator[RoundTrip]:
         await ops.register_target(TARGET, owner="user:owner")
 
     async def reply(ctx: TurnContext) -> None:
-        await ctx.send_message("benchmark reply")
+        await ctx.send_message("benchmark reply", end_turn=True)
 
     workers = [
         TurnWorker(address, Minter(f"agent:bench/runtime-{i}", procs.key), [TARGET], reply)

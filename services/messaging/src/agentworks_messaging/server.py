@@ -120,6 +120,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             text=request.text,
             parts=parts_in(request.parts),
             submission_id=request.submission_id,
+            complete_turn_id=request.complete_turn_id,
         )
         return receipt_out(receipt)
 

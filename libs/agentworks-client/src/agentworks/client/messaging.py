@@ -137,11 +137,18 @@ class MessagingClient(ServiceClient):
         *,
         submission_id: str = "",
         parts: Iterable[common_pb2.Part] = (),
+        complete_turn_id: str = "",
     ) -> m.SendReceipt:
+        """An agent's reply to a conversation's inbox (C6); with `complete_turn_id`, the
+        reply also completes that turn, in the same request."""
         return await self._unary(
             "SendMessage",
             m.SendMessageRequest(
-                inbox_id=inbox_id, text=text, submission_id=submission_id, parts=list(parts)
+                inbox_id=inbox_id,
+                text=text,
+                submission_id=submission_id,
+                parts=list(parts),
+                complete_turn_id=complete_turn_id,
             ),
         )
 

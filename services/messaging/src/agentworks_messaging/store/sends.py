@@ -321,9 +321,8 @@ class SendQueries(MessagingStoreBase):
     async def inbox_target(self, inbox_id: str) -> tuple[str, TargetKey, str]:
         """(conversation_id, target, bound principal) of an inbox."""
         inbox_uuid = parse_uuid(inbox_id, "inbox")
-        async with self.db.transaction() as conn:
-            result = await conn.exec_driver_sql(INBOX_TARGET, {"inbox_id": inbox_uuid})
-            row = result.one_or_none()
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, INBOX_TARGET, {"inbox_id": inbox_uuid})
         if row is None:
             raise NotFound(f"inbox {inbox_id!r} not found")
         return (

@@ -265,16 +265,18 @@ class HeartbeatTurnResponse(_message.Message):
     def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., capability: _Optional[str] = ...) -> None: ...
 
 class SendMessageRequest(_message.Message):
-    __slots__ = ("inbox_id", "text", "parts", "submission_id")
+    __slots__ = ("inbox_id", "text", "parts", "submission_id", "complete_turn_id")
     INBOX_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TURN_ID_FIELD_NUMBER: _ClassVar[int]
     inbox_id: str
     text: str
     parts: _containers.RepeatedCompositeFieldContainer[_common_pb2.Part]
     submission_id: str
-    def __init__(self, inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ...) -> None: ...
+    complete_turn_id: str
+    def __init__(self, inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ..., complete_turn_id: _Optional[str] = ...) -> None: ...
 
 class CompleteTurnRequest(_message.Message):
     __slots__ = ("turn_id", "interrupted")
