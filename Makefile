@@ -148,8 +148,9 @@ up: ## docker compose up (needs a Docker engine)
 down: ## docker compose down
 	docker compose down
 
-docs: $(BIN)/.installed ## Regenerate generated docs (docs/cli.md)
+docs: $(BIN)/.installed browser ## Regenerate generated docs (docs/cli.md, the console's screenshots in docs/console/)
 	$(BIN)/python -m agentworks_cli.docs > docs/cli.md
+	AGENTWORKS_WRITE_SCREENSHOTS=1 AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q tests/test_console_browser.py
 
 clean: ## Remove the venv and caches (keeps .agentworks data)
 	rm -rf $(VENV) .pytest_cache .ruff_cache

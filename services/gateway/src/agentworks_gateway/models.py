@@ -49,3 +49,12 @@ class TokenRecord:
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             **({"targets": list(self.targets)} if self.targets is not None else {}),
         }
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    """A web console session (V3): its CSRF token, its expiry and the token it acts as."""
+
+    csrf_token: str
+    expires_at: datetime
+    token: TokenRecord
