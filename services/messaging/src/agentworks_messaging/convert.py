@@ -11,7 +11,9 @@ from agentworks.client.jsontext import dumps, loads_object
 from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
 from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks_messaging.cursors import encode_cursor
 from agentworks_messaging.models import (
+    ConversationSummary,
     Delivery,
     Message,
     Receipt,
@@ -139,6 +141,23 @@ def delivery_out(d: Delivery) -> pb.Delivery:
         out.message.CopyFrom(message_out(d.message))
     if d.attributes:
         out.attributes_json = dumps(d.attributes)
+    return out
+
+
+def conversation_out(c: ConversationSummary) -> pb.ConversationSummary:
+    out = pb.ConversationSummary(
+        conversation_id=c.conversation_id,
+        inbox_id=c.inbox_id,
+        principal=c.principal,
+        target=target_ref(c.target),
+        started_by=c.started_by,
+        created_at=timestamp(c.created_at),
+        message_count=c.message_count,
+        latest_cursor=encode_cursor(c.last_position),
+        new_messages=c.new_messages,
+    )
+    if c.last_message is not None:
+        out.last_message.CopyFrom(message_out(c.last_message))
     return out
 
 

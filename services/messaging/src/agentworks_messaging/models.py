@@ -87,6 +87,22 @@ class Transcript:
 
 
 @dataclass(frozen=True)
+class ConversationSummary:
+    """One conversation in a list (V1): its inbox, its latest message, what is new."""
+
+    conversation_id: str
+    inbox_id: str
+    principal: str
+    target: TargetKey
+    started_by: str
+    created_at: datetime
+    message_count: int
+    last_message: Message | None
+    last_position: int
+    new_messages: int
+
+
+@dataclass(frozen=True)
 class NewDelivery:
     """A delivery to put into a conversation's turn queue, checked (S6, F13)."""
 

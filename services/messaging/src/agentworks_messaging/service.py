@@ -11,7 +11,6 @@ from typing import Any
 
 import structlog
 
-from agentworks.client import checks
 from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
 from agentworks.client.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_principal
@@ -28,6 +27,8 @@ from agentworks.client.limits import (
 )
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
+from agentworks_messaging.cursors import decode_cursor, encode_cursor
+from agentworks_messaging.listing import ConversationListing
 from agentworks_messaging.models import (
     Message,
     NewDelivery,
@@ -49,17 +50,6 @@ READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
 DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
-_CURSOR_PREFIX = "p1:"
-
-
-def encode_cursor(position: int) -> str:
-    """An opaque cursor for a position."""
-    return checks.encode_cursor(position, _CURSOR_PREFIX)
-
-
-def decode_cursor(cursor: str, field: str = "after") -> int:
-    """The position behind a cursor; empty means the start."""
-    return checks.decode_cursor(cursor, _CURSOR_PREFIX, field)
 
 
 def _nul_at(value: Any, path: str) -> str | None:
@@ -107,7 +97,7 @@ def check_submission_id(submission_id: str) -> None:
         raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
 
 
-class MessagingService:
+class MessagingService(ConversationListing):
     """The conversation contract (A3, A4, C1-C12) over a store and a NOTIFY listener."""
 
     def __init__(

@@ -109,6 +109,15 @@ class MessagingClient(ServiceClient):
             m.GetTranscriptRequest(conversation_id=conversation_id, after=after, limit=limit),
         )
 
+    async def list_conversations(
+        self, *, target: str = "", after: str = "", limit: int = 0, since: str = ""
+    ) -> m.ListConversationsResponse:
+        """Conversations you may see, newest first; with `since` only what is new (V1)."""
+        request = m.ListConversationsRequest(after=after, limit=limit, since=since)
+        if target:
+            request.target.CopyFrom(target_ref(target))
+        return await self._unary("ListConversations", request)
+
     async def claim_turn(
         self, targets: Iterable[str], *, wait_seconds: int = 0, lease_seconds: int = 0
     ) -> m.Turn | None:
