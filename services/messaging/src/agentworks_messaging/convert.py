@@ -182,6 +182,7 @@ def transcript_out(transcript: Transcript) -> pb.GetTranscriptResponse:
         next_cursor=transcript.next_cursor,
         target=target_ref(transcript.target),
         inbox_id=transcript.inbox_id,
+        conversation_id=transcript.conversation_id,
     )
 
 

@@ -84,6 +84,7 @@ class Transcript:
     next_cursor: str
     target: TargetKey
     inbox_id: str
+    conversation_id: str = ""
 
 
 @dataclass(frozen=True)

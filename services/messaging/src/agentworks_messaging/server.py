@@ -86,6 +86,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             conversation_id=request.conversation_id,
             after=request.after,
             limit=request.limit,
+            inbox_id=request.inbox_id,
         )
         return transcript_out(transcript)
 

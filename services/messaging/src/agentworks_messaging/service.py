@@ -251,11 +251,28 @@ class MessagingService(ConversationListing):
         return messages, encode_cursor(next_position)
 
     async def transcript(
-        self, identity: Identity, *, conversation_id: str, after: str, limit: int
+        self,
+        identity: Identity,
+        *,
+        conversation_id: str,
+        after: str,
+        limit: int,
+        inbox_id: str = "",
     ) -> Transcript:
-        """A conversation's messages and delivery records, for its participants (C12)."""
+        """A conversation's messages and delivery records, both directions and every
+        delivery kind, for its participants (C12, V2); by conversation or by its inbox."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
+        if inbox_id:
+            if conversation_id:
+                raise InvalidArgument(
+                    "give conversation_id or inbox_id, not both: either names the conversation"
+                )
+            check_no_nul(inbox_id, "inbox_id")
+            try:
+                conversation_id = await self.store.inbox_conversation(inbox_id)
+            except NotFound:
+                raise NotFound(f"conversation of inbox {inbox_id!r} not found") from None
         # A turn's capability reads its own conversation's, while its turn is leased.
         await self._check_turn_capability(identity, conversation_id)
         key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
@@ -266,7 +283,9 @@ class MessagingService(ConversationListing):
         ):
             raise NotFound(f"conversation {conversation_id!r} not found")
         page: Page = await self.store.transcript(conversation_id, position, limit)
-        return Transcript(page.items, encode_cursor(page.last_position), key, inbox_id)
+        return Transcript(
+            page.items, encode_cursor(page.last_position), key, inbox_id, conversation_id
+        )
 
     # -------------------------------------------------------------------- turns
 

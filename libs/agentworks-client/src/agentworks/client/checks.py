@@ -83,7 +83,7 @@ def decode_key_cursor(
         if not (isinstance(key, list) and len(key) == len(types)):
             raise ValueError(raw)
         for part, kind in zip(key, types, strict=True):
-            if type(part) is not kind or (kind is int and not 0 <= part < 2**63):
+            if type(part) is not kind or (isinstance(part, int) and not 0 <= part < 2**63):
                 raise ValueError(raw)
         return tuple(key)
     except (ValueError, UnicodeDecodeError, binascii.Error):
@@ -105,14 +105,15 @@ def encode_time_cursor(prefix: str, at: datetime, item_id: str) -> str:
 
 
 def decode_time_cursor(
-    cursor: str, prefix: str, field: str = "after"
-) -> tuple[datetime, uuid.UUID] | None:
-    """The (created_at, id) behind a cursor of `encode_time_cursor`; None when empty."""
+    cursor: str, prefix: str, field: str = "after", *, uuid_id: bool = True
+) -> tuple[datetime, Any] | None:
+    """The (created_at, id) behind a cursor of `encode_time_cursor`, the id a UUID
+    unless `uuid_id` is false; None when the cursor is empty."""
     key = decode_key_cursor(cursor, prefix, (int, str), field)
     if key is None:
         return None
     try:
-        return _EPOCH + timedelta(microseconds=key[0]), uuid.UUID(key[1])
+        return _EPOCH + timedelta(microseconds=key[0]), uuid.UUID(key[1]) if uuid_id else key[1]
     except (ValueError, OverflowError):
         raise InvalidArgument(
             f"{field} {cursor!r} is not a cursor of this list: pass the next_cursor you "
