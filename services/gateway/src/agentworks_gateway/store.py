@@ -27,11 +27,14 @@ _RECORD_COLUMNS = [
     api_tokens.c.revoked_by,
     api_tokens.c.targets,
     api_tokens.c.expires_at,
+    api_tokens.c.last_seen_at,
 ]
+
+_SEEN = fixed_sql("UPDATE gateway.api_tokens SET last_seen_at = now() WHERE token_id = :token_id")
 
 _FIND_BY_HASH = fixed_sql(
     "SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by, "
-    "targets, expires_at FROM gateway.api_tokens WHERE token_hash = :token_hash"
+    "targets, expires_at, last_seen_at FROM gateway.api_tokens WHERE token_hash = :token_hash"
 )
 
 
@@ -47,6 +50,7 @@ def _record(row: Any) -> TokenRecord:
         revoked_by=row.revoked_by,
         targets=tuple(row.targets) if row.targets is not None else None,
         expires_at=row.expires_at,
+        last_seen_at=row.last_seen_at,
     )
 
 
@@ -127,6 +131,27 @@ class TokenStore:
         )
         if not include_revoked:
             query = query.where(api_tokens.c.revoked_at.is_(None))
+        async with _watched("tokens"), self.database.transaction() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_record(r) for r in rows]
+
+    async def seen(self, token_id: str) -> None:
+        """Record that a runtime just exchanged this credential (its last seen, V1)."""
+        async with _watched("authenticate"), self.database.raw() as conn:
+            await conn.execute(_SEEN, {"token_id": token_id})
+
+    async def runtime_page(
+        self, *, include_revoked: bool, after: tuple[datetime, str] | None, limit: int
+    ) -> list[TokenRecord]:
+        """Up to `limit` runtime credentials oldest first, after the (created_at,
+        token_id) key `after`: one keyset page, never OFFSET."""
+        c = api_tokens.c
+        query = sa.select(*_RECORD_COLUMNS).where(c.targets.isnot(None))
+        if not include_revoked:
+            query = query.where(c.revoked_at.is_(None))
+        if after is not None:
+            query = query.where(sa.tuple_(c.created_at, c.token_id) > sa.tuple_(*after))
+        query = query.order_by(c.created_at, c.token_id).limit(limit)
         async with _watched("tokens"), self.database.transaction() as conn:
             rows = (await conn.execute(query)).all()
         return [_record(r) for r in rows]

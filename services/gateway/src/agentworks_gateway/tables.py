@@ -25,6 +25,9 @@ api_tokens = sa.Table(
     # Set: a runtime credential (T2) for these targets ("crew:demo"); NULL: an API token.
     sa.Column("targets", pg.ARRAY(sa.Text)),
     sa.Column("expires_at", sa.DateTime(timezone=True)),
+    # A runtime credential's last exchange for an identity (V1: when its runtime was
+    # last seen); NULL when never, and for API tokens.
+    sa.Column("last_seen_at", sa.DateTime(timezone=True)),
 )
 
 # Web console sessions (V3): the SHA-256 of the cookie's session id, the API token it
