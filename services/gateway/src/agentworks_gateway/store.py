@@ -184,7 +184,8 @@ class TokenStore:
 
 _FIND_SESSION = fixed_sql(
     "SELECT s.csrf_token, s.expires_at AS session_expires_at, t.token_id, t.label, t.principal, "
-    "t.roles, t.created_by, t.created_at, t.revoked_at, t.revoked_by, t.targets, t.expires_at "
+    "t.roles, t.created_by, t.created_at, t.revoked_at, t.revoked_by, t.targets, t.expires_at, "
+    "t.last_seen_at "
     "FROM gateway.console_sessions s JOIN gateway.api_tokens t ON t.token_id = s.token_id "
     "WHERE s.session_hash = :session_hash"
 )

@@ -61,18 +61,19 @@ async def calls_page(console: Console, request: Request, session: Session) -> Re
     )
 
 
-async def _status(
-    console: Console, session: Session, call_id: str, *, seen: int | None = None
-) -> dict[str, Any]:
+async def _status(console: Console, session: Session, call_id: str) -> dict[str, Any]:
     args: dict[str, Any] = {
         "action": "status",
         "call_id": call_id,
         "message_limit": MAX_MESSAGE_PAGE,
         "event_limit": MAX_EVENT_PAGE,
     }
-    if seen is not None:
-        args.update(wait_seconds=LIVE_WAIT_SECONDS, seen_version=seen)
     return await console.tool(session, "functions", args)
+
+
+def _number(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name, "")
+    return int(value) if value.lstrip("-").isdigit() else default
 
 
 async def call_page(console: Console, request: Request, session: Session) -> Response:
@@ -81,11 +82,27 @@ async def call_page(console: Console, request: Request, session: Session) -> Res
 
 
 async def call_live(console: Console, request: Request, session: Session) -> Response:
-    """The call's panel once it differs from version `seen` (or after the wait)."""
-    seen = request.query_params.get("seen", "")
-    status = await _status(
-        console, session, request.path_params["call_id"], seen=int(seen) if seen.isdigit() else None
+    """The call's panel once it differs from version `seen` (or after the wait).
+
+    The wait is a status read after the panel's cursors (nothing new: it waits); the
+    panel is then drawn from the whole status.
+    """
+    call_id = request.path_params["call_id"]
+    await console.tool(
+        session,
+        "functions",
+        {
+            "action": "status",
+            "call_id": call_id,
+            "after": _number(request, "after", -1),
+            "after_event": _number(request, "after_event", -1),
+            "message_limit": 1,
+            "event_limit": 1,
+            "seen_version": max(0, _number(request, "seen", 0)),
+            "wait_seconds": LIVE_WAIT_SECONDS,
+        },
     )
+    status = await _status(console, session, call_id)
     return console.render(request, "_call_panel.html", session, call=status, open=OPEN)
 
 
