@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from agentworks_dev.specs import StartupError
 
 LLM_MODEL = "AGENTWORKS_LLM_MODEL"
+# The model endpoint's key: the runtimes' only; `up` gives it to no service.
+LLM_KEY = "OPENAI_API_KEY"
 
 
 def llm_wanted(environ: Mapping[str, str]) -> bool:

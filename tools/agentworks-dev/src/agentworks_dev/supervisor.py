@@ -19,7 +19,7 @@ from agentworks.client.keys import KeyDirectory
 from agentworks.client.tls import SETTINGS as TLS_SETTINGS
 from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
 from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
-from agentworks_dev.agent import demo_agent_command, demo_agent_line
+from agentworks_dev.agent import LLM_KEY, demo_agent_command, demo_agent_line
 from agentworks_dev.banner import banner_text
 from agentworks_dev.bootstrap import (
     ensure_dev_token,
@@ -174,8 +174,9 @@ class Supervisor:
         return env
 
     def _service_env(self, signer: str, prefix: str, **extra: str) -> dict[str, str]:
-        """A service's environment: its own database URL only, never another's (T9)."""
+        """A service's environment: its own database URL only (T9), no model key (agent.py)."""
         env = self._child_env(signer, **extra)
+        env.pop(LLM_KEY, None)
         database = self.database
         if database.server is None:  # DATABASE_URL (or none yet): the services share it
             database = SuiteDatabase(shared_url=self.database_url)
@@ -223,9 +224,8 @@ class Supervisor:
         return planned, skipped
 
     def runtime_children(self, skipped: Sequence[str] = ()) -> list[Child]:
-        """The demo runtimes, both acting as agent:demo/demo-bot, each restarted on its
-        own: turns of crew:demo (the LLM agent with LLM settings, the scripted demo
-        otherwise: `agent`), and (with functions) its executions."""
+        """The demo runtimes (agent:demo/demo-bot), each restarted on its own: crew:demo's
+        turns (the LLM agent with LLM settings, else the scripted demo) and executions."""
         common = {"AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL}
         common["AGENTWORKS_RUNTIME_TARGETS"] = DEMO_TARGET
         messaging = ",".join(self.addresses(0))
