@@ -275,3 +275,36 @@ def test_llm_command_without_a_model_is_refused_saying_what_to_set_L4():
     done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "OPENAI_BASE_URL must be an http(s) URL" in done.stderr
+
+
+def test_memory_shows_each_message_once_and_a_delivered_reply_as_someone_elses_L4_L5():
+    """L4/L5: a message and its delivery are one chat message; the agent's own sent
+    message is `assistant`; a wake-up says what it is; another target's reply delivered
+    into this conversation (stored in the other one, sent to an inbox) is a `user`
+    message naming its sender, not the agent's own; the current turn is left out."""
+    from agentworks.messaging.v1 import messaging_pb2 as pb
+    from agentworks.runtime.llm.memory import render_transcript
+
+    def message(mid: str, direction: str, sender: str, text: str) -> pb.Message:
+        return pb.Message(message_id=mid, direction=direction, sender=sender, text=text)
+
+    asked = message("m1", "to_target", "user:alice", "hi")
+    answered = message("m2", "to_inbox", AGENT, "hello")
+    reply = message("m3", "to_inbox", "agent:tools/bot", "tools here")
+    new = message("m4", "to_target", "user:alice", "and now?")
+    entries = [
+        pb.TranscriptEntry(message=asked),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=1, message=asked, turn_id="t1")),
+        pb.TranscriptEntry(message=answered),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=2, text="reminder: x", turn_id="t2")),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=1, message=reply, turn_id="t3")),
+        pb.TranscriptEntry(message=new),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=1, message=new, turn_id="t4")),
+    ]
+    assert pb.DELIVERY_KIND_MESSAGE == 1 and pb.DELIVERY_KIND_WAKE_UP == 2
+    assert render_transcript(entries, exclude_turn="t4") == [
+        {"role": "user", "content": "[message from user:alice]\nhi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "[wake_up]\nreminder: x"},
+        {"role": "user", "content": "[message from agent:tools/bot]\ntools here"},
+    ]

@@ -2,11 +2,12 @@
 
 The runtime keeps nothing between turns: each turn reads the conversation's transcript
 (GetTranscript, C12) and renders it as chat messages, so a restarted runtime, or another
-replica, carries on where the last one stopped. Messages into the crew or workflow become
-`user` messages naming their sender, the agent's own sent messages `assistant` messages,
-and wake-ups, schedule prompts, webhook events and completion notices `user` messages
-saying what they are. The deliveries of the turn being served come last, from the turn
-itself, so the model sees what is new.
+replica, carries on where the last one stopped. Messages into the crew or workflow (and
+another target's replies delivered here, L5) become `user` messages naming their sender,
+the agent's own sent messages `assistant` messages, and wake-ups, schedule prompts,
+webhook events and completion notices `user` messages saying what they are. The
+deliveries of the turn being served come last, from the turn itself, so the model sees
+what is new.
 """
 
 from __future__ import annotations
@@ -29,16 +30,21 @@ Chat = list[dict[str, Any]]
 
 
 def render_message(message: m.Message) -> dict[str, Any]:
-    """One stored message as a chat message: the agent's own as `assistant`."""
+    """One message of the conversation as a chat message: the agent's own as `assistant`."""
     if message.direction == "to_inbox":
         return {"role": "assistant", "content": message.text}
+    return _incoming(message)
+
+
+def _incoming(message: m.Message) -> dict[str, Any]:
     return {"role": "user", "content": f"[message from {message.sender}]\n{message.text}"}
 
 
 def render_delivery(delivery: m.Delivery) -> dict[str, Any]:
-    """One delivery as a `user` chat message saying what kind it is."""
+    """One delivery as a `user` chat message saying what it is. A delivered message is
+    always someone else's, even one sent to an inbox (another target's reply, L5)."""
     if delivery.kind == m.DELIVERY_KIND_MESSAGE:
-        return render_message(delivery.message)
+        return _incoming(delivery.message)
     kind = delivery_kind(delivery)
     lines = [f"[{kind}]"]
     if delivery.text:
@@ -57,28 +63,29 @@ def render_delivery(delivery: m.Delivery) -> dict[str, Any]:
 def render_transcript(entries: Sequence[m.TranscriptEntry], *, exclude_turn: str = "") -> Chat:
     """Transcript entries as chat messages, oldest first.
 
-    A message delivery is shown once, as its message; the deliveries of `exclude_turn`
-    (and their messages) are left out, for the caller to add as what is new."""
-    current = {
-        e.delivery.message.message_id
-        for e in entries
-        if e.WhichOneof("entry") == "delivery"
-        and e.delivery.turn_id == exclude_turn
-        and exclude_turn
-        and e.delivery.message.message_id
-    }
+    A message stored in this conversation is shown once, as itself (not again as its
+    delivery); a delivered message stored elsewhere (another target's reply) as its
+    delivery. The deliveries of `exclude_turn`, and their messages, are left out, for
+    the caller to add as what is new."""
+    stored = set()
+    current = set()
+    for entry in entries:
+        if entry.WhichOneof("entry") == "message":
+            stored.add(entry.message.message_id)
+        elif exclude_turn and entry.delivery.turn_id == exclude_turn:
+            current.add(entry.delivery.message.message_id)
     chat: Chat = []
     for entry in entries:
         if entry.WhichOneof("entry") == "message":
             if entry.message.message_id not in current:
                 chat.append(render_message(entry.message))
-        elif entry.WhichOneof("entry") == "delivery":
-            delivery = entry.delivery
-            if delivery.kind == m.DELIVERY_KIND_MESSAGE:
-                continue  # shown as its message
-            if exclude_turn and delivery.turn_id == exclude_turn:
-                continue
-            chat.append(render_delivery(delivery))
+            continue
+        delivery = entry.delivery
+        if exclude_turn and delivery.turn_id == exclude_turn:
+            continue
+        if delivery.kind == m.DELIVERY_KIND_MESSAGE and delivery.message.message_id in stored:
+            continue
+        chat.append(render_delivery(delivery))
     return chat
 
 
