@@ -3,7 +3,8 @@ model played by the scripted OpenAI-compatible server of `tests/fixtures/scripte
 (the only stand-in): a conversation whose memory comes from its transcript, a function
 call whose invalid first result gets the one correction turn in the same chat (F10),
 tool use recorded as events without raw arguments or results (F7), the bounded tool
-loop, and the openai client's retries on 429/5xx.
+loop, the openai client's retries on 429/5xx, a turn failing at the endpoint, and the
+workers `agentworks-runtime llm` runs.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import state_name
-from agentworks.runtime import ExecutionOutcome, ExecutionWorker, TurnWorker
-from agentworks.runtime.llm import LlmAgent, LlmConfig
-from agentworks.server.testing import read_until
+from agentworks.runtime import RuntimeConfig, TurnOutcome, TurnWorker
+from agentworks.runtime.llm import LlmAgent, LlmConfig, ModelUnavailable, llm_workers
+from agentworks.server.testing import read_until, signer_for
 from tests.fixtures.scripted_llm import ScriptedLLM, call, calls, fail, say
 
 CREW = "crew:demo"
@@ -48,11 +49,11 @@ def llm_config(llm: ScriptedLLM, **extra: Any) -> LlmConfig:
 
 
 @contextlib.asynccontextmanager
-async def llm_turns(messaging, identity, llm: ScriptedLLM) -> AsyncIterator[LlmAgent]:
+async def llm_turns(messaging, identity, llm: ScriptedLLM, **kwargs) -> AsyncIterator[LlmAgent]:
     """A TurnWorker for crew:demo whose handler is a fresh LlmAgent (a fresh process)."""
     agent = LlmAgent(llm_config(llm))
     worker = TurnWorker(
-        messaging.address, identity(AGENT), [CREW], agent.handle_turn, wait_seconds=2
+        messaging.address, identity(AGENT), [CREW], agent.handle_turn, wait_seconds=2, **kwargs
     )
     task = asyncio.create_task(worker.run())
     try:
@@ -65,28 +66,25 @@ async def llm_turns(messaging, identity, llm: ScriptedLLM) -> AsyncIterator[LlmA
 
 @contextlib.asynccontextmanager
 async def llm_executions(
-    functions, identity, tmp_path, config: LlmConfig
-) -> AsyncIterator[list[ExecutionOutcome]]:
-    """An ExecutionWorker for crew:demo served by an LlmAgent; the outcomes it reports."""
-    agent = LlmAgent(config)
-    outcomes: list[ExecutionOutcome] = []
-
-    def finished(outcome: ExecutionOutcome) -> None:
-        outcomes.append(outcome)
-        agent.forget(outcome)
-
-    worker = ExecutionWorker(
-        functions.address,
-        identity(AGENT),
-        [CREW],
-        agent.handle_execution,
-        root=tmp_path,
+    functions, signing_keys, tmp_path, config: LlmConfig
+) -> AsyncIterator[LlmAgent]:
+    """crew:demo's executions served by an LlmAgent, with the workers `agentworks-runtime
+    llm --serve executions` runs (`llm_workers`)."""
+    key, _ = signing_keys.ensure(signer_for(AGENT))
+    runtime = RuntimeConfig(
+        messaging_address="",
+        signing_key=key,
+        principal=AGENT,
+        targets=(CREW,),
+        functions_address=functions.address,
+        root=str(tmp_path),
         wait_seconds=2,
-        on_finished=finished,
     )
+    agent = LlmAgent(config)
+    [worker] = llm_workers(runtime, agent, ("executions",))
     task = asyncio.create_task(worker.run())
     try:
-        yield outcomes
+        yield agent
     finally:
         worker.stop()
         await asyncio.wait_for(task, WAIT)
@@ -173,8 +171,28 @@ async def test_llm_runtime_replies_with_send_message_and_remembers_from_the_tran
     assert second["messages"][0]["role"] == "system"
 
 
+async def test_llm_turn_failing_at_the_endpoint_ends_and_its_message_stays_in_memory_L4(
+    messaging, alice, identity
+):
+    """L4/C11: the endpoint refusing a turn's request ends the turn (completed, the
+    failure logged, nothing sent), so the conversation is not blocked; the next message is
+    served, and the model then sees the earlier message too, from the transcript."""
+    llm = ScriptedLLM([fail(400), call("send_message", text="sorry, back now"), say("done")])
+    outcomes: asyncio.Queue[TurnOutcome] = asyncio.Queue()
+    async with llm, llm_turns(messaging, identity, llm, on_finished=outcomes.put_nowait):
+        receipt = await alice.send("first", target=CREW)
+        failed = await asyncio.wait_for(outcomes.get(), WAIT)
+        await alice.send("second", inbox_id=receipt.inbox_id)
+        texts = await read_until(alice, receipt.inbox_id, 1, WAIT)
+    assert failed.completed and isinstance(failed.error, ModelUnavailable)
+    assert f"{llm.base_url} answered 400" in str(failed.error)
+    assert texts == ["sorry, back now"]
+    chat = [m["content"] for m in llm.requests[1]["messages"][1:]]
+    assert chat == ["[message from user:alice]\nfirst", "[message from user:alice]\nsecond"]
+
+
 async def test_llm_runtime_function_call_gets_its_correction_turn_in_the_same_chat_L4_F10(
-    functions, crew, identity, tmp_path
+    functions, crew, signing_keys, tmp_path
 ):
     """L4/F10/F7: the model's first result breaks the output schema; the platform's one
     correction turn re-enters the same chat (the model is sent its earlier answer and
@@ -195,13 +213,14 @@ async def test_llm_runtime_function_call_gets_its_correction_turn_in_the_same_ch
             corrected,
         ]
     )
-    async with llm, llm_executions(functions, identity, tmp_path, llm_config(llm)) as outcomes:
+    config = llm_config(llm)
+    async with llm, llm_executions(functions, signing_keys, tmp_path, config) as agent:
         receipt = await crew.call(CREW, "summarize", {"text": "hello world"})
         status = await ended(crew, receipt.call_id)
     assert state_name(status.status) == "completed", status.error
     assert json.loads(status.result_json) == {"summary": "hi", "words": 2}
     assert status.correction_turn
-    assert [(o.status, o.corrected) for o in outcomes] == [("completed", True)]
+    assert agent._chats == {}  # the ended execution's chat was dropped (on_finished)
     assert status.progress == "SECRET-ARG counting"  # the tool did its work
     # One chat: the third request carries everything the first two did.
     first, second, third = llm.requests
@@ -227,14 +246,14 @@ async def test_llm_runtime_function_call_gets_its_correction_turn_in_the_same_ch
 
 
 async def test_llm_runtime_answer_survives_429_and_503_with_the_clients_retries_L4(
-    functions, crew, identity, tmp_path
+    functions, crew, signing_keys, tmp_path
 ):
     """L4/F10: a function without an output schema answers with the model's final text;
     a 429 and a 503 from the endpoint are retried by the openai client (with the
     server's retry-after-ms) and the call still completes."""
     llm = ScriptedLLM([fail(429, retry_after_ms=20), fail(503, retry_after_ms=20), say("Hi!")])
     config = llm_config(llm, max_retries=2)
-    async with llm, llm_executions(functions, identity, tmp_path, config):
+    async with llm, llm_executions(functions, signing_keys, tmp_path, config):
         receipt = await crew.call(CREW, "greet", {"text": "Ada"})
         status = await ended(crew, receipt.call_id)
     assert (state_name(status.status), status.answer) == ("completed", "Hi!")
@@ -242,7 +261,7 @@ async def test_llm_runtime_answer_survives_429_and_503_with_the_clients_retries_
 
 
 async def test_llm_runtime_stops_a_model_that_calls_tools_forever_with_an_error_event_L4(
-    functions, crew, identity, tmp_path
+    functions, crew, signing_keys, tmp_path
 ):
     """L4: the tool loop is bounded: past AGENTWORKS_LLM_MAX_TOOL_ROUNDS the execution
     fails saying so, with an `error` event; the endpoint failing for good (after the
@@ -250,7 +269,7 @@ async def test_llm_runtime_stops_a_model_that_calls_tools_forever_with_an_error_
     progress = call("report_progress", text="again")
     llm = ScriptedLLM([progress, progress, progress, fail(500), fail(500)])
     config = llm_config(llm, max_tool_rounds=2, max_retries=1)
-    async with llm, llm_executions(functions, identity, tmp_path, config):
+    async with llm, llm_executions(functions, signing_keys, tmp_path, config):
         looping = await ended(crew, (await crew.call(CREW, "greet", {"text": "x"})).call_id)
         broken = await ended(crew, (await crew.call(CREW, "greet", {"text": "y"})).call_id)
     assert state_name(looping.status) == "failed"
