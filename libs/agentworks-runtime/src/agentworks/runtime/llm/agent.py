@@ -29,18 +29,18 @@ from typing import Any
 
 import openai
 
+from agentworks.client.limits import MAX_EVENT_TEXT_BYTES
 from agentworks.runtime.agent_tools import execution_toolbox, turn_toolbox
 from agentworks.runtime.execution_context import ExecutionContext, ExecutionOutcome
 from agentworks.runtime.llm.config import LlmConfig
 from agentworks.runtime.llm.loop import Chat, make_client, run_chat
 from agentworks.runtime.llm.memory import conversation_memory
+from agentworks.runtime.reporting import fit_text
 from agentworks.runtime.turn_context import TurnContext
 
 # Kept per running execution for its correction turn; beyond this many, the oldest go
 # (a worker that never reports an end cannot grow without bound).
 MAX_KEPT_CHATS = 1000
-# Event text is bounded by the service (MAX_EVENT_TEXT_BYTES); the model's text is cut.
-EVENT_TEXT_CHARS = 2000
 
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
 
@@ -96,7 +96,7 @@ class _ExecutionRecorder:
         self.ctx = ctx
 
     async def assistant_text(self, text: str) -> None:
-        await self.ctx.event("assistant", text[:EVENT_TEXT_CHARS])
+        await self.ctx.event("assistant", fit_text(text, MAX_EVENT_TEXT_BYTES))
 
     async def tool_call(self, name: str) -> None:
         await self.ctx.event("tool_call", tool_name=name)
@@ -105,7 +105,7 @@ class _ExecutionRecorder:
         await self.ctx.event("tool_result", tool_name=name)
 
     async def error(self, text: str) -> None:
-        await self.ctx.event("error", text[:EVENT_TEXT_CHARS])
+        await self.ctx.event("error", fit_text(text, MAX_EVENT_TEXT_BYTES))
 
 
 class _TurnRecorder:
