@@ -315,3 +315,43 @@ async def test_a_revoked_token_ends_its_console_sessions_V3_A1(browser, console_
     await expect(page.get_by_role("alert")).to_contain_text("was revoked")
     await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     await ctx.close()
+
+
+async def test_bad_console_input_is_refused_saying_what_was_wrong_and_stores_nothing_P6_V4(
+    console_suite,
+):
+    """P6, V4: a chat to something that is not a target, function inputs that are not
+    JSON or break the schema, and an empty message get a page naming the fault (400),
+    and nothing is sent or called."""
+    suite = console_suite
+    http, own = suite.http, suite.url
+    signed = await http.post(
+        "/console/sign-in", data={"token": suite.tokens["bob"]}, headers={"Origin": own}
+    )
+    cookie = f"aw_console={signed.cookies['aw_console']}"
+    http.cookies.clear()
+    page = await http.get("/console/calls", headers={"Cookie": cookie})
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    headers = {"Origin": own, "Cookie": cookie}
+    conversations = await _conversation_count(suite, "bob")
+    calls = len((await suite.tool("bob", "list", {"what": "calls"}))["items"])
+    for path, form, words in [
+        ("/console/chat", {"target": "team:x", "message": "hi"}, "not a crew or workflow"),
+        ("/console/chat", {"target": "crew:demo", "message": ""}, "empty"),
+        (
+            "/console/targets/call",
+            {"target": "crew:demo", "function": "report", "inputs": "{not json"},
+            "not JSON",
+        ),
+        (
+            "/console/targets/call",
+            {"target": "crew:demo", "function": "report", "inputs": '{"topic": 7}'},
+            "topic",
+        ),
+    ]:
+        response = await http.post(path, data={**form, "csrf": csrf[1]}, headers=headers)
+        assert response.status_code == 400, (form, response.status_code, response.text[-300:])
+        assert words in response.text, (words, response.text[-500:])
+    assert await _conversation_count(suite, "bob") == conversations
+    assert len((await suite.tool("bob", "list", {"what": "calls"}))["items"]) == calls
