@@ -81,16 +81,18 @@ async def test_the_owner_chats_while_messaging_is_off_and_replies_arrive_live_V2
     the owner's chat in the console gets through; V2, V4: the agent's reply shows up in
     the open transcript without a reload, with the deliveries, both ways."""
     suite = console_suite
-    await suite.tool(
-        "owner", "targets", {"action": "update", "target": "crew:demo", "free_text_ask": False}
-    )
+    page = await signed_in(browser, suite, "owner")
     try:
+        await page.get_by_role("link", name="Targets").click()
+        await page.get_by_role("button", name="Turn agent messaging off").click()
+        await expect(page.get_by_test_id("messaging")).to_have_text("off")
+        await screenshot(page, "targets-messaging-off")
         refused = await suite.tool(
             "owner", "messages", {"action": "send", "crew": "demo", "message": "hi"}, status=409
         )
         assert "free_text_ask" in refused["error"]["message"]
 
-        page = await signed_in(browser, suite, "owner")
+        await page.get_by_role("link", name="Conversations").click()
         await page.get_by_label("Crew or workflow").fill("crew:demo")
         await page.get_by_label("Message").fill("status report, please")
         await page.get_by_role("button", name="Send").click()

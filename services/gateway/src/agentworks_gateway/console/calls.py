@@ -189,13 +189,39 @@ async def targets_page(console: Console, request: Request, session: Session) -> 
     if request.query_params.get("cursor"):
         args["cursor"] = request.query_params["cursor"]
     page = await console.tool(session, "list", args)
+    # The messaging switch (C1, C8) of the targets the caller owns, which they may change.
+    owned = [t for t in page["items"] if t["owner"] == session.identity.principal]
+    switches = {
+        t["target"]: (
+            await console.tool(session, "targets", {"action": "get", "target": t["target"]})
+        )["capabilities"]["free_text_ask"]
+        for t in owned
+    }
     return console.render(
         request,
         "targets.html",
         session,
         targets=page["items"],
         next_cursor=page.get("next_cursor", ""),
+        switches=switches,
     )
+
+
+async def set_messaging(console: Console, request: Request, session: Session) -> Response:
+    """Turn a target's agent messaging on or off (`targets action=update`, C8)."""
+    form = form_of(request)
+    if form.get("free_text_ask") not in ("on", "off"):
+        raise errors.InvalidArgument("agent messaging is set on or off")
+    await console.tool(
+        session,
+        "targets",
+        {
+            "action": "update",
+            "target": form.get("target", ""),
+            "free_text_ask": form["free_text_ask"] == "on",
+        },
+    )
+    return redirect(f"{PREFIX}/targets")
 
 
 async def call_function(console: Console, request: Request, session: Session) -> Response:
@@ -231,4 +257,5 @@ def routes(page: Any, action: Any) -> list[Route]:
         Route(base + "/{call_id}/files/{name:path}", page(call_file), methods=["GET"]),
         Route(f"{PREFIX}/targets", page(targets_page), methods=["GET"]),
         Route(f"{PREFIX}/targets/call", action(call_function), methods=["POST"]),
+        Route(f"{PREFIX}/targets/messaging", action(set_messaging), methods=["POST"]),
     ]
