@@ -7,11 +7,12 @@ from typing import Any
 from psycopg.rows import namedtuple_row
 
 from agentworks.client.errors import NotFound
-from agentworks.server.db import fixed_sql
+from agentworks.server.db import fetch_one, fixed_sql
 from agentworks_messaging.models import Delivery, Message, Page, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import delivery_from, message_from, parse_uuid
 
+INBOX_CONVERSATION = fixed_sql("SELECT conversation_id FROM messaging.inboxes WHERE id = :inbox_id")
 READ_INBOX = fixed_sql(
     """
 SELECT * FROM messaging.messages
@@ -81,6 +82,15 @@ class ReadQueries(MessagingStoreBase):
         if not rows or rows[0].principal != principal:
             raise NotFound(f"inbox {inbox_id!r} not found")
         return [message_from(r) for r in rows if r.id is not None]
+
+    async def inbox_conversation(self, inbox_id: str) -> str:
+        """The conversation an inbox belongs to; NotFound when there is no such inbox."""
+        inbox_uuid = parse_uuid(inbox_id, "inbox")
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, INBOX_CONVERSATION, {"inbox_id": inbox_uuid})
+        if row is None:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        return str(row.conversation_id)
 
     async def read_inbox(self, inbox_id: str, after: int, limit: int) -> list[Message]:
         async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
