@@ -335,6 +335,12 @@ def main() -> int:
     parser.add_argument(
         "--out", default="", help="where to write the table (default docs/performance.md)"
     )
+    parser.add_argument(
+        "--update",
+        default="",
+        help="with --only: replace the rows of the scenarios run in this page (e.g. "
+        "docs/performance.md), keeping the others and their notes",
+    )
     args = parser.parse_args()
     configure_logging("bench", level="warning", json=False)
     report = asyncio.run(run(args))
@@ -342,6 +348,12 @@ def main() -> int:
     command += f" --only '{args.only}'" if args.only else ""
     if command == "python -m bench":
         command = "make bench"
+    if args.update:
+        page = pathlib.Path(args.update)
+        command += f" --update {args.update}"
+        page.write_text(report.merged(page.read_text(), command))
+        print(f"updated {args.update}")
+        return 0
     out = args.out or ("" if args.only else "docs/performance.md")
     if out:
         pathlib.Path(out).write_text(report.markdown(command))

@@ -70,7 +70,28 @@ class Report:
         print(f"  {row.scenario}: {row.measured} = {row.value:.2f} {row.unit}{ratio}", flush=True)
         return row
 
-    def markdown(self, command: str) -> str:
+    def merged(self, page: str, command: str) -> str:
+        """`page` (an earlier docs/performance.md) with this run's scenarios' rows in
+        place of theirs and its new notes added: for a run of some scenarios only."""
+        ran = {r.scenario for r in self.rows}
+        old_rows = [
+            line
+            for line in page.splitlines()
+            if line.startswith("| ")
+            and not line.startswith("| scenario |")
+            and line.split(" | ")[0][2:] not in ran
+        ]
+        old_notes = [line[2:] for line in page.splitlines() if line.startswith("- ")]
+        reproduce = [line for line in page.splitlines() if line.startswith("Reproduce:")]
+        merged = Report(self.rows, old_notes + [n for n in self.notes if n not in old_notes])
+        text = merged.markdown(command, old_rows)
+        if reproduce and command not in reproduce[0]:
+            ran_names = ", ".join(sorted(ran))
+            line = f"{reproduce[0]}; the rows of {ran_names}: `{command}`"
+            text = text.replace(f"Reproduce: `{command}`", line, 1)
+        return text
+
+    def markdown(self, command: str, earlier_rows: list[str] | None = None) -> str:
         lines = [
             "# Performance",
             "",
@@ -82,6 +103,7 @@ class Report:
             "",
             "| scenario | measured | value | baseline (same run) | ratio | target | met |",
             "|---|---|---|---|---|---|---|",
+            *(earlier_rows or []),
         ]
         for r in self.rows:
             base = f"{r.baseline}: {r.baseline_value:.2f} {r.unit}" if r.baseline else ""

@@ -1,4 +1,4 @@
-"""The checks of a message's text, parts and retry key (C2, C4, P6): pure functions."""
+"""Pure checks: a message's text, parts and retry key (C2, C4, P6); a reply's turn (C10)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 from agentworks.client.checks import check_json_depth, check_no_nul
-from agentworks.client.errors import InvalidArgument
+from agentworks.client.errors import InvalidArgument, PreconditionFailed
+from agentworks.client.identity import Identity
 from agentworks.client.limits import MAX_PARTS_BYTES, MAX_SUBMISSION_ID, MAX_TEXT_BYTES
+from agentworks.server.capabilities import require_item
 
 
 def _nul_at(value: Any, path: str) -> str | None:
@@ -53,3 +55,25 @@ def check_submission_id(submission_id: str) -> None:
     check_no_nul(submission_id, "submission_id")
     if len(submission_id) > MAX_SUBMISSION_ID:
         raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
+
+
+def check_turn_to_complete(
+    identity: Identity, turn_id: str, conversation_id: str, turn: tuple[str, str] | None
+) -> None:
+    """The turn a reply ends is the caller's, of the reply's conversation, and not ended
+    otherwise (completed already is fine: a retry). Checked before anything is stored;
+    `turn` is its (conversation id, status), None with a capability (checked already)."""
+    require_item(identity, "turn", turn_id)
+    if turn is None:
+        return  # the capability's own turn, of this conversation, leased: checked
+    turn_conversation, status = turn
+    if turn_conversation != conversation_id:
+        raise InvalidArgument(
+            f"complete_turn_id {turn_id!r} is a turn of another conversation: name the "
+            "turn this reply answers (the turn of the inbox's conversation)"
+        )
+    if status not in ("active", "expired", "completed"):
+        raise PreconditionFailed(
+            f"turn {turn_id} is already {status}; the reply was not stored (send it "
+            "without complete_turn_id if it should still go out)"
+        )

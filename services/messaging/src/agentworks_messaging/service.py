@@ -16,7 +16,6 @@ from agentworks.client.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
-    PreconditionFailed,
 )
 from agentworks.client.identity import Identity, check_principal
 from agentworks.client.limits import (
@@ -42,7 +41,7 @@ from agentworks_messaging.models import (
     Transcript,
     Turn,
 )
-from agentworks_messaging.rules import check_submission_id, check_text
+from agentworks_messaging.rules import check_submission_id, check_text, check_turn_to_complete
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
@@ -171,13 +170,19 @@ class MessagingService(ConversationListing):
         check_no_nul(complete_turn_id, "complete_turn_id")
         check_text(text, parts)
         check_submission_id(submission_id)
-        conversation_id, key, _ = await self.store.inbox_target(inbox_id)
+        turn: tuple[str, str] | None = None
+        if complete_turn_id and identity.capability is None:
+            conversation_id, key, _, turn = await self.store.inbox_target_and_turn(
+                inbox_id, complete_turn_id, identity.principal
+            )
+        else:
+            conversation_id, key, _ = await self.store.inbox_target(inbox_id)
         if not identity.serves(key.kind, key.name):
             raise NotFound(f"inbox {inbox_id!r} not found")
         if identity.capability is not None:
             await self._check_turn_capability(identity, conversation_id)
         if complete_turn_id:
-            await self._check_turn_to_complete(identity, complete_turn_id, conversation_id)
+            check_turn_to_complete(identity, complete_turn_id, conversation_id, turn)
         receipt = await self.store.agent_reply(
             principal=identity.principal,
             inbox_id=inbox_id,
@@ -192,27 +197,6 @@ class MessagingService(ConversationListing):
             await self.store.complete_turn(complete_turn_id, identity.principal, interrupted=False)
             log.info("turn.completed", turn_id=complete_turn_id)
         return receipt
-
-    async def _check_turn_to_complete(
-        self, identity: Identity, turn_id: str, conversation_id: str
-    ) -> None:
-        """The turn a reply ends is the caller's, of the reply's conversation, and not
-        ended otherwise (completed already is fine: a retry). Checked before anything
-        is stored."""
-        require_item(identity, "turn", turn_id)
-        if identity.capability is not None:
-            return  # its own turn, of this conversation, leased: checked just before
-        turn_conversation, status = await self.store.turn_lease(turn_id, identity.principal)
-        if turn_conversation != conversation_id:
-            raise InvalidArgument(
-                f"complete_turn_id {turn_id!r} is a turn of another conversation: name the "
-                "turn this reply answers (the turn of the inbox's conversation)"
-            )
-        if status not in ("active", "expired", "completed"):
-            raise PreconditionFailed(
-                f"turn {turn_id} is already {status}; the reply was not stored (send it "
-                "without complete_turn_id if it should still go out)"
-            )
 
     # --------------------------------------------------------------------- read
 
