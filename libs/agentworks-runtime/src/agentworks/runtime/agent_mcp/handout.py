@@ -55,8 +55,11 @@ def bridge_command(*, sandboxed: bool) -> list[str]:
     return [python, "-I", "-S", path, "stdio"]
 
 
-def client_config(endpoint: Endpoint, command: list[str]) -> dict[str, Any]:
-    """The `mcpServers` configuration an MCP client reads."""
+def client_config(
+    endpoint: Endpoint, command: list[str], *, socket: str | None = None
+) -> dict[str, Any]:
+    """The `mcpServers` configuration an MCP client reads; `socket`: the endpoint's
+    socket as the client sees it (default where it is)."""
     if endpoint.socket_path is None:
         entry: dict[str, Any] = {
             "type": "http",
@@ -68,7 +71,7 @@ def client_config(endpoint: Endpoint, command: list[str]) -> dict[str, Any]:
             "command": command[0],
             "args": command[1:],
             "env": {
-                bridge.SOCKET_VARIABLE: str(endpoint.socket_path),
+                bridge.SOCKET_VARIABLE: socket or str(endpoint.socket_path),
                 bridge.TOKEN_VARIABLE: endpoint.token,
             },
         }
@@ -91,23 +94,27 @@ async def serve_agent(
     toolbox: Toolbox,
     folder: pathlib.Path,
     *,
+    socket: tuple[pathlib.Path, str] | None = None,
     owner: int | None = None,
     sandboxed: bool = True,
     instructions: str | None = None,
 ) -> AsyncIterator[dict[str, str]]:
     """Serve `toolbox` to the process that runs in `folder` (an absolute path, as the
-    process sees it too); yields its variables."""
-    socket_path = folder / SOCKET_FILE
+    process sees it too); yields its variables. `socket`: where the endpoint listens on
+    the host and where the process sees it (`ProcessRunner.mcp_socket`); default a
+    socket in `folder`."""
+    host, inside = socket or (folder / SOCKET_FILE, str(folder / SOCKET_FILE))
     config_path = folder / CONFIG_FILE
-    endpoint = Endpoint(toolbox, socket_path=socket_path, owner=owner, instructions=instructions)
+    endpoint = Endpoint(toolbox, socket_path=host, owner=owner, instructions=instructions)
     async with endpoint:
         command = bridge_command(sandboxed=sandboxed)
         try:
-            _write_private(config_path, json.dumps(client_config(endpoint, command)), owner)
+            config = client_config(endpoint, command, socket=inside)
+            _write_private(config_path, json.dumps(config), owner)
             yield {
                 CONFIG_VARIABLE: str(config_path),
                 COMMAND_VARIABLE: json.dumps(command),
-                bridge.SOCKET_VARIABLE: str(socket_path),
+                bridge.SOCKET_VARIABLE: inside,
             }
         finally:
             with contextlib.suppress(FileNotFoundError):
