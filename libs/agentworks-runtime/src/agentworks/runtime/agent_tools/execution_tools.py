@@ -135,7 +135,11 @@ ASK_HUMAN = AgentTool(
     ),
     output_schema={
         "type": "object",
-        "properties": {"answered": {"type": "boolean"}, "reply": {"type": "string"}},
+        "properties": {
+            "answered": {"type": "boolean"},
+            "reply": {"type": "string"},
+            "note": {"type": "string"},
+        },
         "required": ["answered"],
     },
     read_only=False,

@@ -69,10 +69,12 @@ def _field(error: ValidationError) -> str:
 def _fault(error: ValidationError) -> str:
     """One schema fault worded with the field it is about."""
     if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        where = _field(error)
-        name = missing if where == "arguments" else f"{where}.{missing}"
-        return f"{name} is required"
+        # One error per missing field, each with the whole list: one fault says them all.
+        where = "" if _field(error) == "arguments" else f"{_field(error)}."
+        missing = [where + n for n in error.validator_value if n not in error.instance]
+        if len(missing) == 1:
+            return f"{missing[0]} is required"
+        return f"{', '.join(missing[:-1])} and {missing[-1]} are required"
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         where = "" if _field(error) == "arguments" else f" in {_field(error)}"
@@ -108,9 +110,7 @@ def check_arguments(tool: AgentTool, arguments: Any) -> dict[str, Any]:
         )
     arguments = dict(arguments)
     validator = jsonschema.Draft202012Validator(tool.input_schema)
-    faults = sorted(
-        (_fault(e) for e in validator.iter_errors(arguments)),
-    )
+    faults = sorted({_fault(e) for e in validator.iter_errors(arguments)})
     if faults:
         raise ToolError(f"invalid arguments for {tool.name}: " + "; ".join(faults))
     properties = tool.input_schema.get("properties", {})
