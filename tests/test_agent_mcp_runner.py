@@ -294,3 +294,58 @@ async def test_a_command_cannot_reach_the_mcp_endpoint_of_another_running_turn_L
         "connect": "FileNotFoundError",
     }, seen
     assert victim_turn.completed and victim_turn.error is None
+
+
+async def test_run_commands_serves_turn_commands_with_their_mcp_endpoint_L2_R2(
+    services, alice, signing_keys, tmp_path
+):
+    """L2 R2: `agentworks-runtime run-commands` with a config holding `turns` (and no
+    function commands) serves crew:demo's turns in its sandbox: the MCP agent replies
+    and its wake-up comes back; SIGTERM stops it (exit 0)."""
+    messaging, scheduler, functions = services
+    root = project(tmp_path)
+    config = {
+        "turns": {CREW: [sys.executable, str(root / "agent.py")]},
+        "network": "none",
+        "read_only": [sys.prefix],
+        "limits": {"memory_bytes": "1GiB", "wall_seconds": 60},
+    }
+    process = await asyncio.create_subprocess_exec(
+        str(pathlib.Path(sys.executable).parent / "agentworks-runtime"),
+        "run-commands",
+        "--commands",
+        json.dumps(config),
+        "--root",
+        str(root),
+        "--target",
+        CREW,
+        "--messaging-address",
+        messaging.address,
+        "--scheduler-address",
+        scheduler.address,
+        "--functions-address",
+        functions.address,
+        env={
+            **os.environ,
+            **signing_keys.env("runtime"),
+            "AGENTWORKS_RUNTIME_PRINCIPAL": AGENT,
+            "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
+            "LOG_JSON": "false",
+        },
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    texts: list[str] = []
+    try:
+        receipt = await alice.send("from the cli", target=CREW)
+        texts = await read_until(alice, receipt.inbox_id, 3, WAIT)
+    except AssertionError:
+        pass  # said below, with what the runner logged
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        _, err = await asyncio.wait_for(process.communicate(), WAIT)
+    assert texts and texts[0] == "on it: from the cli", (texts, err[-3000:])
+    assert "woke up: check on from the cli" in texts
+    assert process.returncode == 0, err[-3000:]

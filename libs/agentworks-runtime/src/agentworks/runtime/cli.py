@@ -234,30 +234,29 @@ def _run_commands(config: RuntimeConfig, runner_config: Any, environ: Mapping[st
         if runner_config.commands:
             runners.append(command_runner(config, runner_config, environ))
         if runner_config.turns:
-            if not config.messaging_address:
-                print(
-                    "agentworks-runtime: the config has turn commands: give "
-                    "--messaging-address (AGENTWORKS_MESSAGING_ADDRESS)",
-                    file=sys.stderr,
-                )
-                return 2
             runners.append(command_runner(config, runner_config, environ, TurnCommandRunner))
     except SandboxUnavailable as exc:
         print(f"agentworks-runtime: refusing to start: {exc}", file=sys.stderr)
         return 2
-    workers: list[Any] = []
     for runner in runners:
         # Commands a runner that died left running under this root: kill them now,
         # before the first call (the runner module docstring says why and how).
         runner.reap_orphans(config.root)
         # Where a command reaches its call with its capability (T3).
         runner.env.setdefault("AGENTWORKS_FUNCTIONS_ADDRESS", config.functions_address)
-        if isinstance(runner, TurnCommandRunner):
-            runner.env.setdefault("AGENTWORKS_MESSAGING_ADDRESS", config.messaging_address)
-            workers.append(turn_worker(config, runner))
-        else:
-            workers.append(execution_worker(config, runner))
-    return asyncio.run(run_until_signal(*workers, drain_seconds=config.drain_seconds))
+
+    async def serve_all() -> int:
+        # Made in the loop that runs them: a grpc.aio channel belongs to its loop.
+        workers: list[Any] = []
+        for runner in runners:
+            if isinstance(runner, TurnCommandRunner):
+                runner.env.setdefault("AGENTWORKS_MESSAGING_ADDRESS", config.messaging_address)
+                workers.append(turn_worker(config, runner))
+            else:
+                workers.append(execution_worker(config, runner))
+        return await run_until_signal(*workers, drain_seconds=config.drain_seconds)
+
+    return asyncio.run(serve_all())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

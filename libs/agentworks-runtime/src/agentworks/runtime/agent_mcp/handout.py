@@ -1,7 +1,9 @@
 """What a turn's or execution's process gets to reach its MCP endpoint (L2).
 
-`serve_agent(toolbox, folder)` serves the endpoint on a Unix socket in the item's folder
-for as long as its `async with` lasts, writes the usual client configuration there,
+`serve_agent(toolbox, folder, socket=...)` serves the endpoint on a Unix socket (the
+command runner's: in a folder of its own, bound into the item's sandbox alone at
+`/run/agentworks/mcp.sock`) for as long as its `async with` lasts, and writes the usual
+client configuration in the item's folder,
 
     {"mcpServers": {"agentworks": {
         "command": "/usr/bin/python3",
@@ -15,6 +17,7 @@ as JSON: run as it is, it finds the endpoint through the file) and
 itself, with the bearer token of the file's `env`). The token is in the file only, not
 in the environment, which the process's children inherit. When the item ends, the
 endpoint stops, and the socket and the file are removed (before the folder is uploaded).
+The configuration names the socket as the process sees it.
 """
 
 from __future__ import annotations
