@@ -185,3 +185,26 @@ def test_the_bridge_imports_nothing_outside_the_standard_library_L2(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     assert "no AgentWorks MCP endpoint: set AGENTWORKS_MCP_SOCKET" in done.stderr
+
+
+async def test_the_endpoint_serves_loopback_streamable_http_with_its_bearer_token_L2():
+    """L2: without a socket, the endpoint listens on 127.0.0.1 (a free port); its client
+    configuration is the `url` form with the bearer header, which the SDK's client uses
+    as it is; a request without the token is refused 401."""
+    from agentworks.runtime.agent_mcp.handout import client_config
+
+    async with Endpoint(toolbox()) as endpoint:
+        assert endpoint.url == f"http://127.0.0.1:{endpoint.port}/mcp"
+        entry = client_config(endpoint, ["unused"])["mcpServers"]["agentworks"]
+        assert entry == {
+            "type": "http",
+            "url": endpoint.url,
+            "headers": {"Authorization": f"Bearer {endpoint.token}"},
+        }
+        http = httpx2.AsyncClient(headers=entry["headers"], timeout=10)
+        async with http, Client(streamable_http_client(entry["url"], http_client=http)) as client:
+            answered = await client.call_tool("echo", {"text": "over tcp"})
+            assert answered.structured_content == {"echo": "over tcp"}
+        async with httpx2.AsyncClient(timeout=5) as bare:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            assert (await bare.post(endpoint.url, json=body)).status_code == 401
