@@ -58,3 +58,12 @@ class TokenRecord:
                 else {}
             ),
         }
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    """A web console session (V3): its CSRF token, its expiry and the token it acts as."""
+
+    csrf_token: str
+    expires_at: datetime
+    token: TokenRecord

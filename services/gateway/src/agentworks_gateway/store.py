@@ -1,4 +1,4 @@
-"""SQL for the gateway's own data (API tokens); one method per use case."""
+"""SQL for the gateway's own data (API tokens, console sessions); one method per use case."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from agentworks.client.errors import PreconditionFailed, Unavailable
 from agentworks.server.db import Database, fetch_one, fixed_sql, sqlalchemy_url
 from agentworks_gateway.metrics import database_failed
-from agentworks_gateway.models import TokenRecord
-from agentworks_gateway.tables import api_tokens
+from agentworks_gateway.models import ConsoleSession, TokenRecord
+from agentworks_gateway.tables import api_tokens, console_sessions
 
 _RECORD_COLUMNS = [
     api_tokens.c.token_id,
@@ -180,6 +180,60 @@ class TokenStore:
                 )
             ).one_or_none()
         return _record(row) if row else None
+
+
+_FIND_SESSION = fixed_sql(
+    "SELECT s.csrf_token, s.expires_at AS session_expires_at, t.token_id, t.label, t.principal, "
+    "t.roles, t.created_by, t.created_at, t.revoked_at, t.revoked_by, t.targets, t.expires_at, "
+    "t.last_seen_at "
+    "FROM gateway.console_sessions s JOIN gateway.api_tokens t ON t.token_id = s.token_id "
+    "WHERE s.session_hash = :session_hash"
+)
+
+
+class SessionStore:
+    """Web console sessions (V3) in PostgreSQL, beside the tokens they act as."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def create(
+        self, *, session_hash: str, token_id: str, csrf_token: str, expires_at: datetime
+    ) -> None:
+        """Store a new session, and drop the sessions that have expired."""
+        async with _watched("sessions"), self.database.transaction() as conn:
+            await conn.execute(
+                console_sessions.delete().where(console_sessions.c.expires_at < sa.func.now())
+            )
+            await conn.execute(
+                console_sessions.insert().values(
+                    session_hash=session_hash,
+                    token_id=token_id,
+                    csrf_token=csrf_token,
+                    expires_at=expires_at,
+                )
+            )
+
+    async def find(self, session_hash: str) -> ConsoleSession | None:
+        """The session with this hash and its token (revoked or not); None if none.
+
+        One fixed statement on a plain connection per console request, like a token's
+        lookup: a revoked token ends its sessions on the very next request.
+        """
+        async with _watched("sessions"), self.database.raw() as conn:
+            row = await fetch_one(conn, _FIND_SESSION, {"session_hash": session_hash})
+        if row is None:
+            return None
+        return ConsoleSession(
+            csrf_token=row.csrf_token, expires_at=row.session_expires_at, token=_record(row)
+        )
+
+    async def delete(self, session_hash: str) -> None:
+        """End a session (sign-out); nothing happens when there is none."""
+        async with _watched("sessions"), self.database.transaction() as conn:
+            await conn.execute(
+                console_sessions.delete().where(console_sessions.c.session_hash == session_hash)
+            )
 
 
 def ensure_token_sync(

@@ -157,7 +157,9 @@ class MessagingService(ConversationListing):
         check_submission_id(submission_id)
         if channel == "app" and identity.kind != "user":
             raise InvalidArgument("channel app is for people in the app (user principals) only")
-        # C8: the switch refuses programmatic messages; a person's app chat still gets through.
+        # C8, V5: the switch refuses programmatic messages; the owner's app chat (a person
+        # in the console) still gets through. Another principal's app message is refused
+        # like a programmatic one: the app channel is the owner's, not a way around it.
         refuse = channel != "app"
         digest = (
             request_hash(str(target) if target else inbox_id, text, parts, channel)
