@@ -81,13 +81,20 @@ class Report:
             and not line.startswith("| scenario |")
             and line.split(" | ")[0][2:] not in ran
         ]
-        old_notes = [line[2:] for line in page.splitlines() if line.startswith("- ")]
+        # An earlier note is replaced by this run's note that begins alike (the same
+        # note, edited since), else kept: the notes of the scenarios not run stay.
+        starts = {n[:40] for n in self.notes}
+        old_notes = [
+            line[2:]
+            for line in page.splitlines()
+            if line.startswith("- ") and line[2:42] not in starts
+        ]
         reproduce = [line for line in page.splitlines() if line.startswith("Reproduce:")]
-        merged = Report(self.rows, old_notes + [n for n in self.notes if n not in old_notes])
+        merged = Report(self.rows, old_notes + self.notes)
         text = merged.markdown(command, old_rows)
         if reproduce and command not in reproduce[0]:
-            ran_names = ", ".join(sorted(ran))
-            line = f"{reproduce[0]}; the rows of {ran_names}: `{command}`"
+            ran_names = ", ".join(sorted({name.split(",")[0] for name in ran}))
+            line = f"{reproduce[0].split(';')[0]}; the {ran_names} rows: `{command}`"
             text = text.replace(f"Reproduce: `{command}`", line, 1)
         return text
 
