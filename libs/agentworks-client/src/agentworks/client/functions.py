@@ -95,6 +95,19 @@ def page_bytes(page: f.FilePage) -> bytes:
     return page.content.encode("utf-8")
 
 
+# What a status, a notice and the CLI and MCP output say of a start receipt (L7).
+START_RECEIPT_NOTE = (
+    "it returned a start receipt: the function only starts work, and the work itself "
+    "is not finished"
+)
+
+
+def is_start_receipt(status: f.CallStatus) -> bool:
+    """Whether a call ended with a start receipt: a function declared to start work
+    that completed (F9, L7); the work it started is not finished by it."""
+    return status.starts_work and status.status == f.CALL_STATE_COMPLETED
+
+
 def call_result(status: f.CallStatus) -> Any:
     """The validated result of a call as plain JSON (None when there is none)."""
     return loads(status.result_json, "result", None)
