@@ -36,7 +36,10 @@ help: ## Show this help
 	  "REPLICAS" "processes per service (default 1)" \
 	  "AGENTWORKS_HTTP_PORT" "the gateway's HTTP port (default 8080; replicas take the next ones)" \
 	  "AGENTWORKS_BASE_PORT" "the first gRPC port; services take consecutive ports (default 50051)" \
-	  "AGENTWORKS_HOME" "state directory: database, keys, cli.json (default .agentworks); one suite per home"
+	  "AGENTWORKS_HOME" "state directory: database, keys, cli.json (default .agentworks); one suite per home" \
+	  "AGENTWORKS_LLM_MODEL" "a model for the demo crew: the reference LLM runtime answers it (README)" \
+	  "OPENAI_BASE_URL" "its OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama)" \
+	  "OPENAI_API_KEY" "its key, when the endpoint needs one"
 
 $(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -103,7 +106,7 @@ test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (Postg
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home)
+run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home, a model)
 	$(BIN)/agentworks up --replicas $(REPLICAS) \
 	  $(if $(AGENTWORKS_HTTP_PORT),--http-port $(AGENTWORKS_HTTP_PORT)) \
 	  $(if $(AGENTWORKS_BASE_PORT),--base-port $(AGENTWORKS_BASE_PORT)) \

@@ -72,12 +72,14 @@ def free_port_block(count: int) -> int:
 class Up:
     """`agentworks up` running in a temporary working directory, its output collected."""
 
-    def __init__(self, cwd: pathlib.Path, base_port: int, http_port: int) -> None:
+    def __init__(self, cwd: pathlib.Path, base_port: int, http_port: int, **extra_env: str) -> None:
         env = {
             k: v
             for k, v in os.environ.items()
             if not k.endswith(("DATABASE_URL", "_SIGNING_KEY", "_TRUSTED_KEYS"))
+            and not k.startswith(("AGENTWORKS_LLM_", "OPENAI_"))
         }
+        env.update(extra_env)
         env["PYTHONUNBUFFERED"] = "1"
         # The supervisor passes its environment on: the scheduler ticks every second.
         env["SCHEDULER_TICK_SECONDS"] = "1"

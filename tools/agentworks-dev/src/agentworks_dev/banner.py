@@ -23,13 +23,15 @@ def banner_text(
     skipped: Sequence[str],
     host: str = "127.0.0.1",
     ignored_tls: Sequence[str] = (),
+    agent: str = "",
 ) -> str:
     """The banner: MCP address, token, services, database and CLI commands to try.
 
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
     token came from AGENTWORKS_DEV_TOKEN (then it is not shown); `database_port` is the
     embedded PostgreSQL's TCP port. gRPC runs without TLS (T5): the banner says so, and
-    names the TLS settings in `ignored_tls` it did not use.
+    names the TLS settings in `ignored_tls` it did not use. `agent` says what answers the
+    demo crew (the scripted demo or the reference LLM runtime, `agent.demo_agent_line`).
     """
     rel = os.path.relpath(home)
     shown_home = rel if not rel.startswith("..") else str(home)
@@ -62,6 +64,8 @@ def banner_text(
     ]
     if ignored_tls:
         lines.append(f"            not used here: {', '.join(ignored_tls)}")
+    if agent:
+        lines.append(f"  agent     {agent}")
     if skipped:
         lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
     lines.append("Try the CLI:")
