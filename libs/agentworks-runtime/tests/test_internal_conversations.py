@@ -20,6 +20,7 @@ from agentworks.client import MessagingClient, errors
 from agentworks.client.capability_identity import CapabilityIdentity
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnWorker, delivery_attributes
+from agentworks.runtime.agent_tools import turn_toolbox
 from agentworks.server.testing import read_until
 
 X, X_AGENT = "crew:x", "agent:x/bot"
@@ -70,9 +71,10 @@ async def test_crew_x_asks_crew_y_and_ys_replies_come_back_as_xs_turns_L5(
     messaging, ops, client, identity, database_url
 ):
     """L5/C5/C6: alice asks crew X; X's agent starts a conversation with crew Y from its
-    turn; Y's agent replies into it; the reply arrives as a `conversation_reply` turn of
-    alice's conversation with X (naming Y's conversation and sender), where X answers
-    alice and continues the conversation with Y; Y hears it. Every reply stored in Y's
+    turn (with the start_conversation agent tool); Y's agent replies into it; the reply
+    arrives as a `conversation_reply` turn of alice's conversation with X (naming Y's
+    conversation and sender), where X answers alice and continues the conversation with
+    Y; Y hears it. Every reply stored in Y's
     conversation has its delivery in X's (one statement stores both)."""
     replies: list[m.Delivery] = []
     started: list[m.SendReceipt] = []
@@ -81,7 +83,15 @@ async def test_crew_x_asks_crew_y_and_ys_replies_come_back_as_xs_turns_L5(
     async def x_handler(ctx: TurnContext) -> None:
         for delivery in ctx.deliveries:
             if delivery.kind == m.DELIVERY_KIND_MESSAGE:
-                started.append(await ctx.start_conversation(Y, f"X asks: {delivery.message.text}"))
+                # The agent tool (L1) a model would use: start_conversation.
+                tool = await turn_toolbox(ctx).call(
+                    "start_conversation", {"target": Y, "text": f"X asks: {delivery.message.text}"}
+                )
+                started.append(
+                    m.SendReceipt(
+                        conversation_id=tool["conversation_id"], inbox_id=tool["inbox_id"]
+                    )
+                )
             elif delivery.kind == m.DELIVERY_KIND_CONVERSATION_REPLY:
                 replies.append(delivery)
                 await ctx.send_message(f"Y says: {delivery.message.text}")

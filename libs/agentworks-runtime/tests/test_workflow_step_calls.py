@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentworks.client import FunctionsClient
+from agentworks.client import FunctionsClient, errors
 from agentworks.client.functions import state_name
 from agentworks.runtime import ExecutionContext, ExecutionWorker
+from agentworks.runtime.agent_tools import ToolError, execution_toolbox
 
 WF = "workflow:wf-release"
 TOOLS = "crew:tools"
@@ -103,11 +104,19 @@ async def test_a_workflow_step_lists_calls_gets_and_replies_and_a_retried_step_g
         seen["other_group"] = await ctx.call_function(
             TOOLS, "shout", {"text": ctx.inputs["text"]}, step="announce", group="other"
         )
-        with pytest.raises(ValueError, match="needs step="):
+        with pytest.raises(errors.InvalidArgument, match="step is required"):
             await ctx.call_function(TOOLS, "shout", {"text": "x"})
         shouted = await until_ended(ctx, receipts[0].call_id)
-        asked = await ctx.call_function(TOOLS, "confirm", {"text": "ship"}, step="confirm")
-        confirmed = await until_ended(ctx, asked.call_id)
+        # The same through the agent tool a model would use (L1): retried, the same call.
+        box = execution_toolbox(ctx)
+        arguments = {"target": TOOLS, "function": "confirm", "inputs": {"text": "ship"}}
+        asked = await box.call("call_function", {**arguments, "step": "confirm"})
+        again = await box.call("call_function", {**arguments, "step": "confirm"})
+        seen["tool_calls"] = (asked, again)
+        with pytest.raises(ToolError, match="step is required") as refused:
+            await box.call("call_function", arguments)
+        assert refused.value.code == "INVALID_ARGUMENT"
+        confirmed = await until_ended(ctx, asked["call_id"])
         seen["shouted"], seen["confirmed"] = shouted, confirmed
         await ctx.step("announce", "completed", group="ship")
         return f"{shouted.answer} / {confirmed.answer}"
@@ -143,6 +152,8 @@ async def test_a_workflow_step_lists_calls_gets_and_replies_and_a_retried_step_g
     assert first.created and not retried.created and retried.call_id == first.call_id
     assert seen["other_group"].created and seen["other_group"].call_id != first.call_id
     assert seen["question"] == "go ahead?"
+    asked, again = seen["tool_calls"]
+    assert asked["created"] and not again["created"] and again["call_id"] == asked["call_id"]
     shouted = seen["shouted"]
     assert shouted.caller == WF  # the call identifies its source workflow
     assert (shouted.source.run_id, shouted.source.step, shouted.source.group) == (

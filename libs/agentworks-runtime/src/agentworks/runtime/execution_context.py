@@ -340,9 +340,9 @@ class ExecutionContext:
         source: dict[str, str] | None = None
         if self.execution.target.kind == common_pb2.TARGET_KIND_WORKFLOW:
             if not step:
-                raise ValueError(
-                    "call_function in a workflow step needs step= (the step making the "
-                    "call): retry ids are scoped to run, step and group"
+                raise errors.InvalidArgument(
+                    "step is required for a call from a workflow step (the step making "
+                    "the call): retry ids are scoped to run, step and group"
                 )
             source = {"run_id": self.run_id or self.call_id, "step": step, "group": group}
         else:
@@ -365,10 +365,16 @@ class ExecutionContext:
         )
         return receipt
 
-    async def get_function_call(self, call_id: str, *, wait_seconds: int = 0) -> f.CallStatus:
-        """A call's status, progress, question, answer/result, error and files (F7)."""
+    async def get_function_call(
+        self, call_id: str, *, after: int = -1, message_limit: int = 0, wait_seconds: int = 0
+    ) -> f.CallStatus:
+        """A call's status, progress, question, answer/result, error and files, with its
+        execution messages after the `after` cursor (F7); `wait_seconds` (up to 25)
+        waits for a change of an open call."""
         return await self._calling(
-            lambda: self.client.get_status(call_id, wait_seconds=wait_seconds)
+            lambda: self.client.get_status(
+                call_id, after=after, message_limit=message_limit, wait_seconds=wait_seconds
+            )
         )
 
     async def reply_function_call(self, call_id: str, text: str) -> f.CallStatus:
