@@ -24,9 +24,9 @@ from agentworks_messaging.convert import (
     transcript_out,
     turn_out,
 )
-from agentworks_messaging.deliveries import check_delivery
 from agentworks_messaging.models import NewDelivery
 from agentworks_messaging.service import MessagingService
+from agentworks_messaging.service.deliveries import check_delivery
 
 log = structlog.get_logger("agentworks.messaging")
 

@@ -1,4 +1,5 @@
-"""Messaging use cases: validation, access rules and long-polls. No gRPC, no SQL here."""
+"""Messaging use cases: validation, access rules and long-polls (deliveries from other
+services in `deliveries.py`). No gRPC, no SQL here."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from agentworks.client.limits import (
 )
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
-from agentworks_messaging.deliveries import DeliveryCases
 from agentworks_messaging.models import (
     Message,
     Page,
@@ -35,6 +35,7 @@ from agentworks_messaging.models import (
     Transcript,
     Turn,
 )
+from agentworks_messaging.service.deliveries import DeliveryCases
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
