@@ -25,7 +25,7 @@ def banner_text(
     ignored_tls: Sequence[str] = (),
     agent: str = "",
 ) -> str:
-    """The banner: MCP address, token, services, database and CLI commands to try.
+    """The banner: MCP and console addresses, token, services, database and CLI commands.
 
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
     token came from AGENTWORKS_DEV_TOKEN (then it is not shown); `database_port` is the
@@ -56,6 +56,8 @@ def banner_text(
         "",
         "AgentWorks is up.",
         f"  MCP       {gateway_url}/mcp   (Authorization: Bearer <token>)",
+        f"  console   {gateway_url}/   (sign in with the token below: user:dev, the operator,"
+        " owns crew:demo)",
         f"  token     {shown}",
         f"            {saved}the CLI reads {shown_home}/cli.json",
         f"  services  {' | '.join(services)}",
