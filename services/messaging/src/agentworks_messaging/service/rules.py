@@ -1,4 +1,5 @@
-"""Pure checks: a message's text, parts and retry key (C2, C4, P6); a reply's turn (C10)."""
+"""Pure checks of messaging's use cases: a message's text, parts and retry key (C2, C4,
+P6); the turn a reply completes (C10)."""
 
 from __future__ import annotations
 
