@@ -177,6 +177,15 @@ def start_peer(procs: Processes, database_url: str) -> tuple[str, subprocess.Pop
     return f"http://127.0.0.1:{port}", child
 
 
+def peer_database(procs: Processes) -> str:
+    """A new database for the peer's task store, beside the benchmark's: its URL."""
+    own = sa.engine.make_url(procs.database_url).database
+    peer_url = with_database(procs.database_url, f"{own}_a2a")
+    with psycopg.connect(libpq_url(procs.database_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{sa.engine.make_url(peer_url).database}"')
+    return peer_url
+
+
 @contextlib.asynccontextmanager
 async def a2a_system(procs: Processes, database_url: str) -> AsyncIterator[RoundTrip]:
     """The a2a-sdk agent server (a process of its own); yields one caller's trip."""
@@ -226,10 +235,7 @@ async def conversation_round_trip(procs: Processes, report: Report, seconds: flo
             "bench` installs it for the benchmark (`pip install 'a2a-sdk[http-server,"
             "postgresql]==1.3.0'`)."
         )
-    own = sa.engine.make_url(procs.database_url).database
-    peer_url = with_database(procs.database_url, f"{own}_a2a")
-    with psycopg.connect(libpq_url(procs.database_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{sa.engine.make_url(peer_url).database}"')
+    peer_url = peer_database(procs)
     async with contextlib.AsyncExitStack() as stack:
         our_trip = await stack.enter_async_context(agentworks_system(procs))
         their_trip = None
