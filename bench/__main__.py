@@ -100,7 +100,7 @@ async def run(args: argparse.Namespace) -> Report:
 
 
 # Scenarios that count SQL statements: their database server loads pg_stat_statements.
-STATEMENT_COUNTS = {"conversation round trip"}
+STATEMENT_COUNTS = {"conversation round trip", "call round trip and throughput"}
 
 # What the profiling-led changes bought, measured back to back (before, then after) on
 # this machine with the scenarios above; kept here so the page says it next to the table.

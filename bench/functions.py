@@ -51,6 +51,7 @@ class Figures:
     latencies: list[float] = field(default_factory=list)
     throughputs: list[float] = field(default_factory=list)
     cpu_per_call: list[float] = field(default_factory=list)
+    statements: float = float("nan")
 
 
 class CpuMeter:
@@ -261,16 +262,24 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
     # The agent-protocol peer of the conversation round trip, doing the equivalent of a
     # call: one task on a new context, answered and completed by its agent (lazy import:
     # bench.conversation imports this module).
-    from bench.conversation import a2a_available, a2a_system, peer_database
+    from bench.conversation import (
+        a2a_available,
+        a2a_system,
+        count_statements,
+        peer_database,
+        statements_enabled,
+    )
 
     peer, have_peer = Figures(), a2a_available()
     async with contextlib.AsyncExitStack() as stack:
         our_trip = await stack.enter_async_context(agentworks_system(procs))
         their_trip = peer_trip = None
+        peer_url = ""
         if have_queue:
             their_trip = await stack.enter_async_context(procrastinate_system(procs.database_url))
         if have_peer:
-            peer_trip = await stack.enter_async_context(a2a_system(procs, peer_database(procs)))
+            peer_url = peer_database(procs)
+            peer_trip = await stack.enter_async_context(a2a_system(procs, peer_url))
         meter = CpuMeter(procs.database_url, [c.pid for c in procs.children])
         systems = [(our_trip, ours), (their_trip, theirs), (peer_trip, peer)]
         # Warm up pools, prepared plans and caches on each, then alternate rounds. One
@@ -284,11 +293,22 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
             for trip, figures in systems:
                 if trip:
                     await measure(trip, figures, meter, per_round, seconds / ROUNDS)
+        if statements_enabled(procs.database_url):  # a separate pass, after the timed ones
+            for trip, figures, database in (
+                (our_trip, ours, procs.database_url),
+                (their_trip, theirs, procs.database_url),  # the same database as ours
+                (peer_trip, peer, peer_url),
+            ):
+                if trip:
+                    figures.statements = await count_statements(
+                        procs.database_url, database, trip, CALLERS
+                    )
 
     def base(values: list[float], fn: Callable[[list[float]], float]) -> float:
         return fn(values) if values else float("nan")
 
     baseline = "procrastinate: defer -> worker -> done" if have_queue else ""
+    peer_name = "a2a-sdk 1.3, DatabaseTaskStore: message/send -> task completed"
     scenario = f"call round trip, {RUNTIMES} idle runtimes"
     for pct in (50, 99):
         report.add(
@@ -322,7 +342,7 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
             "round trips completed per second (median of rounds)",
             ours_tput,
             "calls/s",
-            "a2a-sdk 1.3, DatabaseTaskStore: message/send -> task completed" if have_peer else "",
+            peer_name if have_peer else "",
             base(peer.throughputs, median),
             "≥ 3 x a2a-sdk",
             (ours_tput >= 3 * median(peer.throughputs)) if have_peer else None,
@@ -338,6 +358,12 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
             base(theirs.cpu_per_call, median),
         )
     )
+    statements = "SQL statements per round trip (pg_stat_statements, separate pass)"
+    for figures, name in ((theirs, baseline), (peer, peer_name if have_peer else "")):
+        if ours.statements == ours.statements and name:
+            report.add(
+                Row(scenario, statements, ours.statements, "statements", name, figures.statements)
+            )
     if have_peer:
         report.add(
             Row(
@@ -345,7 +371,7 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
                 "CPU per round trip (bench + services + PostgreSQL)",
                 median(ours.cpu_per_call),
                 "ms",
-                "a2a-sdk 1.3, DatabaseTaskStore: message/send -> task completed",
+                peer_name,
                 median(peer.cpu_per_call),
             )
         )
@@ -361,7 +387,10 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
         "answered and completed. "
         f"Throughput: {CALLERS} closed-loop callers; {ROUNDS} alternating rounds "
         "per system, median reported. CPU per round trip adds the CPU time of every "
-        "process involved (a load-independent view of cost on this shared machine)."
+        "process involved (a load-independent view of cost on this shared machine). "
+        f"Statements: pg_stat_statements (BEGIN/COMMIT included) over 2 s at {CALLERS} "
+        "callers per system after the timed rounds; procrastinate shares our database, so "
+        "each count also holds the other's idle polls (a few a second)."
     )
 
 

@@ -92,9 +92,14 @@ class Report:
         reproduce = [line for line in page.splitlines() if line.startswith("Reproduce:")]
         merged = Report(self.rows, old_notes + self.notes)
         text = merged.markdown(command, old_rows)
-        if reproduce and command not in reproduce[0]:
+        if reproduce and reproduce[0] != f"Reproduce: `{command}`":
+            # The full run's command, then each partial run's: this one's replaces an
+            # earlier one for the same scenarios, the others stay.
             ran_names = ", ".join(sorted({name.split(",")[0] for name in ran}))
-            line = f"{reproduce[0].split(';')[0]}; the {ran_names} rows: `{command}`"
+            first, *partial = reproduce[0].split("; ")
+            this = f"the {ran_names} rows: "
+            kept = [p for p in partial if not p.startswith(this)]
+            line = "; ".join([first, *kept, f"{this}`{command}`"])
             text = text.replace(f"Reproduce: `{command}`", line, 1)
         return text
 
