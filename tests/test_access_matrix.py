@@ -270,10 +270,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     #                          caller owner allowed disallowed stranger runtime other_rt operator
     "functions.ListFunctions":  row(OK, OK, OK, OK, OK, OK, OK, OK),
     "functions.Call":           row(OK, OK, OK, NF, NF, NF, NF, NF),
-    "functions.GetStatus":      row(OK, OK, NF, NF, NF, NF, NF, NF),
-    "functions.ReadFile":       row(OK, OK, NF, NF, NF, NF, NF, NF),
-    "functions.Reply":          row(FP, FP, NF, NF, NF, NF, NF, NF),
-    "functions.Cancel":         row(OK, OK, NF, NF, NF, NF, NF, NF),
+    # The operator reads the status of and cancels any call (V1: it lists them all),
+    # but neither reads its files nor answers it, and is told so (PERMISSION_DENIED).
+    "functions.GetStatus":      row(OK, OK, NF, NF, NF, NF, NF, OK),
+    "functions.ReadFile":       row(OK, OK, NF, NF, NF, NF, NF, PD),
+    "functions.Reply":          row(FP, FP, NF, NF, NF, NF, NF, PD),
+    "functions.Cancel":         row(OK, OK, NF, NF, NF, NF, NF, OK),
     "functions.DeclareFunction": row(PD, OK, PD, PD, PD, PD, PD, PD),
     "functions.RegisterTarget": row(PD, PD, PD, PD, PD, PD, PD, OK),
     "functions.ClaimExecution": row(PD, PD, PD, PD, PD, OK, PD, PD),
