@@ -314,3 +314,33 @@ async def test_wake_ups_schedules_and_webhooks_are_listed_by_conversation_V1_S1_
         page = response.json()
         assert len(page["items"]) == 1 and key in page["items"][0], what
         assert page["next_cursor"] == ""
+
+
+async def test_the_targets_owner_lists_its_agents_timers_a_second_user_none_V1_A3_S1_S4_S5(
+    gateway, mcp_session, make_token, operator_token, agent_scheduler, conversation
+):
+    """V1 A3 S1 S4 S5: through the `list` tool, crew:demo's owner sees the wake-up,
+    schedule and webhook its agent attached to alice's conversation, the operator too;
+    alice (who opened it) and bob see none, even filtering by the conversation."""
+    made = {
+        "wake_ups": (await agent_scheduler.create_wake_up(conversation, delay_seconds=3600)),
+        "schedules": await agent_scheduler.create_schedule(
+            conversation, "hourly", interval_seconds=3600
+        ),
+        "webhooks": await agent_scheduler.create_webhook(conversation, name="ci"),
+    }
+    ids = {
+        "wake_ups": ("wake_up_id", made["wake_ups"].wake_up_id),
+        "schedules": ("schedule_id", made["schedules"].schedule_id),
+        "webhooks": ("webhook_id", made["webhooks"].webhook_id),
+    }
+    for token in (await make_token("user:owner"), operator_token):
+        async with mcp_session(gateway.mcp_url, token) as viewer:
+            for what, (key, item_id) in ids.items():
+                items = (await ok(viewer, "list", {"what": what}))["items"]
+                assert [i[key] for i in items] == [item_id], what
+    for principal in ("user:alice", "user:bob"):
+        async with mcp_session(gateway.mcp_url, await make_token(principal)) as other:
+            for what in ids:
+                for args in ({"what": what}, {"what": what, "conversation_id": conversation}):
+                    assert (await ok(other, "list", args))["items"] == [], (principal, args)
