@@ -16,10 +16,7 @@ from typing import Any
 import structlog
 
 from agentworks.runtime import _watchdog
-from agentworks.runtime.executions import (
-    ExecutionContext,
-    describe,
-)
+from agentworks.runtime.reporting import describe
 
 log = structlog.get_logger("agentworks.runtime.runner")
 
@@ -99,8 +96,9 @@ class _Guard:
         self.tracked: dict[int, dict[str, Any]] = {}  # pgid -> the watchdog's message
         self.lock = threading.Lock()  # workers may run in several threads' event loops
 
-    def track(self, pid: int, ctx: ExecutionContext, argv: Sequence[str], grace: float) -> None:
-        """A command started as the leader of process group `pid`. Never raises."""
+    def track(self, pid: int, ctx: Any, argv: Sequence[str], grace: float) -> None:
+        """A command started as the leader of process group `pid` for `ctx` (an
+        execution's context, or a turn's job: its `root`, `call_id`, `log`). Never raises."""
         start = _watchdog.start_time(pid)
         if start is not None and not _unreaped_child(pid):
             # The command ended and was reaped (asyncio's child watcher does so at once)
