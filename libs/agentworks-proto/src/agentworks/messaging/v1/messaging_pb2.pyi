@@ -94,6 +94,22 @@ class GetTargetRequest(_message.Message):
     ref: _common_pb2.TargetRef
     def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
 
+class ListTargetsRequest(_message.Message):
+    __slots__ = ("after", "limit")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    limit: int
+    def __init__(self, after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListTargetsResponse(_message.Message):
+    __slots__ = ("targets", "next_cursor")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.RepeatedCompositeFieldContainer[Target]
+    next_cursor: str
+    def __init__(self, targets: _Optional[_Iterable[_Union[Target, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
 class SendRequest(_message.Message):
     __slots__ = ("target", "inbox_id", "text", "parts", "submission_id", "channel")
     TARGET_FIELD_NUMBER: _ClassVar[int]
