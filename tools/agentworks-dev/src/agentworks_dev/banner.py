@@ -23,13 +23,15 @@ def banner_text(
     skipped: Sequence[str],
     host: str = "127.0.0.1",
     ignored_tls: Sequence[str] = (),
+    metrics: Sequence[str] = (),
 ) -> str:
     """The banner: MCP address, token, services, database and CLI commands to try.
 
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
     token came from AGENTWORKS_DEV_TOKEN (then it is not shown); `database_port` is the
     embedded PostgreSQL's TCP port. gRPC runs without TLS (T5): the banner says so, and
-    names the TLS settings in `ignored_tls` it did not use.
+    names the TLS settings in `ignored_tls` it did not use. `metrics` are the lines
+    giving each process's metrics URL (`telemetry.metrics_lines`).
     """
     rel = os.path.relpath(home)
     shown_home = rel if not rel.startswith("..") else str(home)
@@ -57,6 +59,7 @@ def banner_text(
         f"  token     {shown}",
         f"            {saved}the CLI reads {shown_home}/cli.json",
         f"  services  {' | '.join(services)}",
+        *metrics,
         f"  database  {database}",
         f"  TLS       {_transport(host)}",
     ]
