@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentworks.client.logging import configure_logging, get_logger
+from agentworks.client.tracing import TracingUnavailable, configure_tracing
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.executions import ExecutionHandler, serve_executions
@@ -202,6 +203,17 @@ def command_runner(config: RuntimeConfig, runner_config: Any, environ: Mapping[s
     return runner
 
 
+def telemetry(config: RuntimeConfig) -> None:
+    """Switch tracing on when the OTEL_* variables ask (before any channel is made), and
+    serve /metrics on AGENTWORKS_RUNTIME_METRICS_LISTEN when it is set."""
+    from agentworks.runtime import metrics
+
+    configure_tracing("runtime", grpc_server=False)
+    port = metrics.serve(config.metrics_listen)
+    if port:
+        get_logger(__name__).info("metrics.serving", port=port)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentworks-runtime` console script."""
     args = _parser().parse_args(argv)
@@ -242,6 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("runtime", level=config.log_level, json=config.log_json)
     for problem in config.unknown_settings:
         get_logger(__name__).warning("config.unknown_setting", problem=problem)
+    try:
+        telemetry(config)
+    except (ValueError, OSError, TracingUnavailable) as exc:
+        print(f"agentworks-runtime: {exc}", file=sys.stderr)
+        return 2
     if args.command == "run-commands":
         from agentworks.runtime.sandbox import SandboxUnavailable
 

@@ -103,7 +103,7 @@ from typing import Any
 import structlog
 
 from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
-from agentworks.runtime import _watchdog, capability_file, cgroups
+from agentworks.runtime import _watchdog, capability_file, cgroups, metrics
 from agentworks.runtime.command_config import (
     SHELL,
     RunnerConfig,
@@ -281,7 +281,7 @@ class CommandRunner:
         program: Sequence[str] = argv
         if self.sandbox is not None:
             launch = await asyncio.to_thread(
-                self.sandbox.prepare,
+                metrics.counting_failure("prepare", self.sandbox.prepare),
                 argv,
                 root=ctx.root.resolve(),
                 output_dir=ctx.output_dir.resolve(),
@@ -306,6 +306,7 @@ class CommandRunner:
                 pass_fds=() if launch is None else (launch.status_fd,),
             )
         except BaseException:
+            metrics.SANDBOX_FAILURES.labels("spawn").inc()
             if launch is not None:
                 os.close(launch.status_read)
                 if launch.cgroups is not None:
@@ -314,6 +315,7 @@ class CommandRunner:
         finally:
             if launch is not None:
                 os.close(launch.status_fd)
+        metrics.SANDBOX_LAUNCHES.labels("none" if launch is None else "bwrap").inc()
         try:
             return await self._run(ctx, argv, process, policy, launch)
         finally:
@@ -368,6 +370,8 @@ class CommandRunner:
             ctx.log.warning("command.limit_exceeded", limit=limit.limit, error=str(limit))
             raise limit
         if launch is not None:
+            if status is None or "error" in status:
+                metrics.SANDBOX_FAILURES.labels("sandbox" if status is None else "exec").inc()
             if status is None:
                 raise CommandFailed(
                     f"the sandbox did not run command {argv[0]} (bubblewrap exited with "

@@ -20,6 +20,7 @@ from psycopg.rows import namedtuple_row
 from agentworks.client.errors import Conflict, NotFound
 from agentworks.server.batching import Batcher
 from agentworks.server.db import Database, fetch_one, fixed_sql
+from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Receipt, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import jsonb, messaging_disabled, parse_uuid
@@ -41,10 +42,11 @@ WITH input AS (
         json_to_recordset(CAST(:sends AS json)) AS (
             kind text, name text, refuse boolean, principal text, submission_id text,
             request_hash text, message_id uuid, conversation_id uuid, inbox_id uuid,
-            delivery_id uuid, channel text, text text, parts text, target_key text)
+            delivery_id uuid, channel text, text text, parts text, target_key text,
+            traceparent text)
     ) WITH ORDINALITY AS i (kind, name, refuse, principal, submission_id, request_hash,
                             message_id, conversation_id, inbox_id, delivery_id, channel,
-                            text, parts, target_key, n)
+                            text, parts, target_key, traceparent, n)
 ), target AS (
     SELECT i.n, t.free_text_ask
     FROM input i JOIN messaging.targets t ON t.kind = i.kind AND t.name = i.name
@@ -79,8 +81,9 @@ WITH input AS (
     FROM go JOIN conv ON conv.id = go.conversation_id JOIN inbox ON inbox.id = go.inbox_id
     RETURNING id, conversation_id
 ), dlv AS (
-    INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
-    SELECT go.delivery_id, msg.conversation_id, 2, 'message', msg.id
+    INSERT INTO messaging.deliveries
+        (id, conversation_id, position, kind, message_id, traceparent)
+    SELECT go.delivery_id, msg.conversation_id, 2, 'message', msg.id, go.traceparent
     FROM go JOIN msg ON msg.id = go.message_id
     RETURNING id
 ), woken AS (
@@ -134,8 +137,10 @@ WITH inbox AS (
     FROM conv
     RETURNING id
 ), dlv AS (
-    INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
-    SELECT CAST(:delivery_id AS uuid), conv.id, conv.last_position, 'message', msg.id
+    INSERT INTO messaging.deliveries
+        (id, conversation_id, position, kind, message_id, traceparent)
+    SELECT CAST(:delivery_id AS uuid), conv.id, conv.last_position, 'message', msg.id,
+           :traceparent
     FROM conv, msg
     RETURNING id
 )
@@ -250,6 +255,8 @@ class SendQueries(MessagingStoreBase):
                 "text": text,
                 "parts": None if parts is None else json.dumps(parts),
                 "target_key": str(key),
+                # Taken here, in the request's context: the batch runs in another task.
+                "traceparent": current_traceparent(),
             }
         )
         if row.stored:
@@ -304,6 +311,7 @@ class SendQueries(MessagingStoreBase):
                     "channel": channel,
                     "text": text,
                     "parts": jsonb(parts),
+                    "traceparent": current_traceparent(),
                 },
             )
             if row.stored:
@@ -358,6 +366,7 @@ class SendQueries(MessagingStoreBase):
                     "inbox_id": inbox_id,
                     "text": text,
                     "parts": jsonb(parts),
+                    "traceparent": current_traceparent(),
                 },
             )
             if row.stored:

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentworks.client.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
 from agentworks.server.db import fixed_sql
+from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import NewDelivery, TargetKey, Turn, TurnQueue
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.reads import MESSAGES_BY_ID
@@ -130,7 +131,7 @@ ENQUEUE = fixed_sql(
 WITH input AS (
     SELECT * FROM json_to_recordset(CAST(:items AS json)) AS (
         n integer, conversation_id uuid, delivery_id uuid, kind text, text text,
-        payload text, attributes jsonb, key text)
+        payload text, attributes jsonb, key text, traceparent text)
 ), existing AS (
     SELECT i.n, d.id, d.conversation_id <> i.conversation_id AS other_conversation,
            (d.kind, d.text, d.payload) IS DISTINCT FROM
@@ -155,9 +156,10 @@ WITH input AS (
               c.target_kind || ':' || c.target_name AS target
 ), dlv AS (
     INSERT INTO messaging.deliveries
-        (id, conversation_id, position, kind, text, payload, attributes, idempotency_key)
+        (id, conversation_id, position, kind, text, payload, attributes, idempotency_key,
+         traceparent)
     SELECT f.delivery_id, conv.id, conv.base + f.k, f.kind, f.text,
-           decode(f.payload, 'base64'), f.attributes, f.key
+           decode(f.payload, 'base64'), f.attributes, f.key, f.traceparent
     FROM fresh f JOIN conv ON conv.id = f.conversation_id
     RETURNING id
 ), woken AS (
@@ -240,6 +242,8 @@ class TurnQueries(MessagingStoreBase):
         deliveries = sorted(
             (delivery_from(r, messages.get(r.message_id)) for r in rows), key=lambda x: x.position
         )
+        # The turn continues the trace of its oldest delivery that has one (P4).
+        traced = sorted((r.position, r.traceparent) for r in rows if r.traceparent)
         return Turn(
             id=str(turn["turn_id"]),
             conversation_id=str(conv.id),
@@ -247,6 +251,7 @@ class TurnQueries(MessagingStoreBase):
             reply_inbox_id=str(inbox_id),
             lease_expires_at=lease_expires_at,
             deliveries=deliveries,
+            traceparent=traced[0][1] if traced else "",
         )
 
     async def _active_turn(
@@ -325,6 +330,7 @@ class TurnQueries(MessagingStoreBase):
         """
         outcomes: list[tuple[str, bool] | AgentWorksError] = []
         rows: list[dict[str, Any]] = []
+        traceparent = current_traceparent()  # the enqueuer's trace, for the turn (P4)
         for n, item in enumerate(items):
             try:
                 conversation = parse_uuid(item.conversation_id, "conversation")
@@ -345,6 +351,7 @@ class TurnQueries(MessagingStoreBase):
                     else base64.b64encode(item.payload).decode(),
                     "attributes": item.attributes,
                     "key": item.idempotency_key,
+                    "traceparent": traceparent,
                 }
             )
         if not rows:
