@@ -63,8 +63,10 @@ def child_telemetry(
     env: dict[str, str], child: str, variable: str, host: str, ports: dict[str, int]
 ) -> None:
     """Give a child its own metrics port in `variable` (unset when metrics are off: never
-    one port exported for all) and its name in telemetry."""
-    env.pop(variable, None)
+    one port exported for all; no other process's variable either) and its name in
+    telemetry."""
+    for name in [k for k in env if k.endswith("_METRICS_LISTEN")]:
+        del env[name]
     if child in ports:
         env[variable] = f"{host}:{ports[child]}"
     with_instance(env, child)
