@@ -356,6 +356,6 @@ def test_every_child_gets_its_own_metrics_port_and_name_never_a_shared_one_P3_P4
     ]
     with pytest.raises(
         StartupError,
-        match="port 50051 is also a gRPC or HTTP port; choose another first port with --metrics-port",
+        match="port 50051 is also a gRPC or HTTP port; choose another first port with --metr",
     ):
         metrics_ports(50050, 1, [50051, 50052, 50053, 8080])
