@@ -26,7 +26,7 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
     libs/agentworks-runtime/tests/test_command_runner.py::test_orphaned_command_is_killed_when_runner_restarts_R2_F12 \
     libs/agentworks-runtime/tests/test_command_runner.py::test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12
 
-.PHONY: help venv sandbox lock proto check-proto lint format test run bench reliability soak up down clean docs
+.PHONY: help venv sandbox browser lock proto check-proto lint format test run bench reliability soak up down clean docs
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,7 +37,10 @@ help: ## Show this help
 	  "AGENTWORKS_HTTP_PORT" "the gateway's HTTP port (default 8080; replicas take the next ones)" \
 	  "AGENTWORKS_BASE_PORT" "the first gRPC port; services take consecutive ports (default 50051)" \
 	  "AGENTWORKS_METRICS_PORT" "the first /metrics port; each process takes the next (default 9464; 0: off)" \
-	  "AGENTWORKS_HOME" "state directory: database, keys, cli.json (default .agentworks); one suite per home"
+	  "AGENTWORKS_HOME" "state directory: database, keys, cli.json (default .agentworks); one suite per home" \
+	  "AGENTWORKS_LLM_MODEL" "a model for the demo crew: the reference LLM runtime answers it (README)" \
+	  "OPENAI_BASE_URL" "its OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama)" \
+	  "OPENAI_API_KEY" "its key, when the endpoint needs one"
 
 $(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,7 +49,7 @@ $(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation $(addprefix -e ,$(PACKAGES))
 	touch $@
 
-venv: $(BIN)/.installed sandbox ## Create .venv and install the locked dependencies and our packages
+venv: $(BIN)/.installed sandbox browser ## Create .venv and install the locked dependencies and our packages
 
 # The command runner's sandbox (T6) is bubblewrap, a system package: installed with
 # apt-get when missing and this runs as root; otherwise a message says what to install.
@@ -68,7 +71,29 @@ sandbox: ## Install bubblewrap (the command runner's sandbox) when it is missing
 	    test -z "$(SANDBOX_REQUIRED)"; \
 	  fi; }
 
-lock: ## Recompile requirements.lock from requirements.in
+# The console's browser tests (V6) drive Debian's chromium through Playwright's Python
+# driver (no `playwright install`): installed with apt-get when missing and this runs as
+# root; otherwise a message says what to install. `make test` needs it
+# (tests/test_console_browser.py); `make venv` only says so.
+BROWSER_REQUIRED ?=
+CHROMIUM ?= /usr/bin/chromium
+browser: ## Install chromium (the web console's browser tests) when it is missing
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (the web console's browser tests) with apt-get"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q chromium >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	      { echo "apt-get could not install chromium"; exit 1; }; \
+	  else \
+	    echo "chromium is missing at $(CHROMIUM): the web console's browser tests need it." \
+	      "Install the chromium package (Debian/Ubuntu: sudo apt-get install chromium)," \
+	      "or point CHROMIUM=/path/to/chromium at one"; \
+	    test -z "$(BROWSER_REQUIRED)"; \
+	  fi; }
+
+lock: $(BIN)/.installed ## Recompile requirements.lock from requirements.in (installs pip-tools when missing)
+	test -x $(BIN)/pip-compile || $(BIN)/python -m pip install -q pip-tools
 	$(BIN)/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
 
 proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
@@ -98,13 +123,14 @@ format: $(BIN)/.installed ## Format the code with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (PostgreSQL is started if needed)
+test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (PostgreSQL is started if needed; chromium for the console)
 	$(MAKE) --no-print-directory sandbox SANDBOX_REQUIRED=1
+	$(MAKE) --no-print-directory browser BROWSER_REQUIRED=1
 	$(MAKE) --no-print-directory check-proto
 	$(MAKE) --no-print-directory lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest $(PYTEST_ARGS)
 
-run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home)
+run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home, a model)
 	$(BIN)/agentworks up --replicas $(REPLICAS) \
 	  $(if $(AGENTWORKS_HTTP_PORT),--http-port $(AGENTWORKS_HTTP_PORT)) \
 	  $(if $(AGENTWORKS_BASE_PORT),--base-port $(AGENTWORKS_BASE_PORT)) \
@@ -127,8 +153,9 @@ up: ## docker compose up (needs a Docker engine)
 down: ## docker compose down
 	docker compose down
 
-docs: $(BIN)/.installed ## Regenerate generated docs (docs/cli.md)
+docs: $(BIN)/.installed browser ## Regenerate generated docs (docs/cli.md, the console's screenshots in docs/console/)
 	$(BIN)/python -m agentworks_cli.docs > docs/cli.md
+	AGENTWORKS_WRITE_SCREENSHOTS=1 AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q tests/test_console_browser.py
 
 clean: ## Remove the venv and caches (keeps .agentworks data)
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -188,6 +188,12 @@ OPERATIONS: dict[str, Operation] = {
     "functions.HeartbeatExecution": lambda w, rpc: rpc(
         "functions", "HeartbeatExecution", f.HeartbeatExecutionRequest(call_id=w.ids["call"])
     ),
+    # listing (V1): everyone may list; what each sees the services' test_listing.py check
+    "functions.ListCalls": lambda w, rpc: rpc("functions", "ListCalls", f.ListCallsRequest()),
+    "functions.ListTargets": lambda w, rpc: rpc("functions", "ListTargets", f.ListTargetsRequest()),
+    "messaging.ListConversations": lambda w, rpc: rpc(
+        "messaging", "ListConversations", m.ListConversationsRequest()
+    ),
     # messaging
     "messaging.Read": lambda w, rpc: rpc(
         "messaging", "Read", m.ReadRequest(inbox_id=w.ids["inbox"])
@@ -273,6 +279,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "functions.ClaimExecution": row(PD, PD, PD, PD, PD, OK, PD, PD),
     "functions.Report":         row(NF, NF, NF, NF, NF, OK, NF, NF),
     "functions.HeartbeatExecution": row(NF, NF, NF, NF, NF, OK, NF, NF),
+    "functions.ListCalls":      row(OK, OK, OK, OK, OK, OK, OK, OK),
+    "functions.ListTargets":    row(OK, OK, OK, OK, OK, OK, OK, OK),
+    "messaging.ListConversations": row(OK, OK, OK, OK, OK, OK, OK, OK),
     "messaging.Read":           row(OK, NF, NF, NF, NF, NF, NF, NF),
     "messaging.Send(inbox)":    row(OK, NF, NF, NF, NF, NF, NF, NF),
     "messaging.GetTranscript":  row(OK, OK, NF, NF, NF, OK, NF, OK),
@@ -476,6 +485,9 @@ CAPABILITY_EXPECTED: dict[str, tuple[str, str]] = {
     "functions.ClaimExecution":     (PD, PD),
     "functions.Report":             (OK, PD),
     "functions.HeartbeatExecution": (OK, PD),
+    "functions.ListCalls":          (PD, PD),
+    "functions.ListTargets":        (PD, PD),
+    "messaging.ListConversations":  (PD, PD),
     "messaging.Read":               (PD, PD),
     "messaging.Send(inbox)":        (PD, PD),
     "messaging.GetTranscript":      (PD, OK),

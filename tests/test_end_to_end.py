@@ -79,8 +79,10 @@ class Up:
         http_port: int,
         *args: str,
         environ: dict[str, str] | None = None,
+        **extra_env: str,
     ) -> None:
-        """`args`: more `agentworks up` flags; `environ`: variables to add for it. Without
+        """`args`: more `agentworks up` flags; `environ` and `extra_env`: variables to add
+        for it. Without
         `--metrics-port` in `args` the processes serve metrics on free ports of their own
         (the default, 9464 and up, would be shared by suites started at once)."""
         if "--metrics-port" not in args:
@@ -89,8 +91,10 @@ class Up:
             k: v
             for k, v in os.environ.items()
             if not k.endswith(("DATABASE_URL", "_SIGNING_KEY", "_TRUSTED_KEYS"))
+            and not k.startswith(("AGENTWORKS_LLM_", "OPENAI_"))
         }
         env.update(environ or {})
+        env.update(extra_env)
         env["PYTHONUNBUFFERED"] = "1"
         # The supervisor passes its environment on: the scheduler ticks every second.
         env["SCHEDULER_TICK_SECONDS"] = "1"
@@ -239,7 +243,8 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
     """P2/P4/R2/C2/C6/C7/A2/G3, F2/F4/F9/F10, S1/S2/C10, T1, T2: `agentworks up` (each
     service given its own signer's key only, the demo runtimes a runtime credential and no
     key), CLI send+read,
-    a demo function call, a "remind me" wake-up, health, auth, Ctrl-C."""
+    a demo function call, a "remind me" wake-up, health, auth, the console's address
+    (V3), Ctrl-C."""
     base_port = free_port_block(len(GRPC_SERVICES) + 1)
     http_port = base_port + len(GRPC_SERVICES)
     up = Up(tmp_path, base_port, http_port)
@@ -293,6 +298,10 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         for name, address in addresses.items():
             assert health_status(address) == health_pb2.HealthCheckResponse.SERVING, name
         assert httpx.get(f"{config['url']}/healthz", timeout=5).status_code == 200
+        # V3: the banner names the console; it answers at / with its sign-in page.
+        assert up.count(f"console   {config['url']}/") == 1
+        console = httpx.get(f"{config['url']}/", timeout=5, follow_redirects=True)
+        assert console.status_code == 401 and "API token" in console.text
 
         # C2/C6/C7/R2 through the CLI: the demo runtime replies explicitly to the inbox.
         receipt = cli(tmp_path, "messages", "send", "--crew", "demo", "hello")

@@ -714,6 +714,64 @@ rows(
     ("someone else's call", call_id(), "call", "NOT_FOUND", "bot"),
 )
 
+rows(
+    "list",
+    None,
+    ("an unknown kind", {"what": "everything"}, "what: 'everything' is not one of"),
+    (
+        "a filter of another kind",
+        {"what": "targets", "caller": "user:alice"},
+        "list what='targets' does not take caller; it takes cursor, limit, target",
+    ),
+    ("a malformed cursor", {"what": "calls", "cursor": "garbage"}, "is not a cursor of this list"),
+    (
+        "another list's cursor",
+        {"what": "conversations", "cursor": "ZmMxOlsxLCJ4Il0"},
+        "is not a cursor of this list",
+    ),
+    ("a runtimes cursor", {"what": "runtimes", "cursor": "x"}, "cursor 'x' is not a cursor"),
+    ("limit 201", {"what": "calls", "limit": 201}, "limit: 201 is greater"),
+    ("limit 0", {"what": "targets", "limit": 0}, "limit: 0 is less"),
+    ("a time without zone", {"what": "calls", "created_after": "2026-01-01"}, "no time zone"),
+    ("not a time", {"what": "calls", "created_before": "soon"}, "created_before 'soon'"),
+    ("an unknown status", {"what": "calls", "status": "done"}, "status: 'done' is not one of"),
+    ("a caller that is no principal", {"what": "calls", "caller": "alice"}, "caller"),
+    (
+        "a target without kind",
+        {"what": "calls", "target": "demo"},
+        "target: 'demo' is not valid: expected crew:<name>",
+    ),
+    ("a malformed since", {"what": "conversations", "since": "garbage"}, "since 'garbage'"),
+    (
+        "an empty time range",
+        {
+            "what": "calls",
+            "created_after": "2026-01-02T00:00:00Z",
+            "created_before": "2026-01-01T00:00:00Z",
+        },
+        "is not before created_before",
+    ),
+)
+rows(
+    "transcript",
+    None,
+    ("neither id", {}, "exactly one of conversation_id and inbox_id (got neither)"),
+    (
+        "both ids",
+        {"conversation_id": UNKNOWN_UUID, "inbox_id": UNKNOWN_UUID},
+        "exactly one of conversation_id and inbox_id (got conversation_id, inbox_id)",
+    ),
+    ("an unknown conversation", {"conversation_id": UNKNOWN_UUID}, "not found", "NOT_FOUND"),
+    ("an unknown inbox", {"inbox_id": UNKNOWN_UUID}, "inbox", "NOT_FOUND"),
+    (
+        "a malformed cursor",
+        lambda w: {"conversation_id": w.conversation_id, "cursor": "garbage"},
+        "after 'garbage' is not a cursor",
+    ),
+    ("limit 500", {"conversation_id": UNKNOWN_UUID, "limit": 500}, "limit: 500 is greater"),
+    ("a NUL in the inbox id", {"inbox_id": "a\x00b"}, "inbox"),
+)
+
 # -------------------------------------------------------- operator and owner tools
 
 rows(

@@ -47,6 +47,8 @@ async def test_official_client_round_trip_across_two_replicas_G1_G2_C2_C6_C7(
             "chat",
             "functions",
             "get_crew_function_call",
+            "list",
+            "transcript",
         }
         schema = by_name["messages"].input_schema
         assert schema["properties"]["action"]["enum"] == ["send", "read"]

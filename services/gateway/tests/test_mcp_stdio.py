@@ -29,6 +29,8 @@ async def test_stdio_server_proxies_tool_calls_to_the_gateway_with_the_token_G1_
             "chat",
             "functions",
             "get_crew_function_call",
+            "list",
+            "transcript",
         ]
 
         sent = await mcp.call_tool("ask_crew", {"crew": "demo", "message": "via stdio"})

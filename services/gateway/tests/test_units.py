@@ -51,6 +51,8 @@ def test_every_tool_schema_is_valid_json_schema_and_operator_tools_stay_off_mcp_
         "chat",
         "functions",
         "get_crew_function_call",
+        "list",
+        "transcript",
     ]
     for tool in tools.TOOLS.values():
         assert tool.input_schema["type"] == "object"

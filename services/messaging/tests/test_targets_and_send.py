@@ -182,12 +182,36 @@ async def test_switch_off_refuses_every_programmatic_message_C8(clients, demo, d
         await bot.send("agent to agent", target=demo)
     assert count(database_url, "messages") == stored
 
-    # A person's app chat still gets through, and the crew's agents can still answer.
-    app = await alice.send("from the app", target=demo, channel=pb.CHANNEL_APP)
-    assert app.accepted
+    # The crew's agents can still answer.
     await bot.send_message(earlier.inbox_id, "still here")
     with pytest.raises(InvalidArgument, match="channel app"):
         await bot.send("pretending", target=demo, channel=pb.CHANNEL_APP)
+
+
+async def test_the_owners_app_chat_passes_the_switch_and_no_one_elses_does_C8_V5(
+    clients, demo, database_url
+):
+    """C8, V5: with free_text_ask=false the target's owner still chats with it on the app
+    channel, new conversations and continued ones; another user's app-channel message is
+    refused like a programmatic one, naming the setting, and stores nothing."""
+    alice = await clients("user:alice")
+    owner = await clients("user:owner")
+    earlier = await alice.send("before the switch", target=demo, channel=pb.CHANNEL_APP)
+    await owner.update_target(demo, free_text_ask=False)
+    stored = count(database_url, "messages")
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await alice.send("from the app", target=demo, channel=pb.CHANNEL_APP)
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await alice.send("continuing", inbox_id=earlier.inbox_id, channel=pb.CHANNEL_APP)
+    assert count(database_url, "messages") == stored
+
+    chat = await owner.send("hello crew", target=demo, channel=pb.CHANNEL_APP)
+    assert chat.accepted
+    again = await owner.send("and again", inbox_id=chat.inbox_id, channel=pb.CHANNEL_APP)
+    assert again.conversation_id == chat.conversation_id
+    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+        await owner.send("not from the app", inbox_id=chat.inbox_id)
+    assert count(database_url, "messages") == stored + 2
 
 
 @pytest.mark.parametrize(

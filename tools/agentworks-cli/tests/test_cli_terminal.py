@@ -174,7 +174,8 @@ async def test_call_wait_at_a_terminal_shows_the_time_waited_and_ctrl_c_exits_13
     last = ANSI.sub("", shown).strip().splitlines()[-1]
     assert last.endswith(
         f"agentworks: stopped waiting; call {call_id} goes on: "
-        f"agentworks crews call-status --call {call_id}"
+        f"agentworks crews call-status --call {call_id} "
+        f"(end it: agentworks calls cancel {call_id})"
     ), shown
     assert "Traceback" not in shown
 

@@ -359,3 +359,44 @@ def test_every_child_gets_its_own_metrics_port_and_name_never_a_shared_one_P3_P4
         match="port 50051 is also a gRPC or HTTP port; choose another first port with --metr",
     ):
         metrics_ports(50050, 1, [50051, 50052, 50053, 8080])
+
+
+def test_the_demo_crew_gets_the_llm_agent_only_with_llm_settings_and_the_banner_says_so_L4(
+    tmp_path,
+):
+    """L4: without AGENTWORKS_LLM_MODEL the demo crew's turns run the scripted demo; with
+    it (and OPENAI_BASE_URL) the reference LLM runtime, given the functions address for
+    its call_function, and the model's key, which no service gets; the banner names
+    which. Unusable LLM settings stop `up` before it starts anything, naming the
+    variable."""
+    from agentworks_dev.agent import demo_agent_command, demo_agent_line
+    from agentworks_dev.banner import banner_text
+    from agentworks_dev.specs import StartupError
+    from agentworks_dev.up import Supervisor, parse_args
+
+    def demo_runtime(environ: dict[str, str]) -> list[str]:
+        supervisor = Supervisor(parse_args(["--home", str(tmp_path)], {}), environ)
+        supervisor.database_url = "postgresql://localhost/x"
+        supervisor.keys, supervisor.webhook_key = KeyDirectory(tmp_path / "keys"), "whk"
+        [turns, _] = supervisor.runtime_children()
+        assert turns.env["AGENTWORKS_FUNCTIONS_ADDRESS"] == ",".join(supervisor.addresses(1))
+        # The model's key goes to the runtime, never to a service.
+        assert turns.env.get("OPENAI_API_KEY") == environ.get("OPENAI_API_KEY")
+        for service, _ in supervisor.plan()[0]:
+            assert "OPENAI_API_KEY" not in service.env, service.name
+        return turns.argv[-3:]
+
+    plain = {"PATH": os.environ["PATH"]}
+    llm = {**plain, "AGENTWORKS_LLM_MODEL": "llama3.2"}
+    llm["OPENAI_BASE_URL"] = "http://localhost:11434/v1"
+    llm["OPENAI_API_KEY"] = "sk-test"
+    assert demo_runtime(plain)[-1] == "demo"
+    assert demo_runtime(llm) == ["llm", "--serve", "turns"]
+    assert demo_agent_line(plain).startswith("scripted demo")
+    line = demo_agent_line(llm)
+    assert line == "reference LLM runtime: model llama3.2 at http://localhost:11434/v1"
+    kwargs = dict(home=tmp_path, gateway_url="http://x", token="t", preset_token=False)
+    banner = banner_text(**kwargs, embedded=False, services=[], skipped=[], agent=line)
+    assert f"  agent     {line}" in banner.splitlines()
+    with pytest.raises(StartupError, match="OPENAI_BASE_URL must be an http"):
+        demo_agent_command({**llm, "OPENAI_BASE_URL": "localhost:11434"})

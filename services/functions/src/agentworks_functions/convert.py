@@ -19,12 +19,14 @@ from agentworks_functions.models import (
     WAITING_FOR_INPUT,
     Call,
     CallSource,
+    CallSummary,
     FileInfo,
     Function,
     FunctionSpec,
     StatusView,
     Target,
     TargetKey,
+    TargetSummary,
     WorkflowBinding,
     WorkflowVariable,
 )
@@ -46,6 +48,22 @@ _STATES = {
 def state_out(status: str) -> pb.CallState:
     """A call status (models: RUNNING, ..., CANCELLED) as the proto's CallState."""
     return _STATES[status]
+
+
+_STATES_IN = {v: k for k, v in _STATES.items()}
+
+
+def states_in(states) -> list[str]:
+    """CallState values as call statuses; UNSPECIFIED (or unknown) is refused."""
+    out = []
+    for state in states:
+        if state not in _STATES_IN:
+            raise InvalidArgument(
+                f"statuses: {state} is not a call state; use CALL_STATE_RUNNING, "
+                "_WAITING_FOR_INPUT, _COMPLETED, _FAILED, _INTERRUPTED or _CANCELLED"
+            )
+        out.append(_STATES_IN[state])
+    return out
 
 
 def _ts(value) -> Timestamp | None:
@@ -235,3 +253,26 @@ def execution_out(call: Call) -> pb.Execution:
     if call.workflow is not None:
         out.workflow.CopyFrom(binding_out(call.workflow))
     return out
+
+
+def call_summary_out(call: CallSummary) -> pb.CallSummary:
+    return pb.CallSummary(
+        call_id=call.id,
+        target=target_ref(call.target),
+        function=call.function,
+        caller=call.caller,
+        status=state_out(call.status),
+        progress=call.progress,
+        question=call.question,
+        created_at=_ts(call.created_at),
+        ended_at=_ts(call.ended_at),
+    )
+
+
+def target_summary_out(summary: TargetSummary) -> pb.TargetSummary:
+    return pb.TargetSummary(
+        target=target_out(summary.target),
+        functions=[function_out(f) for f in summary.functions],
+        running=summary.running,
+        free=summary.free,
+    )

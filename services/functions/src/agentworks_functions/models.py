@@ -176,6 +176,34 @@ class Call:
 
 
 @dataclass(frozen=True)
+class CallSummary:
+    """One call in a list (V1): what it is and where it is."""
+
+    id: str
+    target: TargetKey
+    function: str
+    caller: str
+    status: str
+    progress: str
+    question: str
+    created_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """One target in a list (V1): its functions the viewer may see, its slots in use."""
+
+    target: Target
+    functions: tuple[Function, ...]
+    running: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.target.effective_running_limit - self.running)
+
+
+@dataclass(frozen=True)
 class ExecutionMessage:
     index: int
     role: str

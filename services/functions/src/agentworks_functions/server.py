@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
+from datetime import UTC
 
 import structlog
 
@@ -16,14 +17,17 @@ from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer
 from agentworks_functions.convert import (
     _ts,
+    call_summary_out,
     execution_out,
     file_out,
     function_in,
     function_out,
     state_out,
+    states_in,
     status_out,
     target_key,
     target_out,
+    target_summary_out,
 )
 from agentworks_functions.models import (
     OPEN_STATUSES,
@@ -34,6 +38,13 @@ from agentworks_functions.models import (
 from agentworks_functions.service import FunctionsService
 
 log = structlog.get_logger("agentworks.functions")
+
+
+def _when(request, field: str):
+    """A request's optional timestamp as a UTC datetime, None when unset."""
+    if not request.HasField(field):
+        return None
+    return getattr(request, field).ToDatetime(tzinfo=UTC)
 
 
 class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
@@ -63,6 +74,30 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
 
     async def GetTarget(self, request, context):
         return target_out(await self.service.get_target(caller(), target_key(request.ref, "ref")))
+
+    async def ListTargets(self, request, context):
+        targets, cursor = await self.service.list_targets(
+            caller(),
+            target=target_key(request.target) if request.HasField("target") else None,
+            after=request.after,
+            limit=request.limit,
+        )
+        return pb.ListTargetsResponse(
+            targets=[target_summary_out(s) for s in targets], next_cursor=cursor
+        )
+
+    async def ListCalls(self, request, context):
+        calls, cursor = await self.service.list_calls(
+            caller(),
+            target=target_key(request.target) if request.HasField("target") else None,
+            caller=request.caller,
+            statuses=states_in(request.statuses),
+            created_after=_when(request, "created_after"),
+            created_before=_when(request, "created_before"),
+            after=request.after,
+            limit=request.limit,
+        )
+        return pb.ListCallsResponse(calls=[call_summary_out(c) for c in calls], next_cursor=cursor)
 
     async def DeclareFunction(self, request, context):
         return function_out(

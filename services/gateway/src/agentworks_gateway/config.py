@@ -33,6 +33,10 @@ MAX_IDENTITY_TTL_SECONDS = MAX_LIFETIME_SECONDS
 DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS = 60
 
 
+# A web console session (GATEWAY_CONSOLE_SESSION_SECONDS): a working day.
+DEFAULT_CONSOLE_SESSION_SECONDS = 8 * 3600
+
+
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
@@ -64,6 +68,9 @@ class Config:
     max_header_bytes: int = 16 * 1024
     # Lifetime of an identity exchanged for a runtime credential (POST /api/v1/identity).
     runtime_identity_ttl_seconds: int = DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS
+    # How long a web console session lasts after sign-in (V3); its token's revocation
+    # or expiry ends it sooner.
+    console_session_seconds: int = DEFAULT_CONSOLE_SESSION_SECONDS
 
     @property
     def listen(self) -> str:
@@ -140,5 +147,11 @@ class Config:
                 DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS,
                 minimum=MIN_IDENTITY_TTL_SECONDS,
                 maximum=MAX_IDENTITY_TTL_SECONDS,
+            ),
+            console_session_seconds=env.get_int(
+                "CONSOLE_SESSION_SECONDS",
+                DEFAULT_CONSOLE_SESSION_SECONDS,
+                minimum=60,
+                maximum=30 * 24 * 3600,
             ),
         )

@@ -154,6 +154,47 @@ async def visible(
     return shown
 
 
+async def page(
+    gateway: Gateway,
+    caller: Identity,
+    *,
+    include_revoked: bool,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> tuple[list[TokenRecord], bool]:
+    """One page of the runtime credentials the caller may see (as `visible`), oldest
+    first after the key `after`, and whether more follow. Whose a credential is depends
+    on its targets' owners, which the services hold, so pages are read in keyset batches
+    until `limit` visible ones are found."""
+    shown: list[TokenRecord] = []
+    owners: dict[str, str | None] = {}
+    while True:
+        batch = await gateway.tokens.runtime_page(
+            include_revoked=include_revoked, after=after, limit=limit + 1
+        )
+        for record in batch:
+            if caller.is_operator or await _owned(gateway, caller, record, owners):
+                shown.append(record)
+                if len(shown) > limit:
+                    return shown[:limit], True
+        if len(batch) <= limit:
+            return shown, False
+        after = (batch[-1].created_at, batch[-1].token_id)
+
+
+async def _owned(
+    gateway: Gateway, caller: Identity, record: TokenRecord, owners: dict[str, str | None]
+) -> bool:
+    for target in record.targets or ():
+        if target not in owners:
+            try:
+                owners[target] = await target_owner(gateway, caller, target)
+            except errors.NotFound:
+                owners[target] = None
+    targets = record.targets or ()
+    return bool(targets) and all(owners[t] == caller.principal for t in targets)
+
+
 async def revoke(gateway: Gateway, caller: Identity, credential_id: str) -> TokenRecord:
     """Revoke a runtime credential: its next exchange is refused, on every replica."""
     check_no_nul(credential_id, "credential_id")
@@ -201,6 +242,7 @@ async def exchange(gateway: Gateway, authorization: str | None) -> dict[str, Any
     ttl = gateway.config.runtime_identity_ttl_seconds
     if record.expires_at is not None:  # an identity never outlives its credential
         ttl = max(1, min(ttl, int((record.expires_at - now).total_seconds())))
+    await gateway.tokens.seen(record.token_id)
     issued = int(now.timestamp())
     targets = frozenset(record.targets or ())
     identity = mint(

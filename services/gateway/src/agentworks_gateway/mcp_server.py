@@ -38,7 +38,9 @@ INSTRUCTIONS = (
     "call, action call returns a call_id at once; poll action status with that call_id "
     "(wait_seconds up to 25) until the status is completed, failed, interrupted or "
     "cancelled, answer a pending question with action reply, and read produced files with "
-    "action read."
+    "action read. To look around, `list` (what: calls, conversations, inboxes, targets, "
+    "wake_ups, schedules, webhooks, runtimes) pages through what you may see, and "
+    "`transcript` reads a conversation whole, both directions, with every delivery."
 )
 
 ToolCaller = Callable[[str, dict[str, Any], ServerRequestContext[Any, Any]], Awaitable[dict]]
@@ -72,6 +74,8 @@ _PRESENTATION: dict[str, tuple[str, types.ToolAnnotations]] = {
         _hints(read_only=False, destructive=True),
     ),
     "get_crew_function_call": ("Get a function call's status", _hints(read_only=True)),
+    "list": ("List calls, conversations, targets and more", _hints(read_only=True)),
+    "transcript": ("Read a conversation's transcript", _hints(read_only=True)),
 }
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -22,6 +22,8 @@ class TokenRecord:
     # A runtime credential's targets (T2); None for an API token.
     targets: tuple[str, ...] | None = None
     expires_at: datetime | None = None
+    # A runtime credential's last exchange (V1); None if never, and for API tokens.
+    last_seen_at: datetime | None = None
 
     @property
     def revoked(self) -> bool:
@@ -47,5 +49,21 @@ class TokenRecord:
             "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
             "revoked_by": self.revoked_by,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            **({"targets": list(self.targets)} if self.targets is not None else {}),
+            **(
+                {
+                    "targets": list(self.targets),
+                    "last_seen_at": self.last_seen_at.isoformat() if self.last_seen_at else None,
+                }
+                if self.targets is not None
+                else {}
+            ),
         }
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    """A web console session (V3): its CSRF token, its expiry and the token it acts as."""
+
+    csrf_token: str
+    expires_at: datetime
+    token: TokenRecord

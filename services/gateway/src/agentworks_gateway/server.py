@@ -1,6 +1,7 @@
 """The gateway's HTTP surface (G1, G4): `/mcp`, `POST /api/v1/tools/<tool>`,
 `GET /api/v1/tools`, `POST /api/v1/identity` (a runtime credential's exchange, T2),
-`/healthz`, and `POST /webhooks/<webhook_id>` (S5).
+`/healthz`, `POST /webhooks/<webhook_id>` (S5), and the web console at `/` (V3-V5,
+`agentworks_gateway.console`).
 
 Translation only: a bearer token becomes an identity, JSON becomes a tool call, and
 `AgentWorksError` becomes a JSON error with the matching HTTP status (or an MCP tool
@@ -30,6 +31,7 @@ from agentworks.client import errors
 from agentworks.client.identity import Identity
 from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
+from agentworks_gateway.console import console_routes
 from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY, build_http_server, tool_list
 from agentworks_gateway.service import Gateway
 
@@ -240,6 +242,7 @@ def build_app(gateway: Gateway) -> Starlette:
             Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
             Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),
             Route("/mcp", McpAuth(manager.handle_request, gateway)),
+            *console_routes(gateway),
         ],
         middleware=[Middleware(DrainGuard, gateway=gateway)],
         lifespan=lifespan,

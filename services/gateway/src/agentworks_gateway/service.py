@@ -123,11 +123,19 @@ class Gateway:
 
     async def authenticate(self, authorization: str | None) -> Identity:
         """The identity behind an `Authorization: Bearer <token>` header value."""
-        token = bearer_token(authorization, "API token")
+        return self.identity_of(await self.token_record(bearer_token(authorization, "API token")))
+
+    async def token_record(self, token: str) -> TokenRecord:
+        """The stored record of an API token, or Unauthenticated saying why there is none."""
         record = await self.tokens.find_by_hash(hash_token(token))
         if record is None:
             hint = "" if token.startswith(TOKEN_PREFIX) else f" (tokens start with {TOKEN_PREFIX})"
             raise Unauthenticated(f"unknown API token{hint}: check it, or {CREATE_TOKEN_HINT}")
+        return record
+
+    def identity_of(self, record: TokenRecord) -> Identity:
+        """The identity an API token acts as; Unauthenticated when it is a runtime
+        credential, revoked or expired (checked on every request, A1, T4)."""
         if record.is_runtime_credential:
             raise Unauthenticated(
                 "this is a runtime credential: exchange it at POST /api/v1/identity for a "

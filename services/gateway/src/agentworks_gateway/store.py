@@ -1,4 +1,4 @@
-"""SQL for the gateway's own data (API tokens); one method per use case."""
+"""SQL for the gateway's own data (API tokens, console sessions); one method per use case."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from agentworks.client.errors import PreconditionFailed, Unavailable
 from agentworks.server.db import Database, fetch_one, fixed_sql, sqlalchemy_url
 from agentworks_gateway.metrics import database_failed
-from agentworks_gateway.models import TokenRecord
-from agentworks_gateway.tables import api_tokens
+from agentworks_gateway.models import ConsoleSession, TokenRecord
+from agentworks_gateway.tables import api_tokens, console_sessions
 
 _RECORD_COLUMNS = [
     api_tokens.c.token_id,
@@ -27,11 +27,14 @@ _RECORD_COLUMNS = [
     api_tokens.c.revoked_by,
     api_tokens.c.targets,
     api_tokens.c.expires_at,
+    api_tokens.c.last_seen_at,
 ]
+
+_SEEN = fixed_sql("UPDATE gateway.api_tokens SET last_seen_at = now() WHERE token_id = :token_id")
 
 _FIND_BY_HASH = fixed_sql(
     "SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by, "
-    "targets, expires_at FROM gateway.api_tokens WHERE token_hash = :token_hash"
+    "targets, expires_at, last_seen_at FROM gateway.api_tokens WHERE token_hash = :token_hash"
 )
 
 
@@ -47,6 +50,7 @@ def _record(row: Any) -> TokenRecord:
         revoked_by=row.revoked_by,
         targets=tuple(row.targets) if row.targets is not None else None,
         expires_at=row.expires_at,
+        last_seen_at=row.last_seen_at,
     )
 
 
@@ -131,6 +135,27 @@ class TokenStore:
             rows = (await conn.execute(query)).all()
         return [_record(r) for r in rows]
 
+    async def seen(self, token_id: str) -> None:
+        """Record that a runtime just exchanged this credential (its last seen, V1)."""
+        async with _watched("authenticate"), self.database.raw() as conn:
+            await conn.execute(_SEEN, {"token_id": token_id})
+
+    async def runtime_page(
+        self, *, include_revoked: bool, after: tuple[datetime, str] | None, limit: int
+    ) -> list[TokenRecord]:
+        """Up to `limit` runtime credentials oldest first, after the (created_at,
+        token_id) key `after`: one keyset page, never OFFSET."""
+        c = api_tokens.c
+        query = sa.select(*_RECORD_COLUMNS).where(c.targets.isnot(None))
+        if not include_revoked:
+            query = query.where(c.revoked_at.is_(None))
+        if after is not None:
+            query = query.where(sa.tuple_(c.created_at, c.token_id) > sa.tuple_(*after))
+        query = query.order_by(c.created_at, c.token_id).limit(limit)
+        async with _watched("tokens"), self.database.transaction() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_record(r) for r in rows]
+
     async def get(self, token_id: str) -> TokenRecord | None:
         """The token or runtime credential with this id, revoked or not; None if none."""
         async with _watched("tokens"), self.database.transaction() as conn:
@@ -155,6 +180,60 @@ class TokenStore:
                 )
             ).one_or_none()
         return _record(row) if row else None
+
+
+_FIND_SESSION = fixed_sql(
+    "SELECT s.csrf_token, s.expires_at AS session_expires_at, t.token_id, t.label, t.principal, "
+    "t.roles, t.created_by, t.created_at, t.revoked_at, t.revoked_by, t.targets, t.expires_at, "
+    "t.last_seen_at "
+    "FROM gateway.console_sessions s JOIN gateway.api_tokens t ON t.token_id = s.token_id "
+    "WHERE s.session_hash = :session_hash"
+)
+
+
+class SessionStore:
+    """Web console sessions (V3) in PostgreSQL, beside the tokens they act as."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def create(
+        self, *, session_hash: str, token_id: str, csrf_token: str, expires_at: datetime
+    ) -> None:
+        """Store a new session, and drop the sessions that have expired."""
+        async with _watched("sessions"), self.database.transaction() as conn:
+            await conn.execute(
+                console_sessions.delete().where(console_sessions.c.expires_at < sa.func.now())
+            )
+            await conn.execute(
+                console_sessions.insert().values(
+                    session_hash=session_hash,
+                    token_id=token_id,
+                    csrf_token=csrf_token,
+                    expires_at=expires_at,
+                )
+            )
+
+    async def find(self, session_hash: str) -> ConsoleSession | None:
+        """The session with this hash and its token (revoked or not); None if none.
+
+        One fixed statement on a plain connection per console request, like a token's
+        lookup: a revoked token ends its sessions on the very next request.
+        """
+        async with _watched("sessions"), self.database.raw() as conn:
+            row = await fetch_one(conn, _FIND_SESSION, {"session_hash": session_hash})
+        if row is None:
+            return None
+        return ConsoleSession(
+            csrf_token=row.csrf_token, expires_at=row.session_expires_at, token=_record(row)
+        )
+
+    async def delete(self, session_hash: str) -> None:
+        """End a session (sign-out); nothing happens when there is none."""
+        async with _watched("sessions"), self.database.transaction() as conn:
+            await conn.execute(
+                console_sessions.delete().where(console_sessions.c.session_hash == session_hash)
+            )
 
 
 def ensure_token_sync(

@@ -25,4 +25,26 @@ api_tokens = sa.Table(
     # Set: a runtime credential (T2) for these targets ("crew:demo"); NULL: an API token.
     sa.Column("targets", pg.ARRAY(sa.Text)),
     sa.Column("expires_at", sa.DateTime(timezone=True)),
+    # A runtime credential's last exchange for an identity (V1: when its runtime was
+    # last seen); NULL when never, and for API tokens.
+    sa.Column("last_seen_at", sa.DateTime(timezone=True)),
+)
+
+# Web console sessions (V3): the SHA-256 of the cookie's session id, the API token it
+# acts as, its CSRF token and its expiry.
+console_sessions = sa.Table(
+    "console_sessions",
+    metadata,
+    sa.Column("session_hash", sa.Text, primary_key=True),
+    sa.Column(
+        "token_id",
+        sa.Text,
+        sa.ForeignKey("gateway.api_tokens.token_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("csrf_token", sa.Text, nullable=False),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
 )

@@ -11,7 +11,9 @@ from agentworks.client.jsontext import dumps, loads_object
 from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
 from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks_messaging.cursors import encode_cursor
 from agentworks_messaging.models import (
+    ConversationSummary,
     Delivery,
     Message,
     Receipt,
@@ -142,6 +144,23 @@ def delivery_out(d: Delivery) -> pb.Delivery:
     return out
 
 
+def conversation_out(c: ConversationSummary) -> pb.ConversationSummary:
+    out = pb.ConversationSummary(
+        conversation_id=c.conversation_id,
+        inbox_id=c.inbox_id,
+        principal=c.principal,
+        target=target_ref(c.target),
+        started_by=c.started_by,
+        created_at=timestamp(c.created_at),
+        message_count=c.message_count,
+        latest_cursor=encode_cursor(c.last_position),
+        new_messages=c.new_messages,
+    )
+    if c.last_message is not None:
+        out.last_message.CopyFrom(message_out(c.last_message))
+    return out
+
+
 def receipt_out(receipt: Receipt) -> pb.SendReceipt:
     return pb.SendReceipt(
         accepted=True,
@@ -163,6 +182,7 @@ def transcript_out(transcript: Transcript) -> pb.GetTranscriptResponse:
         next_cursor=transcript.next_cursor,
         target=target_ref(transcript.target),
         inbox_id=transcript.inbox_id,
+        conversation_id=transcript.conversation_id,
     )
 
 

@@ -86,6 +86,23 @@ class Transcript:
     next_cursor: str
     target: TargetKey
     inbox_id: str
+    conversation_id: str = ""
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One conversation in a list (V1): its inbox, its latest message, what is new."""
+
+    conversation_id: str
+    inbox_id: str
+    principal: str
+    target: TargetKey
+    started_by: str
+    created_at: datetime
+    message_count: int
+    last_message: Message | None
+    last_position: int
+    new_messages: int
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from agentworks.server.capabilities import CapabilityIssuer
 from agentworks_messaging.convert import (
     caps_in,
     channel_in,
+    conversation_out,
     delivery_in,
     message_out,
     parts_in,
@@ -85,8 +86,23 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             conversation_id=request.conversation_id,
             after=request.after,
             limit=request.limit,
+            inbox_id=request.inbox_id,
         )
         return transcript_out(transcript)
+
+    async def ListConversations(self, request, context):
+        items, cursor, since = await self.service.list_conversations(
+            caller(),
+            target=target_key(request.target) if request.HasField("target") else None,
+            after=request.after,
+            limit=request.limit,
+            since=request.since,
+        )
+        return pb.ListConversationsResponse(
+            conversations=[conversation_out(c) for c in items],
+            next_cursor=cursor,
+            since_cursor=since,
+        )
 
     async def ClaimTurn(self, request, context):
         turn = await self.service.claim_turn(

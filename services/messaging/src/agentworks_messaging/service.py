@@ -11,7 +11,6 @@ from typing import Any
 
 import structlog
 
-from agentworks.client import checks
 from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
 from agentworks.client.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_principal
@@ -28,6 +27,8 @@ from agentworks.client.limits import (
 )
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
+from agentworks_messaging.cursors import decode_cursor, encode_cursor
+from agentworks_messaging.listing import ConversationListing
 from agentworks_messaging.models import (
     Message,
     NewDelivery,
@@ -49,17 +50,6 @@ READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
 DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
-_CURSOR_PREFIX = "p1:"
-
-
-def encode_cursor(position: int) -> str:
-    """An opaque cursor for a position."""
-    return checks.encode_cursor(position, _CURSOR_PREFIX)
-
-
-def decode_cursor(cursor: str, field: str = "after") -> int:
-    """The position behind a cursor; empty means the start."""
-    return checks.decode_cursor(cursor, _CURSOR_PREFIX, field)
 
 
 def _nul_at(value: Any, path: str) -> str | None:
@@ -107,7 +97,7 @@ def check_submission_id(submission_id: str) -> None:
         raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
 
 
-class MessagingService:
+class MessagingService(ConversationListing):
     """The conversation contract (A3, A4, C1-C12) over a store and a NOTIFY listener."""
 
     def __init__(
@@ -167,7 +157,9 @@ class MessagingService:
         check_submission_id(submission_id)
         if channel == "app" and identity.kind != "user":
             raise InvalidArgument("channel app is for people in the app (user principals) only")
-        # C8: the switch refuses programmatic messages; a person's app chat still gets through.
+        # C8, V5: the switch refuses programmatic messages; the owner's app chat (a person
+        # in the console) still gets through. Another principal's app message is refused
+        # like a programmatic one: the app channel is the owner's, not a way around it.
         refuse = channel != "app"
         digest = (
             request_hash(str(target) if target else inbox_id, text, parts, channel)
@@ -261,11 +253,28 @@ class MessagingService:
         return messages, encode_cursor(next_position)
 
     async def transcript(
-        self, identity: Identity, *, conversation_id: str, after: str, limit: int
+        self,
+        identity: Identity,
+        *,
+        conversation_id: str,
+        after: str,
+        limit: int,
+        inbox_id: str = "",
     ) -> Transcript:
-        """A conversation's messages and delivery records, for its participants (C12)."""
+        """A conversation's messages and delivery records, both directions and every
+        delivery kind, for its participants (C12, V2); by conversation or by its inbox."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
+        if inbox_id:
+            if conversation_id:
+                raise InvalidArgument(
+                    "give conversation_id or inbox_id, not both: either names the conversation"
+                )
+            check_no_nul(inbox_id, "inbox_id")
+            try:
+                conversation_id = await self.store.inbox_conversation(inbox_id)
+            except NotFound:
+                raise NotFound(f"conversation of inbox {inbox_id!r} not found") from None
         # A turn's capability reads its own conversation's, while its turn is leased.
         await self._check_turn_capability(identity, conversation_id)
         key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
@@ -276,7 +285,9 @@ class MessagingService:
         ):
             raise NotFound(f"conversation {conversation_id!r} not found")
         page: Page = await self.store.transcript(conversation_id, position, limit)
-        return Transcript(page.items, encode_cursor(page.last_position), key, inbox_id)
+        return Transcript(
+            page.items, encode_cursor(page.last_position), key, inbox_id, conversation_id
+        )
 
     # -------------------------------------------------------------------- turns
 

@@ -116,7 +116,8 @@ async def wait_for_call(
         f"agentworks {group} call-status --call {call_id})"
     )
     args.on_interrupt = (
-        f"stopped waiting; call {call_id} goes on: agentworks {group} call-status --call {call_id}"
+        f"stopped waiting; call {call_id} goes on: agentworks {group} call-status --call "
+        f"{call_id} (end it: agentworks calls cancel {call_id})"
     )
     line = StateLine()
     try:

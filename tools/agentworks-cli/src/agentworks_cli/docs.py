@@ -18,6 +18,10 @@ only `keys` is local:
 | commands | tool |
 | --- | --- |
 | `messages send`, `read` | `messages` |
+| `messages transcript` | `transcript` (read-only) |
+| `calls list`, `conversations list`, `inboxes list` | `list` (read-only) |
+| `targets list`, `runtimes list` | `list` (read-only) |
+| `calls cancel` | `functions` (action `cancel`) |
 | `crews functions`, `call`, `call-status`, `call-file`, `reply`, `cancel` | `functions` |
 | `functions list`, `call`, `call-status`, `call-file`, `reply`, `cancel` | `functions` |
 | `functions declare`, `remove` (owner) | `declarations` |
@@ -109,6 +113,23 @@ At the end it prints the final status (with `--json`, what `call-status --json` 
 and exits 0 when the call completed, 8 when it failed, was interrupted or was cancelled.
 Ctrl-C stops waiting (exit 130); the call goes on. A busy target (at its running limit)
 exits 5 at once.
+
+Calls a stopped `--wait` left running still hold the target's running slots: find them
+with `agentworks calls list --status open` (your calls, and every call on targets you
+own) and end them with `agentworks calls cancel CALL_ID...`; `agentworks targets list`
+shows each target's slots in use and free.
+
+## Listing
+
+`calls list`, `conversations list`, `inboxes list`, `targets list` and `runtimes list`
+page through what you may see with the read-only `list` tool: your own, and what belongs
+to the targets you own (the operator: everything). One page (`--limit`, at most 200,
+default 50) at a time: a full page ends with `more: --cursor CURSOR` on stderr; `--all`
+fetches every page. `conversations list` also prints a `--since` cursor: pass it later
+to see only the conversations with new messages and how many (`NEW`).
+`messages transcript --conversation ID` (or `--inbox ID`) prints a conversation whole:
+the messages both ways (`sender → crew:x`, `agent → inbox`) and every delivery record
+(`[wake_up · handled] ...`), then `next_cursor`.
 
 `call-file` writes the file's bytes, page by page, to `--out PATH` or stdout (binary
 files byte for byte); `--offset` and `--limit` read a part. `call-status` pages the

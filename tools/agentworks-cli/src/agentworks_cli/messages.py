@@ -1,4 +1,5 @@
-"""`agentworks messages send|read`: agent messaging through the `messages` tool (C1-C7, G3)."""
+"""`agentworks messages send|read|transcript`: agent messaging through the `messages` tool
+(C1-C7, G3), and whole transcripts through the read-only `transcript` tool (V2, C12)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,55 @@ async def read(api: ApiClient, args: argparse.Namespace) -> None:
             note(f"next_cursor: {page['next_cursor']}")
 
 
+def _print_entry(entry: Mapping[str, Any], target: str) -> None:
+    when = paint(local_time(entry.get("created_at")), "dim")
+    if entry["type"] == "message":
+        to = target if entry["direction"] == "to_target" else "inbox"
+        text = entry.get("text", "")
+        for part in entry.get("parts") or ():
+            text += "\n" + (part["text"] if "text" in part else json.dumps(part.get("data")))
+        who = paint(f"{entry['sender']} → {to}:", "bold")
+        print(f"{when}  {who}\n    " + text.replace("\n", "\n    "))
+        return
+    kind, status = entry["kind"], entry["status"]
+    label = paint(f"[{kind} · {status}]", "dim" if kind == "message" else "bold")
+    if kind == "message":
+        detail = f"delivered message {entry['message_id']}"
+    elif entry.get("payload") is not None:
+        detail = entry["payload"][:500]
+    elif entry.get("payload_base64") is not None:
+        detail = f"({len(entry['payload_base64']) * 3 // 4} bytes, not text; see --json)"
+    else:
+        detail = entry.get("text", "")
+    print(f"{when}  {label} " + detail.replace("\n", "\n    "))
+
+
+async def transcript(api: ApiClient, args: argparse.Namespace) -> None:
+    call: dict[str, Any] = {}
+    if args.conversation:
+        call["conversation_id"] = args.conversation
+    else:
+        call["inbox_id"] = args.inbox
+    if args.cursor:
+        call["cursor"] = args.cursor
+    if args.limit is not None:
+        call["limit"] = args.limit
+    page = await api.call("transcript", call)
+    items = list(page["items"])
+    while args.all and page["items"]:
+        page = await api.call("transcript", {**call, "cursor": page["next_cursor"]})
+        items.extend(page["items"])
+    if args.json:
+        print_json({**page, "items": items})
+        return
+    note(f"conversation {page['conversation_id']} with {page['target']}, inbox {page['inbox_id']}")
+    for entry in items:
+        _print_entry(entry, page["target"])
+    if not items:
+        note("nothing (more) in this transcript")
+    print(f"next_cursor: {page['next_cursor']}", flush=True)
+
+
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add `messages` to the `agentworks` parser."""
     messages = commands.add_parser(
@@ -142,3 +192,27 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "retried, with a note on stderr",
     )
     read_cmd.set_defaults(run=read)
+
+    transcript_cmd = messages_cmds.add_parser(
+        "transcript",
+        parents=[common],
+        help="read a conversation's whole transcript, both directions, every delivery",
+        description="Print a conversation's transcript oldest first: the messages both ways "
+        "(sender → the crew or workflow, or → inbox for agents' replies) and the delivery "
+        "records of every kind (message, wake_up, schedule, webhook, function_completed) "
+        "with their status, then the next cursor. For its caller, the target's owner, its "
+        "agents and the operator.",
+    )
+    which = transcript_cmd.add_mutually_exclusive_group(required=True)
+    which.add_argument("--conversation", metavar="ID", help="the conversation")
+    which.add_argument("--inbox", metavar="ID", help="the conversation of this inbox")
+    transcript_cmd.add_argument(
+        "--cursor", metavar="CURSOR", help="start after this cursor (next_cursor)"
+    )
+    transcript_cmd.add_argument(
+        "--limit", type=int, metavar="N", help="at most N entries a page (1-200)"
+    )
+    transcript_cmd.add_argument(
+        "--all", action="store_true", help="every page to the end (else the first page)"
+    )
+    transcript_cmd.set_defaults(run=transcript)

@@ -13,6 +13,7 @@ from agentworks_cli import (
     calls,
     completion,
     keys,
+    listing,
     mcp,
     messages,
     pauses,
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     # In this order in `agentworks --help` and docs/cli.md.
     areas = (
         messages,
+        listing,
         calls,
         targets,
         tokens,

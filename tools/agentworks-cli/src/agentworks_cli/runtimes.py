@@ -1,5 +1,5 @@
-"""`agentworks runtimes credentials create|list|revoke`: runtime credentials (T2), for a
-target's owner or an operator."""
+"""`agentworks runtimes list` and `runtimes credentials create|list|revoke`: runtimes and
+their credentials (T2, V1), for a target's owner or an operator."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentworks_cli.api import ApiClient
+from agentworks_cli.listing import fetch, more, paging_options
 from agentworks_cli.output import note, print_fields, print_json, print_table, short_time
 
 TOOL = "runtime_credentials"
@@ -81,12 +82,48 @@ async def credentials(api: ApiClient, args: argparse.Namespace) -> None:
             )
 
 
+async def list_runtimes(api: ApiClient, args: argparse.Namespace) -> None:
+    page = await fetch(api, args, "runtimes", include_revoked=args.include_revoked)
+    if args.json:
+        print_json(page)
+        return
+    print_table(
+        ("PRINCIPAL", "TARGETS", "CREDENTIAL", "LAST SEEN", "LABEL", "CREATED", "REVOKED"),
+        (
+            (
+                c["principal"],
+                ",".join(c["targets"]),
+                c["credential_id"],
+                short_time(c["last_seen_at"]) if c["last_seen_at"] else "never",
+                c["label"],
+                short_time(c["created_at"]),
+                short_time(c["revoked_at"]),
+            )
+            for c in page["items"]
+        ),
+        "no runtimes",
+        keep=(0, 2, 3, 5, 6),
+    )
+    more(page)
+
+
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add `runtimes credentials` to the `agentworks` parser."""
     runtimes_cmd = commands.add_parser(
-        "runtimes", help="runtime credentials (a target's owner or an operator)"
+        "runtimes", help="runtimes and their credentials (a target's owner or an operator)"
     )
     runtimes_cmds = runtimes_cmd.add_subparsers(title="areas", metavar="AREA", required=True)
+    listing = runtimes_cmds.add_parser(
+        "list",
+        parents=[common],
+        help="list runtimes: their credentials and when each was last seen",
+        description="List the runtimes of your targets (the operator: all) by their "
+        "credentials, oldest first, with when each last exchanged its credential for an "
+        "identity (never: not yet).",
+    )
+    listing.add_argument("--include-revoked", action="store_true", help="also revoked credentials")
+    paging_options(listing, "runtimes")
+    listing.set_defaults(run=list_runtimes)
     creds = runtimes_cmds.add_parser(
         "credentials", help="create, list or revoke the credentials runtimes authenticate with"
     )

@@ -1,4 +1,5 @@
-"""`agentworks targets register|update|set-limit|get`: crews and workflows (C1, F12, G3)."""
+"""`agentworks targets register|update|set-limit|get|list`: crews and workflows (C1, F12,
+G3, V1)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from agentworks_cli.api import ApiClient
 from agentworks_cli.errors import UsageError
-from agentworks_cli.output import print_fields, print_json
+from agentworks_cli.listing import fetch, more, paging_options
+from agentworks_cli.output import print_fields, print_json, print_table
 
 
 def bare(value: str, kind: str) -> str:
@@ -79,6 +81,28 @@ async def targets(api: ApiClient, args: argparse.Namespace) -> None:
     print_json(result) if args.json else _print_target(result)
 
 
+async def list_targets(api: ApiClient, args: argparse.Namespace) -> None:
+    page = await fetch(api, args, "targets", target=args.target)
+    if args.json:
+        print_json(page)
+        return
+    print_table(
+        ("TARGET", "OWNER", "RUNNING", "FREE", "FUNCTIONS"),
+        (
+            (
+                t["target"],
+                t["owner"],
+                f"{t['running']}/{t['effective_running_limit']}",
+                t["free"],
+                ", ".join(f["name"] for f in t["functions"]),
+            )
+            for t in page["items"]
+        ),
+        "no targets (you own none and may call no function)",
+    )
+    more(page)
+
+
 def _target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", nargs="?", metavar="TARGET", help="crew:<name> or workflow:<id>")
     where = parser.add_mutually_exclusive_group()
@@ -137,6 +161,19 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="1-1000, or 0 for the functions service's default",
     )
     set_limit.set_defaults(run=targets, action="set_limit")
+    listing = targets_cmds.add_parser(
+        "list",
+        parents=[common],
+        help="list targets with their functions and running slots",
+        description="List the crews and workflows you own (every function) or may call a "
+        "function of (those functions), with their running slots in use and free (the "
+        "operator: all).",
+    )
+    listing.add_argument(
+        "--target", metavar="TARGET", help="only this crew:<name> or workflow:<id>"
+    )
+    paging_options(listing, "targets")
+    listing.set_defaults(run=list_targets)
     get = targets_cmds.add_parser("get", parents=[common], help="show a crew or workflow")
     _target_arguments(get)
     get.set_defaults(run=targets, action="get")

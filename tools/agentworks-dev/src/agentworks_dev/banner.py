@@ -24,14 +24,17 @@ def banner_text(
     host: str = "127.0.0.1",
     ignored_tls: Sequence[str] = (),
     metrics: Sequence[str] = (),
+    agent: str = "",
 ) -> str:
-    """The banner: MCP address, token, services, database and CLI commands to try.
+    """The banner: MCP and console addresses, token, services, database and CLI commands.
 
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
     token came from AGENTWORKS_DEV_TOKEN (then it is not shown); `database_port` is the
     embedded PostgreSQL's TCP port. gRPC runs without TLS (T5): the banner says so, and
     names the TLS settings in `ignored_tls` it did not use. `metrics` are the lines
-    giving each process's metrics URL (`telemetry.metrics_lines`).
+    giving each process's metrics URL (`telemetry.metrics_lines`). `agent` says what
+    answers the demo crew (the scripted demo or the reference LLM runtime,
+    `agent.demo_agent_line`).
     """
     rel = os.path.relpath(home)
     shown_home = rel if not rel.startswith("..") else str(home)
@@ -56,6 +59,8 @@ def banner_text(
         "",
         "AgentWorks is up.",
         f"  MCP       {gateway_url}/mcp   (Authorization: Bearer <token>)",
+        f"  console   {gateway_url}/   (sign in with the token below: user:dev, the operator,"
+        " owns crew:demo)",
         f"  token     {shown}",
         f"            {saved}the CLI reads {shown_home}/cli.json",
         f"  services  {' | '.join(services)}",
@@ -65,6 +70,8 @@ def banner_text(
     ]
     if ignored_tls:
         lines.append(f"            not used here: {', '.join(ignored_tls)}")
+    if agent:
+        lines.append(f"  agent     {agent}")
     if skipped:
         lines.append(f"  skipped   {', '.join(skipped)} (not built yet)")
     lines.append("Try the CLI:")

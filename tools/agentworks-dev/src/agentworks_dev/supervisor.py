@@ -18,6 +18,7 @@ import structlog
 from agentworks.client.keys import KeyDirectory
 from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
 from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
+from agentworks_dev.agent import LLM_KEY, demo_agent_command, demo_agent_line
 from agentworks_dev.banner import banner_text
 from agentworks_dev.bootstrap import (
     ensure_dev_token,
@@ -171,8 +172,9 @@ class Supervisor:
         return env
 
     def _service_env(self, signer: str, prefix: str, **extra: str) -> dict[str, str]:
-        """A service's environment: its own database URL only, never another's (T9)."""
+        """A service's environment: its own database URL only (T9), no model key (agent.py)."""
         env = self._child_env(signer, **extra)
+        env.pop(LLM_KEY, None)
         database = self.database
         if database.server is None:  # DATABASE_URL (or none yet): the services share it
             database = SuiteDatabase(shared_url=self.database_url)
@@ -222,26 +224,21 @@ class Supervisor:
         return planned, skipped
 
     def runtime_children(self, skipped: Sequence[str] = ()) -> list[Child]:
-        """The demo runtimes: turns of crew:demo, and (with functions) its executions.
-
-        Separate processes, each restarted on its own; both act as agent:demo/demo-bot.
-        """
-        common = {
-            "AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL,
-            "AGENTWORKS_RUNTIME_TARGETS": DEMO_TARGET,
-        }
-        turns_env = self._runtime_env(
-            AGENTWORKS_MESSAGING_ADDRESS=",".join(self.addresses(0)),
-            **common,
-        )
+        """The demo runtimes (agent:demo/demo-bot), each restarted on its own: crew:demo's
+        turns (the LLM agent with LLM settings, else the scripted demo) and executions."""
+        common = {"AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL}
+        common["AGENTWORKS_RUNTIME_TARGETS"] = DEMO_TARGET
+        messaging = ",".join(self.addresses(0))
+        turns_env = self._runtime_env(AGENTWORKS_MESSAGING_ADDRESS=messaging, **common)
         if "scheduler" not in skipped:
             turns_env["AGENTWORKS_SCHEDULER_ADDRESS"] = ",".join(self.addresses(2))
-        functions_env = self._runtime_env(
-            AGENTWORKS_FUNCTIONS_ADDRESS=",".join(self.addresses(1)), **common
-        )
+        functions = ",".join(self.addresses(1))
+        functions_env = self._runtime_env(AGENTWORKS_FUNCTIONS_ADDRESS=functions, **common)
         runtime = [sys.executable, "-m", "agentworks.runtime"]
-        children = [Child(DEMO_RUNTIME, [*runtime, "demo"], turns_env)]
+        agent = demo_agent_command(self.environ)  # the LLM agent when its settings are given
+        children = [Child(DEMO_RUNTIME, [*runtime, *agent], turns_env)]
         if "functions" not in skipped:
+            turns_env["AGENTWORKS_FUNCTIONS_ADDRESS"] = functions  # for its function calls
             root = str(self.home / DEMO_PROJECT)
             children.append(
                 Child(DEMO_FUNCTIONS, [*runtime, "functions-demo", "--root", root], functions_env)
@@ -296,6 +293,8 @@ class Supervisor:
         self.lock_fd = lock_home(self.home, self.lock_info())
         ports = [*self.grpc_ports(), *self.gateway_ports()]
         self.metrics = metrics_ports(self.options.metrics_port, self.options.replicas, ports)
+        if self.options.runtime:
+            demo_agent_command(self.environ)  # unusable LLM settings: stop before starting
         self._check_ports()
         self.database = await start_database(self.options.database_url, self.home)
         self.database_url = self.database.shared_url
@@ -494,6 +493,7 @@ class Supervisor:
             host=self.options.host,
             ignored_tls=self.ignored_tls,
             metrics=metrics_lines(self.options.host, self.metrics, [c.name for c in self.children]),
+            agent=demo_agent_line(self.environ) if self.options.runtime else "",
         )
         self._out.write(text)
         self._out.flush()

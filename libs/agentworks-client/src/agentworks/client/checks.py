@@ -7,6 +7,8 @@ import base64
 import binascii
 import hashlib
 import json
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from agentworks.client.errors import InvalidArgument
@@ -58,6 +60,65 @@ def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
     if not low <= value <= high:
         raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
     return value
+
+
+def encode_key_cursor(prefix: str, *key: str | int) -> str:
+    """An opaque keyset cursor (V1): the sort key of the last item of a page."""
+    raw = prefix + json.dumps(list(key), separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_key_cursor(
+    cursor: str, prefix: str, types: tuple[type, ...], field: str = "after"
+) -> tuple[Any, ...] | None:
+    """The sort key behind a cursor of `encode_key_cursor` with these `types`; None for
+    an empty cursor (the first page). Anything else is refused naming the field."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith(prefix):
+            raise ValueError(raw)
+        key = json.loads(raw[len(prefix) :])
+        if not (isinstance(key, list) and len(key) == len(types)):
+            raise ValueError(raw)
+        for part, kind in zip(key, types, strict=True):
+            if type(part) is not kind or (isinstance(part, int) and not 0 <= part < 2**63):
+                raise ValueError(raw)
+        return tuple(key)
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise InvalidArgument(
+            f"{field} {cursor!r} is not a cursor of this list: pass the next_cursor you "
+            "received, or leave it empty to start at the first page"
+        ) from None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def encode_time_cursor(prefix: str, at: datetime, item_id: str) -> str:
+    """A keyset cursor of a list sorted by (created_at, id): microseconds since the epoch
+    (PostgreSQL's precision, so the key is exact) and the id."""
+    delta = at - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return encode_key_cursor(prefix, micros, item_id)
+
+
+def decode_time_cursor(
+    cursor: str, prefix: str, field: str = "after", *, uuid_id: bool = True
+) -> tuple[datetime, Any] | None:
+    """The (created_at, id) behind a cursor of `encode_time_cursor`, the id a UUID
+    unless `uuid_id` is false; None when the cursor is empty."""
+    key = decode_key_cursor(cursor, prefix, (int, str), field)
+    if key is None:
+        return None
+    try:
+        return _EPOCH + timedelta(microseconds=key[0]), uuid.UUID(key[1]) if uuid_id else key[1]
+    except (ValueError, OverflowError):
+        raise InvalidArgument(
+            f"{field} {cursor!r} is not a cursor of this list: pass the next_cursor you "
+            "received, or leave it empty to start at the first page"
+        ) from None
 
 
 def request_hash(*parts: Any) -> str:

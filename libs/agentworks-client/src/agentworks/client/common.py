@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client.checks import check_json_depth
 from agentworks.client.errors import InvalidArgument
@@ -27,6 +30,19 @@ def target_ref(target: str | common_pb2.TargetRef) -> common_pb2.TargetRef:
     if not sep or kind not in _KINDS:
         raise ValueError(f"target {target!r} must look like crew:<name> or workflow:<id>")
     return common_pb2.TargetRef(kind=_KINDS[kind], name=name)
+
+
+def aware_timestamp(value: datetime) -> Timestamp:
+    """An aware datetime as a Timestamp. A naive one is refused: protobuf would read it
+    as UTC, which is rarely what a local `datetime.now()` meant."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(
+            f"{value.isoformat()} has no time zone: give an aware datetime, e.g. "
+            "datetime.now(UTC) + timedelta(minutes=5), or one with tzinfo=ZoneInfo(...)"
+        )
+    ts = Timestamp()
+    ts.FromDatetime(value)
+    return ts
 
 
 def target_str(ref: common_pb2.TargetRef) -> str:

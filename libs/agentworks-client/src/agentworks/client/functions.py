@@ -5,12 +5,18 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import grpc
 
 from agentworks.client import errors
-from agentworks.client.common import LONG_POLL_SLACK_SECONDS, json_document, target_ref
+from agentworks.client.common import (
+    LONG_POLL_SLACK_SECONDS,
+    aware_timestamp,
+    json_document,
+    target_ref,
+)
 from agentworks.client.jsontext import dumps_value, loads
 from agentworks.client.rpc import ServiceClient
 from agentworks.functions.v1 import functions_pb2 as f
@@ -118,6 +124,15 @@ class FunctionsClient(ServiceClient):
     async def get_target(self, target: str) -> f.Target:
         return await self._unary("GetTarget", f.GetTargetRequest(ref=target_ref(target)))
 
+    async def list_targets(
+        self, *, target: str = "", after: str = "", limit: int = 0
+    ) -> f.ListTargetsResponse:
+        """Targets you may see with their functions and running slots (V1)."""
+        request = f.ListTargetsRequest(after=after, limit=limit)
+        if target:
+            request.target.CopyFrom(target_ref(target))
+        return await self._unary("ListTargets", request)
+
     # ----------------------------------------------------------- declarations
 
     async def declare_function(
@@ -159,6 +174,31 @@ class FunctionsClient(ServiceClient):
         return list(response.functions)
 
     # ------------------------------------------------------------------ calls
+
+    async def list_calls(
+        self,
+        *,
+        target: str = "",
+        caller: str = "",
+        statuses: Iterable[str] = (),
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        after: str = "",
+        limit: int = 0,
+    ) -> f.ListCallsResponse:
+        """Calls you may see, newest first, with filters (V1); statuses by name."""
+        request = f.ListCallsRequest(
+            caller=caller,
+            statuses=[call_state(s) for s in statuses],
+            after=after,
+            limit=limit,
+        )
+        if target:
+            request.target.CopyFrom(target_ref(target))
+        for field, moment in (("created_after", created_after), ("created_before", created_before)):
+            if moment is not None:
+                getattr(request, field).CopyFrom(aware_timestamp(moment))
+        return await self._unary("ListCalls", request)
 
     async def call(
         self,

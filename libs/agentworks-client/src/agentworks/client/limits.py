@@ -82,6 +82,9 @@ MAX_DELIVERY_ID_CHARS = 128
 MAX_CRON_CHARS = 200
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600
 MAX_WEBHOOK_BODY_BYTES = 1 * MIB
-# Listing wake-ups and schedules, and previewing a schedule's next occurrences.
+# A page of any list (V1: calls, conversations, targets, wake-ups, schedules, webhooks,
+# runtimes) and of a transcript (C12); 0 means LIST_PAGE_DEFAULT.
 MAX_LIST_PAGE = 200
+LIST_PAGE_DEFAULT = 50
+# Previewing a schedule's next occurrences.
 MAX_PREVIEW = 100

@@ -102,12 +102,25 @@ class MessagingClient(ServiceClient):
         )
 
     async def get_transcript(
-        self, conversation_id: str, *, after: str = "", limit: int = 0
+        self, conversation_id: str = "", *, inbox_id: str = "", after: str = "", limit: int = 0
     ) -> m.GetTranscriptResponse:
+        """A page of a conversation's transcript (by its id or its inbox's), both
+        directions and every delivery kind (C12, V2)."""
         return await self._unary(
             "GetTranscript",
-            m.GetTranscriptRequest(conversation_id=conversation_id, after=after, limit=limit),
+            m.GetTranscriptRequest(
+                conversation_id=conversation_id, inbox_id=inbox_id, after=after, limit=limit
+            ),
         )
+
+    async def list_conversations(
+        self, *, target: str = "", after: str = "", limit: int = 0, since: str = ""
+    ) -> m.ListConversationsResponse:
+        """Conversations you may see, newest first; with `since` only what is new (V1)."""
+        request = m.ListConversationsRequest(after=after, limit=limit, since=since)
+        if target:
+            request.target.CopyFrom(target_ref(target))
+        return await self._unary("ListConversations", request)
 
     async def claim_turn(
         self, targets: Iterable[str], *, wait_seconds: int = 0, lease_seconds: int = 0

@@ -15,8 +15,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
+from agentworks.client.common import aware_timestamp
 from agentworks.client.rpc import ServiceClient
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
@@ -45,17 +44,7 @@ def signed_webhook_headers(
     }
 
 
-def _ts(value: datetime) -> Timestamp:
-    """An aware datetime as a Timestamp. A naive one is refused: protobuf would read it
-    as UTC, which is rarely what a local `datetime.now()` meant."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(
-            f"{value.isoformat()} has no time zone: give an aware datetime, e.g. "
-            "datetime.now(UTC) + timedelta(minutes=5), or one with tzinfo=ZoneInfo(...)"
-        )
-    ts = Timestamp()
-    ts.FromDatetime(value)
-    return ts
+_ts = aware_timestamp
 
 
 def _recurrence(

@@ -1,9 +1,11 @@
-"""`agentworks-runtime`: run the demo crew, your turn handler, or the command runner.
+"""`agentworks-runtime`: run the demo crew, your turn handler, the command runner, or
+the reference LLM runtime.
 
     agentworks-runtime demo                      # turns of crew:demo as agent:demo/demo-bot
     agentworks-runtime functions-demo --root DIR # executions of crew:demo's demo functions
     agentworks-runtime turns mypkg.agent:handle  # serves AGENTWORKS_RUNTIME_TARGETS
     agentworks-runtime run-commands --commands commands.json --root DIR --target crew:x
+    agentworks-runtime llm --model llama3.2      # turns and executions answered by a model
 
 A runtime authenticates with a runtime credential (AGENTWORKS_RUNTIME_CREDENTIAL, or
 --credential-file) that it exchanges at the gateway (--gateway-url) for short-lived
@@ -46,6 +48,7 @@ _FLAG_ENV = {
     "gateway_url": "AGENTWORKS_GATEWAY_URL",
     "sandbox": "AGENTWORKS_RUNTIME_SANDBOX",
     "bwrap": "AGENTWORKS_RUNTIME_BWRAP",
+    "model": "AGENTWORKS_LLM_MODEL",
 }
 
 
@@ -119,6 +122,27 @@ def _parser() -> argparse.ArgumentParser:
         "turns", parents=[common, turns_flags], help="serve turns with your handler"
     )
     turns.add_argument("handler", help="package.module:function, an async (TurnContext) -> None")
+    llm = sub.add_parser(
+        "llm",
+        parents=[common, turns_flags],
+        help="serve turns and executions with a model on an OpenAI-compatible endpoint (L4)",
+        description="The reference LLM runtime: the model answers turns and executions "
+        "through the agent tools. The endpoint is the openai client's: OPENAI_BASE_URL "
+        "(e.g. http://localhost:11434/v1 for Ollama) and OPENAI_API_KEY (local servers "
+        "need none); more settings: AGENTWORKS_LLM_* (docs/agents.md).",
+    )
+    llm.add_argument("--model", help="the model to ask (env AGENTWORKS_LLM_MODEL)")
+    llm.add_argument(
+        "--serve",
+        choices=("both", "turns", "executions"),
+        default="both",
+        help="what to serve for the targets (default both)",
+    )
+    llm.add_argument(
+        "--root",
+        help="project root of executions; calls run in ROOT/.calls/<call_id>/ "
+        "(env AGENTWORKS_RUNTIME_ROOT, default: the working directory)",
+    )
     commands = sub.add_parser(
         "run-commands",
         parents=[common, exec_flags],
@@ -228,7 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     runner = None
     handler: TurnHandler | None = None
     try:
-        if args.command == "demo":
+        if args.command == "llm":
+            from agentworks.runtime.llm import LlmConfig
+
+            llm_config = LlmConfig.from_env(environ)
+            config = RuntimeConfig.from_env(environ)
+        elif args.command == "demo":
             handler = demo.handle_turn
             config = RuntimeConfig.from_env(
                 environ, default_principal=demo.PRINCIPAL, default_targets=demo.TARGETS
@@ -259,6 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, TracingUnavailable) as exc:
         print(f"agentworks-runtime: {exc}", file=sys.stderr)
         return 2
+    if args.command == "llm":
+        from agentworks.runtime.llm import serve_llm
+
+        serves = ("turns", "executions") if args.serve == "both" else (args.serve,)
+        return asyncio.run(serve_llm(config, llm_config, serves))
     if args.command == "run-commands":
         from agentworks.runtime.sandbox import SandboxUnavailable
 

@@ -185,6 +185,75 @@ class TurnContext:
         )
         return wake_up
 
+    def _scheduler_client(self) -> SchedulerClient:
+        if self.scheduler is None:
+            raise errors.PreconditionFailed(
+                "this runtime has no scheduler: set AGENTWORKS_SCHEDULER_ADDRESS "
+                "(or --scheduler-address) to use wake-ups"
+            )
+        return self.scheduler
+
+    async def list_wake_ups(
+        self, *, include_finished: bool = False, after: str = "", limit: int = 0
+    ) -> s.ListWakeUpsResponse:
+        """This conversation's wake-ups, pending ones (and with `include_finished` fired,
+        cancelled and failed ones too), paged by `after=next_cursor` (S1)."""
+        return await self._scheduler_client().list_wake_ups(
+            conversation_id=self.conversation_id,
+            include_finished=include_finished,
+            after=after,
+            limit=limit,
+        )
+
+    async def _own_wake_up(self, wake_up_id: str) -> None:
+        """NotFound unless the wake-up is this conversation's: a turn acts on its own
+        conversation's wake-ups only, whatever else the runtime's agent may see."""
+        found = await self._scheduler_client().get_wake_up(wake_up_id)
+        if found.conversation_id != self.conversation_id:
+            raise errors.NotFound(
+                f"wake-up {wake_up_id!r} not found in this conversation: list_wake_ups "
+                "shows its wake-ups"
+            )
+
+    async def cancel_wake_up(self, wake_up_id: str) -> s.WakeUp:
+        """Cancel a pending wake-up of this conversation; only this (or a reschedule)
+        stops it (S1)."""
+        await self._own_wake_up(wake_up_id)
+        wake_up = await self._scheduler_client().cancel_wake_up(wake_up_id)
+        self.log.info("wake_up.cancelled", wake_up_id=wake_up_id)
+        return wake_up
+
+    async def reschedule_wake_up(
+        self,
+        wake_up_id: str,
+        *,
+        after_seconds: float | None = None,
+        at: datetime | None = None,
+    ) -> s.WakeUp:
+        """Move a pending wake-up of this conversation to `at` or `after_seconds` from
+        now (exactly one, as for `wake_me`); its note stays (S1)."""
+        if (after_seconds is None) == (at is None):
+            raise ValueError("reschedule_wake_up needs exactly one of after_seconds or at")
+        if at is not None and at.tzinfo is None:
+            raise ValueError("reschedule_wake_up(at=...) needs an aware datetime")
+        await self._own_wake_up(wake_up_id)
+        delay = None if after_seconds is None else max(0, math.ceil(after_seconds))
+        scheduler = self._scheduler_client()
+        wake_up = await self._retried(
+            "wake_up.retry",
+            lambda: scheduler.reschedule_wake_up(wake_up_id, at=at, delay_seconds=delay),
+        )
+        self.log.info(
+            "wake_up.rescheduled", wake_up_id=wake_up_id, due_at=wake_up.due_at.ToJsonString()
+        )
+        return wake_up
+
+    async def transcript(self, *, after: str = "", limit: int = 0) -> m.GetTranscriptResponse:
+        """A page of this conversation's transcript, oldest first: messages both ways
+        and delivery records with their status (`interrupted` ones are not resent, C11),
+        paged by `after=next_cursor` (C12)."""
+        return await self.client.get_transcript(self.conversation_id, after=after, limit=limit)
+
     async def _retried(self, event: str, make: Callable[[], Awaitable[T]]) -> T:
         """`make()`, tried 3 times on UNAVAILABLE / DEADLINE_EXCEEDED (the request carries
         its retry key, so a retry after a lost answer gets the same result)."""
@@ -256,9 +325,14 @@ class TurnContext:
         )
         return receipt
 
-    async def get_function_call(self, call_id: str) -> f.CallStatus:
-        """A call's status, progress, question, answer/result, error and files (F7)."""
-        return await self._functions_client().get_status(call_id)
+    async def get_function_call(
+        self, call_id: str, *, after: int = -1, message_limit: int = 0
+    ) -> f.CallStatus:
+        """A call's status, progress, question, answer/result, error and files, with its
+        execution messages after the `after` cursor (F7)."""
+        return await self._functions_client().get_status(
+            call_id, after=after, message_limit=message_limit
+        )
 
     async def reply_function_call(self, call_id: str, text: str) -> f.CallStatus:
         """Answer the human-input question a call is `waiting_for_input` on (F11)."""

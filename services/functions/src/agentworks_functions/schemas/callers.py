@@ -44,6 +44,15 @@ def caller_matches(principal: str, pattern: str) -> bool:
     return False
 
 
+def patterns_admitting(principal: str) -> list[str]:
+    """Every allowed_callers entry that admits `principal` (so SQL can match them)."""
+    kind, _, rest = principal.partition(":")
+    out = [principal, "*", f"{kind}:*"]
+    if kind == "agent" and "/" in rest:
+        out.append(f"agent:{rest.split('/', 1)[0]}/*")
+    return out
+
+
 def may_call(principal: str, owner: str, allowed_callers: Iterable[str]) -> bool:
     """A3, F2: the owner always may; anyone else when an allowed_callers entry admits them."""
     return principal == owner or any(caller_matches(principal, p) for p in allowed_callers)

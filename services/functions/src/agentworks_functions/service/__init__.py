@@ -34,6 +34,7 @@ from agentworks_functions.service.calls import Calls
 from agentworks_functions.service.declarations import Declarations
 from agentworks_functions.service.executions import Executions
 from agentworks_functions.service.finishing import Finishing
+from agentworks_functions.service.listing import Listing
 from agentworks_functions.service.rules import (
     EVENT_LIMIT_DEFAULT,
     EVENT_LIMIT_MAX,
@@ -60,7 +61,7 @@ from agentworks_functions.service.rules import (
 )
 
 
-class FunctionsService(Declarations, Calls, Executions, Finishing):
+class FunctionsService(Declarations, Calls, Executions, Finishing, Listing):
     """The function contract (A3, F1-F15) and the execution protocol (R1)."""
 
 

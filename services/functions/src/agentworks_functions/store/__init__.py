@@ -23,6 +23,7 @@ from agentworks_functions.store.calls import CallQueries
 from agentworks_functions.store.declarations import DeclarationQueries
 from agentworks_functions.store.executions import ExecutionQueries
 from agentworks_functions.store.files import FileQueries
+from agentworks_functions.store.listing import ListingQueries
 from agentworks_functions.store.notices import NoticeQueries
 from agentworks_functions.store.rows import (
     CALL_CHANNEL,
@@ -40,7 +41,9 @@ from agentworks_functions.store.rows import (
 from agentworks_functions.store.sql import BUSY_SQLSTATE
 
 
-class FunctionsStore(DeclarationQueries, CallQueries, ExecutionQueries, FileQueries, NoticeQueries):
+class FunctionsStore(
+    DeclarationQueries, CallQueries, ExecutionQueries, FileQueries, NoticeQueries, ListingQueries
+):
     """All SQL of the functions service."""
 
 

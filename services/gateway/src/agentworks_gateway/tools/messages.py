@@ -86,7 +86,12 @@ _READ_FIELDS = ("inbox_id", "after", "limit", "wait_seconds")
 
 
 async def _send(
-    gateway: Any, identity: Identity, tool: str, args: Args, destinations: tuple[str, ...]
+    gateway: Any,
+    identity: Identity,
+    tool: str,
+    args: Args,
+    destinations: tuple[str, ...],
+    channel: m.Channel = m.CHANNEL_PROGRAMMATIC,
 ) -> dict[str, Any]:
     destination = _destination(tool, args, destinations)
     client = gateway.messaging(identity)
@@ -99,6 +104,7 @@ async def _send(
             inbox_id=args.get("inbox_id"),
             submission_id=args.get("submission_id", ""),
             parts=parts(args.get("parts", ())),
+            channel=channel,
         )
     except errors.InvalidArgument as exc:
         raise _named_for_mcp(exc) from None
@@ -129,6 +135,21 @@ async def messages(gateway: Any, identity: Identity, args: Args) -> dict[str, An
         "messages": [message_dict(msg) for msg in response.messages],
         "next_cursor": response.next_cursor,
     }
+
+
+async def app_chat(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
+    """The web console's chat (V5), not a tool: `messages send` on the app channel.
+
+    A person (a `user:` principal) in the console writes on the app channel, which
+    messaging lets past the messaging switch for the target's owner only (C8); anyone
+    else's message is programmatic. Served by the console alone: MCP and `/api` callers
+    are programs, and their messages stay programmatic.
+    """
+    check_fields("messages", "send", args, _SEND_FIELDS)
+    channel = m.CHANNEL_APP if identity.kind == "user" else m.CHANNEL_PROGRAMMATIC
+    return await _send(
+        gateway, identity, "messages send", args, ("crew", "workflow", "inbox_id"), channel
+    )
 
 
 async def ask_crew(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:

@@ -21,12 +21,14 @@ from agentworks.client.identity import Identity
 from agentworks_gateway.tools.arguments import check_arguments
 from agentworks_gateway.tools.declarations import DECLARATION_TOOLS
 from agentworks_gateway.tools.functions import FUNCTION_TOOLS
+from agentworks_gateway.tools.listing import LIST_TOOL
 from agentworks_gateway.tools.messages import MESSAGE_TOOLS
 from agentworks_gateway.tools.operator import OPERATOR_TOOLS
 from agentworks_gateway.tools.pauses import PAUSE_TOOL
 from agentworks_gateway.tools.runtime_credentials import RUNTIME_CREDENTIALS_TOOL
 from agentworks_gateway.tools.schedules import SCHEDULE_TOOL
 from agentworks_gateway.tools.toolkit import Tool
+from agentworks_gateway.tools.transcript import TRANSCRIPT_TOOL
 from agentworks_gateway.tools.wake_ups import WAKE_UP_TOOL
 from agentworks_gateway.tools.webhooks import WEBHOOK_TOOL
 
@@ -51,6 +53,8 @@ TOOLS: dict[str, Tool] = {
         *MESSAGE_TOOLS,
         *OPERATOR_TOOLS,
         *FUNCTION_TOOLS,
+        LIST_TOOL,
+        TRANSCRIPT_TOOL,
         *DECLARATION_TOOLS,
         WAKE_UP_TOOL,
         SCHEDULE_TOOL,

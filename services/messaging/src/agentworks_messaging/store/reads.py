@@ -11,6 +11,7 @@ from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import delivery_from, message_from, parse_uuid
 
 INBOX_PRINCIPAL = fixed_sql("SELECT principal FROM messaging.inboxes WHERE id = :inbox_id")
+INBOX_CONVERSATION = fixed_sql("SELECT conversation_id FROM messaging.inboxes WHERE id = :inbox_id")
 
 READ_INBOX = fixed_sql(
     """
@@ -58,6 +59,15 @@ class ReadQueries(MessagingStoreBase):
         async with self.db.raw() as pg:
             row = await fetch_one(pg, INBOX_PRINCIPAL, {"inbox_id": inbox_uuid})
         return None if row is None else row.principal
+
+    async def inbox_conversation(self, inbox_id: str) -> str:
+        """The conversation an inbox belongs to; NotFound when there is no such inbox."""
+        inbox_uuid = parse_uuid(inbox_id, "inbox")
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, INBOX_CONVERSATION, {"inbox_id": inbox_uuid})
+        if row is None:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        return str(row.conversation_id)
 
     async def read_inbox(self, inbox_id: str, after: int, limit: int) -> list[Message]:
         async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:

@@ -48,11 +48,11 @@ WITH input AS (
                             message_id, conversation_id, inbox_id, delivery_id, channel,
                             text, parts, target_key, traceparent, n)
 ), target AS (
-    SELECT i.n, t.free_text_ask
+    SELECT i.n, t.free_text_ask, t.owner
     FROM input i JOIN messaging.targets t ON t.kind = i.kind AND t.name = i.name
 ), ok AS (
     SELECT i.* FROM input i JOIN target USING (n)
-    WHERE NOT (i.refuse AND target.free_text_ask IS FALSE)
+    WHERE NOT (target.free_text_ask IS FALSE AND (i.refuse OR i.principal <> target.owner))
 ), sub AS (
     INSERT INTO messaging.submissions
         (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)
@@ -105,13 +105,15 @@ ORDER BY i.n
 SEND_CONTINUE = fixed_sql(
     """
 WITH inbox AS (
-    SELECT i.id, i.conversation_id, t.kind || ':' || t.name AS target, t.free_text_ask
+    SELECT i.id, i.conversation_id, t.kind || ':' || t.name AS target, t.free_text_ask,
+           t.owner
     FROM messaging.inboxes i
     JOIN messaging.conversations c ON c.id = i.conversation_id
     JOIN messaging.targets t ON t.kind = c.target_kind AND t.name = c.target_name
     WHERE i.id = :inbox_id AND i.principal = :principal
 ), ok AS (
-    SELECT * FROM inbox WHERE NOT (:refuse AND free_text_ask IS FALSE)
+    SELECT * FROM inbox
+    WHERE NOT (free_text_ask IS FALSE AND (:refuse OR owner <> :principal))
 ), sub AS (
     INSERT INTO messaging.submissions
         (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)

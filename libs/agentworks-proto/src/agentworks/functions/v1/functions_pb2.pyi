@@ -60,6 +60,36 @@ class GetTargetRequest(_message.Message):
     ref: _common_pb2.TargetRef
     def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
 
+class ListTargetsRequest(_message.Message):
+    __slots__ = ("target", "after", "limit")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    after: str
+    limit: int
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class TargetSummary(_message.Message):
+    __slots__ = ("target", "functions", "running", "free")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    FUNCTIONS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    FREE_FIELD_NUMBER: _ClassVar[int]
+    target: Target
+    functions: _containers.RepeatedCompositeFieldContainer[Function]
+    running: int
+    free: int
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., functions: _Optional[_Iterable[_Union[Function, _Mapping]]] = ..., running: _Optional[int] = ..., free: _Optional[int] = ...) -> None: ...
+
+class ListTargetsResponse(_message.Message):
+    __slots__ = ("targets", "next_cursor")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.RepeatedCompositeFieldContainer[TargetSummary]
+    next_cursor: str
+    def __init__(self, targets: _Optional[_Iterable[_Union[TargetSummary, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
 class WorkflowVariable(_message.Message):
     __slots__ = ("name", "type", "default_json", "required")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -363,6 +393,54 @@ class CancelRequest(_message.Message):
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     def __init__(self, call_id: _Optional[str] = ...) -> None: ...
+
+class ListCallsRequest(_message.Message):
+    __slots__ = ("target", "caller", "statuses", "created_after", "created_before", "after", "limit")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    caller: str
+    statuses: _containers.RepeatedScalarFieldContainer[CallState]
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    after: str
+    limit: int
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., caller: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[CallState, str]]] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class CallSummary(_message.Message):
+    __slots__ = ("call_id", "target", "function", "caller", "status", "progress", "question", "created_at", "ended_at")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    target: _common_pb2.TargetRef
+    function: str
+    caller: str
+    status: CallState
+    progress: str
+    question: str
+    created_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ..., progress: _Optional[str] = ..., question: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListCallsResponse(_message.Message):
+    __slots__ = ("calls", "next_cursor")
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[CallSummary]
+    next_cursor: str
+    def __init__(self, calls: _Optional[_Iterable[_Union[CallSummary, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class ClaimExecutionRequest(_message.Message):
     __slots__ = ("targets", "wait_seconds", "lease_seconds")

@@ -49,6 +49,11 @@ class FunctionsServiceStub:
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.GetTargetRequest.SerializeToString,
                 response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.FromString,
                 _registered_method=True)
+        self.ListTargets = channel.unary_unary(
+                '/agentworks.functions.v1.FunctionsService/ListTargets',
+                request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListTargetsRequest.SerializeToString,
+                response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListTargetsResponse.FromString,
+                _registered_method=True)
         self.DeclareFunction = channel.unary_unary(
                 '/agentworks.functions.v1.FunctionsService/DeclareFunction',
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.DeclareFunctionRequest.SerializeToString,
@@ -88,6 +93,11 @@ class FunctionsServiceStub:
                 '/agentworks.functions.v1.FunctionsService/Cancel',
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CancelRequest.SerializeToString,
                 response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CallStatus.FromString,
+                _registered_method=True)
+        self.ListCalls = channel.unary_unary(
+                '/agentworks.functions.v1.FunctionsService/ListCalls',
+                request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsRequest.SerializeToString,
+                response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsResponse.FromString,
                 _registered_method=True)
         self.ClaimExecution = channel.unary_unary(
                 '/agentworks.functions.v1.FunctionsService/ClaimExecution',
@@ -138,6 +148,15 @@ class FunctionsServiceServicer:
 
     def GetTarget(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTargets(self, request, context):
+        """Targets with their functions and running slots (V1): the operator sees every
+        target; anyone else the targets they own (every function) and the targets with a
+        function they may call (those functions only). By kind, then name.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -194,6 +213,14 @@ class FunctionsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCalls(self, request, context):
+        """Calls, newest first, with filters (V1, A3): the caller's own calls and every call on
+        a target the caller owns; the operator sees all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ClaimExecution(self, request, context):
         """Runtime side (R1): claim an execution, keep its lease, report, ask, finish.
         """
@@ -245,6 +272,11 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.GetTargetRequest.FromString,
                     response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.SerializeToString,
             ),
+            'ListTargets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTargets,
+                    request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListTargetsRequest.FromString,
+                    response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListTargetsResponse.SerializeToString,
+            ),
             'DeclareFunction': grpc.unary_unary_rpc_method_handler(
                     servicer.DeclareFunction,
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.DeclareFunctionRequest.FromString,
@@ -284,6 +316,11 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CancelRequest.FromString,
                     response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CallStatus.SerializeToString,
+            ),
+            'ListCalls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalls,
+                    request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsRequest.FromString,
+                    response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsResponse.SerializeToString,
             ),
             'ClaimExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimExecution,
@@ -375,6 +412,33 @@ class FunctionsService:
             '/agentworks.functions.v1.FunctionsService/GetTarget',
             agentworks_dot_functions_dot_v1_dot_functions__pb2.GetTargetRequest.SerializeToString,
             agentworks_dot_functions_dot_v1_dot_functions__pb2.Target.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTargets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.functions.v1.FunctionsService/ListTargets',
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.ListTargetsRequest.SerializeToString,
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.ListTargetsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -591,6 +655,33 @@ class FunctionsService:
             '/agentworks.functions.v1.FunctionsService/Cancel',
             agentworks_dot_functions_dot_v1_dot_functions__pb2.CancelRequest.SerializeToString,
             agentworks_dot_functions_dot_v1_dot_functions__pb2.CallStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.functions.v1.FunctionsService/ListCalls',
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsRequest.SerializeToString,
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsResponse.FromString,
             options,
             channel_credentials,
             insecure,

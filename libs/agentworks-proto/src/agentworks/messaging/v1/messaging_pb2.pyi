@@ -185,14 +185,16 @@ class Delivery(_message.Message):
     def __init__(self, delivery_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes_json: _Optional[str] = ..., turn_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetTranscriptRequest(_message.Message):
-    __slots__ = ("conversation_id", "after", "limit")
+    __slots__ = ("conversation_id", "inbox_id", "after", "limit")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INBOX_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
+    inbox_id: str
     after: str
     limit: int
-    def __init__(self, conversation_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class TranscriptEntry(_message.Message):
     __slots__ = ("message", "delivery")
@@ -203,16 +205,64 @@ class TranscriptEntry(_message.Message):
     def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ...) -> None: ...
 
 class GetTranscriptResponse(_message.Message):
-    __slots__ = ("entries", "next_cursor", "target", "inbox_id")
+    __slots__ = ("entries", "next_cursor", "target", "inbox_id", "conversation_id")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     INBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[TranscriptEntry]
     next_cursor: str
     target: _common_pb2.TargetRef
     inbox_id: str
-    def __init__(self, entries: _Optional[_Iterable[_Union[TranscriptEntry, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., inbox_id: _Optional[str] = ...) -> None: ...
+    conversation_id: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[TranscriptEntry, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., inbox_id: _Optional[str] = ..., conversation_id: _Optional[str] = ...) -> None: ...
+
+class ListConversationsRequest(_message.Message):
+    __slots__ = ("target", "after", "limit", "since")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    after: str
+    limit: int
+    since: str
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ..., since: _Optional[str] = ...) -> None: ...
+
+class ConversationSummary(_message.Message):
+    __slots__ = ("conversation_id", "inbox_id", "principal", "target", "started_by", "created_at", "message_count", "last_message", "latest_cursor", "new_messages")
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LATEST_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    NEW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    conversation_id: str
+    inbox_id: str
+    principal: str
+    target: _common_pb2.TargetRef
+    started_by: str
+    created_at: _timestamp_pb2.Timestamp
+    message_count: int
+    last_message: Message
+    latest_cursor: str
+    new_messages: int
+    def __init__(self, conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ..., principal: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., started_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., message_count: _Optional[int] = ..., last_message: _Optional[_Union[Message, _Mapping]] = ..., latest_cursor: _Optional[str] = ..., new_messages: _Optional[int] = ...) -> None: ...
+
+class ListConversationsResponse(_message.Message):
+    __slots__ = ("conversations", "next_cursor", "since_cursor")
+    CONVERSATIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    SINCE_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    conversations: _containers.RepeatedCompositeFieldContainer[ConversationSummary]
+    next_cursor: str
+    since_cursor: str
+    def __init__(self, conversations: _Optional[_Iterable[_Union[ConversationSummary, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., since_cursor: _Optional[str] = ...) -> None: ...
 
 class Turn(_message.Message):
     __slots__ = ("turn_id", "conversation_id", "target", "reply_inbox_id", "deliveries", "lease_expires_at", "capability", "traceparent")

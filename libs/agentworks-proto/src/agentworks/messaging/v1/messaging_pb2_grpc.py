@@ -66,6 +66,11 @@ class MessagingServiceStub:
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptRequest.SerializeToString,
                 response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptResponse.FromString,
                 _registered_method=True)
+        self.ListConversations = channel.unary_unary(
+                '/agentworks.messaging.v1.MessagingService/ListConversations',
+                request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListConversationsRequest.SerializeToString,
+                response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListConversationsResponse.FromString,
+                _registered_method=True)
         self.ClaimTurn = channel.unary_unary(
                 '/agentworks.messaging.v1.MessagingService/ClaimTurn',
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ClaimTurnRequest.SerializeToString,
@@ -146,6 +151,14 @@ class MessagingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConversations(self, request, context):
+        """Conversations, newest first (V1, A3): those whose inbox is bound to the caller and
+        those with targets the caller owns; the operator sees all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ClaimTurn(self, request, context):
         """Runtime side of turns (C6, C10, C11, R1).
         """
@@ -221,6 +234,11 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.GetTranscript,
                     request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptRequest.FromString,
                     response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptResponse.SerializeToString,
+            ),
+            'ListConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversations,
+                    request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListConversationsRequest.FromString,
+                    response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListConversationsResponse.SerializeToString,
             ),
             'ClaimTurn': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimTurn,
@@ -417,6 +435,33 @@ class MessagingService:
             '/agentworks.messaging.v1.MessagingService/GetTranscript',
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptRequest.SerializeToString,
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.messaging.v1.MessagingService/ListConversations',
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListConversationsRequest.SerializeToString,
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListConversationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,119 @@
+"""Pieces of the agent tools' JSON Schemas, built from the contract's limits (L1, P6).
+
+Every input schema is flat: `type: object`, properties of simple types, `required`,
+`additionalProperties: false`; no composition keywords, so OpenAI and Anthropic take it
+as it is. Lengths are in characters (JSON Schema's unit); the services check bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentworks.client import limits
+
+TARGET_PATTERN = r"^(crew|workflow):[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
+def obj(properties: dict[str, dict[str, Any]], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A flat object schema with no other fields allowed."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def text(description: str, max_length: int, *, min_length: int = 1) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "description": description,
+        "minLength": min_length,
+        "maxLength": max_length,
+    }
+
+
+def identifier(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description, "minLength": 1, "maxLength": 200}
+
+
+def integer(description: str, minimum: int, maximum: int) -> dict[str, Any]:
+    return {"type": "integer", "description": description, "minimum": minimum, "maximum": maximum}
+
+
+TARGET = {
+    "type": "string",
+    "description": "A crew or workflow: 'crew:<name>' or 'workflow:<id>'.",
+    "pattern": TARGET_PATTERN,
+}
+
+AFTER_SECONDS = integer(
+    "Seconds from now until the wake-up is due. Give this or 'at', not both.",
+    0,
+    int(limits.MAX_DELAY.total_seconds()),
+)
+AT = {
+    "type": "string",
+    "description": "When the wake-up is due, an RFC 3339 time with its offset, e.g. "
+    "'2026-12-02T09:00:00Z'. Give this or 'after_seconds', not both.",
+    "minLength": 10,
+    "maxLength": 64,
+}
+WAKE_UP_ID = identifier("The wake_up_id from request_wake_up or list_wake_ups.")
+CALL_ID = identifier("The call_id from call_function's receipt.")
+WAIT_SECONDS = integer(
+    "Wait up to this many seconds (0-25) for the call to end; the receipt then carries "
+    "its outcome. 0 returns at once.",
+    0,
+    limits.MAX_WAIT_SECONDS,
+)
+
+
+def receipt_schema(*fields: str) -> dict[str, Any]:
+    """An output schema: an object with these string/boolean fields always there."""
+    props: dict[str, Any] = {
+        name: {"type": "boolean"} if name in ("accepted", "created") else {"type": "string"}
+        for name in fields
+    }
+    return {"type": "object", "properties": props, "required": list(fields)}
+
+
+SEND_RECEIPT = receipt_schema("accepted", "message_id", "conversation_id", "inbox_id")
+WAKE_UP = {
+    "type": "object",
+    "properties": {
+        "wake_up_id": {"type": "string"},
+        "status": {"type": "string", "enum": ["pending", "fired", "cancelled", "failed"]},
+        "due_at": {"type": "string"},
+        "note": {"type": "string"},
+    },
+    "required": ["wake_up_id", "status", "due_at"],
+}
+CALL_STATUS = {
+    "type": "object",
+    "properties": {
+        "call_id": {"type": "string"},
+        "status": {"type": "string"},
+        "progress": {"type": "string"},
+        "question": {"type": "string"},
+        "answer": {"type": "string"},
+        "result": {},
+        "error": {"type": "string"},
+        "files": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["call_id", "status"],
+}
+CALL_RECEIPT = {
+    "type": "object",
+    "properties": {
+        "call_id": {"type": "string"},
+        "status": {"type": "string"},
+        "created": {"type": "boolean"},
+        "output_folder": {"type": "string"},
+        "outcome": CALL_STATUS,
+    },
+    "required": ["call_id", "status", "created"],
+}
+OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
