@@ -146,6 +146,7 @@ def suite(tmp_path_factory) -> Iterator[Suite]:
     finally:
         assert up.stop() == 0, up.output
         receiver.shutdown()
+        receiver.server_close()
 
 
 def scrape(url: str, patience: float = 30) -> str:
@@ -154,7 +155,8 @@ def scrape(url: str, patience: float = 30) -> str:
     deadline = time.monotonic() + patience
     while True:
         try:
-            return urllib.request.urlopen(url, timeout=10).read().decode()
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return answer.read().decode()
         except urllib.error.URLError as exc:
             if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() > deadline:
                 raise AssertionError(f"{url}: {exc}") from None
