@@ -10,6 +10,7 @@ part. The receiver is a plain HTTP server decoding `ExportTraceServiceRequest`
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import os
 import re
@@ -262,6 +263,34 @@ def test_a_message_its_turn_and_the_reply_are_one_trace_P4_C6_R1(suite):
     assert any(
         s.service == "gateway" and s.parent_id == headers["traceparent"][36:52] for s in spans
     )
+
+
+async def test_an_mcp_tool_call_and_the_turn_it_queues_are_one_trace_P4_G1(suite):
+    """P4 G1: the same through /mcp with the official MCP client: its HTTP requests carry
+    the caller's traceparent, and the gateway's /mcp span, messaging's Send and the
+    demo runtime's turn (and its reply back to messaging) share that trace."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    trace_id, headers = _traceparent()
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {suite.token}", **headers}, timeout=60
+    )
+    async with (
+        http,
+        Client(streamable_http_client(f"{suite.gateway}/mcp", http_client=http)) as mcp,
+    ):
+        sent = await mcp.call_tool("messages", {"action": "send", "crew": "demo", "message": "hi"})
+        assert not sent.is_error, sent.content
+
+    def done(spans: list[Span]) -> bool:
+        return any(s.service == "gateway" and "/mcp" in s.name for s in spans) and _back_from(
+            spans, "turn crew:demo", "messaging"
+        )
+
+    spans = await asyncio.to_thread(suite.receiver.wait_for, trace_id, done)
+    assert {"gateway", "messaging", "runtime"} <= {s.service for s in spans}
 
 
 def test_a_function_call_and_its_execution_are_one_trace_P4_F4_R1(suite):
