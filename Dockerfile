@@ -9,7 +9,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Locked third-party dependencies first: this layer changes only with requirements.lock.
+# Locked third-party dependencies first: this layer changes only with requirements.lock,
+# which holds what the suite runs on and no test or lint tool (those are in
+# requirements-dev.lock, for `make venv`; tests/test_packaging.py checks).
 COPY requirements.lock ./
 RUN pip install -r requirements.lock
 

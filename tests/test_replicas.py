@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client.capability_identity import CapabilityIdentity
 from agentworks.client.errors import Busy
 from agentworks.client.functions import state_name
 from agentworks.messaging.v1 import messaging_pb2 as pb
@@ -94,7 +95,6 @@ async def test_the_contract_holds_across_two_replicas_of_everything_P3_P5_C10_F5
         m("user:alice") as alice,
         m("agent:demo/bot") as bot,
         f("agent:demo/bot") as runtime,
-        f("agent:demo/bot") as agent_caller,
         SchedulerClient(suite["scheduler"], identity=identity("agent:demo/bot")) as bot_s,
     ):
         await ops_m.register_target("crew:demo", owner="user:owner")
@@ -124,6 +124,11 @@ async def test_the_contract_holds_across_two_replicas_of_everything_P3_P5_C10_F5
         assert [d.message.text for d in turn.deliveries] == ["hello"]
         assert await bot.claim_turn(["crew:demo"]) is None  # one turn at a time (C10)
         await bot.send_message(turn.reply_inbox_id, "hi")
+        # The agent calls from its turn, with the turn's capability: the one identity
+        # that may have the notices come to this conversation (L6).
+        agent_caller = FunctionsClient(
+            suite["functions"], identity=CapabilityIdentity(turn.capability)
+        )
         await bot.complete_turn(turn.turn_id)
         page = await asyncio.wait_for(waiting, 25)
         assert [msg.text for msg in page.messages] == ["hi"]
@@ -155,13 +160,14 @@ async def test_the_contract_holds_across_two_replicas_of_everything_P3_P5_C10_F5
             notify_conversation_id=receipt.conversation_id,
         )
         assert again.call_id == results[first_index].call_id
+        await agent_caller.close()
 
         # A runtime finishes both executions through either replica.
         for _ in accepted:
             execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
             await runtime.finish_execution(execution.call_id, final_message="done")
         for r in accepted:
-            status = await agent_caller.wait(r.call_id, timeout=20)
+            status = await runtime.wait(r.call_id, timeout=20)
             assert state_name(status.status) == "completed" and status.answer == "done"
 
         # The completion notices (F13) and a wake-up (S2) arrive in the conversation's

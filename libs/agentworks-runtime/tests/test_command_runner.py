@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -263,6 +264,57 @@ async def test_the_runner_counts_its_sandbox_launches_and_the_commands_that_coul
     assert _metric("agentworks_runtime_sandbox_failures_total", stage="exec") == failed + 1
     assert _metric("agentworks_runtime_claimed_total", **of_demo) == claimed + 2
     assert _metric("agentworks_runtime_finished_total", **of_demo, outcome="failed") == finished + 1
+
+
+async def test_a_command_that_ends_before_the_runner_records_it_completes_and_leaves_no_record_R2(
+    functions, identity, alice, tmp_path, monkeypatch
+):
+    """R2: the race behind a flake of the test above on a loaded machine: the command
+    ended, and asyncio's child watcher reaped it, before the runner read its start time
+    to record it. The runner then wrote no record and no `.calls/.runner/` (only a
+    record created it), and the test's look into the folder raised FileNotFoundError.
+    Made deterministic here: the command is reaped before `create_subprocess_exec`
+    returns. The call completes; the records folder exists (made when the runner first
+    works on the root) and holds no record; nothing is recorded for a pid that is no
+    longer the command's (it could be another process's by now)."""
+    spawn = asyncio.create_subprocess_exec
+    reaped: list[int] = []
+
+    async def spawn_and_reap(*args, **kwargs):
+        process = await spawn(*args, **kwargs)
+        await process.wait()  # ended and reaped: its pid may be given out again
+        reaped.append(process.pid)
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_and_reap)
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "ok", {"text": "hello"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+    assert len(reaped) == 1
+    status = await alice.get_status(receipt.call_id)
+    assert state_name(status.status) == "completed" and status.answer == "all done"
+    assert list((tmp_path / "project" / RECORDS_FOLDER).iterdir()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+def test_the_guard_records_no_process_that_is_not_its_unreaped_child_R2(tmp_path):
+    """R2: a pid the runner did not start, or whose command was reaped already (the pid
+    may be another process's), gets no record: a record would let a later runner kill
+    someone else's process group. The watchdog is told of the group without a start
+    time, as for a command whose start is unknown."""
+    from agentworks.runtime import guard as guard_module
+
+    guard = guard_module._Guard()
+    sent: list[dict] = []
+    guard._send = sent.append  # type: ignore[method-assign]
+    ctx = SimpleNamespace(root=tmp_path, call_id="c1", log=guard_module.log)
+    not_ours = os.getppid()  # alive, with a start time, and not this process's child
+    assert _watchdog.start_time(not_ours) is not None
+    guard.track(not_ours, ctx, ["true"], 1.0)  # type: ignore[arg-type]
+    assert not (tmp_path / RECORDS_FOLDER).exists() or not list(
+        (tmp_path / RECORDS_FOLDER).iterdir()
+    )
+    assert sent == [{"track": not_ours, "start": None, "grace": 1.0, "record": sent[0]["record"]}]
 
 
 async def test_runner_failure_keeps_stderr_and_files_and_gets_no_correction_turn_R2_F10(

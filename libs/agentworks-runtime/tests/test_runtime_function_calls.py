@@ -16,9 +16,11 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
-from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.client import FunctionsClient, MessagingClient, capability
+from agentworks.client.capability_identity import CapabilityIdentity
 from agentworks.client.errors import PreconditionFailed
 from agentworks.client.functions import state_name
+from agentworks.client.identity import mint
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import (
     ExecutionContext,
@@ -134,8 +136,12 @@ async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_
                 listed.append([fn.name for fn in await ctx.list_functions(TOOLS)])
                 receipt = await ctx.call_function(TOOLS, "shout", {"text": delivery.message.text})
                 calls.append(receipt.call_id)
-                # What a retry after a lost answer sends: the same key, the same call.
-                again = await ctx.functions.call(
+                # What a retry after a lost answer sends: the same key, the same call
+                # (with the turn's capability, as call_function sends it: L6).
+                in_turn = FunctionsClient(
+                    channel=ctx.functions.channel, identity=CapabilityIdentity(ctx.capability)
+                )
+                again = await in_turn.call(
                     TOOLS,
                     "shout",
                     {"text": delivery.message.text},
@@ -184,14 +190,20 @@ async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_
 
 
 async def test_reply_function_call_answers_the_question_of_the_agents_call_f11_f14(
-    functions, tools, alice, identity
+    functions, tools, alice, identity, signing_keys
 ):
     """F11/F14: the calling agent reads its call waiting for input with get_function_call
     and answers it with reply_function_call; a given submission_id is used as is."""
     conversation_id = (await alice.send("confirm please", target=CREW)).conversation_id
+    # The capability messaging gives this turn: call_function sends it (L6).
+    token = mint(
+        AGENT,
+        signing_keys.ensure("service:messaging")[0],
+        capability=capability.turn("t-1", conversation_id),
+    )
     async with FunctionsClient(functions.address, identity=identity(AGENT)) as client:
         ctx = TurnContext(
-            turn=m.Turn(turn_id="t-1", conversation_id=conversation_id),
+            turn=m.Turn(turn_id="t-1", conversation_id=conversation_id, capability=token),
             client=None,  # type: ignore[arg-type]  # no messages are sent here
             log=structlog.get_logger("test"),
             functions=client,

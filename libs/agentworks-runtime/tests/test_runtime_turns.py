@@ -642,3 +642,34 @@ def test_drain_seconds_come_from_the_environment_range_checked_r1(signing_keys):
     for bad in ("-1", "3601", "soon"):
         with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_DRAIN_SECONDS"):
             RuntimeConfig.from_env({**base, "AGENTWORKS_RUNTIME_DRAIN_SECONDS": bad})
+
+
+async def test_a_turn_worker_for_an_unregistered_target_logs_target_not_registered_R1(
+    messaging, identity, clients
+):
+    """R1: messaging lets a claim for a target it does not know wait like any quiet
+    target's, so a turn worker started for a misspelled or unregistered crew would look
+    idle for ever. At start it logs one `worker.target_not_registered` warning naming
+    the target and how to register it, and keeps serving; a registered target gets none."""
+
+    async def handler(ctx: TurnContext) -> None:
+        return None
+
+    async def started(targets: list[str]) -> list[dict]:
+        worker = TurnWorker(
+            messaging.address, identity("agent:dmeo/bot"), targets, handler, wait_seconds=1
+        )
+        with structlog.testing.capture_logs() as logs:
+            task = asyncio.create_task(worker.run())
+            try:
+                await asyncio.sleep(2)  # the check, and a claim round (wait_seconds=1)
+                assert not task.done()  # a warning, never a stop
+            finally:
+                worker.stop()
+                await asyncio.wait_for(task, WAIT)
+        return [e for e in logs if e["event"] == "worker.target_not_registered"]
+
+    (warning,) = await started(["crew:dmeo", CREW])
+    assert warning["unregistered"] == ["crew:dmeo"] and warning["log_level"] == "warning"
+    assert "agentworks targets register crew:dmeo --owner" in warning["effect"]
+    assert await started([CREW]) == []

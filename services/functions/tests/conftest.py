@@ -12,4 +12,5 @@ from tests.fixtures.functions import (  # noqa: F401 - fixtures, used by name
     runtime,
     summarize,
     summary_schema,
+    turn_caller,
 )

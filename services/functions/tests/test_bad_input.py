@@ -330,6 +330,16 @@ CASES: list[Case] = [
         INVALID,
         (call(notify_conversation_id="not-a-uuid"), "notify_conversation_id"),
     ),
+    # L6: an agent's own identity (no turn capability) names no conversation it is in.
+    *cases(
+        "Call",
+        SCOUT,
+        DENIED,
+        (
+            call(notify_conversation_id=UNKNOWN_UUID),
+            "notices go only to a conversation the caller takes part in",
+        ),
+    ),
     *cases(
         "Call",
         "workflow:wf-2",

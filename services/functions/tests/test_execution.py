@@ -435,6 +435,44 @@ async def test_a_starts_work_function_completes_with_its_start_receipt_F9(
     assert (state_name(status.status), status.answer) == ("completed", "deployment 42 started")
 
 
+async def test_a_start_receipt_says_so_in_status_and_notice_L7_F9_F13(
+    clients, owner, demo, runtime, turn_caller, database_url
+):
+    """L7/F9/F13: an agent calls a `starts_work` function from a turn; it completes with
+    its start receipt. Its status says `starts_work` (a completed one is a start
+    receipt), and its completion notice's text and attributes say it returned a start
+    receipt, not finished work; a function that does not start work says neither."""
+    await owner.declare_function(
+        demo, "deploy", input_schema={"type": "object"}, starts_work=True, allowed_callers=["*"]
+    )
+    await owner.declare_function(
+        demo, "build", input_schema={"type": "object"}, allowed_callers=["*"]
+    )
+    conversation = str(uuid.uuid4())
+    agent = turn_caller("agent:alpha/scout", conversation)
+    ended = {}
+    for function in ("deploy", "build"):
+        receipt = await agent.call(demo, function, {}, notify_conversation_id=conversation)
+        await runtime.claim_execution([demo], wait_seconds=5)
+        await runtime.finish_execution(receipt.call_id, final_message=f"{function} 42 started")
+        ended[function] = receipt.call_id
+    scout = await clients("agent:alpha/scout")
+    deploy = await scout.get_status(ended["deploy"])
+    build = await scout.get_status(ended["build"])
+    assert state_name(deploy.status) == state_name(build.status) == "completed"
+    assert deploy.starts_work and not build.starts_work
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        rows = await (
+            await conn.execute("SELECT call_id::text, text, attributes FROM functions.notices")
+        ).fetchall()
+    notices = {call_id: (text, attributes) for call_id, text, attributes in rows}
+    text, attributes = notices[ended["deploy"]]
+    assert "ended: completed (it returned a start receipt: the function only starts work" in text
+    assert attributes["start_receipt"] is True and attributes["status"] == "completed"
+    text, attributes = notices[ended["build"]]
+    assert "start receipt" not in text and attributes["start_receipt"] is False
+
+
 async def test_workflow_function_calls_record_a_run_with_step_history_F14(clients, operator, owner):
     """F14: each call is a new run with its steps; workflow callers scope retry ids."""
     wf = "workflow:wf-build"

@@ -16,13 +16,14 @@ from agentworks_functions.notices import notice_outcome
 from agentworks_functions.store import FunctionsStore
 
 
-async def ended_calls(clients, echo, conversations: list[str]) -> list[str]:
-    """An agent's calls of echo, one per conversation to notify, each finished by the
-    runtime (so each queued its completion notice); their ids in that order."""
-    scout = await clients("agent:alpha/scout")
+async def ended_calls(clients, echo, conversations: list[str], turn_caller) -> list[str]:
+    """An agent's calls of echo from a turn of each conversation to notify (with that
+    turn's capability, L6), each finished by the runtime (so each queued its completion
+    notice); their ids in that order."""
     runtime = await clients("agent:demo/bot")
     call_ids = []
     for conversation in conversations:
+        scout = turn_caller("agent:alpha/scout", conversation)
         call = await scout.call(
             "crew:demo", echo, {"text": "hi"}, notify_conversation_id=conversation
         )
@@ -33,7 +34,7 @@ async def ended_calls(clients, echo, conversations: list[str]) -> list[str]:
 
 
 async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F13(
-    messaging, identity, clients, echo, functions, start_functions, database_url
+    messaging, identity, clients, echo, functions, start_functions, database_url, turn_caller
 ):
     """F13: an agent's call ends -> one function_completed delivery in its conversation,
 
@@ -50,7 +51,7 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
         await scout_chat.complete_turn(turn.turn_id)
 
         # The agent calls a function and asks for the notice in its conversation.
-        [call_id] = await ended_calls(clients, echo, [receipt.conversation_id])
+        [call_id] = await ended_calls(clients, echo, [receipt.conversation_id], turn_caller)
         # This replica has no messaging (127.0.0.1:1): the notice stays in the outbox.
         await functions.stop(0)
         async with await psycopg.AsyncConnection.connect(database_url) as conn:
@@ -87,7 +88,7 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
 
 
 async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
-    messaging, identity, clients, echo, functions, start_functions, database_url
+    messaging, identity, clients, echo, functions, start_functions, database_url, turn_caller
 ):
     """F13: due notices go to messaging in one request; one for a conversation messaging
     does not know is recorded as failed and not retried, the others are delivered."""
@@ -98,7 +99,7 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
         known = (await alice.send("echo twice", target="crew:alpha")).conversation_id
         unknown = "00000000-0000-4000-8000-000000000000"
         conversations = [known, unknown, known]
-        call_ids = await ended_calls(clients, echo, conversations)
+        call_ids = await ended_calls(clients, echo, conversations, turn_caller)
         calls = dict(zip(call_ids, conversations, strict=True))
         # This replica has no messaging: the three notices wait in the outbox together.
         await functions.stop(0)
@@ -134,11 +135,13 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
 
 
 async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13(
-    clients, echo, functions, database_url
+    clients, echo, functions, database_url, turn_caller
 ):
     """F13: one sent batch records per notice delivered, failed for good, or due again
     after a backoff that doubles with each attempt; a notice not yet due is not sent."""
-    order = await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000a"] * 3)
+    order = await ended_calls(
+        clients, echo, ["00000000-0000-4000-8000-00000000000a"] * 3, turn_caller
+    )
     # The service's own sender has no messaging; stop it so that only this store sends.
     await functions.stop(0)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
@@ -203,13 +206,15 @@ async def test_a_batch_of_notices_records_each_outcome_and_backs_off_retries_F13
 
 
 async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_sent_twice_F13(
-    clients, echo, functions, database_url
+    clients, echo, functions, database_url, turn_caller
 ):
     """F13: notices are claimed in a short transaction and sent with none open (a slow
     messaging service holds no row lock and no connection in a transaction); while one
     replica sends a batch, another finds nothing to send, and after the send the
     outcome is recorded."""
-    [call_id] = await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000b"])
+    [call_id] = await ended_calls(
+        clients, echo, ["00000000-0000-4000-8000-00000000000b"], turn_caller
+    )
     await functions.stop(0)  # only the stores below send
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute("UPDATE functions.notices SET next_attempt_at = now()")
@@ -279,12 +284,14 @@ def test_messaging_refusals_that_every_retry_would_get_give_up_and_the_rest_retr
 
 
 async def test_failures_recorded_as_prefixed_strings_move_to_the_typed_columns_F13(
-    clients, echo, functions, database_url
+    clients, echo, functions, database_url, turn_caller
 ):
     """F13: the migration that adds the typed columns moves a notice's code out of the
     old "permanent: CODE: message" / "retry: CODE: message" strings, keeping the message;
     any other text stays as it was, with no code."""
-    order = await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000c"] * 3)
+    order = await ended_calls(
+        clients, echo, ["00000000-0000-4000-8000-00000000000c"] * 3, turn_caller
+    )
     await functions.stop(0)
     old = [
         "permanent: NOT_FOUND: no such conversation",

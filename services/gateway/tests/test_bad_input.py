@@ -1584,13 +1584,6 @@ def slots() -> list[tuple[str, str | None]]:
     return out
 
 
-def _rule(schema: Args, action: str) -> Args | None:
-    for rule in schema.get("allOf", ()):
-        if rule["if"]["properties"]["action"].get("const") == action:
-            return rule["then"]
-    return None
-
-
 def generated(tool_name: str, action: str | None) -> Iterator[Row]:
     """Rows every action gets from its published schema (see the module docstring)."""
     tool = tools.TOOLS[tool_name]
@@ -1600,11 +1593,10 @@ def generated(tool_name: str, action: str | None) -> Iterator[Row]:
     if has_actions and action is None:
         return
     base: Args = {"action": action} if has_actions else {}
-    rule = _rule(schema, action) if action else None
-    fields = [f for f in (rule["propertyNames"]["enum"] if rule else properties) if f != "action"]
-    required = [
-        r for r in ((rule or {}).get("required") or schema.get("required", ())) if r != "action"
-    ]
+    rule = tool.rules.get(action) if action else None
+    fields = [f for f in (rule.fields if rule else properties) if f != "action"]
+    required = [r for r in ((rule.required if rule else ()) or schema.get("required", ()))]
+    required = [r for r in required if r != "action"]
     who = next((r.who for r in ROWS if (r.tool, r.action) == (tool_name, action)), "alice")
 
     def row(what: str, args: Args, words: str | tuple[str, ...]) -> Row:

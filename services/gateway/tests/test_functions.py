@@ -45,7 +45,6 @@ async def test_functions_tool_lists_calls_and_reads_a_call_over_mcp_G2_F2_F4_F6_
         schema = listed_tools["functions"].input_schema
         actions = ["list", "call", "status", "read", "reply", "cancel"]
         assert schema["properties"]["action"]["enum"] == actions
-        assert [r["if"]["properties"]["action"]["const"] for r in schema["allOf"]] == actions
         legacy = listed_tools["get_crew_function_call"].input_schema["properties"]
         assert set(schema["properties"]) >= set(legacy)
 
@@ -395,3 +394,34 @@ async def test_targets_register_with_functions_and_owners_declare_over_the_api_F
         declarations, json={"action": "remove", "target": "workflow:wf-1", "name": "report"}
     )
     assert again.status_code == 404
+
+
+async def test_a_start_receipt_says_so_in_the_mcp_status_L7_F9(
+    gateway, alice_token, demo, deploy, echo, runtime, mcp_session
+):
+    """L7/F9: over MCP, a completed call of a `starts_work` function says
+    `start_receipt: true` with a note that the work itself is not finished; a completed
+    call of another function says `start_receipt: false` and has no note."""
+    async with mcp_session(gateway.mcp_url, alice_token) as mcp:
+        ended = {}
+        for function in ("deploy", "echo"):
+            inputs = {} if function == "deploy" else {"text": "x"}
+            receipt = await tool_ok(
+                mcp,
+                "functions",
+                {"action": "call", "crew": "demo", "function": function, "inputs": inputs},
+            )
+            execution = await runtime.claim_execution([demo], wait_seconds=10)
+            await runtime.finish_execution(execution.call_id, final_message="deployment 7 started")
+            ended[function] = await tool_ok(
+                mcp, "functions", {"action": "status", "call_id": receipt["call_id"]}
+            )
+    started, finished = ended["deploy"], ended["echo"]
+    assert started["status"] == finished["status"] == "completed"
+    assert started["starts_work"] is True and started["start_receipt"] is True
+    assert started["note"] == (
+        "it returned a start receipt: the function only starts work, and the work itself "
+        "is not finished"
+    )
+    assert started["answer"] == "deployment 7 started"
+    assert finished["start_receipt"] is False and "note" not in finished

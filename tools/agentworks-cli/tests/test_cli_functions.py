@@ -313,3 +313,31 @@ async def test_call_wait_says_at_once_that_no_runtime_claimed_the_call_and_how_l
     assert process.returncode == 0, seen
     assert _fields(out.decode())["status"] == "completed"
     assert re.search(rf"call {execution.call_id} completed after \d+s", err.decode()), err
+
+
+async def test_crews_call_status_says_a_start_receipt_L7_F9(
+    gateway, cli, alice_token, demo, deploy, runtime
+):
+    """L7/F9: `crews call --wait` and `crews call-status` of a `starts_work` function say
+    it returned a start receipt, not finished work, in the human output and in --json."""
+    env = _env(gateway, alice_token)
+    waiting = asyncio.create_task(cli("crews", "call", "demo", "deploy", "--wait", env=env))
+    execution = await runtime.claim_execution([demo], wait_seconds=20)
+    await runtime.finish_execution(execution.call_id, final_message="deployment 9 started")
+    code, out, err = await waiting
+    assert code == 0, err
+    status = _fields(out)["status"]
+    assert status == (
+        "completed (it returned a start receipt: the function only starts work, and the "
+        "work itself is not finished)"
+    )
+    code, out, err = await cli("crews", "call-status", "--call", execution.call_id, env=env)
+    assert code == 0, err
+    assert _fields(out)["status"] == status
+    code, out, err = await cli(
+        "--json", "crews", "call-status", "--call", execution.call_id, env=env
+    )
+    assert code == 0, err
+    shown = json.loads(out)
+    assert (shown["status"], shown["start_receipt"]) == ("completed", True)
+    assert "start receipt" in shown["note"]

@@ -211,6 +211,7 @@ def status_out(view: StatusView) -> pb.CallStatus:
         ended_at=_ts(call.ended_at),
         result_json=dumps_value(call.result) if call.has_result else "",
         version=call.version,
+        starts_work=call.starts_work,
     )
     if call.run_id is not None:
         out.run.CopyFrom(

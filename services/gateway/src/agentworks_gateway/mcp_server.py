@@ -95,7 +95,7 @@ def tool_definitions() -> list[types.Tool]:
                 name=t.name,
                 title=title,
                 description=t.description,
-                input_schema=t.input_schema,
+                input_schema=t.published_schema,
                 output_schema=OUTPUT_SCHEMA,
                 annotations=hints.model_copy(update={"title": title, "open_world_hint": False}),
             )

@@ -19,7 +19,9 @@ from agentworks_messaging.sweeper import sweep
 
 # What a turn's capability may call here (T3); each checks the turn and its lease.
 CAPABILITY_METHODS = {
-    "turn": frozenset({"SendMessage", "HeartbeatTurn", "CompleteTurn", "GetTranscript"})
+    "turn": frozenset(
+        {"SendMessage", "SendFromTurn", "HeartbeatTurn", "CompleteTurn", "GetTranscript"}
+    )
 }
 
 

@@ -39,6 +39,7 @@ _DELIVERY_KIND = {
     "schedule": pb.DELIVERY_KIND_SCHEDULE,
     "webhook": pb.DELIVERY_KIND_WEBHOOK,
     "function_completed": pb.DELIVERY_KIND_FUNCTION_COMPLETED,
+    "conversation_reply": pb.DELIVERY_KIND_CONVERSATION_REPLY,
 }
 
 _DELIVERY_KIND_IN = {v: k for k, v in _DELIVERY_KIND.items()}

@@ -26,7 +26,8 @@ from agentworks_messaging.convert import (
     turn_out,
 )
 from agentworks_messaging.models import NewDelivery
-from agentworks_messaging.service import MessagingService, check_delivery
+from agentworks_messaging.service import MessagingService
+from agentworks_messaging.service.deliveries import check_delivery
 
 log = structlog.get_logger("agentworks.messaging")
 
@@ -137,6 +138,19 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             parts=parts_in(request.parts),
             submission_id=request.submission_id,
         )
+        return receipt_out(receipt)
+
+    async def SendFromTurn(self, request, context):
+        destination = request.WhichOneof("destination")
+        receipt = await self.service.send_from_turn(
+            caller(),
+            target=target_key(request.target) if destination == "target" else None,
+            inbox_id=request.inbox_id if destination == "inbox_id" else "",
+            text=request.text,
+            parts=parts_in(request.parts),
+            submission_id=request.submission_id,
+        )
+        structlog.contextvars.bind_contextvars(conversation_id=receipt.conversation_id)
         return receipt_out(receipt)
 
     async def CompleteTurn(self, request, context):

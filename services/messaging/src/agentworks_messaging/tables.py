@@ -31,6 +31,10 @@ conversations = sa.Table(
     sa.Column("oldest_pending_at", TS),
     sa.Column("active_turn_id", UUID),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
+    # L5: the conversation (and its target) whose turn started this one, if any.
+    sa.Column("origin_conversation_id", UUID),
+    sa.Column("origin_target_kind", sa.Text),
+    sa.Column("origin_target_name", sa.Text),
 )
 
 inboxes = sa.Table(

@@ -44,6 +44,8 @@ def _status_words(status: Mapping[str, Any]) -> str:
     """The status, saying when an open call has not been claimed by a runtime yet."""
     if status["status"] == "running" and not status.get("started", True):
         return "running (not started: waiting for a runtime of its target to claim it)"
+    if status.get("start_receipt"):  # L7: the gateway's note says what it means
+        return f"{paint('completed', STATUS_STYLES['completed'])} ({status['note']})"
     return paint(status["status"], STATUS_STYLES.get(status["status"], "bold"))
 
 

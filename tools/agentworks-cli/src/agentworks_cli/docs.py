@@ -111,6 +111,9 @@ second (`… waiting for a runtime to claim it · 12s`); into a pipe it is a lin
 changes and one after each long-poll that brought nothing new (`still running (50s)`).
 At the end it prints the final status (with `--json`, what `call-status --json` prints)
 and exits 0 when the call completed, 8 when it failed, was interrupted or was cancelled.
+A function declared to start work that completed shows `status  completed (it returned a
+start receipt: the function only starts work, and the work itself is not finished)`
+(with `--json`, `"start_receipt": true` and that `note`; L7).
 Ctrl-C stops waiting (exit 130); the call goes on. A busy target (at its running limit)
 exits 5 at once.
 

@@ -199,7 +199,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="read a conversation's whole transcript, both directions, every delivery",
         description="Print a conversation's transcript oldest first: the messages both ways "
         "(sender → the crew or workflow, or → inbox for agents' replies) and the delivery "
-        "records of every kind (message, wake_up, schedule, webhook, function_completed) "
+        "records of every kind (message, wake_up, schedule, webhook, function_completed, "
+        "conversation_reply) "
         "with their status, then the next cursor. For its caller, the target's owner, its "
         "agents and the operator.",
     )

@@ -88,7 +88,9 @@ def list_options(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--product", metavar="PRODUCT", help=f"only {what} of this product (crew:<name>)"
     )
-    parser.add_argument("--after", metavar="CURSOR", help="the next page: the cursor printed last")
+    parser.add_argument(
+        "--after", "--cursor", metavar="CURSOR", help="the next page: the cursor printed last"
+    )
     parser.add_argument("--limit", type=int, metavar="N", help="at most N (1-200)")
 
 

@@ -101,6 +101,18 @@ def page_bytes(page: f.FilePage) -> bytes:
     return page.content.encode("utf-8")
 
 
+# What a status, a notice and the CLI and MCP output say of a start receipt (L7).
+START_RECEIPT_NOTE = (
+    "it returned a start receipt: the function only starts work, and the work itself "
+    "is not finished"
+)
+
+
+def is_start_receipt(status: f.CallStatus) -> bool:
+    """Whether a call of a function declared to start work completed (F9, L7)."""
+    return status.starts_work and status.status == f.CALL_STATE_COMPLETED
+
+
 def call_result(status: f.CallStatus) -> Any:
     """The validated result of a call as plain JSON (None when there is none)."""
     return loads(status.result_json, "result", None)

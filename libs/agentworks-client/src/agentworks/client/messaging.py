@@ -158,6 +158,25 @@ class MessagingClient(ServiceClient):
             ),
         )
 
+    async def send_from_turn(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        inbox_id: str | None = None,
+        submission_id: str = "",
+        parts: Iterable[common_pb2.Part] = (),
+    ) -> m.SendReceipt:
+        """Start (`target`) or continue (`inbox_id`) a conversation with another target
+        from a turn, tied to the turn's conversation (L5); the client's identity must be
+        the turn's capability."""
+        request = m.SendFromTurnRequest(text=text, submission_id=submission_id, parts=list(parts))
+        if inbox_id:
+            request.inbox_id = inbox_id
+        elif target:
+            request.target.CopyFrom(target_ref(target))
+        return await self._unary("SendFromTurn", request)
+
     async def complete_turn(self, turn_id: str, *, interrupted: bool = False) -> None:
         """End a claimed turn: handled, or with `interrupted` given up unhandled (C11)."""
         await self._unary(

@@ -7,6 +7,11 @@ the reference LLM runtime.
     agentworks-runtime run-commands --commands commands.json --root DIR --target crew:x
     agentworks-runtime llm --model llama3.2      # turns and executions answered by a model
 
+`run-commands` serves the executions of the config's `commands` and, when it has
+`turns`, the turns of those targets too (a command per turn, L2: with
+--messaging-address, and --scheduler-address for wake-ups); every command gets its
+agent tools over MCP.
+
 A runtime authenticates with a runtime credential (AGENTWORKS_RUNTIME_CREDENTIAL, or
 --credential-file) that it exchanges at the gateway (--gateway-url) for short-lived
 identities; it holds no signing key.
@@ -146,15 +151,25 @@ def _parser() -> argparse.ArgumentParser:
     commands = sub.add_parser(
         "run-commands",
         parents=[common, exec_flags],
-        help="serve executions by running a declared command per call (R2)",
+        help="serve executions (and turns) by running a declared command per call (R2) "
+        "and per turn (L2)",
+    )
+    commands.add_argument(
+        "--messaging-address",
+        help="host:port[,host:port] for turn commands (env AGENTWORKS_MESSAGING_ADDRESS)",
+    )
+    commands.add_argument(
+        "--scheduler-address",
+        help="host:port[,host:port] for the turns' wake-ups (env AGENTWORKS_SCHEDULER_ADDRESS)",
     )
     commands.add_argument(
         "--commands",
         required=True,
         metavar="FILE|JSON",
         help='a JSON file or inline JSON: {"function": ["argv", ...] (run as is) or '
-        '"command string" (run by /bin/sh -c)}, or {"commands": {...}, "limits": {...}, '
-        '"network": "outbound"|"none", "read_only": [...], "targets": {"crew:x": {...}}}',
+        '"command string" (run by /bin/sh -c)}, or {"commands": {...}, "turns": {"crew:x": '
+        'command}, "limits": {...}, "network": "outbound"|"none", "read_only": [...], '
+        '"targets": {"crew:x": {...}}}',
     )
     commands.add_argument(
         "--sandbox",
@@ -200,22 +215,27 @@ async def serve(config: RuntimeConfig, handler: TurnHandler) -> int:
     return await run_until_signal(turn_worker(config, handler))
 
 
-def command_runner(config: RuntimeConfig, runner_config: Any, environ: Mapping[str, str]) -> Any:
-    """The CommandRunner of `run-commands`, its sandbox checked (SandboxUnavailable when
-    there is none and `--sandbox none` was not given); says what it runs commands in,
-    in the log, and in the health file when there is one; loudly without a sandbox."""
+def command_runner(
+    config: RuntimeConfig, runner_config: Any, environ: Mapping[str, str], kind: Any = None
+) -> Any:
+    """The CommandRunner of `run-commands` (or, with `kind`, that runner class: the
+    `TurnCommandRunner`), its sandbox checked (SandboxUnavailable when there is none
+    and `--sandbox none` was not given); says what it runs commands in, in the log, and
+    in the health file when there is one; loudly without a sandbox."""
     from agentworks.runtime.runner import CommandRunner, secret_files
     from agentworks.runtime.sandbox import WITHOUT_SANDBOX, Sandbox
 
     log = get_logger(__name__)
+    kind = kind or CommandRunner
+    extra = {"root": config.root} if kind is not CommandRunner else {}
     if config.sandbox == "none":
         print(f"agentworks-runtime: WARNING: --sandbox none: {WITHOUT_SANDBOX}", file=sys.stderr)
-        runner = CommandRunner.from_config(runner_config, sandbox="none")
+        runner = kind.from_config(runner_config, sandbox="none", **extra)
         state = {"sandbox": "none", "gives_up": WITHOUT_SANDBOX}
     else:
         sandbox = Sandbox(bwrap=config.bwrap, uid=config.sandbox_uid, gid=config.sandbox_uid)
-        runner = CommandRunner.from_config(
-            runner_config, sandbox=sandbox, hidden=secret_files(environ)
+        runner = kind.from_config(
+            runner_config, sandbox=sandbox, hidden=secret_files(environ), **extra
         )
         state = {"sandbox": "bwrap", "how": runner.sandbox_description}
         log.info("sandbox.ready", how=runner.sandbox_description)
@@ -238,6 +258,43 @@ def telemetry(config: RuntimeConfig) -> None:
         get_logger(__name__).info("metrics.serving", port=port)
 
 
+def _run_commands(config: RuntimeConfig, runner_config: Any, environ: Mapping[str, str]) -> int:
+    """`run-commands`: an execution worker for the `commands`, a turn worker for the
+    `turns`, in one process under one signal handler."""
+    from agentworks.runtime.executions import execution_worker
+    from agentworks.runtime.sandbox import SandboxUnavailable
+    from agentworks.runtime.turn_runner import TurnCommandRunner
+
+    runners = []
+    try:
+        if runner_config.commands:
+            runners.append(command_runner(config, runner_config, environ))
+        if runner_config.turns:
+            runners.append(command_runner(config, runner_config, environ, TurnCommandRunner))
+    except SandboxUnavailable as exc:
+        print(f"agentworks-runtime: refusing to start: {exc}", file=sys.stderr)
+        return 2
+    for runner in runners:
+        # Commands a runner that died left running under this root: kill them now,
+        # before the first call (the runner module docstring says why and how).
+        runner.reap_orphans(config.root)
+        # Where a command reaches its call with its capability (T3).
+        runner.env.setdefault("AGENTWORKS_FUNCTIONS_ADDRESS", config.functions_address)
+
+    async def serve_all() -> int:
+        # Made in the loop that runs them: a grpc.aio channel belongs to its loop.
+        workers: list[Any] = []
+        for runner in runners:
+            if isinstance(runner, TurnCommandRunner):
+                runner.env.setdefault("AGENTWORKS_MESSAGING_ADDRESS", config.messaging_address)
+                workers.append(turn_worker(config, runner))
+            else:
+                workers.append(execution_worker(config, runner))
+        return await run_until_signal(*workers, drain_seconds=config.drain_seconds)
+
+    return asyncio.run(serve_all())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentworks-runtime` console script."""
     args = _parser().parse_args(argv)
@@ -249,7 +306,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "target", None):
         environ["AGENTWORKS_RUNTIME_TARGETS"] = ",".join(args.target)
     executions: ExecutionHandler | dict[str, ExecutionHandler] | None = None
-    runner = None
     handler: TurnHandler | None = None
     try:
         if args.command == "llm":
@@ -294,19 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         serves = ("turns", "executions") if args.serve == "both" else (args.serve,)
         return asyncio.run(serve_llm(config, llm_config, serves))
     if args.command == "run-commands":
-        from agentworks.runtime.sandbox import SandboxUnavailable
-
-        try:
-            runner = executions = command_runner(config, runner_config, environ)
-        except SandboxUnavailable as exc:
-            print(f"agentworks-runtime: refusing to start: {exc}", file=sys.stderr)
-            return 2
-    if runner is not None:
-        # Commands a runner that died left running under this root: kill them now,
-        # before the first call (the runner module docstring says why and how).
-        runner.reap_orphans(config.root)
-        # Where a command reaches its call with its capability (T3).
-        runner.env.setdefault("AGENTWORKS_FUNCTIONS_ADDRESS", config.functions_address)
+        return _run_commands(config, runner_config, environ)
     if executions is not None:
         return asyncio.run(serve_executions(config, executions))
     assert handler is not None

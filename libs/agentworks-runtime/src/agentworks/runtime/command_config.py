@@ -1,4 +1,15 @@
-"""A command runner's config: a command per function, limits and network per target."""
+"""A command runner's config: a command per function and per target's turns, limits and
+network per target.
+
+    {"commands": {"summarize": ["python3", "/srv/tools/summarize.py"]},
+     "turns": {"crew:demo": ["python3", "/srv/agent/chat.py"]},
+     "limits": {...}, "network": "outbound", "read_only": [...], "targets": {...}}
+
+`commands` maps a function name to the command each of its calls runs (R2); `turns`
+maps a target (`crew:<name>`, `workflow:<id>`) to the command each of its turns runs
+(L2). Either may be left out, not both. A bare `{function: command}` mapping is the
+`commands` alone.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +25,11 @@ from agentworks.runtime.limits import Policy, parse_policies
 SHELL = "/bin/sh"
 
 
-def parse_commands(spec: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """Validate a `{function: argv list | command string}` mapping; a string becomes
-    `/bin/sh -c <string>`."""
+def parse_commands(
+    spec: Mapping[str, Any], *, what: str = "function", required: bool = True
+) -> dict[str, tuple[str, ...]]:
+    """Validate a `{function: argv list | command string}` mapping (`what`: "function",
+    or "target" for turn commands); a string becomes `/bin/sh -c <string>`."""
     commands: dict[str, tuple[str, ...]] = {}
     for name, command in spec.items():
         if isinstance(command, str):
@@ -24,13 +37,25 @@ def parse_commands(spec: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
         elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
             argv = tuple(command)
         else:
-            raise ValueError(f"command for function {name!r} must be a list of strings or a string")
+            raise ValueError(f"command for {what} {name!r} must be a list of strings or a string")
         if not argv:
-            raise ValueError(f"command for function {name!r} is empty")
+            raise ValueError(f"command for {what} {name!r} is empty")
         commands[str(name)] = argv
-    if not commands:
-        raise ValueError("no commands configured: map at least one function name to a command")
+    if not commands and required:
+        raise ValueError(f"no commands configured: map at least one {what} name to a command")
     return commands
+
+
+def parse_turn_commands(spec: Any) -> dict[str, tuple[str, ...]]:
+    """Validate `turns`: `{target: command}`, each target `crew:<name>` or
+    `workflow:<id>`."""
+    if not isinstance(spec, Mapping):
+        raise ValueError('turns must be an object such as {"crew:demo": ["python3", "agent.py"]}')
+    for target in spec:
+        kind, sep, name = str(target).partition(":")
+        if not sep or kind not in ("crew", "workflow") or not name:
+            raise ValueError(f"turns entry {target!r} must name a target such as crew:<name>")
+    return parse_commands(spec, what="target", required=False)
 
 
 @dataclass(frozen=True)
@@ -40,18 +65,23 @@ class RunnerConfig:
     commands: dict[str, tuple[str, ...]]
     policy: Policy = field(default_factory=Policy)
     targets: dict[str, Policy] = field(default_factory=dict)
+    turns: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target -> command
 
 
 def parse_runner_config(spec: Mapping[str, Any]) -> RunnerConfig:
-    """A `{function: command}` mapping, or `{"commands": {...}, "limits": {...},
-    "network": ..., "read_only": [...], "targets": {target: {...}}}` (`limits`)."""
-    if not isinstance(spec.get("commands"), Mapping):  # a command is never an object
+    """A `{function: command}` mapping, or `{"commands": {...}, "turns": {...},
+    "limits": {...}, "network": ..., "read_only": [...], "targets": {target: {...}}}`
+    (`limits`)."""
+    full = isinstance(spec.get("commands"), Mapping) or isinstance(spec.get("turns"), Mapping)
+    if not full:  # a command is never an object
         return RunnerConfig(parse_commands(spec))
-    unknown = set(spec) - {"commands", "limits", "network", "read_only", "targets"}
+    unknown = set(spec) - {"commands", "turns", "limits", "network", "read_only", "targets"}
     if unknown:
         raise ValueError(f"the runner config has unknown settings {sorted(unknown)}")
     policy, targets = parse_policies(spec)
-    return RunnerConfig(parse_commands(spec["commands"]), policy, targets)
+    turns = parse_turn_commands(spec.get("turns", {}))
+    commands = parse_commands(spec.get("commands", {}), required=not turns)
+    return RunnerConfig(commands, policy, targets, turns)
 
 
 def load_runner_config(source: str) -> RunnerConfig:

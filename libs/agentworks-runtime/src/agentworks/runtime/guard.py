@@ -16,10 +16,7 @@ from typing import Any
 import structlog
 
 from agentworks.runtime import _watchdog
-from agentworks.runtime.executions import (
-    ExecutionContext,
-    describe,
-)
+from agentworks.runtime.reporting import describe
 
 log = structlog.get_logger("agentworks.runtime.runner")
 
@@ -32,7 +29,9 @@ def reap_orphans(root: pathlib.Path | str, *, grace: float = 5.0) -> list[int]:
     """Kill the commands that runners which died left running under `root`; their
     process groups.
 
-    Reads the records in `<root>/.calls/.runner/`. A record written in another boot is
+    Reads the records in `<root>/.calls/.runner/` (made here if missing: a runner's
+    first call on a root sweeps it, so the folder is there whether or not a command was
+    recorded, e.g. one that ended before it could be). A record written in another boot is
     removed (nothing of it can be running); one written in another pid namespace (a
     runner in another container on the same root) is left alone, as are records whose
     runner is alive (this process, or another runner on the same root). For the others,
@@ -41,7 +40,10 @@ def reap_orphans(root: pathlib.Path | str, *, grace: float = 5.0) -> list[int]:
     """
     stale: dict[pathlib.Path, tuple[int, int, dict[str, Any]]] = {}
     boot, namespace = _watchdog.boot_id(), _watchdog.pid_namespace()
-    for path in sorted((pathlib.Path(root) / RECORDS_FOLDER).glob("*.json")):
+    folder = pathlib.Path(root) / RECORDS_FOLDER
+    with contextlib.suppress(OSError):  # there from the first sweep, records or not
+        folder.mkdir(parents=True, exist_ok=True)
+    for path in sorted(folder.glob("*.json")):
         try:
             record = json.loads(path.read_text())
             runner_pid, runner_start = int(record["runner_pid"]), int(record["runner_start"])
@@ -72,6 +74,17 @@ def reap_orphans(root: pathlib.Path | str, *, grace: float = 5.0) -> list[int]:
     return killed
 
 
+def _unreaped_child(pid: int) -> bool:
+    """Whether `pid` is a child of this process not reaped yet (running, or ended and
+    waitable): then its pid is not given out again, and a start time read before this
+    is its own. WNOWAIT leaves it for asyncio's child watcher to reap."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 class _Guard:
     """This process's running commands: a record of each under its root, and the
     watchdog that kills them if this process dies (see the module docstring)."""
@@ -83,9 +96,15 @@ class _Guard:
         self.tracked: dict[int, dict[str, Any]] = {}  # pgid -> the watchdog's message
         self.lock = threading.Lock()  # workers may run in several threads' event loops
 
-    def track(self, pid: int, ctx: ExecutionContext, argv: Sequence[str], grace: float) -> None:
-        """A command started as the leader of process group `pid`. Never raises."""
+    def track(self, pid: int, ctx: Any, argv: Sequence[str], grace: float) -> None:
+        """A command started as the leader of process group `pid` for `ctx` (an
+        execution's context, or a turn's job: its `root`, `call_id`, `log`). Never raises."""
         start = _watchdog.start_time(pid)
+        if start is not None and not _unreaped_child(pid):
+            # The command ended and was reaped (asyncio's child watcher does so at once)
+            # before its start was read: that start may be another process's, given the
+            # pid since. Not recorded; the watchdog still ends what is left of its group.
+            start = None
         record = ctx.root / RECORDS_FOLDER / f"{self.pid}-{pid}.json"
         if start is not None and self.start is not None:
             written = {

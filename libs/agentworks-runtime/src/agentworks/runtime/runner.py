@@ -91,19 +91,17 @@ the watchdog trusts its own tracking and the startup sweep does nothing.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import pathlib
-import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
-from agentworks.runtime import _watchdog, capability_file, cgroups, metrics
+from agentworks.runtime import capability_file
 from agentworks.runtime.command_config import (
     SHELL,
     RunnerConfig,
@@ -112,22 +110,18 @@ from agentworks.runtime.command_config import (
     parse_commands,
     parse_runner_config,
 )
+from agentworks.runtime.command_process import CommandFailed, Prepared, ProcessRunner
 from agentworks.runtime.executions import ExecutionContext
-from agentworks.runtime.guard import RECORDS_FOLDER, _guard, reap_orphans
+from agentworks.runtime.guard import RECORDS_FOLDER, reap_orphans
 from agentworks.runtime.limits import LimitExceeded, Policy
 from agentworks.runtime.line_reports import (
     FLUSH_SECONDS,
     MAX_LINE_BYTES,
     MAX_LINES_PER_REPORT,
     MAX_REPORTED_LINES,
-    STDERR_TAIL_BYTES,
-    _last_bytes,
     _LineReporter,
-    _tail,
-    _text,
 )
-from agentworks.runtime.sandbox import WITHOUT_SANDBOX, Launch, Sandbox
-from agentworks.runtime.watch import TICK_SECONDS, Watch
+from agentworks.runtime.sandbox import Sandbox
 
 log = structlog.get_logger("agentworks.runtime.runner")
 
@@ -170,11 +164,20 @@ def secret_files(environ: Mapping[str, str]) -> list[str]:
     return found
 
 
-class CommandFailed(Exception):
-    """The command exited with a non-zero status or was killed by a signal."""
+# Variables only an item's own command has: never inherited from the runner's.
+ITEM_VARIABLES = (
+    CAPABILITY_VARIABLE,
+    CAPABILITY_FILE_VARIABLE,
+    "AGENTWORKS_CORRECTION_PROMPT",
+    "AGENTWORKS_MCP_CONFIG",
+    "AGENTWORKS_MCP_COMMAND",
+    "AGENTWORKS_MCP_SOCKET",
+    "AGENTWORKS_MCP_TOKEN",
+    "AGENTWORKS_MCP_URL",
+)
 
 
-class CommandRunner:
+class CommandRunner(ProcessRunner):
     """An execution handler that runs the declared command for each call."""
 
     def __init__(
@@ -187,54 +190,34 @@ class CommandRunner:
         policy: Policy | None = None,
         targets: Mapping[str, Policy] | None = None,
         hidden: Sequence[str] | None = None,
+        mcp: bool = True,
     ) -> None:
         """`sandbox`: a `Sandbox`, "bwrap" (the default one) or "none" (no sandbox:
         `WITHOUT_SANDBOX` says what that gives up). A sandbox is checked here: without
         a working one, `SandboxUnavailable`. `policy`: limits, network and read-only
         paths of every target, `targets`: of some (`limits`). `hidden`: files the sandbox
-        must not show (default: those the runner's secret variables name)."""
+        must not show (default: those the runner's secret variables name). `mcp`: serve
+        each command its execution's agent tools over MCP (L2, `agent_mcp`)."""
         self.commands = parse_commands(dict(commands))
-        self.env = dict(env or {})
-        self.kill_grace_seconds = kill_grace_seconds
-        self.policy = policy or Policy()
-        self.targets = dict(targets or {})
-        self.hidden = list(secret_files(os.environ) if hidden is None else hidden)
-        if sandbox == "none":
-            self.sandbox: Sandbox | None = None
-            self.sandbox_description = "none: " + WITHOUT_SANDBOX
-            log.warning("sandbox.disabled", gives_up=WITHOUT_SANDBOX)
-        else:
-            self.sandbox = Sandbox() if sandbox == "bwrap" else sandbox  # type: ignore[assignment]
-            if not isinstance(self.sandbox, Sandbox):
-                raise ValueError(f"sandbox must be a Sandbox, 'bwrap' or 'none', got {sandbox!r}")
-            self.sandbox_description = self.sandbox.check()
-        self._swept: set[pathlib.Path] = set()
+        self.mcp = mcp
+        super().__init__(
+            env=env,
+            kill_grace_seconds=kill_grace_seconds,
+            sandbox=sandbox,
+            policy=policy,
+            targets=targets,
+            hidden=secret_files(os.environ) if hidden is None else hidden,
+        )
 
     @classmethod
     def from_config(cls, config: RunnerConfig, **kwargs: Any) -> CommandRunner:
         """A runner for a `RunnerConfig` (`load_runner_config`)."""
         return cls(config.commands, policy=config.policy, targets=config.targets, **kwargs)
 
-    def policy_for(self, target: str) -> Policy:
-        """The limits, network and read-only paths of `target`'s executions."""
-        return self.targets.get(target, self.policy)
-
-    def reap_orphans(self, root: pathlib.Path | str) -> list[int]:
-        """Kill the commands runners that died left running under `root`, once per root
-        (`reap_orphans`); the process groups killed. Blocks up to the kill grace."""
-        root = pathlib.Path(root).resolve()
-        if root in self._swept:
-            return []
-        if not self._swept and self.sandbox is not None:
-            cgroups.sweep()
-        self._swept.add(root)
-        return reap_orphans(root, grace=self.kill_grace_seconds)
-
     def environment(self, ctx: ExecutionContext) -> dict[str, str]:
         """The command's environment for one execution: the runner's own, without its
         secrets (`is_secret`), then the configured `env`, then the call's variables."""
-        env = {name: value for name, value in os.environ.items() if not is_secret(name)}
-        env.update(self.env)
+        env = base_environment(self.env)
         env.update(
             FUNCTION_RESULT_FILE=str(ctx.result_file),
             AGENTWORKS_CALL_ID=ctx.call_id,
@@ -248,8 +231,6 @@ class CommandRunner:
         env.pop("AGENTWORKS_CORRECTION_PROMPT", None)
         if ctx.correction_prompt:
             env["AGENTWORKS_CORRECTION_PROMPT"] = ctx.correction_prompt
-        env.pop(CAPABILITY_VARIABLE, None)
-        env.pop(CAPABILITY_FILE_VARIABLE, None)
         if ctx.capability:
             env[CAPABILITY_VARIABLE] = ctx.capability
             env[CAPABILITY_FILE_VARIABLE] = str(ctx.output_dir / capability_file.FILE_NAME)
@@ -262,221 +243,53 @@ class CommandRunner:
                 f"no command is configured for function {ctx.function!r}; configured: "
                 f"{sorted(self.commands)}"
             )
-        if ctx.root.resolve() not in self._swept:
-            await asyncio.to_thread(self.reap_orphans, ctx.root)
-        if ctx.capability:  # written once the sandbox says whose it must be (_launch)
-            ctx.capability_file = ctx.output_dir / capability_file.FILE_NAME
+        policy = self.policy_for(ctx.target)
+        ctx.upload_limit_bytes = policy.limits.output_bytes
+        name = f"{os.getpid()}-{ctx.call_id}-{ctx._round}"
+        socket = self.mcp_socket() if self.mcp else None
+        prepared = await self.prepare(ctx, argv, self.environment(ctx), policy, name, socket)
+        ctx.file_owner = prepared.file_owner
         try:
-            return await self._launch(ctx, argv)
+            async with contextlib.AsyncExitStack() as stack:
+                if ctx.capability:
+                    ctx.capability_file = ctx.output_dir / capability_file.FILE_NAME
+                    capability_file.write(ctx.capability_file, ctx.capability, owner=ctx.file_owner)
+                if socket is not None:
+                    served = _serve(ctx, prepared, socket)
+                    prepared.env.update(await stack.enter_async_context(served))
+                return await self.start_and_run(ctx, prepared, policy, _LineReporter(ctx))
+        except BaseException:
+            await self.discard(prepared)
+            raise
         finally:
             if ctx.capability_file is not None:
                 capability_file.remove(ctx.capability_file)
                 ctx.capability_file = None
 
-    async def _launch(self, ctx: ExecutionContext, argv: Sequence[str]) -> str:
-        policy = self.policy_for(ctx.target)
-        ctx.upload_limit_bytes = policy.limits.output_bytes
-        env = self.environment(ctx)
-        launch: Launch | None = None
-        program: Sequence[str] = argv
-        if self.sandbox is not None:
-            launch = await asyncio.to_thread(
-                metrics.counting_failure("prepare", self.sandbox.prepare),
-                argv,
-                root=ctx.root.resolve(),
-                output_dir=ctx.output_dir.resolve(),
-                policy=policy,
-                env=env,
-                name=f"{os.getpid()}-{ctx.call_id}-{ctx._round}",
-                hidden=self.hidden,
-            )
-            ctx.file_owner = launch.file_owner
-            program, env = launch.argv, launch.env
-        if ctx.capability_file is not None:
-            capability_file.write(ctx.capability_file, ctx.capability, owner=ctx.file_owner)
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *program,
-                cwd=ctx.output_dir,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # its own process group, so a cancel stops it all
-                pass_fds=() if launch is None else (launch.status_fd,),
-            )
-        except BaseException:
-            metrics.SANDBOX_FAILURES.labels("spawn").inc()
-            if launch is not None:
-                os.close(launch.status_read)
-                if launch.cgroups is not None:
-                    await asyncio.to_thread(launch.cgroups.remove)
-            raise
-        finally:
-            if launch is not None:
-                os.close(launch.status_fd)
-        metrics.SANDBOX_LAUNCHES.labels("none" if launch is None else "bwrap").inc()
-        try:
-            return await self._run(ctx, argv, process, policy, launch)
-        finally:
-            if launch is not None and launch.cgroups is not None:
-                await asyncio.to_thread(launch.cgroups.remove)
 
-    async def _run(
-        self,
-        ctx: ExecutionContext,
-        argv: Sequence[str],
-        process: asyncio.subprocess.Process,
-        policy: Policy,
-        launch: Launch | None,
-    ) -> str:
-        guard = _guard()
-        guard.track(process.pid, ctx, argv, self.kill_grace_seconds)
-        ctx.log.info("command.started", argv=list(argv), pid=process.pid, sandbox=bool(launch))
-        watch = Watch(
-            policy.limits,
-            top=process.pid,
-            output_dir=ctx.output_dir,
-            cgroups=None if launch is None else launch.cgroups,
-            overhead=0 if launch is None else 2,  # bubblewrap's init and _sandbox_init.py
-        )
-        lines = _LineReporter(ctx)
-        stderr_tail = bytearray()
-        ended = asyncio.Event()
-        status: dict[str, Any] | None = None
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(lines.read(process.stdout))
-                group.create_task(_tail(process.stderr, stderr_tail))
-                group.create_task(lines.flush_periodically())
-                group.create_task(self._watch(watch, process, ended, ctx))
-                returncode = await process.wait()
-                ended.set()
-                lines.closed.set()
-        except BaseExceptionGroup as failed:
-            await self._terminate(process, ctx, watch if launch else None)
-            raise failed.exceptions[0] from None  # the reason, not "unhandled errors in a..."
-        except BaseException:
-            await self._terminate(process, ctx, watch if launch else None)
-            raise
-        finally:
-            guard.untrack(process.pid)  # the worker uploads what is left in the folder
-            if launch is not None:
-                status = _read_status(launch.status_read)
-        ctx.log.info("command.exited", returncode=returncode, status=status)
-        tail = _last_bytes(_text(bytes(stderr_tail)), STDERR_TAIL_BYTES).strip()
-        limit = await asyncio.to_thread(watch.final, status)
-        if limit is not None:
-            ctx.log.warning("command.limit_exceeded", limit=limit.limit, error=str(limit))
-            raise limit
-        if launch is not None:
-            if status is None or "error" in status:
-                metrics.SANDBOX_FAILURES.labels("sandbox" if status is None else "exec").inc()
-            if status is None:
-                raise CommandFailed(
-                    f"the sandbox did not run command {argv[0]} (bubblewrap exited with "
-                    f"status {returncode})" + (f": {tail}" if tail else "")
-                )
-            if "error" in status:
-                raise CommandFailed(f"command {argv[0]} could not start: {status['error']}")
-            returncode = int(status.get("returncode", returncode))
-        if returncode != 0:
-            how = (
-                f"was killed by signal {-returncode}"
-                if returncode < 0
-                else f"exited with status {returncode}"
-            )
-            raise CommandFailed(f"command {argv[0]} {how}" + (f": {tail}" if tail else ""))
-        return lines.last_line
+def _serve(
+    ctx: ExecutionContext, prepared: Prepared, socket: tuple[pathlib.Path, str]
+) -> contextlib.AbstractAsyncContextManager[dict[str, str]]:
+    """The execution's MCP endpoint while its command runs (L2, `agent_mcp.handout`)."""
+    from agentworks.runtime.agent_mcp.handout import execution_tools, serve_agent
 
-    async def _watch(
-        self,
-        watch: Watch,
-        process: asyncio.subprocess.Process,
-        ended: asyncio.Event,
-        ctx: ExecutionContext,
-    ) -> None:
-        """Check the execution's limits every tick; past one, end it at once (all of its
-        sandbox): the command's end then says which (`Watch.final`)."""
-        while not ended.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ended.wait(), TICK_SECONDS)
-                return
-            if await asyncio.to_thread(watch.check) is not None:
-                ctx.log.info("command.stopping", reason="limit", pid=process.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                return
-
-    async def _terminate(
-        self, process: asyncio.subprocess.Process, ctx: ExecutionContext, watch: Watch | None
-    ) -> None:
-        """Stop the command's whole process group: SIGTERM, then SIGKILL after the grace.
-
-        In a sandbox (`watch` given), SIGTERM goes to every process of the sandbox (what
-        left the group included), and after the grace SIGKILL to the group, which holds
-        bubblewrap and the sandbox's init: the kernel then kills the rest.
-
-        The leader may have exited already while a process it started runs on (holding
-        its output open, so the command is not over): the group is signalled all the
-        same. Its id cannot be another group's: Linux gives no pid out again while a
-        process group of that id exists.
-        """
-        pgid = process.pid
-        if process.returncode is not None and not _watchdog.group_running(pgid):
-            return
-        ctx.log.info("command.terminating", pid=pgid)
-        if watch is not None:
-            await self._terminate_sandbox(process, watch)
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.kill_grace_seconds
-        try:
-            await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_grace_seconds)
-            # The leader is gone; what it started has the rest of the grace to end.
-            while loop.time() < deadline:
-                if not _watchdog.group_running(pgid):
-                    break
-                await asyncio.sleep(0.05)
-        except (TimeoutError, asyncio.CancelledError):
-            pass
-        if _watchdog.group_running(pgid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-
-    async def _terminate_sandbox(self, process: asyncio.subprocess.Process, watch: Watch) -> None:
-        for pid in await asyncio.to_thread(watch.members):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_grace_seconds)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+    return serve_agent(
+        execution_tools(ctx),
+        ctx.output_dir,
+        socket=socket,
+        owner=prepared.file_owner,
+        sandboxed=prepared.sandboxed,
+    )
 
 
-def _read_status(fd: int) -> dict[str, Any] | None:
-    """What the sandbox's init reported (`_sandbox_init.py`), read once it has ended;
-    None when it said nothing (it never ran, or was killed). Closes `fd`."""
-    data = b""
-    try:
-        os.set_blocking(fd, False)
-        while len(data) < 65536:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:  # BlockingIOError: something still holds it; what came is enough
-        pass
-    finally:
-        os.close(fd)
-    for line in reversed(data.splitlines()):
-        with contextlib.suppress(ValueError):
-            status = json.loads(line)
-            if isinstance(status, dict):
-                return status
-    return None
+def base_environment(configured: Mapping[str, str]) -> dict[str, str]:
+    """A command's environment before its item's variables: the runner's own without
+    its secrets (`is_secret`) and without any item's variables, then `configured`."""
+    env = {name: value for name, value in os.environ.items() if not is_secret(name)}
+    env.update(configured)
+    for name in ITEM_VARIABLES:
+        env.pop(name, None)
+    return env
 
 
 __all__ = [

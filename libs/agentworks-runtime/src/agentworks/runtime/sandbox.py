@@ -19,15 +19,19 @@ The runner starts each command under bubblewrap (Debian's `bubblewrap` package):
   certificates, time zone, the linker cache; no keys, no shadow), a new `/proc` (its own
   processes only) and `/dev` (null, zero, random, tty...), a private `/tmp` and
   `/dev/shm` (tmpfs, at most the memory limit), the runner's Python installation
-  read-only (to run the sandbox's init, `_sandbox_init.py`), the target's
+  read-only (to run the sandbox's init, `_sandbox_init.py`, and the agent's MCP
+  bridge, `agent_mcp/bridge.py`, at `/run/agentworks/`; the item's MCP socket, which
+  lives in a folder of the runner's own, at `/run/agentworks/mcp.sock`), the target's
   `read_only` paths, the project root read-write (shared between calls), over it an
-  empty `.calls` with only the call's own `.calls/<call_id>/` (read-write), and the
+  empty `.calls` with only the call's own `.calls/<call_id>/` (read-write; for a
+  turn's command, an empty `.turns` with only `.turns/<turn_id>/`), and the
   suite's home (`AGENTWORKS_HOME`, a `.agentworks` in the root) hidden by an empty
   tmpfs, and the files the runner's secret variables name (its signing key, runtime
   credential, TLS key: `hidden`) by `/dev/null` (which cannot be opened there: no
   devices on a bind mount), where they lie inside what it sees.
-  Nothing else of the host exists in it: not the runner's home, not other calls'
-  folders, not the PostgreSQL socket directory, not the runner's records.
+  Nothing else of the host exists in it: not the runner's home, not other calls' or
+  turns' folders, not other items' MCP sockets, not the PostgreSQL socket directory,
+  not the runner's records.
 - **Environment**: what `CommandRunner.environment` gives (the runner's, without its
   secrets, the configured `env` and the call's variables), with `HOME` and `TMPDIR` set
   to the private `/tmp`.
@@ -53,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentworks.runtime import _sandbox_init
+from agentworks.runtime.agent_mcp import bridge
 from agentworks.runtime.cgroups import Cgroups
 from agentworks.runtime.limits import MIB, Policy
 
@@ -82,6 +87,9 @@ ETC_FILES = (
     "os-release",
 )
 INIT_PATH = "/run/agentworks/init.py"
+# Under the project root, the folders of calls (`.calls/<call_id>/`) and of turns
+# (`.turns/<turn_id>/`): each sandbox sees its own folder there and nothing else.
+PRIVATE_FOLDERS = (".calls", ".turns")
 DEFAULT_UID = 65534  # "nobody": owns nothing on a usual system
 
 WITHOUT_SANDBOX = (
@@ -212,9 +220,12 @@ class Sandbox:
         env: dict[str, str],
         name: str,
         hidden: Sequence[str] = (),
+        binds: Sequence[tuple[str, str]] = (),
     ) -> Launch:
         """Everything one execution is started with: its folder owned by the sandbox
-        user (0700), its cgroups when they can be made, the status pipe, the argv."""
+        user (0700), its cgroups when they can be made, the status pipe, the argv.
+        `binds`: host files shown read-write at a path of their own (`(host, inside)`:
+        the item's MCP socket, at `/run/agentworks/mcp.sock`)."""
         output_dir.chmod(0o700)
         if self.privileged:
             os.chown(output_dir, self.uid, self.gid)
@@ -235,6 +246,7 @@ class Sandbox:
             status_fd=write,
             cgroups=cgroups,
             hidden=hidden,
+            binds=binds,
         )
         return Launch(full, self.environment(env), write, read, cgroups, self.user)
 
@@ -248,6 +260,7 @@ class Sandbox:
         status_fd: int,
         cgroups: Cgroups | None = None,
         hidden: Sequence[str] = (),
+        binds: Sequence[tuple[str, str]] = (),
     ) -> list[str]:
         """The full command line: [a cgroups joiner], bwrap, [setpriv, unshare], init."""
         tools = self.tools()
@@ -268,6 +281,7 @@ class Sandbox:
         view.tmpfs("/tmp", limits.memory_bytes, 0o1777)
         view.tmpfs("/dev/shm", min(limits.memory_bytes, 64 * MIB), 0o1777)
         view.ro_bind(_sandbox_init.__file__, INIT_PATH)
+        view.ro_bind(bridge.__file__, bridge.SANDBOX_PATH)  # the agent's MCP bridge (L2)
         prefix = os.path.realpath(sys.base_prefix)
         shown = list(policy.read_only)
         if not view.covers(python):
@@ -276,13 +290,17 @@ class Sandbox:
         for path in policy.read_only:
             view.ro_bind(path, try_=True)
         view.bind(str(root))
-        view.tmpfs(str(root / ".calls"), 1 * MIB, 0o755)
+        for private in PRIVATE_FOLDERS:  # every call's and turn's folder hidden
+            if (root / private).exists() or (root / private) in output_dir.parents:
+                view.tmpfs(str(root / private), 1 * MIB, 0o755)
         for path in _hidden(root, shown, hidden):
             if os.path.isdir(path):
                 view.tmpfs(path, 1 * MIB, 0o755)
             else:
                 view.args += ["--ro-bind", "/dev/null", path]
         view.bind(str(output_dir))
+        for source, inside in binds:
+            view.bind(source, inside)
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if policy.network == "none":
             namespaces.append("--unshare-net")
@@ -376,10 +394,11 @@ class _View:
         self.args += ["--ro-bind-try" if try_ else "--ro-bind", source, dest]
         self.mounted.append(dest)
 
-    def bind(self, path: str) -> None:
-        self._parents(path)
-        self.args += ["--bind", path, path]
-        self.mounted.append(path)
+    def bind(self, path: str, dest: str | None = None) -> None:
+        dest = dest or path
+        self._parents(dest)
+        self.args += ["--bind", path, dest]
+        self.mounted.append(dest)
 
     def tmpfs(self, path: str, size: int, mode: int) -> None:
         self._parents(path)

@@ -1,5 +1,6 @@
-"""What an execution worker checks as it starts: how many executions to run at once, and
-which targets and functions it cannot serve (warnings only)."""
+"""What a worker checks as it starts: how many executions to run at once, and which
+targets and functions it cannot serve (warnings only); for a turn worker, which targets
+messaging does not know."""
 
 from __future__ import annotations
 
@@ -101,4 +102,27 @@ async def check_targets(worker: ExecutionWorker) -> None:
             effect="this worker claims every function of its targets: calls of these "
             "fail with 'this runtime has no handler for function ...'; serve them here "
             "or run their runtime on other targets",
+        )
+
+
+async def check_turn_targets(worker: Any) -> None:
+    """At start, warn about a target messaging does not know
+    (`worker.target_not_registered`): a turn worker's claim for it waits as for a quiet
+    target, so without this a typo (or a crew nobody registered) looks like a runtime
+    with nothing to do. Never fails the start: a target may be registered later."""
+    unregistered: list[str] = []
+    for target in worker.targets:
+        try:
+            await worker.client.get_target(target)
+        except errors.NotFound:
+            unregistered.append(target)
+        except Exception as exc:  # a hint only: it never stops the worker
+            worker.log.debug("worker.target_unknown", target=target, error=describe(exc))
+    if unregistered:
+        worker.log.warning(
+            "worker.target_not_registered",
+            unregistered=unregistered,
+            effect="messaging does not know these targets: no turn of theirs can be "
+            "claimed until they are registered (agentworks targets register "
+            f"{unregistered[0]} --owner <principal>; check the spelling)",
         )

@@ -16,6 +16,7 @@ from agentworks.client import (
     errors,
     target_str,
 )
+from agentworks.client.capability_identity import CapabilityIdentity
 from agentworks.client.messaging import attributes_json
 from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as f
@@ -31,6 +32,7 @@ DELIVERY_KINDS: dict[int, str] = {
     m.DELIVERY_KIND_SCHEDULE: "schedule",
     m.DELIVERY_KIND_WEBHOOK: "webhook",
     m.DELIVERY_KIND_FUNCTION_COMPLETED: "function_completed",
+    m.DELIVERY_KIND_CONVERSATION_REPLY: "conversation_reply",
 }
 
 # Errors that mean the configuration is wrong; retrying cannot help.
@@ -67,6 +69,7 @@ class TurnContext:
     # Set when the worker has a functions address; acts as the runtime's agent identity.
     functions: FunctionsClient | None = None
     function_calls: list[f.CallReceipt] = field(default_factory=list)
+    started: list[m.SendReceipt] = field(default_factory=list)  # start/continue_conversation
     _capability: str = field(default="", repr=False)  # renewed by the heartbeats (T3)
 
     @property
@@ -134,6 +137,57 @@ class TurnContext:
             self.log.info("reply.sent", message_id=receipt.message_id)
             return receipt
         raise AssertionError("unreachable")
+
+    async def start_conversation(
+        self, target: str, text: str, *, parts: Sequence[common_pb2.Part] = ()
+    ) -> m.SendReceipt:
+        """Start a conversation with another crew or workflow (`crew:<name>`,
+        `workflow:<id>`) as this agent, tied to this conversation (L5).
+
+        The other side's messages come back as later turns of THIS conversation, as
+        `conversation_reply` deliveries: the delivery's `message` is what they sent, its
+        attributes name their `conversation_id`, `inbox_id`, `target` and `sender`.
+        Continue it with `continue_conversation(inbox_id, ...)`. Keep the receipt's
+        `inbox_id`. Authorised by the turn's capability; retried on UNAVAILABLE with a
+        per-turn retry key, so a retry never starts a second conversation (C4). Raises
+        `PreconditionFailed` when the target has agent messaging off (C8).
+        """
+        return await self._from_turn(text, parts, target=target)
+
+    async def continue_conversation(
+        self, inbox_id: str, text: str, *, parts: Sequence[common_pb2.Part] = ()
+    ) -> m.SendReceipt:
+        """Send `text` into a conversation this conversation started (its `inbox_id`,
+        from `start_conversation` or a `conversation_reply` delivery's attributes, L5)."""
+        return await self._from_turn(text, parts, inbox_id=inbox_id)
+
+    async def _from_turn(
+        self, text: str, parts: Sequence[common_pb2.Part], **destination: str
+    ) -> m.SendReceipt:
+        if not self.capability:
+            raise errors.PreconditionFailed(
+                "this turn has no capability (the messaging service has no signing key), "
+                "and conversations with other targets are started with it"
+            )
+        client = MessagingClient(
+            channel=self.client.channel,
+            identity=CapabilityIdentity(self.capability),
+            timeout=self.client.timeout,
+        )
+        submission_id = f"turn:{self.turn_id}:converse:{len(self.started) + 1}"
+        receipt = await self._retried(
+            "conversation.retry",
+            lambda: client.send_from_turn(
+                text, parts=parts, submission_id=submission_id, **destination
+            ),
+        )
+        self.started.append(receipt)
+        self.log.info(
+            "conversation.sent",
+            conversation_id=receipt.conversation_id,
+            message_id=receipt.message_id,
+        )
+        return receipt
 
     async def wake_me(
         self,
@@ -302,8 +356,17 @@ class TurnContext:
         gets the same call, never a second (F6). Raises `PreconditionFailed` when the
         runtime has no functions address (AGENTWORKS_FUNCTIONS_ADDRESS), and the
         service's errors (`InvalidArgument` for bad inputs, `Busy` at the running limit).
+
+        Sent with the turn's capability: only it may ask for a notice, and only into its
+        own conversation (L6).
         """
         functions = self._functions_client()
+        if self.capability:
+            functions = FunctionsClient(
+                channel=functions.channel,
+                identity=CapabilityIdentity(self.capability),
+                timeout=functions.timeout,
+            )
         key = submission_id or f"turn:{self.turn_id}:call:{len(self.function_calls) + 1}"
         receipt = await self._retried(
             "function.retry",

@@ -62,7 +62,8 @@ from agentworks.client.rpc import open_channel
 from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.lease import Backoff, LeaseWorker, Work
-from agentworks.runtime.serving import GIVE_UP_SECONDS
+from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
+from agentworks.runtime.startup import check_turn_targets
 from agentworks.runtime.turn_context import (
     _FATAL,
     _TRANSIENT,
@@ -188,7 +189,10 @@ class TurnWorker(LeaseWorker):
             self.functions = own_functions
         try:
             await self._serve_slots(
-                [functools.partial(self._serve, slot) for slot in range(self.concurrency)]
+                [
+                    lambda: unless_stopped(check_turn_targets(self), self._stopping),
+                    *(functools.partial(self._serve, slot) for slot in range(self.concurrency)),
+                ]
             )
         finally:
             if own_scheduler is not None:

@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
-from agentworks.client.errors import InvalidArgument, NotFound
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity
 from agentworks.client.limits import (
     MAX_INPUTS_BYTES,
@@ -152,6 +152,17 @@ class Calls(FunctionsServiceBase):
             if not _UUID_RE.match(notify_conversation_id):
                 raise InvalidArgument(
                     f"notify_conversation_id {notify_conversation_id!r} is not a conversation id"
+                )
+            if identity.capability is None:
+                # L6: a notice goes only to a conversation the caller takes part in, and
+                # the turn's capability (signed by messaging, naming its conversation) is
+                # the proof; call() checked that it names this one.
+                raise PermissionDenied(
+                    f"notify_conversation_id {notify_conversation_id!r} refused: completion "
+                    "notices go only to a conversation the caller takes part in, shown by "
+                    "the capability of a turn of that conversation. Call from within the "
+                    "turn, with its capability (TurnContext.call_function does), or leave "
+                    "notify_conversation_id empty and poll status. No call was created."
                 )
         if source is not None:
             if identity.kind != "workflow":

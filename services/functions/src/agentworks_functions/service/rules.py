@@ -11,6 +11,7 @@ import structlog
 
 from agentworks.client.checks import check_no_nul
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.client.functions import START_RECEIPT_NOTE
 from agentworks.client.identity import Identity
 from agentworks.client.limits import (
     MAX_CLAIM_TARGETS,
@@ -138,10 +139,18 @@ def text_page(data: bytes, *, more: bool) -> tuple[str | None, bytes]:
     return None, data
 
 
+def start_receipt(call: Call) -> bool:
+    """Whether the call ended with a start receipt: a function declared to start work
+    that completed (F9, L7); the work itself is not finished by it."""
+    return call.starts_work and call.status == COMPLETED
+
+
 def notice_text(call: Call) -> str:
-    """The completion notice: a reference to the saved terminal output, no verdict (F13)."""
+    """The completion notice: a reference to the saved terminal output, no verdict (F13);
+    a start receipt says so (L7)."""
+    ended = f"{call.status} ({START_RECEIPT_NOTE})" if start_receipt(call) else call.status
     return (
-        f"Function call {call.id} ({call.target} {call.function}) ended: {call.status}. "
+        f"Function call {call.id} ({call.target} {call.function}) ended: {ended}. "
         f"Its saved output (answer, result, error and files in {call.output_folder}) is "
         f"readable with functions status call_id={call.id}."
     )

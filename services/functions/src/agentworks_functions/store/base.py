@@ -103,6 +103,7 @@ class FunctionsStoreBase:
                             "status": row.status,
                             "target": f"{row.target_kind}:{row.target_name}",
                             "function": row.function,
+                            "start_receipt": row.starts_work and row.status == "completed",
                         },
                     )
                     .on_conflict_do_nothing()

@@ -69,13 +69,15 @@ WITH ended AS (
       AND status IN ('running', 'waiting_for_input')
       AND (NOT :plain OR (coalesce(output_schema, 'null') = 'null'
                           AND notify_conversation_id IS NULL))
-    RETURNING id, status, target_kind, target_name, function, notify_conversation_id
+    RETURNING id, status, target_kind, target_name, function, notify_conversation_id,
+              starts_work
 ), notice AS (
     INSERT INTO functions.notices (call_id, conversation_id, text, attributes)
     SELECT id, notify_conversation_id, :notice_text,
            jsonb_build_object('call_id', CAST(id AS text), 'status', status,
                               'target', target_kind || ':' || target_name,
-                              'function', function)
+                              'function', function,
+                              'start_receipt', starts_work AND status = 'completed')
     FROM ended WHERE notify_conversation_id IS NOT NULL
     ON CONFLICT DO NOTHING
     RETURNING call_id

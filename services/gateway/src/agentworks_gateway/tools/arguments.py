@@ -7,7 +7,7 @@ characters, formats) and word those refusals; the gateway passes them on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentworks.client import errors
@@ -34,7 +34,10 @@ def check_arguments(tool: Tool, args: Any) -> Args:
                 raise errors.InvalidArgument(
                     f"invalid arguments for {tool.name}: {exc.message}"
                 ) from None
-    faults = describe_faults(tool.input_schema, tool.validator.iter_errors(args), args)
+    faults = [
+        describe_fault(error) for error in sorted(tool.validator.iter_errors(args), key=_where)
+    ]
+    faults = action_faults(tool, args) + (tool.faults(args) if tool.faults else []) + faults
     if not faults:  # the shape is right: now what cannot be encoded for a service
         faults = text_faults(args)
     if faults:
@@ -49,72 +52,48 @@ def check_arguments(tool: Tool, args: Any) -> Args:
     }
 
 
-def _rule_context(schema: Mapping[str, Any], path: list[Any]) -> str:
-    """`action 'status'` for a fault inside an action rule, `with file` for a dependency."""
-    if "then" in path:
-        rule = path_value(schema, path[: path.index("then")])
-        return f"action {rule['if']['properties']['action']['const']!r}"
-    if "dependentSchemas" in path:
-        return f"a read (with {path[path.index('dependentSchemas') + 1]})"
-    return "this tool"
+def _where(error: Any) -> list[str]:
+    return [str(step) for step in error.path]
 
 
-def _or(names: list[str]) -> str:
+def _or(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def describe_faults(
-    schema: Mapping[str, Any], found: Iterable[Any], args: Mapping[str, Any]
-) -> list[str]:
-    """Every argument fault, worded for a person; arguments an action does not take are
-    named together (`action 'status' does not take crew, text; it takes ...`)."""
-    faults: list[str] = []
-    # context -> (index of its fault, arguments it does not take, arguments it takes)
-    foreign: dict[str, tuple[int, list[str], list[str]]] = {}
-    for error in sorted(found, key=lambda e: list(e.path)):
-        path = list(error.absolute_schema_path)
-        if "propertyNames" not in path:
-            faults.append(describe_fault(schema, error, args))
-        elif error.instance in schema.get("properties", {}):  # additionalProperties names the rest
-            context = _rule_context(schema, path)
-            if context not in foreign:
-                allowed = [n for n in path_value(schema, path) if n != "action"]
-                foreign[context] = (len(faults), [], allowed)
-                faults.append("")
-            foreign[context][1].append(str(error.instance))
-    for context, (index, names, allowed) in foreign.items():
-        faults[index] = (
-            f"{context} does not take {', '.join(names)}; "
-            f"it takes {', '.join(allowed) or 'nothing else'}"
+def action_faults(tool: Tool, args: Mapping[str, Any]) -> list[str]:
+    """What the arguments' action does not get as its `ActionRule` says: arguments it
+    needs, one of a choice, arguments it does not take (named together, with those it
+    takes). The schema is flat, so these are worded here rather than by the validator.
+    """
+    action = args.get("action")
+    rule = tool.rules.get(action) if isinstance(action, str) else None
+    if rule is None:  # no actions, or an unknown one: the schema's enum says so
+        return []
+    context = f"action {rule.action!r}"
+    faults = []
+    missing = [name for name in rule.required if name not in args]
+    if missing:
+        faults.append(f"{context} needs {', '.join(missing)}")
+    given = [name for name in rule.one_of if name in args]
+    got = f" (got {', '.join(given)})" if given else ""
+    if rule.one_of and rule.one_of_required and len(given) != 1:
+        faults.append(f"{context} needs exactly one of {_or(rule.one_of)}{got}")
+    elif rule.one_of and len(given) > 1:
+        faults.append(f"{context} takes at most one of {_or(rule.one_of)}{got}")
+    properties = tool.input_schema["properties"]
+    foreign = [n for n in args if n != "action" and n in properties and n not in rule.fields]
+    if foreign:  # unknown names are the schema's (additionalProperties)
+        faults.append(
+            f"{context} does not take {', '.join(foreign)}; "
+            f"it takes {', '.join(rule.fields) or 'nothing else'}"
         )
     return faults
 
 
-def describe_fault(schema: Mapping[str, Any], error: Any, args: Mapping[str, Any]) -> str:
+def describe_fault(error: Any) -> str:
     """One argument fault, worded for a person; `where: message` for property faults."""
-    path = list(error.absolute_schema_path)
     where = ".".join(str(p) for p in error.path)
     message = error.message
-    if error.validator == "required" and ("then" in path or "dependentSchemas" in path):
-        missing = [n for n in error.validator_value if n not in args]
-        return f"{_rule_context(schema, path)} needs {', '.join(missing)}"
-    if error.validator == "oneOf" and "then" in path:
-        names = [alt["required"][0] for alt in error.validator_value]
-        given = [n for n in names if n in args]
-        got = f" (got {', '.join(given)})" if given else ""
-        return f"{_rule_context(schema, path)} needs exactly one of {_or(names)}{got}"
-    if error.validator == "not" and "then" in path:
-        names = sorted({n for alt in error.validator_value["anyOf"] for n in alt["required"]})
-        given = [n for n in names if n in args]
-        return (
-            f"{_rule_context(schema, path)} takes at most one of {_or(names)} "
-            f"(got {', '.join(given)})"
-        )
-    if error.validator == "dependentRequired":
-        for name, deps in error.validator_value.items():
-            missing = [d for d in deps if d not in args]
-            if name in args and missing:
-                return f"{name} needs {', '.join(missing)} too"
     if error.validator == "pattern" and "description" in error.schema:
         message = f"{error.instance!r} is not valid: expected {error.schema['description']}"
     elif error.validator == "minLength" and error.instance == "":
@@ -161,11 +140,3 @@ def text_faults(value: Any, path: str = "") -> list[str]:
         for index, item in enumerate(value):
             faults += text_faults(item, _join(path, index))
     return faults
-
-
-def path_value(schema: Mapping[str, Any], path: list[Any]) -> Any:
-    """The schema node at an absolute schema path."""
-    node: Any = schema
-    for step in path:
-        node = node[step]
-    return node

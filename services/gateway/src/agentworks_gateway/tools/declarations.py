@@ -112,24 +112,25 @@ DECLARATIONS_SCHEMA: dict[str, Any] = {
     },
     "required": ["action", "target", "name"],
     "additionalProperties": False,
-    "allOf": [
-        action_rule(
-            "declare",
-            (
-                "target",
-                "name",
-                "description",
-                "input_schema",
-                "output_schema",
-                "allowed_callers",
-                "starts_work",
-                "workflow",
-            ),
-            required=("input_schema",),
-        ),
-        action_rule("remove", ("target", "name")),
-    ],
 }
+
+DECLARATIONS_ACTIONS = (
+    action_rule(
+        "declare",
+        (
+            "target",
+            "name",
+            "description",
+            "input_schema",
+            "output_schema",
+            "allowed_callers",
+            "starts_work",
+            "workflow",
+        ),
+        required=("input_schema",),
+    ),
+    action_rule("remove", ("target", "name")),
+)
 
 
 DECLARATION_TOOLS = (
@@ -139,5 +140,6 @@ DECLARATION_TOOLS = (
         DECLARATIONS_SCHEMA,
         declarations,
         mcp=False,
+        actions=DECLARATIONS_ACTIONS,
     ),
 )

@@ -130,7 +130,8 @@ FUNCTIONS_SCHEMA: dict[str, Any] = {
         "submission_id": {
             "type": "string",
             "maxLength": MAX_SUBMISSION_ID,
-            "description": "call: optional retry key. Calling again with the same key returns "
+            "description": f"call: optional retry key (at most {MAX_SUBMISSION_ID} characters). "
+            "Calling again with the same key returns "
             "the existing call (same call_id) instead of starting new work; the same key with "
             "other inputs is refused.",
         },
@@ -145,33 +146,34 @@ FUNCTIONS_SCHEMA: dict[str, Any] = {
     },
     "required": ["action"],
     "additionalProperties": False,
-    "allOf": [
-        action_rule("list", ("crew", "workflow_id"), one_of=("crew", "workflow_id")),
-        action_rule(
-            "call",
-            ("crew", "workflow_id", "function", "inputs", "submission_id", "wait_seconds"),
-            required=("function",),
-            one_of=("crew", "workflow_id"),
-        ),
-        # A call is named by its call_id; a crew or workflow_id given as well (as the
-        # CLI's `functions call-status --workflow` does) must be the call's target.
-        *(
-            action_rule(
-                action,
-                (*fields, "crew", "workflow_id"),
-                required=required,
-                one_of=("crew", "workflow_id"),
-                one_of_required=False,
-            )
-            for action, fields, required in (
-                ("status", _STATUS_FIELDS, ("call_id",)),
-                ("read", _READ_FIELDS, ("call_id", "file")),
-                ("reply", ("call_id", "text"), ("call_id", "text")),
-                ("cancel", ("call_id",), ("call_id",)),
-            )
-        ),
-    ],
 }
+
+FUNCTIONS_ACTIONS = (
+    action_rule("list", ("crew", "workflow_id"), one_of=("crew", "workflow_id")),
+    action_rule(
+        "call",
+        ("crew", "workflow_id", "function", "inputs", "submission_id", "wait_seconds"),
+        required=("function",),
+        one_of=("crew", "workflow_id"),
+    ),
+    # A call is named by its call_id; a crew or workflow_id given as well (as the
+    # CLI's `functions call-status --workflow` does) must be the call's target.
+    *(
+        action_rule(
+            action,
+            (*fields, "crew", "workflow_id"),
+            required=required,
+            one_of=("crew", "workflow_id"),
+            one_of_required=False,
+        )
+        for action, fields, required in (
+            ("status", _STATUS_FIELDS, ("call_id",)),
+            ("read", _READ_FIELDS, ("call_id", "file")),
+            ("reply", ("call_id", "text"), ("call_id", "text")),
+            ("cancel", ("call_id",), ("call_id",)),
+        )
+    ),
+)
 
 LEGACY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -204,9 +206,11 @@ LEGACY_SCHEMA: dict[str, Any] = {
     },
     "required": ["call_id"],
     "additionalProperties": False,
-    "dependentRequired": {"offset": ["file"], "limit": ["file"]},
-    "dependentSchemas": {"file": {"propertyNames": {"enum": [*_READ_FIELDS, *_TARGET_PROPERTIES]}}},
 }
+# With `file` the legacy tool reads a page (these arguments), without it the status;
+# `functions.get_crew_function_call` checks that (the schema stays flat).
+LEGACY_READ_FIELDS = (*_READ_FIELDS, *_TARGET_PROPERTIES)
+LEGACY_STATUS_FIELDS = (*_STATUS_FIELDS, *_TARGET_PROPERTIES)
 LEGACY_SCHEMA["properties"]["wait_seconds"]["description"] = (
     "While the call is open and nothing is new after the cursors, wait up to this many "
     f"seconds for a change (0-{MAX_WAIT_SECONDS}, default 0)."

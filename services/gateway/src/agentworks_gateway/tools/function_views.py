@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from agentworks.client import target_str
-from agentworks.client.functions import call_result, state_name
+from agentworks.client.functions import (
+    START_RECEIPT_NOTE,
+    call_result,
+    is_start_receipt,
+    state_name,
+)
 from agentworks.client.jsontext import loads
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.tools.toolkit import timestamp
@@ -108,7 +113,12 @@ def status_dict(status: f.CallStatus) -> dict[str, Any]:
         "created_at": timestamp(status.created_at),
         "ended_at": timestamp(status.ended_at),
         "version": status.version,
+        # L7: a function declared to start work completes with a start receipt.
+        "starts_work": status.starts_work,
+        "start_receipt": is_start_receipt(status),
     }
+    if out["start_receipt"]:
+        out["note"] = START_RECEIPT_NOTE
     if status.HasField("run") and status.run.run_id:
         out["run"] = {
             "run_id": status.run.run_id,

@@ -12,7 +12,13 @@ from typing import Any
 
 from agentworks.client import errors, target_str
 from agentworks.client.identity import Identity
-from agentworks_gateway.tools.function_schemas import FUNCTIONS_SCHEMA, LEGACY_SCHEMA
+from agentworks_gateway.tools.function_schemas import (
+    FUNCTIONS_ACTIONS,
+    FUNCTIONS_SCHEMA,
+    LEGACY_READ_FIELDS,
+    LEGACY_SCHEMA,
+    LEGACY_STATUS_FIELDS,
+)
 from agentworks_gateway.tools.function_views import (
     function_dict,
     page_dict,
@@ -132,15 +138,27 @@ async def functions(gateway: Any, identity: Identity, args: Args) -> dict[str, A
     return status_dict(await client.cancel(args["call_id"]))
 
 
+def _legacy_faults(args: Args) -> list[str]:
+    """The legacy tool's two modes, worded as `functions`' action rules are: with `file`
+    a read (`offset`, `limit` need it), without it a status; at most one target."""
+    faults = []
+    if "crew" in args and "workflow_id" in args:
+        faults.append("this tool takes at most one of crew or workflow_id (got crew, workflow_id)")
+    if "file" in args:
+        foreign = [name for name in args if name not in LEGACY_READ_FIELDS]
+        if foreign:
+            faults.append(
+                f"a read (with file) does not take {', '.join(foreign)}; "
+                f"it takes {', '.join(LEGACY_READ_FIELDS)}"
+            )
+    else:
+        faults += [f"{n} needs file too" for n in args if n not in LEGACY_STATUS_FIELDS]
+    return faults
+
+
 async def get_crew_function_call(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
     """Legacy `get_crew_function_call`: status, or a file page when `file` is given; a
     crew or workflow_id given too must be the call's target, as for `functions` (G2, F7)."""
-    if "crew" in args and "workflow_id" in args:
-        # The `functions` rule's wording; the schema cannot say it here without an action.
-        raise errors.InvalidArgument(
-            "invalid arguments for get_crew_function_call: this tool takes at most one of "
-            "crew or workflow_id (got crew, workflow_id)"
-        )
     client = gateway.functions(identity)
     await _check_call_target(client, args)
     if "file" in args:
@@ -163,6 +181,7 @@ FUNCTION_TOOLS = (
         "retry later.",
         FUNCTIONS_SCHEMA,
         functions,
+        actions=FUNCTIONS_ACTIONS,
     ),
     Tool(
         "get_crew_function_call",
@@ -170,5 +189,6 @@ FUNCTION_TOOLS = (
         "with file (and offset, limit) a page of one of its files (as functions action=read).",
         LEGACY_SCHEMA,
         get_crew_function_call,
+        faults=_legacy_faults,
     ),
 )

@@ -179,7 +179,8 @@ _PARTS: dict[str, Any] = {
 _SUBMISSION_ID: dict[str, Any] = {
     "type": "string",
     "maxLength": MAX_SUBMISSION_ID,
-    "description": "Optional retry key. Sending again with the same key returns the original "
+    "description": f"Optional retry key (at most {MAX_SUBMISSION_ID} characters). Sending "
+    "again with the same key returns the original "
     "receipt and delivers nothing twice; the same key with a different message is refused.",
 }
 _RECEIPT_NOTE = (

@@ -91,12 +91,13 @@ PAUSES_SCHEMA: dict[str, Any] = {
     },
     "required": ["action"],
     "additionalProperties": False,
-    "allOf": [
-        action_rule("pause", ("product", "reason")),
-        action_rule("resume", ("product",)),
-        action_rule("status", ()),
-    ],
 }
+
+PAUSES_ACTIONS = (
+    action_rule("pause", ("product", "reason")),
+    action_rule("resume", ("product",)),
+    action_rule("status", ()),
+)
 
 PAUSE_TOOL = Tool(
     "pauses",
@@ -105,4 +106,5 @@ PAUSE_TOOL = Tool(
     PAUSES_SCHEMA,
     pauses,
     mcp=False,
+    actions=PAUSES_ACTIONS,
 )

@@ -21,6 +21,7 @@ from agentworks.client.identity import Identity
 from agentworks_gateway.tools.arguments import check_arguments
 from agentworks_gateway.tools.declarations import DECLARATION_TOOLS
 from agentworks_gateway.tools.functions import FUNCTION_TOOLS
+from agentworks_gateway.tools.host_schemas import function_calling_faults
 from agentworks_gateway.tools.listing import LIST_TOOL
 from agentworks_gateway.tools.messages import MESSAGE_TOOLS
 from agentworks_gateway.tools.operator import OPERATOR_TOOLS
@@ -64,7 +65,10 @@ TOOLS: dict[str, Tool] = {
     )
 }
 for _tool in TOOLS.values():
-    _ = _tool.validator  # compile (and check) every schema at import
+    _ = _tool.validator  # compile (and check: flat, a rule per action) every schema at import
+    _faults = function_calling_faults(_tool.published_schema) if _tool.mcp else []
+    if _faults:  # what hosts' function calling would refuse is never served over MCP
+        raise ValueError(f"the MCP schema of {_tool.name} is not portable: {'; '.join(_faults)}")
 
 
 def mcp_tools() -> list[Tool]:

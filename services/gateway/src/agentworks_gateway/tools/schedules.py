@@ -212,43 +212,44 @@ SCHEDULES_SCHEMA: dict[str, Any] = {
     },
     "required": ["action"],
     "additionalProperties": False,
-    "allOf": [
-        action_rule(
-            "create",
-            (
-                "conversation_id",
-                "prompt",
-                "name",
-                "product",
-                "cron",
-                "interval_seconds",
-                "time_zone",
-                "start_at",
-                "paused",
-                "submission_id",
-            ),
-            required=("conversation_id", "prompt"),
-            one_of=("cron", "interval_seconds"),
-        ),
-        action_rule("list", LIST_FIELDS),
-        *(
-            action_rule(a, ("schedule_id",), required=("schedule_id",))
-            for a in ("get", "pause", "resume", "delete")
-        ),
-        action_rule(
-            "update",
-            ("schedule_id", "prompt", "name", "cron", "interval_seconds", "time_zone"),
-            required=("schedule_id",),
-            one_of=("cron", "interval_seconds"),
-            one_of_required=False,
-        ),
-        action_rule(
-            "preview",
-            ("schedule_id", "cron", "interval_seconds", "time_zone", "count", "after"),
-            one_of=("schedule_id", "cron", "interval_seconds"),
-        ),
-    ],
 }
+
+SCHEDULES_ACTIONS = (
+    action_rule(
+        "create",
+        (
+            "conversation_id",
+            "prompt",
+            "name",
+            "product",
+            "cron",
+            "interval_seconds",
+            "time_zone",
+            "start_at",
+            "paused",
+            "submission_id",
+        ),
+        required=("conversation_id", "prompt"),
+        one_of=("cron", "interval_seconds"),
+    ),
+    action_rule("list", LIST_FIELDS),
+    *(
+        action_rule(a, ("schedule_id",), required=("schedule_id",))
+        for a in ("get", "pause", "resume", "delete")
+    ),
+    action_rule(
+        "update",
+        ("schedule_id", "prompt", "name", "cron", "interval_seconds", "time_zone"),
+        required=("schedule_id",),
+        one_of=("cron", "interval_seconds"),
+        one_of_required=False,
+    ),
+    action_rule(
+        "preview",
+        ("schedule_id", "cron", "interval_seconds", "time_zone", "count", "after"),
+        one_of=("schedule_id", "cron", "interval_seconds"),
+    ),
+)
 
 SCHEDULE_TOOL = Tool(
     "schedules",
@@ -257,4 +258,5 @@ SCHEDULE_TOOL = Tool(
     SCHEDULES_SCHEMA,
     schedules,
     mcp=False,
+    actions=SCHEDULES_ACTIONS,
 )

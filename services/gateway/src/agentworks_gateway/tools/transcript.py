@@ -112,7 +112,8 @@ TRANSCRIPT_TOOL = Tool(
     "Read a conversation's whole transcript (read-only), oldest first: the messages both "
     "ways (direction to_target: sent to the crew or workflow; to_inbox: an agent's reply) "
     "and the delivery records of every kind (message, wake_up, schedule, webhook, "
-    "function_completed) with their status (pending, in_turn, handled, interrupted). "
+    "function_completed, conversation_reply) with their status (pending, in_turn, handled, "
+    "interrupted). "
     "Returns {conversation_id, target, inbox_id, items, next_cursor}; next_cursor is always "
     "set: pass it back as cursor, and an empty page means nothing new yet.",
     TRANSCRIPT_SCHEMA,

@@ -135,24 +135,25 @@ WAKE_UPS_SCHEMA: dict[str, Any] = {
     },
     "required": ["action"],
     "additionalProperties": False,
-    "allOf": [
-        action_rule(
-            "create",
-            ("conversation_id", "at", "delay_seconds", "note", "product", "submission_id"),
-            required=("conversation_id",),
-            one_of=("at", "delay_seconds"),
-        ),
-        action_rule("list", (*LIST_FIELDS, "include_finished")),
-        action_rule("get", ("wake_up_id",), required=("wake_up_id",)),
-        action_rule("cancel", ("wake_up_id",), required=("wake_up_id",)),
-        action_rule(
-            "reschedule",
-            ("wake_up_id", "at", "delay_seconds"),
-            required=("wake_up_id",),
-            one_of=("at", "delay_seconds"),
-        ),
-    ],
 }
+
+WAKE_UPS_ACTIONS = (
+    action_rule(
+        "create",
+        ("conversation_id", "at", "delay_seconds", "note", "product", "submission_id"),
+        required=("conversation_id",),
+        one_of=("at", "delay_seconds"),
+    ),
+    action_rule("list", (*LIST_FIELDS, "include_finished")),
+    action_rule("get", ("wake_up_id",), required=("wake_up_id",)),
+    action_rule("cancel", ("wake_up_id",), required=("wake_up_id",)),
+    action_rule(
+        "reschedule",
+        ("wake_up_id", "at", "delay_seconds"),
+        required=("wake_up_id",),
+        one_of=("at", "delay_seconds"),
+    ),
+)
 
 WAKE_UP_TOOL = Tool(
     "wake_ups",
@@ -160,4 +161,5 @@ WAKE_UP_TOOL = Tool(
     WAKE_UPS_SCHEMA,
     wake_ups,
     mcp=False,
+    actions=WAKE_UPS_ACTIONS,
 )

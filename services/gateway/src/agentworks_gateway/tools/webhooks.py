@@ -100,19 +100,20 @@ WEBHOOKS_SCHEMA: dict[str, Any] = {
     },
     "required": ["action"],
     "additionalProperties": False,
-    "allOf": [
-        action_rule(
-            "create",
-            ("conversation_id", "name", "product", "submission_id"),
-            required=("conversation_id",),
-        ),
-        action_rule("list", LIST_FIELDS),
-        *(
-            action_rule(a, ("webhook_id",), required=("webhook_id",))
-            for a in ("get", "rotate", "delete")
-        ),
-    ],
 }
+
+WEBHOOKS_ACTIONS = (
+    action_rule(
+        "create",
+        ("conversation_id", "name", "product", "submission_id"),
+        required=("conversation_id",),
+    ),
+    action_rule("list", LIST_FIELDS),
+    *(
+        action_rule(a, ("webhook_id",), required=("webhook_id",))
+        for a in ("get", "rotate", "delete")
+    ),
+)
 
 WEBHOOK_TOOL = Tool(
     "webhooks",
@@ -121,4 +122,5 @@ WEBHOOK_TOOL = Tool(
     WEBHOOKS_SCHEMA,
     webhooks,
     mcp=False,
+    actions=WEBHOOKS_ACTIONS,
 )

@@ -71,3 +71,13 @@ def messaging_disabled(key: TargetKey) -> PreconditionFailed:
         f"{key} has agent messaging turned off (capabilities.free_text_ask = false): "
         "conversational messages are refused; call one of its declared functions instead"
     )
+
+
+def reply_refused(origin: TargetKey) -> PreconditionFailed:
+    """A reply into a conversation whose origin target has its switch off (C8, L5)."""
+    return PreconditionFailed(
+        f"this conversation was started by {origin}, which has agent messaging turned off "
+        "(capabilities.free_text_ask = false): replies to it are refused, as every "
+        "incoming conversational message to it is; nothing was stored. Call one of its "
+        "declared functions instead"
+    )

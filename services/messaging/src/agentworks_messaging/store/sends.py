@@ -23,7 +23,7 @@ from agentworks.server.db import Database, fetch_one, fixed_sql
 from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Receipt, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
-from agentworks_messaging.store.rows import jsonb, messaging_disabled, parse_uuid
+from agentworks_messaging.store.rows import jsonb, messaging_disabled, parse_uuid, reply_refused
 
 EARLIER_RECEIPT = fixed_sql(
     """
@@ -43,10 +43,10 @@ WITH input AS (
             kind text, name text, refuse boolean, principal text, submission_id text,
             request_hash text, message_id uuid, conversation_id uuid, inbox_id uuid,
             delivery_id uuid, channel text, text text, parts text, target_key text,
-            traceparent text)
+            origin uuid, traceparent text)
     ) WITH ORDINALITY AS i (kind, name, refuse, principal, submission_id, request_hash,
                             message_id, conversation_id, inbox_id, delivery_id, channel,
-                            text, parts, target_key, traceparent, n)
+                            text, parts, target_key, origin, traceparent, n)
 ), target AS (
     SELECT i.n, t.free_text_ask, t.owner
     FROM input i JOIN messaging.targets t ON t.kind = i.kind AND t.name = i.name
@@ -66,8 +66,10 @@ WITH input AS (
 ), conv AS (
     INSERT INTO messaging.conversations
         (id, target_kind, target_name, started_by, last_position, pending_deliveries,
-         oldest_pending_at)
-    SELECT conversation_id, kind, name, principal, 2, 1, now() FROM go
+         oldest_pending_at, origin_conversation_id, origin_target_kind, origin_target_name)
+    SELECT go.conversation_id, go.kind, go.name, go.principal, 2, 1, now(),
+           oc.id, oc.target_kind, oc.target_name
+    FROM go LEFT JOIN messaging.conversations oc ON oc.id = go.origin
     RETURNING id
 ), inbox AS (
     INSERT INTO messaging.inboxes (id, conversation_id, principal)
@@ -100,8 +102,9 @@ ORDER BY i.n
 """
 )
 
-# Continue a conversation through an inbox bound to the caller. The UPDATE takes the
-# conversation's row lock, so positions follow commit order.
+# Continue a conversation through an inbox bound to the caller (with :origin, one that
+# conversation started, L5). The UPDATE takes the conversation's row lock, so positions
+# follow commit order.
 SEND_CONTINUE = fixed_sql(
     """
 WITH inbox AS (
@@ -111,6 +114,7 @@ WITH inbox AS (
     JOIN messaging.conversations c ON c.id = i.conversation_id
     JOIN messaging.targets t ON t.kind = c.target_kind AND t.name = c.target_name
     WHERE i.id = :inbox_id AND i.principal = :principal
+      AND (CAST(:origin AS uuid) IS NULL OR c.origin_conversation_id = CAST(:origin AS uuid))
 ), ok AS (
     SELECT * FROM inbox
     WHERE NOT (free_text_ask IS FALSE AND (:refuse OR owner <> :principal))
@@ -156,19 +160,33 @@ SELECT EXISTS (SELECT 1 FROM inbox) AS found,
 """
 )
 
-# An agent's message to the conversation's inbox, waking its long-polling readers.
+# An agent's message to the conversation's inbox, waking its long-polling readers. When
+# the conversation was started in a turn of another (its origin, L5), the same statement
+# queues the message there as a `conversation_reply` delivery and wakes the origin
+# target's claimers: no reply is stored without its turn. The origin target's switch
+# (C8) off refuses it: nothing is stored (`allowed` false). The origin's row is locked
+# after this conversation's; an origin is always older than what it started, so two
+# replies never lock in a cycle.
 AGENT_REPLY = fixed_sql(
     """
-WITH sub AS (
+WITH origin AS (
+    SELECT c.origin_conversation_id AS id, t.free_text_ask,
+           t.kind || ':' || t.name AS target
+    FROM messaging.conversations c
+    JOIN messaging.targets t ON t.kind = c.origin_target_kind AND t.name = c.origin_target_name
+    WHERE c.id = CAST(:conversation_id AS uuid)
+), ok AS (
+    SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM origin WHERE free_text_ask IS FALSE)
+), sub AS (
     INSERT INTO messaging.submissions
         (principal, submission_id, request_hash, message_id, conversation_id, inbox_id)
     SELECT :principal, :submission_id, :request_hash, CAST(:message_id AS uuid),
            CAST(:conversation_id AS uuid), CAST(:inbox_id AS uuid)
-    WHERE :submission_id <> ''
+    FROM ok WHERE :submission_id <> ''
     ON CONFLICT DO NOTHING
     RETURNING 1
 ), go AS (
-    SELECT 1 WHERE :submission_id = '' OR EXISTS (SELECT 1 FROM sub)
+    SELECT 1 FROM ok WHERE :submission_id = '' OR EXISTS (SELECT 1 FROM sub)
 ), conv AS (
     UPDATE messaging.conversations c SET last_position = c.last_position + 1
     FROM go WHERE c.id = CAST(:conversation_id AS uuid)
@@ -180,10 +198,29 @@ WITH sub AS (
            'to_inbox', :principal, 'programmatic', :text, :parts
     FROM conv
     RETURNING id
+), back AS (
+    UPDATE messaging.conversations c
+    SET last_position = c.last_position + 1,
+        pending_deliveries = c.pending_deliveries + 1,
+        oldest_pending_at = coalesce(c.oldest_pending_at, now())
+    FROM origin WHERE c.id = origin.id AND EXISTS (SELECT 1 FROM msg)
+    RETURNING c.id, c.last_position, c.active_turn_id,
+              c.target_kind || ':' || c.target_name AS target
+), dlv AS (
+    INSERT INTO messaging.deliveries
+        (id, conversation_id, position, kind, message_id, text, attributes, traceparent)
+    SELECT CAST(:delivery_id AS uuid), back.id, back.last_position, 'conversation_reply',
+           msg.id, :reply_text, CAST(:reply_attributes AS jsonb), :traceparent
+    FROM back, msg
+    RETURNING id
 )
 SELECT EXISTS (SELECT 1 FROM msg) AS stored,
+       EXISTS (SELECT 1 FROM ok) AS allowed,
+       (SELECT target FROM origin) AS origin_target,
        CASE WHEN EXISTS (SELECT 1 FROM msg)
-            THEN pg_notify('messaging_inbox', CAST(:inbox_id AS text)) END AS notified
+            THEN pg_notify('messaging_inbox', CAST(:inbox_id AS text)) END AS notified,
+       (SELECT pg_notify('messaging_turns', target)
+        FROM back WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS woken
 """
 )
 
@@ -238,8 +275,10 @@ class SendQueries(MessagingStoreBase):
         submission_id: str,
         request_hash: str,
         refuse_if_disabled: bool,
+        origin: str | None = None,
     ) -> Receipt:
-        """Start a conversation with a target, with a new inbox bound to the caller."""
+        """Start a conversation with a target, with a new inbox bound to the caller; with
+        `origin`, tied to that conversation (L5: its turn started this one)."""
         receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()))
         row = await self._new_sends.submit(
             {
@@ -257,6 +296,7 @@ class SendQueries(MessagingStoreBase):
                 "text": text,
                 "parts": None if parts is None else json.dumps(parts),
                 "target_key": str(key),
+                "origin": origin,
                 # Taken here, in the request's context: the batch runs in another task.
                 "traceparent": current_traceparent(),
             }
@@ -294,8 +334,10 @@ class SendQueries(MessagingStoreBase):
         submission_id: str,
         request_hash: str,
         refuse_if_disabled: bool,
+        origin: str | None = None,
     ) -> Receipt:
-        """Continue the conversation of an inbox bound to the caller (C3)."""
+        """Continue the conversation of an inbox bound to the caller (C3); with `origin`,
+        only one that conversation started (L5)."""
         inbox_uuid = parse_uuid(inbox_id, "inbox")
         message_id = str(uuid.uuid4())
         async with self.db.raw() as pg:
@@ -305,6 +347,7 @@ class SendQueries(MessagingStoreBase):
                 {
                     "inbox_id": inbox_uuid,
                     "refuse": refuse_if_disabled,
+                    "origin": origin,
                     "principal": principal,
                     "submission_id": submission_id,
                     "request_hash": request_hash,
@@ -352,9 +395,15 @@ class SendQueries(MessagingStoreBase):
         parts: list[dict[str, Any]] | None,
         submission_id: str,
         request_hash: str,
+        reply_text: str = "",
+        reply_attributes: dict[str, Any] | None = None,
     ) -> Receipt:
-        """An agent's explicit message to the conversation's inbox (C6)."""
+        """An agent's explicit message to the conversation's inbox (C6); for a conversation
+        started in another's turn, queued there too as a `conversation_reply` delivery
+        with `reply_text` and `reply_attributes` (the message id added), in the same
+        statement (L5)."""
         receipt = Receipt(str(uuid.uuid4()), conversation_id, inbox_id)
+        attributes = {**(reply_attributes or {}), "message_id": receipt.message_id}
         async with self.db.raw() as pg:
             row = await fetch_one(
                 pg,
@@ -368,6 +417,9 @@ class SendQueries(MessagingStoreBase):
                     "inbox_id": inbox_id,
                     "text": text,
                     "parts": jsonb(parts),
+                    "delivery_id": str(uuid.uuid4()),
+                    "reply_text": reply_text,
+                    "reply_attributes": json.dumps(attributes),
                     "traceparent": current_traceparent(),
                 },
             )
@@ -376,6 +428,9 @@ class SendQueries(MessagingStoreBase):
             earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier
+        if not row.allowed:
+            kind, _, name = row.origin_target.partition(":")
+            raise reply_refused(TargetKey(kind, name))
         raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
 
     async def purge_submissions(self, older_than: timedelta) -> int:

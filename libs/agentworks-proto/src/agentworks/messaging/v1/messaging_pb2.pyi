@@ -25,6 +25,7 @@ class DeliveryKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DELIVERY_KIND_SCHEDULE: _ClassVar[DeliveryKind]
     DELIVERY_KIND_WEBHOOK: _ClassVar[DeliveryKind]
     DELIVERY_KIND_FUNCTION_COMPLETED: _ClassVar[DeliveryKind]
+    DELIVERY_KIND_CONVERSATION_REPLY: _ClassVar[DeliveryKind]
 
 class DeliveryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -42,6 +43,7 @@ DELIVERY_KIND_WAKE_UP: DeliveryKind
 DELIVERY_KIND_SCHEDULE: DeliveryKind
 DELIVERY_KIND_WEBHOOK: DeliveryKind
 DELIVERY_KIND_FUNCTION_COMPLETED: DeliveryKind
+DELIVERY_KIND_CONVERSATION_REPLY: DeliveryKind
 DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
 DELIVERY_STATUS_PENDING: DeliveryStatus
 DELIVERY_STATUS_IN_TURN: DeliveryStatus
@@ -327,6 +329,20 @@ class SendMessageRequest(_message.Message):
     parts: _containers.RepeatedCompositeFieldContainer[_common_pb2.Part]
     submission_id: str
     def __init__(self, inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ...) -> None: ...
+
+class SendFromTurnRequest(_message.Message):
+    __slots__ = ("target", "inbox_id", "text", "parts", "submission_id")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    INBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.TargetRef
+    inbox_id: str
+    text: str
+    parts: _containers.RepeatedCompositeFieldContainer[_common_pb2.Part]
+    submission_id: str
+    def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ...) -> None: ...
 
 class CompleteTurnRequest(_message.Message):
     __slots__ = ("turn_id", "interrupted")

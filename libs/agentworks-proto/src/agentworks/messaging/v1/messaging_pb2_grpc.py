@@ -86,6 +86,11 @@ class MessagingServiceStub:
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendMessageRequest.SerializeToString,
                 response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendReceipt.FromString,
                 _registered_method=True)
+        self.SendFromTurn = channel.unary_unary(
+                '/agentworks.messaging.v1.MessagingService/SendFromTurn',
+                request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendFromTurnRequest.SerializeToString,
+                response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendReceipt.FromString,
+                _registered_method=True)
         self.CompleteTurn = channel.unary_unary(
                 '/agentworks.messaging.v1.MessagingService/CompleteTurn',
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.CompleteTurnRequest.SerializeToString,
@@ -178,6 +183,16 @@ class MessagingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendFromTurn(self, request, context):
+        """An agent, in a turn, starts (target) or continues (inbox_id) a conversation with
+        another crew or workflow (L5). Called with the turn's capability only: the new
+        conversation is tied to the turn's conversation, and the other side's replies are
+        queued as DELIVERY_KIND_CONVERSATION_REPLY turns of it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CompleteTurn(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -253,6 +268,11 @@ def add_MessagingServiceServicer_to_server(servicer, server):
             'SendMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.SendMessage,
                     request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendMessageRequest.FromString,
+                    response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendReceipt.SerializeToString,
+            ),
+            'SendFromTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendFromTurn,
+                    request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendFromTurnRequest.FromString,
                     response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendReceipt.SerializeToString,
             ),
             'CompleteTurn': grpc.unary_unary_rpc_method_handler(
@@ -542,6 +562,33 @@ class MessagingService:
             target,
             '/agentworks.messaging.v1.MessagingService/SendMessage',
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendMessageRequest.SerializeToString,
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendReceipt.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendFromTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.messaging.v1.MessagingService/SendFromTurn',
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendFromTurnRequest.SerializeToString,
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendReceipt.FromString,
             options,
             channel_credentials,

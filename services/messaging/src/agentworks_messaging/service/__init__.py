@@ -1,4 +1,5 @@
-"""Messaging use cases: validation, access rules and long-polls. No gRPC, no SQL here."""
+"""Messaging use cases: validation, access rules and long-polls (deliveries from other
+services in `deliveries.py`). No gRPC, no SQL here."""
 
 from __future__ import annotations
 
@@ -12,15 +13,12 @@ from typing import Any
 import structlog
 
 from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
-from agentworks.client.errors import AgentWorksError, InvalidArgument, NotFound, PermissionDenied
+from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_principal
 from agentworks.client.limits import (
     MAX_CLAIM_TARGETS,
-    MAX_DELIVERIES_PER_REQUEST,
-    MAX_IDEMPOTENCY_KEY,
     MAX_INBOX_PAGE,
     MAX_PARTS_BYTES,
-    MAX_PAYLOAD_BYTES,
     MAX_SUBMISSION_ID,
     MAX_TEXT_BYTES,
     MAX_WAIT_SECONDS,
@@ -31,7 +29,6 @@ from agentworks_messaging.cursors import decode_cursor, encode_cursor
 from agentworks_messaging.listing import ConversationListing
 from agentworks_messaging.models import (
     Message,
-    NewDelivery,
     Page,
     Receipt,
     Target,
@@ -39,6 +36,7 @@ from agentworks_messaging.models import (
     Transcript,
     Turn,
 )
+from agentworks_messaging.service.deliveries import DeliveryCases
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
@@ -49,7 +47,6 @@ log = structlog.get_logger("agentworks.messaging")
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
-DELIVERY_KINDS = ("message", "wake_up", "schedule", "webhook", "function_completed")
 
 
 def _nul_at(value: Any, path: str) -> str | None:
@@ -97,7 +94,7 @@ def check_submission_id(submission_id: str) -> None:
         raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
 
 
-class MessagingService(ConversationListing):
+class MessagingService(DeliveryCases, ConversationListing):
     """The conversation contract (A3, A4, C1-C12) over a store and a NOTIFY listener."""
 
     def __init__(
@@ -222,8 +219,76 @@ class MessagingService(ConversationListing):
             parts=parts,
             submission_id=submission_id,
             request_hash=request_hash(inbox_id, text, parts) if submission_id else "",
+            # Used when this conversation was started in another's turn (L5).
+            reply_text=(
+                f"{identity.principal} ({key}) wrote in conversation {conversation_id}, "
+                "which an agent of this conversation started; continue it with its "
+                f"inbox_id {inbox_id}"
+            ),
+            reply_attributes={
+                "conversation_id": conversation_id,
+                "inbox_id": inbox_id,
+                "target": str(key),
+                "sender": identity.principal,
+            },
         )
         log.info("reply.sent", message_id=receipt.message_id, conversation_id=conversation_id)
+        return receipt
+
+    async def send_from_turn(
+        self,
+        identity: Identity,
+        *,
+        target: TargetKey | None,
+        inbox_id: str,
+        text: str,
+        parts: list[dict[str, Any]] | None,
+        submission_id: str,
+    ) -> Receipt:
+        """An agent in a turn starts (target) or continues (inbox_id) a conversation with
+        another target, tied to the turn's conversation (L5). The other side's replies
+        come back as `conversation_reply` turns of the turn's conversation."""
+        bound = identity.capability
+        if bound is None or bound.kind != "turn":
+            raise PermissionDenied(
+                "SendFromTurn acts for a turn: call it with the turn's capability "
+                "(TurnContext.start_conversation does); other callers use Send"
+            )
+        if (target is None) == (not inbox_id):
+            raise InvalidArgument(
+                "destination: give a target (crew or workflow) to start a conversation, or "
+                "the inbox_id of one this turn's conversation started to continue it"
+            )
+        check_no_nul(inbox_id, "inbox_id")
+        check_text(text, parts)
+        check_submission_id(submission_id)
+        await self._check_turn_capability(identity)
+        origin = bound.conversation_id
+        digest = (
+            request_hash(str(target) if target else inbox_id, text, parts, "turn", origin)
+            if submission_id
+            else ""
+        )
+        fields: dict[str, Any] = {
+            "principal": identity.principal,
+            "text": text,
+            "parts": parts,
+            "channel": "programmatic",
+            "submission_id": submission_id,
+            "request_hash": digest,
+            "refuse_if_disabled": True,  # C8: the other target's switch
+            "origin": origin,
+        }
+        if target is not None:
+            receipt = await self.store.send_new(key=target, **fields)
+        else:
+            receipt = await self.store.send_continue(inbox_id=inbox_id, **fields)
+        log.info(
+            "conversation.started" if target is not None else "conversation.continued",
+            message_id=receipt.message_id,
+            conversation_id=receipt.conversation_id,
+            origin_conversation_id=origin,
+        )
         return receipt
 
     # --------------------------------------------------------------------- read
@@ -377,72 +442,6 @@ class MessagingService(ConversationListing):
             log.warning("turns.interrupted", count=count, reason="lease expired")
         return count
 
-    # --------------------------------------------------------------- deliveries
-
-    async def enqueue_delivery(self, identity: Identity, **fields: Any) -> tuple[str, bool]:
-        """Queue a wake-up, schedule prompt, webhook event or completion notice (S6, F13)."""
-        _check_enqueuer(identity)
-        delivery = check_delivery(**fields)
-        [outcome] = await self.store.enqueue_deliveries([delivery])
-        if isinstance(outcome, AgentWorksError):
-            raise outcome
-        delivery_id, created = outcome
-        log.info(
-            "delivery.enqueued",
-            delivery_id=delivery_id,
-            conversation_id=delivery.conversation_id,
-            kind=delivery.kind,
-            created=created,
-        )
-        return delivery_id, created
-
-    async def enqueue_deliveries(
-        self, identity: Identity, items: Sequence[NewDelivery | AgentWorksError]
-    ) -> list[tuple[str, bool] | AgentWorksError]:
-        """Queue many deliveries in one statement; each item succeeds or fails alone.
-
-        `items` are checked deliveries, or the error an item's checks already gave.
-        """
-        _check_enqueuer(identity)
-        if not 1 <= len(items) <= MAX_DELIVERIES_PER_REQUEST:
-            raise InvalidArgument(
-                f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}"
-            )
-        outcomes: dict[int, tuple[str, bool] | AgentWorksError] = {}
-        fresh: list[tuple[int, NewDelivery]] = []
-        first: dict[str, int] = {}
-        for n, item in enumerate(items):
-            if isinstance(item, AgentWorksError):
-                outcomes[n] = item
-            elif item.idempotency_key in first:
-                outcomes[n] = InvalidArgument(
-                    f"idempotency_key {item.idempotency_key!r} appears twice in this "
-                    f"request (items {first[item.idempotency_key]} and {n}); one key per "
-                    "occurrence"
-                )
-            else:
-                first[item.idempotency_key] = n
-                fresh.append((n, item))
-        if fresh:
-            stored = await self.store.enqueue_deliveries([item for _, item in fresh])
-            outcomes.update(zip([n for n, _ in fresh], stored, strict=True))
-        results = [outcomes[n] for n in range(len(items))]
-        created = sum(1 for r in results if isinstance(r, tuple) and r[1])
-        failed = sum(1 for r in results if isinstance(r, AgentWorksError))
-        log.info(
-            "deliveries.enqueued",
-            count=len(items),
-            created=created,
-            duplicates=len(items) - created - failed,
-            failed=failed,
-        )
-        for n, result in enumerate(results):
-            if isinstance(result, AgentWorksError):
-                item = items[n]
-                key = item.idempotency_key if isinstance(item, NewDelivery) else ""
-                log.warning("delivery.refused", item=n, key=key, error=result.message)
-        return results
-
 
 def refuse_runtime_inbox_read(identity: Identity) -> None:
     """A runtime's scoped identity (T2) reads no inbox: it works on turns, whose
@@ -453,47 +452,3 @@ def refuse_runtime_inbox_read(identity: Identity) -> None:
             f"{', '.join(sorted(identity.targets))}), and a runtime reads no inbox: read "
             "inboxes with an API token"
         )
-
-
-def _check_enqueuer(identity: Identity) -> None:
-    if not (identity.is_service or identity.is_operator):
-        raise PermissionDenied("only platform services may enqueue deliveries")
-
-
-def check_delivery(
-    *,
-    conversation_id: str,
-    kind: str,
-    text: str,
-    payload: bytes,
-    attributes: dict[str, Any] | None,
-    idempotency_key: str,
-) -> NewDelivery:
-    """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong."""
-    if kind not in DELIVERY_KINDS or kind == "message":
-        raise InvalidArgument("kind must be one of wake_up, schedule, webhook, function_completed")
-    if not idempotency_key:
-        raise InvalidArgument("idempotency_key is required: one key per occurrence")
-    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-        raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters")
-    if len(text.encode()) > MAX_TEXT_BYTES:
-        raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
-    for field, value in (
-        ("idempotency_key", idempotency_key),
-        ("text", text),
-        ("attributes", attributes),
-    ):
-        check_no_nul(value, field)
-    check_json_depth(attributes, "attributes")
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise InvalidArgument(
-            f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
-        )
-    return NewDelivery(
-        conversation_id=conversation_id,
-        kind=kind,
-        text=text,
-        payload=payload or None,
-        attributes=attributes,
-        idempotency_key=idempotency_key,
-    )

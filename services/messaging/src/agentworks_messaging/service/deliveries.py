@@ -1,0 +1,141 @@
+"""Deliveries from the platform's services: wake-ups, schedule prompts, webhook events and
+completion notices into a conversation's turn queue (S6, F13). No gRPC, no SQL here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from agentworks.client.checks import check_json_depth, check_no_nul
+from agentworks.client.errors import AgentWorksError, InvalidArgument, PermissionDenied
+from agentworks.client.identity import Identity
+from agentworks.client.limits import (
+    MAX_DELIVERIES_PER_REQUEST,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_PAYLOAD_BYTES,
+    MAX_TEXT_BYTES,
+)
+from agentworks_messaging.models import NewDelivery
+from agentworks_messaging.store import MessagingStore
+
+log = structlog.get_logger("agentworks.messaging")
+
+# The kinds other services enqueue; messages come by Send, and `conversation_reply`
+# deliveries (L5) are messaging's own, queued with the reply they carry.
+ENQUEUED_KINDS = ("wake_up", "schedule", "webhook", "function_completed")
+
+
+class DeliveryCases:
+    """The EnqueueDelivery(ies) use cases of `MessagingService`."""
+
+    store: MessagingStore
+
+    async def enqueue_delivery(self, identity: Identity, **fields: Any) -> tuple[str, bool]:
+        """Queue a wake-up, schedule prompt, webhook event or completion notice (S6, F13)."""
+        _check_enqueuer(identity)
+        delivery = check_delivery(**fields)
+        [outcome] = await self.store.enqueue_deliveries([delivery])
+        if isinstance(outcome, AgentWorksError):
+            raise outcome
+        delivery_id, created = outcome
+        log.info(
+            "delivery.enqueued",
+            delivery_id=delivery_id,
+            conversation_id=delivery.conversation_id,
+            kind=delivery.kind,
+            created=created,
+        )
+        return delivery_id, created
+
+    async def enqueue_deliveries(
+        self, identity: Identity, items: Sequence[NewDelivery | AgentWorksError]
+    ) -> list[tuple[str, bool] | AgentWorksError]:
+        """Queue many deliveries in one statement; each item succeeds or fails alone.
+
+        `items` are checked deliveries, or the error an item's checks already gave.
+        """
+        _check_enqueuer(identity)
+        if not 1 <= len(items) <= MAX_DELIVERIES_PER_REQUEST:
+            raise InvalidArgument(
+                f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}"
+            )
+        outcomes: dict[int, tuple[str, bool] | AgentWorksError] = {}
+        fresh: list[tuple[int, NewDelivery]] = []
+        first: dict[str, int] = {}
+        for n, item in enumerate(items):
+            if isinstance(item, AgentWorksError):
+                outcomes[n] = item
+            elif item.idempotency_key in first:
+                outcomes[n] = InvalidArgument(
+                    f"idempotency_key {item.idempotency_key!r} appears twice in this "
+                    f"request (items {first[item.idempotency_key]} and {n}); one key per "
+                    "occurrence"
+                )
+            else:
+                first[item.idempotency_key] = n
+                fresh.append((n, item))
+        if fresh:
+            stored = await self.store.enqueue_deliveries([item for _, item in fresh])
+            outcomes.update(zip([n for n, _ in fresh], stored, strict=True))
+        results = [outcomes[n] for n in range(len(items))]
+        created = sum(1 for r in results if isinstance(r, tuple) and r[1])
+        failed = sum(1 for r in results if isinstance(r, AgentWorksError))
+        log.info(
+            "deliveries.enqueued",
+            count=len(items),
+            created=created,
+            duplicates=len(items) - created - failed,
+            failed=failed,
+        )
+        for n, result in enumerate(results):
+            if isinstance(result, AgentWorksError):
+                item = items[n]
+                key = item.idempotency_key if isinstance(item, NewDelivery) else ""
+                log.warning("delivery.refused", item=n, key=key, error=result.message)
+        return results
+
+
+def _check_enqueuer(identity: Identity) -> None:
+    if not (identity.is_service or identity.is_operator):
+        raise PermissionDenied("only platform services may enqueue deliveries")
+
+
+def check_delivery(
+    *,
+    conversation_id: str,
+    kind: str,
+    text: str,
+    payload: bytes,
+    attributes: dict[str, Any] | None,
+    idempotency_key: str,
+) -> NewDelivery:
+    """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong."""
+    if kind not in ENQUEUED_KINDS:
+        raise InvalidArgument(f"kind must be one of {', '.join(ENQUEUED_KINDS)}")
+    if not idempotency_key:
+        raise InvalidArgument("idempotency_key is required: one key per occurrence")
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters")
+    if len(text.encode()) > MAX_TEXT_BYTES:
+        raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
+    for field, value in (
+        ("idempotency_key", idempotency_key),
+        ("text", text),
+        ("attributes", attributes),
+    ):
+        check_no_nul(value, field)
+    check_json_depth(attributes, "attributes")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise InvalidArgument(
+            f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )
+    return NewDelivery(
+        conversation_id=conversation_id,
+        kind=kind,
+        text=text,
+        payload=payload or None,
+        attributes=attributes,
+        idempotency_key=idempotency_key,
+    )
