@@ -163,6 +163,8 @@ class Call:
     version: int
     created_at: datetime
     ended_at: datetime | None
+    # The W3C trace context of the request that made the call ("" without tracing).
+    traceparent: str = ""
 
     @property
     def is_open(self) -> bool:

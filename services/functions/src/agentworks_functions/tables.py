@@ -73,6 +73,7 @@ calls = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("ended_at", TS),
+    sa.Column("traceparent", sa.Text, nullable=False, server_default=""),
 )
 
 execution_messages = sa.Table(

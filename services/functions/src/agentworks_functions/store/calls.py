@@ -16,6 +16,7 @@ from agentworks.client.errors import (
     PreconditionFailed,
 )
 from agentworks.server.db import fetch_one, notify
+from agentworks.server.tracing import current_traceparent
 from agentworks_functions import tables as t
 from agentworks_functions.models import (
     CANCELLED,
@@ -141,6 +142,8 @@ class CallQueries(FunctionsStoreBase):
             "notify_conversation_id": notify_conversation_id,
             "default_limit": self.default_running_limit,
             "caller_share": self.caller_share_percent,
+            # The trace of the request making the call, for its runtime (P4).
+            "traceparent": current_traceparent(),
         }
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):

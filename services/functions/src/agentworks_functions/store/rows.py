@@ -118,6 +118,7 @@ def _call(row: Any) -> Call:
         version=row.version,
         created_at=row.created_at,
         ended_at=row.ended_at,
+        traceparent=getattr(row, "traceparent", ""),
     )
 
 
