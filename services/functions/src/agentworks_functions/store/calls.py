@@ -110,6 +110,7 @@ class CallQueries(FunctionsStoreBase):
         request_hash: str,
         notify_conversation_id: str | None,
         submission_id: str,
+        source_call_id: str | None = None,
     ) -> Receipt:
         """Insert a call if the retry key is new and the target has room (F4-F6).
 
@@ -141,6 +142,7 @@ class CallQueries(FunctionsStoreBase):
             "notify_conversation_id": notify_conversation_id,
             "default_limit": self.default_running_limit,
             "caller_share": self.caller_share_percent,
+            "source_call_id": _uuid(source_call_id, "call") if source_call_id else None,
         }
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):

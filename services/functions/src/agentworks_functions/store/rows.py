@@ -118,6 +118,7 @@ def _call(row: Any) -> Call:
         version=row.version,
         created_at=row.created_at,
         ended_at=row.ended_at,
+        source_call_id=str(row.source_call_id) if row.source_call_id else None,
     )
 
 
