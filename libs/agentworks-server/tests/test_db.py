@@ -100,3 +100,38 @@ async def test_a_connection_in_use_when_the_pool_closes_is_closed_when_it_comes_
         await db.close()
         assert idle_one is busy and not busy.closed
     assert busy.closed
+
+
+async def test_a_notice_wakes_one_claim_waiter_and_every_plain_waiter_C10_P3(database_url):
+    """C10 P3: a NOTIFY wakes every plain waiter of its key (readers) but only one of its
+    `one` waiters (claims); one that leaves with an unused wake-up passes it on."""
+    import asyncio
+
+    import psycopg
+
+    from agentworks.server.db import Listener, libpq_url
+
+    listener = Listener(database_url)
+    await listener.start(["test_turns"])
+    try:
+        with (
+            listener.subscribe("test_turns", ["crew:a"]) as plain,
+            listener.subscribe("test_turns", ["crew:a"], one=True) as first,
+            listener.subscribe("test_turns", ["crew:a"], one=True) as second,
+        ):
+            waits = [asyncio.create_task(w.wait(0.5)) for w in (plain, first, second)]
+            await asyncio.sleep(0.05)
+            async with await psycopg.AsyncConnection.connect(
+                libpq_url(database_url), autocommit=True
+            ) as conn:
+                await conn.execute("SELECT pg_notify('test_turns', 'crew:a')")
+            woke = await asyncio.gather(*waits)
+            assert woke[0] is True
+            assert sorted(woke[1:]) == [False, True]
+            with listener.subscribe("test_turns", ["crew:a"], one=True) as third:
+                # Woken, but it leaves without looking: the wake-up goes to another.
+                listener.wake_one("test_turns", "crew:a")
+                assert third.woken or first.woken or second.woken
+            assert first.woken or second.woken
+    finally:
+        await listener.close()

@@ -73,6 +73,10 @@ class MessagingClient(ServiceClient):
     async def get_target(self, target: str) -> m.Target:
         return await self._unary("GetTarget", m.GetTargetRequest(ref=target_ref(target)))
 
+    async def list_targets(self, *, after: str = "", limit: int = 0) -> m.ListTargetsResponse:
+        """The targets you own (the operator: all), by kind and name (V1)."""
+        return await self._unary("ListTargets", m.ListTargetsRequest(after=after, limit=limit))
+
     async def send(
         self,
         text: str,
@@ -150,11 +154,18 @@ class MessagingClient(ServiceClient):
         *,
         submission_id: str = "",
         parts: Iterable[common_pb2.Part] = (),
+        complete_turn_id: str = "",
     ) -> m.SendReceipt:
+        """An agent's reply to a conversation's inbox (C6); with `complete_turn_id`, the
+        reply also completes that turn, in the same request."""
         return await self._unary(
             "SendMessage",
             m.SendMessageRequest(
-                inbox_id=inbox_id, text=text, submission_id=submission_id, parts=list(parts)
+                inbox_id=inbox_id,
+                text=text,
+                submission_id=submission_id,
+                parts=list(parts),
+                complete_turn_id=complete_turn_id,
             ),
         )
 

@@ -71,6 +71,7 @@ class TurnContext:
     function_calls: list[f.CallReceipt] = field(default_factory=list)
     started: list[m.SendReceipt] = field(default_factory=list)  # start/continue_conversation
     _capability: str = field(default="", repr=False)  # renewed by the heartbeats (T3)
+    ended: bool = False  # a reply completed the turn (send_message(end_turn=True))
 
     @property
     def turn_id(self) -> str:
@@ -112,19 +113,30 @@ class TurnContext:
         return [d.message for d in self.turn.deliveries if d.kind == m.DELIVERY_KIND_MESSAGE]
 
     async def send_message(
-        self, text: str, *, parts: Sequence[common_pb2.Part] = (), attempts: int = 3
+        self,
+        text: str,
+        *,
+        parts: Sequence[common_pb2.Part] = (),
+        attempts: int = 3,
+        end_turn: bool = False,
     ) -> m.SendReceipt:
         """Send `text` as this agent to the conversation's inbox (the only reply path, C6).
 
-        Retries on UNAVAILABLE with a per-turn submission id, so a retry never sends
-        the message twice (C4).
+        With `end_turn`, the reply also completes the turn in the same request (one
+        request instead of two); the worker then does not complete it again, and the
+        turn's other operations end with it. Retries on UNAVAILABLE with a per-turn
+        submission id, so a retry never sends the message twice (C4).
         """
         submission_id = f"turn:{self.turn_id}:{len(self.sent) + 1}"
         backoff = Backoff(initial=0.2, maximum=2.0)
         for attempt in range(1, attempts + 1):
             try:
                 receipt = await self.client.send_message(
-                    self.reply_inbox_id, text, parts=parts, submission_id=submission_id
+                    self.reply_inbox_id,
+                    text,
+                    parts=parts,
+                    submission_id=submission_id,
+                    complete_turn_id=self.turn_id if end_turn else "",
                 )
             except _TRANSIENT as exc:
                 if attempt == attempts:
@@ -134,7 +146,8 @@ class TurnContext:
                 await asyncio.sleep(delay)
                 continue
             self.sent.append(receipt)
-            self.log.info("reply.sent", message_id=receipt.message_id)
+            self.ended = self.ended or end_turn
+            self.log.info("reply.sent", message_id=receipt.message_id, ended_turn=end_turn)
             return receipt
         raise AssertionError("unreachable")
 

@@ -4,8 +4,9 @@ A `TurnWorker` long-polls `ClaimTurn` for the targets it serves. For each turn i
 background heartbeat, calls the handler with a `TurnContext`, and completes the turn.
 
 Replies are explicit (C6): the handler sends messages with `TurnContext.send_message`,
-which always goes to the turn's trusted reply address. Whatever the handler returns is
-logged as ignored and never forwarded.
+which always goes to the turn's trusted reply address; `send_message(..., end_turn=True)`
+also completes the turn in the same request (the worker then makes no CompleteTurn).
+Whatever the handler returns is logged as ignored and never forwarded.
 
 Wake-ups (S1): a worker given a scheduler address lets the handler ask for a durable
 wake-up of its own conversation with `TurnContext.wake_me(after_seconds=... | at=...,
@@ -247,8 +248,8 @@ class TurnWorker(LeaseWorker):
             except Exception as exc:
                 error = exc
                 bound.exception("turn.handler_failed", error=repr(exc))
-        completed = False
-        if not ctx.lease_lost.is_set():
+        completed = ctx.ended  # a reply that ended the turn completed it
+        if not completed and not ctx.lease_lost.is_set():
             completed = await self._complete(ctx)
         bound.info(
             "turn.finished",

@@ -277,17 +277,26 @@ def migrate(
 class Waiter:
     """Woken when a NOTIFY for one of its keys arrives (or the listener reconnects)."""
 
-    def __init__(self, listener: Listener, channel: str, keys: frozenset[str]) -> None:
+    def __init__(
+        self, listener: Listener, channel: str, keys: frozenset[str], one: bool = False
+    ) -> None:
         self._listener = listener
         self.channel = channel
         self.keys = keys
+        self.one = one  # one of the `one` waiters of a key is woken per notification
+        self.waiting = False
         self._event = asyncio.Event()
 
     def wake(self) -> None:
         self._event.set()
 
+    @property
+    def woken(self) -> bool:
+        return self._event.is_set()
+
     async def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds; True if woken. Re-arms for the next wait."""
+        self.waiting = True
         try:
             async with asyncio.timeout(max(timeout, 0)):
                 await self._event.wait()
@@ -295,6 +304,7 @@ class Waiter:
         except TimeoutError:
             return False
         finally:
+            self.waiting = False
             self._event.clear()
 
 
@@ -334,8 +344,16 @@ class Listener:
         self.wake_all()
 
     @contextlib.contextmanager
-    def subscribe(self, channel: str, keys: Iterable[str]) -> Iterator[Waiter]:
-        waiter = Waiter(self, channel, frozenset(keys))
+    def subscribe(
+        self, channel: str, keys: Iterable[str], *, one: bool = False
+    ) -> Iterator[Waiter]:
+        """Wait for notifications of `channel` whose payload is one of `keys`.
+
+        With `one`, a notification wakes one of the key's `one` waiters instead of all
+        (claims: one new piece of work needs one claimer, not every idle one). Such a
+        waiter that leaves with a wake-up it did not use passes it on.
+        """
+        waiter = Waiter(self, channel, frozenset(keys), one)
         for key in waiter.keys:
             self._waiters.setdefault((channel, key), set()).add(waiter)
         try:
@@ -347,11 +365,29 @@ class Listener:
                     group.discard(waiter)
                     if not group:
                         del self._waiters[(channel, key)]
+            if one and waiter.woken:
+                for key in waiter.keys:
+                    self.wake_one(channel, key)
+
+    def wake_one(self, channel: str, key: str) -> None:
+        """Wake one `one` waiter of a key: an idle one if any, else one not yet woken (it
+        looks again after its current attempt); none when all are woken already."""
+        candidates = [w for w in self._waiters.get((channel, key), ()) if w.one and not w.woken]
+        if candidates:
+            idle = [w for w in candidates if w.waiting]
+            (idle or candidates)[0].wake()
+            self.wakeups += 1
 
     def _dispatch(self, channel: str, payload: str) -> None:
+        many = False
         for waiter in self._waiters.get((channel, payload), ()):
+            if waiter.one:
+                many = True
+                continue
             waiter.wake()
             self.wakeups += 1
+        if many:
+            self.wake_one(channel, payload)
 
     def wake_all(self) -> None:
         for group in self._waiters.values():

@@ -21,6 +21,7 @@ from agentworks_functions.models import (
 from agentworks_functions.service.rules import (
     LEASE_DEFAULT,
     _ClaimGate,
+    sees_call,
 )
 from agentworks_functions.store import (
     FunctionsStore,
@@ -65,11 +66,21 @@ class FunctionsServiceBase:
             )
         return target
 
-    async def _check_reader(self, identity: Identity, call_id: str) -> None:
-        """A3: only the caller or the target's owner; everyone else gets NOT_FOUND."""
+    async def _check_reader(
+        self, identity: Identity, call_id: str, *, owners_only: str = ""
+    ) -> None:
+        """A3: the caller, the target's owner and the operator may read and cancel a call;
+        everyone else gets NOT_FOUND. `owners_only` names what only the caller and the
+        owner may do (answer its question, read its files): the operator, who knows the
+        call exists, is told so (PERMISSION_DENIED)."""
         caller, owner = await self.store.call_access(call_id)
-        if identity.principal not in (caller, owner):
+        if not sees_call(identity, caller, owner):
             raise call_not_found(call_id)
+        if owners_only and identity.principal not in (caller, owner):
+            raise PermissionDenied(
+                f"only the caller of call {call_id} ({caller}) and the owner of its target "
+                f"({owner}) may {owners_only}; the operator may read its status and cancel it"
+            )
 
     async def _until_ended(
         self,

@@ -52,6 +52,7 @@ from agentworks_functions.service.rules import (
     function_not_found,
     log,
     notice_text,
+    sees_call,
     text_page,
 )
 from agentworks_functions.store import (
@@ -308,8 +309,8 @@ class Calls(FunctionsServiceBase):
                 after_event=after_event,
                 event_limit=event_limit,
             )
-            # A3: only the caller or the target's owner; everyone else gets NOT_FOUND.
-            if identity.principal not in (view.call.caller, owner):
+            # A3: the caller, the target's owner and the operator; else NOT_FOUND.
+            if not sees_call(identity, view.call.caller, owner):
                 raise call_not_found(call_id)
             await self._check_capability_sees(identity, view.call)
             if until_ended:
@@ -336,7 +337,7 @@ class Calls(FunctionsServiceBase):
         limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
         if offset < 0:
             raise InvalidArgument(f"offset must be 0 or more, got {offset}")
-        await self._check_reader(identity, call_id)
+        await self._check_reader(identity, call_id, owners_only="read its files")
         await self._check_capability_sees(identity, await self.store.get_call(call_id))
         name = check_file_name(file, call_id)
         info = await self.store.file_info(call_id, name)
@@ -369,14 +370,17 @@ class Calls(FunctionsServiceBase):
         if not text.strip():
             raise InvalidArgument("text is empty: the reply to the pending question")
         check_size(text, "text", MAX_REPLY_BYTES)
-        await self._check_reader(identity, call_id)
+        await self._check_reader(identity, call_id, owners_only="answer its question")
         await self._check_capability_sees(identity, await self.store.get_call(call_id))
         await self.store.reply(call_id, identity.principal, text)
         log.info("call.replied", call_id=call_id)
         return await self.status(identity, call_id=call_id)
 
     async def cancel(self, identity: Identity, *, call_id: str) -> StatusView:
-        """End an open call as cancelled; the runtime learns it on its next report (F15)."""
+        """End an open call as cancelled; the runtime learns it on its next report (F15).
+
+        The operator may cancel anyone's call: it finds the calls holding a target's
+        running limit with ListCalls and frees the slots (V1)."""
         await self._check_reader(identity, call_id)
         await self.store.cancel(call_id, identity.principal, notice_text)
         log.info("call.cancelled", call_id=call_id)

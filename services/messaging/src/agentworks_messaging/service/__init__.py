@@ -4,7 +4,6 @@ services in `deliveries.py`). No gRPC, no SQL here."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -12,15 +11,12 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
+from agentworks.client.checks import bounded, check_no_nul, request_hash
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_principal
 from agentworks.client.limits import (
     MAX_CLAIM_TARGETS,
     MAX_INBOX_PAGE,
-    MAX_PARTS_BYTES,
-    MAX_SUBMISSION_ID,
-    MAX_TEXT_BYTES,
     MAX_WAIT_SECONDS,
 )
 from agentworks.server.capabilities import ended_refusal, require_item
@@ -37,6 +33,11 @@ from agentworks_messaging.models import (
     Turn,
 )
 from agentworks_messaging.service.deliveries import DeliveryCases
+from agentworks_messaging.service.rules import (
+    check_submission_id,
+    check_text,
+    check_turn_to_complete,
+)
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
@@ -47,51 +48,6 @@ log = structlog.get_logger("agentworks.messaging")
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
 LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
-
-
-def _nul_at(value: Any, path: str) -> str | None:
-    """Where in a string or JSON value (depth already bounded) a NUL character is."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = f"{path}[{key!r}]" if "\x00" in key else _nul_at(item, f"{path}.{key}")
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_at(item, f"{path}[{index}]")
-            if found:
-                return found
-    return None
-
-
-def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
-    check_no_nul(text, "text")
-    check_json_depth(parts, "parts")  # first: the walk below recurses
-    where = _nul_at(parts or [], "parts")
-    if where:  # the shared wording (check_no_nul), naming the part and the key inside it
-        raise InvalidArgument(f"{where} contains a NUL character (\\u0000); remove it")
-    if not text.strip() and not parts:
-        raise InvalidArgument("text is empty: send some text or at least one part")
-    for i, part in enumerate(parts or ()):
-        if not part.get("data") and not str(part.get("text", "")).strip():
-            raise InvalidArgument(f"parts[{i}] is empty: a part carries some text or data")
-    size = len(text.encode())
-    if size > MAX_TEXT_BYTES:
-        raise InvalidArgument(f"text is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes")
-    if parts:
-        parts_size = len(json.dumps(parts).encode())
-        if parts_size > MAX_PARTS_BYTES:
-            raise InvalidArgument(
-                f"parts are {parts_size} bytes as JSON; the limit is {MAX_PARTS_BYTES} bytes"
-            )
-
-
-def check_submission_id(submission_id: str) -> None:
-    check_no_nul(submission_id, "submission_id")
-    if len(submission_id) > MAX_SUBMISSION_ID:
-        raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
 
 
 class MessagingService(DeliveryCases, ConversationListing):
@@ -201,16 +157,27 @@ class MessagingService(DeliveryCases, ConversationListing):
         text: str,
         parts: list[dict[str, Any]] | None,
         submission_id: str,
+        complete_turn_id: str = "",
     ) -> Receipt:
-        """An agent's explicit reply to the trusted reply address (C6)."""
+        """An agent's explicit reply to the trusted reply address (C6); with
+        `complete_turn_id`, a reply that also completes the caller's turn (C10)."""
         check_no_nul(inbox_id, "inbox_id")
+        check_no_nul(complete_turn_id, "complete_turn_id")
         check_text(text, parts)
         check_submission_id(submission_id)
-        conversation_id, key, _ = await self.store.inbox_target(inbox_id)
+        turn: tuple[str, str] | None = None
+        if complete_turn_id and identity.capability is None:
+            conversation_id, key, _, turn = await self.store.inbox_target_and_turn(
+                inbox_id, complete_turn_id, identity.principal
+            )
+        else:
+            conversation_id, key, _ = await self.store.inbox_target(inbox_id)
         if not identity.serves(key.kind, key.name):
             raise NotFound(f"inbox {inbox_id!r} not found")
         if identity.capability is not None:
             await self._check_turn_capability(identity, conversation_id)
+        if complete_turn_id:
+            check_turn_to_complete(identity, complete_turn_id, conversation_id, turn)
         receipt = await self.store.agent_reply(
             principal=identity.principal,
             inbox_id=inbox_id,
@@ -233,6 +200,9 @@ class MessagingService(DeliveryCases, ConversationListing):
             },
         )
         log.info("reply.sent", message_id=receipt.message_id, conversation_id=conversation_id)
+        if complete_turn_id:
+            await self.store.complete_turn(complete_turn_id, identity.principal, interrupted=False)
+            log.info("turn.completed", turn_id=complete_turn_id)
         return receipt
 
     async def send_from_turn(
@@ -304,16 +274,18 @@ class MessagingService(DeliveryCases, ConversationListing):
             raise InvalidArgument("inbox_id is required: the inbox to read, from a send receipt")
         check_no_nul(inbox_id, "inbox_id")
         refuse_runtime_inbox_read(identity)
-        if await self.store.inbox_principal(inbox_id) != identity.principal:
-            raise NotFound(f"inbox {inbox_id!r} not found")
         deadline = time.monotonic() + wait_seconds
         with self.listener.subscribe(INBOX_CHANNEL, [inbox_id]) as waiter:
+            # The first page checks the inbox is the caller's (A3) in the same statement.
+            messages = await self.store.read_own_inbox(
+                inbox_id, identity.principal, position, limit
+            )
             while True:
-                messages = await self.store.read_inbox(inbox_id, position, limit)
                 remaining = deadline - time.monotonic()
                 if messages or remaining <= 0 or self.draining.is_set():
                     break
                 await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                messages = await self.store.read_inbox(inbox_id, position, limit)
         next_position = messages[-1].position if messages else position
         return messages, encode_cursor(next_position)
 
@@ -379,13 +351,18 @@ class MessagingService(DeliveryCases, ConversationListing):
             seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
         )
         deadline = time.monotonic() + wait_seconds
-        with self.listener.subscribe(TURN_CHANNEL, [str(k) for k in targets]) as waiter:
+        # One idle claim of a target is woken per notice (`one`), and a claim that takes
+        # a turn while more are claimable wakes the next: one claim statement per turn,
+        # not one per idle runtime.
+        with self.listener.subscribe(TURN_CHANNEL, [str(k) for k in targets], one=True) as waiter:
             while True:
-                turn = await self.store.claim_turn(identity.principal, targets, lease)
+                turn, more = await self.store.claim_turn(identity.principal, targets, lease)
                 remaining = deadline - time.monotonic()
                 if turn is not None or remaining <= 0 or self.draining.is_set():
                     break
                 await waiter.wait(min(remaining, self.poll_fallback_seconds))
+        if more and turn is not None:
+            self.listener.wake_one(TURN_CHANNEL, str(turn.target))
         if turn is not None:
             log.info(
                 "turn.claimed",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg.rows import namedtuple_row
 
 from agentworks.client.errors import NotFound
@@ -10,14 +12,28 @@ from agentworks_messaging.models import Delivery, Message, Page, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import delivery_from, message_from, parse_uuid
 
-INBOX_PRINCIPAL = fixed_sql("SELECT principal FROM messaging.inboxes WHERE id = :inbox_id")
 INBOX_CONVERSATION = fixed_sql("SELECT conversation_id FROM messaging.inboxes WHERE id = :inbox_id")
-
 READ_INBOX = fixed_sql(
     """
 SELECT * FROM messaging.messages
 WHERE inbox_id = :inbox_id AND direction = 'to_inbox' AND position > :after
 ORDER BY position LIMIT :limit
+"""
+)
+
+# The first page of a read, with the inbox's principal in the same statement: one row
+# without a message when the page is empty, none when the inbox does not exist.
+READ_OWN_INBOX = fixed_sql(
+    """
+SELECT i.principal, m.*
+FROM messaging.inboxes i
+LEFT JOIN LATERAL (
+    SELECT * FROM messaging.messages
+    WHERE inbox_id = i.id AND direction = 'to_inbox' AND position > :after
+    ORDER BY position LIMIT :limit
+) m ON true
+WHERE i.id = :inbox_id
+ORDER BY m.position
 """
 )
 
@@ -54,11 +70,18 @@ MESSAGES_BY_ID = fixed_sql(
 
 
 class ReadQueries(MessagingStoreBase):
-    async def inbox_principal(self, inbox_id: str) -> str | None:
+    async def read_own_inbox(
+        self, inbox_id: str, principal: str, after: int, limit: int
+    ) -> list[Message]:
+        """A page of an inbox bound to `principal` (one statement); NotFound otherwise."""
         inbox_uuid = parse_uuid(inbox_id, "inbox")
-        async with self.db.raw() as pg:
-            row = await fetch_one(pg, INBOX_PRINCIPAL, {"inbox_id": inbox_uuid})
-        return None if row is None else row.principal
+        params = {"inbox_id": inbox_uuid, "after": after, "limit": limit}
+        async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(READ_OWN_INBOX, params)
+            rows: list[Any] = await cur.fetchall()
+        if not rows or rows[0].principal != principal:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        return [message_from(r) for r in rows if r.id is not None]
 
     async def inbox_conversation(self, inbox_id: str) -> str:
         """The conversation an inbox belongs to; NotFound when there is no such inbox."""

@@ -228,6 +228,18 @@ WHERE i.id = :inbox_id
 """
 )
 
+# The same with a turn of the caller's, for a reply that completes it: one statement.
+INBOX_TARGET_AND_TURN = fixed_sql(
+    """
+SELECT i.conversation_id, i.principal, c.target_kind, c.target_name,
+       t.runtime AS turn_runtime, t.conversation_id AS turn_conversation_id,
+       t.status AS turn_status, t.lease_expires_at > now() AS turn_live
+FROM messaging.inboxes i JOIN messaging.conversations c ON c.id = i.conversation_id
+LEFT JOIN messaging.turns t ON t.id = :turn_id
+WHERE i.id = :inbox_id
+"""
+)
+
 PURGE_SUBMISSIONS = fixed_sql(
     "DELETE FROM messaging.submissions WHERE created_at < now() - CAST(:older_than AS interval)"
 )
@@ -367,9 +379,8 @@ class SendQueries(MessagingStoreBase):
     async def inbox_target(self, inbox_id: str) -> tuple[str, TargetKey, str]:
         """(conversation_id, target, bound principal) of an inbox."""
         inbox_uuid = parse_uuid(inbox_id, "inbox")
-        async with self.db.transaction() as conn:
-            result = await conn.exec_driver_sql(INBOX_TARGET, {"inbox_id": inbox_uuid})
-            row = result.one_or_none()
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, INBOX_TARGET, {"inbox_id": inbox_uuid})
         if row is None:
             raise NotFound(f"inbox {inbox_id!r} not found")
         return (
@@ -377,6 +388,23 @@ class SendQueries(MessagingStoreBase):
             TargetKey(row.target_kind, row.target_name),
             row.principal,
         )
+
+    async def inbox_target_and_turn(
+        self, inbox_id: str, turn_id: str, runtime: str
+    ) -> tuple[str, TargetKey, str, tuple[str, str]]:
+        """`inbox_target` and the (conversation id, status) of the runtime's turn, as
+        `turn_lease` gives them, in one statement."""
+        params = {"inbox_id": parse_uuid(inbox_id, "inbox"), "turn_id": parse_uuid(turn_id, "turn")}
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, INBOX_TARGET_AND_TURN, params)
+        if row is None:
+            raise NotFound(f"inbox {inbox_id!r} not found")
+        if row.turn_runtime != runtime:
+            raise NotFound(f"turn {turn_id!r} not found")
+        status = "expired" if row.turn_status == "active" and not row.turn_live else row.turn_status
+        key = TargetKey(row.target_kind, row.target_name)
+        turn = (str(row.turn_conversation_id), status)
+        return str(row.conversation_id), key, row.principal, turn
 
     async def agent_reply(
         self,

@@ -14,63 +14,67 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentworks.client.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
-from agentworks.server.db import fixed_sql
-from agentworks_messaging.models import NewDelivery, TargetKey, Turn, TurnQueue
+from agentworks.server.db import fetch_one, fixed_sql
+from agentworks_messaging.models import Message, NewDelivery, TargetKey, Turn, TurnQueue
 from agentworks_messaging.store.base import MessagingStoreBase
-from agentworks_messaging.store.reads import MESSAGES_BY_ID
-from agentworks_messaging.store.rows import delivery_from, message_from, parse_uuid
+from agentworks_messaging.store.rows import delivery_from, parse_uuid
 
-# The oldest claimable conversation of one target (an ordered scan of the partial index
-# `conversations_claimable`, stopping at the first row nobody else holds) ...
-CLAIMABLE_OF_TARGET = fixed_sql(
-    """
-SELECT id, target_kind, target_name FROM messaging.conversations
-WHERE target_kind = :kind AND target_name = :name
-  AND pending_deliveries > 0 AND active_turn_id IS NULL
-ORDER BY oldest_pending_at LIMIT 1
-FOR UPDATE SKIP LOCKED
-"""
+# A claim is one statement in autocommit: the oldest claimable conversation of the
+# targets (an ordered scan of the partial index `conversations_claimable`, stopping at the
+# first row nobody else holds), a new turn, the conversation taken, its pending
+# deliveries moved into the turn, each with its message; one row per delivery. `more`
+# says whether another conversation of these targets is claimable (then one more idle
+# claimer is woken: a single NOTIFY can stand for several new turns).
+_CLAIM = """
+WITH conv AS (
+    SELECT id, target_kind, target_name FROM messaging.conversations
+    WHERE {targets}
+      AND pending_deliveries > 0 AND active_turn_id IS NULL
+    ORDER BY oldest_pending_at LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), turn AS (
+    INSERT INTO messaging.turns (id, conversation_id, runtime, status, lease_expires_at)
+    SELECT :turn_id, conv.id, :runtime, 'active', now() + CAST(:lease AS interval) FROM conv
+    RETURNING id, conversation_id, lease_expires_at
+), took AS (
+    UPDATE messaging.conversations c
+    SET pending_deliveries = 0, oldest_pending_at = NULL, active_turn_id = turn.id
+    FROM turn WHERE c.id = turn.conversation_id
+    RETURNING c.id
+), dlv AS (
+    UPDATE messaging.deliveries d SET status = 'in_turn', turn_id = turn.id
+    FROM turn WHERE d.conversation_id = turn.conversation_id AND d.status = 'pending'
+    RETURNING d.id, d.conversation_id, d.position, d.kind, d.status, d.text, d.payload,
+              d.attributes, d.turn_id, d.created_at, d.message_id
 )
+SELECT conv.id AS claimed_conversation_id, conv.target_kind, conv.target_name,
+       turn.lease_expires_at,
+       (SELECT i.id FROM messaging.inboxes i WHERE i.conversation_id = conv.id) AS reply_inbox,
+       EXISTS (SELECT 1 FROM messaging.conversations o
+               WHERE {other_targets}
+                 AND o.pending_deliveries > 0 AND o.active_turn_id IS NULL
+                 AND o.id <> conv.id) AS more,
+       (SELECT count(*) FROM took) AS took,
+       dlv.*,
+       m.inbox_id AS m_inbox_id, m.position AS m_position, m.direction AS m_direction,
+       m.sender AS m_sender, m.text AS m_text, m.parts AS m_parts,
+       m.created_at AS m_created_at
+FROM conv JOIN turn ON turn.conversation_id = conv.id
+LEFT JOIN dlv ON true
+LEFT JOIN messaging.messages m ON m.id = dlv.message_id
+ORDER BY dlv.position
+"""
 
-# ... or of any of several targets (:kinds and :names pairwise).
-CLAIMABLE_OF_TARGETS = fixed_sql(
-    """
-SELECT id, target_kind, target_name FROM messaging.conversations
-WHERE (target_kind, target_name) IN (
+# ... of one target, or of any of several (:kinds and :names pairwise).
+_ONE_TARGET = "{t}target_kind = :kind AND {t}target_name = :name"
+_SOME_TARGETS = """({t}target_kind, {t}target_name) IN (
         SELECT kind, name FROM unnest(CAST(:kinds AS text[]), CAST(:names AS text[]))
-            AS k (kind, name))
-  AND pending_deliveries > 0 AND active_turn_id IS NULL
-ORDER BY oldest_pending_at LIMIT 1
-FOR UPDATE SKIP LOCKED
-"""
+            AS k (kind, name))"""
+CLAIM_OF_TARGET = fixed_sql(
+    _CLAIM.format(targets=_ONE_TARGET.format(t=""), other_targets=_ONE_TARGET.format(t="o."))
 )
-
-START_TURN = fixed_sql(
-    """
-INSERT INTO messaging.turns (id, conversation_id, runtime, status, lease_expires_at)
-VALUES (:turn_id, :conversation_id, :runtime, 'active', now() + CAST(:lease AS interval))
-RETURNING lease_expires_at
-"""
-)
-
-TAKE_CONVERSATION = fixed_sql(
-    """
-UPDATE messaging.conversations
-SET pending_deliveries = 0, oldest_pending_at = NULL, active_turn_id = :turn_id
-WHERE id = :conversation_id
-"""
-)
-
-TAKE_DELIVERIES = fixed_sql(
-    """
-UPDATE messaging.deliveries SET status = 'in_turn', turn_id = :turn_id
-WHERE conversation_id = :conversation_id AND status = 'pending'
-RETURNING *
-"""
-)
-
-CONVERSATION_INBOX = fixed_sql(
-    "SELECT id FROM messaging.inboxes WHERE conversation_id = :conversation_id"
+CLAIM_OF_TARGETS = fixed_sql(
+    _CLAIM.format(targets=_SOME_TARGETS.format(t=""), other_targets=_SOME_TARGETS.format(t="o."))
 )
 
 TURN_LEASE = fixed_sql(
@@ -80,13 +84,39 @@ FROM messaging.turns WHERE id = :turn_id
 """
 )
 
-LOCK_TURN = fixed_sql("SELECT * FROM messaging.turns WHERE id = :turn_id FOR UPDATE")
-
 EXTEND_LEASE = fixed_sql(
     """
 UPDATE messaging.turns SET lease_expires_at = now() + CAST(:lease AS interval)
 WHERE id = :turn_id
 RETURNING lease_expires_at
+"""
+)
+
+LOCK_TURN = fixed_sql("SELECT * FROM messaging.turns WHERE id = :turn_id FOR UPDATE")
+
+# End one runtime's active turn in one statement (autocommit): the turn, its deliveries,
+# its conversation freed (waking the target's claimers when deliveries came meanwhile).
+# The row answers what the turn was, so a refusal can say why.
+COMPLETE_TURN = fixed_sql(
+    """
+WITH t AS (
+    SELECT id, runtime, status FROM messaging.turns WHERE id = :turn_id FOR UPDATE
+), ended AS (
+    UPDATE messaging.turns tu SET status = :status, ended_at = now()
+    FROM t WHERE tu.id = t.id AND t.runtime = :runtime AND t.status = 'active'
+    RETURNING tu.id
+), dlv AS (
+    UPDATE messaging.deliveries SET status = :delivery_status
+    WHERE turn_id IN (SELECT id FROM ended)
+), freed AS (
+    UPDATE messaging.conversations SET active_turn_id = NULL
+    WHERE active_turn_id IN (SELECT id FROM ended)
+    RETURNING target_kind || ':' || target_name AS target, pending_deliveries
+)
+SELECT t.runtime, t.status, EXISTS (SELECT 1 FROM ended) AS ended,
+       (SELECT count(pg_notify('messaging_turns', target)) FROM freed
+        WHERE pending_deliveries > 0) AS woken
+FROM t
 """
 )
 
@@ -209,45 +239,64 @@ FOR UPDATE SKIP LOCKED
 )
 
 
+def _refuse_ended(turn_id: str, status: str) -> None:
+    if status == "interrupted":
+        raise PreconditionFailed(
+            f"turn {turn_id} was recorded as interrupted (its lease ran out, or its "
+            "runtime gave it up); its deliveries are not resent — read the transcript "
+            "and decide whether to act"
+        )
+    raise PreconditionFailed(f"turn {turn_id} is already {status}")
+
+
+def _claimed_message(row: Any) -> Message:
+    """The message of a claimed delivery row (its `m_` columns)."""
+    return Message(
+        id=str(row.message_id),
+        conversation_id=str(row.conversation_id),
+        inbox_id=str(row.m_inbox_id),
+        position=row.m_position,
+        direction=row.m_direction,
+        sender=row.m_sender,
+        text=row.m_text,
+        parts=row.m_parts,
+        created_at=row.m_created_at,
+    )
+
+
 class TurnQueries(MessagingStoreBase):
     async def claim_turn(
         self, runtime: str, keys: Sequence[TargetKey], lease: timedelta
-    ) -> Turn | None:
-        """Take the oldest claimable conversation of these targets as one turn (C10)."""
-        claimable: tuple[str, dict[str, Any]]
+    ) -> tuple[Turn | None, bool]:
+        """Take the oldest claimable conversation of these targets as one turn (C10), in
+        one statement; and whether another conversation of theirs is claimable."""
+        params: dict[str, Any] = {"turn_id": uuid.uuid4(), "runtime": runtime, "lease": lease}
         if len(keys) == 1:
-            claimable = CLAIMABLE_OF_TARGET, {"kind": keys[0].kind, "name": keys[0].name}
+            sql = CLAIM_OF_TARGET
+            params |= {"kind": keys[0].kind, "name": keys[0].name}
         else:
-            kinds = [k.kind for k in keys]
-            claimable = CLAIMABLE_OF_TARGETS, {"kinds": kinds, "names": [k.name for k in keys]}
-        async with self.db.transaction() as conn:
-            conv = (await conn.exec_driver_sql(*claimable)).one_or_none()
-            if conv is None:
-                return None
-            turn = {"turn_id": uuid.uuid4(), "conversation_id": conv.id}
-            lease_expires_at = (
-                await conn.exec_driver_sql(START_TURN, {**turn, "runtime": runtime, "lease": lease})
-            ).scalar_one()
-            await conn.exec_driver_sql(TAKE_CONVERSATION, turn)
-            rows = (await conn.exec_driver_sql(TAKE_DELIVERIES, turn)).all()
-            message_ids = [r.message_id for r in rows if r.message_id is not None]
-            messages = {}
-            if message_ids:
-                result = await conn.exec_driver_sql(MESSAGES_BY_ID, {"message_ids": message_ids})
-                messages = {r.id: message_from(r) for r in result.all()}
-            inbox = await conn.exec_driver_sql(CONVERSATION_INBOX, {"conversation_id": conv.id})
-            inbox_id = inbox.scalar_one()
-        deliveries = sorted(
-            (delivery_from(r, messages.get(r.message_id)) for r in rows), key=lambda x: x.position
-        )
-        return Turn(
-            id=str(turn["turn_id"]),
-            conversation_id=str(conv.id),
-            target=TargetKey(conv.target_kind, conv.target_name),
-            reply_inbox_id=str(inbox_id),
-            lease_expires_at=lease_expires_at,
+            sql = CLAIM_OF_TARGETS
+            params |= {"kinds": [k.kind for k in keys], "names": [k.name for k in keys]}
+        async with self.db.raw() as pg, pg.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(sql, params)
+            rows: list[Any] = await cur.fetchall()
+        if not rows:
+            return None, False
+        first = rows[0]
+        deliveries = [
+            delivery_from(r, _claimed_message(r) if r.message_id is not None else None)
+            for r in rows
+            if r.id is not None
+        ]
+        turn = Turn(
+            id=str(params["turn_id"]),
+            conversation_id=str(first.claimed_conversation_id),
+            target=TargetKey(first.target_kind, first.target_name),
+            reply_inbox_id=str(first.reply_inbox),
+            lease_expires_at=first.lease_expires_at,
             deliveries=deliveries,
         )
+        return turn, first.more
 
     async def _active_turn(
         self, conn: AsyncConnection, turn_id: str, runtime: str, *, again: str = ""
@@ -257,16 +306,8 @@ class TurnQueries(MessagingStoreBase):
         row = (await conn.exec_driver_sql(LOCK_TURN, {"turn_id": turn_uuid})).one_or_none()
         if row is None or row.runtime != runtime:
             raise NotFound(f"turn {turn_id!r} not found")
-        if row.status == again:
-            return row
-        if row.status == "interrupted":
-            raise PreconditionFailed(
-                f"turn {turn_id} was recorded as interrupted (its lease ran out, or its "
-                "runtime gave it up); its deliveries are not resent — read the transcript "
-                "and decide whether to act"
-            )
-        if row.status != "active":
-            raise PreconditionFailed(f"turn {turn_id} is already {row.status}")
+        if row.status != again and row.status != "active":
+            _refuse_ended(turn_id, row.status)
         return row
 
     async def heartbeat(self, turn_id: str, runtime: str, lease: timedelta) -> tuple[Any, str]:
@@ -280,9 +321,8 @@ class TurnQueries(MessagingStoreBase):
         """(conversation id, status) of the runtime's turn; status `expired` when it is
         active but its lease has run out (T3: a capability ends with the lease)."""
         turn_uuid = parse_uuid(turn_id, "turn")
-        async with self.db.transaction() as conn:
-            result = await conn.exec_driver_sql(TURN_LEASE, {"turn_id": turn_uuid})
-            row = result.one_or_none()
+        async with self.db.raw() as pg:
+            row = await fetch_one(pg, TURN_LEASE, {"turn_id": turn_uuid})
         if row is None or row.runtime != runtime:
             raise NotFound(f"turn {turn_id!r} not found")
         status = "expired" if row.status == "active" and not row.live else row.status
@@ -291,12 +331,25 @@ class TurnQueries(MessagingStoreBase):
     async def complete_turn(self, turn_id: str, runtime: str, *, interrupted: bool) -> None:
         """End the runtime's active turn: `completed` (deliveries `handled`), or given up
         unhandled, `interrupted` like a lapsed lease (C11). Asking for the ending the turn
-        already has again (a retry after a lost answer) changes nothing and succeeds."""
+        already has again (a retry after a lost answer) changes nothing and succeeds.
+        One statement in autocommit."""
         ending = "interrupted" if interrupted else "completed"
-        async with self.db.transaction() as conn:
-            turn = await self._active_turn(conn, turn_id, runtime, again=ending)
-            if turn.status == "active":
-                await self._end_turns(conn, [turn.id], ending, ending if interrupted else "handled")
+        turn_uuid = parse_uuid(turn_id, "turn")
+        async with self.db.raw() as pg:
+            row = await fetch_one(
+                pg,
+                COMPLETE_TURN,
+                {
+                    "turn_id": turn_uuid,
+                    "runtime": runtime,
+                    "status": ending,
+                    "delivery_status": ending if interrupted else "handled",
+                },
+            )
+        if row is None or row.runtime != runtime:
+            raise NotFound(f"turn {turn_id!r} not found")
+        if not row.ended and row.status != ending:
+            _refuse_ended(turn_id, row.status)
 
     async def _end_turns(
         self, conn: AsyncConnection, turn_ids: list[Any], turn_status: str, delivery_status: str

@@ -94,6 +94,22 @@ class GetTargetRequest(_message.Message):
     ref: _common_pb2.TargetRef
     def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
 
+class ListTargetsRequest(_message.Message):
+    __slots__ = ("after", "limit")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    limit: int
+    def __init__(self, after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListTargetsResponse(_message.Message):
+    __slots__ = ("targets", "next_cursor")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.RepeatedCompositeFieldContainer[Target]
+    next_cursor: str
+    def __init__(self, targets: _Optional[_Iterable[_Union[Target, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
 class SendRequest(_message.Message):
     __slots__ = ("target", "inbox_id", "text", "parts", "submission_id", "channel")
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -317,16 +333,18 @@ class HeartbeatTurnResponse(_message.Message):
     def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., capability: _Optional[str] = ...) -> None: ...
 
 class SendMessageRequest(_message.Message):
-    __slots__ = ("inbox_id", "text", "parts", "submission_id")
+    __slots__ = ("inbox_id", "text", "parts", "submission_id", "complete_turn_id")
     INBOX_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TURN_ID_FIELD_NUMBER: _ClassVar[int]
     inbox_id: str
     text: str
     parts: _containers.RepeatedCompositeFieldContainer[_common_pb2.Part]
     submission_id: str
-    def __init__(self, inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ...) -> None: ...
+    complete_turn_id: str
+    def __init__(self, inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ..., complete_turn_id: _Optional[str] = ...) -> None: ...
 
 class SendFromTurnRequest(_message.Message):
     __slots__ = ("target", "inbox_id", "text", "parts", "submission_id")

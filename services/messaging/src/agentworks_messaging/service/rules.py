@@ -1,0 +1,80 @@
+"""Pure checks of messaging's use cases: a message's text, parts and retry key (C2, C4,
+P6); the turn a reply completes (C10)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentworks.client.checks import check_json_depth, check_no_nul
+from agentworks.client.errors import InvalidArgument, PreconditionFailed
+from agentworks.client.identity import Identity
+from agentworks.client.limits import MAX_PARTS_BYTES, MAX_SUBMISSION_ID, MAX_TEXT_BYTES
+from agentworks.server.capabilities import require_item
+
+
+def _nul_at(value: Any, path: str) -> str | None:
+    """Where in a string or JSON value (depth already bounded) a NUL character is."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = f"{path}[{key!r}]" if "\x00" in key else _nul_at(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
+    check_no_nul(text, "text")
+    check_json_depth(parts, "parts")  # first: the walk below recurses
+    where = _nul_at(parts or [], "parts")
+    if where:  # the shared wording (check_no_nul), naming the part and the key inside it
+        raise InvalidArgument(f"{where} contains a NUL character (\\u0000); remove it")
+    if not text.strip() and not parts:
+        raise InvalidArgument("text is empty: send some text or at least one part")
+    for i, part in enumerate(parts or ()):
+        if not part.get("data") and not str(part.get("text", "")).strip():
+            raise InvalidArgument(f"parts[{i}] is empty: a part carries some text or data")
+    size = len(text.encode())
+    if size > MAX_TEXT_BYTES:
+        raise InvalidArgument(f"text is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes")
+    if parts:
+        parts_size = len(json.dumps(parts).encode())
+        if parts_size > MAX_PARTS_BYTES:
+            raise InvalidArgument(
+                f"parts are {parts_size} bytes as JSON; the limit is {MAX_PARTS_BYTES} bytes"
+            )
+
+
+def check_submission_id(submission_id: str) -> None:
+    check_no_nul(submission_id, "submission_id")
+    if len(submission_id) > MAX_SUBMISSION_ID:
+        raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
+
+
+def check_turn_to_complete(
+    identity: Identity, turn_id: str, conversation_id: str, turn: tuple[str, str] | None
+) -> None:
+    """The turn a reply ends is the caller's, of the reply's conversation, and not ended
+    otherwise (completed already is fine: a retry). Checked before anything is stored;
+    `turn` is its (conversation id, status), None with a capability (checked already)."""
+    require_item(identity, "turn", turn_id)
+    if turn is None:
+        return  # the capability's own turn, of this conversation, leased: checked
+    turn_conversation, status = turn
+    if turn_conversation != conversation_id:
+        raise InvalidArgument(
+            f"complete_turn_id {turn_id!r} is a turn of another conversation: name the "
+            "turn this reply answers (the turn of the inbox's conversation)"
+        )
+    if status not in ("active", "expired", "completed"):
+        raise PreconditionFailed(
+            f"turn {turn_id} is already {status}; the reply was not stored (send it "
+            "without complete_turn_id if it should still go out)"
+        )

@@ -1,0 +1,92 @@
+"""The turn's fast path: a reply that completes its turn, one claim woken per new turn."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentworks.client.errors import InvalidArgument, PreconditionFailed
+
+
+async def test_a_reply_completes_its_turn_in_the_same_request_and_a_retry_is_fine_C6_C10(
+    clients, demo
+):
+    """C6 C10: SendMessage with complete_turn_id stores the reply and completes the
+    turn; the conversation's next delivery is a new turn at once, and repeating the
+    request (a retry after a lost answer) neither sends twice nor fails."""
+    alice = await clients("user:alice")
+    bot = await clients("agent:demo/bot")
+    receipt = await alice.send("question", target=demo)
+    turn = await bot.claim_turn([demo], wait_seconds=5)
+    reply = await bot.send_message(
+        turn.reply_inbox_id, "answer", submission_id="r1", complete_turn_id=turn.turn_id
+    )
+    again = await bot.send_message(
+        turn.reply_inbox_id, "answer", submission_id="r1", complete_turn_id=turn.turn_id
+    )
+    assert again.message_id == reply.message_id
+    page = await alice.read(receipt.inbox_id)
+    assert [m.text for m in page.messages] == ["answer"]
+    await bot.complete_turn(turn.turn_id)  # completed already: answered alike
+    await alice.send("follow-up", inbox_id=receipt.inbox_id)
+    follow = await bot.claim_turn([demo], wait_seconds=5)
+    assert follow is not None and follow.turn_id != turn.turn_id
+    assert [d.message.text for d in follow.deliveries] == ["follow-up"]
+
+
+async def test_a_reply_naming_another_conversations_turn_is_refused_storing_nothing_C6(
+    clients, demo
+):
+    """C6 C10: complete_turn_id must be the turn of the reply's own conversation; else
+    INVALID_ARGUMENT, no reply stored and the other turn still running."""
+    alice = await clients("user:alice")
+    bot = await clients("agent:demo/bot")
+    first = await alice.send("one", target=demo)
+    await alice.send("two", target=demo)
+    turn_a = await bot.claim_turn([demo], wait_seconds=5)
+    turn_b = await bot.claim_turn([demo], wait_seconds=5)
+    assert turn_a.conversation_id == first.conversation_id
+    with pytest.raises(InvalidArgument, match="another conversation"):
+        await bot.send_message(turn_a.reply_inbox_id, "x", complete_turn_id=turn_b.turn_id)
+    assert list((await alice.read(first.inbox_id)).messages) == []
+    await bot.heartbeat_turn(turn_b.turn_id)  # still active
+
+
+async def test_a_reply_naming_an_interrupted_turn_is_refused_storing_nothing_C11(clients, demo):
+    """C11: a turn already recorded interrupted cannot be completed by a reply; the reply
+    is refused (FAILED_PRECONDITION) and not stored."""
+    alice = await clients("user:alice")
+    bot = await clients("agent:demo/bot")
+    receipt = await alice.send("question", target=demo)
+    turn = await bot.claim_turn([demo], wait_seconds=5)
+    await bot.complete_turn(turn.turn_id, interrupted=True)
+    with pytest.raises(PreconditionFailed, match="interrupted"):
+        await bot.send_message(turn.reply_inbox_id, "late", complete_turn_id=turn.turn_id)
+    assert list((await alice.read(receipt.inbox_id)).messages) == []
+
+
+async def test_a_new_turn_wakes_one_idle_claim_not_every_one_C10_P3(clients, demo, messaging):
+    """C10 P3: with five runtimes waiting in ClaimTurn, a new message wakes one of them
+    (one claim statement per turn, not one per idle runtime); the others keep waiting
+    and the next message is claimed by one of them."""
+    alice = await clients("user:alice")
+    bots = [await clients(f"agent:demo/r{i}") for i in range(5)]
+    listener = messaging.database.listener
+    claims = {asyncio.create_task(b.claim_turn([demo], wait_seconds=10)) for b in bots}
+    async with asyncio.timeout(5):  # every claim parked in its long-poll
+        while listener.waiting < 5:  # noqa: ASYNC110 - the listener has no event for it
+            await asyncio.sleep(0.02)
+    before = listener.wakeups
+    await alice.send("one", target=demo)
+    done, claims = await asyncio.wait(claims, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1 and done.pop().result() is not None
+    await asyncio.sleep(0.3)
+    assert listener.wakeups - before == 1
+    assert not any(c.done() for c in claims)
+    await alice.send("two", target=demo)
+    done, claims = await asyncio.wait(claims, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1 and done.pop().result() is not None
+    for c in claims:
+        c.cancel()
+    await asyncio.gather(*claims, return_exceptions=True)
