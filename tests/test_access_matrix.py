@@ -494,15 +494,17 @@ def RELIABILITY_APPENDIX() -> str:
 
 # What a capability may do, per operation: the capability of the world's call (claimed by
 # agent:demo/bot) and of a turn of alice's conversation (claimed by the same runtime).
-# Everything but the item's own operations is PERMISSION_DENIED; not one NOT_FOUND.
+# Everything but the item's own operations and the function tools is PERMISSION_DENIED;
+# the function tools act as the claimer (L1, L8) and see only the calls the item made:
+# NOT_FOUND for the world's call (alice's), and for echo, which the bot may not call.
 # fmt: off
 CAPABILITY_EXPECTED: dict[str, tuple[str, str]] = {
     #                             execution turn
-    "functions.ListFunctions":      (PD, PD),
-    "functions.Call":               (PD, PD),  # a turn's Call must notify its conversation
-    "functions.GetStatus":          (PD, PD),
-    "functions.ReadFile":           (PD, PD),
-    "functions.Reply":              (PD, PD),
+    "functions.ListFunctions":      (OK, OK),
+    "functions.Call":               (NF, PD),  # a turn's Call must notify its conversation
+    "functions.GetStatus":          (NF, NF),
+    "functions.ReadFile":           (PD, NF),
+    "functions.Reply":              (NF, NF),
     "functions.Cancel":             (PD, PD),
     "functions.DeclareFunction":    (PD, PD),
     "functions.RegisterTarget":     (PD, PD),
@@ -548,11 +550,12 @@ async def capabilities(world: World, keys: KeyDirectory) -> dict[str, str]:
     action=f"the {len(OPERATIONS)} operations with the capability of an execution and of "
     "a turn (the claimer's principal, signed by functions and messaging)",
     check="OK for the item's own operations only (report and heartbeat of its call; "
-    "reply, transcript and wake-ups of its conversation), PERMISSION_DENIED for "
+    "reply, transcript and wake-ups of its conversation) and the function tools as the "
+    "claimer (NOT_FOUND for a call the item did not make), PERMISSION_DENIED for "
     "everything else",
 )
 async def test_access_matrix_of_capabilities_T3(world, signing_keys):
-    """T3: each operation with an execution's and a turn's capability."""
+    """T3 L1 L8: each operation with an execution's and a turn's capability."""
     tokens = await capabilities(world, signing_keys)
     wrong = []
     for operation, expected in CAPABILITY_EXPECTED.items():

@@ -111,6 +111,7 @@ class CallQueries(FunctionsStoreBase):
         request_hash: str,
         notify_conversation_id: str | None,
         submission_id: str,
+        source_call_id: str | None = None,
     ) -> Receipt:
         """Insert a call if the retry key is new and the target has room (F4-F6).
 
@@ -144,6 +145,7 @@ class CallQueries(FunctionsStoreBase):
             "caller_share": self.caller_share_percent,
             # The trace of the request making the call, for its runtime (P4).
             "traceparent": current_traceparent(),
+            "source_call_id": _uuid(source_call_id, "call") if source_call_id else None,
         }
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):

@@ -119,6 +119,7 @@ def _call(row: Any) -> Call:
         created_at=row.created_at,
         ended_at=row.ended_at,
         traceparent=getattr(row, "traceparent", ""),
+        source_call_id=str(row.source_call_id) if row.source_call_id else None,
     )
 
 
