@@ -36,6 +36,7 @@ help: ## Show this help
 	  "REPLICAS" "processes per service (default 1)" \
 	  "AGENTWORKS_HTTP_PORT" "the gateway's HTTP port (default 8080; replicas take the next ones)" \
 	  "AGENTWORKS_BASE_PORT" "the first gRPC port; services take consecutive ports (default 50051)" \
+	  "AGENTWORKS_METRICS_PORT" "the first /metrics port; each process takes the next (default 9464; 0: off)" \
 	  "AGENTWORKS_HOME" "state directory: database, keys, cli.json (default .agentworks); one suite per home" \
 	  "AGENTWORKS_LLM_MODEL" "a model for the demo crew: the reference LLM runtime answers it (README)" \
 	  "OPENAI_BASE_URL" "its OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama)" \
@@ -138,6 +139,7 @@ run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreS
 	$(BIN)/agentworks up --replicas $(REPLICAS) \
 	  $(if $(AGENTWORKS_HTTP_PORT),--http-port $(AGENTWORKS_HTTP_PORT)) \
 	  $(if $(AGENTWORKS_BASE_PORT),--base-port $(AGENTWORKS_BASE_PORT)) \
+	  $(if $(AGENTWORKS_METRICS_PORT),--metrics-port $(AGENTWORKS_METRICS_PORT)) \
 	  $(if $(AGENTWORKS_HOME),--home $(AGENTWORKS_HOME))
 
 bench: $(BIN)/.installed ## Run the benchmarks and write docs/performance.md (installs procrastinate and a2a-sdk for the comparisons; one scenario: python -m bench --only conversation)

@@ -194,6 +194,7 @@ OPERATIONS: dict[str, Operation] = {
     "messaging.ListConversations": lambda w, rpc: rpc(
         "messaging", "ListConversations", m.ListConversationsRequest()
     ),
+    "messaging.ListTargets": lambda w, rpc: rpc("messaging", "ListTargets", m.ListTargetsRequest()),
     # messaging
     "messaging.Read": lambda w, rpc: rpc(
         "messaging", "Read", m.ReadRequest(inbox_id=w.ids["inbox"])
@@ -241,8 +242,12 @@ OPERATIONS: dict[str, Operation] = {
     "scheduler.GetWakeUp": lambda w, rpc: rpc(
         "scheduler", "GetWakeUp", s.GetWakeUpRequest(wake_up_id=w.ids["wake_up"])
     ),
+    "scheduler.CancelWakeUp": lambda w, rpc: _cancel_wake_up(w, rpc),
     "scheduler.GetSchedule": lambda w, rpc: rpc(
         "scheduler", "GetSchedule", s.GetScheduleRequest(schedule_id=w.ids["schedule"])
+    ),
+    "scheduler.GetWebhook": lambda w, rpc: rpc(
+        "scheduler", "GetWebhook", s.GetWebhookRequest(webhook_id=w.ids["webhook"])
     ),
     "scheduler.Pause": lambda w, rpc: rpc("scheduler", "Pause", s.PauseRequest(product="crew:x")),
 }
@@ -250,6 +255,16 @@ OPERATIONS: dict[str, Operation] = {
 
 async def _cancel(world: World, rpc: RPC) -> tuple[str, str]:
     return await rpc("functions", "Cancel", f.CancelRequest(call_id=await fresh_call(world)))
+
+
+async def _cancel_wake_up(world: World, rpc: RPC) -> tuple[str, str]:
+    """Cancel a new wake-up of the runtime's in alice's conversation."""
+    fresh = await world.prepare["bot_s"].create_wake_up(
+        world.ids["conversation"], delay_seconds=3600
+    )
+    return await rpc(
+        "scheduler", "CancelWakeUp", s.CancelWakeUpRequest(wake_up_id=fresh.wake_up_id)
+    )
 
 
 OK, NF, PD = "OK", "NOT_FOUND", "PERMISSION_DENIED"
@@ -270,10 +285,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     #                          caller owner allowed disallowed stranger runtime other_rt operator
     "functions.ListFunctions":  row(OK, OK, OK, OK, OK, OK, OK, OK),
     "functions.Call":           row(OK, OK, OK, NF, NF, NF, NF, NF),
-    "functions.GetStatus":      row(OK, OK, NF, NF, NF, NF, NF, NF),
-    "functions.ReadFile":       row(OK, OK, NF, NF, NF, NF, NF, NF),
-    "functions.Reply":          row(FP, FP, NF, NF, NF, NF, NF, NF),
-    "functions.Cancel":         row(OK, OK, NF, NF, NF, NF, NF, NF),
+    # The operator reads the status of and cancels any call (V1: it lists them all),
+    # but neither reads its files nor answers it, and is told so (PERMISSION_DENIED).
+    "functions.GetStatus":      row(OK, OK, NF, NF, NF, NF, NF, OK),
+    "functions.ReadFile":       row(OK, OK, NF, NF, NF, NF, NF, PD),
+    "functions.Reply":          row(FP, FP, NF, NF, NF, NF, NF, PD),
+    "functions.Cancel":         row(OK, OK, NF, NF, NF, NF, NF, OK),
     "functions.DeclareFunction": row(PD, OK, PD, PD, PD, PD, PD, PD),
     "functions.RegisterTarget": row(PD, PD, PD, PD, PD, PD, PD, OK),
     "functions.ClaimExecution": row(PD, PD, PD, PD, PD, OK, PD, PD),
@@ -282,6 +299,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "functions.ListCalls":      row(OK, OK, OK, OK, OK, OK, OK, OK),
     "functions.ListTargets":    row(OK, OK, OK, OK, OK, OK, OK, OK),
     "messaging.ListConversations": row(OK, OK, OK, OK, OK, OK, OK, OK),
+    "messaging.ListTargets":    row(OK, OK, OK, OK, OK, OK, OK, OK),
     "messaging.Read":           row(OK, NF, NF, NF, NF, NF, NF, NF),
     "messaging.Send(inbox)":    row(OK, NF, NF, NF, NF, NF, NF, NF),
     "messaging.GetTranscript":  row(OK, OK, NF, NF, NF, OK, NF, OK),
@@ -290,8 +308,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     "messaging.EnqueueDelivery": row(PD, PD, PD, PD, PD, PD, PD, OK),
     "messaging.EnqueueDeliveries": row(PD, PD, PD, PD, PD, PD, PD, OK),
     "scheduler.CreateWakeUp":   row(PD, PD, NF, NF, PD, OK, NF, OK),
-    "scheduler.GetWakeUp":      row(NF, NF, NF, NF, NF, OK, NF, OK),
-    "scheduler.GetSchedule":    row(NF, NF, NF, NF, NF, OK, NF, OK),
+    # The target's owner sees what its agents attach (V1) but does not change it.
+    "scheduler.GetWakeUp":      row(NF, OK, NF, NF, NF, OK, NF, OK),
+    "scheduler.CancelWakeUp":   row(NF, PD, NF, NF, NF, OK, NF, OK),
+    "scheduler.GetSchedule":    row(NF, OK, NF, NF, NF, OK, NF, OK),
+    "scheduler.GetWebhook":     row(NF, OK, NF, NF, NF, OK, NF, OK),
     "scheduler.Pause":          row(PD, PD, PD, PD, PD, PD, PD, OK),
 }
 # fmt: on
@@ -316,6 +337,7 @@ GUESSES = {
     "messaging.SendMessage": "inbox",
     "scheduler.GetWakeUp": "wake_up",
     "scheduler.GetSchedule": "schedule",
+    "scheduler.GetWebhook": "webhook",
 }
 
 
@@ -323,7 +345,7 @@ GUESSES = {
 async def world(start_messaging, start_functions, start_scheduler, identity):
     """crew:demo (owner user:owner, runtime agent:demo/bot) on all three services; alice
     has a conversation, and a call with a file claimed by the runtime; the runtime has a
-    wake-up and a schedule in alice's conversation."""
+    wake-up, a schedule and a webhook in alice's conversation."""
     messaging = await start_messaging()
     functions = await start_functions()
     scheduler = await start_scheduler(SCHEDULER_MESSAGING_ADDRESS=messaging.address)
@@ -354,6 +376,7 @@ async def world(start_messaging, start_functions, start_scheduler, identity):
     schedule = await clients["bot_s"].create_schedule(
         receipt.conversation_id, "p", interval_seconds=3600
     )
+    webhook = await clients["bot_s"].create_webhook(receipt.conversation_id, name="ci")
     channels = {
         name: grpc.aio.insecure_channel(running.address)
         for name, running in (
@@ -373,6 +396,7 @@ async def world(start_messaging, start_functions, start_scheduler, identity):
         "conversation": receipt.conversation_id,
         "wake_up": wake_up.wake_up_id,
         "schedule": schedule.schedule_id,
+        "webhook": webhook.webhook_id,
     }
     yield World(stubs, ids, clients)
     for client in clients.values():
@@ -404,7 +428,7 @@ def rpc_as(world: World, name: str, key: KeyDirectory) -> RPC:
     "signing for another service",
     check="the expected status in every cell; every bad identity UNAUTHENTICATED saying "
     "why; a real "
-    "call_id, inbox, conversation, wake-up or schedule id someone may not see answers "
+    "call_id, inbox, conversation, wake-up, schedule or webhook id someone may not see answers "
     "NOT_FOUND exactly like a random id",
 )
 @pytest.mark.parametrize("service", ["functions", "messaging", "scheduler"])
@@ -470,15 +494,17 @@ def RELIABILITY_APPENDIX() -> str:
 
 # What a capability may do, per operation: the capability of the world's call (claimed by
 # agent:demo/bot) and of a turn of alice's conversation (claimed by the same runtime).
-# Everything but the item's own operations is PERMISSION_DENIED; not one NOT_FOUND.
+# Everything but the item's own operations and the function tools is PERMISSION_DENIED;
+# the function tools act as the claimer (L1, L8) and see only the calls the item made:
+# NOT_FOUND for the world's call (alice's), and for echo, which the bot may not call.
 # fmt: off
 CAPABILITY_EXPECTED: dict[str, tuple[str, str]] = {
     #                             execution turn
-    "functions.ListFunctions":      (PD, PD),
-    "functions.Call":               (PD, PD),  # a turn's Call must notify its conversation
-    "functions.GetStatus":          (PD, PD),
-    "functions.ReadFile":           (PD, PD),
-    "functions.Reply":              (PD, PD),
+    "functions.ListFunctions":      (OK, OK),
+    "functions.Call":               (NF, PD),  # a turn's Call must notify its conversation
+    "functions.GetStatus":          (NF, NF),
+    "functions.ReadFile":           (PD, NF),
+    "functions.Reply":              (NF, NF),
     "functions.Cancel":             (PD, PD),
     "functions.DeclareFunction":    (PD, PD),
     "functions.RegisterTarget":     (PD, PD),
@@ -488,6 +514,7 @@ CAPABILITY_EXPECTED: dict[str, tuple[str, str]] = {
     "functions.ListCalls":          (PD, PD),
     "functions.ListTargets":        (PD, PD),
     "messaging.ListConversations":  (PD, PD),
+    "messaging.ListTargets":        (PD, PD),
     "messaging.Read":               (PD, PD),
     "messaging.Send(inbox)":        (PD, PD),
     "messaging.GetTranscript":      (PD, OK),
@@ -497,7 +524,9 @@ CAPABILITY_EXPECTED: dict[str, tuple[str, str]] = {
     "messaging.EnqueueDeliveries":  (PD, PD),
     "scheduler.CreateWakeUp":       (PD, OK),
     "scheduler.GetWakeUp":          (PD, OK),
+    "scheduler.CancelWakeUp":       (PD, OK),
     "scheduler.GetSchedule":        (PD, PD),
+    "scheduler.GetWebhook":         (PD, PD),
     "scheduler.Pause":              (PD, PD),
 }
 # fmt: on
@@ -521,11 +550,12 @@ async def capabilities(world: World, keys: KeyDirectory) -> dict[str, str]:
     action=f"the {len(OPERATIONS)} operations with the capability of an execution and of "
     "a turn (the claimer's principal, signed by functions and messaging)",
     check="OK for the item's own operations only (report and heartbeat of its call; "
-    "reply, transcript and wake-ups of its conversation), PERMISSION_DENIED for "
+    "reply, transcript and wake-ups of its conversation) and the function tools as the "
+    "claimer (NOT_FOUND for a call the item did not make), PERMISSION_DENIED for "
     "everything else",
 )
 async def test_access_matrix_of_capabilities_T3(world, signing_keys):
-    """T3: each operation with an execution's and a turn's capability."""
+    """T3 L1 L8: each operation with an execution's and a turn's capability."""
     tokens = await capabilities(world, signing_keys)
     wrong = []
     for operation, expected in CAPABILITY_EXPECTED.items():

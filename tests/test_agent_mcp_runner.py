@@ -62,8 +62,9 @@ POLICY = Policy(
 
 @pytest.fixture
 async def services(messaging, start_scheduler, start_functions, identity):
-    """messaging (crew:demo), a scheduler, and functions with crew:tools' `shout`
-    (callable by crew demo's agents) served by a plain ExecutionWorker."""
+    """messaging (crew:demo), a scheduler, and functions with crew:tools' `shout` and
+    `interview` (which asks a question; both callable by crew demo's agents, interview
+    by workflow:wf too) served by a plain ExecutionWorker, and workflow:wf's `research`."""
     scheduler = await start_scheduler()
     functions = await start_functions(FUNCTIONS_MESSAGING_ADDRESS=messaging.address)
     async with (
@@ -83,12 +84,33 @@ async def services(messaging, start_scheduler, start_functions, identity):
         await owner.declare_function(
             CREW, "spy", input_schema={"type": "object"}, allowed_callers=["user:*"]
         )
+        await owner.declare_function(
+            "crew:tools",
+            "interview",
+            input_schema={"type": "object"},
+            allowed_callers=["agent:demo/*", "workflow:wf"],
+        )
+        await fops.register_target("workflow:wf", owner="user:owner")
+        await owner.declare_function(
+            "workflow:wf",
+            "research",
+            input_schema={"type": "object"},
+            output_schema={"type": "object"},
+            allowed_callers=["user:*"],
+            workflow={"route": "r"},
+        )
 
     async def shout(ctx: ExecutionContext) -> str:
         return ctx.inputs["text"].upper() + "!"
 
+    async def interview(ctx: ExecutionContext) -> str:
+        return f"you said {await ctx.ask('Which colour?')}"
+
     worker = ExecutionWorker(
-        functions.address, identity("agent:tools/bot"), ["crew:tools"], {"shout": shout}
+        functions.address,
+        identity("agent:tools/bot"),
+        ["crew:tools"],
+        {"shout": shout, "interview": interview},
     )
     worker.wait_seconds = 2
     task = asyncio.create_task(worker.run())
@@ -173,6 +195,70 @@ async def test_an_mcp_agent_holds_a_conversation_under_the_command_runner_L2_T3_
         call = await owner.get_status(call_id)
     assert call.caller == AGENT and call.answer == "HELLO!"
     assert list((root / TURNS_FOLDER).iterdir()) == []
+
+
+async def test_an_mcp_agent_lists_calls_reads_and_answers_a_function_in_its_turn_L1_L2_T3_F11(
+    services, alice, identity, tmp_path
+):
+    """L1 L2 T3 F11: over its MCP endpoint (the turn's capability only) the agent lists
+    crew:tools' functions, calls `interview`, reads the call until it asks, answers it
+    and reads it until it ends, and replies with what it saw; the call is the agent's,
+    notified into this conversation (its completion comes back as a later turn)."""
+    root = project(tmp_path)
+    agent = [sys.executable, str(root / "agent.py")]
+    async with turns(services, identity, root, agent) as (done, _):
+        receipt = await alice.send("ask", target=CREW)
+        texts = await read_until(alice, receipt.inbox_id, 2, WAIT)
+        ended = [await asyncio.wait_for(done.get(), WAIT) for _ in range(2)]
+    assert texts[0] == "interview,shout | Which colour? | completed: you said blue", texts
+    call_id, status = texts[1].split()
+    assert status == "completed", texts
+    assert all(o.completed and o.error is None for o in ended), ended
+    async with FunctionsClient(services[2].address, identity=identity("user:owner")) as owner:
+        call = await owner.get_status(call_id)
+    assert call.caller == AGENT and call.answer == "you said blue"
+
+
+async def test_a_workflow_steps_command_uses_the_function_tools_over_its_endpoint_L8_L2_T3_F14(
+    services, identity, tmp_path
+):
+    """L8 L2 T3 F14: a workflow function's command, over its execution's MCP endpoint,
+    lists crew:tools' functions (only `interview`: workflow:wf may not call `shout`),
+    calls `interview` as step `ask` of its run, reads the
+    call until it asks, answers it and reads it until it ends; the retried step gets the
+    same call. The call names workflow:wf and the run as its source."""
+    _, _, functions = services
+    root = project(tmp_path)
+    runner = CommandRunner(
+        {"research": [sys.executable, str(root / "agent.py")]}, kill_grace_seconds=1, policy=POLICY
+    )
+    outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
+    worker = ExecutionWorker(
+        functions.address,
+        identity("workflow:wf"),
+        ["workflow:wf"],
+        runner,
+        root=root,
+        wait_seconds=2,
+        on_finished=outcomes.put_nowait,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        async with FunctionsClient(functions.address, identity=identity("user:alice")) as caller:
+            made = await caller.call("workflow:wf", "research", {})
+            await asyncio.wait_for(outcomes.get(), WAIT)
+            status = await caller.get_status(made.call_id)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, WAIT)
+    assert state_name(status.status) == "completed", (status.error, status.answer)
+    result = json.loads(status.result_json)
+    said = "interview | Which colour? | completed: you said blue | same call"
+    assert result["said"] == said, result
+    async with FunctionsClient(functions.address, identity=identity("user:owner")) as owner:
+        inner = await owner.get_status(result["call_id"])
+    assert inner.caller == "workflow:wf" and inner.answer == "you said blue"
+    assert (inner.source.run_id, inner.source.step) == (status.run.run_id, "ask")
 
 
 async def test_an_agent_that_keeps_its_endpoint_and_capability_gets_nothing_after_its_turn_L2_T3(

@@ -80,9 +80,10 @@ async def suite(start_messaging, start_functions, identity):
 
 async def test_an_execution_capability_acts_on_its_own_call_only_T3(suite, signing_keys):
     """T3: the capability of execution X, signed by service:functions for the claimer,
-    reports, heartbeats (getting a renewed one) and asks on X; on Y, and for Call,
-    GetStatus, ClaimExecution, a finish that claims the next, or any messaging
-    operation, it is PERMISSION_DENIED saying why."""
+    reports, heartbeats (getting a renewed one) and asks on X; on Y, and for a Call
+    asking for a notice, Cancel, ClaimExecution, a finish that claims the next, or any
+    messaging operation, it is PERMISSION_DENIED saying why; X's own call (alice's) it
+    does not read: NOT_FOUND (tests/test_capability_scope.py has the function tools)."""
     clients, functions, messaging = suite
     x = await clients["alice_f"].call("crew:demo", "echo", {"text": "x"})
     y = await clients["alice_f"].call("crew:demo", "echo", {"text": "y"})
@@ -135,20 +136,26 @@ async def test_an_execution_capability_acts_on_its_own_call_only_T3(suite, signi
             f.AskInputRequest(call_id=y.call_id, ask_id="a", question="q?"),
             "for execution",
         ),
-        "Call": (
+        "Call notifying a conversation": (
             "Call",
-            f.CallRequest(target=CREW, function="echo", inputs_json='{"text": "z"}'),
-            "an execution capability allows only",
+            f.CallRequest(
+                target=CREW,
+                function="echo",
+                inputs_json='{"text": "z"}',
+                notify_conversation_id="00000000-0000-4000-8000-000000000000",
+            ),
+            "an execution capability does not act for a conversation",
         ),
-        "GetStatus of X": (
-            "GetStatus",
-            f.GetStatusRequest(call_id=x.call_id),
+        "Cancel X": (
+            "Cancel",
+            f.CancelRequest(call_id=x.call_id),
             "an execution capability allows only",
         ),
         "Claim": (
             "ClaimExecution",
             f.ClaimExecutionRequest(targets=[CREW]),
-            "allows only AskInput, FinishExecution, HeartbeatExecution, Report, UploadFile",
+            "allows only AskInput, Call, FinishExecution, GetStatus, HeartbeatExecution, "
+            "ListFunctions, Reply, Report, UploadFile",
         ),
         "Finish X claiming the next": (
             "FinishExecution",
@@ -161,6 +168,10 @@ async def test_an_execution_capability_acts_on_its_own_call_only_T3(suite, signi
     for what, (method, request, says) in refused.items():
         code, details, _ = await rpc(functions, method, request, token)
         assert (code, says in details) == ("PERMISSION_DENIED", True), (what, code, details)
+    code, details, _ = await rpc(
+        functions, "GetStatus", f.GetStatusRequest(call_id=x.call_id), token
+    )
+    assert code == "NOT_FOUND", details
     for method, request in (
         ("ClaimTurn", m.ClaimTurnRequest(targets=[CREW])),
         ("Read", m.ReadRequest(inbox_id="in_x")),
@@ -292,9 +303,9 @@ async def test_a_turn_capability_sends_into_its_own_conversation_only_T3(suite):
         ),
         (
             functions,
-            "GetStatus",
-            f.GetStatusRequest(call_id=receipt.call_id),
-            "a turn capability allows only Call",
+            "Cancel",
+            f.CancelRequest(call_id=receipt.call_id),
+            "a turn capability allows only Call, GetStatus, ListFunctions, ReadFile, Reply",
         ),
         (
             functions,

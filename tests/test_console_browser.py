@@ -161,7 +161,8 @@ async def test_the_operator_pauses_and_resumes_a_schedule_and_all_timers_V4_S3_S
     browser, console_suite, screenshot
 ):
     """V4, S4: the operator sees a schedule of the crew's and pauses and resumes it; S3:
-    pauses all timers and lifts the pause again."""
+    pauses all timers and lifts the pause again; V1 A3: the crew's owner sees the
+    schedule, with no button to change it, and a second user sees none."""
     from agentworks.client import SchedulerClient
 
     suite = console_suite
@@ -187,6 +188,19 @@ async def test_the_operator_pauses_and_resumes_a_schedule_and_all_timers_V4_S3_S
     await screenshot(page, "timers")
     await page.get_by_role("button", name="Resume", exact=True).click()
     await expect(page.get_by_test_id("no-pauses")).to_be_visible()
+    await page.context.close()
+
+    # V1 A3: crew:demo's owner sees its agent's schedule but is offered no button to
+    # change it; bob sees none.
+    page = await signed_in(browser, suite, "owner")
+    await page.get_by_role("link", name="Timers").click()
+    row = page.get_by_test_id("schedule").filter(has_text="digest")
+    await expect(row.get_by_test_id("schedule-state")).to_have_text("active")
+    await expect(row.get_by_role("button")).to_have_count(0)
+    await page.context.close()
+    page = await signed_in(browser, suite, "bob")
+    await page.get_by_role("link", name="Timers").click()
+    await expect(page.get_by_text("No schedules you may see.")).to_be_visible()
     await page.context.close()
 
 

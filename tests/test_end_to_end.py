@@ -72,13 +72,28 @@ def free_port_block(count: int) -> int:
 class Up:
     """`agentworks up` running in a temporary working directory, its output collected."""
 
-    def __init__(self, cwd: pathlib.Path, base_port: int, http_port: int, **extra_env: str) -> None:
+    def __init__(
+        self,
+        cwd: pathlib.Path,
+        base_port: int,
+        http_port: int,
+        *args: str,
+        environ: dict[str, str] | None = None,
+        **extra_env: str,
+    ) -> None:
+        """`args`: more `agentworks up` flags; `environ` and `extra_env`: variables to add
+        for it. Without
+        `--metrics-port` in `args` the processes serve metrics on free ports of their own
+        (the default, 9464 and up, would be shared by suites started at once)."""
+        if "--metrics-port" not in args:
+            args = (*args, "--metrics-port", str(free_port_block(12)))
         env = {
             k: v
             for k, v in os.environ.items()
             if not k.endswith(("DATABASE_URL", "_SIGNING_KEY", "_TRUSTED_KEYS"))
             and not k.startswith(("AGENTWORKS_LLM_", "OPENAI_"))
         }
+        env.update(environ or {})
         env.update(extra_env)
         env["PYTHONUNBUFFERED"] = "1"
         # The supervisor passes its environment on: the scheduler ticks every second.
@@ -95,6 +110,7 @@ class Up:
                 str(READY_SECONDS - 10),
                 "--stop-timeout",
                 "10",
+                *args,
             ],
             cwd=cwd,
             env=env,

@@ -218,6 +218,54 @@ async def test_runner_runs_the_command_in_the_call_folder_and_uploads_its_files_
     assert list((tmp_path / "project" / RECORDS_FOLDER).iterdir()) == []
 
 
+def _metric(name: str, **labels: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_the_runner_counts_its_sandbox_launches_and_the_commands_that_could_not_start_R2_P4(
+    functions, identity, alice, tmp_path
+):
+    """R2 P4: each command started in bubblewrap counts in
+    `agentworks_runtime_sandbox_launches_total{sandbox="bwrap"}`; a command that cannot
+    start inside (no such program) counts in `agentworks_runtime_sandbox_failures_total
+    {stage="exec"}`; the executions count as claimed and finished by outcome."""
+    launched = _metric("agentworks_runtime_sandbox_launches_total", sandbox="bwrap")
+    failed = _metric("agentworks_runtime_sandbox_failures_total", stage="exec")
+    of_demo = {"kind": "execution", "target": "crew:demo"}
+    claimed = _metric("agentworks_runtime_claimed_total", **of_demo)
+    finished = _metric("agentworks_runtime_finished_total", **of_demo, outcome="failed")
+    script = tmp_path / "command.py"
+    script.write_text(COMMAND)
+    commands: dict[str, list[str] | str] = {"ok": [sys.executable, str(script), "ok"]}
+    commands["fail"] = [str(tmp_path / "no-such-program")]
+    outcomes: asyncio.Queue[ExecutionOutcome] = asyncio.Queue()
+    worker = ExecutionWorker(
+        functions.address,
+        identity("agent:demo/runner"),
+        ["crew:demo"],
+        CommandRunner(commands, kill_grace_seconds=2, policy=visible(script)),
+        root=tmp_path / "project",
+        wait_seconds=5,
+        lease_seconds=5,
+        on_finished=outcomes.put_nowait,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await alice.call("crew:demo", "ok", {"text": "hi"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+        await alice.call("crew:demo", "fail", {"text": "hi"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "failed"
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+    assert _metric("agentworks_runtime_sandbox_launches_total", sandbox="bwrap") == launched + 2
+    assert _metric("agentworks_runtime_sandbox_failures_total", stage="exec") == failed + 1
+    assert _metric("agentworks_runtime_claimed_total", **of_demo) == claimed + 2
+    assert _metric("agentworks_runtime_finished_total", **of_demo, outcome="failed") == finished + 1
+
+
 async def test_a_command_that_ends_before_the_runner_records_it_completes_and_leaves_no_record_R2(
     functions, identity, alice, tmp_path, monkeypatch
 ):

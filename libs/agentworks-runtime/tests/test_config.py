@@ -31,6 +31,7 @@ def base(signing_keys) -> dict[str, str]:
         ("AGENTWORKS_RUNTIME_CONCURRENCY", "two", "must be an integer, got 'two'"),
         ("LOG_LEVEL", "verbose", "must be one of debug, info, warning, warn, error, critical"),
         ("LOG_JSON", "ture", "must be true or false (also 1/0, yes/no, on/off), got 'ture'"),
+        ("AGENTWORKS_RUNTIME_METRICS_LISTEN", "9464", "must look like host:port"),
     ],
 )
 def test_out_of_range_settings_are_refused_naming_the_variable_P4_P6(base, setting, bad, message):
@@ -105,3 +106,30 @@ def test_with_a_runtime_credential_the_runtime_needs_no_signing_key_T2(tmp_path)
         RuntimeConfig.from_env({**env, "AGENTWORKS_RUNTIME_CREDENTIAL_FILE": "/nowhere"})
     with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_CREDENTIAL: a runtime credential"):
         RuntimeConfig.from_env({**env, "AGENTWORKS_RUNTIME_CREDENTIAL": "aw_x"})
+
+
+def test_a_runtime_serves_its_metrics_where_it_is_told_P4(base):
+    """P4: AGENTWORKS_RUNTIME_METRICS_LISTEN is where the runtime serves /metrics (none
+    when unset); a port another process holds stops it with one line naming the
+    variable, status 2."""
+    import socket
+
+    assert RuntimeConfig.from_env(base).metrics_listen == ""
+    listen = {**base, "AGENTWORKS_RUNTIME_METRICS_LISTEN": "127.0.0.1:9999"}
+    assert RuntimeConfig.from_env(listen).metrics_listen == "127.0.0.1:9999"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentworks.runtime", "demo"],
+            env={**os.environ, **base, "AGENTWORKS_RUNTIME_METRICS_LISTEN": f"127.0.0.1:{port}"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"agentworks-runtime: cannot serve metrics on 127.0.0.1:{port} "
+        "(AGENTWORKS_RUNTIME_METRICS_LISTEN): Address already in use\n"
+    )

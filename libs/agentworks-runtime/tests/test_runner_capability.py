@@ -62,6 +62,7 @@ CHILD = textwrap.dedent(
                 "own": await code(functions.report(call_id, progress="from the child")),
                 "other": await code(functions.report(other, progress="not mine")),
                 "call": await code(functions.call("crew:demo", "echo", {"text": "x"})),
+                "cancel": await code(functions.cancel(other)),
                 "claim": await code(functions.claim_execution(["crew:demo"])),
             }
             # The runner rewrites the file as the lease renews (a heartbeat each ~1.7 s).
@@ -84,8 +85,8 @@ async def test_a_command_gets_its_capability_and_no_key_or_credential_T3_R2(
     """T3 R2: a command started by the runner finds no signing key, runtime credential,
     TLS key, token or database address in its environment, only the execution's
     capability (AGENTWORKS_CAPABILITY and a 0600 file, rewritten as the lease renews);
-    with it, it reports on its own call, and is refused on another call, for Call and
-    for a claim."""
+    with it, it reports on its own call, and is refused on another call, for Cancel and
+    for a claim; it calls only as its runtime (which may not call echo: NOT_FOUND)."""
     secrets = {
         "AGENTWORKS_SIGNING_KEY": "/keys/runtime.pem",
         "AGENTWORKS_RUNTIME_CREDENTIAL": "awrc_secret",
@@ -133,7 +134,8 @@ async def test_a_command_gets_its_capability_and_no_key_or_credential_T3_R2(
     assert seen["has_capability"] and seen["file_mode"] == "0o600", seen
     assert seen["own"] == "OK", seen
     assert seen["other"].startswith("PERMISSION_DENIED") and other.call_id in seen["other"]
-    assert seen["call"].startswith("PERMISSION_DENIED"), seen
+    assert seen["call"].startswith("NOT_FOUND: function 'echo'"), seen
+    assert seen["cancel"].startswith("PERMISSION_DENIED: an execution capability"), seen
     assert seen["claim"].startswith("PERMISSION_DENIED"), seen
     assert seen["renewed"] and seen["after_renewal"] == "OK", seen
     assert status.progress == "renewed"

@@ -83,10 +83,17 @@ async def test_demo_functions_run_through_the_sdk_R2_F9_F10_F11(
 def requests(method: str, *codes: str) -> float:
     """`method` requests this process's functions service has answered so far with one
     of `codes` (its metrics)."""
+    from agentworks.server.metrics import GRPC_CODES
+
     return sum(
         REGISTRY.get_sample_value(
-            "agentworks_rpc_requests_total",
-            {"service": "functions", "method": method, "code": code},
+            "grpc_server_handled_total",
+            {
+                "grpc_type": "unary",
+                "grpc_service": "agentworks.functions.v1.FunctionsService",
+                "grpc_method": method,
+                "grpc_code": GRPC_CODES[code],
+            },
         )
         or 0.0
         for code in codes

@@ -18,25 +18,29 @@ def scrape(port: int) -> str:
 
 
 async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
-    """P4: a refused RPC shows up as a NOT_FOUND count for its method; counters are named
-    `*_total` (NOTIFY wake-ups was a gauge), and `agentworks_build_info` names the
-    service, version and Python of the process."""
+    """P4: a refused RPC shows up as a NotFound count for its method under the grpc
+    Prometheus names (`grpc_server_handled_total`, started, handling seconds); counters
+    are named `*_total` (NOTIFY wake-ups was a gauge), and `agentworks_build_info` names
+    the service, version, Python and instance of the process."""
     watch_database("messaging", messaging.database)
     port = serve_metrics("127.0.0.1:0")
     async with MessagingClient(messaging.address, identity=identity("user:alice")) as client:
         with pytest.raises(NotFound):
             await client.read("00000000-0000-0000-0000-000000000000")
     body = await asyncio.to_thread(scrape, port)
-    assert (
-        'agentworks_rpc_requests_total{code="NOT_FOUND",method="Read",service="messaging"}' in body
-    )
+    labels = 'grpc_method="Read",grpc_service="agentworks.messaging.v1.MessagingService"'
+    assert f'grpc_server_handled_total{{grpc_code="NotFound",{labels},grpc_type="unary"}}' in body
+    assert f'grpc_server_started_total{{{labels},grpc_type="unary"}}' in body
+    assert f'grpc_server_handling_seconds_count{{{labels},grpc_type="unary"}}' in body
+    assert "agentworks_rpc_" not in body
     assert 'agentworks_long_poll_waiters{service="messaging"}' in body
     assert 'agentworks_db_pool_checked_out{service="messaging"}' in body
     # Counters end in _total and say so; a build_info says what each process runs.
     assert "# TYPE agentworks_notify_wakeups_total counter" in body
     assert 'agentworks_notify_wakeups_total{service="messaging"}' in body
     assert re.search(
-        r'agentworks_build_info\{python="3\.[0-9.]+",service="messaging",version="[^"]+"\} 1\.0',
+        r'agentworks_build_info\{python="3\.[0-9.]+",service="messaging",'
+        r'service_instance_id="[^"]+",version="[^"]+"\} 1\.0',
         body,
     ), body
 

@@ -67,8 +67,15 @@ async def echo(signing_keys):
 
 
 def _count(code: str) -> float:
-    labels = {"service": "echo", "method": "Echo", "code": code}
-    return REGISTRY.get_sample_value("agentworks_rpc_requests_total", labels) or 0.0
+    from agentworks.server.metrics import GRPC_CODES
+
+    labels = {
+        "grpc_type": "unary",
+        "grpc_service": METHOD.strip("/").rpartition("/")[0],
+        "grpc_method": "Echo",
+        "grpc_code": GRPC_CODES[code],
+    }
+    return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
 
 
 async def test_every_request_is_checked_counted_and_mapped_A2_P4(echo, signing_keys):

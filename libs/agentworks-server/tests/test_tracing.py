@@ -67,3 +67,50 @@ async def test_a_traced_service_spans_rpcs_and_sql_P4(
     assert "/agentworks.messaging.v1.MessagingService/RegisterTarget" in spans
     assert '"service.name": "messaging-traced"' in spans
     assert "INSERT INTO messaging.targets" in spans
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "grpc"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "http/protobuf"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": " GRPC "}, "grpc"),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            },
+            "http/protobuf",
+        ),
+    ],
+)
+def test_otlp_goes_over_grpc_or_http_as_the_standard_variables_say_P4(env, expected):
+    """P4: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, picks the
+    OTLP transport (grpc by default, as the Python SDK's own default)."""
+    from agentworks.client.tracing import otlp_protocol
+
+    assert otlp_protocol(env) == expected
+
+
+def test_an_unknown_otlp_protocol_stops_the_start_naming_the_variable_P4(
+    database_url, signing_keys
+):
+    """P4: an OTLP protocol the exporters do not speak (http/json here) is a setting at
+    fault: the service does not start (exit 2) and its one line names the variable."""
+    service = ServiceProcess(
+        "agentworks_messaging",
+        "MESSAGING",
+        database_url,
+        signing_keys,
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/json",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", service.module],
+        env=service.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL must be one of grpc, http/protobuf" in done.stderr

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import psycopg
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
@@ -270,6 +271,36 @@ CASES: list[Case] = [
     ),
     *cases(
         "ListFunctions", ALICE, NOT_FOUND, (pb.ListFunctionsRequest(target=GHOST), "not registered")
+    ),
+    # ---------------------------------------------------------------- listing (V1)
+    *cases(
+        "ListTargets",
+        ALICE,
+        INVALID,
+        (pb.ListTargetsRequest(target=BAD_KIND), "target.kind"),
+        (pb.ListTargetsRequest(after="nope"), "after 'nope' is not a cursor of this list"),
+        (pb.ListTargetsRequest(after="fc1:x"), "is not a cursor of this list"),
+        (pb.ListTargetsRequest(limit=-1), "limit must be between 1 and 200, got -1"),
+        (pb.ListTargetsRequest(limit=201), "limit must be between 1 and 200, got 201"),
+    ),
+    *cases(
+        "ListCalls",
+        ALICE,
+        INVALID,
+        (pb.ListCallsRequest(target=BAD_KIND), "target.kind"),
+        (pb.ListCallsRequest(caller="alice"), "caller 'alice' is not a principal"),
+        (pb.ListCallsRequest(caller="user:a\x00"), "is not a principal"),
+        (pb.ListCallsRequest(statuses=[0]), "statuses: 0 is not a call state"),
+        (pb.ListCallsRequest(statuses=[99]), "statuses: 99 is not a call state"),  # type: ignore[list-item]
+        (pb.ListCallsRequest(after="ft1:x"), "after 'ft1:x' is not a cursor of this list"),
+        (pb.ListCallsRequest(limit=500), "limit must be between 1 and 200, got 500"),
+        (
+            pb.ListCallsRequest(
+                created_after=Timestamp(seconds=2_000_000_000),
+                created_before=Timestamp(seconds=1_000_000_000),
+            ),
+            "is not before created_before",
+        ),
     ),
     # ------------------------------------------------------------------ calls
     *cases(

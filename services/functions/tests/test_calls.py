@@ -351,3 +351,42 @@ async def test_a_call_no_runtime_claims_ends_interrupted_and_frees_its_slot_F5_F
     finally:
         for client in (ops, owner, alice):
             await client.close()
+
+
+async def test_the_operator_reads_and_cancels_anyones_call_but_not_its_files_or_question_A3_F15(
+    clients, operator, echo, runtime
+):
+    """A3 F15 V1 (issue 25's story): the operator, who lists every call, reads the status
+    of and cancels a call left open by someone else, freeing its slot; it may not answer
+    the call's question nor read its files (PERMISSION_DENIED, saying who may). A plain
+    user still gets NOT_FOUND for status and cancel of another's call."""
+    alice = await clients("user:alice")
+    stuck = await alice.call("crew:demo", echo, {"text": "left by Ctrl-C"})
+    await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+    await runtime.upload_file(stuck.call_id, "out.txt", b"private")
+    await runtime.ask_input(stuck.call_id, "q1", "go on?")
+
+    mallory = await clients("user:mallory")
+    for attempt in (mallory.get_status(stuck.call_id), mallory.cancel(stuck.call_id)):
+        with pytest.raises(errors.NotFound, match="not found"):
+            await attempt
+
+    seen = await operator.get_status(stuck.call_id)
+    assert seen.caller == "user:alice" and state_name(seen.status) == "waiting_for_input"
+    assert seen.question == "go on?" and [f.name for f in seen.files] == ["out.txt"]
+    for attempt, act in (
+        (operator.read_file(stuck.call_id, "out.txt"), "read its files"),
+        (operator.reply(stuck.call_id, "yes"), "answer its question"),
+    ):
+        with pytest.raises(errors.PermissionDenied, match=f"user:owner\\) may {act}"):
+            await attempt
+    with pytest.raises(errors.NotFound, match="not found"):  # a guessed id: still nothing
+        await operator.get_status(str(uuid.uuid4()))
+
+    status = await operator.cancel(stuck.call_id)
+    assert state_name(status.status) == "cancelled" and status.error == "cancelled by user:ops"
+    assert state_name((await alice.get_status(stuck.call_id)).status) == "cancelled"
+    (target,) = (await operator.list_targets()).targets
+    assert target.running == 0
+    with pytest.raises(errors.NotFound, match="not found"):
+        await mallory.get_status(stuck.call_id)

@@ -107,6 +107,36 @@ async def test_open_calls_are_found_across_pages_and_cancelled_then_the_target_i
     assert [c["call_id"] for c in response.json()["items"]] == made[::-1]
 
 
+async def test_the_operator_finds_someone_elses_stuck_call_and_cancels_it_V1_A3_F15(
+    gateway, mcp_session, alice_token, make_token, operator_token, echo
+):
+    """V1 A3 F15 (issue 25's story, as the operator): a call alice left open holds a slot;
+    the operator lists it, reads its status and cancels it, and the slot is free; a plain
+    user gets NOT_FOUND for status and cancel of it, as for a call that does not exist."""
+    async with mcp_session(gateway.mcp_url, alice_token) as alice:
+        call = await ok(
+            alice,
+            "functions",
+            {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "x"}},
+        )
+    async with mcp_session(gateway.mcp_url, await make_token("user:bob")) as bob:
+        for action in ("status", "cancel"):
+            refused = await bob.call_tool(
+                "functions", {"action": action, "call_id": call["call_id"]}
+            )
+            assert refused.is_error, action
+            assert refused.structured_content["error"]["code"] == "NOT_FOUND", action
+    async with mcp_session(gateway.mcp_url, operator_token) as ops:
+        (found,) = (await ok(ops, "list", {"what": "calls", "status": "open"}))["items"]
+        assert (found["call_id"], found["caller"]) == (call["call_id"], "user:alice")
+        status = await ok(ops, "functions", {"action": "status", "call_id": call["call_id"]})
+        assert status["status"] == "running"
+        cancelled = await ok(ops, "functions", {"action": "cancel", "call_id": call["call_id"]})
+        assert cancelled["status"] == "cancelled"
+        (target,) = (await ok(ops, "list", {"what": "targets"}))["items"]
+        assert target["running"] == 0
+
+
 async def test_a_second_user_sees_none_of_the_first_users_an_owner_its_targets_A3_V1(
     gateway, mcp_session, alice_token, make_token, operator_token, echo
 ):
@@ -284,3 +314,33 @@ async def test_wake_ups_schedules_and_webhooks_are_listed_by_conversation_V1_S1_
         page = response.json()
         assert len(page["items"]) == 1 and key in page["items"][0], what
         assert page["next_cursor"] == ""
+
+
+async def test_the_targets_owner_lists_its_agents_timers_a_second_user_none_V1_A3_S1_S4_S5(
+    gateway, mcp_session, make_token, operator_token, agent_scheduler, conversation
+):
+    """V1 A3 S1 S4 S5: through the `list` tool, crew:demo's owner sees the wake-up,
+    schedule and webhook its agent attached to alice's conversation, the operator too;
+    alice (who opened it) and bob see none, even filtering by the conversation."""
+    made = {
+        "wake_ups": (await agent_scheduler.create_wake_up(conversation, delay_seconds=3600)),
+        "schedules": await agent_scheduler.create_schedule(
+            conversation, "hourly", interval_seconds=3600
+        ),
+        "webhooks": await agent_scheduler.create_webhook(conversation, name="ci"),
+    }
+    ids = {
+        "wake_ups": ("wake_up_id", made["wake_ups"].wake_up_id),
+        "schedules": ("schedule_id", made["schedules"].schedule_id),
+        "webhooks": ("webhook_id", made["webhooks"].webhook_id),
+    }
+    for token in (await make_token("user:owner"), operator_token):
+        async with mcp_session(gateway.mcp_url, token) as viewer:
+            for what, (key, item_id) in ids.items():
+                items = (await ok(viewer, "list", {"what": what}))["items"]
+                assert [i[key] for i in items] == [item_id], what
+    for principal in ("user:alice", "user:bob"):
+        async with mcp_session(gateway.mcp_url, await make_token(principal)) as other:
+            for what in ids:
+                for args in ({"what": what}, {"what": what, "conversation_id": conversation}):
+                    assert (await ok(other, "list", args))["items"] == [], (principal, args)

@@ -145,3 +145,26 @@ async def test_a_participant_reads_both_directions_and_every_delivery_kind_V2_C1
     mallory = await clients("user:mallory")
     with pytest.raises(errors.NotFound):
         await mallory.get_transcript(conversation)
+
+
+async def test_targets_are_listed_to_their_owner_by_kind_and_name_across_pages_A3_V1(
+    clients, demo, operator
+):
+    """V1 A3: ListTargets gives the caller the targets it owns, by (kind, name), page by
+    page; someone who owns none sees none, the operator every target; a cursor that is not
+    one of this list, or a limit past 200, is refused saying so."""
+    for name in ("workflow:wf", "crew:zeta", "crew:alpha"):
+        await operator.register_target(name, owner="user:owner")
+    await operator.register_target("crew:other", owner="user:zed")
+    owner = await clients("user:owner")
+    first = await owner.list_targets(limit=2)
+    second = await owner.list_targets(limit=2, after=first.next_cursor)
+    assert [target_str(t.ref) for t in first.targets] == ["crew:alpha", "crew:demo"]
+    assert [target_str(t.ref) for t in second.targets] == ["crew:zeta", "workflow:wf"]
+    assert second.next_cursor == "" and {t.owner for t in second.targets} == {"user:owner"}
+    assert list((await (await clients("user:mallory")).list_targets()).targets) == []
+    assert len((await operator.list_targets()).targets) == 5
+    with pytest.raises(errors.InvalidArgument, match="is not a cursor of this list"):
+        await owner.list_targets(after=(await owner.list_conversations()).since_cursor)
+    with pytest.raises(errors.InvalidArgument, match="limit must be between 1 and 200"):
+        await owner.list_targets(limit=201)

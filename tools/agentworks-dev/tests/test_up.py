@@ -312,6 +312,55 @@ def test_up_runs_grpc_in_plain_text_on_loopback_and_says_so_T5(tmp_path):
     assert "plain text on 0.0.0.0, readable on the network" in "".join(lines)
 
 
+def test_every_child_gets_its_own_metrics_port_and_name_never_a_shared_one_P3_P4(tmp_path):
+    """P3 P4: with --replicas 2 each child (every replica, each gateway, each demo
+    runtime) is given its own metrics port, from --metrics-port on in a fixed order, and
+    its name as service.instance.id; a <SERVICE>_METRICS_LISTEN exported for `up` (one
+    port for every replica) reaches no child, and ports that would overlap the suite's
+    gRPC or HTTP ports are refused, naming the setting."""
+    from agentworks_dev.specs import StartupError
+    from agentworks_dev.telemetry import metrics_lines, metrics_ports
+    from agentworks_dev.up import Supervisor, parse_args
+
+    options = parse_args(["--home", str(tmp_path), "--replicas", "2", "--metrics-port", "9600"], {})
+    supervisor = Supervisor(
+        options,
+        {
+            "PATH": os.environ["PATH"],
+            "MESSAGING_METRICS_LISTEN": "0.0.0.0:9100",
+            "OTEL_RESOURCE_ATTRIBUTES": "team=ops",
+        },
+    )
+    supervisor.metrics = metrics_ports(9600, 2)
+    supervisor.keys = KeyDirectory(tmp_path / "keys")
+    children = [c for c, _ in supervisor.plan()[0]] + supervisor.runtime_children()
+    listen = {}
+    for child in children:
+        variable = (
+            "AGENTWORKS_RUNTIME_METRICS_LISTEN"
+            if child.name.startswith("demo-")
+            else f"{child.name.rsplit('-', 1)[0].upper()}_METRICS_LISTEN"
+        )
+        listen[child.name] = child.env[variable]
+        assert child.env["OTEL_RESOURCE_ATTRIBUTES"] == f"team=ops,service.instance.id={child.name}"
+        others = [k for k in child.env if k.endswith("METRICS_LISTEN") and k != variable]
+        assert not others, (child.name, others)
+    assert listen["messaging-1"] == "127.0.0.1:9600"
+    assert listen["messaging-2"] == "127.0.0.1:9601"
+    assert listen["demo-funcs"] == "127.0.0.1:9609"
+    assert len(set(listen.values())) == len(children) == 10
+    lines = "\n".join(metrics_lines("127.0.0.1", supervisor.metrics, [c.name for c in children]))
+    assert "gateway-2 http://127.0.0.1:9607/metrics" in lines
+    assert metrics_lines("127.0.0.1", metrics_ports(0, 2), ["messaging-1"]) == [
+        "  metrics   off (--metrics-port 0)"
+    ]
+    with pytest.raises(
+        StartupError,
+        match="port 50051 is also a gRPC or HTTP port; choose another first port with --metr",
+    ):
+        metrics_ports(50050, 1, [50051, 50052, 50053, 8080])
+
+
 def test_the_demo_crew_gets_the_llm_agent_only_with_llm_settings_and_the_banner_says_so_L4(
     tmp_path,
 ):

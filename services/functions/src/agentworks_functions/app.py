@@ -30,13 +30,16 @@ from agentworks_functions.store import (
 )
 from agentworks_functions.sweeper import sweep
 
-# What a capability may call here (T3): an execution's its own call's operations, a
-# turn's a Call as its agent, notified into its conversation. Each checks the item.
+# What a capability may call here (T3, L1, L8): an execution's its own call's operations,
+# and the function tools as its runtime: list, call (a workflow's as a step of its run),
+# read and answer the calls it made; a turn's the function tools as its agent: list,
+# call notified into its conversation, and read, answer and read the files of the calls
+# made from that conversation. Each checks the item (service/base.py).
+_FUNCTION_TOOLS = frozenset({"ListFunctions", "Call", "GetStatus", "Reply"})
 CAPABILITY_METHODS = {
-    "execution": frozenset(
-        {"HeartbeatExecution", "Report", "UploadFile", "AskInput", "FinishExecution"}
-    ),
-    "turn": frozenset({"Call"}),
+    "execution": _FUNCTION_TOOLS
+    | {"HeartbeatExecution", "Report", "UploadFile", "AskInput", "FinishExecution"},
+    "turn": _FUNCTION_TOOLS | {"ReadFile"},
 }
 
 

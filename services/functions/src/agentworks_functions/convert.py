@@ -249,6 +249,7 @@ def execution_out(call: Call) -> pb.Execution:
         description=call.description,
         run_id=call.run_id or "",
         variables_json=dumps(call.variables),
+        traceparent=call.traceparent,
     )
     if call.workflow is not None:
         out.workflow.CopyFrom(binding_out(call.workflow))

@@ -163,6 +163,10 @@ class Call:
     version: int
     created_at: datetime
     ended_at: datetime | None
+    # The W3C trace context of the request that made the call ("" without tracing).
+    traceparent: str = ""
+    # The execution whose capability made this call (T3, L8), else None.
+    source_call_id: str | None = None
 
     @property
     def is_open(self) -> bool:

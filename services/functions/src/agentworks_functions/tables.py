@@ -73,6 +73,9 @@ calls = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("ended_at", TS),
+    sa.Column("traceparent", sa.Text, nullable=False, server_default=""),
+    # The execution whose capability made the call (T3, L8; migration 0010).
+    sa.Column("source_call_id", UUID),
 )
 
 execution_messages = sa.Table(

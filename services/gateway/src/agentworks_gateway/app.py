@@ -102,8 +102,18 @@ class RunningGateway:
         log.info("server.stopped", service="gateway")
 
 
-async def start(config: Config) -> RunningGateway:
-    """Start the gateway in this event loop; returns once it accepts connections."""
+def _traced(app: Any) -> Any:
+    """The app inside OpenTelemetry's ASGI middleware: a server span per HTTP request
+    (`POST /api/v1/tools/{tool}`, `/mcp`, ...), parent of the gRPC calls it makes, and
+    continuing the trace of a caller that sends `traceparent`."""
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    return OpenTelemetryMiddleware(app, excluded_urls="healthz")
+
+
+async def start(config: Config, *, traced: bool = False) -> RunningGateway:
+    """Start the gateway in this event loop; returns once it accepts connections.
+    `traced`: a span per HTTP request (tracing is on, `configure_tracing`)."""
     check_keys(config.service)
     # Metrics first: a taken metrics port fails the start, naming GATEWAY_METRICS_LISTEN.
     metrics_port = start_metrics(config.service)
@@ -116,9 +126,10 @@ async def start(config: Config) -> RunningGateway:
     metrics.watch_pool(database)
     gateway = Gateway(config, TokenStore(database))
     host, port = config.host_port
+    app = build_app(gateway)
     server = _Uvicorn(
         uvicorn.Config(
-            build_app(gateway),
+            _traced(app) if traced else app,
             host=host,
             port=port,
             lifespan="on",
@@ -155,15 +166,20 @@ async def start(config: Config) -> RunningGateway:
 def main() -> int:
     """Run the gateway until SIGTERM/SIGINT, then drain and stop; the exit status."""
     from agentworks.client.logging import configure_logging
+    from agentworks.client.tracing import TracingUnavailable
+    from agentworks.server.service import CONFIG_ERROR
     from agentworks.server.tracing import configure_tracing, trace_database
 
     config = read_config("gateway", Config.from_env)
     configure_logging("gateway", level=config.service.log_level, json=config.service.log_json)
     warn_unknown_settings(config.service)
-    tracing = configure_tracing("gateway")
+    try:
+        tracing = configure_tracing("gateway", grpc_server=False)
+    except TracingUnavailable as exc:
+        report_start_failure("gateway", StartFailed(str(exc), status=CONFIG_ERROR))
 
     async def run() -> None:
-        running = await start(config)
+        running = await start(config, traced=tracing)
         if tracing:
             trace_database(running.database)
         print(f"gateway listening on {running.address} (MCP: {running.mcp_url})", flush=True)

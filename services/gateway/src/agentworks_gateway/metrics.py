@@ -17,6 +17,7 @@ import structlog
 from prometheus_client import Counter
 
 from agentworks.client import errors
+from agentworks.client.metrics import report_build
 from agentworks.server.db import Database
 from agentworks.server.metrics import POOL_CHECKED_OUT
 
@@ -92,5 +93,7 @@ def refused(surface: str, exc: errors.AgentWorksError) -> None:
 
 
 def watch_pool(database: Database) -> None:
-    """Report the gateway's pool (`agentworks_db_pool_checked_out{service="gateway"}`)."""
+    """Report the gateway's pool (`agentworks_db_pool_checked_out{service="gateway"}`)
+    and what it runs (`agentworks_build_info{service="gateway"}`)."""
     POOL_CHECKED_OUT.labels("gateway").set_function(lambda: database.pool.checked_out)
+    report_build("gateway", "agentworks-gateway")

@@ -195,6 +195,7 @@ def turn_out(turn: Turn) -> pb.Turn:
         reply_inbox_id=turn.reply_inbox_id,
         deliveries=[delivery_out(d) for d in turn.deliveries],
         lease_expires_at=timestamp(turn.lease_expires_at),
+        traceparent=turn.traceparent,
     )
 
 

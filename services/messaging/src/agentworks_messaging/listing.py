@@ -1,5 +1,6 @@
-"""Listing conversations (V1) under A3: the operator sees every one; anyone else the
-conversations of the inboxes bound to them and those of the targets they own."""
+"""Listing conversations and targets (V1) under A3: the operator sees every one; anyone
+else the conversations of the inboxes bound to them and those of the targets they own,
+and the targets they own."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ from datetime import timedelta
 
 from agentworks.client.checks import (
     bounded,
+    decode_key_cursor,
     decode_time_cursor,
+    encode_key_cursor,
     encode_time_cursor,
 )
 from agentworks.client.identity import Identity
 from agentworks.client.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
-from agentworks_messaging.models import ConversationSummary, TargetKey
+from agentworks_messaging.models import ConversationSummary, Target, TargetKey
 from agentworks_messaging.store import MessagingStore
 
 _LIST_CURSOR = "mc1:"
 _SINCE_CURSOR = "ms1:"
+_TARGETS_CURSOR = "mt1:"
 # A message's time is its transaction's start, so one still being stored when a list is
 # read can carry an earlier time than the list: `since` reaches this far back, so it
 # repeats what came in these last seconds rather than miss a message.
@@ -53,3 +57,20 @@ class ConversationListing:
             _SINCE_CURSOR, now - SINCE_MARGIN, "00000000-0000-0000-0000-000000000000"
         )
         return items, cursor, since_cursor
+
+    async def list_targets(
+        self, identity: Identity, *, after: str, limit: int
+    ) -> tuple[list[Target], str]:
+        """A page of the targets `identity` owns (the operator: all) by (kind, name), and
+        the next cursor ("" after the last page)."""
+        limit = bounded(limit, "limit", 1, MAX_LIST_PAGE, LIST_PAGE_DEFAULT)
+        key = decode_key_cursor(after, _TARGETS_CURSOR, (str, str))
+        targets = await self.store.list_targets(
+            viewer=None if identity.is_operator else identity.principal,
+            after=(key[0], key[1]) if key else None,
+            limit=limit + 1,
+        )
+        more = len(targets) > limit
+        targets = targets[:limit]
+        last = targets[-1].key if more else None
+        return targets, encode_key_cursor(_TARGETS_CURSOR, last.kind, last.name) if last else ""

@@ -66,6 +66,8 @@ class Turn:
     reply_inbox_id: str
     lease_expires_at: datetime
     deliveries: list[Delivery] = field(default_factory=list)
+    # The W3C trace context of its oldest traced delivery ("" without tracing).
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

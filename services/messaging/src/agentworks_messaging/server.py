@@ -57,6 +57,12 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     async def GetTarget(self, request, context):
         return target_out(await self.service.get_target(caller(), target_key(request.ref, "ref")))
 
+    async def ListTargets(self, request, context):
+        targets, cursor = await self.service.list_targets(
+            caller(), after=request.after, limit=request.limit
+        )
+        return pb.ListTargetsResponse(targets=[target_out(t) for t in targets], next_cursor=cursor)
+
     async def Send(self, request, context):
         destination = request.WhichOneof("destination")
         receipt = await self.service.send(

@@ -100,4 +100,5 @@ deliveries = sa.Table(
     sa.Column("status", sa.Text, nullable=False, server_default="pending"),
     sa.Column("turn_id", UUID),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
+    sa.Column("traceparent", sa.Text, nullable=False, server_default=""),
 )

@@ -13,6 +13,7 @@ from typing import Any
 from agentworks.client import MessagingClient, delivery_request, target_str
 from agentworks.client.errors import AgentWorksError
 from agentworks.client.identity import Forwarded, Identity, Minter
+from agentworks.client.limits import MAX_LIST_PAGE
 from agentworks.client.rpc import open_channel
 from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
@@ -45,12 +46,13 @@ class MessagingConversations:
             channel=self._channel, identity=identity, timeout=timeout
         )
 
-    async def participation(self, identity: Identity, conversation_id: str) -> Participation:
-        on_behalf = MessagingClient(
-            channel=self._channel,
-            identity=Forwarded(identity.token),
-            timeout=self._timeout,
+    def _on_behalf(self, identity: Identity) -> MessagingClient:
+        return MessagingClient(
+            channel=self._channel, identity=Forwarded(identity.token), timeout=self._timeout
         )
+
+    async def participation(self, identity: Identity, conversation_id: str) -> Participation:
+        on_behalf = self._on_behalf(identity)
         # Position 1 of every conversation is the message that opened it.
         page = await on_behalf.get_transcript(conversation_id, limit=1)
         opener = ""
@@ -60,6 +62,18 @@ class MessagingConversations:
             elif entry.HasField("delivery") and entry.delivery.HasField("message"):
                 opener = entry.delivery.message.sender
         return Participation(opener=opener, target=target_str(page.target))
+
+    async def owned_targets(self, identity: Identity) -> frozenset[str]:
+        # Asked at each read, not stored with the record: the operator may give a target
+        # another owner (RegisterTarget), and the new owner, not the old, sees its timers.
+        on_behalf, cursor = self._on_behalf(identity), ""
+        owned: set[str] = set()
+        while True:
+            page = await on_behalf.list_targets(after=cursor, limit=MAX_LIST_PAGE)
+            owned.update(target_str(t.ref) for t in page.targets)
+            cursor = page.next_cursor
+            if not cursor:
+                return frozenset(owned)
 
     async def enqueue(
         self,

@@ -156,6 +156,11 @@ class Conversations(Protocol):
         """
         ...
 
+    async def owned_targets(self, identity: Identity) -> frozenset[str]:
+        """As `identity`: the targets it owns (`crew:<name>`, `workflow:<id>`), as
+        messaging records them now."""
+        ...
+
     async def enqueue(
         self,
         *,

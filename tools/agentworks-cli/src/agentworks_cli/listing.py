@@ -204,7 +204,9 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     paging_options(listing, "calls")
     listing.set_defaults(run=list_calls)
     cancel = calls_cmds.add_parser(
-        "cancel", parents=[common], help="cancel open calls (their caller or the target's owner)"
+        "cancel",
+        parents=[common],
+        help="cancel open calls (their caller, the target's owner or the operator)",
     )
     cancel.add_argument("call_ids", nargs="+", metavar="CALL_ID", help="the calls to cancel")
     cancel.set_defaults(run=cancel_calls)

@@ -169,7 +169,11 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--paused", action="store_true", help="create it paused")
     submission_option(create, "schedule")
     create.set_defaults(run=schedules, action="create")
-    listing = sched_cmds.add_parser("list", parents=[common], help="list schedules")
+    listing = sched_cmds.add_parser(
+        "list",
+        parents=[common],
+        help="list the schedules you may see: yours and those on targets you own",
+    )
     list_options(listing, "schedules")
     listing.set_defaults(run=schedules, action="list")
     for action, text in (

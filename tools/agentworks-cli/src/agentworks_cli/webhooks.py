@@ -107,7 +107,11 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     submission_option(create, "webhook (and its secret, within 24 hours, unless rotated)")
     create.set_defaults(run=webhooks, action="create")
-    listing = hooks_cmds.add_parser("list", parents=[common], help="list webhooks (no secrets)")
+    listing = hooks_cmds.add_parser(
+        "list",
+        parents=[common],
+        help="list the webhooks you may see: yours and those on targets you own (no secrets)",
+    )
     list_options(listing, "webhooks")
     listing.set_defaults(run=webhooks, action="list")
     for action, text in (

@@ -23,6 +23,7 @@ def banner_text(
     skipped: Sequence[str],
     host: str = "127.0.0.1",
     ignored_tls: Sequence[str] = (),
+    metrics: Sequence[str] = (),
     agent: str = "",
 ) -> str:
     """The banner: MCP and console addresses, token, services, database and CLI commands.
@@ -30,8 +31,10 @@ def banner_text(
     `services` are "<name> <addresses>" of the services started; `preset_token` says the
     token came from AGENTWORKS_DEV_TOKEN (then it is not shown); `database_port` is the
     embedded PostgreSQL's TCP port. gRPC runs without TLS (T5): the banner says so, and
-    names the TLS settings in `ignored_tls` it did not use. `agent` says what answers the
-    demo crew (the scripted demo or the reference LLM runtime, `agent.demo_agent_line`).
+    names the TLS settings in `ignored_tls` it did not use. `metrics` are the lines
+    giving each process's metrics URL (`telemetry.metrics_lines`). `agent` says what
+    answers the demo crew (the scripted demo or the reference LLM runtime,
+    `agent.demo_agent_line`).
     """
     rel = os.path.relpath(home)
     shown_home = rel if not rel.startswith("..") else str(home)
@@ -61,6 +64,7 @@ def banner_text(
         f"  token     {shown}",
         f"            {saved}the CLI reads {shown_home}/cli.json",
         f"  services  {' | '.join(services)}",
+        *metrics,
         f"  database  {database}",
         f"  TLS       {_transport(host)}",
     ]

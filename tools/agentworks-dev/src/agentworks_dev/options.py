@@ -7,7 +7,20 @@ import pathlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentworks_dev.specs import DEFAULT_HOME
+from agentworks.client.tls import SETTINGS as TLS_SETTINGS
+from agentworks_dev.specs import DEFAULT_HOME, DEFAULT_METRICS_PORT, GATEWAY, GRPC_SERVICES
+
+_TLS_SUFFIXES = tuple(f"_{name}" for name in TLS_SETTINGS)
+
+
+def tls_variables(environ: dict[str, str]) -> list[str]:
+    """The TLS settings (`AGENTWORKS_TLS_*`, `<SERVICE>_TLS_*`) set in `environ`."""
+    prefixes = ("AGENTWORKS", GATEWAY.prefix, *(spec.prefix for spec in GRPC_SERVICES))
+    return sorted(
+        name
+        for name in environ
+        if name.endswith(_TLS_SUFFIXES) and name.rpartition("_TLS_")[0] in prefixes
+    )
 
 
 @dataclass
@@ -19,6 +32,8 @@ class Options:
     host: str
     base_port: int
     http_port: int
+    # The first metrics port (each process takes the next); 0: no metrics.
+    metrics_port: int
     database_url: str
     ready_timeout: float
     stop_timeout: float
@@ -74,6 +89,14 @@ def parse_args(argv: Sequence[str], environ: dict[str, str]) -> Options:
         help="first gateway HTTP port (env AGENTWORKS_HTTP_PORT, default 8080)",
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=_env_int(parser, environ, "AGENTWORKS_METRICS_PORT", DEFAULT_METRICS_PORT),
+        help="first /metrics port; every process (each replica, each runtime) takes the "
+        f"next one (env AGENTWORKS_METRICS_PORT, default {DEFAULT_METRICS_PORT}; 0: no "
+        "metrics)",
+    )
+    parser.add_argument(
         "--host",
         default=environ.get("AGENTWORKS_HOST") or "127.0.0.1",
         help="listen address (env AGENTWORKS_HOST, default 127.0.0.1)",
@@ -102,12 +125,15 @@ def parse_args(argv: Sequence[str], environ: dict[str, str]) -> Options:
     args = parser.parse_args(list(argv))
     if args.replicas < 1:
         parser.error("--replicas must be at least 1")
+    if not 0 <= args.metrics_port <= 65535:
+        parser.error("--metrics-port must be 0 (no metrics) to 65535")
     return Options(
         home=pathlib.Path(args.home),
         replicas=args.replicas,
         host=args.host,
         base_port=args.base_port,
         http_port=args.http_port,
+        metrics_port=args.metrics_port,
         database_url=args.database_url,
         ready_timeout=args.ready_timeout,
         stop_timeout=args.stop_timeout,

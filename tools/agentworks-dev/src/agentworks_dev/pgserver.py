@@ -275,7 +275,7 @@ def superuser(server: EmbeddedServer) -> Iterator[psycopg.Connection]:
         yield conn
 
 
-def serve(server: EmbeddedServer, conn: psycopg.Connection, timeout: float = 10.0) -> None:
+def serve(server: EmbeddedServer, conn: psycopg.Connection, timeout: float = 30.0) -> None:
     """End the set-up: passwords only, no superuser login; waits until it is in force.
 
     `conn` is the set-up's superuser connection (it stays open; close it after).
@@ -292,4 +292,5 @@ def serve(server: EmbeddedServer, conn: psycopg.Connection, timeout: float = 10.
             return
         if time.monotonic() > deadline:
             raise ServerError("PostgreSQL still lets the superuser log in after the reload")
+        time.sleep(0.1)  # the postmaster applies the reload between connections
         time.sleep(0.05)

@@ -83,14 +83,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def other_ports(base_port: int, http_port: int, home: str = "") -> str:
+def other_ports(base_port: int, http_port: int, home: str = "", *, metrics: int = 0) -> str:
     """How to start beside those ports (100 up, in another home if given): the flags, or
-    the `make run` settings."""
+    the `make run` settings; the metrics ports too when they are on (`metrics`)."""
     base, http = base_port + 100, http_port + 100
     flags, settings = f"--base-port {base} --http-port {http}", ""
+    if metrics:
+        flags += f" --metrics-port {metrics + 100}"
     if home:
         flags, settings = f"--home {home} {flags}", f"AGENTWORKS_HOME={home} "
     settings += f"AGENTWORKS_BASE_PORT={base} AGENTWORKS_HTTP_PORT={http}"
+    if metrics:
+        settings += f" AGENTWORKS_METRICS_PORT={metrics + 100}"
     return f"agentworks up {flags}, or make run {settings}"
 
 
@@ -103,12 +107,14 @@ def _refusal(home: pathlib.Path, holder: dict[str, object]) -> str:
     base, http = holder.get("base_port"), holder.get("http_port")
     if not (isinstance(base, int) and isinstance(http, int)):
         base, http = 50051, 8080
+    first_metrics = holder.get("metrics_port")
+    metrics = first_metrics if isinstance(first_metrics, int) else 0
     kill = f", or kill {pid}" if who != "pid unknown" else ""
     other = "/tmp/agentworks-2"
     return (
         f"another `agentworks up` ({who}{ports}) is already running on the home {home} "
         f"(it holds {home / LOCK_FILE}). Use that suite (its CLI reads {home / 'cli.json'}), "
         f"or stop it first (Ctrl-C in its terminal{kill}). To run a second suite beside "
-        f"it, give it its own home and ports: {other_ports(base, http, other)}; "
+        f"it, give it its own home and ports: {other_ports(base, http, other, metrics=metrics)}; "
         f"then point its CLI at it with export AGENTWORKS_HOME={other}."
     )

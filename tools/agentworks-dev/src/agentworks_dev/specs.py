@@ -38,6 +38,10 @@ LOCK_FILE = "up.lock"
 
 DEFAULT_HOME = ".agentworks"
 
+# The first process's /metrics port (OpenTelemetry's Prometheus exporter's port); the
+# others take the next ones (telemetry.py).
+DEFAULT_METRICS_PORT = 9464
+
 NAME_WIDTH = 12
 
 OUTPUT_LINE_LIMIT = 1 << 20

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import structlog
 
 from agentworks.client.keys import KeyDirectory
-from agentworks.client.tls import SETTINGS as TLS_SETTINGS
 from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
 from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.agent import LLM_KEY, demo_agent_command, demo_agent_line
@@ -31,7 +30,7 @@ from agentworks_dev.bootstrap import (
 )
 from agentworks_dev.database import SuiteDatabase, start_database, without_database
 from agentworks_dev.home import lock_home
-from agentworks_dev.options import Options
+from agentworks_dev.options import Options, tls_variables
 from agentworks_dev.parent import die_with_parent
 from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
 from agentworks_dev.specs import (
@@ -51,20 +50,9 @@ from agentworks_dev.specs import (
     StartupError,
     has_main,
 )
+from agentworks_dev.telemetry import child_telemetry, metrics_lines, metrics_ports
 
 log = structlog.get_logger("agentworks.up")
-
-_TLS_SUFFIXES = tuple(f"_{name}" for name in TLS_SETTINGS)
-
-
-def tls_variables(environ: dict[str, str]) -> list[str]:
-    """The TLS settings (`AGENTWORKS_TLS_*`, `<SERVICE>_TLS_*`) set in `environ`."""
-    prefixes = ("AGENTWORKS", GATEWAY.prefix, *(spec.prefix for spec in GRPC_SERVICES))
-    return sorted(
-        name
-        for name in environ
-        if name.endswith(_TLS_SUFFIXES) and name.rpartition("_TLS_")[0] in prefixes
-    )
 
 
 @dataclass
@@ -111,6 +99,7 @@ class Supervisor:
         self.embedded = False
         # The home's lock, held until the process ends (never closed on purpose).
         self.lock_fd: int | None = None
+        self.metrics: dict[str, int] = {}  # each child's metrics port (start)
 
     # ------------------------------------------------------------------ plan
 
@@ -126,17 +115,21 @@ class Supervisor:
     def gateway_url(self) -> str:
         return f"http://{self.options.host}:{self.options.http_port}"
 
-    def lock_info(self) -> dict[str, object]:
-        """Who runs this home: written into its lock file, quoted by a refused `up`."""
-        ports = [
+    def grpc_ports(self) -> list[int]:
+        return [
             int(a.rsplit(":", 1)[1]) for i in range(len(GRPC_SERVICES)) for a in self.addresses(i)
         ]
+
+    def lock_info(self) -> dict[str, object]:
+        """Who runs this home: written into its lock file, quoted by a refused `up`."""
+        ports = self.grpc_ports()
         return {
             "pid": os.getpid(),
             "gateway_url": self.gateway_url,
             "grpc_ports": f"{min(ports)}-{max(ports)}",
             "base_port": self.options.base_port,
             "http_port": self.options.http_port,
+            "metrics_port": self.options.metrics_port,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
@@ -158,6 +151,11 @@ class Supervisor:
             env.update(self.keys.env(signer))
         env.update(extra)
         return env
+
+    def _telemetry(self, child: Child, variable: str) -> Child:
+        """`child` with its own metrics port in `variable`, its name in telemetry."""
+        child_telemetry(child.env, child.name, variable, self.options.host, self.metrics)
+        return child
 
     def _runtime_env(self, **extra: str) -> dict[str, str]:
         """A runtime's environment: it talks to the services only, so the database
@@ -205,6 +203,7 @@ class Supervisor:
                     env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
                     env["SCHEDULER_WEBHOOK_KEY"] = self.webhook_key
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
+                self._telemetry(child, f"{spec.prefix}_METRICS_LISTEN")
                 planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
             for replica, port in enumerate(self.gateway_ports(), start=1):
@@ -217,6 +216,7 @@ class Supervisor:
                     GATEWAY_SCHEDULER_ADDRESS=scheduler,
                 )
                 child = Child(f"gateway-{replica}", [sys.executable, "-m", GATEWAY.package], env)
+                self._telemetry(child, "GATEWAY_METRICS_LISTEN")
                 url = f"http://{self.options.host}:{port}/healthz"
                 planned.append((child, functools.partial(http_healthy, url)))
         else:
@@ -243,7 +243,7 @@ class Supervisor:
             children.append(
                 Child(DEMO_FUNCTIONS, [*runtime, "functions-demo", "--root", root], functions_env)
             )
-        return children
+        return [self._telemetry(c, "AGENTWORKS_RUNTIME_METRICS_LISTEN") for c in children]
 
     # ------------------------------------------------------------------- run
 
@@ -291,6 +291,8 @@ class Supervisor:
         """Database, keys, services, registration, dev token, runtime, banner."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.lock_fd = lock_home(self.home, self.lock_info())
+        ports = [*self.grpc_ports(), *self.gateway_ports()]
+        self.metrics = metrics_ports(self.options.metrics_port, self.options.replicas, ports)
         if self.options.runtime:
             demo_agent_command(self.environ)  # unusable LLM settings: stop before starting
         self._check_ports()
@@ -324,22 +326,18 @@ class Supervisor:
         self._banner(token, skipped)
 
     def _check_ports(self) -> None:
+        ports = [*self.grpc_ports(), *self.gateway_ports(), *self.metrics.values()]
         taken = [
-            address
-            for index in range(len(GRPC_SERVICES))
-            for address in self.addresses(index)
-            if not port_is_free(self.options.host, int(address.rsplit(":", 1)[1]))
-        ]
-        taken += [
             f"{self.options.host}:{port}"
-            for port in self.gateway_ports()
+            for port in ports
             if not port_is_free(self.options.host, port)
         ]
         if taken:
+            options = self.options
+            others = other_ports(options.base_port, options.http_port, metrics=options.metrics_port)
             raise StartupError(
                 f"port(s) already in use: {', '.join(taken)}. Is another `agentworks up` "
-                "running? Stop it, or choose other ports, e.g. "
-                f"{other_ports(self.options.base_port, self.options.http_port)} (a second "
+                f"running? Stop it, or choose other ports, e.g. {others} (a second "
                 "suite also needs its own --home, AGENTWORKS_HOME)."
             )
 
@@ -494,6 +492,7 @@ class Supervisor:
             skipped=skipped,
             host=self.options.host,
             ignored_tls=self.ignored_tls,
+            metrics=metrics_lines(self.options.host, self.metrics, [c.name for c in self.children]),
             agent=demo_agent_line(self.environ) if self.options.runtime else "",
         )
         self._out.write(text)

@@ -12,8 +12,10 @@ crew with messaging and functions, declares its functions as the owner (`user:de
 issues a dev token (`.agentworks/dev-token`), writes `.agentworks/cli.json` for the CLI,
 starts the demo runtimes (`demo-runtime` serves turns and asks the scheduler for
 wake-ups; `demo-funcs` serves function calls in `.agentworks/demo-project/.calls/`),
-and prints where to start. The scheduler ticks every `SCHEDULER_TICK_SECONDS` (5 s here
-unless set), so the demo's reminders arrive promptly.
+and prints where to start, each process's metrics URL included (every child serves
+/metrics on its own port from `--metrics-port`, 9464 by default, and is named in
+`OTEL_RESOURCE_ATTRIBUTES`: `telemetry.py`). The scheduler ticks every
+`SCHEDULER_TICK_SECONDS` (5 s here unless set), so the demo's reminders arrive promptly.
 
 One suite per home: `up` holds an exclusive lock on `<home>/up.lock` (fcntl.flock, released
 by the kernel when the process ends, even by kill -9) and refuses to start while another

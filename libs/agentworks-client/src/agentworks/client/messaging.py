@@ -73,6 +73,10 @@ class MessagingClient(ServiceClient):
     async def get_target(self, target: str) -> m.Target:
         return await self._unary("GetTarget", m.GetTargetRequest(ref=target_ref(target)))
 
+    async def list_targets(self, *, after: str = "", limit: int = 0) -> m.ListTargetsResponse:
+        """The targets you own (the operator: all), by kind and name (V1)."""
+        return await self._unary("ListTargets", m.ListTargetsRequest(after=after, limit=limit))
+
     async def send(
         self,
         text: str,

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentworks.client.logging import configure_logging, get_logger
+from agentworks.client.tracing import TracingUnavailable, configure_tracing
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.executions import ExecutionHandler, serve_executions
@@ -246,6 +247,17 @@ def command_runner(
     return runner
 
 
+def telemetry(config: RuntimeConfig) -> None:
+    """Switch tracing on when the OTEL_* variables ask (before any channel is made), and
+    serve /metrics on AGENTWORKS_RUNTIME_METRICS_LISTEN when it is set."""
+    from agentworks.runtime import metrics
+
+    configure_tracing("runtime", grpc_server=False)
+    port = metrics.serve(config.metrics_listen)
+    if port:
+        get_logger(__name__).info("metrics.serving", port=port)
+
+
 def _run_commands(config: RuntimeConfig, runner_config: Any, environ: Mapping[str, str]) -> int:
     """`run-commands`: an execution worker for the `commands`, a turn worker for the
     `turns`, in one process under one signal handler."""
@@ -327,6 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("runtime", level=config.log_level, json=config.log_json)
     for problem in config.unknown_settings:
         get_logger(__name__).warning("config.unknown_setting", problem=problem)
+    try:
+        telemetry(config)
+    except (ValueError, OSError, TracingUnavailable) as exc:
+        print(f"agentworks-runtime: {exc}", file=sys.stderr)
+        return 2
     if args.command == "llm":
         from agentworks.runtime.llm import serve_llm
 

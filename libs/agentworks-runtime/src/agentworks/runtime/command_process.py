@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentworks.runtime import _watchdog, cgroups
+from agentworks.runtime import _watchdog, cgroups, metrics
 from agentworks.runtime.guard import _guard, reap_orphans
 from agentworks.runtime.limits import Policy
 from agentworks.runtime.line_reports import STDERR_TAIL_BYTES, _last_bytes, _tail, _text
@@ -154,7 +154,7 @@ class ProcessRunner:
         if self.sandbox is None:
             return Prepared(argv, argv, env, None, None, False)
         launch = await asyncio.to_thread(
-            self.sandbox.prepare,
+            metrics.counting_failure("prepare", self.sandbox.prepare),
             argv,
             root=job.root.resolve(),
             output_dir=job.output_dir.resolve(),
@@ -196,6 +196,7 @@ class ProcessRunner:
                 pass_fds=() if launch is None else (launch.status_fd,),
             )
         except BaseException:
+            metrics.SANDBOX_FAILURES.labels("spawn").inc()
             if launch is not None:
                 os.close(launch.status_read)
                 if launch.cgroups is not None:
@@ -204,6 +205,7 @@ class ProcessRunner:
         finally:
             if launch is not None:
                 os.close(launch.status_fd)
+        metrics.SANDBOX_LAUNCHES.labels("none" if launch is None else "bwrap").inc()
         try:
             return await self._run(job, prepared.argv, process, policy, launch, lines)
         finally:
@@ -258,6 +260,8 @@ class ProcessRunner:
             job.log.warning("command.limit_exceeded", limit=limit.limit, error=str(limit))
             raise limit
         if launch is not None:
+            if status is None or "error" in status:
+                metrics.SANDBOX_FAILURES.labels("sandbox" if status is None else "exec").inc()
             if status is None:
                 raise CommandFailed(
                     f"the sandbox did not run command {argv[0]} (bubblewrap exited with "

@@ -111,6 +111,9 @@ class RuntimeConfig:
     # is read or needed.
     credential: str = dataclasses.field(default="", repr=False)
     gateway_url: str = ""
+    # host:port where the runtime serves its Prometheus /metrics (`agentworks.runtime.
+    # metrics`); empty: none.
+    metrics_listen: str = ""
 
     @classmethod
     def from_env(
@@ -145,6 +148,7 @@ class RuntimeConfig:
             sandbox=env.get_choice("RUNTIME_SANDBOX", "bwrap", ("bwrap", "none")),
             bwrap=env.get_str("RUNTIME_BWRAP", "bwrap"),
             sandbox_uid=env.get_int("RUNTIME_SANDBOX_UID", 65534, minimum=1, maximum=2**31 - 2),
+            metrics_listen=env.get_address("RUNTIME_METRICS_LISTEN", empty_host=True),
         )
         credential = _credential(env)
         config = dataclasses.replace(

@@ -59,6 +59,7 @@ import asyncio
 import functools
 import json
 import pathlib
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,6 +67,7 @@ import structlog
 
 from agentworks.client import errors
 from agentworks.client.checks import check_json_depth
+from agentworks.client.common import target_str
 from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.functions import FunctionsClient, state_name
 from agentworks.client.limits import MAX_ERROR_BYTES
@@ -169,12 +171,14 @@ class ExecutionWorker(LeaseWorker):
 
     async def _serve(self) -> None:
         backoff = Backoff()
+        idle = time.monotonic()
         execution: f.Execution | None = None  # claimed by the last finish, to run next
         while execution is not None or not self._stopping.is_set():
             if execution is not None:
                 _, execution = await self._handle(execution, claim_next=True)
+                idle = time.monotonic()
                 continue
-            execution = await self._claim_next(backoff)
+            execution = await self._claim_next(backoff, idle)
 
     def _claim_call(self) -> Awaitable[f.Execution | None]:
         return self.client.claim_execution(
@@ -195,6 +199,19 @@ class ExecutionWorker(LeaseWorker):
         self, execution: f.Execution, *, claim_next: bool
     ) -> tuple[ExecutionOutcome, f.Execution | None]:
         """Run one execution; with `claim_next`, its finish also claims the next one."""
+        attributes = {
+            "agentworks.call_id": execution.call_id,
+            "agentworks.function": execution.function,
+        }
+        target = target_str(execution.target)
+        with self._working(target, execution.traceparent, attributes, execution.function) as work:
+            outcome, next_execution = await self._run_execution(execution, claim_next)
+            work.outcome = outcome.status
+        return outcome, next_execution
+
+    async def _run_execution(
+        self, execution: f.Execution, claim_next: bool
+    ) -> tuple[ExecutionOutcome, f.Execution | None]:
         bound = self.log.bind(call_id=execution.call_id, function=execution.function)
         ctx = ExecutionContext(execution=execution, client=self.client, root=self.root, log=bound)
         bound.info("execution.started")

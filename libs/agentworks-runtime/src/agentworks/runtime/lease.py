@@ -6,14 +6,17 @@ import asyncio
 import contextlib
 import pathlib
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
 
 from agentworks.client import errors, target_ref
 from agentworks.client.credentials import RuntimeIdentity
+from agentworks.runtime import metrics
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
+from agentworks.runtime.tracing import work_span
 
 
 class Leased(Protocol):
@@ -40,6 +43,13 @@ class Backoff:
     def reset(self) -> None:
         """Start again from the initial delay."""
         self.attempt = 0
+
+
+class Work:
+    """One turn or execution in hand: how it ended, set by the worker (the outcome label
+    of `agentworks_runtime_finished_total`); `abandoned` when it was cut short."""
+
+    outcome = "abandoned"
 
 
 class LeaseWorker:
@@ -152,10 +162,11 @@ class LeaseWorker:
         """The log event for a claim that failed and is retried after a pause."""
         return f"{self.kind}.claim_failed"
 
-    async def _claim_next(self, backoff: Backoff) -> Any:
+    async def _claim_next(self, backoff: Backoff, idle_since: float | None = None) -> Any:
         """One claim round trip: what it claimed, or None (nothing came, the worker is
         stopping, or the claim failed and the backoff pause is over). A fatal refusal is
-        logged and raised."""
+        logged and raised. `idle_since`: when the slot became free (monotonic), for
+        `agentworks_runtime_claim_wait_seconds`."""
         try:
             claimed = await unless_stopped(self._claim_call(), self._stopping)
         except self.fatal as exc:
@@ -166,7 +177,33 @@ class LeaseWorker:
             return None
         backoff.reset()
         self._touch_health()
+        if claimed is not None and idle_since is not None:
+            metrics.CLAIM_WAIT.labels(self.kind).observe(time.monotonic() - idle_since)
         return claimed
+
+    @contextlib.contextmanager
+    def _working(
+        self, target: str, traceparent: str, attributes: Mapping[str, str], what: str = ""
+    ) -> Iterator[Work]:
+        """Around the handling of one claimed turn or execution: its span `<kind>
+        <target>[ <what>]` (continuing the trace that queued it, `traceparent`) and its
+        metrics (claimed, busy slots, handler time, outcome)."""
+        work = Work()
+        metrics.CLAIMED.labels(self.kind, target).inc()
+        busy = metrics.BUSY_SLOTS.labels(self.kind)
+        busy.inc()
+        started = time.monotonic()
+        try:
+            name = f"{self.kind} {target}" + (f" {what}" if what else "")
+            with work_span(name, traceparent, attributes) as span:
+                try:
+                    yield work
+                finally:
+                    span.set_attribute("agentworks.outcome", work.outcome)
+        finally:
+            busy.dec()
+            metrics.HANDLER_SECONDS.labels(self.kind, target).observe(time.monotonic() - started)
+            metrics.FINISHED.labels(self.kind, target, work.outcome).inc()
 
     async def _pause(self, event: str, exc: errors.AgentWorksError, backoff: Backoff) -> None:
         delay = backoff.next()

@@ -57,11 +57,12 @@ from agentworks.client import (
     SchedulerClient,
     errors,
 )
+from agentworks.client.common import target_str
 from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.rpc import open_channel
 from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
-from agentworks.runtime.lease import Backoff, LeaseWorker
+from agentworks.runtime.lease import Backoff, LeaseWorker, Work
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.runtime.startup import check_turn_targets
 from agentworks.runtime.turn_context import (
@@ -207,10 +208,12 @@ class TurnWorker(LeaseWorker):
 
     async def _serve(self, slot: int) -> None:
         backoff = Backoff()
+        idle = time.monotonic()
         while not self._stopping.is_set():
-            turn = await self._claim_next(backoff)
+            turn = await self._claim_next(backoff, idle)
             if turn is not None:
                 await self._handle(turn)
+                idle = time.monotonic()
 
     def _claim_call(self) -> Awaitable[m.Turn | None]:
         return self.client.claim_turn(
@@ -224,6 +227,14 @@ class TurnWorker(LeaseWorker):
         return "turn.claim_failed"
 
     async def _handle(self, turn: m.Turn) -> None:
+        attributes = {
+            "agentworks.turn_id": turn.turn_id,
+            "agentworks.conversation_id": turn.conversation_id,
+        }
+        with self._working(target_str(turn.target), turn.traceparent, attributes) as work:
+            await self._run_turn(turn, work)
+
+    async def _run_turn(self, turn: m.Turn, work: Work) -> None:
         bound = self.log.bind(turn_id=turn.turn_id, conversation_id=turn.conversation_id)
         ctx = TurnContext(
             turn=turn,
@@ -251,6 +262,12 @@ class TurnWorker(LeaseWorker):
         completed = ctx.ended  # a reply that ended the turn completed it
         if not completed and not ctx.lease_lost.is_set():
             completed = await self._complete(ctx)
+        if ctx.lease_lost.is_set():
+            work.outcome = "lease_lost"
+        elif not completed:
+            work.outcome = "not_completed"
+        else:
+            work.outcome = "failed" if error is not None else "completed"
         bound.info(
             "turn.finished",
             completed=completed,

@@ -9,15 +9,17 @@ one background task per process (`refresher`), every `<SERVICE>_METRICS_REFRESH_
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
-import platform
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 import structlog
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
+
+from agentworks.client.metrics import BUILD_INFO as BUILD_INFO
+from agentworks.client.metrics import report_build
+from agentworks.client.metrics import serve_metrics as serve_metrics
 
 if TYPE_CHECKING:
     from agentworks.server.config import ServiceConfig
@@ -25,27 +27,49 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("agentworks.metrics")
 
-RPC_REQUESTS = Counter(
-    "agentworks_rpc_requests_total",
-    "gRPC requests handled, by method and status code.",
-    ["service", "method", "code"],
+# The gRPC server metrics under the names of the grpc-ecosystem Prometheus interceptors
+# (go-grpc-prometheus, go-grpc-middleware/providers/prometheus, py-grpc-prometheus), so
+# that their dashboards and alerts work as they are (docs/operations.md says why these
+# and not OpenTelemetry's). `grpc_code` is spelled as they spell it (Go's code names).
+_GRPC_LABELS = ["grpc_type", "grpc_service", "grpc_method"]
+RPC_STARTED = Counter("grpc_server_started_total", "RPCs started on the server.", _GRPC_LABELS)
+RPC_HANDLED = Counter(
+    "grpc_server_handled_total",
+    "RPCs completed on the server, whatever their status code.",
+    [*_GRPC_LABELS, "grpc_code"],
 )
-RPC_DURATION = Histogram(
-    "agentworks_rpc_duration_seconds",
-    "gRPC request handling time (long-polls included), by method.",
-    ["service", "method"],
+RPC_HANDLING = Histogram(
+    "grpc_server_handling_seconds",
+    "Time the server took to handle an RPC (long-polls included), by method.",
+    _GRPC_LABELS,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+# grpc.StatusCode names (INVALID_ARGUMENT) as the grpc-prometheus `grpc_code` values
+# (InvalidArgument): Go's code names, which those interceptors export.
+GRPC_CODES = {
+    "OK": "OK",
+    "CANCELLED": "Canceled",
+    "UNKNOWN": "Unknown",
+    "INVALID_ARGUMENT": "InvalidArgument",
+    "DEADLINE_EXCEEDED": "DeadlineExceeded",
+    "NOT_FOUND": "NotFound",
+    "ALREADY_EXISTS": "AlreadyExists",
+    "PERMISSION_DENIED": "PermissionDenied",
+    "RESOURCE_EXHAUSTED": "ResourceExhausted",
+    "FAILED_PRECONDITION": "FailedPrecondition",
+    "ABORTED": "Aborted",
+    "OUT_OF_RANGE": "OutOfRange",
+    "UNIMPLEMENTED": "Unimplemented",
+    "INTERNAL": "Internal",
+    "UNAVAILABLE": "Unavailable",
+    "DATA_LOSS": "DataLoss",
+    "UNAUTHENTICATED": "Unauthenticated",
+}
 POOL_CHECKED_OUT = Gauge(
     "agentworks_db_pool_checked_out", "Database connections in use.", ["service"]
 )
 LONG_POLL_WAITERS = Gauge(
     "agentworks_long_poll_waiters", "Requests waiting for a NOTIFY (reads, claims).", ["service"]
-)
-BUILD_INFO = Gauge(
-    "agentworks_build_info",
-    "Always 1: the process's service, AgentWorks version and Python version.",
-    ["service", "version", "python"],
 )
 
 
@@ -75,18 +99,32 @@ GAUGES_REFRESHED = Gauge(
 )
 
 
-# The labelled children each (service, method, code) counts into: `labels()` takes a lock
-# and builds its key on every call, a visible share of an empty request. Bounded by the
+# The labelled children each method (and code) counts into: `labels()` takes a lock and
+# builds its key on every call, a visible share of an empty request. Bounded by the
 # methods served times the status codes.
-_rpc_children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+_started: dict[tuple[str, str, str], Counter] = {}
+_handled: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
 
 
-def observe_rpc(service: str, method: str, code: str, seconds: float) -> None:
-    children = _rpc_children.get((service, method, code))
+def rpc_started(grpc_type: str, grpc_service: str, grpc_method: str) -> None:
+    """Count an RPC the server started (`grpc_server_started_total`)."""
+    key = (grpc_type, grpc_service, grpc_method)
+    child = _started.get(key)
+    if child is None:
+        child = _started[key] = RPC_STARTED.labels(*key)
+    child.inc()
+
+
+def observe_rpc(
+    grpc_type: str, grpc_service: str, grpc_method: str, code: str, seconds: float
+) -> None:
+    """Count an RPC handled with `code` (a grpc.StatusCode name) after `seconds`."""
+    key = (grpc_type, grpc_service, grpc_method, code)
+    children = _handled.get(key)
     if children is None:
-        children = _rpc_children[(service, method, code)] = (
-            RPC_REQUESTS.labels(service, method, code),
-            RPC_DURATION.labels(service, method),
+        children = _handled[key] = (
+            RPC_HANDLED.labels(grpc_type, grpc_service, grpc_method, GRPC_CODES.get(code, code)),
+            RPC_HANDLING.labels(grpc_type, grpc_service, grpc_method),
         )
     children[0].inc()
     children[1].observe(seconds)
@@ -97,14 +135,7 @@ def watch_database(service: str, db: Database) -> None:
     POOL_CHECKED_OUT.labels(service).set_function(lambda: db.pool.checked_out)
     LONG_POLL_WAITERS.labels(service).set_function(lambda: db.listener.waiting)
     NOTIFY_WAKEUPS.sources[service] = lambda: db.listener.wakeups
-    BUILD_INFO.labels(service, _version(), platform.python_version()).set(1)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("agentworks-server")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    report_build(service, "agentworks-server")
 
 
 # The label sets each labelled gauge was last published with (see `publish`).
@@ -161,16 +192,3 @@ def refresher(
         return []
     loop = refresh_every(config.name, config.metrics_refresh_seconds, refresh)
     return [asyncio.create_task(loop, name=f"{config.name}-metrics")]
-
-
-def serve_metrics(listen: str, *, variable: str = "METRICS_LISTEN") -> int:
-    """Serve /metrics on `host:port` (port 0 picks one; no host: 127.0.0.1); returns the
-    port, 0 when off. An address that is not host:port is a `ConfigError` naming
-    `variable`; one that cannot be bound (taken, unknown host) an `OSError`."""
-    if not listen:
-        return 0
-    from agentworks.client.settings import check_address
-
-    host, port = check_address(variable, listen, empty_host=True)
-    server, _thread = start_http_server(port, addr=host or "127.0.0.1")
-    return server.server_port

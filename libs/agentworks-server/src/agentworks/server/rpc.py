@@ -27,7 +27,7 @@ from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KE
 from agentworks.client.tls import Tls
 from agentworks.server import reflection
 from agentworks.server.capabilities import method_refusal
-from agentworks.server.metrics import observe_rpc
+from agentworks.server.metrics import observe_rpc, rpc_started
 
 log = structlog.get_logger("agentworks.rpc")
 
@@ -104,6 +104,9 @@ class _Method:
     method: str
     short: str
     trusted: TrustedKeys
+    # grpc-prometheus labels: unary, server_stream, client_stream; the full service name.
+    grpc_type: str
+    grpc_service: str
     # The methods an identity with a capability may call, by capability kind (T3).
     capability_methods: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -117,6 +120,11 @@ class _Scope:
 
     __slots__ = ("_context", "_request_id", "_rpc", "_started")
 
+    def _observe(self, code: str) -> None:
+        rpc = self._rpc
+        seconds = time.perf_counter() - self._started
+        observe_rpc(rpc.grpc_type, rpc.grpc_service, rpc.short, code, seconds)
+
     def __init__(self, rpc: _Method, context: grpc.aio.ServicerContext) -> None:
         self._rpc = rpc
         self._context = context
@@ -124,6 +132,7 @@ class _Scope:
     async def __aenter__(self) -> None:
         self._started = time.perf_counter()
         rpc = self._rpc
+        rpc_started(rpc.grpc_type, rpc.grpc_service, rpc.short)
         token = request_id = None
         for name, value in self._context.invocation_metadata() or ():
             if name == METADATA_KEY:
@@ -135,7 +144,7 @@ class _Scope:
             identity = verify(token, rpc.trusted)
         except errors.AgentWorksError as exc:
             log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
-            observe_rpc(rpc.service, rpc.short, exc.code.name, time.perf_counter() - self._started)
+            self._observe(exc.code.name)
             await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
             raise  # abort() has raised already
         if identity.capability is not None:
@@ -151,9 +160,7 @@ class _Scope:
         why = method_refusal(identity, rpc.short, rpc.capability_methods)
         if why:
             log.info("rpc.capability_refused", method=rpc.method, reason=why)
-            observe_rpc(
-                rpc.service, rpc.short, "PERMISSION_DENIED", time.perf_counter() - self._started
-            )
+            self._observe("PERMISSION_DENIED")
             await self._context.abort(grpc.StatusCode.PERMISSION_DENIED, why, _ANSWERED)
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: Any, tb: Any) -> bool:
@@ -180,7 +187,7 @@ class _Scope:
                 )
             return False
         finally:
-            observe_rpc(rpc.service, rpc.short, code, time.perf_counter() - self._started)
+            self._observe(code)
 
 
 class _ServiceInterceptor(grpc.aio.ServerInterceptor):
@@ -214,11 +221,22 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if handler.unary_unary:
+            grpc_type = "unary"
+        elif handler.unary_stream:
+            grpc_type = "server_stream"
+        elif handler.stream_unary:
+            grpc_type = "client_stream"
+        else:
+            grpc_type = "bidi_stream"
+        grpc_service, _, short = method.strip("/").rpartition("/")
         rpc = _Method(
             self._service,
             method,
-            method.rsplit("/", 1)[-1],
+            short,
             self._trusted,
+            grpc_type,
+            grpc_service,
             self._capability_methods,
         )
         parse = _lenient(handler.request_deserializer)

@@ -28,6 +28,7 @@ from agentworks.client.identity import Minter
 from agentworks.client.keys import SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE
 from agentworks.client.logging import configure_logging
 from agentworks.client.settings import FALSE_WORDS, ConfigError, check_address
+from agentworks.client.tracing import TracingUnavailable
 from agentworks.server.config import ServiceConfig
 from agentworks.server.db import Database, describe_database, libpq_url, migrate
 from agentworks.server.metrics import serve_metrics, watch_database
@@ -344,6 +345,8 @@ def main_for(config: ServiceConfig, start: Callable[[], Awaitable[Running]]) -> 
         check_startable(config)
         try:
             tracing = configure_tracing(config.name)
+        except TracingUnavailable as exc:  # a setting: an unknown OTLP protocol
+            raise StartFailed(str(exc), status=CONFIG_ERROR) from None
         except Exception as exc:  # e.g. an exporter that cannot be set up
             raise StartFailed(f"tracing: {_one_line(exc)}", traceback=True) from exc
         asyncio.run(run(tracing))

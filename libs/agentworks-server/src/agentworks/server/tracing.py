@@ -1,71 +1,29 @@
-"""OpenTelemetry tracing of gRPC and database calls: off unless OTEL_* switches it on.
+"""Tracing of gRPC and database calls, and trace context stored with queued work (P4).
 
-The standard variables decide: tracing starts when `OTEL_TRACES_EXPORTER` names an
-exporter (`otlp`, `console`) or an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT`,
-`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), unless `OTEL_SDK_DISABLED=true`. The OTLP exporter
-reads its own settings (headers, protocol, timeouts) from the environment as usual.
+`configure_tracing` (in `agentworks.client.tracing`, shared with the runtimes) switches
+tracing on from the standard OTEL_* variables. The services store the W3C
+`traceparent` of the request that queues work (a delivery, a call) with its row and
+return it on the claimed Turn or Execution, so the runtime that does the work continues
+the caller's trace (`current_traceparent`).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-import structlog
+from agentworks.client.tracing import configure_tracing as configure_tracing
+from agentworks.client.tracing import shutdown_tracing as shutdown_tracing
+from agentworks.client.tracing import tracing_requested as tracing_requested
 
-log = structlog.get_logger("agentworks.tracing")
-
-
-def tracing_requested(environ: Mapping[str, str] | None = None) -> str | None:
-    """The exporter the environment asks for (`otlp`, `console`), or None for off."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter == "none":
-        return None
-    if exporter:
-        return exporter.split(",")[0].strip()
-    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-        return "otlp"
-    return None
+_PROPAGATOR = TraceContextTextMapPropagator()
 
 
-def configure_tracing(service: str) -> bool:
-    """Install the tracer provider and the gRPC instrumentation; call before serving."""
-    exporter_name = tracing_requested()
-    if exporter_name is None:
-        return False
-    from opentelemetry import trace
-    from opentelemetry.instrumentation.grpc import (
-        GrpcAioInstrumentorClient,
-        GrpcAioInstrumentorServer,
-    )
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SimpleSpanProcessor,
-    )
-
-    provider = TracerProvider(
-        resource=Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME", service)})
-    )
-    if exporter_name == "console":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-    elif exporter_name == "otlp":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    else:
-        log.warning("tracing.unknown_exporter", exporter=exporter_name, supported="otlp,console")
-        return False
-    trace.set_tracer_provider(provider)
-    GrpcAioInstrumentorServer().instrument()
-    GrpcAioInstrumentorClient().instrument()
-    log.info("tracing.on", exporter=exporter_name)
-    return True
+def current_traceparent() -> str:
+    """The W3C `traceparent` of the span in progress; "" when there is none (tracing
+    off, or a request that came without trace context and was not traced)."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent", "")
 
 
 def trace_database(database) -> None:

@@ -21,6 +21,7 @@ from agentworks_functions.models import (
 from agentworks_functions.service.rules import (
     LEASE_DEFAULT,
     _ClaimGate,
+    sees_call,
 )
 from agentworks_functions.store import (
     FunctionsStore,
@@ -65,11 +66,21 @@ class FunctionsServiceBase:
             )
         return target
 
-    async def _check_reader(self, identity: Identity, call_id: str) -> None:
-        """A3: only the caller or the target's owner; everyone else gets NOT_FOUND."""
+    async def _check_reader(
+        self, identity: Identity, call_id: str, *, owners_only: str = ""
+    ) -> None:
+        """A3: the caller, the target's owner and the operator may read and cancel a call;
+        everyone else gets NOT_FOUND. `owners_only` names what only the caller and the
+        owner may do (answer its question, read its files): the operator, who knows the
+        call exists, is told so (PERMISSION_DENIED)."""
         caller, owner = await self.store.call_access(call_id)
-        if identity.principal not in (caller, owner):
+        if not sees_call(identity, caller, owner):
             raise call_not_found(call_id)
+        if owners_only and identity.principal not in (caller, owner):
+            raise PermissionDenied(
+                f"only the caller of call {call_id} ({caller}) and the owner of its target "
+                f"({owner}) may {owners_only}; the operator may read its status and cancel it"
+            )
 
     async def _until_ended(
         self,
@@ -132,12 +143,34 @@ class FunctionsServiceBase:
     async def _check_capability(self, identity: Identity, call_id: str) -> None:
         """An execution capability acts on its own call only, while the call is open and
         its lease is live (T3); nothing to check for an identity without one."""
-        bound = identity.capability
-        if bound is None:
+        if identity.capability is None:
             return
         require_item(identity, "execution", call_id)
-        call = await self._execution(identity, call_id)
+        await self._live_execution(identity)
+
+    async def _live_execution(self, identity: Identity) -> Call:
+        """The call of the execution `identity`'s capability is bound to, while it is open
+        and its lease is live (T3); PermissionDenied once it ended."""
+        bound = identity.capability
+        assert bound is not None and bound.kind == "execution"
+        call = await self._execution(identity, bound.id)
         if not call.is_open:
             raise ended_refusal(bound, call.status)
         if call.lease_expires_at is None or call.lease_expires_at <= datetime.now(UTC):
             raise ended_refusal(bound, "its lease expired")
+        return call
+
+    async def _check_capability_sees(self, identity: Identity, call: Call) -> None:
+        """A capability sees only its item's calls (T3, L2, L8): a turn's, those it asked
+        to be notified of in its conversation (made from it); an execution's, those it
+        made, while it is live. Any other call is NOT_FOUND, as for a stranger (A3)."""
+        bound = identity.capability
+        if bound is None:
+            return
+        if bound.kind == "execution":
+            await self._live_execution(identity)
+            mine = call.source_call_id == bound.id
+        else:
+            mine = call.notify_conversation_id == bound.conversation_id
+        if not mine:
+            raise call_not_found(call.id)

@@ -52,6 +52,7 @@ from agentworks_functions.service.rules import (
     function_not_found,
     log,
     notice_text,
+    sees_call,
     text_page,
 )
 from agentworks_functions.store import (
@@ -83,8 +84,7 @@ class Calls(FunctionsServiceBase):
         `fresh_submission_id`: the caller vouches that `submission_id` was never sent
         before, so no earlier call is looked for and a full target refuses at once.
         """
-        if identity.capability is not None:
-            require_conversation(identity, notify_conversation_id)
+        source_call_id = await self._capability_caller(identity, notify_conversation_id, source)
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds
         call_id = uuid.uuid4()
@@ -103,6 +103,7 @@ class Calls(FunctionsServiceBase):
                 notify_conversation_id=notify_conversation_id,
                 source=source,
                 fresh_submission_id=fresh_submission_id,
+                source_call_id=source_call_id,
             )
             if not wait_seconds:
                 return receipt
@@ -121,6 +122,28 @@ class Calls(FunctionsServiceBase):
             return receipt
         return dataclasses.replace(receipt, status=view.call.status, outcome=view)
 
+    async def _capability_caller(
+        self, identity: Identity, notify_conversation_id: str, source: CallSource | None
+    ) -> str | None:
+        """Hold a capability's Call to its item (T3): a turn's notifies its own
+        conversation only (L6); an execution's, while live, asks for no notice and, in a
+        workflow run, names that run as its source (L8). The calling execution's call id
+        (stored with the call: what its capability may read later), else None."""
+        bound = identity.capability
+        if bound is None:
+            return None
+        if bound.kind != "execution" or notify_conversation_id:
+            require_conversation(identity, notify_conversation_id)
+            return None
+        own = await self._live_execution(identity)
+        if own.run_id and (source is None or source.run_id != own.run_id):
+            raise PermissionDenied(
+                f"the capability of {bound.describe()} calls as a step of its own run: give "
+                f"source {{run_id: {own.run_id!r}, step, group}} (ExecutionContext."
+                "call_function does); no call was created"
+            )
+        return own.id
+
     async def _call(
         self,
         identity: Identity,
@@ -133,6 +156,7 @@ class Calls(FunctionsServiceBase):
         notify_conversation_id: str,
         source: CallSource | None,
         fresh_submission_id: bool = False,
+        source_call_id: str | None = None,
     ) -> Receipt:
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
@@ -174,14 +198,16 @@ class Calls(FunctionsServiceBase):
                 raise InvalidArgument("source.group is longer than 200 characters")
             for field, value in source.as_json().items():
                 check_no_nul(value, f"source.{field}")
-        # F14: a workflow's retry ids are scoped to its run, step and group.
+        # F14: a workflow's retry ids are scoped to its run, step and group; an
+        # execution capability's outside a run to its execution (T3: none reaches another's).
         submission_key = None
         if submission_id:
-            submission_key = (
-                f"{source.run_id}/{source.step}/{source.group}/{submission_id}"
-                if source
-                else submission_id
-            )
+            if source:
+                submission_key = f"{source.run_id}/{source.step}/{source.group}/{submission_id}"
+            elif source_call_id:
+                submission_key = f"call:{source_call_id}/{submission_id}"
+            else:
+                submission_key = submission_id
         digest = (
             request_hash(
                 str(target),
@@ -236,6 +262,7 @@ class Calls(FunctionsServiceBase):
                 request_hash=digest,
                 notify_conversation_id=notify_conversation_id or None,
                 submission_id=submission_id,
+                source_call_id=source_call_id,
             )
         structlog.contextvars.bind_contextvars(call_id=receipt.call_id)
         log.info(
@@ -282,9 +309,10 @@ class Calls(FunctionsServiceBase):
                 after_event=after_event,
                 event_limit=event_limit,
             )
-            # A3: only the caller or the target's owner; everyone else gets NOT_FOUND.
-            if identity.principal not in (view.call.caller, owner):
+            # A3: the caller, the target's owner and the operator; else NOT_FOUND.
+            if not sees_call(identity, view.call.caller, owner):
                 raise call_not_found(call_id)
+            await self._check_capability_sees(identity, view.call)
             if until_ended:
                 return await self._until_ended(waiter, call_id, deadline, view, page) or view
             baseline = view.call.version if seen_version is None else seen_version
@@ -309,7 +337,8 @@ class Calls(FunctionsServiceBase):
         limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
         if offset < 0:
             raise InvalidArgument(f"offset must be 0 or more, got {offset}")
-        await self._check_reader(identity, call_id)
+        await self._check_reader(identity, call_id, owners_only="read its files")
+        await self._check_capability_sees(identity, await self.store.get_call(call_id))
         name = check_file_name(file, call_id)
         info = await self.store.file_info(call_id, name)
         if info is None:
@@ -341,13 +370,17 @@ class Calls(FunctionsServiceBase):
         if not text.strip():
             raise InvalidArgument("text is empty: the reply to the pending question")
         check_size(text, "text", MAX_REPLY_BYTES)
-        await self._check_reader(identity, call_id)
+        await self._check_reader(identity, call_id, owners_only="answer its question")
+        await self._check_capability_sees(identity, await self.store.get_call(call_id))
         await self.store.reply(call_id, identity.principal, text)
         log.info("call.replied", call_id=call_id)
         return await self.status(identity, call_id=call_id)
 
     async def cancel(self, identity: Identity, *, call_id: str) -> StatusView:
-        """End an open call as cancelled; the runtime learns it on its next report (F15)."""
+        """End an open call as cancelled; the runtime learns it on its next report (F15).
+
+        The operator may cancel anyone's call: it finds the calls holding a target's
+        running limit with ListCalls and frees the slots (V1)."""
         await self._check_reader(identity, call_id)
         await self.store.cancel(call_id, identity.principal, notice_text)
         log.info("call.cancelled", call_id=call_id)

@@ -111,7 +111,10 @@ class Declarations(FunctionsServiceBase):
         log.info("function.removed", target=str(key), function=name)
 
     async def list_functions(self, identity: Identity, key: TargetKey) -> list[Function]:
-        """The functions this caller may invoke (F2); the built-in ask is never one (F1)."""
+        """The functions this caller may invoke (F2); the built-in ask is never one (F1).
+        A turn's capability lists as its agent; an execution's while it is live (T3)."""
+        if identity.capability is not None and identity.capability.kind == "execution":
+            await self._live_execution(identity)
         target = await self.store.get_target(key)
         return [
             f

@@ -57,6 +57,13 @@ _OUTCOME = (-1, 1, -1, 1)
 LEASE_DEFAULT = 30
 
 
+def sees_call(identity: Identity, caller: str, owner: str) -> bool:
+    """A3: a call is seen by its caller, its target's owner and the operator, who lists
+    every call (V1) and must be able to look at a stuck one and cancel it. Answering its
+    question and reading its files stay the caller's and the owner's (`_check_reader`)."""
+    return identity.principal in (caller, owner) or identity.is_operator
+
+
 # Tool events keep the tool name only: raw arguments and results are never stored (F7).
 TOOL_EVENT_KINDS = ("tool_call", "tool_result")
 

@@ -16,6 +16,7 @@ from agentworks.client.errors import (
     PreconditionFailed,
 )
 from agentworks.server.db import fetch_one, notify
+from agentworks.server.tracing import current_traceparent
 from agentworks_functions import tables as t
 from agentworks_functions.models import (
     CANCELLED,
@@ -110,6 +111,7 @@ class CallQueries(FunctionsStoreBase):
         request_hash: str,
         notify_conversation_id: str | None,
         submission_id: str,
+        source_call_id: str | None = None,
     ) -> Receipt:
         """Insert a call if the retry key is new and the target has room (F4-F6).
 
@@ -141,6 +143,9 @@ class CallQueries(FunctionsStoreBase):
             "notify_conversation_id": notify_conversation_id,
             "default_limit": self.default_running_limit,
             "caller_share": self.caller_share_percent,
+            # The trace of the request making the call, for its runtime (P4).
+            "traceparent": current_traceparent(),
+            "source_call_id": _uuid(source_call_id, "call") if source_call_id else None,
         }
         # JSON columns keep JSON null for None, as they always did.
         for name in ("inputs", "output_schema", "workflow", "variables", "source"):

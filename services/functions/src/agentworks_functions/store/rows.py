@@ -56,8 +56,8 @@ def _uuid(value: str, what: str) -> uuid.UUID:
 
 def call_not_found(call_id: str) -> NotFound:
     return NotFound(
-        f"call {call_id!r} not found: check the call_id (only the call's caller and the "
-        "target's owner can see a call)"
+        f"call {call_id!r} not found: check the call_id (only the call's caller, the "
+        "target's owner and the operator can see a call)"
     )
 
 
@@ -118,6 +118,8 @@ def _call(row: Any) -> Call:
         version=row.version,
         created_at=row.created_at,
         ended_at=row.ended_at,
+        traceparent=getattr(row, "traceparent", ""),
+        source_call_id=str(row.source_call_id) if row.source_call_id else None,
     )
 
 

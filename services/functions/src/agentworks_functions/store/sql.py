@@ -147,7 +147,8 @@ _CREATE_CALL = fixed_sql(
 SELECT * FROM functions.create_call(
     :id, :target_kind, :target_name, :function, :caller, :inputs, :description,
     :output_schema, :starts_work, :workflow, :variables, :run_id, :source, :submission_key,
-    :request_hash, :notify_conversation_id, :default_limit, :caller_share)
+    :request_hash, :notify_conversation_id, :default_limit, :caller_share, :traceparent,
+    :source_call_id)
 """
 )
 

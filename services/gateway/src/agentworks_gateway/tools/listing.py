@@ -248,8 +248,9 @@ LIST_SCHEMA: dict[str, Any] = {
             "conversations: yours and those with targets you own, each with its latest "
             "message. inboxes: the same as inbox addresses. targets: crews and workflows you "
             "own or may call, with functions and running slots in use and free. wake_ups, "
-            "schedules, webhooks: the scheduler's. runtimes: runtime credentials of your "
-            "targets and when each runtime was last seen.",
+            "schedules, webhooks: those you attached and those on targets you own. "
+            "runtimes: runtime credentials of your targets and when each runtime was last "
+            "seen.",
         },
         "cursor": {
             "type": "string",

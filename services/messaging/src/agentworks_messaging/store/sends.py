@@ -20,6 +20,7 @@ from psycopg.rows import namedtuple_row
 from agentworks.client.errors import Conflict, NotFound
 from agentworks.server.batching import Batcher
 from agentworks.server.db import Database, fetch_one, fixed_sql
+from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Receipt, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import jsonb, messaging_disabled, parse_uuid, reply_refused
@@ -42,10 +43,10 @@ WITH input AS (
             kind text, name text, refuse boolean, principal text, submission_id text,
             request_hash text, message_id uuid, conversation_id uuid, inbox_id uuid,
             delivery_id uuid, channel text, text text, parts text, target_key text,
-            origin uuid)
+            origin uuid, traceparent text)
     ) WITH ORDINALITY AS i (kind, name, refuse, principal, submission_id, request_hash,
                             message_id, conversation_id, inbox_id, delivery_id, channel,
-                            text, parts, target_key, origin, n)
+                            text, parts, target_key, origin, traceparent, n)
 ), target AS (
     SELECT i.n, t.free_text_ask, t.owner
     FROM input i JOIN messaging.targets t ON t.kind = i.kind AND t.name = i.name
@@ -82,8 +83,9 @@ WITH input AS (
     FROM go JOIN conv ON conv.id = go.conversation_id JOIN inbox ON inbox.id = go.inbox_id
     RETURNING id, conversation_id
 ), dlv AS (
-    INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
-    SELECT go.delivery_id, msg.conversation_id, 2, 'message', msg.id
+    INSERT INTO messaging.deliveries
+        (id, conversation_id, position, kind, message_id, traceparent)
+    SELECT go.delivery_id, msg.conversation_id, 2, 'message', msg.id, go.traceparent
     FROM go JOIN msg ON msg.id = go.message_id
     RETURNING id
 ), woken AS (
@@ -141,8 +143,10 @@ WITH inbox AS (
     FROM conv
     RETURNING id
 ), dlv AS (
-    INSERT INTO messaging.deliveries (id, conversation_id, position, kind, message_id)
-    SELECT CAST(:delivery_id AS uuid), conv.id, conv.last_position, 'message', msg.id
+    INSERT INTO messaging.deliveries
+        (id, conversation_id, position, kind, message_id, traceparent)
+    SELECT CAST(:delivery_id AS uuid), conv.id, conv.last_position, 'message', msg.id,
+           :traceparent
     FROM conv, msg
     RETURNING id
 )
@@ -204,9 +208,9 @@ WITH origin AS (
               c.target_kind || ':' || c.target_name AS target
 ), dlv AS (
     INSERT INTO messaging.deliveries
-        (id, conversation_id, position, kind, message_id, text, attributes)
+        (id, conversation_id, position, kind, message_id, text, attributes, traceparent)
     SELECT CAST(:delivery_id AS uuid), back.id, back.last_position, 'conversation_reply',
-           msg.id, :reply_text, CAST(:reply_attributes AS jsonb)
+           msg.id, :reply_text, CAST(:reply_attributes AS jsonb), :traceparent
     FROM back, msg
     RETURNING id
 )
@@ -305,6 +309,8 @@ class SendQueries(MessagingStoreBase):
                 "parts": None if parts is None else json.dumps(parts),
                 "target_key": str(key),
                 "origin": origin,
+                # Taken here, in the request's context: the batch runs in another task.
+                "traceparent": current_traceparent(),
             }
         )
         if row.stored:
@@ -362,6 +368,7 @@ class SendQueries(MessagingStoreBase):
                     "channel": channel,
                     "text": text,
                     "parts": jsonb(parts),
+                    "traceparent": current_traceparent(),
                 },
             )
             if row.stored:
@@ -441,6 +448,7 @@ class SendQueries(MessagingStoreBase):
                     "delivery_id": str(uuid.uuid4()),
                     "reply_text": reply_text,
                     "reply_attributes": json.dumps(attributes),
+                    "traceparent": current_traceparent(),
                 },
             )
             if row.stored:

@@ -24,6 +24,19 @@ RETURNING *
 
 GET_TARGET = fixed_sql("SELECT * FROM messaging.targets WHERE kind = :kind AND name = :name")
 
+# :viewer NULL is the operator (every target); else the targets it owns. Keyset on
+# (kind, name), the primary key.
+LIST_TARGETS = fixed_sql(
+    """
+SELECT * FROM messaging.targets
+WHERE (CAST(:viewer AS text) IS NULL OR owner = CAST(:viewer AS text))
+  AND (CAST(:after_kind AS text) IS NULL
+       OR (kind, name) > (CAST(:after_kind AS text), CAST(:after_name AS text)))
+ORDER BY kind, name
+LIMIT :limit
+"""
+)
+
 UPDATE_TARGET = fixed_sql(
     """
 UPDATE messaging.targets SET free_text_ask = :free_text_ask, updated_at = now()
@@ -59,3 +72,17 @@ class TargetQueries(MessagingStoreBase):
         if row is None:
             raise NotFound(f"{key} is not registered")
         return target_from(row)
+
+    async def list_targets(
+        self, *, viewer: str | None, after: tuple[str, str] | None, limit: int
+    ) -> list[Target]:
+        """Up to `limit` targets owned by `viewer` (None: all) after the key `after`."""
+        params = {
+            "viewer": viewer,
+            "after_kind": after[0] if after else None,
+            "after_name": after[1] if after else None,
+            "limit": limit,
+        }
+        async with self.db.transaction() as conn:
+            rows = (await conn.exec_driver_sql(LIST_TARGETS, params)).all()
+        return [target_from(r) for r in rows]

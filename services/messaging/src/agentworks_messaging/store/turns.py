@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentworks.client.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
 from agentworks.server.db import fetch_one, fixed_sql
+from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Message, NewDelivery, TargetKey, Turn, TurnQueue
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import delivery_from, parse_uuid
@@ -45,7 +46,7 @@ WITH conv AS (
     UPDATE messaging.deliveries d SET status = 'in_turn', turn_id = turn.id
     FROM turn WHERE d.conversation_id = turn.conversation_id AND d.status = 'pending'
     RETURNING d.id, d.conversation_id, d.position, d.kind, d.status, d.text, d.payload,
-              d.attributes, d.turn_id, d.created_at, d.message_id
+              d.attributes, d.turn_id, d.created_at, d.message_id, d.traceparent
 )
 SELECT conv.id AS claimed_conversation_id, conv.target_kind, conv.target_name,
        turn.lease_expires_at,
@@ -160,7 +161,7 @@ ENQUEUE = fixed_sql(
 WITH input AS (
     SELECT * FROM json_to_recordset(CAST(:items AS json)) AS (
         n integer, conversation_id uuid, delivery_id uuid, kind text, text text,
-        payload text, attributes jsonb, key text)
+        payload text, attributes jsonb, key text, traceparent text)
 ), existing AS (
     SELECT i.n, d.id, d.conversation_id <> i.conversation_id AS other_conversation,
            (d.kind, d.text, d.payload) IS DISTINCT FROM
@@ -185,9 +186,10 @@ WITH input AS (
               c.target_kind || ':' || c.target_name AS target
 ), dlv AS (
     INSERT INTO messaging.deliveries
-        (id, conversation_id, position, kind, text, payload, attributes, idempotency_key)
+        (id, conversation_id, position, kind, text, payload, attributes, idempotency_key,
+         traceparent)
     SELECT f.delivery_id, conv.id, conv.base + f.k, f.kind, f.text,
-           decode(f.payload, 'base64'), f.attributes, f.key
+           decode(f.payload, 'base64'), f.attributes, f.key, f.traceparent
     FROM fresh f JOIN conv ON conv.id = f.conversation_id
     RETURNING id
 ), woken AS (
@@ -288,6 +290,10 @@ class TurnQueries(MessagingStoreBase):
             for r in rows
             if r.id is not None
         ]
+        # The turn continues the trace of its oldest delivery that has one (P4).
+        traced = sorted(
+            (r.position, r.traceparent) for r in rows if r.id is not None and r.traceparent
+        )
         turn = Turn(
             id=str(params["turn_id"]),
             conversation_id=str(first.claimed_conversation_id),
@@ -295,6 +301,7 @@ class TurnQueries(MessagingStoreBase):
             reply_inbox_id=str(first.reply_inbox),
             lease_expires_at=first.lease_expires_at,
             deliveries=deliveries,
+            traceparent=traced[0][1] if traced else "",
         )
         return turn, first.more
 
@@ -378,6 +385,7 @@ class TurnQueries(MessagingStoreBase):
         """
         outcomes: list[tuple[str, bool] | AgentWorksError] = []
         rows: list[dict[str, Any]] = []
+        traceparent = current_traceparent()  # the enqueuer's trace, for the turn (P4)
         for n, item in enumerate(items):
             try:
                 conversation = parse_uuid(item.conversation_id, "conversation")
@@ -398,6 +406,7 @@ class TurnQueries(MessagingStoreBase):
                     else base64.b64encode(item.payload).decode(),
                     "attributes": item.attributes,
                     "key": item.idempotency_key,
+                    "traceparent": traceparent,
                 }
             )
         if not rows:

@@ -11,8 +11,16 @@
 - The product of what an agent creates is the target it serves (`crew:<crew>`,
   `workflow:<id>`); operators and runtime services may name one.
 - Wake-ups are seen and changed by their creator, by agents of the same product and by
-  operators; schedules and webhooks by their creator and operators. Anyone else gets
-  NOT_FOUND, so a guessed id reveals nothing.
+  operators; schedules and webhooks by their creator and operators. The owner of the
+  product (the conversation's target) sees them too (V1, A3: "an owner sees their
+  targets'"), in lists and by id, but does not change them: PERMISSION_DENIED saying who
+  may. Anyone else gets NOT_FOUND, so a guessed id reveals nothing.
+- Who owns a target is messaging's to say (P1): the record keeps its product, and each
+  read asks messaging, as the caller, for the targets the caller owns (`ListTargets`).
+  Not stored with the record: the operator may give a target another owner, and from
+  then on the new owner sees its timers, the old one none. Operators and runtime
+  services see all without asking; a capability acts for its own turn only, so it
+  shows nothing by ownership.
 """
 
 from __future__ import annotations
@@ -94,7 +102,28 @@ class Access:
             )
         return Attachment(conversation_id, product)
 
-    def _sees_wake_up(self, identity: Identity, wake_up: WakeUp) -> bool:
+    async def _owned_targets(self, identity: Identity) -> frozenset[str]:
+        """The targets `identity` owns, as messaging says now (none to ask for an
+        operator or runtime service, who see all, or for a capability)."""
+        if trusted(identity) or identity.capability is not None:
+            return frozenset()
+        return await self.conversations.owned_targets(identity)
+
+    async def _owner_may_see(self, identity: Identity, item: Any, what: str, change: bool) -> None:
+        """NOT_FOUND unless `identity` owns the item's product; if it does but wants to
+        `change` it, PERMISSION_DENIED (it may see, not change)."""
+        if item.product not in await self._owned_targets(identity):
+            raise NotFound(f"{what} {item.id!r} not found")
+        if change:
+            who = f"its creator ({item.created_by})"
+            if what == "wake-up":
+                who += f", the agents of {item.product}"
+            raise PermissionDenied(
+                f"you own {item.product}, so you may see {what} {item.id}, but only {who} "
+                "or an operator may change it"
+            )
+
+    def _changes_wake_up(self, identity: Identity, wake_up: WakeUp) -> bool:
         mine = own_product(identity)
         return (
             trusted(identity)
@@ -102,23 +131,29 @@ class Access:
             or (mine is not None and wake_up.product == mine)
         )
 
-    async def _visible_wake_up(self, identity: Identity, wake_up_id: str) -> WakeUp:
+    async def _visible_wake_up(
+        self, identity: Identity, wake_up_id: str, *, change: bool = False
+    ) -> WakeUp:
         wake_up = await self.store.get_wake_up(wake_up_id)
-        if not self._sees_wake_up(identity, wake_up):
-            raise NotFound(f"wake-up {wake_up_id!r} not found")
+        if not self._changes_wake_up(identity, wake_up):
+            await self._owner_may_see(identity, wake_up, "wake-up", change)
         require_conversation(identity, wake_up.conversation_id)  # a turn's capability (T3)
         return wake_up
 
-    async def _owned_schedule(self, identity: Identity, schedule_id: str) -> Schedule:
+    async def _owned_schedule(
+        self, identity: Identity, schedule_id: str, *, change: bool = False
+    ) -> Schedule:
         schedule = await self.store.get_schedule(schedule_id)
         if not (identity.is_operator or schedule.created_by == identity.principal):
-            raise NotFound(f"schedule {schedule_id!r} not found")
+            await self._owner_may_see(identity, schedule, "schedule", change)
         return schedule
 
-    async def _owned_webhook(self, identity: Identity, webhook_id: str) -> Webhook:
+    async def _owned_webhook(
+        self, identity: Identity, webhook_id: str, *, change: bool = False
+    ) -> Webhook:
         webhook = await self.store.get_webhook(webhook_id)
         if not (identity.is_operator or webhook.created_by == identity.principal):
-            raise NotFound(f"webhook {webhook_id!r} not found")
+            await self._owner_may_see(identity, webhook, "webhook", change)
         return webhook
 
     async def _list_own(
@@ -131,14 +166,17 @@ class Access:
         after: str,
         limit: int,
     ) -> tuple[list[Any], str]:
-        """One page of the caller's own schedules or webhooks (an operator's: anyone's)."""
+        """One page of the schedules or webhooks the caller created or that are on
+        targets it owns (an operator's: anyone's)."""
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)
         page = await listing(
             conversation_id=conversation_id,
             product=product,
-            created_by=None if identity.is_operator else identity.principal,
+            visible_to=None
+            if identity.is_operator
+            else (identity.principal, await self._owned_targets(identity)),
             after=position,
             limit=limit,
         )

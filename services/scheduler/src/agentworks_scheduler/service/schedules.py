@@ -123,7 +123,7 @@ class Schedules(Access):
         if name is not None:
             check_name(name)
         rule = self._check_recurrence(recurrence) if recurrence is not None else None
-        await self._owned_schedule(identity, schedule_id)
+        await self._owned_schedule(identity, schedule_id, change=True)
 
         def change(schedule: Schedule, now: datetime) -> dict[str, Any]:
             values: dict[str, Any] = {}
@@ -150,7 +150,7 @@ class Schedules(Access):
         self, identity: Identity, schedule_id: str, *, paused: bool
     ) -> Schedule:
         """Pause or resume one schedule; resuming skips what was missed meanwhile."""
-        await self._owned_schedule(identity, schedule_id)
+        await self._owned_schedule(identity, schedule_id, change=True)
 
         def change(schedule: Schedule, now: datetime) -> dict[str, Any]:
             if schedule.paused == paused:
@@ -167,7 +167,7 @@ class Schedules(Access):
         return schedule
 
     async def delete_schedule(self, identity: Identity, schedule_id: str) -> None:
-        await self._owned_schedule(identity, schedule_id)
+        await self._owned_schedule(identity, schedule_id, change=True)
         await self.store.delete_schedule(schedule_id)
         log.info("schedule.deleted", schedule_id=schedule_id)
 

@@ -88,10 +88,15 @@ class WakeUps(Access):
         position = decode_cursor(after)
         limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
         check_product(product)
+        visible_to = None
+        if not trusted(identity):
+            products = await self._owned_targets(identity)
+            mine = own_product(identity)
+            visible_to = (identity.principal, products | {mine} if mine else products)
         page: Page = await self.store.list_wake_ups(
             conversation_id=conversation_id,
             product=product,
-            visible_to=None if trusted(identity) else (identity.principal, own_product(identity)),
+            visible_to=visible_to,
             include_finished=include_finished,
             after=position,
             limit=limit,
@@ -100,7 +105,7 @@ class WakeUps(Access):
 
     async def cancel_wake_up(self, identity: Identity, wake_up_id: str) -> WakeUp:
         """Cancel a pending wake-up; only this (or a reschedule) stops it (S1)."""
-        await self._visible_wake_up(identity, wake_up_id)
+        await self._visible_wake_up(identity, wake_up_id, change=True)
         wake_up = await self.store.change_pending_wake_up(wake_up_id, when=None)
         log.info("wake_up.cancelled", wake_up_id=wake_up.id)
         return wake_up
@@ -114,7 +119,7 @@ class WakeUps(Access):
         delay_seconds: int | None,
     ) -> WakeUp:
         when = check_when(at, delay_seconds, datetime.now(UTC))
-        await self._visible_wake_up(identity, wake_up_id)
+        await self._visible_wake_up(identity, wake_up_id, change=True)
         wake_up = await self.store.change_pending_wake_up(wake_up_id, when=when)
         log.info("wake_up.rescheduled", wake_up_id=wake_up.id, due_at=wake_up.due_at.isoformat())
         return wake_up

@@ -111,7 +111,7 @@ class Webhooks(Access):
         )
 
     async def rotate_webhook_secret(self, identity: Identity, webhook_id: str) -> Webhook:
-        await self._owned_webhook(identity, webhook_id)
+        await self._owned_webhook(identity, webhook_id, change=True)
         salt = secrets.token_urlsafe(16)
         secret = self._secret(webhook_id, salt)
         webhook = await self.store.rotate_webhook_secret(
@@ -121,7 +121,7 @@ class Webhooks(Access):
         return webhook
 
     async def delete_webhook(self, identity: Identity, webhook_id: str) -> None:
-        await self._owned_webhook(identity, webhook_id)
+        await self._owned_webhook(identity, webhook_id, change=True)
         await self.store.delete_webhook(webhook_id)
         log.info("webhook.deleted", webhook_id=webhook_id)
 

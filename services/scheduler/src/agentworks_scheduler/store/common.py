@@ -203,23 +203,32 @@ def retry_key_values(submission_id: str, request_hash: str) -> dict[str, Any]:
     }
 
 
+# Who a list is for: (principal, products). It shows the rows that principal created and
+# those of these products; None shows every row.
+Viewer = tuple[str, frozenset[str]] | None
+
+
 def listing(
     table: sa.Table,
     *,
     conversation_id: str,
     product: str,
     after: int,
-    created_by: str | None = None,
+    visible_to: Viewer = None,
 ) -> sa.Select:
-    """Rows of `table` past the cursor `after` in creation order, of one conversation,
-    one product and one creator when they are given (empty or None: any)."""
+    """Rows of `table` past the cursor `after` in creation order, of one conversation and
+    one product when they are given (empty: any), that `visible_to` may see."""
     query = sa.select(table).where(table.c.seq > after).order_by(table.c.seq)
     if conversation_id:
         query = query.where(table.c.conversation_id == as_uuid(conversation_id, "conversation"))
     if product:
         query = query.where(table.c.product == product)
-    if created_by is not None:
-        query = query.where(table.c.created_by == created_by)
+    if visible_to is not None:
+        principal, products = visible_to
+        visible = table.c.created_by == principal
+        if products:
+            visible = sa.or_(visible, table.c.product.in_(sorted(products)))
+        query = query.where(visible)
     return query
 
 

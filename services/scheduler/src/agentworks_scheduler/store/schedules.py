@@ -15,6 +15,7 @@ from agentworks_scheduler.models import Page, Recurrence, Schedule
 from agentworks_scheduler.store.common import (
     SCHEDULE_LOCK,
     StoreBase,
+    Viewer,
     as_uuid,
     listing,
     schedule,
@@ -115,7 +116,7 @@ class ScheduleStore(StoreBase):
         *,
         conversation_id: str,
         product: str,
-        created_by: str | None,
+        visible_to: Viewer,
         after: int,
         limit: int,
     ) -> Page:
@@ -123,7 +124,7 @@ class ScheduleStore(StoreBase):
             t.schedules,
             conversation_id=conversation_id,
             product=product,
-            created_by=created_by,
+            visible_to=visible_to,
             after=after,
         )
         return await self._page(query, schedule, limit, after)

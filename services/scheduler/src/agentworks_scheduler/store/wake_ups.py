@@ -15,6 +15,7 @@ from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.store.common import (
     WAKE_UP_LOCK,
     StoreBase,
+    Viewer,
     When,
     as_uuid,
     due_value,
@@ -146,22 +147,18 @@ class WakeUpStore(StoreBase):
         *,
         conversation_id: str,
         product: str,
-        visible_to: tuple[str, str | None] | None,
+        visible_to: Viewer,
         include_finished: bool,
         after: int,
         limit: int,
     ) -> Page:
-        """Wake-ups in creation order; `visible_to` = (principal, product) limits them."""
+        """Wake-ups in creation order that `visible_to` may see (see `Viewer`)."""
         w = t.wake_ups
-        query = listing(w, conversation_id=conversation_id, product=product, after=after)
+        query = listing(
+            w, conversation_id=conversation_id, product=product, after=after, visible_to=visible_to
+        )
         if not include_finished:
             query = query.where(w.c.status == "pending")
-        if visible_to is not None:
-            principal, own_product = visible_to
-            visible = w.c.created_by == principal
-            if own_product:
-                visible = sa.or_(visible, w.c.product == own_product)
-            query = query.where(visible)
         return await self._page(query, wake_up, limit, after)
 
     async def purge_finished_wake_ups(self, older_than: timedelta) -> int:

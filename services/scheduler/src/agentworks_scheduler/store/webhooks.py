@@ -15,6 +15,7 @@ from agentworks_scheduler.store.common import (
     WEBHOOK_DELIVERY_LOCK,
     WEBHOOK_SIGNATURE_LOCK,
     StoreBase,
+    Viewer,
     as_uuid,
     listing,
     lock_key,
@@ -101,7 +102,7 @@ class WebhookStore(StoreBase):
         *,
         conversation_id: str,
         product: str,
-        created_by: str | None,
+        visible_to: Viewer,
         after: int,
         limit: int,
     ) -> Page:
@@ -109,7 +110,7 @@ class WebhookStore(StoreBase):
             t.webhooks,
             conversation_id=conversation_id,
             product=product,
-            created_by=created_by,
+            visible_to=visible_to,
             after=after,
         )
         return await self._page(query, webhook, limit, after)

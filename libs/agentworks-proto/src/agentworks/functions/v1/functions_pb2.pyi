@@ -455,7 +455,7 @@ class ClaimExecutionRequest(_message.Message):
     def __init__(self, targets: _Optional[_Iterable[_Union[_common_pb2.TargetRef, _Mapping]]] = ..., wait_seconds: _Optional[int] = ..., lease_seconds: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("call_id", "target", "function", "inputs_json", "output_folder", "result_file", "lease_expires_at", "output_schema_json", "starts_work", "caller", "description", "run_id", "workflow", "variables_json", "capability")
+    __slots__ = ("call_id", "target", "function", "inputs_json", "output_folder", "result_file", "lease_expires_at", "output_schema_json", "starts_work", "caller", "description", "run_id", "workflow", "variables_json", "capability", "traceparent")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +471,7 @@ class Execution(_message.Message):
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_JSON_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     target: _common_pb2.TargetRef
     function: str
@@ -486,7 +487,8 @@ class Execution(_message.Message):
     workflow: WorkflowBinding
     variables_json: str
     capability: str
-    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs_json: _Optional[str] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema_json: _Optional[str] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables_json: _Optional[str] = ..., capability: _Optional[str] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, call_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., inputs_json: _Optional[str] = ..., output_folder: _Optional[str] = ..., result_file: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_schema_json: _Optional[str] = ..., starts_work: _Optional[bool] = ..., caller: _Optional[str] = ..., description: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowBinding, _Mapping]] = ..., variables_json: _Optional[str] = ..., capability: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class ClaimExecutionResponse(_message.Message):
     __slots__ = ("execution",)

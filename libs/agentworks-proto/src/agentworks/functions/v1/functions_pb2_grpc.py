@@ -183,7 +183,8 @@ class FunctionsServiceServicer:
 
     def Call(self, request, context):
         """Calls (F3-F15). Only the call's caller or the target's owner can see or act on a
-        call; anyone else gets NOT_FOUND.
+        call; the operator may also GetStatus and Cancel any call (not Reply, not ReadFile:
+        PERMISSION_DENIED). Anyone else gets NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -94,6 +94,22 @@ class GetTargetRequest(_message.Message):
     ref: _common_pb2.TargetRef
     def __init__(self, ref: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ...) -> None: ...
 
+class ListTargetsRequest(_message.Message):
+    __slots__ = ("after", "limit")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    limit: int
+    def __init__(self, after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListTargetsResponse(_message.Message):
+    __slots__ = ("targets", "next_cursor")
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.RepeatedCompositeFieldContainer[Target]
+    next_cursor: str
+    def __init__(self, targets: _Optional[_Iterable[_Union[Target, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
 class SendRequest(_message.Message):
     __slots__ = ("target", "inbox_id", "text", "parts", "submission_id", "channel")
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -267,7 +283,7 @@ class ListConversationsResponse(_message.Message):
     def __init__(self, conversations: _Optional[_Iterable[_Union[ConversationSummary, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., since_cursor: _Optional[str] = ...) -> None: ...
 
 class Turn(_message.Message):
-    __slots__ = ("turn_id", "conversation_id", "target", "reply_inbox_id", "deliveries", "lease_expires_at", "capability")
+    __slots__ = ("turn_id", "conversation_id", "target", "reply_inbox_id", "deliveries", "lease_expires_at", "capability", "traceparent")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -275,6 +291,7 @@ class Turn(_message.Message):
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
     conversation_id: str
     target: _common_pb2.TargetRef
@@ -282,7 +299,8 @@ class Turn(_message.Message):
     deliveries: _containers.RepeatedCompositeFieldContainer[Delivery]
     lease_expires_at: _timestamp_pb2.Timestamp
     capability: str
-    def __init__(self, turn_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., reply_inbox_id: _Optional[str] = ..., deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., capability: _Optional[str] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, turn_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., reply_inbox_id: _Optional[str] = ..., deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., capability: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class ClaimTurnRequest(_message.Message):
     __slots__ = ("targets", "wait_seconds", "lease_seconds")

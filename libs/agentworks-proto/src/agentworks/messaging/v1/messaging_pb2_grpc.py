@@ -51,6 +51,11 @@ class MessagingServiceStub:
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTargetRequest.SerializeToString,
                 response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.Target.FromString,
                 _registered_method=True)
+        self.ListTargets = channel.unary_unary(
+                '/agentworks.messaging.v1.MessagingService/ListTargets',
+                request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListTargetsRequest.SerializeToString,
+                response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListTargetsResponse.FromString,
+                _registered_method=True)
         self.Send = channel.unary_unary(
                 '/agentworks.messaging.v1.MessagingService/Send',
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SendRequest.SerializeToString,
@@ -130,6 +135,15 @@ class MessagingServiceServicer:
 
     def GetTarget(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTargets(self, request, context):
+        """Targets by (kind, name) (V1, A3): those the caller owns; the operator sees all.
+        The scheduler asks it, as the caller, to show owners what is attached to their
+        targets' conversations.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -234,6 +248,11 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.GetTarget,
                     request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTargetRequest.FromString,
                     response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.Target.SerializeToString,
+            ),
+            'ListTargets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTargets,
+                    request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListTargetsRequest.FromString,
+                    response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListTargetsResponse.SerializeToString,
             ),
             'Send': grpc.unary_unary_rpc_method_handler(
                     servicer.Send,
@@ -374,6 +393,33 @@ class MessagingService:
             '/agentworks.messaging.v1.MessagingService/GetTarget',
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTargetRequest.SerializeToString,
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.Target.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTargets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentworks.messaging.v1.MessagingService/ListTargets',
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListTargetsRequest.SerializeToString,
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ListTargetsResponse.FromString,
             options,
             channel_credentials,
             insecure,
