@@ -1,9 +1,11 @@
 """Functions benchmarks: call round trip and throughput vs a PostgreSQL job queue; limits.
 
-The job queue is `procrastinate` (psycopg 3 and LISTEN/NOTIFY, like us), installed for
-the benchmark only (`make bench` does it); without it that comparison is skipped with a
-note. Both systems run side by side on one database and are measured in alternating
-rounds, so a burst of load from elsewhere on the shared machine hits both alike.
+The job queue is `procrastinate` (psycopg 3 and LISTEN/NOTIFY, like us), and the throughput
+is also compared with the agent-protocol peer of the conversation round trip (`a2a-sdk`
+with its PostgreSQL task store, bench/conversation.py), both installed for the benchmark
+only (`make bench` does it); without one, its comparison is skipped with a note. The
+systems run side by side on one PostgreSQL server and are measured in alternating
+rounds, so a burst of load from elsewhere on the shared machine hits them alike.
 """
 
 from __future__ import annotations
