@@ -395,6 +395,7 @@ async def test_cancel_stops_what_the_command_left_running_after_it_exited_R2_F15
                 break
             await asyncio.sleep(0.1)
         inner = [int(pid) for pid in pids.read_text().split()]
+        assert await until(lambda: records_of(tmp_path / "project", receipt.call_id), 10)
         # The leader may be gone already (reaped at once in its sandbox): None.
         leader, child = in_host(tmp_path / "project", receipt.call_id, inner)
         assert child is not None
@@ -618,15 +619,20 @@ def children(pid: int) -> dict[int, bytes]:
     return found
 
 
-def in_host(root: pathlib.Path, call_id: str, pids: list[int]) -> list[int | None]:
-    """The host pids of processes `pids` as the command saw them in its sandbox (its
-    own PID namespace), found below the sandbox its running record names; None for one
-    that is gone."""
-    (top,) = [
+def records_of(root: pathlib.Path, call_id: str) -> list[int]:
+    """The process groups the runners' records under `root` name for `call_id`."""
+    return [
         record["pgid"]
         for path in (root / RECORDS_FOLDER).glob("*.json")
         if (record := json.loads(path.read_text()))["call_id"] == call_id
     ]
+
+
+def in_host(root: pathlib.Path, call_id: str, pids: list[int]) -> list[int | None]:
+    """The host pids of processes `pids` as the command saw them in its sandbox (its
+    own PID namespace), found below the sandbox its running record names; None for one
+    that is gone."""
+    (top,) = records_of(root, call_id)
     found = {}
     for pid in [top, *descendants(top)]:  # without a sandbox, `top` is the leader
         with contextlib.suppress(OSError, ValueError):
@@ -651,6 +657,8 @@ async def started_tree(alice, root: pathlib.Path) -> tuple[str, list[int]]:
     receipt = await alice.call("crew:demo", "tree", {"text": "x"})
     pids_file = root / ".calls" / receipt.call_id / "pids"
     assert await until(pids_file.exists, 30), "the command did not start"
+    # The command may write its pids before its runner has recorded it: wait for both.
+    assert await until(lambda: records_of(root, receipt.call_id), 10), "no running record"
     inner = [int(pid) for pid in pids_file.read_text().split()]
     pids = [pid for pid in in_host(root, receipt.call_id, inner) if pid is not None]
     assert len(pids) == 2 and all(running(pid) for pid in pids)

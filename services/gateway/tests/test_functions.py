@@ -14,8 +14,8 @@ import json
 from mcp import Client
 
 NOT_FOUND_TEXT = (
-    "call {!r} not found: check the call_id (only the call's caller and the target's owner "
-    "can see a call)"
+    "call {!r} not found: check the call_id (only the call's caller, the target's owner "
+    "and the operator can see a call)"
 )
 
 

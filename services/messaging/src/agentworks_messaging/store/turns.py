@@ -57,7 +57,8 @@ SELECT conv.id AS claimed_conversation_id, conv.target_kind, conv.target_name,
                  AND o.id <> conv.id) AS more,
        (SELECT count(*) FROM took) AS took,
        dlv.*,
-       m.inbox_id AS m_inbox_id, m.position AS m_position, m.direction AS m_direction,
+       m.conversation_id AS m_conversation_id, m.inbox_id AS m_inbox_id,
+       m.position AS m_position, m.direction AS m_direction,
        m.sender AS m_sender, m.text AS m_text, m.parts AS m_parts,
        m.created_at AS m_created_at
 FROM conv JOIN turn ON turn.conversation_id = conv.id
@@ -255,7 +256,8 @@ def _claimed_message(row: Any) -> Message:
     """The message of a claimed delivery row (its `m_` columns)."""
     return Message(
         id=str(row.message_id),
-        conversation_id=str(row.conversation_id),
+        # A conversation_reply's message is of the other conversation, not the turn's (L5).
+        conversation_id=str(row.m_conversation_id),
         inbox_id=str(row.m_inbox_id),
         position=row.m_position,
         direction=row.m_direction,
