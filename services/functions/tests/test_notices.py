@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from datetime import timedelta
 
 import psycopg
+import pytest
 
 from agentworks.client import MessagingClient, errors
 from agentworks.client.messaging import attributes_json
@@ -328,3 +330,64 @@ async def test_failures_recorded_as_prefixed_strings_move_to_the_typed_columns_F
         ("UNAVAILABLE", None, "connection refused"),
         (None, None, "the messaging service is away"),
     ]
+
+
+async def test_an_outbox_worker_cancelled_while_releasing_its_locks_leaves_no_task_behind_F13_P4(
+    clients, echo, functions, database_url, turn_caller
+):
+    """F13 P4: a stopping service cancels the outbox worker; cancelled just as it
+    releases the notices' advisory locks, it leaves no statement running on a connection
+    the pool then closes (that task's error was logged at every such stop: "Task
+    exception was never retrieved ... connection pointer is NULL"), its locks are
+    released, and the notice is sent on the next attempt."""
+    await ended_calls(clients, echo, ["00000000-0000-4000-8000-00000000000c"], turn_caller)
+    await functions.stop(0)  # only the store below sends
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("UPDATE functions.notices SET next_attempt_at = now()")
+
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+    db = Database(database_url, pool_size=2)
+    await db.start()
+    try:
+        store = FunctionsStore(db, default_running_limit=10)
+
+        async def send_then_stop(notices):
+            # The cancel lands at the next await: the release of the locks.
+            loop.call_soon(worker.cancel)
+            raise RuntimeError("messaging went away")
+
+        worker = asyncio.create_task(
+            store.deliver_notices(send_then_stop, retry_after=timedelta(seconds=30))
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await worker
+        await asyncio.sleep(0.3)  # what a leftover task would still do
+        gc.collect()
+        assert unhandled == []
+        assert [t for t in asyncio.all_tasks() if "execute" in repr(t.get_coro())] == []
+
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+
+            async def advisory_locks() -> int:
+                cursor = await conn.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                )
+                return (await cursor.fetchone())[0]
+
+            for _ in range(100):  # the closed session's locks go when its backend exits
+                if not await advisory_locks():
+                    break
+                await asyncio.sleep(0.05)
+            assert await advisory_locks() == 0
+
+        async def send(notices):
+            return [Delivered() for _ in notices]
+
+        assert await store.deliver_notices(send, retry_after=timedelta(seconds=30)) == 1
+        assert db.pool.checked_out == 0
+    finally:
+        loop.set_exception_handler(previous)
+        await db.close()

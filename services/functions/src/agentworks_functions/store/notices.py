@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
+
+import psycopg
 
 from agentworks_functions.models import (
     Delivered,
@@ -50,8 +50,24 @@ class NoticeQueries(FunctionsStoreBase):
                 await pg.execute(_NOTICES_ATTEMPTED, _attempted(rows, outcomes, retry_after))
                 return len(rows)
             finally:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(pg.execute("SELECT pg_advisory_unlock_all()"))
+                await _release_locks(pg)
+
+
+async def _release_locks(pg: psycopg.AsyncConnection[Any]) -> None:
+    """Release the notices' session advisory locks before the connection goes back to
+    the pool; when that fails or is cancelled (the service stopping), close the
+    connection instead: its locks end with its session.
+
+    Never in a shielded task of its own: the pool would close the connection under it
+    when the caller is cancelled, and the task's error would be logged as never
+    retrieved ("consuming input failed: connection pointer is NULL").
+    """
+    try:
+        await pg.execute("SELECT pg_advisory_unlock_all()")
+    except BaseException as exc:
+        await pg.close()
+        if not isinstance(exc, Exception):
+            raise
 
 
 def _attempted(
