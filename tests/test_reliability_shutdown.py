@@ -6,6 +6,8 @@ clean restart, and a scheduler stopped mid-load fires everything once after it i
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import socket
 import time
 import urllib.request
@@ -13,7 +15,7 @@ import urllib.request
 import psycopg
 import pytest
 
-from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient, errors
 from agentworks.client.errors import Unavailable
 from agentworks.client.functions import state_name
 
@@ -193,3 +195,125 @@ async def test_sigterm_mid_firing_scheduler_loses_and_duplicates_nothing_P4_S6(
                 ).fetchall()
             )
         assert per_wake_up == {w: 1 for w in wake_ups}
+
+
+def log_problems(path) -> list[str]:
+    """The lines of a service's log that a clean stop must not have: errors (JSON
+    `level` error or critical), tracebacks, asyncio's "Task exception was never
+    retrieved", and psycopg's warnings about a statement cut twice."""
+    bad = []
+    for line in path.read_text().splitlines():
+        try:
+            level = json.loads(line).get("level", "")
+        except ValueError:
+            level = ""
+        if level in ("error", "critical") or re.search(
+            r"never retrieved|Traceback|\bERROR\b|query cancellation interrupted", line
+        ):
+            bad.append(line)
+    return bad
+
+
+def waiting_for_locks(database_url: str) -> int:
+    """Sessions of the database waiting for a lock."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()[0]
+
+
+@pytest.mark.reliability(
+    scenario="SIGTERM to functions with statements in flight (P4, F12)",
+    action="calls accepted under load from 8 concurrent callers while 2 runtimes claim and "
+    "finish; then, with the target's row locked by another session so that 4 more calls "
+    "stay mid-statement, 2 GetStatus long-polls waiting, SIGTERM (drain grace 1 s); started "
+    "again on the same port",
+    check='exit code 0; the log holds no error, no traceback and no "never retrieved" '
+    "(one server.requests_cut warning); the 4 cut calls failed and stored nothing; after "
+    "the restart every accepted call is there, the finished ones completed",
+)
+async def test_sigterm_with_statements_in_flight_logs_no_error_and_loses_nothing_P4_F12(
+    database_url, service_process, identity, tmp_path
+):
+    """P4 F12: see the reliability mark."""
+    log = tmp_path / "functions.log"
+    proc = service_process(
+        "agentworks_functions",
+        "FUNCTIONS",
+        database_url,
+        stderr_to=str(log),
+        FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1",
+        FUNCTIONS_DRAIN_SECONDS="1",
+        FUNCTIONS_SWEEP_SECONDS="0.2",
+        LOG_JSON="1",
+        LOG_LEVEL="info",
+    )
+    ops, owner, alice, bot = clients = [
+        FunctionsClient(proc.address, identity=identity(principal, roles), timeout=10)
+        for principal, roles in (
+            ("user:ops", {"operator"}),
+            ("user:owner", set()),
+            ("user:alice", set()),
+            ("agent:drain/bot", set()),
+        )
+    ]
+    try:
+        await ops.register_target("crew:drain", owner="user:owner", running_limit=1000)
+        await owner.declare_function(
+            "crew:drain", "work", input_schema={"type": "object"}, allowed_callers=["user:*"]
+        )
+        accepted: list[str] = []
+        finished: list[str] = []
+        loading = True
+
+        async def caller() -> None:
+            while loading:
+                accepted.append((await alice.call("crew:drain", "work", {})).call_id)
+
+        async def runtime() -> None:
+            while loading:
+                execution = await bot.claim_execution(["crew:drain"], wait_seconds=1)
+                if execution is not None:
+                    await bot.finish_execution(execution.call_id, final_message="done")
+                    finished.append(execution.call_id)
+
+        load = [asyncio.create_task(caller()) for _ in range(8)]
+        load += [asyncio.create_task(runtime()) for _ in range(2)]
+        await asyncio.sleep(1.0)
+        loading = False
+        await asyncio.wait_for(asyncio.gather(*load), 10)
+        assert len(accepted) > 20 and finished
+
+        open_call = next(c for c in accepted if c not in finished)
+        before = await alice.get_status(open_call)
+        polls = [
+            asyncio.create_task(
+                alice.get_status(open_call, wait_seconds=20, seen_version=before.version)
+            )
+            for _ in range(2)
+        ]
+        with psycopg.connect(database_url) as lock:
+            # Calls take the target's row: these wait mid-statement until the drain cuts them.
+            lock.execute("SELECT * FROM functions.targets FOR UPDATE")
+            cut = [asyncio.create_task(alice.call("crew:drain", "work", {})) for _ in range(4)]
+            await until(lambda: waiting_for_locks(database_url) >= 4)
+            code = await asyncio.to_thread(proc.terminate)
+        assert code == 0
+        cut_outcomes = await asyncio.gather(*cut, return_exceptions=True)
+        assert all(isinstance(o, errors.AgentWorksError) for o in cut_outcomes), cut_outcomes
+        await asyncio.gather(*polls, return_exceptions=True)
+        problems = log_problems(log)
+        assert problems == [], "\n".join(problems)
+        assert "server.requests_cut" in log.read_text()
+
+        await asyncio.to_thread(proc.start)
+        with psycopg.connect(database_url) as conn:
+            stored = {r[0] for r in conn.execute("SELECT id::text FROM functions.calls")}
+        assert stored == set(accepted)  # nothing accepted is lost, nothing cut is stored
+        for call_id in finished:
+            status = await retried(lambda c=call_id: alice.get_status(c))
+            assert (state_name(status.status), status.answer) == ("completed", "done")
+    finally:
+        for client in clients:
+            await client.close()

@@ -38,6 +38,9 @@ _ANSWERED = ((ANSWERED_KEY, "1"),)
 # its encoded form stays below this many bytes.
 MAX_ERROR_MESSAGE_BYTES = 6000
 _OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
+# How long a request cut by the drain may take to end: psycopg waits up to 5 s for
+# PostgreSQL to cancel a statement.
+CUT_REQUEST_UNWIND_SECONDS = 6.0
 
 
 def _trailers(exc: errors.AgentWorksError, message: str) -> tuple[tuple[str, Any], ...]:
@@ -109,6 +112,8 @@ class _Method:
     grpc_service: str
     # The methods an identity with a capability may call, by capability kind (T3).
     capability_methods: dict[str, frozenset[str]] = field(default_factory=dict)
+    # The server's requests running now (their tasks), for the drain (`GrpcServer.stop`).
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 class _Scope:
@@ -118,7 +123,7 @@ class _Scope:
     generator-based kind costs a measurable share of an empty request.
     """
 
-    __slots__ = ("_context", "_request_id", "_rpc", "_started")
+    __slots__ = ("_context", "_request_id", "_rpc", "_started", "_task")
 
     def _observe(self, code: str) -> None:
         rpc = self._rpc
@@ -130,6 +135,16 @@ class _Scope:
         self._context = context
 
     async def __aenter__(self) -> None:
+        self._task = task = asyncio.current_task()
+        if task is not None:
+            self._rpc.in_flight.add(task)
+        try:
+            await self._enter()
+        except BaseException:
+            self._rpc.in_flight.discard(task)  # type: ignore[arg-type]
+            raise
+
+    async def _enter(self) -> None:
         self._started = time.perf_counter()
         rpc = self._rpc
         rpc_started(rpc.grpc_type, rpc.grpc_service, rpc.short)
@@ -188,6 +203,7 @@ class _Scope:
             return False
         finally:
             self._observe(code)
+            rpc.in_flight.discard(self._task)  # type: ignore[arg-type]
 
 
 class _ServiceInterceptor(grpc.aio.ServerInterceptor):
@@ -207,6 +223,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         self._trusted = trusted_keys
         self._capability_methods = dict(capability_methods or {})
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
+        self.in_flight: set[asyncio.Task[Any]] = set()
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         method: str = handler_call_details.method
@@ -238,6 +255,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
             grpc_type,
             grpc_service,
             self._capability_methods,
+            self.in_flight,
         )
         parse = _lenient(handler.request_deserializer)
         if handler.unary_unary:
@@ -309,8 +327,9 @@ class GrpcServer:
         self._health_listen = health_listen
         self._on_drain = on_drain
         self._service_names = list(service_names)
+        self._interceptor = _ServiceInterceptor(name, trusted_keys, capability_methods)
         self.server = grpc.aio.server(
-            interceptors=[_ServiceInterceptor(name, trusted_keys, capability_methods)],
+            interceptors=[self._interceptor],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -368,6 +387,27 @@ class GrpcServer:
         if self._on_drain is not None:
             await self._on_drain()
         await self.server.stop(grace)
+        await self._unwind_cut_requests(grace)
         if self.health_server is not None:
             await self.health_server.stop(0)
         log.info("server.stopped", service=self.name)
+
+    async def _unwind_cut_requests(self, grace: float) -> None:
+        """Wait for the requests still running after `grace` to end.
+
+        grpc.aio's stop cancels them but returns without waiting; the service would then
+        close its database under their statements, and the loop's own cancellation at
+        exit would interrupt psycopg while it cancels the statement in PostgreSQL
+        (errors and tracebacks logged, a connection left mid-statement). Cancelled once,
+        each ends within psycopg's cancel wait; what is still running after that is
+        cancelled again.
+        """
+        cut = [task for task in self._interceptor.in_flight if not task.done()]
+        if not cut:
+            return
+        log.warning("server.requests_cut", service=self.name, count=len(cut), grace=grace)
+        _, stuck = await asyncio.wait(cut, timeout=CUT_REQUEST_UNWIND_SECONDS)
+        for task in stuck:
+            task.cancel()
+        if stuck:
+            await asyncio.wait(stuck, timeout=1.0)

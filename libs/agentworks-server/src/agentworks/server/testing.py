@@ -302,8 +302,16 @@ class ServiceProcess:
     """A service run as its own process (`python -m <module>`), to be killed and restarted."""
 
     def __init__(
-        self, module: str, prefix: str, database_url: str, keys: KeyDirectory, **env: str
+        self,
+        module: str,
+        prefix: str,
+        database_url: str,
+        keys: KeyDirectory,
+        *,
+        stderr_to: str | None = None,
+        **env: str,
     ) -> None:
+        """`stderr_to`: a file each start appends the process's stderr (its log) to."""
         import socket
 
         with socket.socket() as s:
@@ -318,6 +326,7 @@ class ServiceProcess:
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None
+        self.stderr_to = stderr_to
 
     @property
     def address(self) -> str:
@@ -331,9 +340,13 @@ class ServiceProcess:
         import grpc
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module], env=self.env, stdout=subprocess.DEVNULL
-        )
+        with open(self.stderr_to, "ab") if self.stderr_to else contextlib.nullcontext() as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         deadline = time.monotonic() + timeout
         with grpc.insecure_channel(self.address) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
@@ -368,8 +381,12 @@ def service_process(signing_keys: KeyDirectory):
     """`service_process("agentworks_messaging", "MESSAGING", url)` -> a started process."""
     made: list[ServiceProcess] = []
 
-    def make(module: str, prefix: str, database_url: str, **env: str) -> ServiceProcess:
-        proc = ServiceProcess(module, prefix, database_url, signing_keys, **env)
+    def make(
+        module: str, prefix: str, database_url: str, *, stderr_to: str | None = None, **env: str
+    ) -> ServiceProcess:
+        proc = ServiceProcess(
+            module, prefix, database_url, signing_keys, stderr_to=stderr_to, **env
+        )
         made.append(proc)
         proc.start()
         return proc
