@@ -90,3 +90,38 @@ async def test_a_new_turn_wakes_one_idle_claim_not_every_one_C10_P3(clients, dem
     for c in claims:
         c.cancel()
     await asyncio.gather(*claims, return_exceptions=True)
+
+
+async def test_deliveries_sent_while_a_claim_runs_are_never_stranded_C10_R1(clients, demo):
+    """C10 R1: messages sent into a conversation while runtimes claim and complete its
+    turns, all at once, are every one handed in some turn: a delivery stored between a
+    claim's snapshot and its lock on the conversation stays pending and counted (the
+    claim subtracts what it took rather than zeroing the count), so the next claim gets
+    it instead of it waiting for ever."""
+    alice = await clients("user:alice")
+    receipt = await alice.send("open", target=demo)
+    senders, each, claimers = 4, 40, 3
+    expected = 1 + senders * each
+    handed: list[str] = []
+
+    async def send(n: int) -> None:
+        for i in range(each):
+            await alice.send(f"s{n}-{i}", inbox_id=receipt.inbox_id)
+
+    async def claim(n: int) -> None:
+        bot = await clients(f"agent:demo/c{n}")
+        while len(handed) < expected:
+            turn = await bot.claim_turn([demo], wait_seconds=1)
+            if turn is None:
+                continue
+            handed.extend(d.delivery_id for d in turn.deliveries)
+            await bot.complete_turn(turn.turn_id)
+
+    workers = [asyncio.create_task(claim(n)) for n in range(claimers)]
+    await asyncio.gather(*(send(n) for n in range(senders)))
+    await asyncio.wait(workers, timeout=20)
+    for task in workers:
+        task.cancel()
+    assert len(handed) == len(set(handed)) == expected, (
+        f"{expected - len(set(handed))} deliveries stranded"
+    )

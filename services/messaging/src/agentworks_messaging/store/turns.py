@@ -37,16 +37,22 @@ WITH conv AS (
     INSERT INTO messaging.turns (id, conversation_id, runtime, status, lease_expires_at)
     SELECT :turn_id, conv.id, :runtime, 'active', now() + CAST(:lease AS interval) FROM conv
     RETURNING id, conversation_id, lease_expires_at
-), took AS (
-    UPDATE messaging.conversations c
-    SET pending_deliveries = 0, oldest_pending_at = NULL, active_turn_id = turn.id
-    FROM turn WHERE c.id = turn.conversation_id
-    RETURNING c.id
 ), dlv AS (
     UPDATE messaging.deliveries d SET status = 'in_turn', turn_id = turn.id
     FROM turn WHERE d.conversation_id = turn.conversation_id AND d.status = 'pending'
     RETURNING d.id, d.conversation_id, d.position, d.kind, d.status, d.text, d.payload,
               d.attributes, d.turn_id, d.created_at, d.message_id, d.traceparent
+), took AS (
+    -- What it took is subtracted, not zeroed: a delivery stored after this statement's
+    -- snapshot (its send committed before the lock above, which then saw the newer row)
+    -- is not in `dlv`, so it stays pending and counted, and the next claim takes it.
+    UPDATE messaging.conversations c
+    SET pending_deliveries = c.pending_deliveries - (SELECT count(*) FROM dlv),
+        oldest_pending_at = CASE WHEN c.pending_deliveries > (SELECT count(*) FROM dlv)
+                                 THEN c.oldest_pending_at END,
+        active_turn_id = turn.id
+    FROM turn WHERE c.id = turn.conversation_id
+    RETURNING c.id
 )
 SELECT conv.id AS claimed_conversation_id, conv.target_kind, conv.target_name,
        turn.lease_expires_at,
