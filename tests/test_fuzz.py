@@ -60,7 +60,7 @@ pytestmark = pytest.mark.reliability(
     scenario="Fuzzing the gRPC APIs (P6)",
     action=f"{EXAMPLES} hypothesis-generated requests per service (derandomized) built from "
     "the proto descriptors: random and control-character strings, ints past their range, "
-    "unknown enum values, Structs with NaN/Infinity, invalid Timestamps, mixed with real ids",
+    "unknown enum values, JSON text with NaN/Infinity, invalid Timestamps, mixed with real ids",
     check="every request answers with a status code within 10 s; never INTERNAL, UNKNOWN or "
     "DEADLINE_EXCEEDED",
 )
@@ -502,7 +502,7 @@ FOUND = [
 @pytest.mark.reliability(
     scenario="What the fuzzing found, kept fixed (P6)",
     action="requests that once failed INTERNAL or lost their status: NUL characters in "
-    "text, keys and JSON, NaN/Infinity in Structs, cursors past int64, error messages that "
+    "text, keys and JSON, NaN/Infinity in JSON, cursors past int64, error messages that "
     "quoted a 70 KB input",
     check="a clear INVALID_ARGUMENT / NOT_FOUND naming the field; long messages truncated so "
     "the status arrives",
