@@ -9,6 +9,7 @@ import pytest
 
 from agentworks.client.errors import PreconditionFailed
 from agentworks_scheduler.models import Due
+from agentworks_scheduler.store.common import WAKE_UP_LOCK
 
 BOT = "agent:demo/bot"
 
@@ -81,3 +82,39 @@ async def test_pause_and_cancel_wait_for_a_delivery_in_flight_S1_S3(
         ("fired",)
     ]
     await ops.resume()
+
+
+ADVISORY_LOCKS = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+    "(SELECT oid FROM pg_database WHERE datname = current_database()) AND classid = %s"
+)
+
+
+async def test_a_backlog_of_due_wake_ups_takes_only_a_batch_of_locks_S6(
+    scheduler, conversation, sql, until
+):
+    """S6: with 3,000 wake-ups due at once (a long pause lifted, a replica back from an
+    outage), a claim locks one batch, not the backlog: a lock per due row would fill
+    PostgreSQL's shared lock table, and then every connection to the server fails with
+    'out of shared memory'."""
+    batch = scheduler.service.config.batch_size
+    reached, release = hold_after_delivery(scheduler)
+    await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, product, note, due_at, created_by) "
+        "SELECT gen_random_uuid(), %s, 'crew:demo', 'n' || g, now() - interval '1 second', "
+        "'agent:demo/bot' FROM generate_series(1, 3000) g",
+        conversation,
+    )
+    await asyncio.wait_for(reached.wait(), 10)
+    try:
+        [(held,)] = await sql(ADVISORY_LOCKS, WAKE_UP_LOCK)
+        assert 0 < held <= batch
+    finally:
+        release.set()
+
+    async def drained() -> bool:
+        rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'")
+        return rows == [(0,)]
+
+    await until(scheduler.service, drained, timeout=60)
+    assert await sql(ADVISORY_LOCKS, WAKE_UP_LOCK) == [(0,)]

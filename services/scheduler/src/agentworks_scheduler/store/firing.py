@@ -4,9 +4,9 @@ No transaction is open while messaging is called. A batch is fired on a connecti
 its own (`claiming`):
 
 1. Claim, in one short transaction: take the pause gate shared, read the database
-   clock, and select up to `limit` due rows not covered by a pause with
-   `FOR UPDATE SKIP LOCKED`, taking each one's advisory lock (session-level, so it
-   outlives the transaction). The transaction commits.
+   clock, row-lock a bounded window of due rows not covered by a pause with
+   `FOR UPDATE SKIP LOCKED`, and take the advisory lock (session-level, so it
+   outlives the transaction) of up to `limit` of them. The transaction commits.
 2. The caller delivers them (the connection idles; no transaction).
 3. Record the outcomes in a second short transaction.
 4. Release the locks (or drop the connection, which releases them too).
@@ -45,6 +45,10 @@ from agentworks_scheduler.store.common import (
     wake_up,
 )
 
+# How many due rows a claim row-locks and considers, in batches: replicas delivering
+# up to this many batches at once do not leave the next one short.
+CANDIDATE_WINDOW = 4
+
 
 class Claim:
     """One firing batch's connection: claim due rows, then record their outcomes."""
@@ -64,20 +68,33 @@ class Claim:
         async with self.conn.begin():
             await self.conn.execute(sa.select(sa.func.pg_advisory_lock_shared(GATE_LOCK, 0)))
             now = (await self.conn.execute(sa.select(sa.func.now()))).scalar_one()
-            due = claimable(now)
-            # The advisory lock is tried last, only for rows that are due (CASE fixes the
-            # order): rows another replica is delivering are passed over.
-            unclaimed = sa.case(
-                (sa.and_(*due), sa.func.pg_try_advisory_lock(lock, lock_key(table.c.id))),
-                else_=sa.false(),
+            # Candidates first, bounded, in due order, row-locked (a row a concurrent
+            # claim or edit holds is skipped); then the advisory lock, tried only on
+            # them and only until `limit` are taken. A lock tried in the scan's own
+            # WHERE would be taken for every due row before the sort and the LIMIT (the
+            # caveat in PostgreSQL's advisory-lock docs): a backlog would fill the
+            # server's shared lock table. Rows another replica is delivering still
+            # hold their advisory lock and are passed over; the window is wider than a
+            # batch so that a few replicas in flight do not starve the next.
+            candidates = (
+                sa.select(table.c.id)
+                .where(*claimable(now))
+                .order_by(order_by)
+                .limit(limit * CANDIDATE_WINDOW)
+                .with_for_update(skip_locked=True)
+                .cte("candidates")
+                .prefix_with("MATERIALIZED")
+            )
+            claimed = (
+                sa.select(candidates.c.id)
+                .where(sa.func.pg_try_advisory_lock(lock, lock_key(candidates.c.id)))
+                .limit(limit)
+                .cte("claimed")
+                .prefix_with("MATERIALIZED")
             )
             rows = (
                 await self.conn.execute(
-                    sa.select(table)
-                    .where(*due, unclaimed)
-                    .order_by(order_by)
-                    .limit(limit)
-                    .with_for_update(skip_locked=True, of=table)
+                    sa.select(table).join(claimed, claimed.c.id == table.c.id).order_by(order_by)
                 )
             ).all()
         return [Due(convert(r), now) for r in rows]
