@@ -16,6 +16,7 @@ from agentworks.server.db import Database, migrate
 from agentworks_functions.models import Delivered, GaveUp, RetryLater
 from agentworks_functions.notices import notice_outcome
 from agentworks_functions.store import FunctionsStore
+from agentworks_functions.store.notices import NOTICE_LOCK
 
 
 async def ended_calls(clients, echo, conversations: list[str], turn_caller) -> list[str]:
@@ -390,4 +391,61 @@ async def test_an_outbox_worker_cancelled_while_releasing_its_locks_leaves_no_ta
         assert db.pool.checked_out == 0
     finally:
         loop.set_exception_handler(previous)
+        await db.close()
+
+
+async def test_a_backlog_of_due_notices_takes_only_a_batch_of_locks_F13(
+    clients, echo, functions, database_url, turn_caller
+):
+    """F13: with 3,000 notices due at once (messaging back after an outage), a send
+    locks one batch, not the backlog: a lock per due notice would fill PostgreSQL's
+    shared lock table, and then every connection to the server fails with 'out of
+    shared memory'."""
+    [call_id] = await ended_calls(
+        clients, echo, ["00000000-0000-4000-8000-00000000000c"], turn_caller
+    )
+    await functions.stop(0)  # only the store below sends
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        # 3,000 more ended calls like the first, each with a due notice.
+        await conn.execute(
+            "INSERT INTO functions.calls SELECT (jsonb_populate_record(NULL::functions.calls, "
+            "to_jsonb(c) || jsonb_build_object('id', gen_random_uuid(), "
+            "'submission_key', NULL))).* FROM functions.calls c, generate_series(1, 3000) "
+            "WHERE c.id = %s",
+            (call_id,),
+        )
+        await conn.execute(
+            "INSERT INTO functions.notices (call_id, conversation_id, text, attributes) "
+            "SELECT id, '00000000-0000-4000-8000-00000000000c', 'ended', '{}' "
+            "FROM functions.calls WHERE id <> %s",
+            (call_id,),
+        )
+        await conn.execute("UPDATE functions.notices SET next_attempt_at = now()")
+        await conn.execute("ANALYZE functions.notices")  # as autovacuum would, by then
+
+    held: list[int] = []
+    # Whatever plan PostgreSQL picks: with index scans off it scans and sorts every due
+    # notice, as it may by itself when most of a large outbox is due.
+    sep = "&" if "?" in database_url else "?"
+    no_index = "options=-c%20enable_indexscan%3Doff%20-c%20enable_bitmapscan%3Doff"
+    seq_scans = f"{database_url}{sep}{no_index}"
+
+    async def send(notices):
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            [(locks,)] = await (
+                await conn.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+                    (NOTICE_LOCK,),
+                )
+            ).fetchall()
+        held.append(locks)
+        return [Delivered() for _ in notices]
+
+    db = Database(seq_scans, pool_size=2)
+    await db.start()
+    try:
+        store = FunctionsStore(db, default_running_limit=10)
+        assert await store.deliver_notices(send, retry_after=timedelta(1), batch=100) == 100
+        assert held == [100]
+    finally:
         await db.close()

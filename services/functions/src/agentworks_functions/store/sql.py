@@ -6,14 +6,25 @@ from agentworks.server.db import fixed_sql
 
 # Claim due notices for one send: each one a session advisory lock of the claiming
 # connection, skipped when another replica holds it (see NoticeQueries.deliver_notices).
+# The locks are tried on a bounded window of the oldest due notices (four batches, so a
+# few replicas sending at once do not starve the next), never in the scan itself: a lock
+# in the scan's WHERE may be taken for every due row before the sort and the LIMIT, and
+# a backlog would fill PostgreSQL's shared lock table ("out of shared memory").
 _NOTICES_CLAIM = fixed_sql(
     """
-SELECT call_id, conversation_id, text, attributes, attempts
-FROM functions.notices
-WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
-  AND pg_try_advisory_lock(:lock, hashtext(call_id::text))
-ORDER BY next_attempt_at
-LIMIT :batch
+WITH due AS MATERIALIZED (
+    SELECT call_id FROM functions.notices
+    WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+    ORDER BY next_attempt_at
+    LIMIT :batch * 4
+), claimed AS MATERIALIZED (
+    SELECT call_id FROM due
+    WHERE pg_try_advisory_lock(:lock, hashtext(call_id::text))
+    LIMIT :batch
+)
+SELECT n.call_id, n.conversation_id, n.text, n.attributes, n.attempts
+FROM functions.notices n JOIN claimed USING (call_id)
+ORDER BY n.next_attempt_at
 """
 )
 
