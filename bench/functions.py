@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+import grpc
 import psutil
 import psycopg
 
@@ -25,8 +26,10 @@ from agentworks.client import FunctionsClient, errors
 from agentworks.client.functions import state_name
 from agentworks.client.identity import Minter
 from agentworks.client.keys import SigningKey
+from agentworks.client.rpc import channel_options
 from agentworks.runtime.executions import ExecutionContext, ExecutionWorker
 from agentworks.server.db import libpq_url
+from bench.floor_server import CALL, CLAIM, FINISH
 from bench.harness import Processes, Report, Row, median, percentile
 
 TARGET = "crew:bench"
@@ -191,6 +194,41 @@ async def agentworks_system(procs: Processes) -> AsyncIterator[RoundTrip]:
         yield round_trip
 
 
+@contextlib.asynccontextmanager
+async def floor_system(procs: Processes) -> AsyncIterator[RoundTrip]:
+    """The floor of a call round trip (bench/floor_server.py, Jobs): the same two
+    requests per round trip on the services' server stack, one INSERT and one UPDATE,
+    RUNTIMES runtimes (a channel each, like the SDK's workers) claiming and finishing."""
+    address = procs.start("bench.floor_server", "FLOOR", FLOOR_JOBS="1")
+    caller = Minter("user:caller", procs.key)
+
+    async def runtime(n: int) -> None:
+        identity = Minter(f"agent:bench/runtime-{n}", procs.key)
+        async with grpc.aio.insecure_channel(address, options=channel_options()) as chan:
+            claim, finish = chan.unary_unary(CLAIM), chan.unary_unary(FINISH)
+            job = b""
+            while True:
+                if not job:
+                    job = await claim(b"", metadata=identity.metadata())
+                if job:
+                    job = await finish(job, metadata=identity.metadata())
+
+    tasks = [asyncio.create_task(runtime(n)) for n in range(RUNTIMES)]
+    try:
+        async with grpc.aio.insecure_channel(address, options=channel_options()) as chan:
+            call = chan.unary_unary(CALL)
+
+            async def round_trip(n: int) -> None:
+                if await call(str(n).encode(), metadata=caller.metadata()) != b"completed":
+                    raise RuntimeError("the floor's call did not complete")
+
+            yield round_trip
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def procrastinate_available() -> bool:
     try:
         import procrastinate  # noqa: F401
@@ -273,8 +311,10 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
     )
 
     peer, have_peer = Figures(), a2a_available()
+    floor = Figures()
     async with contextlib.AsyncExitStack() as stack:
         our_trip = await stack.enter_async_context(agentworks_system(procs))
+        floor_trip = await stack.enter_async_context(floor_system(procs))
         their_trip = peer_trip = None
         peer_url = ""
         if have_queue:
@@ -283,7 +323,12 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
             peer_url = peer_database(procs)
             peer_trip = await stack.enter_async_context(a2a_system(procs, peer_url))
         meter = CpuMeter(procs.database_url, [c.pid for c in procs.children])
-        systems = [(our_trip, ours), (their_trip, theirs), (peer_trip, peer)]
+        systems = [
+            (our_trip, ours),
+            (their_trip, theirs),
+            (peer_trip, peer),
+            (floor_trip, floor),
+        ]
         # Warm up pools, prepared plans and caches on each, then alternate rounds. One
         # round trip alone first: the peer's task store makes its table on first use.
         for trip, _ in systems:
@@ -300,6 +345,7 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
                 (our_trip, ours, procs.database_url),
                 (their_trip, theirs, procs.database_url),  # the same database as ours
                 (peer_trip, peer, peer_url),
+                (floor_trip, floor, procs.database_url),
             ):
                 if trip:
                     figures.statements = await count_statements(
@@ -360,8 +406,47 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
             base(theirs.cpu_per_call, median),
         )
     )
+    floor_name = "the floor: the same 2 requests on our server stack, INSERT + UPDATE"
+    floor_tput = median(floor.throughputs)
+    report.add(
+        Row(
+            scenario,
+            "round trips completed per second (median of rounds)",
+            ours_tput,
+            "calls/s",
+            floor_name,
+            floor_tput,
+        )
+    )
+    if have_queue:
+        # What the target asks of the floor itself: a ratio under 1.5 here says no
+        # amount of work inside the service can meet it with this round trip's shape.
+        report.add(
+            Row(
+                scenario,
+                "the floor's round trips per second (median of rounds)",
+                floor_tput,
+                "calls/s",
+                baseline,
+                theirs_tput,
+            )
+        )
+    report.add(
+        Row(
+            scenario,
+            "CPU per round trip (bench + services + PostgreSQL)",
+            median(ours.cpu_per_call),
+            "ms",
+            floor_name,
+            median(floor.cpu_per_call),
+        )
+    )
     statements = "SQL statements per round trip (pg_stat_statements, separate pass)"
-    for figures, name in ((theirs, baseline), (peer, peer_name if have_peer else "")):
+    for figures, name in (
+        (theirs, baseline),
+        (peer, peer_name if have_peer else ""),
+        (floor, floor_name),
+    ):
         if ours.statements == ours.statements and name:
             report.add(
                 Row(scenario, statements, ours.statements, "statements", name, figures.statements)
@@ -392,7 +477,13 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
         "process involved (a load-independent view of cost on this shared machine). "
         f"Statements: pg_stat_statements (BEGIN/COMMIT included) over 2 s at {CALLERS} "
         "callers per system after the timed rounds; procrastinate shares our database, so "
-        "each count also holds the other's idle polls (a few a second)."
+        "each count also holds the other's idle polls (a few a second). "
+        "The floor (bench/floor_server.py, Jobs) is the round trip's shape with nothing "
+        "else: on the services' gRPC server stack (identity interceptor included), Call "
+        "inserts a row and waits in-process for its end, a runtime's Claim takes the next "
+        "job from an in-process queue and marks it running, Finish marks it done and the "
+        "next one running in one UPDATE and returns it; no protobuf, validation, "
+        "authorisation, events, notifications or replicas."
     )
 
 
