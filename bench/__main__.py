@@ -415,7 +415,7 @@ OPTIMISATIONS = [
     "The call throughput rows now also measure a floor (bench/floor_server.py, Jobs): "
     "the round trip's two requests on our gRPC server stack with one INSERT and one "
     "UPDATE and nothing else. It corrects the twelfth round's reasoning: the floor ran "
-    "576-704 calls/s, 2.2x procrastinate's rate in the same run, at 2.3-2.7 ms of CPU "
+    "576-821 calls/s in three runs, 2.2x procrastinate's rate in each, at 2.1-2.7 ms of CPU "
     "per round trip for everything, so two unary requests do not put 1.5x the job "
     "queue out of reach; the service's own work does. CPU per round trip, ours against "
     "the floor, per process (two 4 s rounds at 32 callers): the benchmark process "
