@@ -61,7 +61,7 @@ class Claim:
         table: sa.Table,
         lock: int,
         claimable: Callable[[datetime], list[sa.ColumnElement[bool]]],
-        order_by: sa.ColumnElement[Any],
+        order_by: sa.Column[Any],
         convert: Callable[[Any], Any],
         limit: int,
     ) -> list[Due]:
@@ -75,9 +75,11 @@ class Claim:
             # caveat in PostgreSQL's advisory-lock docs): a backlog would fill the
             # server's shared lock table. Rows another replica is delivering still
             # hold their advisory lock and are passed over; the window is wider than a
-            # batch so that a few replicas in flight do not starve the next.
+            # batch so that a few replicas in flight do not starve the next. The rows
+            # returned are the ones FOR UPDATE locked: their newest version, not the
+            # statement's snapshot (an edit committed meanwhile is what gets delivered).
             candidates = (
-                sa.select(table.c.id)
+                sa.select(table)
                 .where(*claimable(now))
                 .order_by(order_by)
                 .limit(limit * CANDIDATE_WINDOW)
@@ -86,16 +88,14 @@ class Claim:
                 .prefix_with("MATERIALIZED")
             )
             claimed = (
-                sa.select(candidates.c.id)
+                sa.select(candidates)
                 .where(sa.func.pg_try_advisory_lock(lock, lock_key(candidates.c.id)))
                 .limit(limit)
                 .cte("claimed")
                 .prefix_with("MATERIALIZED")
             )
             rows = (
-                await self.conn.execute(
-                    sa.select(table).join(claimed, claimed.c.id == table.c.id).order_by(order_by)
-                )
+                await self.conn.execute(sa.select(claimed).order_by(claimed.c[order_by.name]))
             ).all()
         return [Due(convert(r), now) for r in rows]
 
