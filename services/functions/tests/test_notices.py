@@ -17,6 +17,7 @@ from agentworks_functions.models import Delivered, GaveUp, RetryLater
 from agentworks_functions.notices import notice_outcome
 from agentworks_functions.store import FunctionsStore
 from agentworks_functions.store.notices import NOTICE_LOCK
+from tests.fixtures.plans import sorted_plans
 
 
 async def ended_calls(clients, echo, conversations: list[str], turn_caller) -> list[str]:
@@ -424,11 +425,6 @@ async def test_a_backlog_of_due_notices_takes_only_a_batch_of_locks_F13(
         await conn.execute("ANALYZE functions.notices")  # as autovacuum would, by then
 
     held: list[int] = []
-    # Whatever plan PostgreSQL picks: with index scans off it scans and sorts every due
-    # notice, as it may by itself when most of a large outbox is due.
-    sep = "&" if "?" in database_url else "?"
-    no_index = "options=-c%20enable_indexscan%3Doff%20-c%20enable_bitmapscan%3Doff"
-    seq_scans = f"{database_url}{sep}{no_index}"
 
     async def send(notices):
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
@@ -441,7 +437,8 @@ async def test_a_backlog_of_due_notices_takes_only_a_batch_of_locks_F13(
         held.append(locks)
         return [Delivered() for _ in notices]
 
-    db = Database(seq_scans, pool_size=2)
+    # Whatever plan PostgreSQL picks: here it scans and sorts every due notice.
+    db = Database(sorted_plans(database_url), pool_size=2)
     await db.start()
     try:
         store = FunctionsStore(db, default_running_limit=10)

@@ -8,8 +8,11 @@ import asyncio
 import pytest
 
 from agentworks.client.errors import PreconditionFailed
+from agentworks.server.db import Database
 from agentworks_scheduler.models import Due
+from agentworks_scheduler.store import SchedulerStore
 from agentworks_scheduler.store.common import WAKE_UP_LOCK
+from tests.fixtures.plans import sorted_plans
 
 BOT = "agent:demo/bot"
 
@@ -118,3 +121,28 @@ async def test_a_backlog_of_due_wake_ups_takes_only_a_batch_of_locks_S6(
 
     await until(scheduler.service, drained, timeout=60)
     assert await sql(ADVISORY_LOCKS, WAKE_UP_LOCK) == [(0,)]
+
+
+async def test_a_claim_locks_one_batch_of_the_oldest_whatever_plan_is_picked_S6(
+    scheduler, sql, database_url
+):
+    """S6: the same claim through the store, with the scan-and-sort plan forced (which
+    PostgreSQL may pick by itself): 100 of 3,000 due wake-ups, the oldest, and 100
+    locks."""
+    await scheduler.stop(0)  # only the store below claims
+    await sql(
+        "INSERT INTO scheduler.wake_ups (id, conversation_id, product, note, due_at, created_by) "
+        "SELECT gen_random_uuid(), gen_random_uuid(), 'crew:demo', 'n' || g, "
+        "now() - g * interval '1 millisecond', 'agent:demo/bot' FROM generate_series(1, 3000) g"
+    )
+    db = Database(sorted_plans(database_url), pool_size=1)
+    await db.start()
+    try:
+        async with SchedulerStore(db).claiming() as claim:
+            dues = await claim.due_wake_ups(100)
+            [(held,)] = await sql(ADVISORY_LOCKS, WAKE_UP_LOCK)
+        assert held == len(dues) == 100
+        assert [due.item.note for due in dues] == [f"n{g}" for g in range(3000, 2900, -1)]
+        assert await sql(ADVISORY_LOCKS, WAKE_UP_LOCK) == [(0,)]
+    finally:
+        await db.close()
