@@ -252,17 +252,24 @@ def test_a_message_its_turn_and_the_reply_are_one_trace_P4_C6_R1(suite):
     read = {"action": "read", "inbox_id": receipt["inbox_id"], "wait_seconds": 20}
     assert _call_tool(suite, "messages", read, {})["messages"], "no reply"
 
+    def from_the_caller(spans: list[Span]) -> bool:
+        return any(
+            s.service == "gateway" and s.parent_id == headers["traceparent"][36:52] for s in spans
+        )
+
     def done(spans: list[Span]) -> bool:
-        return {"gateway", "messaging", "runtime"} <= {s.service for s in spans} and _back_from(
-            spans, "turn crew:demo", "messaging"
+        # The gateway's HTTP span ends after its child spans and may be exported in a
+        # later batch than they are: wait for it too, not only for a gateway span.
+        return (
+            {"gateway", "messaging", "runtime"} <= {s.service for s in spans}
+            and _back_from(spans, "turn crew:demo", "messaging")
+            and from_the_caller(spans)
         )
 
     spans = suite.receiver.wait_for(trace_id, done)
     instances = {s.instance for s in spans if s.service == "runtime"}
     assert instances == {"demo-runtime"}, instances
-    assert any(
-        s.service == "gateway" and s.parent_id == headers["traceparent"][36:52] for s in spans
-    )
+    assert from_the_caller(spans)
 
 
 async def test_an_mcp_tool_call_and_the_turn_it_queues_are_one_trace_P4_G1(suite):
