@@ -73,7 +73,9 @@ class Jobs:
                 "INSERT INTO bench_jobs (status, body) VALUES ('pending', %s) RETURNING id",
                 (request.decode(),),
             )
-            [job] = await cur.fetchone() or (0,)
+            row = await cur.fetchone()
+        assert row is not None  # INSERT ... RETURNING returns its row
+        job = row[0]
         end = self.ends[job] = asyncio.get_running_loop().create_future()
         self.queued.put_nowait(job)
         try:

@@ -396,16 +396,6 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
             (ours_tput >= 3 * median(peer.throughputs)) if have_peer else None,
         )
     )
-    report.add(
-        Row(
-            scenario,
-            "CPU per round trip (bench + services + PostgreSQL)",
-            median(ours.cpu_per_call),
-            "ms",
-            baseline,
-            base(theirs.cpu_per_call, median),
-        )
-    )
     floor_name = "the floor: the same 2 requests on our server stack, INSERT + UPDATE"
     floor_tput = median(floor.throughputs)
     report.add(
@@ -431,37 +421,26 @@ async def call_round_trip(procs: Processes, report: Report, calls: int, seconds:
                 theirs_tput,
             )
         )
-    report.add(
-        Row(
-            scenario,
-            "CPU per round trip (bench + services + PostgreSQL)",
-            median(ours.cpu_per_call),
-            "ms",
-            floor_name,
-            median(floor.cpu_per_call),
+    compared = [
+        (figures, name)
+        for figures, name in (
+            (theirs, baseline),
+            (peer, peer_name if have_peer else ""),
+            (floor, floor_name),
         )
-    )
+        if name
+    ]
+    cpu = "CPU per round trip (bench + services + PostgreSQL)"
+    for figures, name in compared:
+        report.add(
+            Row(scenario, cpu, median(ours.cpu_per_call), "ms", name, median(figures.cpu_per_call))
+        )
     statements = "SQL statements per round trip (pg_stat_statements, separate pass)"
-    for figures, name in (
-        (theirs, baseline),
-        (peer, peer_name if have_peer else ""),
-        (floor, floor_name),
-    ):
-        if ours.statements == ours.statements and name:
+    if ours.statements == ours.statements:  # measured (not NaN)
+        for figures, name in compared:
             report.add(
                 Row(scenario, statements, ours.statements, "statements", name, figures.statements)
             )
-    if have_peer:
-        report.add(
-            Row(
-                scenario,
-                "CPU per round trip (bench + services + PostgreSQL)",
-                median(ours.cpu_per_call),
-                "ms",
-                peer_name,
-                median(peer.cpu_per_call),
-            )
-        )
     report.notes.append(
         f"Call round trip: the {RUNTIMES} runtimes are `ExecutionWorker`s of the runtime "
         "SDK, asyncio tasks in the benchmark process, each long-polling ClaimExecution when "
