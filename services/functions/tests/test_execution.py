@@ -11,6 +11,7 @@ import uuid
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from agentworks.client import errors
 from agentworks.client.common import target_ref
@@ -19,6 +20,8 @@ from agentworks.client.targets import TargetKey
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.server.db import Database
 from agentworks_functions.store import FunctionsStore
+from agentworks_functions.store.sql import _CLAIM_ONE
+from tests.fixtures.plans import numbered
 
 
 async def test_claim_long_poll_is_woken_by_a_new_call_R1(clients, echo, runtime):
@@ -801,3 +804,52 @@ async def test_refusals_of_an_ended_call_carry_a_machine_readable_reason_F12_F15
     with pytest.raises(errors.Busy) as busy:
         await alice.call("crew:demo", echo, {"text": "one too many"})
     assert busy.value.reason == errors.Reason.RUNNING_LIMIT
+
+
+async def test_a_claim_reads_a_few_rows_however_long_the_targets_history_R1(
+    clients, echo, runtime, database_url
+):
+    """R1: a claim of the oldest unclaimed call reads a few rows, not the target's ended
+    calls. A replica's prepared claim gets its generic plan once, maybe while calls is
+    small (a new database), and keeps it until the table is analyzed; made then, the old
+    claim could scan the listing index by target (the same columns and order as its own)
+    and read every ended call of the target, oldest first, on every claim."""
+    claim_sql, names = numbered(_CLAIM_ONE)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        types = {"claim_kind": "text", "claim_name": "text", "runtime": "text", "lease": "interval"}
+        await conn.execute(f"PREPARE claim ({', '.join(types[n] for n in names)}) AS {claim_sql}")
+        args = {
+            "claim_kind": "crew",
+            "claim_name": "demo",
+            "runtime": "agent:demo/bot",
+            "lease": "30 seconds",
+        }
+        execute = sql.SQL("EXECUTE claim ({})").format(
+            sql.SQL(", ").join(sql.Literal(args[name]) for name in names)
+        )
+        alice = await clients("user:alice")
+        first = await alice.call("crew:demo", echo, {"text": "history"})
+        await runtime.claim_execution(["crew:demo"], wait_seconds=5)
+        await runtime.finish_execution(first.call_id, final_message="done")
+        await conn.execute(execute)  # the plan, made while calls is small
+        # 2,000 more ended calls of the target, all older than the one waiting.
+        await conn.execute(
+            "INSERT INTO functions.calls SELECT (jsonb_populate_record(NULL::functions.calls, "
+            "to_jsonb(c) || jsonb_build_object('id', gen_random_uuid(), 'submission_key', "
+            "NULL, 'created_at', now() - interval '1 hour'))).* "
+            "FROM functions.calls c, generate_series(1, 2000) WHERE c.id = %s",
+            (first.call_id,),
+        )
+        waiting = await alice.call("crew:demo", echo, {"text": "waiting"})
+        async with conn.transaction(force_rollback=True):
+            [(plan,)] = await (
+                await conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + execute)
+            ).fetchall()
+            [(claimed,)] = await (
+                await conn.execute(
+                    "SELECT runtime FROM functions.calls WHERE id = %s", (waiting.call_id,)
+                )
+            ).fetchall()
+    assert claimed == "agent:demo/bot"  # the claim took the call waiting
+    assert plan[0]["Plan"]["Shared Hit Blocks"] < 100, plan  # not 2,000 ended calls' rows

@@ -78,6 +78,17 @@ calls = sa.Table(
     sa.Column("source_call_id", UUID),
 )
 
+# The running, unclaimed calls, kept by triggers on calls (migration 0011): what a
+# claim takes the oldest of.
+queued_calls = sa.Table(
+    "queued_calls",
+    metadata,
+    sa.Column("call_id", UUID, primary_key=True),
+    sa.Column("target_kind", sa.Text, nullable=False),
+    sa.Column("target_name", sa.Text, nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+)
+
 execution_messages = sa.Table(
     "execution_messages",
     metadata,

@@ -54,22 +54,23 @@ class ExecutionQueries(FunctionsStoreBase):
             async with self.db.raw() as pg:
                 row = await fetch_one(pg, _CLAIM_ONE, {**params, "lease": lease})
             return _call(row) if row is not None else None
-        c = t.calls
+        c, q = t.calls, t.queued_calls
         by_kind: dict[str, list[str]] = {}
         for key in keys:
             by_kind.setdefault(key.kind, []).append(key.name)
         target_filter = sa.or_(
             *(
-                sa.and_(c.c.target_kind == kind, c.c.target_name.in_(names))
+                sa.and_(q.c.target_kind == kind, q.c.target_name.in_(names))
                 for kind, names in by_kind.items()
             )
         )
-        oldest = (
+        oldest = (  # as _CLAIM_CTES: from the queue, the call's row locked
             sa.select(c.c.id)
+            .join(q, q.c.call_id == c.c.id)
             .where(target_filter, c.c.status == RUNNING, c.c.runtime.is_(None))
-            .order_by(c.c.created_at)
+            .order_by(q.c.created_at)
             .limit(1)
-            .with_for_update(skip_locked=True)
+            .with_for_update(of=c, skip_locked=True)
             .cte("oldest")
         )
         claimed = (

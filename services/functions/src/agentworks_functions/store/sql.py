@@ -52,14 +52,17 @@ WHERE n.call_id = b.call_id
 )
 
 # Claim the oldest unclaimed call of one target (:claim_kind, :claim_name) for :runtime,
-# skipping rows other claims hold: ClaimExecution, and a finish that claims the next.
+# skipping calls other claims hold: ClaimExecution, and a finish that claims the next.
+# The oldest come from the queue (migrations/0011_queued_calls.sql: the claim's only
+# index, whatever the table statistics); the lock is on the call's row, taken before the
+# queue row its trigger deletes, in the order every other change of a call takes them.
 _CLAIM_CTES = """oldest AS (
-    SELECT id FROM functions.calls
-    WHERE {only_if} target_kind = :claim_kind AND target_name = :claim_name
-      AND status = 'running' AND runtime IS NULL
-    ORDER BY created_at
+    SELECT c.id FROM functions.queued_calls q JOIN functions.calls c ON c.id = q.call_id
+    WHERE {only_if} q.target_kind = :claim_kind AND q.target_name = :claim_name
+      AND c.status = 'running' AND c.runtime IS NULL
+    ORDER BY q.created_at
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF c SKIP LOCKED
 ), claimed AS (
     UPDATE functions.calls c
     SET runtime = :runtime, claimed_at = now(), lease_expires_at = now() + :lease,
