@@ -116,12 +116,12 @@ class ExecutionContext:
         """Workflow functions: the run's typed variable values."""
         return loads_object(self.execution.variables_json, "variables")
 
-    @property
+    @functools.cached_property
     def output_dir(self) -> pathlib.Path:
         """The call's private output folder, `<root>/.calls/<call_id>/` (F4)."""
         return self.root / self.execution.output_folder
 
-    @property
+    @functools.cached_property
     def result_file(self) -> pathlib.Path:
         """FUNCTION_RESULT_FILE: where the result JSON goes when there is an output schema."""
         return self.output_dir / (self.execution.result_file or "result.json")

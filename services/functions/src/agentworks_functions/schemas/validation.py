@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -32,6 +33,9 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
 # Violations listed in one error message; the count says how many there were in all.
 MAX_LISTED_VIOLATIONS = 50
+
+# Schemas whose validators are kept (`_compiled`): the functions called most.
+SCHEMA_CACHE_SIZE = 256
 
 # A message quoting a value quotes this many characters of it at most.
 QUOTED_VALUE_CHARS = 200
@@ -74,10 +78,27 @@ def check_storable(value: Any, field: str) -> None:
 
 
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    return _compiled(_schema_key(schema))[0]
+
+
+def _schema_key(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
+def _compiled(key: str) -> tuple[Draft202012Validator, bool]:
+    """The validator of a schema (given as its canonical JSON) and whether the schema is
+    simple (no patterns, no combining keywords: see `off_loop`), made once per schema:
+    a call is checked against its function's schema, the same one call after call.
+    A validator keeps no state between checks (a check's pattern budget is a context
+    variable), so threads share it."""
+    schema = json.loads(key)
     # An explicit registry: jsonschema's default one fetches unknown $ref URLs over the
     # network (and file://), which would let a declaration make the service read them.
     # Patterns run on RE2, never on Python's backtracking `re` (see patterns.py).
-    return PatternValidator(schema, registry=METASCHEMAS, format_checker=_FORMATS)
+    validator = PatternValidator(schema, registry=METASCHEMAS, format_checker=_FORMATS)
+    simple = next(declared_patterns(schema), None) is None and not _combines(schema)
+    return validator, simple
 
 
 def _json_type(value: Any) -> str:
@@ -174,7 +195,7 @@ async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
     Schemas without patterns or combining keywords cost time linear in the input (at most
     a fraction of a second at the input limit) and are checked in place.
     """
-    if next(declared_patterns(schema), None) is None and not _combines(schema):
+    if _compiled(_schema_key(schema))[1]:
         return check(*args)
     return await asyncio.to_thread(check, *args)
 
