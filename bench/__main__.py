@@ -432,6 +432,33 @@ OPTIMISATIONS = [
     "of the excess, and 1.5x procrastinate needs about half our CPU per round trip "
     "(its 4.85 ms / 1.5 = 3.2 ms against our 8.7 in one run): the target is left open "
     "with these figures, not called blocked.",
+    "Fourteenth round (issue 27). The finish's 1.3 ms above was not the service's work "
+    "but a plan: auto_explain under load showed each finish's claim of the next call "
+    "scanning calls_listed_by_target (the listing index, 0008) and discarding every "
+    "ended call of the target, oldest first (1,700 rows and 1,745 buffers per claim a "
+    "few seconds in; pg_stat_statements: 1,468 buffers per finish on average). A "
+    "replica's prepared claim gets its generic plan while calls is still small, where "
+    "that index and calls_claimable cost the same, and keeps it until the table is "
+    "analyzed; the benchmark's runs are shorter than autovacuum's first pass, and a new "
+    "deployment's first minutes are too. Claims now take the oldest call from a table "
+    "of the queued calls alone (queued_calls, kept by triggers on calls; migration "
+    "0011), whose one index is the claim's: 52 buffers and 0.25 ms per finish "
+    "(pg_stat_statements, same load), and a test with the plan made while calls is "
+    "small (2,033 blocks before, under 100 after). In the per-process scratch split "
+    "(two 4-5 s rounds at 32 callers, this machine's rates drift by 15% between runs): "
+    "278-303 -> 395-464 calls/s, CPU per round trip 6.4-6.7 -> 3.9-4.5 ms, PostgreSQL "
+    "1.75-2.14 -> 1.1-1.3 ms. Also: a function's schemas are compiled once per replica "
+    "(the validator had been built per call), and the SDK's ExecutionContext computes "
+    "its folder paths once. Tried and not kept, for no gain the noise could not hide: "
+    "HOT claims (calls_leased dropped, fillfactor 70: half the updates became HOT, "
+    "PostgreSQL CPU per round trip unchanged) and NOTIFY outside the writing "
+    "transactions (sized by synchronous_commit off for everything, which did not "
+    "change the rate either: the NOTIFY queue's commit lock is waited on, but CPU is "
+    "what is short). Full `make bench` after it: 420.6 calls/s against procrastinate's "
+    "591.3 (0.71x, not met) and a2a-sdk's 104.9 (4.01x); in the same page procrastinate "
+    "ran 591 calls/s against 368 in the last one and the floor 970 against 821, so 1.5x "
+    "procrastinate would now be 0.91 of the floor, which does nothing but one INSERT and "
+    "one UPDATE.",
 ]
 
 
