@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from agentworks.client.errors import InvalidArgument, PreconditionFailed
+from agentworks_messaging.store.turns import CLAIM_OF_TARGET
+from tests.fixtures.plans import numbered
 
 
 async def test_a_reply_completes_its_turn_in_the_same_request_and_a_retry_is_fine_C6_C10(
@@ -125,3 +130,54 @@ async def test_deliveries_sent_while_a_claim_runs_are_never_stranded_C10_R1(clie
     assert len(handed) == len(set(handed)) == expected, (
         f"{expected - len(set(handed))} deliveries stranded"
     )
+
+
+async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_has_C10_R1(
+    clients, demo, database_url
+):
+    """C10 R1: ClaimTurn reads a few rows, not every conversation of the target. A
+    replica's prepared claim gets its generic plan once, maybe while conversations is
+    small (a new database), and keeps it until the table is analyzed; a plan made then
+    must still go by the claimable conversations (`conversations_claimable`), both for
+    the one it takes and for whether there are more, and not scan the target's
+    conversations through the listing index by target."""
+    claim_sql, names = numbered(CLAIM_OF_TARGET)
+    types = {"kind": "text", "name": "text", "turn_id": "uuid", "runtime": "text", "lease": "text"}
+    args = {
+        "kind": "crew",
+        "name": "demo",
+        "turn_id": str(uuid.uuid4()),
+        "runtime": "agent:demo/bot",
+        "lease": "30 seconds",
+    }
+    execute = sql.SQL("EXECUTE claim ({})").format(
+        sql.SQL(", ").join(sql.Literal(args[name]) for name in names)
+    )
+    alice = await clients("user:alice")
+    first = await alice.send("the first", target=demo)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE claim ({', '.join(types[n] for n in names)}) AS {claim_sql}")
+        async with conn.transaction(force_rollback=True):
+            await conn.execute(execute)  # the plan, made while conversations is small
+        # 2,000 more conversations of the target, older, none with work waiting.
+        await conn.execute(
+            "INSERT INTO messaging.conversations SELECT (jsonb_populate_record("
+            "NULL::messaging.conversations, to_jsonb(c) || jsonb_build_object("
+            "'id', gen_random_uuid(), 'pending_deliveries', 0, 'oldest_pending_at', NULL, "
+            "'created_at', now() - interval '1 hour'))).* "
+            "FROM messaging.conversations c, generate_series(1, 2000) WHERE c.id = %s",
+            (first.conversation_id,),
+        )
+        async with conn.transaction(force_rollback=True):
+            [(plan,)] = await (
+                await conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + execute)
+            ).fetchall()
+            [(active,)] = await (
+                await conn.execute(
+                    "SELECT active_turn_id FROM messaging.conversations WHERE id = %s",
+                    (first.conversation_id,),
+                )
+            ).fetchall()
+    assert str(active) == args["turn_id"]  # the claim took the conversation waiting
+    assert plan[0]["Plan"]["Shared Hit Blocks"] < 100, plan  # not 2,000 conversations' rows
