@@ -6,8 +6,9 @@ and a disruption budget; selectors, ports and probes agree; every ConfigMap and 
 key a container references exists; each container's environment is one its process
 reads and parses (by building the real config objects from it); images and commands are
 the console scripts our packages declare; every gRPC hop runs mutual TLS with a
-certificate cert-manager issues per process (T5). With `kubernetes-validate` installed,
-every Kubernetes object is also checked against the Kubernetes JSON schema; with
+certificate cert-manager issues per process (T5). With `kubernetes-validate` (in
+requirements-dev.lock), every Kubernetes object is also checked against the Kubernetes
+JSON schema; with
 `kubectl` on PATH, each kustomization is rendered.
 """
 
