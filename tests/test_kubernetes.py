@@ -8,8 +8,7 @@ reads and parses (by building the real config objects from it); images and comma
 the console scripts our packages declare; every gRPC hop runs mutual TLS with a
 certificate cert-manager issues per process (T5). With `kubernetes-validate` (in
 requirements-dev.lock), every Kubernetes object is also checked against the Kubernetes
-JSON schema; with
-`kubectl` on PATH, each kustomization is rendered.
+JSON schema; with `kubectl` on PATH, each kustomization is rendered.
 """
 
 from __future__ import annotations
