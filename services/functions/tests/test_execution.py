@@ -11,7 +11,6 @@ import uuid
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from agentworks.client import errors
 from agentworks.client.common import target_ref
@@ -21,7 +20,7 @@ from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.server.db import Database
 from agentworks_functions.store import FunctionsStore
 from agentworks_functions.store.sql import _CLAIM_ONE
-from tests.fixtures.plans import numbered
+from tests.fixtures.plans import blocks_hit, prepare_generic
 
 
 async def test_claim_long_poll_is_woken_by_a_new_call_R1(clients, echo, runtime):
@@ -814,20 +813,15 @@ async def test_a_claim_reads_a_few_rows_however_long_the_targets_history_R1(
     small (a new database), and keeps it until the table is analyzed; made then, the old
     claim could scan the listing index by target (the same columns and order as its own)
     and read every ended call of the target, oldest first, on every claim."""
-    claim_sql, names = numbered(_CLAIM_ONE)
+    types = {"claim_kind": "text", "claim_name": "text", "runtime": "text", "lease": "interval"}
+    args = {
+        "claim_kind": "crew",
+        "claim_name": "demo",
+        "runtime": "agent:demo/bot",
+        "lease": "30 seconds",
+    }
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        types = {"claim_kind": "text", "claim_name": "text", "runtime": "text", "lease": "interval"}
-        await conn.execute(f"PREPARE claim ({', '.join(types[n] for n in names)}) AS {claim_sql}")
-        args = {
-            "claim_kind": "crew",
-            "claim_name": "demo",
-            "runtime": "agent:demo/bot",
-            "lease": "30 seconds",
-        }
-        execute = sql.SQL("EXECUTE claim ({})").format(
-            sql.SQL(", ").join(sql.Literal(args[name]) for name in names)
-        )
+        execute = await prepare_generic(conn, _CLAIM_ONE, types, args)
         alice = await clients("user:alice")
         first = await alice.call("crew:demo", echo, {"text": "history"})
         await runtime.claim_execution(["crew:demo"], wait_seconds=5)
@@ -843,13 +837,11 @@ async def test_a_claim_reads_a_few_rows_however_long_the_targets_history_R1(
         )
         waiting = await alice.call("crew:demo", echo, {"text": "waiting"})
         async with conn.transaction(force_rollback=True):
-            [(plan,)] = await (
-                await conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + execute)
-            ).fetchall()
+            blocks, plan = await blocks_hit(conn, execute)
             [(claimed,)] = await (
                 await conn.execute(
                     "SELECT runtime FROM functions.calls WHERE id = %s", (waiting.call_id,)
                 )
             ).fetchall()
     assert claimed == "agent:demo/bot"  # the claim took the call waiting
-    assert plan[0]["Plan"]["Shared Hit Blocks"] < 100, plan  # not 2,000 ended calls' rows
+    assert blocks < 100, plan  # not 2,000 ended calls' rows

@@ -7,11 +7,10 @@ import uuid
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from agentworks.client.errors import InvalidArgument, PreconditionFailed
 from agentworks_messaging.store.turns import CLAIM_OF_TARGET
-from tests.fixtures.plans import numbered
+from tests.fixtures.plans import blocks_hit, prepare_generic
 
 
 async def test_a_reply_completes_its_turn_in_the_same_request_and_a_retry_is_fine_C6_C10(
@@ -141,7 +140,6 @@ async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_ha
     must still go by the claimable conversations (`conversations_claimable`), both for
     the one it takes and for whether there are more, and not scan the target's
     conversations through the listing index by target."""
-    claim_sql, names = numbered(CLAIM_OF_TARGET)
     types = {"kind": "text", "name": "text", "turn_id": "uuid", "runtime": "text", "lease": "text"}
     args = {
         "kind": "crew",
@@ -150,14 +148,10 @@ async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_ha
         "runtime": "agent:demo/bot",
         "lease": "30 seconds",
     }
-    execute = sql.SQL("EXECUTE claim ({})").format(
-        sql.SQL(", ").join(sql.Literal(args[name]) for name in names)
-    )
     alice = await clients("user:alice")
     first = await alice.send("the first", target=demo)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        await conn.execute(f"PREPARE claim ({', '.join(types[n] for n in names)}) AS {claim_sql}")
+        execute = await prepare_generic(conn, CLAIM_OF_TARGET, types, args)
         async with conn.transaction(force_rollback=True):
             await conn.execute(execute)  # the plan, made while conversations is small
         # 2,000 more conversations of the target, older, none with work waiting.
@@ -170,9 +164,7 @@ async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_ha
             (first.conversation_id,),
         )
         async with conn.transaction(force_rollback=True):
-            [(plan,)] = await (
-                await conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + execute)
-            ).fetchall()
+            blocks, plan = await blocks_hit(conn, execute)
             [(active,)] = await (
                 await conn.execute(
                     "SELECT active_turn_id FROM messaging.conversations WHERE id = %s",
@@ -180,4 +172,4 @@ async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_ha
                 )
             ).fetchall()
     assert str(active) == args["turn_id"]  # the claim took the conversation waiting
-    assert plan[0]["Plan"]["Shared Hit Blocks"] < 100, plan  # not 2,000 conversations' rows
+    assert blocks < 100, plan  # not 2,000 conversations' rows
