@@ -32,6 +32,11 @@ class Reason(enum.StrEnum):
     RUNNING_LIMIT = "RUNNING_LIMIT"
     # The caller holds its share of the target's running limit (fairness): nothing queued.
     CALLER_SHARE = "CALLER_SHARE"
+    # The principal holds its share of this replica (open requests, long-polls and
+    # streams, or new conversations and calls per second, B7): retry after the delay.
+    PRINCIPAL_SHARE = "PRINCIPAL_SHARE"
+    # A check ran past its deadline or its cost budget (B1, B2): nothing was stored.
+    CHECK_BUDGET = "CHECK_BUDGET"
 
 
 class AgentWorksError(Exception):
@@ -39,10 +44,21 @@ class AgentWorksError(Exception):
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
 
-    def __init__(self, message: str, *, reason: Reason | str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: Reason | str = "",
+        retry_after: float | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
+        # Seconds to wait before retrying (google.rpc.RetryInfo; HTTP Retry-After).
+        self.retry_after = retry_after
+        # What a program needs besides the reason: the limit, the field (ErrorInfo).
+        self.metadata = dict(metadata or {})
 
 
 class InvalidArgument(AgentWorksError):
@@ -127,32 +143,67 @@ _BY_CODE: dict[grpc.StatusCode, type[AgentWorksError]] = {
 REFUSED_FOR_GOOD: tuple[type[AgentWorksError], ...] = (InvalidArgument, NotFound, Conflict)
 
 
-def from_status(code: grpc.StatusCode, message: str, reason: str = "") -> AgentWorksError:
+def from_status(
+    code: grpc.StatusCode,
+    message: str,
+    reason: str = "",
+    retry_after: float | None = None,
+) -> AgentWorksError:
     """Rebuild the domain error a service raised from the status a client received."""
-    return _BY_CODE.get(code, AgentWorksError)(message, reason=reason)
+    return _BY_CODE.get(code, AgentWorksError)(message, reason=reason, retry_after=retry_after)
 
 
 def status_details(exc: AgentWorksError, message: str) -> bytes:
-    """The `grpc-status-details-bin` trailer for `exc`: a google.rpc.Status with its reason."""
-    detail = any_pb2.Any()
-    detail.Pack(error_details_pb2.ErrorInfo(reason=str(exc.reason), domain=ERROR_DOMAIN))
+    """The `grpc-status-details-bin` trailer for `exc`: a google.rpc.Status with its
+    reason and metadata (ErrorInfo) and, when it has one, its retry delay (RetryInfo)."""
+    details = []
+    if exc.reason:
+        info = any_pb2.Any()
+        info.Pack(
+            error_details_pb2.ErrorInfo(
+                reason=str(exc.reason), domain=ERROR_DOMAIN, metadata=exc.metadata
+            )
+        )
+        details.append(info)
+    if exc.retry_after is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(max(0, round(exc.retry_after * 1000)))
+        delay = any_pb2.Any()
+        delay.Pack(retry)
+        details.append(delay)
     return status_pb2.Status(
-        code=exc.code.value[0], message=message, details=[detail]
+        code=exc.code.value[0], message=message, details=details
     ).SerializeToString()
 
 
-def reason_of(trailing_metadata: object) -> str:
-    """The ErrorInfo reason in a received status's trailers, or "" when there is none."""
+def _status_of(trailing_metadata: object) -> status_pb2.Status | None:
     for key, value in trailing_metadata or ():  # type: ignore[attr-defined]
         if key != STATUS_DETAILS_KEY or not isinstance(value, bytes):
             continue
         status = status_pb2.Status()
         try:
             status.ParseFromString(value)
-        except Exception:  # a malformed trailer is no reason
-            return ""
-        for detail in status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
-                return info.reason
+        except Exception:  # a malformed trailer says nothing
+            return None
+        return status
+    return None
+
+
+def retry_after_of(trailing_metadata: object) -> float | None:
+    """The RetryInfo delay in a received status's trailers, in seconds, or None."""
+    status = _status_of(trailing_metadata)
+    for detail in status.details if status is not None else ():
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(retry):
+            return retry.retry_delay.ToMilliseconds() / 1000
+    return None
+
+
+def reason_of(trailing_metadata: object) -> str:
+    """The ErrorInfo reason in a received status's trailers, or "" when there is none."""
+    status = _status_of(trailing_metadata)
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+            return info.reason
     return ""

@@ -150,8 +150,10 @@ class ServiceClient:
         except grpc.aio.AioRpcError as exc:
             details = exc.details() or exc.code().name
             if _answered(exc):  # the service's own words, already saying what to do
-                reason = errors.reason_of(exc.trailing_metadata())
-                raise errors.from_status(exc.code(), details, reason) from None
+                trailers = exc.trailing_metadata()
+                raise errors.from_status(
+                    exc.code(), details, errors.reason_of(trailers), errors.retry_after_of(trailers)
+                ) from None
             # The channel's own words ("connections to all backends failing", "Deadline
             # Exceeded"): say which service, and that a retry is the remedy.
             service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
