@@ -18,6 +18,10 @@ from agentworks.client.settings import (
     check_address,
 )
 from agentworks.client.tls import Tls
+from agentworks.server.liveness import DEFAULT_LAG_LIMIT_SECONDS, DEFAULT_STUCK_SECONDS
+
+# The bearer token every process's /metrics asks for (`<NAME>_METRICS_TOKEN` first).
+METRICS_TOKEN_VARIABLE = "AGENTWORKS_METRICS_TOKEN"
 
 __all__ = [
     "FALSE_WORDS",
@@ -55,6 +59,13 @@ class ServiceConfig:
     # host:port of a plain-text port serving health checking only (probes that cannot
     # speak TLS, such as the kubelet's); empty: none.
     health_listen: str = ""
+    # B3: the event loop's lag past which health answers NOT_SERVING, and how long it may
+    # not run at all before the process ends (status 3) to be restarted (0: never).
+    lag_limit_seconds: float = DEFAULT_LAG_LIMIT_SECONDS
+    stuck_seconds: float = DEFAULT_STUCK_SECONDS
+    # The bearer token /metrics asks for (`<NAME>_METRICS_TOKEN`, else
+    # AGENTWORKS_METRICS_TOKEN); empty: /metrics answers anyone who reaches its address.
+    metrics_token: str = field(default="", repr=False)
     # The environment this was read from, for `Env.unknown` once the service's own
     # config has read the rest.
     env: Env | None = field(default=None, compare=False, repr=False)
@@ -95,5 +106,13 @@ class ServiceConfig:
             ),
             tls=Tls.from_env(env, server=serves_grpc),
             health_listen=env.get_address("HEALTH_LISTEN") if serves_grpc else "",
+            lag_limit_seconds=env.get_float(
+                "LOOP_LAG_LIMIT_SECONDS", DEFAULT_LAG_LIMIT_SECONDS, minimum=0.1, maximum=3600
+            ),
+            stuck_seconds=env.get_float(
+                "LOOP_STUCK_SECONDS", DEFAULT_STUCK_SECONDS, minimum=0, maximum=86400
+            ),
+            metrics_token=env.get_str("METRICS_TOKEN").strip()
+            or env.environ.get(METRICS_TOKEN_VARIABLE, "").strip(),
             env=env,
         )

@@ -1,7 +1,10 @@
 """The gRPC server bootstrap every service uses (clients: `agentworks.client.rpc`).
 
-One interceptor verifies the signed identity (A2), binds request context for
-logs, and maps `AgentWorksError` to status codes — the only place that mapping happens.
+One interceptor verifies the signed identity (A2) from the call's metadata before the
+request's body is read or parsed (B8: a call without a valid identity is refused without
+reading its message), holds one of the principal's open requests for the call's length
+(B7, `agentworks.server.shares`), binds request context for logs, and maps
+`AgentWorksError` to status codes — the only place that mapping happens.
 Health checking and reflection are served; SIGTERM drains in-flight calls (P4). With a
 certificate the port serves TLS, with a client CA mutual TLS (T5); a plain-text port of
 its own can serve health checking only, for probes that cannot speak TLS (the kubelet's).
@@ -10,6 +13,7 @@ its own can serve health checking only, for probes that cannot speak TLS (the ku
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -27,7 +31,15 @@ from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KE
 from agentworks.client.tls import Tls
 from agentworks.server import reflection
 from agentworks.server.capabilities import method_refusal
+from agentworks.server.liveness import LoopWatch, watch_loop
 from agentworks.server.metrics import observe_rpc, rpc_started
+from agentworks.server.shares import shares
+
+# The identity (and request id) the interceptor verified from the call's metadata before
+# its body was read (B8); each RPC runs in a task of its own, so this is the call's.
+_verified: contextvars.ContextVar[tuple[Any, str | None] | None] = contextvars.ContextVar(
+    "agentworks_verified", default=None
+)
 
 log = structlog.get_logger("agentworks.rpc")
 
@@ -99,6 +111,35 @@ async def _parsed_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         yield _parsed(request)
 
 
+def _credentials(metadata: Any) -> tuple[str | None, str | None]:
+    """The signed identity and the request id in a call's metadata (each None if absent)."""
+    token = request_id = None
+    for name, value in metadata or ():
+        if name == METADATA_KEY:
+            token = value
+        elif name == REQUEST_ID_KEY:
+            request_id = value
+    return token, request_id
+
+
+def _refusing(rpc: _Method, exc: errors.AgentWorksError) -> grpc.RpcMethodHandler:
+    """A handler that refuses the call with `exc` without reading its request (B8).
+
+    Request-streaming in shape whatever the method's: gRPC reads a unary request before
+    it calls the handler, a request stream only when the handler iterates it, which this
+    one never does; on the wire both are the same, so the client sees the refusal.
+    """
+
+    async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        rpc_started(rpc.grpc_type, rpc.grpc_service, rpc.short)
+        observe_rpc(rpc.grpc_type, rpc.grpc_service, rpc.short, exc.code.name, 0.0)
+        await context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+
+    if rpc.grpc_type in ("server_stream", "bidi_stream"):
+        return grpc.stream_stream_rpc_method_handler(refuse)
+    return grpc.stream_unary_rpc_method_handler(refuse)
+
+
 @dataclass(frozen=True)
 class _Method:
     """What the interceptor knows of one method, worked out on its first request."""
@@ -123,7 +164,7 @@ class _Scope:
     generator-based kind costs a measurable share of an empty request.
     """
 
-    __slots__ = ("_context", "_request_id", "_rpc", "_started", "_task")
+    __slots__ = ("_context", "_principal", "_request_id", "_rpc", "_started", "_task")
 
     def _observe(self, code: str) -> None:
         rpc = self._rpc
@@ -133,6 +174,7 @@ class _Scope:
     def __init__(self, rpc: _Method, context: grpc.aio.ServicerContext) -> None:
         self._rpc = rpc
         self._context = context
+        self._principal: str | None = None
 
     async def __aenter__(self) -> None:
         self._task = task = asyncio.current_task()
@@ -148,22 +190,30 @@ class _Scope:
         self._started = time.perf_counter()
         rpc = self._rpc
         rpc_started(rpc.grpc_type, rpc.grpc_service, rpc.short)
-        token = request_id = None
-        for name, value in self._context.invocation_metadata() or ():
-            if name == METADATA_KEY:
-                token = value
-            elif name == REQUEST_ID_KEY:
-                request_id = value
+        verified = _verified.get()
+        if verified is not None:  # by the interceptor, before the body was read (B8)
+            identity, request_id = verified
+        else:
+            token, request_id = _credentials(self._context.invocation_metadata())
+            try:
+                identity = verify(token, rpc.trusted)
+            except errors.AgentWorksError as exc:
+                log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
+                self._observe(exc.code.name)
+                await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+                raise  # abort() has raised already
         self._request_id = request_id = request_id or os.urandom(16).hex()
-        try:
-            identity = verify(token, rpc.trusted)
-        except errors.AgentWorksError as exc:
-            log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
-            self._observe(exc.code.name)
-            await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
-            raise  # abort() has raised already
         if identity.capability is not None:
             await self._capability_check(identity)
+        try:
+            shares().enter_request(identity.principal)  # B7: one of its open requests
+        except errors.AgentWorksError as exc:
+            log.info("rpc.share_refused", method=rpc.method, principal=identity.principal)
+            self._observe(exc.code.name)
+            message = bounded_message(exc.message)
+            await self._context.abort(exc.code, message, _trailers(exc, message))
+            raise  # abort() has raised already
+        self._principal = identity.principal
         current_identity.set(identity)
         structlog.contextvars.bind_contextvars(
             request_id=request_id, principal=identity.principal, method=rpc.short
@@ -202,6 +252,8 @@ class _Scope:
                 )
             return False
         finally:
+            if self._principal is not None:
+                shares().leave_request(self._principal)
             self._observe(code)
             rpc.in_flight.discard(self._task)  # type: ignore[arg-type]
 
@@ -223,6 +275,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
         self._trusted = trusted_keys
         self._capability_methods = dict(capability_methods or {})
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
+        self._methods: dict[str, _Method] = {}
         self.in_flight: set[asyncio.Task[Any]] = set()
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
@@ -235,6 +288,18 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
             if not method.startswith(_OPEN_METHODS):
                 handler = self._wrap(method, handler)
             self._handlers[method] = handler
+        rpc = self._methods.get(method)
+        if rpc is None:  # health checking and reflection: open to all
+            return handler
+        # The identity before the body (B8): a call without a valid one is refused
+        # before gRPC reads (let alone parses) its request message.
+        token, request_id = _credentials(handler_call_details.invocation_metadata)
+        try:
+            identity = verify(token, rpc.trusted)
+        except errors.AgentWorksError as exc:
+            log.info("rpc.unauthenticated", method=method, reason=exc.message)
+            return _refusing(rpc, exc)
+        _verified.set((identity, request_id))
         return handler
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -257,6 +322,7 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
             self._capability_methods,
             self.in_flight,
         )
+        self._methods[method] = rpc
         parse = _lenient(handler.request_deserializer)
         if handler.unary_unary:
             inner = handler.unary_unary
@@ -301,6 +367,21 @@ class _ServiceInterceptor(grpc.aio.ServerInterceptor):
 Registrar = Callable[[grpc.aio.Server], None]
 
 
+class _LoopAwareHealth(health.aio.HealthServicer):
+    """Health checking that answers NOT_SERVING while the serving loop lags past its
+    limit (B3); a loop stuck outright answers nothing, which probes count as failing."""
+
+    loop_watch: LoopWatch | None = None
+
+    async def Check(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC's name)
+        watch = self.loop_watch
+        if watch is not None and not watch.healthy():
+            return health_pb2.HealthCheckResponse(
+                status=health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+        return await super().Check(request, context)
+
+
 class GrpcServer:
     """A `grpc.aio` server with identity, health, reflection and a graceful drain."""
 
@@ -316,9 +397,13 @@ class GrpcServer:
         tls: Tls | None = None,
         health_listen: str = "",
         capability_methods: Mapping[str, frozenset[str]] | None = None,
+        max_receive_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         """`capability_methods`: by capability kind (turn, execution), the methods an
-        identity bound to one item may call here (T3); none when not given."""
+        identity bound to one item may call here (T3); none when not given.
+        `max_receive_bytes`: the largest request message the service takes (B8: fit it
+        to the service's largest legal request; gRPC refuses a larger one
+        RESOURCE_EXHAUSTED before reading it)."""
         if trusted_keys is None:
             raise ValueError("trusted keys are required: set AGENTWORKS_TRUSTED_KEYS")
         self.name = name
@@ -332,7 +417,7 @@ class GrpcServer:
             interceptors=[self._interceptor],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", max_receive_bytes),
                 ("grpc.so_reuseport", 0),
                 # Clients reconnect (and re-resolve DNS) at least every 5 minutes, so new
                 # replicas behind a headless Service get their share of the traffic.
@@ -341,7 +426,7 @@ class GrpcServer:
             ],
         )
         register(self.server)
-        self.health = health.aio.HealthServicer()
+        self.health = _LoopAwareHealth()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable([*self._service_names, health.SERVICE_NAME], self.server)
         self.port = 0
@@ -367,6 +452,8 @@ class GrpcServer:
             self.health_port = self.health_server.add_insecure_port(self._health_listen)
             if self.health_port == 0:
                 raise OSError(f"cannot listen on {self._health_listen}")
+        # B3: health follows the serving loop's lag (`agentworks.server.liveness`).
+        self.health.loop_watch = watch_loop(self.name)
         await self.server.start()
         if self.health_server is not None:
             await self.health_server.start()

@@ -30,7 +30,9 @@ from agentworks.client.logging import configure_logging
 from agentworks.client.settings import FALSE_WORDS, ConfigError, check_address
 from agentworks.client.tracing import TracingUnavailable
 from agentworks.server.config import ServiceConfig
+from agentworks.server import shares
 from agentworks.server.db import Database, describe_database, libpq_url, migrate
+from agentworks.server.liveness import watch_loop
 from agentworks.server.metrics import serve_metrics, watch_database
 from agentworks.server.rpc import GrpcServer
 from agentworks.server.tracing import configure_tracing, trace_database
@@ -269,15 +271,41 @@ def check_startable(config: ServiceConfig) -> None:
     check_keys(config)
     check_database_url(config)
     check_listen(config)
+    read_shares()
+
+
+def read_shares() -> None:
+    """Read the per-principal shares (B7, AGENTWORKS_PRINCIPAL_SHARES) once, at start: a
+    value that cannot be used is refused naming the variable (status 2)."""
+    try:
+        shares.configure(shares.Shares.from_env())
+    except ValueError as exc:
+        raise StartFailed(_one_line(exc), status=CONFIG_ERROR) from None
 
 
 def start_metrics(config: ServiceConfig) -> int:
-    """Serve /metrics on `<NAME>_METRICS_LISTEN`; the port, 0 when off."""
+    """Serve /metrics on `<NAME>_METRICS_LISTEN` (behind `<NAME>_METRICS_TOKEN` when set);
+    the port, 0 when off. Called in the service's event loop, it also starts watching
+    that loop (B3, `agentworks.server.liveness`): its lag is a metric, a lag over
+    `<NAME>_LOOP_LAG_LIMIT_SECONDS` makes health NOT_SERVING, and a loop stuck for
+    `<NAME>_LOOP_STUCK_SECONDS` ends the process (status 3) to be restarted."""
+    with contextlib.suppress(RuntimeError):  # no running loop: nothing to watch
+        asyncio.get_running_loop()
+        watch_loop(
+            config.name, lag_limit=config.lag_limit_seconds, stuck_seconds=config.stuck_seconds
+        )
     if not config.metrics_listen:
         return 0
     variable = config.variable("METRICS_LISTEN")
+    if not config.metrics_token:
+        log.warning(
+            "metrics.open",
+            service=config.name,
+            listen=config.metrics_listen,
+            fix=f"set {config.variable('METRICS_TOKEN')} or AGENTWORKS_METRICS_TOKEN",
+        )
     try:
-        return serve_metrics(config.metrics_listen, variable=variable)
+        return serve_metrics(config.metrics_listen, variable=variable, token=config.metrics_token)
     except OSError as exc:
         raise StartFailed(
             f"cannot serve metrics on {config.metrics_listen} ({variable}): "

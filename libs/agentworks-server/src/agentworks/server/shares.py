@@ -117,8 +117,17 @@ class Shares:
     @contextlib.contextmanager
     def request(self, principal: str) -> Iterator[None]:
         """Hold one of the principal's open requests while the block runs."""
-        if principal.startswith(UNSHARED_PREFIXES):
+        self.enter_request(principal)
+        try:
             yield
+        finally:
+            self.leave_request(principal)
+
+    def enter_request(self, principal: str) -> None:
+        """Take one of the principal's open requests (give it back with `leave_request`),
+        or raise `Busy`. The plain-call form of `request`, for the gRPC interceptor, where
+        a generator-based context manager per request costs a measurable share."""
+        if principal.startswith(UNSHARED_PREFIXES):
             return
         share = self.share(principal)
         held = self._state(principal)
@@ -126,9 +135,13 @@ class Shares:
             self._release(principal, held)
             raise _refusal(principal, f"{share.requests} requests open at once", "requests", 1.0)
         held.requests += 1
-        try:
-            yield
-        finally:
+
+    def leave_request(self, principal: str) -> None:
+        """Give back a request taken with `enter_request`."""
+        if principal.startswith(UNSHARED_PREFIXES):
+            return
+        held = self._held.get(principal)
+        if held is not None:
             held.requests -= 1
             self._release(principal, held)
 
