@@ -18,6 +18,7 @@ from agentworks.client.jsontext import loads, loads_object
 from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import capability_file
+from agentworks.runtime.folders import own_folders
 from agentworks.runtime.lease import Backoff
 from agentworks.runtime.reporting import clean_text
 from agentworks.runtime.uploads import DEFAULT_UPLOAD_BYTES, _cleaned, _read
@@ -65,11 +66,11 @@ class ExecutionContext:
     upload_sizes: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        # Private to the execution (T8): 0700, and so is `.calls` when made here.
+        # Private to the execution (T8): 0700, and so is `.calls` when made here; a
+        # real folder of the runner's, never a link or file a command left (B4).
         calls = self.output_dir.parent
-        if calls.name == ".calls" and not calls.exists():
-            calls.parent.mkdir(parents=True, exist_ok=True)
-            calls.mkdir(mode=0o700, exist_ok=True)
+        if calls.name == ".calls":
+            own_folders(calls.parent, (calls.name,))
         self.output_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.output_dir.chmod(0o700)
 

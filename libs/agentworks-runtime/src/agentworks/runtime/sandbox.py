@@ -24,14 +24,21 @@ The runner starts each command under bubblewrap (Debian's `bubblewrap` package):
   lives in a folder of the runner's own, at `/run/agentworks/mcp.sock`), the target's
   `read_only` paths, the project root read-write (shared between calls), over it an
   empty `.calls` with only the call's own `.calls/<call_id>/` (read-write; for a
-  turn's command, an empty `.turns` with only `.turns/<turn_id>/`), and the
-  suite's home (`AGENTWORKS_HOME`, a `.agentworks` in the root) hidden by an empty
-  tmpfs, and the files the runner's secret variables name (its signing key, runtime
-  credential, TLS key: `hidden`) by `/dev/null` (which cannot be opened there: no
-  devices on a bind mount), where they lie inside what it sees.
+  turn's command, its `.turns/<turn_id>/` in an empty `.turns`), an empty
+  `.agentworks` (over the root's, the suite's default home), the suite's home
+  (`AGENTWORKS_HOME`) hidden by an empty tmpfs, and the files the runner's secret
+  variables name (its signing key, runtime credential, TLS key: `hidden`) by
+  `/dev/null` (which cannot be opened there: no devices on a bind mount), where they
+  lie inside what it sees.
   Nothing else of the host exists in it: not the runner's home, not other calls' or
   turns' folders, not other items' MCP sockets, not the PostgreSQL socket directory,
   not the runner's records.
+- **What is left behind** (B4): `.calls`, `.turns` and `.agentworks` in the project root
+  are the runner's (`own_folders`): real folders, made before the first sandbox when
+  missing, and mount points in every sandbox, so no command can put a link, a file or
+  a FIFO there for a later sandbox to trip on (bubblewrap mounts through a link, or
+  fails on a dangling one). One found there anyway (a runner without a sandbox) is
+  removed without being followed before the next sandbox, and logged.
 - **Environment**: what `CommandRunner.environment` gives (the runner's, without its
   secrets, the configured `env` and the call's variables), with `HOME` and `TMPDIR` set
   to the private `/tmp`.
@@ -56,9 +63,12 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
+
 from agentworks.runtime import _sandbox_init
 from agentworks.runtime.agent_mcp import bridge
 from agentworks.runtime.cgroups import Cgroups
+from agentworks.runtime.folders import HOME_FOLDER, RUNNER_FOLDERS, own_folders
 from agentworks.runtime.limits import MIB, Policy
 
 # The system's read-only part: bound as they are, or made the same symlinks.
@@ -87,10 +97,9 @@ ETC_FILES = (
     "os-release",
 )
 INIT_PATH = "/run/agentworks/init.py"
-# Under the project root, the folders of calls (`.calls/<call_id>/`) and of turns
-# (`.turns/<turn_id>/`): each sandbox sees its own folder there and nothing else.
-PRIVATE_FOLDERS = (".calls", ".turns")
 DEFAULT_UID = 65534  # "nobody": owns nothing on a usual system
+
+log = structlog.get_logger("agentworks.runtime.sandbox")
 
 WITHOUT_SANDBOX = (
     "commands run WITHOUT a sandbox: as the runner's own user, seeing everything it sees "
@@ -161,8 +170,9 @@ class Sandbox:
         tools = self.tools()
         with tempfile.TemporaryDirectory(prefix="agentworks-sandbox-check-") as folder:
             root = pathlib.Path(folder)
+            own_folders(root)
             output = root / ".calls" / "check"
-            output.mkdir(parents=True)
+            output.mkdir()
             if self.privileged:
                 os.chown(output, self.uid, self.gid)
             read, write = os.pipe()
@@ -226,6 +236,9 @@ class Sandbox:
         user (0700), its cgroups when they can be made, the status pipe, the argv.
         `binds`: host files shown read-write at a path of their own (`(host, inside)`:
         the item's MCP socket, at `/run/agentworks/mcp.sock`)."""
+        replaced = own_folders(root)
+        if replaced:
+            log.warning("sandbox.leftovers_replaced", root=str(root), replaced=replaced)
         output_dir.chmod(0o700)
         if self.privileged:
             os.chown(output_dir, self.uid, self.gid)
@@ -290,9 +303,10 @@ class Sandbox:
         for path in policy.read_only:
             view.ro_bind(path, try_=True)
         view.bind(str(root))
-        for private in PRIVATE_FOLDERS:  # every call's and turn's folder hidden
-            if (root / private).exists() or (root / private) in output_dir.parents:
-                view.tmpfs(str(root / private), 1 * MIB, 0o755)
+        # Every call's and turn's folder and the suite's home hidden, always (B4): a
+        # mount point cannot be made, replaced or removed by the command.
+        for name in RUNNER_FOLDERS:
+            view.tmpfs(str(root / name), 1 * MIB, 0o755)
         for path in _hidden(root, shown, hidden):
             if os.path.isdir(path):
                 view.tmpfs(path, 1 * MIB, 0o755)
@@ -340,16 +354,20 @@ class Sandbox:
 
 
 def _hidden(root: pathlib.Path, read_only: Sequence[str], secrets: Sequence[str]) -> list[str]:
-    """What of the suite's is inside something the sandbox sees: its home (a
-    `.agentworks` in the root, `AGENTWORKS_HOME`, the default `.agentworks` here) and the
-    `secrets` (files or folders)."""
-    home = os.environ.get("AGENTWORKS_HOME") or ".agentworks"
-    candidates = [root / ".agentworks", pathlib.Path(home).absolute()]
-    candidates += [pathlib.Path(path).absolute() for path in secrets]
-    seen = [root, *(pathlib.Path(p) for p in read_only)]
-    found = []
-    for path in candidates:
-        if path.exists() and any(path == s or s in path.parents for s in seen):
+    """What of the suite's is inside something the sandbox sees: its home
+    (`AGENTWORKS_HOME`, the default `.agentworks` here; the root's own `.agentworks` is
+    always hidden, `RUNNER_FOLDERS`) and the `secrets` (files or folders). Each by where
+    it really is (links resolved: a mount through a link would follow it)."""
+    home = os.environ.get("AGENTWORKS_HOME") or HOME_FOLDER
+    candidates = [pathlib.Path(home), *(pathlib.Path(path) for path in secrets)]
+    seen = [root, *(pathlib.Path(os.path.realpath(p)) for p in read_only)]
+    always = {root / name for name in RUNNER_FOLDERS}
+    found: list[str] = []
+    for candidate in candidates:
+        path = pathlib.Path(os.path.realpath(candidate))
+        if path in always or str(path) in found or not path.exists():
+            continue
+        if any(path == s or s in path.parents for s in seen):
             found.append(str(path))
     return found
 

@@ -46,6 +46,7 @@ from agentworks.runtime import capability_file
 from agentworks.runtime.agent_tools import views
 from agentworks.runtime.command_config import RunnerConfig, parse_turn_commands
 from agentworks.runtime.command_process import CommandFailed, ProcessRunner
+from agentworks.runtime.folders import own_folders
 from agentworks.runtime.limits import Policy
 from agentworks.runtime.line_reports import MAX_LINE_BYTES, _lines, _text
 from agentworks.runtime.runner import base_environment, secret_files
@@ -172,7 +173,8 @@ class TurnCommandRunner(ProcessRunner):
                 f"{sorted(self.turns)}"
             )
         folder = self.folder(ctx)
-        (self.root / TURNS_FOLDER).mkdir(mode=0o700, exist_ok=True)
+        # `.turns` a real folder of the runner's (B4: never a link a command left).
+        await asyncio.to_thread(own_folders, self.root, (TURNS_FOLDER,))
         folder.mkdir(mode=0o700, exist_ok=True)
         job = TurnJob(self.root, ctx.turn_id, folder, ctx.log)
         policy = self.policy_for(ctx.target)
