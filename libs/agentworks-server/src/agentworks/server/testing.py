@@ -451,10 +451,14 @@ class Scrape:
         return "\n".join(line for line in self.text.splitlines() if line.startswith(prefix))
 
 
-def scrape(port: int) -> Scrape:
+def scrape(port: int, token: str = "") -> Scrape:
+    """Read a process's /metrics (with the bearer token when it asks for one)."""
     import urllib.request
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=5) as response:
         return Scrape(response.read().decode())
 
 
