@@ -26,7 +26,7 @@ async def _parse(request: struct_pb2.ListValue, context: grpc.aio.ServicerContex
 
 
 async def _block(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-    time.sleep(float(request.decode()))  # blocking on purpose: the loop is stuck
+    time.sleep(float(request.decode()))  # noqa: ASYNC251 (on purpose: the loop is stuck)
     return b""
 
 

@@ -100,9 +100,7 @@ def _signed(keys: KeyDirectory, principal: str = "user:alice") -> tuple[tuple[st
     action="the identity is checked from the metadata before the body is read",
     check="every request refused UNAUTHENTICATED, none parsed, the RSS grows under 64 MiB",
 )
-def test_requests_without_identity_are_refused_before_their_body_is_parsed_B8(
-    probe, signing_keys
-):
+def test_requests_without_identity_are_refused_before_their_body_is_parsed_B8(probe, signing_keys):
     """B8: 8 MB requests with no identity (six threads, four each) are refused
     UNAUTHENTICATED without being parsed: the service's RSS grows by less than 64 MiB.
     The identity used to be checked inside the handler, after gRPC had read and parsed

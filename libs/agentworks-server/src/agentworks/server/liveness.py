@@ -156,9 +156,7 @@ def watch_loop(
         return watch
     if watch is not None:
         watch.stop()
-    watch = _watches[service] = LoopWatch(
-        service, lag_limit=lag_limit, stuck_seconds=stuck_seconds
-    )
+    watch = _watches[service] = LoopWatch(service, lag_limit=lag_limit, stuck_seconds=stuck_seconds)
     watch.start()
     return watch
 

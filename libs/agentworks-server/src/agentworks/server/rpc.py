@@ -373,12 +373,10 @@ class _LoopAwareHealth(health.aio.HealthServicer):
 
     loop_watch: LoopWatch | None = None
 
-    async def Check(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC's name)
+    async def Check(self, request: Any, context: Any) -> Any:
         watch = self.loop_watch
         if watch is not None and not watch.healthy():
-            return health_pb2.HealthCheckResponse(
-                status=health_pb2.HealthCheckResponse.NOT_SERVING
-            )
+            return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.NOT_SERVING)
         return await super().Check(request, context)
 
 

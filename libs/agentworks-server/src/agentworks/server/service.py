@@ -29,8 +29,8 @@ from agentworks.client.keys import SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE
 from agentworks.client.logging import configure_logging
 from agentworks.client.settings import FALSE_WORDS, ConfigError, check_address
 from agentworks.client.tracing import TracingUnavailable
-from agentworks.server.config import ServiceConfig
 from agentworks.server import shares
+from agentworks.server.config import ServiceConfig
 from agentworks.server.db import Database, describe_database, libpq_url, migrate
 from agentworks.server.liveness import watch_loop
 from agentworks.server.metrics import serve_metrics, watch_database
