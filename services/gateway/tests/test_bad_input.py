@@ -1729,7 +1729,7 @@ RAW = [
         "/api oversized body",
         "/api/v1/tools/messages",
         b'{"action": "send", "crew": "demo", "message": "' + b"x" * MIB + b'"}',
-        400,
+        413,  # as on /mcp (it was 400)
         "the limit is 1048576",
     ),
     ("/mcp malformed JSON", "/mcp", CALL + SEND, 400, "Parse error"),

@@ -15,8 +15,8 @@ async def test_a_chunked_body_past_the_limit_is_refused_while_it_streams_in_P6_G
 ):
     """P6 G1: a chunked body (no Content-Length) is refused as soon as it passes the
     1 MiB limit, not read whole first: a client that has sent 2 MiB of a body it says
-    goes on gets its 400 without sending the rest (a 400 MiB body used to be taken in
-    whole, 136 MB -> 875 MB of memory, before its size was looked at)."""
+    goes on gets its 413 without sending the rest (a 400 MiB body used to be taken in
+    whole, 136 MB -> 875 MB of memory, before its size was looked at; it was a 400)."""
     url = httpx.URL(gateway.url)
     reader, writer = await asyncio.open_connection(url.host, url.port)
     try:
@@ -32,7 +32,7 @@ async def test_a_chunked_body_past_the_limit_is_refused_while_it_streams_in_P6_G
         await writer.drain()
         # No terminating chunk: a server that reads the whole body first never answers.
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        assert head.startswith(b"HTTP/1.1 400"), head
+        assert head.startswith(b"HTTP/1.1 413"), head
         rest = await asyncio.wait_for(reader.read(4096), 10)
         assert b"the limit is 1048576 bytes" in rest
     finally:
@@ -55,12 +55,13 @@ async def test_json_nested_too_deep_to_parse_is_a_clear_400_P6_G1(gateway, api, 
     assert message.startswith("request body nests objects and arrays too deep to read")
 
 
-async def test_a_stalled_body_gets_408_and_past_the_connection_limit_503_P6_G1(
+async def test_a_stalled_body_gets_408_and_idle_connections_make_room_P6_G1_B6(
     start_gateway, make_token
 ):
-    """P6 G1: a body that stops arriving is answered 408 after GATEWAY_BODY_TIMEOUT_SECONDS
-    (it held a task and a connection for ever); past GATEWAY_MAX_CONNECTIONS open
-    connections a request gets 503 at once instead of the gateway taking on more."""
+    """P6 G1 B6: a body that stops arriving is answered 408 after
+    GATEWAY_BODY_TIMEOUT_SECONDS (it held a task and a connection for ever); past
+    GATEWAY_MAX_CONNECTIONS open connections the longest idle one is closed to make room
+    for a new one (idle connections used to take the place of requests: 503)."""
     gateway = await start_gateway(GATEWAY_BODY_TIMEOUT_SECONDS="0.5", GATEWAY_MAX_CONNECTIONS="3")
     token = await make_token("user:alice", label="alice")
     url = httpx.URL(gateway.url)
@@ -73,7 +74,7 @@ async def test_a_stalled_body_gets_408_and_past_the_connection_limit_503_P6_G1(
         await writer.drain()
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         assert head.startswith(b"HTTP/1.1 408"), head
-        assert b"no byte of the request body arrived for 0.5 s" in await reader.read(4096)
+        assert b"the request body did not arrive within 0.5 s" in await reader.read(4096)
     finally:
         writer.close()
 
@@ -81,15 +82,10 @@ async def test_a_stalled_body_gets_408_and_past_the_connection_limit_503_P6_G1(
     try:
         await asyncio.sleep(0.2)
         async with httpx.AsyncClient(base_url=gateway.url) as client:
-            refused = await client.get("/healthz")
-        assert refused.status_code == 503
+            served = await client.get("/healthz")
+        assert served.status_code == 200
+        # The longest idle connection was closed to make room.
+        assert await asyncio.wait_for(idle[0][0].read(), 5) == b""
     finally:
         for _, held in idle:
             held.close()
-    async with httpx.AsyncClient(base_url=gateway.url) as client:
-        for _ in range(50):  # the held connections close, the limit frees up
-            if (await client.get("/healthz")).status_code == 200:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the gateway stayed at its connection limit")

@@ -2,7 +2,10 @@
 
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
 structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
-and the matching HTTP status. `GET /api/v1/tools` answers with what `/mcp` serves:
+and the matching HTTP status; a refusal with a reason adds `"reason"` and `"metadata"`
+(the service's ErrorInfo), one with a retry delay `"retry_after_seconds"` and the
+`Retry-After` header (429 past a principal's share, 503 past the gateway's pools).
+`GET /api/v1/tools` answers with what `/mcp` serves:
 `{"instructions": "...", "tools": [{"name", "description", "inputSchema"}, ...]}`.
 """
 
@@ -32,6 +35,21 @@ HTTP_STATUS = {
 }
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
+def error_body(
+    code: str,
+    message: str,
+    *,
+    reason: str = "",
+    metadata: dict[str, str] | None = None,
+    retry_after: float | None = None,
+) -> dict[str, Any]:
     """The JSON body of a refused request."""
-    return {"error": {"code": code, "message": message}}
+    error: dict[str, Any] = {"code": code, "message": message}
+    if reason:
+        error["reason"] = reason
+        error["metadata"] = dict(metadata or {})
+    elif metadata:
+        error["metadata"] = dict(metadata)
+    if retry_after is not None:
+        error["retry_after_seconds"] = retry_after
+    return {"error": error}

@@ -27,6 +27,7 @@ from agentworks.server.service import (
 )
 from agentworks_gateway import metrics
 from agentworks_gateway.config import Config
+from agentworks_gateway.connections import ConnectionGuard, guarded_protocol
 from agentworks_gateway.server import build_app
 from agentworks_gateway.service import Gateway
 from agentworks_gateway.store import TokenStore
@@ -136,7 +137,15 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=config.service.drain_seconds,  # type: ignore[arg-type]
-            limit_concurrency=config.max_connections,
+            # B6: not uvicorn's limit_concurrency, which counts idle connections against
+            # the requests served; `connections` bounds connections, `admission` requests.
+            http=guarded_protocol(
+                ConnectionGuard(
+                    header_timeout=config.header_timeout_seconds,
+                    per_address=config.max_connections_per_address,
+                    max_connections=config.max_connections,
+                )
+            ),
             timeout_keep_alive=config.idle_timeout_seconds,  # type: ignore[arg-type]
             h11_max_incomplete_event_size=config.max_header_bytes,
         )

@@ -59,13 +59,22 @@ class Config:
     webhook_max_body_bytes: int
     # host:port for Prometheus /metrics (P4); empty = off.
     metrics_listen: str
-    # HTTP server bounds (docs/operations.md): connections and requests at once (past it
-    # 503), seconds an idle keep-alive connection stays open, seconds a request body may
-    # go without a byte arriving (past it 408), bytes of request line and headers.
+    # HTTP server bounds (docs/operations.md, B6): open connections (past it the longest
+    # idle one is closed to make room; 503 when none is idle), seconds an idle keep-alive
+    # connection stays open, seconds a request body may take to arrive (past it 408),
+    # bytes of request line and headers, seconds the request line and headers may take
+    # (past it 408 and closed), connections from one client address (past it 429).
     max_connections: int = 1000
     idle_timeout_seconds: float = 5.0
     body_timeout_seconds: float = 30.0
     max_header_bytes: int = 16 * 1024
+    header_timeout_seconds: float = 10.0
+    max_connections_per_address: int = 128
+    # Authenticated requests served at once (long-polls not counted while they wait) and
+    # long-polls waiting at once (B6): past either 503 with Retry-After. Each principal's
+    # own share of them is AGENTWORKS_PRINCIPAL_SHARES' (B7): past it 429.
+    max_requests: int = 256
+    max_waits: int = 512
     # Lifetime of an identity exchanged for a runtime credential (POST /api/v1/identity).
     runtime_identity_ttl_seconds: int = DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS
     # How long a web console session lasts after sign-in (V3); its token's revocation
@@ -142,6 +151,14 @@ class Config:
             max_header_bytes=env.get_int(
                 "MAX_HEADER_BYTES", 16 * 1024, minimum=1024, maximum=1024 * 1024
             ),
+            header_timeout_seconds=env.get_float(
+                "HEADER_TIMEOUT_SECONDS", 10.0, minimum=0.1, maximum=3600
+            ),
+            max_connections_per_address=env.get_int(
+                "MAX_CONNECTIONS_PER_ADDRESS", 128, minimum=1, maximum=100_000
+            ),
+            max_requests=env.get_int("MAX_REQUESTS", 256, minimum=1, maximum=100_000),
+            max_waits=env.get_int("MAX_WAITS", 512, minimum=1, maximum=100_000),
             runtime_identity_ttl_seconds=env.get_int(
                 "RUNTIME_IDENTITY_TTL_SECONDS",
                 DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -28,7 +29,6 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.client import errors
-from agentworks.client.identity import Identity
 from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
 from agentworks_gateway.console import console_routes
@@ -41,13 +41,28 @@ SHUTTING_DOWN = "the gateway is shutting down; retry"
 
 
 def error_response(exc: errors.AgentWorksError) -> JSONResponse:
-    """An AgentWorksError as a JSON error body with the matching HTTP status."""
+    """An AgentWorksError as a JSON error body with the matching HTTP status: its reason
+    and metadata (ErrorInfo) in the body, its retry delay as `Retry-After` (B7)."""
     code = exc.code.name
     headers = {}
     if code == "UNAUTHENTICATED":
         headers["WWW-Authenticate"] = 'Bearer realm="agentworks"'
-    status = 408 if isinstance(exc, RequestTimeout) else HTTP_STATUS.get(code, 500)
-    return JSONResponse(error_body(code, exc.message), status_code=status, headers=headers)
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    if isinstance(exc, RequestTimeout):
+        status = 408
+    elif isinstance(exc, BodyTooLarge):
+        status = 413
+    else:
+        status = HTTP_STATUS.get(code, 500)
+    body = error_body(
+        code,
+        exc.message,
+        reason=str(exc.reason or ""),
+        metadata=exc.metadata,
+        retry_after=exc.retry_after,
+    )
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 @contextlib.contextmanager
@@ -126,8 +141,11 @@ class McpAuth:
             await response(scope, receive, send)
             return
         with _request_context(scope):
-            authorization = dict(scope.get("headers") or ()).get(b"authorization")
+            headers = dict(scope.get("headers") or ())
+            limit = self.gateway.config.max_body_bytes
+            authorization = headers.get(b"authorization")
             try:
+                _check_declared_size(headers.get(b"content-length", b"").decode("latin-1"), limit)
                 identity = await self.gateway.authenticate(
                     authorization.decode("latin-1") if authorization else None
                 )
@@ -137,7 +155,31 @@ class McpAuth:
                 return
             scope[IDENTITY_SCOPE_KEY] = identity
             with structlog.contextvars.bound_contextvars(principal=identity.principal):
-                await self.app(scope, receive, send)
+                try:
+                    with self.gateway.admission.request(identity.principal):
+                        # Read here, bounded in size and time (413 and 408 as on /api),
+                        # then handed to the MCP transport whole.
+                        body = await _bounded_body(
+                            Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
+                        )
+                        await self.app(scope, _replay(body, receive), send)
+                except errors.AgentWorksError as exc:
+                    metrics.refused("mcp", exc)
+                    await error_response(exc)(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives `body` whole, then what the connection says next."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def build_app(gateway: Gateway) -> Starlette:
@@ -166,12 +208,22 @@ def build_app(gateway: Gateway) -> Starlette:
     async def call_tool(request: Request) -> Response:
         with _request_context(request.scope):
             try:
-                identity, args = await _api_call(request)
+                declared = request.headers.get("content-length", "")
+                _check_declared_size(declared, config.max_body_bytes)
+                identity = await gateway.authenticate(request.headers.get("authorization"))
             except errors.AgentWorksError as exc:
                 metrics.refused("api", exc)
                 return error_response(exc)
             try:
-                with structlog.contextvars.bound_contextvars(principal=identity.principal):
+                with (
+                    structlog.contextvars.bound_contextvars(principal=identity.principal),
+                    gateway.admission.request(identity.principal),
+                ):
+                    try:
+                        args = await _api_arguments(request)
+                    except errors.AgentWorksError as exc:
+                        metrics.refused("api", exc)
+                        return error_response(exc)
                     result = await tools.call_tool(
                         gateway, identity, request.path_params["tool"], args, mcp=False
                     )
@@ -192,28 +244,11 @@ def build_app(gateway: Gateway) -> Starlette:
                 return error_response(exc)
             return JSONResponse(tool_list())
 
-    async def _api_call(request: Request) -> tuple[Identity, Any]:
-        """The caller and the tool's arguments of an API request, or its refusal."""
-        identity = await gateway.authenticate(request.headers.get("authorization"))
-        try:  # read as it streams in: a chunked body past the limit is never all held
-            body = await _bounded_body(request, config.max_body_bytes, config.body_timeout_seconds)
-        except _BodyTooLarge:
-            raise errors.InvalidArgument(
-                f"request body passes the limit: the limit is {config.max_body_bytes} bytes; "
-                "send smaller arguments"
-            ) from None
-        try:
-            args: Any = json.loads(body or b"{}")
-        except ValueError as exc:
-            raise errors.InvalidArgument(
-                f"request body is not JSON ({exc}): send the tool's arguments as a JSON object"
-            ) from None
-        except RecursionError:  # nested past what the parser follows
-            raise errors.InvalidArgument(
-                "request body nests objects and arrays too deep to read: the arguments may "
-                "nest at most 24 deep"
-            ) from None
-        return identity, args
+    async def _api_arguments(request: Request) -> Any:
+        """The tool's arguments of an API request, or its refusal."""
+        # Read as it streams in: a body past the limit is never all held (413).
+        body = await _bounded_body(request, config.max_body_bytes, config.body_timeout_seconds)
+        return parse_arguments(body)
 
     async def exchange_identity(request: Request) -> Response:
         """`POST /api/v1/identity` (T2): a runtime credential for a scoped identity."""
@@ -253,34 +288,111 @@ def build_app(gateway: Gateway) -> Starlette:
 _NOT_FORWARDED = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
-class _BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(errors.InvalidArgument):
+    """A request body past the limit (answered 413, as soon as the limit is passed)."""
+
+    def __init__(self, limit: int, what: str = "request body") -> None:
+        super().__init__(
+            f"{what} passes the limit: the limit is {limit} bytes (GATEWAY_MAX_BODY_BYTES); "
+            "send smaller arguments"
+        )
 
 
 class RequestTimeout(errors.DeadlineExceeded):
     """A request body stalled (answered 408, not 504: the client is the slow side)."""
 
 
-async def _bounded_body(request: Request, limit: int, idle_seconds: float = 30.0) -> bytes:
-    """The raw body, or _BodyTooLarge as soon as it passes `limit` bytes (never all read);
-    RequestTimeout when no byte of it arrives for `idle_seconds`."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _BodyTooLarge
+def _check_declared_size(declared: str, limit: int) -> None:
+    """BodyTooLarge when the request's Content-Length says it passes `limit`: refused
+    before a byte of it is read."""
+    if declared.strip().isdigit() and int(declared) > limit:
+        raise BodyTooLarge(limit)
+
+
+async def _bounded_body(request: Request, limit: int, seconds: float = 30.0) -> bytes:
+    """The raw body, or BodyTooLarge as soon as it passes `limit` bytes (never all read);
+    RequestTimeout when it has not all arrived within `seconds` (B6: a body dripping
+    one byte at a time holds a connection no longer than one that stops)."""
+    _check_declared_size(request.headers.get("content-length", ""), limit)
     body = bytearray()
     chunks = aiter(request.stream())
+    deadline = asyncio.get_running_loop().time() + seconds
     while True:
+        left = deadline - asyncio.get_running_loop().time()
         try:
-            chunk = await asyncio.wait_for(anext(chunks), idle_seconds)
+            if left <= 0:
+                raise TimeoutError
+            chunk = await asyncio.wait_for(anext(chunks), left)
         except StopAsyncIteration:
             return bytes(body)
         except TimeoutError:
+            got = f"{len(body)} bytes of it came" if body else "no byte of it came"
             raise RequestTimeout(
-                f"no byte of the request body arrived for {idle_seconds:g} s: send it whole"
+                f"the request body did not arrive within {seconds:g} s ({got}; "
+                "GATEWAY_BODY_TIMEOUT_SECONDS): send it whole"
             ) from None
         body += chunk
         if len(body) > limit:
-            raise _BodyTooLarge
+            raise BodyTooLarge(limit)
+
+
+def parse_arguments(body: bytes) -> Any:
+    """A request body's JSON, or InvalidArgument saying why it is none. Integers of more
+    than `MAX_INTEGER_DIGITS` digits are refused naming where they are (B10)."""
+    try:
+        return json.loads(body or b"{}")
+    except RecursionError:  # nested past what the parser follows
+        raise errors.InvalidArgument(
+            "request body nests objects and arrays too deep to read: the arguments may "
+            "nest at most 24 deep"
+        ) from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise _long_integer(body) from None
+        raise errors.InvalidArgument(
+            f"request body is not JSON ({exc}): send the tool's arguments as a JSON object"
+        ) from None
+
+
+# JSON numbers (B10): integers of up to this many digits (Python's own bound on turning
+# text into an int, whose cost grows with the square of the length); longer ones are
+# refused, naming the argument. Numbers with a fraction or exponent are IEEE doubles.
+MAX_INTEGER_DIGITS = 4300
+
+
+class _LongInteger:
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _long_integer(body: bytes) -> errors.InvalidArgument:
+    """The refusal of a body with an integer of more than MAX_INTEGER_DIGITS digits,
+    naming where it is (parsed again, keeping such integers as their length)."""
+
+    def number(text: str) -> Any:
+        digits = len(text.lstrip("-"))
+        return _LongInteger(digits) if digits > MAX_INTEGER_DIGITS else int(text)
+
+    where, digits = "the arguments", 0
+    try:
+        value = json.loads(body, parse_int=number)
+    except (ValueError, RecursionError):
+        value = None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _LongInteger):
+            where, digits = path or "the arguments", item.digits
+            break
+        if isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(item))
+    got = f"an integer of {digits} digits" if digits else "an integer too long"
+    return errors.InvalidArgument(
+        f"{where} holds {got}: integers in arguments may have at most {MAX_INTEGER_DIGITS} "
+        "digits; send a longer number as a string"
+    )
 
 
 async def receive_webhook(gateway: Gateway, request: Request) -> Response:
@@ -297,7 +409,7 @@ async def receive_webhook(gateway: Gateway, request: Request) -> Response:
         body = await _bounded_body(request, limit, gateway.config.body_timeout_seconds)
         headers = {k: v for k, v in request.headers.items() if k not in _NOT_FORWARDED}
         result = await gateway.receive_webhook(webhook_id, headers=headers, body=body)
-    except _BodyTooLarge:
+    except BodyTooLarge:
         log.info("webhook.refused", webhook_id=webhook_id, code="TOO_LARGE", limit=limit)
         return JSONResponse(
             error_body(

@@ -21,6 +21,7 @@ from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, Minter, check_principal
 from agentworks.client.rpc import open_channel
 from agentworks.scheduler.v1 import scheduler_pb2
+from agentworks_gateway.admission import Admission
 from agentworks_gateway.config import Config
 from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.store import TokenStore
@@ -53,6 +54,8 @@ class Gateway:
         self.config = config
         self.tokens = tokens
         self._minters: dict[tuple[str, frozenset[str]], Minter] = {}
+        # The request and long-poll pools and the principals' shares of them (B6, B7).
+        self.admission = Admission(config.max_requests, config.max_waits)
         # One channel per service per process, balanced over its replicas; the
         # typed clients built per request share it.
         self._messaging_channel = self._channel(config.messaging_address)
@@ -88,9 +91,16 @@ class Gateway:
         asked again with no wait, so the caller gets at once what it would have got had
         the wait passed with no news (or the news that came meanwhile). `ask` must be
         safe to repeat: a read, or a call with a retry key.
+
+        The wait holds one of the gateway's long-polls and one of the caller's
+        (`Admission.wait`): past either it is refused at once, 503 or 429.
         """
         if not wait_seconds or self.draining.is_set():
             return await ask(0)
+        with self.admission.wait():
+            return await self._wait(ask, wait_seconds)
+
+    async def _wait(self, ask: Callable[[int], Awaitable[T]], wait_seconds: int) -> T:
         waiting = asyncio.ensure_future(ask(wait_seconds))
         drained = asyncio.ensure_future(self.draining.wait())
         try:

@@ -18,6 +18,7 @@ from prometheus_client import Counter, Histogram
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
+from agentworks_gateway.admission import CALLER
 from agentworks_gateway.tools.arguments import check_arguments
 from agentworks_gateway.tools.declarations import DECLARATION_TOOLS
 from agentworks_gateway.tools.functions import FUNCTION_TOOLS
@@ -91,6 +92,7 @@ async def call_tool(
     """Run one tool call as `identity`; raises AgentWorksError subclasses on refusal."""
     started = time.monotonic()
     outcome = "ok"
+    caller = CALLER.set(identity.principal)  # whose share a long-poll takes (B7)
     try:
         tool = find_tool(name, mcp=mcp)
         return await tool.handler(gateway, identity, check_arguments(tool, args))
@@ -105,6 +107,7 @@ async def call_tool(
         outcome = "cancelled"
         raise
     finally:
+        CALLER.reset(caller)
         elapsed = time.monotonic() - started
         if name in TOOLS:  # unknown names stay out of the label set
             surface = "mcp" if mcp else "api"

@@ -1,0 +1,96 @@
+"""What authenticated work may hold of one gateway at once (B6, B7).
+
+Two pools, so that idle connections (`connections`) and waiting long-polls cannot use up
+what serves requests:
+
+- **requests** (`GATEWAY_MAX_REQUESTS`): authenticated API and MCP requests being served
+  at once, a long-poll not counted while it waits;
+- **waits** (`GATEWAY_MAX_WAITS`): long-polls waiting at once (reads and status with
+  `wait_seconds`, waiting calls).
+
+Past a pool a request is answered 503 with `Retry-After` at once. Within them each
+principal holds its own share (`agentworks.server.shares`): requests open at once and
+long-polls waiting at once; past it 429 with `Retry-After`. One token holding 1,100
+reads with `wait_seconds=25` used to make 434 of another user's 441 requests fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from agentworks.client import errors
+from agentworks.server.shares import shares
+
+# The principal a tool call runs for (set by `tools.call_tool`): `Gateway.long_poll`
+# takes its wait from that principal's share.
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("caller", default=None)
+
+
+@dataclass
+class _Ticket:
+    counted: bool = True
+
+
+_TICKET: contextvars.ContextVar[_Ticket | None] = contextvars.ContextVar("ticket", default=None)
+
+
+class Admission:
+    """The gateway's request and wait pools, and the principals' shares of them."""
+
+    def __init__(self, max_requests: int, max_waits: int) -> None:
+        self.max_requests = max_requests
+        self.max_waits = max_waits
+        self.requests = 0
+        self.waits = 0
+
+    @contextlib.contextmanager
+    def request(self, principal: str) -> Iterator[None]:
+        """Hold one of the pool's requests and one of the principal's while the block runs;
+        Unavailable (503) past the pool, Busy (429) past the principal's share."""
+        if self.requests >= self.max_requests:
+            raise errors.Unavailable(
+                f"the gateway is serving {self.max_requests} requests at once, its limit "
+                "(GATEWAY_MAX_REQUESTS): retry in 1 s",
+                retry_after=1.0,
+                metadata={"pool": "requests"},
+            )
+        with shares().request(principal):
+            ticket = _Ticket()
+            token = _TICKET.set(ticket)
+            self.requests += 1
+            try:
+                yield
+            finally:
+                if ticket.counted:
+                    self.requests -= 1
+                _TICKET.reset(token)
+
+    @contextlib.contextmanager
+    def wait(self) -> Iterator[None]:
+        """Hold one of the wait pool's long-polls and one of the caller's (`CALLER`) while
+        the block waits; the request it is part of leaves the request pool meanwhile."""
+        if self.waits >= self.max_waits:
+            raise errors.Unavailable(
+                f"the gateway holds {self.max_waits} long-polls at once, its limit "
+                "(GATEWAY_MAX_WAITS): retry in 1 s, or ask without wait_seconds",
+                retry_after=1.0,
+                metadata={"pool": "waits"},
+            )
+        principal = CALLER.get()
+        with shares().wait(principal) if principal else contextlib.nullcontext():
+            ticket = _TICKET.get()
+            moved = ticket is not None and ticket.counted
+            if moved and ticket is not None:
+                ticket.counted = False
+                self.requests -= 1
+            self.waits += 1
+            try:
+                yield
+            finally:
+                self.waits -= 1
+                if moved and ticket is not None:
+                    ticket.counted = True
+                    self.requests += 1
