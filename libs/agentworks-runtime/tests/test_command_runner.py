@@ -14,6 +14,7 @@ import textwrap
 from types import SimpleNamespace
 
 import pytest
+import structlog.testing
 
 from agentworks.client import FunctionsClient
 from agentworks.client.common import target_ref
@@ -91,6 +92,20 @@ COMMAND = textwrap.dedent(
         (folder / "z").mkdir()
         (folder / "z" / "last.txt").write_text("last")
         print("made files")
+    elif mode == "plant":  # links where the runner mounts its folders (B4)
+        root = pathlib.Path(os.environ["AGENTWORKS_PROJECT_ROOT"])
+        for name in (".turns", ".agentworks", ".calls"):
+            try:
+                os.symlink("/usr", root / name)
+                print("planted", name)
+            except OSError as exc:
+                print("refused", name, type(exc).__name__)
+    elif mode == "litter":  # links and a FIFO beside one plain file (B4, B10)
+        for n in range(int(inputs["text"])):
+            os.symlink("/etc/passwd", folder / f"link{n:05}")
+        os.mkfifo(folder / "pipe")
+        (folder / "ok.txt").write_text("fine")
+        print("littered")
     elif mode == "many":
         for n in range(int(inputs["text"])):
             (folder / f"f{n:03}.txt").write_text(str(n))
@@ -100,7 +115,18 @@ COMMAND = textwrap.dedent(
 )
 # Modes with an output schema (the others return their last line).
 SCHEMA_MODES = ("ok", "fail", "correct", "many")
-MODES = (*SCHEMA_MODES, "hang", "tree", "leave", "noisy", "nulfail", "files", "shell")
+MODES = (
+    *SCHEMA_MODES,
+    "hang",
+    "tree",
+    "leave",
+    "noisy",
+    "nulfail",
+    "files",
+    "shell",
+    "plant",
+    "litter",
+)
 # The one command given as a string: run by /bin/sh -c, its exit status the line's.
 SHELL_COMMAND = 'echo "function $AGENTWORKS_FUNCTION" | tr a-z A-Z; echo oops >&2; exit 3'
 
@@ -481,6 +507,73 @@ async def test_runner_uploads_up_to_the_file_limit_result_first_and_says_what_it
         "4 of 504 files in the output folder were not uploaded: 'f499.txt', 'f500.txt', "
         "'f501.txt', 'f502.txt': the call already has 500 files, the most it can keep"
     )
+
+
+@pytest.mark.reliability(
+    scenario="Leftovers in the shared project root, from a call (B4)",
+    action="a call's command runs `ln -s /usr` at $AGENTWORKS_PROJECT_ROOT/.turns, "
+    ".agentworks and .calls (the root writable by the sandbox's user)",
+    check="each is refused (the runner's folders are mount points in every sandbox); the "
+    "next call of the same target completes",
+)
+async def test_a_call_cannot_leave_links_that_break_the_next_call_B4(
+    functions, identity, alice, tmp_path
+):
+    """B4: the links a command tries to leave where the runner mounts are refused, and the
+    next execution of the target runs (it failed in bubblewrap before: a tmpfs mounted
+    through the link over /usr, or on a dangling one)."""
+    (tmp_path / "project").mkdir(mode=0o777)
+    (tmp_path / "project").chmod(0o777)  # a project the commands may write in
+    async with runner(functions, identity, tmp_path) as outcomes:
+        planting = await alice.call("crew:demo", "plant", {"text": "x"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+        receipt = await alice.call("crew:demo", "ok", {"text": "after"})
+        assert (await asyncio.wait_for(outcomes.get(), 30)).status == "completed"
+    lines = [m.text for m in (await alice.get_status(planting.call_id)).messages]
+    assert lines[1:] == [
+        f"refused {name} FileExistsError" for name in (".turns", ".agentworks", ".calls")
+    ]
+    status = await alice.get_status(receipt.call_id)
+    assert call_result(status) == {"summary": "AFTER", "words": 1}
+    for name in (".turns", ".agentworks", ".calls"):
+        assert (tmp_path / "project" / name).is_dir() and not (
+            tmp_path / "project" / name
+        ).is_symlink()
+
+
+@pytest.mark.reliability(
+    scenario="Upload floods: thousands of refused files (B4, B10)",
+    action="a command leaves 3,000 symbolic links and a FIFO beside one plain file, ok.txt",
+    check="ok.txt is uploaded; one `runner` message and one `files_skipped` event say how "
+    "many were skipped per reason with a few names (bounded); one log line, not one per file",
+)
+async def test_skipped_files_are_summed_up_in_one_event_and_a_plain_file_is_uploaded_B4_B10(
+    functions, identity, alice, tmp_path
+):
+    """B4 B10: every skipped file is counted under its reason in one summary (a runner
+    message and a `files_skipped` event on the call, a few names each, bounded), one log
+    line says the same, and the plain file beside them is uploaded."""
+    with structlog.testing.capture_logs() as logs:
+        async with runner(functions, identity, tmp_path) as outcomes:
+            receipt = await alice.call("crew:demo", "litter", {"text": "3000"})
+            assert (await asyncio.wait_for(outcomes.get(), 60)).status == "completed"
+    status = await alice.get_status(receipt.call_id)
+    assert {f.name for f in status.files} == {"ok.txt"}
+    assert await alice.read_file_bytes(receipt.call_id, "ok.txt") == b"fine"
+    (note,) = [m.text for m in status.messages if m.role == "runner"]
+    assert note.startswith("3001 of 3002 files in the output folder were not uploaded: ")
+    assert "'link00004' and 2995 more: a symbolic link: only regular files" in note, note
+    assert "'pipe': a FIFO (named pipe): only regular files are uploaded" in note, note
+    assert len(note.encode()) < 2048
+    (event,) = [e for e in status.events if e.kind == "files_skipped"]
+    summary = json.loads(event.text)
+    assert (summary["skipped"], summary["files"]) == (3001, 3002)
+    links, fifo = summary["reasons"]
+    assert (links["count"], len(links["examples"]), fifo["count"]) == (3000, 5, 1)
+    assert links["reason"] == "a symbolic link: only regular files are uploaded"
+    skipped_lines = [e for e in logs if "skipped" in e["event"]]
+    assert [e["event"] for e in skipped_lines] == ["execution.files_skipped"], skipped_lines[:3]
+    assert skipped_lines[0]["skipped"] == 3001
 
 
 def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import pathlib
 import stat
@@ -14,12 +15,23 @@ from agentworks.client import errors
 
 # Files the service keeps per call; past it, uploads are refused (and skipped here).
 from agentworks.client.limits import MAX_FILES_PER_CALL
+from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.limits import GIB, size_text
 from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_text
 
 # The most the files of one call may total, for any handler (the command runner uses
 # its target's `output_bytes` limit instead, T8).
 DEFAULT_UPLOAD_BYTES = 1 * GIB
+# The entries of an output folder looked at (B4): past them, the rest are skipped.
+MAX_FOLDER_ENTRIES = 100_000
+# The summary of the files not uploaded (B4, B10): one `runner` message and one event of
+# this kind on the call, one log line; per reason a few names; all bounded (a summary
+# is under 4 KiB as JSON, within an event's 8 KiB, whatever the number of files).
+SKIPPED_EVENT = "files_skipped"
+SUMMARY_REASONS = 8
+SUMMARY_EXAMPLES = 5
+SUMMARY_NAME_CHARS = 60
+SUMMARY_REASON_CHARS = 200
 
 
 class ExecutionContext(Protocol):
@@ -41,6 +53,8 @@ class ExecutionContext(Protocol):
     async def upload_file(self, *args: Any, **kwargs: Any) -> Any: ...
 
     async def message(self, text: str, *, role: str = "assistant") -> None: ...
+
+    async def report(self, *args: Any, **kwargs: Any) -> None: ...
 
 
 def _read(path: pathlib.Path) -> tuple[tuple[int, int], bytes]:
@@ -120,21 +134,34 @@ def _folder_files(
 ) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
     """The regular files under `folder` (subfolders walked, symlinks not followed), by
     name relative to it, with their (size, modification time in ns); and the entries
-    that are not regular files, with why they are not uploaded. `entries`: its top level."""
+    that are not regular files, or could not be looked at, with why they are not
+    uploaded (B4: every skipped file is said). `entries`: its top level. At most
+    `MAX_FOLDER_ENTRIES` entries are looked at; the rest are said to be skipped."""
     found: dict[str, tuple[int, int]] = {}
     special: dict[str, str] = {}
     pending = [("", list(entries))]
+    seen = 0
     while pending:
         prefix, level = pending.pop()
         for entry in level:
+            seen += 1
+            if seen > MAX_FOLDER_ENTRIES:
+                special[prefix + entry.name] = (
+                    f"the output folder has more than {MAX_FOLDER_ENTRIES} entries: "
+                    "the rest were not looked at"
+                )
+                continue
             try:
                 if entry.is_dir(follow_symlinks=False):
                     with os.scandir(entry.path) as inner:
                         pending.append((f"{prefix}{entry.name}/", list(inner)))
                     continue
                 info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # removed meanwhile
+            except FileNotFoundError:
+                continue  # removed meanwhile: not there to upload
+            except OSError as exc:
+                special[prefix + entry.name] = f"it could not be read: {describe(exc)}"
+                continue
             if stat.S_ISREG(info.st_mode):
                 found[prefix + entry.name] = (info.st_size, info.st_mtime_ns)
             else:
@@ -155,9 +182,11 @@ async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
     execution's user (`ctx.file_owner`, else this process's), one past what is left of
     the call's total (`ctx.upload_limit_bytes`); each is opened with O_NOFOLLOW, every
     folder on the way too. A file the service refuses, or that cannot be read, is
-    skipped and the rest are still uploaded; the skipped files are logged and named,
-    with the reasons, in one message (role `runner`) on the call. An empty folder costs
-    one scandir.
+    skipped and the rest are still uploaded (once the service cannot be reached, the
+    rest are skipped saying so). Every skipped file is counted under its reason in one
+    summary (B4, B10): a message (role `runner`) and a `files_skipped` event on the
+    call, and one log line, with a few names per reason, bounded whatever the count.
+    An empty folder costs one scandir.
     """
     folder = ctx.output_dir
     try:
@@ -172,11 +201,14 @@ async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
     result = ctx.result_file.name
     names = sorted(found, key=lambda name: (name != result, name))
     owner = os.geteuid() if ctx.file_owner is None else ctx.file_owner
+    unavailable = ""  # the service's answer once it is down: the rest are not tried
     for name in names:
         if ctx._stats.get(name) == found[name]:
             continue  # uploaded as it is now
         reason = ""
-        if len(ctx.uploaded) >= MAX_FILES_PER_CALL and name not in ctx.uploaded:
+        if unavailable:
+            reason = unavailable
+        elif len(ctx.uploaded) >= MAX_FILES_PER_CALL and name not in ctx.uploaded:
             reason = f"the call already has {MAX_FILES_PER_CALL} files, the most it can keep"
         elif not _is_utf8(name):
             reason = "its name is not valid UTF-8"
@@ -193,12 +225,14 @@ async def upload_folder(ctx: ExecutionContext) -> dict[str, str]:
                 reason = str(refused)
             except errors.InvalidArgument as exc:
                 reason = exc.message
+            except (errors.Unavailable, errors.DeadlineExceeded) as exc:  # after retries
+                reason = unavailable = f"the service could not be reached: {exc.message}"
+            except errors.AgentWorksError as exc:  # refused: said, and the rest still go
+                reason = f"the service refused it ({exc.code.name}): {exc.message}"
             except OSError as exc:  # removed or unreadable meanwhile
                 reason = describe(exc)
         if reason:
             skipped[name] = reason
-    for name, reason in skipped.items():
-        ctx.log.warning("execution.file_skipped", file=name, reason=reason)
     if skipped:
         await _note_skipped(ctx, skipped, total)
     return skipped
@@ -212,23 +246,71 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-async def _note_skipped(ctx: ExecutionContext, skipped: dict[str, str], total: int) -> None:
-    """Say on the call which files were not uploaded and why (one `runner` message)."""
+def skipped_summary(skipped: Mapping[str, str], total: int) -> dict[str, Any]:
+    """What was not uploaded, bounded whatever the count (B4, B10): how many of the
+    folder's `total` files; per reason (most files first, at most `SUMMARY_REASONS`)
+    its count and a few names (`SUMMARY_EXAMPLES`, sorted), each name and reason cut
+    short; the files of the other reasons counted together."""
     by_reason: dict[str, list[str]] = {}
     for name, reason in skipped.items():
         by_reason.setdefault(reason, []).append(name)
+    ranked = sorted(by_reason.items(), key=lambda item: -len(item[1]))
+    reasons = [
+        {
+            "reason": _short(reason, SUMMARY_REASON_CHARS),
+            "count": len(names),
+            "examples": [_short(n, SUMMARY_NAME_CHARS) for n in sorted(names)[:SUMMARY_EXAMPLES]],
+        }
+        for reason, names in ranked[:SUMMARY_REASONS]
+    ]
+    others = ranked[SUMMARY_REASONS:]
+    return {
+        "skipped": len(skipped),
+        "files": total,
+        "reasons": reasons,
+        "other_reasons": len(others),
+        "other_files": sum(len(names) for _, names in others),
+    }
+
+
+def summary_text(summary: Mapping[str, Any]) -> str:
+    """The summary as one sentence (the `runner` message)."""
     parts = []
-    for reason, names in by_reason.items():
-        shown = ", ".join(repr(name) for name in names[:20])
-        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
-        parts.append(f"{shown}{more}: {reason}")
-    text = f"{len(skipped)} of {total} files in the output folder were not uploaded: " + "; ".join(
-        parts
+    for group in summary["reasons"]:
+        shown = ", ".join(repr(name) for name in group["examples"])
+        more = group["count"] - len(group["examples"])
+        parts.append(f"{shown}{f' and {more} more' if more else ''}: {group['reason']}")
+    if summary["other_reasons"]:
+        parts.append(f"{summary['other_files']} more for {summary['other_reasons']} other reasons")
+    return (
+        f"{summary['skipped']} of {summary['files']} files in the output folder were not "
+        "uploaded: " + "; ".join(parts)
     )
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+async def _note_skipped(ctx: ExecutionContext, skipped: dict[str, str], total: int) -> None:
+    """Say on the call which files were not uploaded and why, in one report: a `runner`
+    message and a `files_skipped` event (the summary as JSON), both bounded; and one
+    log line (never one per file)."""
+    summary = skipped_summary(skipped, total)
+    ctx.log.warning(
+        "execution.files_skipped",
+        skipped=summary["skipped"],
+        files=total,
+        reasons={group["reason"]: group["count"] for group in summary["reasons"]},
+        other_files=summary["other_files"],
+    )
+    text = fit_text(summary_text(summary), NOTE_BYTES)
+    event = {"kind": SKIPPED_EVENT, "text": json.dumps(summary, ensure_ascii=False)}
     try:
-        await ctx.message(fit_text(text, NOTE_BYTES), role="runner")
-    except errors.InvalidArgument as exc:  # the call's message limit: the log has it
-        ctx.log.warning("execution.note_refused", error=exc.message)
+        note = f.ExecutionMessage(role="runner", text=text)
+        await ctx.report(messages=[note], events=[event])
+    except errors.AgentWorksError as exc:  # e.g. the call's message limit: the log has it
+        ctx.log.warning("execution.note_refused", code=exc.code.name, error=exc.message)
 
 
 def _cleaned(item: Any, field: str) -> Any:
