@@ -118,3 +118,27 @@ def _refusal(home: pathlib.Path, holder: dict[str, object]) -> str:
         f"it, give it its own home and ports: {other_ports(base, http, other, metrics=metrics)}; "
         f"then point its CLI at it with export AGENTWORKS_HOME={other}."
     )
+
+
+async def grpc_health_answers(address: str, timeout: float) -> bool:
+    """Whether `address` answers gRPC health SERVING within `timeout` (B3: a stuck loop
+    answers nothing, a lagging one NOT_SERVING)."""
+    async with open_channel(address, None) as channel:
+        try:
+            response = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout
+            )
+        except grpc.aio.AioRpcError:
+            return False
+    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def http_answers(url: str, timeout: float) -> bool:
+    """Whether GET `url` answers 200 within `timeout`."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        try:
+            return (await client.get(url)).status_code == 200
+        except httpx.HTTPError:
+            return False

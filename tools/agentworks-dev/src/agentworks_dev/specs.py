@@ -51,6 +51,14 @@ RESTART_BACKOFF_MAX = 30.0
 # A child that stayed up this long has its restart backoff reset.
 HEALTHY_UPTIME_SECONDS = 30.0
 
+# B3: once ready, each service is asked its health this often, with this timeout; after
+# this many failures in a row (no answer, or NOT_SERVING) it is killed and restarted:
+# a stuck loop is restarted within about 5 x 3 + 3 = 18 s (its own watchdog ends it at
+# 30 s, `<NAME>_LOOP_STUCK_SECONDS`, whichever comes first).
+LIVENESS_PERIOD_SECONDS = 5.0
+LIVENESS_TIMEOUT_SECONDS = 3.0
+LIVENESS_FAILURES = 3
+
 
 class StartupError(Exception):
     """The suite could not be brought up; the message says what to do."""

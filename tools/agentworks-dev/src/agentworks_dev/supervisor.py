@@ -32,7 +32,14 @@ from agentworks_dev.database import SuiteDatabase, start_database, without_datab
 from agentworks_dev.home import lock_home
 from agentworks_dev.options import Options, tls_variables
 from agentworks_dev.parent import die_with_parent
-from agentworks_dev.probes import grpc_health_serving, http_healthy, other_ports, port_is_free
+from agentworks_dev.probes import (
+    grpc_health_answers,
+    grpc_health_serving,
+    http_answers,
+    http_healthy,
+    other_ports,
+    port_is_free,
+)
 from agentworks_dev.specs import (
     DEMO_FUNCTIONS,
     DEMO_PRINCIPAL,
@@ -42,6 +49,9 @@ from agentworks_dev.specs import (
     GATEWAY,
     GRPC_SERVICES,
     HEALTHY_UPTIME_SECONDS,
+    LIVENESS_FAILURES,
+    LIVENESS_PERIOD_SECONDS,
+    LIVENESS_TIMEOUT_SECONDS,
     LOCAL_TICK_SECONDS,
     NAME_WIDTH,
     OUTPUT_LINE_LIMIT,
@@ -67,6 +77,13 @@ class Child:
     restarts: int = 0
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
     watcher: asyncio.Task[None] | None = None
+    # Its liveness check (B3): whether it answers its health within the timeout given;
+    # None: only its exit is watched (the demo runtimes).
+    alive: Callable[[float], Awaitable[bool]] | None = None
+    # Times it was killed because its health stopped answering; whether the process
+    # running now has answered its liveness check yet.
+    unresponsive: int = 0
+    answered: bool = False
 
     @property
     def running(self) -> bool:
@@ -100,6 +117,10 @@ class Supervisor:
         # The home's lock, held until the process ends (never closed on purpose).
         self.lock_fd: int | None = None
         self.metrics: dict[str, int] = {}  # each child's metrics port (start)
+        # B3: how each service's liveness is checked once it is up (specs.py).
+        self.liveness_period = LIVENESS_PERIOD_SECONDS
+        self.liveness_timeout = LIVENESS_TIMEOUT_SECONDS
+        self.liveness_failures = LIVENESS_FAILURES
 
     # ------------------------------------------------------------------ plan
 
@@ -203,6 +224,7 @@ class Supervisor:
                     env.setdefault("SCHEDULER_TICK_SECONDS", LOCAL_TICK_SECONDS)
                     env["SCHEDULER_WEBHOOK_KEY"] = self.webhook_key
                 child = Child(f"{spec.name}-{replica}", [sys.executable, "-m", spec.package], env)
+                child.alive = functools.partial(grpc_health_answers, address)
                 self._telemetry(child, f"{spec.prefix}_METRICS_LISTEN")
                 planned.append((child, functools.partial(grpc_health_serving, address)))
         if has_main(GATEWAY.package):
@@ -218,6 +240,7 @@ class Supervisor:
                 child = Child(f"gateway-{replica}", [sys.executable, "-m", GATEWAY.package], env)
                 self._telemetry(child, "GATEWAY_METRICS_LISTEN")
                 url = f"http://{self.options.host}:{port}/healthz"
+                child.alive = functools.partial(http_answers, url)
                 planned.append((child, functools.partial(http_healthy, url)))
         else:
             skipped.append(GATEWAY.name)
@@ -409,7 +432,9 @@ class Supervisor:
         while not self._stopping.is_set():
             process = await self._spawn(child)
             pump = asyncio.create_task(self._pump(child, process))
+            liveness = asyncio.create_task(self._liveness(child, process))
             code = await process.wait()
+            liveness.cancel()
             await pump
             if self._stopping.is_set():
                 return
@@ -427,6 +452,40 @@ class Supervisor:
                 await asyncio.wait_for(self._stopping.wait(), backoff)
             backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
             child.restarts += 1
+
+    async def _liveness(self, child: Child, process: asyncio.subprocess.Process) -> None:
+        """Kill `child` when its health stops answering (B3): a service whose loop is
+        stuck is a live process that serves nothing, and used to be left so. Checked
+        every `liveness_period` once it has answered; `liveness_failures` failures in a
+        row (no answer within `liveness_timeout`, or NOT_SERVING) and it is killed
+        (SIGKILL: a stuck loop cannot drain), then restarted as after any exit."""
+        if child.alive is None:
+            return
+        child.answered, failures = False, 0
+        while process.returncode is None and not self._stopping.is_set():
+            await asyncio.sleep(self.liveness_period)
+            if await child.alive(self.liveness_timeout):
+                child.answered, failures = True, 0
+                continue
+            if self._stopping.is_set() or process.returncode is not None:
+                return  # ending anyway
+            starting = time.monotonic() - child.started_at < self.options.ready_timeout
+            if not child.answered and starting:
+                continue  # still starting: it has until the ready timeout to answer
+            failures += 1
+            if failures < self.liveness_failures:
+                continue
+            log.error(
+                "child.unresponsive",
+                child=child.name,
+                failures=failures,
+                every=self.liveness_period,
+                action="killing it, to be restarted",
+            )
+            child.unresponsive += 1
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            return
 
     async def shutdown(self) -> None:
         """Stop the runtime, then the gateway, then the services; SIGKILL stragglers."""
