@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from agentworks.messaging.v1 import messaging_pb2 as pb
-from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer
 from agentworks.server.db import Database
 from agentworks.server.rpc import GrpcServer
@@ -14,6 +13,7 @@ from agentworks_messaging.config import Config
 from agentworks_messaging.metrics import start_refresh
 from agentworks_messaging.server import MessagingServicer
 from agentworks_messaging.service import MessagingService
+from agentworks_messaging.sizes import add_to_server
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 from agentworks_messaging.sweeper import sweep
 
@@ -47,7 +47,7 @@ async def start(config: Config) -> Running:
         trusted_keys=config.service.trusted_keys,
         tls=config.service.tls,
         health_listen=config.service.health_listen,
-        register=lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
+        register=lambda s: add_to_server(
             MessagingServicer(service, CapabilityIssuer(config.service.signing_key, "turn")), s
         ),
         service_names=[pb.DESCRIPTOR.services_by_name["MessagingService"].full_name],

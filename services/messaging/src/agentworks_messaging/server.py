@@ -28,10 +28,12 @@ from agentworks_messaging.convert import (
 from agentworks_messaging.models import NewDelivery
 from agentworks_messaging.service import MessagingService
 from agentworks_messaging.service.deliveries import check_delivery
+from agentworks_messaging.sizes import measured
 
 log = structlog.get_logger("agentworks.messaging")
 
 
+@measured  # every request's fields are measured before they are read (B8)
 class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     """Translates between protos and `MessagingService`; errors map in the interceptor."""
 

@@ -1,0 +1,179 @@
+"""Measure before walking (B8): every messaging request is refused from its size as sent
+before it is parsed (`add_to_server`: each method's largest legal request), and from its
+fields' sizes (a string's length, a repeated field's count, a few parts' encoded size)
+before anything walks or converts them (`measured`).
+
+A `Send` of 1.5 M parts (7.5 MB, under gRPC's 8 MiB cap) used to be turned into 1.5 M
+dicts, walked for NUL characters and serialised as JSON before the 256 KiB rule refused
+it: seconds of the serving loop and a gigabyte of memory per request. Here the count of
+a repeated field is read without touching its items (`len` of the container), and only a
+count that can still be legal is measured further. The exact rules (text bytes, parts as
+JSON, NUL characters) stay in `service.rules` and run on what passed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from agentworks.client.errors import InvalidArgument
+from agentworks.client.limits import (
+    MAX_CLAIM_TARGETS,
+    MAX_DELIVERIES_PER_REQUEST,
+    MAX_PARTS_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_TEXT_BYTES,
+)
+from agentworks.client.rpc import MAX_MESSAGE_BYTES
+from agentworks.messaging.v1 import messaging_pb2 as pb
+
+# Every part is non-empty (`{"text": "x"}` at least), so each takes at least 15 bytes of
+# the parts' JSON (with the ", " between parts): more parts than this cannot be legal.
+MIN_PART_JSON_BYTES = len('{"text": "x"}, ')
+MAX_PARTS = MAX_PARTS_BYTES // MIN_PART_JSON_BYTES
+# Any string field not named in `_CHARS`: ids, cursors, names, keys (all far shorter).
+MAX_FIELD_CHARS = 1024
+# Items of a repeated field not named in `_COUNTS`.
+MAX_ITEMS = 1024
+# Attributes of a delivery, as JSON text (services' wake-ups, webhooks, notices).
+MAX_ATTRIBUTES_BYTES = 256 * 1024
+
+# Characters (a string) or bytes (a bytes field) at most; a string of more characters
+# than its byte limit is over it in UTF-8 too.
+_CHARS = {
+    "text": MAX_TEXT_BYTES,
+    "payload": MAX_PAYLOAD_BYTES,
+    "attributes_json": MAX_ATTRIBUTES_BYTES,
+}
+# Items of a repeated field at most.
+_COUNTS = {
+    "parts": MAX_PARTS,
+    "targets": MAX_CLAIM_TARGETS,
+    "items": MAX_DELIVERIES_PER_REQUEST,
+}
+
+
+def _refuse(path: str, what: str, limit: int, unit: str) -> InvalidArgument:
+    return InvalidArgument(
+        f"{path} {what}; the limit is {limit} {unit} (refused before it was read)",
+        metadata={"field": path, "limit": str(limit)},
+    )
+
+
+def measure(message: Message, prefix: str = "") -> None:
+    """Refuse `message` if a field is over its limit, reading sizes only (B8)."""
+    for field, value in message.ListFields():
+        path = prefix + field.name
+        if field.is_repeated:
+            count = len(value)  # the container's length: no item is touched
+            limit = _COUNTS.get(field.name, MAX_ITEMS)
+            if count > limit:
+                raise _refuse(path, f"has {count} items", limit, "items")
+            if field.name == "parts":
+                _measure_parts(path, value)
+            elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                for i, item in enumerate(value):
+                    measure(item, f"{path}[{i}].")
+            elif field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+                for i, item in enumerate(value):
+                    _measure_scalar(f"{path}[{i}]", field.name, item)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            measure(value, path + ".")
+        elif field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+            _measure_scalar(path, field.name, value)
+
+
+def _measure_scalar(path: str, name: str, value: str | bytes) -> None:
+    limit = _CHARS.get(name, MAX_FIELD_CHARS)
+    if len(value) > limit:
+        if isinstance(value, bytes):
+            raise _refuse(path, f"is {len(value)} bytes", limit, "bytes")
+        raise _refuse(path, f"is {len(value)} characters (over its limit in UTF-8)", limit, "bytes")
+
+
+def _measure_parts(path: str, parts: Any) -> None:
+    # At most MAX_PARTS of them here: their encoded size is cheap to ask. A part's JSON is
+    # at least its encoded size but for data_json's own spacing: parts sent with more than
+    # the limit are refused as sent (docs/messaging.md).
+    sent = sum(part.ByteSize() for part in parts)
+    if sent > MAX_PARTS_BYTES:
+        raise _refuse(path, f"are {sent} bytes as sent", MAX_PARTS_BYTES, "bytes")
+
+
+_Servicer = TypeVar("_Servicer", bound=type)
+
+
+def measured(cls: _Servicer) -> _Servicer:
+    """Class decorator: every MessagingService RPC of `cls` measures its request first."""
+    for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        original = getattr(cls, method.name)
+        setattr(cls, method.name, _measuring(original))
+    return cls
+
+
+def _measuring(handler: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Message, context: Any) -> Any:
+        measure(request)
+        return await handler(self, request, context)
+
+    return wrapper
+
+
+# Room for a request's ids, keys, cursors and target beside its big fields.
+SMALL_FIELDS_BYTES = 8 * 1024
+_SEND_BYTES = MAX_TEXT_BYTES + MAX_PARTS_BYTES + SMALL_FIELDS_BYTES
+# The largest legal request of each method, as sent; parsing a larger one would cost
+# what its size says (1.5 M parts: 0.1 s of the serving loop) only to refuse it.
+REQUEST_BYTES: dict[str, int] = {
+    "Send": _SEND_BYTES,
+    "SendMessage": _SEND_BYTES,
+    "SendFromTurn": _SEND_BYTES,
+    "EnqueueDelivery": MAX_TEXT_BYTES
+    + MAX_PAYLOAD_BYTES
+    + MAX_ATTRIBUTES_BYTES
+    + SMALL_FIELDS_BYTES,
+    # Up to 500 deliveries of a platform service: the transport's cap.
+    "EnqueueDeliveries": MAX_MESSAGE_BYTES,
+}
+# Every other method: targets, reads, listings, claims (100 targets), turn ends.
+OTHER_REQUEST_BYTES = 64 * 1024
+
+
+def _bounded(method: str, parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    limit = REQUEST_BYTES.get(method, OTHER_REQUEST_BYTES)
+
+    def deserialize(data: bytes) -> Any:
+        if len(data) > limit:
+            # rpc.py's parser answers this INVALID_ARGUMENT with the message below.
+            raise InvalidArgument(
+                f"{method}'s request is {len(data)} bytes as sent; the limit is {limit} "
+                "bytes (refused before it was read)"
+            )
+        return parse(data)
+
+    return deserialize
+
+
+def add_to_server(servicer: Any, server: grpc.aio.Server) -> None:
+    """`add_MessagingServiceServicer_to_server`, with each method's request refused from
+    its size before it is parsed (B8)."""
+    service = pb.DESCRIPTOR.services_by_name["MessagingService"]
+    handlers = {}
+    for method in service.methods:
+        request = getattr(pb, method.input_type.name)
+        response = getattr(pb, method.output_type.name)
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name),
+            request_deserializer=_bounded(method.name, request.FromString),
+            response_serializer=response.SerializeToString,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+    server.add_registered_method_handlers(service.full_name, handlers)
