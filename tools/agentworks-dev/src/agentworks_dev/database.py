@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import pathlib
 import secrets
+import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ import structlog
 
 from agentworks_dev.dbroles import SERVICES, RolesError, ServiceRole, ensure_service_roles
 from agentworks_dev.home import load_or_create_secret
+from agentworks_dev.pgguard import release, start_guard
 from agentworks_dev.pgserver import (
     EmbeddedServer,
     ServerError,
@@ -54,6 +56,8 @@ class SuiteDatabase:
     # Set by `stop()`: the watcher (`keep_running`) restarts nothing from then on.
     stopping: threading.Event = field(default_factory=threading.Event)
     watcher: asyncio.Task[None] | None = None
+    # Stops the embedded server if `up` dies without stopping it (pgguard.py).
+    guard: subprocess.Popen[bytes] | None = None
 
     def url_for(self, prefix: str, environ: Mapping[str, str]) -> str:
         """The service's URL: `<PREFIX>_DATABASE_URL` of `up`'s own environment, else its
@@ -80,6 +84,7 @@ class SuiteDatabase:
         if self.server is not None:
             self.server.stop()
             log.info("database.stopped", kind="embedded")
+        release(self.guard)
 
 
 def without_database(env: dict[str, str]) -> None:
@@ -106,6 +111,9 @@ def start_embedded_with_roles(home: pathlib.Path, port: int | None = None) -> Su
     brought to the same state: the roles are created and handed their schemas.
     """
     passwords = service_passwords(home)
+    leftover = running_pid(home / "pg")
+    if leftover is not None:  # an `up` that ended without stopping it (and its guard)
+        log.warning("database.leftover_stopped", data=str(home / "pg"), pid=leftover)
     server = start_server(home / "pg", port=port)
     try:
         with superuser(server) as conn:
@@ -134,6 +142,7 @@ async def start_database(database_url: str, home: pathlib.Path) -> SuiteDatabase
             "Set DATABASE_URL to use another server."
         ) from exc
     assert database.server is not None
+    database.guard = start_guard(database.server.data)
     database.watcher = asyncio.create_task(keep_running(database, home), name="database-watch")
     log.info(
         "database.ready",

@@ -255,6 +255,10 @@ class Supervisor:
         turns_env = self._runtime_env(AGENTWORKS_MESSAGING_ADDRESS=messaging, **common)
         if "scheduler" not in skipped:
             turns_env["AGENTWORKS_SCHEDULER_ADDRESS"] = ",".join(self.addresses(2))
+        # B9: a demo crew's turn is ended after 120 s (the runtime's default is 600 s) and
+        # up to 4 conversations' turns run at once (the default); the environment may say
+        # otherwise (AGENTWORKS_RUNTIME_TURN_SECONDS, AGENTWORKS_RUNTIME_CONCURRENCY).
+        turns_env.setdefault("AGENTWORKS_RUNTIME_TURN_SECONDS", "120")
         functions = ",".join(self.addresses(1))
         functions_env = self._runtime_env(AGENTWORKS_FUNCTIONS_ADDRESS=functions, **common)
         runtime = [sys.executable, "-m", "agentworks.runtime"]
