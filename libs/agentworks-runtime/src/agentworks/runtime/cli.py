@@ -54,6 +54,8 @@ _FLAG_ENV = {
     "sandbox": "AGENTWORKS_RUNTIME_SANDBOX",
     "bwrap": "AGENTWORKS_RUNTIME_BWRAP",
     "model": "AGENTWORKS_LLM_MODEL",
+    "concurrency": "AGENTWORKS_RUNTIME_CONCURRENCY",
+    "turn_seconds": "AGENTWORKS_RUNTIME_TURN_SECONDS",
 }
 
 
@@ -104,6 +106,18 @@ def _parser() -> argparse.ArgumentParser:
     turns_flags.add_argument(
         "--functions-address",
         help="host:port[,host:port] for function calls (env AGENTWORKS_FUNCTIONS_ADDRESS)",
+    )
+    turns_flags.add_argument(
+        "--concurrency",
+        metavar="N",
+        help="turns of different conversations handled at once (env "
+        "AGENTWORKS_RUNTIME_CONCURRENCY, default 4)",
+    )
+    turns_flags.add_argument(
+        "--turn-seconds",
+        metavar="S",
+        help="the most one turn may take; its handler (or command) is then ended and the "
+        "turn completed (env AGENTWORKS_RUNTIME_TURN_SECONDS, default 600)",
     )
     exec_flags = argparse.ArgumentParser(add_help=False)
     exec_flags.add_argument(
@@ -163,6 +177,18 @@ def _parser() -> argparse.ArgumentParser:
         help="host:port[,host:port] for the turns' wake-ups (env AGENTWORKS_SCHEDULER_ADDRESS)",
     )
     commands.add_argument(
+        "--concurrency",
+        metavar="N",
+        help="turns (and executions) handled at once (env AGENTWORKS_RUNTIME_CONCURRENCY; "
+        "turns default 4, executions as the targets' running limits allow)",
+    )
+    commands.add_argument(
+        "--turn-seconds",
+        metavar="S",
+        help="the most one turn command may take before it is ended (env "
+        "AGENTWORKS_RUNTIME_TURN_SECONDS, default 600)",
+    )
+    commands.add_argument(
         "--commands",
         required=True,
         metavar="FILE|JSON",
@@ -204,7 +230,8 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         functions_address=config.functions_address or None,
         wait_seconds=config.wait_seconds,
         lease_seconds=config.lease_seconds,
-        concurrency=config.concurrency or 1,
+        concurrency=config.turn_concurrency,
+        turn_seconds=config.turn_seconds,
         health_file=config.health_file,
         tls=config.tls,
     )

@@ -26,6 +26,12 @@ MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 300
 # Turns one runtime process handles at once.
 MAX_CONCURRENCY = 1000
+# B9: turns of different conversations a runtime runs at once when not told
+# (AGENTWORKS_RUNTIME_CONCURRENCY), and how long one turn may take before its handler
+# is ended (AGENTWORKS_RUNTIME_TURN_SECONDS; the turn is then completed as failed).
+DEFAULT_TURN_CONCURRENCY = 4
+DEFAULT_TURN_SECONDS = 600
+MAX_TURN_SECONDS = 24 * 3600
 # After the first SIGTERM, how long work in hand may take before it is cancelled.
 DEFAULT_DRAIN_SECONDS = 30
 MAX_DRAIN_SECONDS = 3600
@@ -93,6 +99,8 @@ class RuntimeConfig:
     # Turns / executions handled at once; 0 (not set): one turn at a time, and as many
     # executions as the targets' running limits allow (ExecutionWorker, F5).
     concurrency: int = 0
+    # B9: the most one turn's handler may take (seconds) before it is ended.
+    turn_seconds: int = DEFAULT_TURN_SECONDS
     health_file: str = ""
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     log_level: str = "info"
@@ -140,6 +148,9 @@ class RuntimeConfig:
                 "RUNTIME_LEASE_SECONDS", 30, minimum=MIN_LEASE_SECONDS, maximum=MAX_LEASE_SECONDS
             ),
             concurrency=env.get_int("RUNTIME_CONCURRENCY", 0, minimum=1, maximum=MAX_CONCURRENCY),
+            turn_seconds=env.get_int(
+                "RUNTIME_TURN_SECONDS", DEFAULT_TURN_SECONDS, minimum=1, maximum=MAX_TURN_SECONDS
+            ),
             health_file=env.get_str("RUNTIME_HEALTH_FILE"),
             drain_seconds=_drain_seconds(env),
             log_level=env.get_choice("LOG_LEVEL", "info", LOG_LEVELS, shared=True),
@@ -160,6 +171,12 @@ class RuntimeConfig:
         )
         config.validate()
         return config
+
+    @property
+    def turn_concurrency(self) -> int:
+        """Turns handled at once (B9): AGENTWORKS_RUNTIME_CONCURRENCY, else
+        `DEFAULT_TURN_CONCURRENCY` (each of a different conversation)."""
+        return self.concurrency or DEFAULT_TURN_CONCURRENCY
 
     def minter(self) -> Minter | CredentialIdentity:
         """The runtime's identity: exchanged for its runtime credential at the gateway

@@ -22,6 +22,9 @@ notice in this conversation, so the call's end comes back as a later
 
 Failure policy:
 
+- A handler that runs past `turn_seconds` (B9; `AGENTWORKS_RUNTIME_TURN_SECONDS`,
+  default 600) is cancelled (a turn command's sandbox is ended, SIGTERM then SIGKILL
+  after the kill grace) and handled as one that raised (`TurnTimedOut`).
 - A handler that raises is logged and its turn is still completed. The runtime is alive
   and chose to end the turn, so the conversation's queue is freed at once instead of
   being blocked until the lease expires; the deliveries are not resent (C5, C11). A
@@ -62,6 +65,7 @@ from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.rpc import open_channel
 from agentworks.client.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.runtime.config import DEFAULT_TURN_SECONDS
 from agentworks.runtime.lease import Backoff, LeaseWorker, Work
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.runtime.startup import check_turn_targets
@@ -86,6 +90,10 @@ _RECONNECT_OPTIONS = [
 ]
 
 
+class TurnTimedOut(Exception):
+    """A turn's handler passed the worker's `turn_seconds` and was ended (B9)."""
+
+
 class TurnWorker(LeaseWorker):
     """Claims turns for some targets and runs a handler for each (R1, C6, C10, C11).
 
@@ -103,6 +111,9 @@ class TurnWorker(LeaseWorker):
         lease_seconds: turn lease, 5-300; renewed every `heartbeat_seconds`.
         heartbeat_seconds: defaults to a third of the lease.
         concurrency: turns handled at once (each for a different conversation).
+        turn_seconds: the most one turn's handler may take (B9); past it the handler is
+            cancelled (a turn command's whole sandbox ended) and the turn completed as
+            failed, so the conversation's next turn can be claimed. None: no bound.
         health_file: touched after every claim round-trip and heartbeat, for probes.
         on_finished: called with a `TurnOutcome` after each turn.
         tls: TLS (mutual TLS with a certificate) on the channels the worker opens (T5).
@@ -129,6 +140,7 @@ class TurnWorker(LeaseWorker):
         lease_seconds: int = 30,
         heartbeat_seconds: float | None = None,
         concurrency: int = 1,
+        turn_seconds: float | None = DEFAULT_TURN_SECONDS,
         health_file: str = "",
         on_finished: Callable[[TurnOutcome], None] | None = None,
         tls: Tls | None = None,
@@ -164,7 +176,10 @@ class TurnWorker(LeaseWorker):
         self._scheduler_address = scheduler_address if scheduler is None else None
         self.functions = functions
         self._functions_address = functions_address if functions is None else None
+        if turn_seconds is not None and turn_seconds <= 0:
+            raise ValueError("turn_seconds must be positive (or None: no bound)")
         self.concurrency = concurrency
+        self.turn_seconds = turn_seconds
         self.on_finished = on_finished
         self._tls = tls
 
@@ -173,6 +188,7 @@ class TurnWorker(LeaseWorker):
         self.log.info(
             "worker.started",
             concurrency=self.concurrency,
+            turn_seconds=self.turn_seconds,
             lease_seconds=self.lease_seconds,
             wake_ups=bool(self.scheduler or self._scheduler_address),
             function_calls=bool(self.functions or self._functions_address),
@@ -251,14 +267,22 @@ class TurnWorker(LeaseWorker):
         error: BaseException | None = None
         started = time.monotonic()
         async with self._holding(ctx):
+            deadline = asyncio.timeout(self.turn_seconds)  # B9: the turn's wall time
             try:
-                result = await self.handler(ctx)
+                async with deadline:
+                    result = await self.handler(ctx)
                 if result is not None:
                     # C6: final chat text is never forwarded; only send_message replies.
                     bound.info("turn.return_value_ignored", type=type(result).__name__)
             except Exception as exc:
-                error = exc
-                bound.exception("turn.handler_failed", error=repr(exc))
+                if deadline.expired():
+                    error = TurnTimedOut(
+                        f"the turn passed its wall time ({self.turn_seconds} s) and was ended"
+                    )
+                    bound.warning("turn.wall_time_exceeded", turn_seconds=self.turn_seconds)
+                else:
+                    error = exc
+                    bound.exception("turn.handler_failed", error=repr(exc))
         completed = ctx.ended  # a reply that ended the turn completed it
         if not completed and not ctx.lease_lost.is_set():
             completed = await self._complete(ctx)
@@ -328,6 +352,7 @@ __all__ = [
     "TurnContext",
     "TurnHandler",
     "TurnOutcome",
+    "TurnTimedOut",
     "TurnWorker",
     "delivery_attributes",
     "delivery_kind",

@@ -31,7 +31,8 @@ def llm_workers(
                 functions_address=config.functions_address or None,
                 wait_seconds=config.wait_seconds,
                 lease_seconds=config.lease_seconds,
-                concurrency=config.concurrency or 1,
+                concurrency=config.turn_concurrency,
+                turn_seconds=config.turn_seconds,
                 health_file=config.health_file,
                 tls=config.tls,
             )
