@@ -20,6 +20,7 @@ from agentworks.server.service import (
 from agentworks_functions.config import Config
 from agentworks_functions.metrics import start_refresh
 from agentworks_functions.notices import deliver_notices, notice_sender
+from agentworks_functions.schemas import CheckPool
 from agentworks_functions.server import FunctionsServicer
 from agentworks_functions.service import FunctionsService
 from agentworks_functions.store import (
@@ -50,6 +51,8 @@ async def start(config: Config) -> Running:
         prepare_database, config.service, "functions", "agentworks_functions.migrations"
     )
     db = Database(config.service.database_url, pool_size=config.service.pool_size)
+    # Costly schema checks run in worker processes, started when first needed (B2).
+    checks = CheckPool(config.check_workers, config.check_deadline_seconds, config.check_share)
     await db.start([EXECUTION_CHANNEL, CALL_CHANNEL, NOTICE_CHANNEL])
     store = FunctionsStore(
         db,
@@ -66,6 +69,7 @@ async def start(config: Config) -> Running:
         claim_timeout_seconds=config.claim_timeout_seconds,
         question_timeout_seconds=config.question_timeout_seconds,
         target_file_quota_bytes=config.target_file_quota_bytes,
+        checks=checks,
     )
     messaging = MessagingClient(
         config.messaging_address, identity=identity, timeout=10, tls=config.service.tls
@@ -97,7 +101,9 @@ async def start(config: Config) -> Running:
         ),
         *start_refresh(db, config),
     ]
-    return Running("functions", server, db, background=background, on_stop=[messaging.close])
+    return Running(
+        "functions", server, db, background=background, on_stop=[messaging.close, checks.stop]
+    )
 
 
 def main() -> None:

@@ -51,6 +51,11 @@ class Config:
     question_timeout_seconds: float = 0.0
     # The most bytes a target's output files (of all its calls) may take (T8); 0: no limit.
     target_file_quota_bytes: int = 10 * 1024**3
+    # The check pool (B2): worker processes for costly schema checks, the hard deadline
+    # of one check, and how many workers one principal may hold at once.
+    check_workers: int = 2
+    check_deadline_seconds: float = 2.0
+    check_share: int = 1
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -101,4 +106,9 @@ class Config:
             target_file_quota_bytes=env.get_int(
                 "TARGET_FILE_QUOTA_BYTES", 10 * 1024**3, minimum=0, maximum=2**62
             ),
+            check_workers=env.get_int("CHECK_WORKERS", 2, minimum=1, maximum=64),
+            check_deadline_seconds=env.get_float(
+                "CHECK_DEADLINE_SECONDS", 2.0, minimum=0.1, maximum=600
+            ),
+            check_share=env.get_int("CHECK_SHARE", 1, minimum=1, maximum=64),
         )

@@ -5,10 +5,12 @@ from __future__ import annotations
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client.errors import InvalidArgument
-from agentworks.client.jsontext import dumps, dumps_value, loads
+from agentworks.client.jsontext import dumps, dumps_value
+from agentworks.client.limits import MAX_INPUTS_BYTES, MAX_SCHEMA_BYTES
 from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
 from agentworks.functions.v1 import functions_pb2 as pb
+from agentworks_functions.jsonin import loads_sized
 from agentworks_functions.models import (
     CANCELLED,
     COMPLETED,
@@ -106,7 +108,9 @@ def binding_in(binding: pb.WorkflowBinding) -> WorkflowBinding:
                 type=v.type,
                 required=v.required,
                 has_default=bool(v.default_json),
-                default=loads(v.default_json, f"workflow.variables[{v.name!r}].default", None),
+                default=loads_sized(
+                    v.default_json, f"workflow.variables[{v.name!r}].default", MAX_INPUTS_BYTES
+                ),
             )
             for v in binding.variables
         ),
@@ -130,8 +134,8 @@ def function_in(fn: pb.Function) -> FunctionSpec:
         target=target_key(fn.target, "function.target"),
         name=fn.name,
         description=fn.description,
-        input_schema=loads(fn.input_schema_json, "input_schema", None),
-        output_schema=loads(fn.output_schema_json, "output_schema", None),
+        input_schema=loads_sized(fn.input_schema_json, "input_schema", MAX_SCHEMA_BYTES),
+        output_schema=loads_sized(fn.output_schema_json, "output_schema", MAX_SCHEMA_BYTES),
         allowed_callers=tuple(fn.allowed_callers),
         starts_work=fn.starts_work,
         workflow=binding_in(fn.workflow) if fn.HasField("workflow") else None,

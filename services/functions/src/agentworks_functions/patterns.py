@@ -40,6 +40,7 @@ from typing import Any
 
 import re2
 from jsonschema import Draft202012Validator, FormatChecker, validators
+from jsonschema._utils import equal
 from jsonschema.exceptions import ValidationError
 
 # The largest RE2 program a declared pattern may compile to (`^.{1,255}$` is about 2,300;
@@ -300,33 +301,134 @@ def _unevaluated_properties(
 def _identity(value: Any) -> Any:
     """A hashable stand-in for a JSON value, equal exactly when JSON Schema calls two
     values equal: 1 and 1.0 alike, true and 1 not, objects whatever their key order."""
+    return _counted_identity(value, [-1])
+
+
+class _TooLarge(Exception):
+    """A value has more nodes than the limit given to `_counted_identity`."""
+
+
+def _counted_identity(value: Any, left: list[int]) -> Any:
+    """`_identity`, counting each node against `left[0]` (when it is not negative: past
+    it, _TooLarge) and against the step budget (a node is one step: B1)."""
+    if left[0] >= 0:
+        left[0] -= 1
+        if left[0] < 0:
+            raise _TooLarge
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, int | float):
         return ("number", value)
     if isinstance(value, str):
         return ("string", value)
+    _step(1 + len(value) if isinstance(value, dict | list | tuple) else 1)
     if isinstance(value, dict):
-        return ("object", frozenset((k, _identity(v)) for k, v in value.items()))
+        return ("object", frozenset((k, _counted_identity(v, left)) for k, v in value.items()))
     if isinstance(value, list | tuple):
-        return ("array", tuple(_identity(v) for v in value))
+        return ("array", tuple(_counted_identity(v, left) for v in value))
     return ("other", repr(value))
+
+
+def json_nodes(value: Any) -> int:
+    """How many JSON values `value` holds, itself included (what comparing it costs)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
 
 
 def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
     """`uniqueItems` in linear time. jsonschema compares every pair of items that do not
     sort (objects): 1,000 objects took seconds, 20,000 (256 KiB of inputs) hours, all
-    the while holding the service's event loop."""
+    the while holding the service's event loop. Each item is hashed once, each of its
+    nodes one step of the budget."""
     if not unique or not validator.is_type(instance, "array"):
         return
     seen: dict[Any, int] = {}
+    unlimited = [-1]
     for index, item in enumerate(instance):
-        first = seen.setdefault(_identity(item), index)
+        first = seen.setdefault(_counted_identity(item, unlimited), index)
         if first != index:
             yield ValidationError(
                 f"items [{first}] and [{index}] are equal; the items must be unique"
             )
             return
+
+
+# An enum's members as a set (by identity of the schema's list, kept alive beside it):
+# membership is one hash of the value, whatever the enum's size (B1).
+_ENUM_SETS: dict[int, tuple[Any, frozenset[Any], int]] = {}
+_ENUM_SETS_KEPT = 4096
+# How much of a refused value or of an enum a message quotes.
+_QUOTED = 120
+
+
+def _enum_set(enums: list[Any]) -> tuple[frozenset[Any], int]:
+    """The members of `enums` as identities, and the most nodes one of them has."""
+    kept = _ENUM_SETS.get(id(enums))
+    if kept is None or kept[0] is not enums:
+        if len(_ENUM_SETS) >= _ENUM_SETS_KEPT:
+            _ENUM_SETS.clear()
+        members = frozenset(_counted_identity(each, [-1]) for each in enums)
+        largest = max((json_nodes(each) for each in enums), default=0)
+        kept = _ENUM_SETS[id(enums)] = (enums, members, largest)
+    return kept[1], kept[2]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _QUOTED else text[: _QUOTED - 3] + "..."
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`enum` as one hash of the value (at most as many nodes as the largest member),
+    not a comparison with each member; its message quotes the value and the enum in
+    part (jsonschema's quoted the whole enum once per refused item: gigabytes)."""
+    if not isinstance(enums, list):
+        return
+    members, largest = _enum_set(enums)
+    try:
+        found = _counted_identity(instance, [largest]) in members
+    except _TooLarge:
+        found = False
+    if not found:
+        listed = _shown(enums)
+        yield ValidationError(
+            f"{_shown(instance)} is not one of {listed}"
+            + (f" ({len(enums)} values)" if len(listed) > _QUOTED - 4 else "")
+        )
+
+
+def _const(validator: Any, const: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`const`, counted by the nodes it compares (at most the smaller value's)."""
+    _step(min(json_nodes(const), 1 + (len(instance) if isinstance(instance, dict | list) else 0)))
+    if not equal(instance, const):
+        yield ValidationError(f"{_shown(const)} was expected")
+
+
+def _properties(validator: Any, properties: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`properties`, counted by the properties it looks up."""
+    if not validator.is_type(instance, "object"):
+        return
+    _step(len(properties))
+    for name, subschema in properties.items():
+        if name in instance:
+            yield from validator.descend(instance[name], subschema, path=name, schema_path=name)
+
+
+def _required(validator: Any, required: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`required`, counted by the names it looks up."""
+    if not validator.is_type(instance, "object"):
+        return
+    _step(len(required))
+    for name in required:
+        if name not in instance:
+            yield ValidationError(f"{name!r} is a required property")
 
 
 def _is_regex(instance: object) -> bool:
@@ -379,6 +481,10 @@ PatternValidator = validators.extend(
             "additionalProperties": _additional_properties,
             "unevaluatedProperties": _unevaluated_properties,
             "uniqueItems": _unique_items,
+            "enum": _enum,
+            "const": _const,
+            "properties": _properties,
+            "required": _required,
         }.items()
     },
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC
 
@@ -11,10 +12,11 @@ import structlog
 from agentworks.client import capability as cap
 from agentworks.client.errors import InvalidArgument
 from agentworks.client.identity import caller
-from agentworks.client.jsontext import loads_object
+from agentworks.client.limits import MAX_CLAIM_TARGETS, MAX_INPUTS_BYTES, MAX_ITEMS_PER_REPORT
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer
+from agentworks.server.shares import shares
 from agentworks_functions.convert import (
     _ts,
     call_summary_out,
@@ -29,6 +31,7 @@ from agentworks_functions.convert import (
     target_out,
     target_summary_out,
 )
+from agentworks_functions.jsonin import loads_object_sized
 from agentworks_functions.models import (
     OPEN_STATUSES,
     Call,
@@ -45,6 +48,11 @@ def _when(request, field: str):
     if not request.HasField(field):
         return None
     return getattr(request, field).ToDatetime(tzinfo=UTC)
+
+
+def _waiting(principal: str, wait_seconds: int) -> contextlib.AbstractContextManager[None]:
+    """B7: a request that may wait (a long-poll) holds one of the principal's waits."""
+    return shares().wait(principal) if wait_seconds > 0 else contextlib.nullcontext()
 
 
 class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
@@ -113,20 +121,26 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         return pb.ListFunctionsResponse(functions=[function_out(f) for f in functions])
 
     async def Call(self, request, context):
+        identity = caller()
+        # B7: a call is one of the principal's creations (a rate per replica), taken
+        # before any work; B8: the inputs are measured before they are read.
+        shares().create(identity.principal, "calls")
+        inputs = loads_object_sized(request.inputs_json, "inputs", MAX_INPUTS_BYTES)
         source = None
         if request.HasField("source"):
             source = CallSource(request.source.run_id, request.source.step, request.source.group)
-        receipt = await self.service.call(
-            caller(),
-            target=target_key(request.target),
-            function=request.function,
-            inputs=loads_object(request.inputs_json, "inputs"),
-            submission_id=request.submission_id,
-            notify_conversation_id=request.notify_conversation_id,
-            source=source,
-            wait_seconds=request.wait_seconds,
-            fresh_submission_id=request.fresh_submission_id,
-        )
+        with _waiting(identity.principal, request.wait_seconds):
+            receipt = await self.service.call(
+                identity,
+                target=target_key(request.target),
+                function=request.function,
+                inputs=inputs,
+                submission_id=request.submission_id,
+                notify_conversation_id=request.notify_conversation_id,
+                source=source,
+                wait_seconds=request.wait_seconds,
+                fresh_submission_id=request.fresh_submission_id,
+            )
         out = pb.CallReceipt(
             call_id=receipt.call_id,
             status=state_out(receipt.status),
@@ -139,17 +153,19 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
 
     async def GetStatus(self, request, context):
         structlog.contextvars.bind_contextvars(call_id=request.call_id)
-        view = await self.service.status(
-            caller(),
-            call_id=request.call_id,
-            after=request.after if request.HasField("after") else -1,
-            message_limit=request.message_limit,
-            after_event=request.after_event if request.HasField("after_event") else -1,
-            event_limit=request.event_limit,
-            wait_seconds=request.wait_seconds,
-            seen_version=request.seen_version if request.HasField("seen_version") else None,
-            until_ended=request.until_ended,
-        )
+        identity = caller()
+        with _waiting(identity.principal, request.wait_seconds):
+            view = await self.service.status(
+                identity,
+                call_id=request.call_id,
+                after=request.after if request.HasField("after") else -1,
+                message_limit=request.message_limit,
+                after_event=request.after_event if request.HasField("after_event") else -1,
+                event_limit=request.event_limit,
+                wait_seconds=request.wait_seconds,
+                seen_version=request.seen_version if request.HasField("seen_version") else None,
+                until_ended=request.until_ended,
+            )
         return status_out(view)
 
     async def ReadFile(self, request, context):
@@ -180,12 +196,16 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         return status_out(await self.service.cancel(caller(), call_id=request.call_id))
 
     async def ClaimExecution(self, request, context):
-        call = await self.service.claim_execution(
-            caller(),
-            targets=[target_key(r, "targets[]") for r in request.targets],
-            wait_seconds=request.wait_seconds,
-            lease_seconds=request.lease_seconds,
-        )
+        identity = caller()
+        if len(request.targets) > MAX_CLAIM_TARGETS:  # counted before each is read
+            raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} targets per claim")
+        with _waiting(identity.principal, request.wait_seconds):
+            call = await self.service.claim_execution(
+                identity,
+                targets=[target_key(r, "targets[]") for r in request.targets],
+                wait_seconds=request.wait_seconds,
+                lease_seconds=request.lease_seconds,
+            )
         if call is None:
             return pb.ClaimExecutionResponse()
         return pb.ClaimExecutionResponse(execution=self._execution_out(call))
@@ -205,6 +225,12 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         )
 
     async def Report(self, request, context):
+        for what in ("messages", "events", "steps"):  # counted before each is read
+            count = len(getattr(request, what))
+            if count > MAX_ITEMS_PER_REPORT:
+                raise InvalidArgument(
+                    f"{count} {what} in one report; the limit is {MAX_ITEMS_PER_REPORT}"
+                )
         status = await self.service.report(
             caller(),
             call_id=request.call_id,
@@ -224,14 +250,16 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         return file_out(await self.service.upload_file(caller(), chunks()))
 
     async def AskInput(self, request, context):
-        answered, reply, status = await self.service.ask_input(
-            caller(),
-            call_id=request.call_id,
-            ask_id=request.ask_id,
-            question=request.question,
-            wait_seconds=request.wait_seconds,
-            withdraw=request.withdraw,
-        )
+        identity = caller()
+        with _waiting(identity.principal, 0 if request.withdraw else request.wait_seconds):
+            answered, reply, status = await self.service.ask_input(
+                identity,
+                call_id=request.call_id,
+                ask_id=request.ask_id,
+                question=request.question,
+                wait_seconds=request.wait_seconds,
+                withdraw=request.withdraw,
+            )
         return pb.AskInputResponse(answered=answered, reply=reply, status=state_out(status))
 
     async def FinishExecution(self, request, context):

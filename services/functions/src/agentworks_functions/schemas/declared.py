@@ -18,6 +18,7 @@ from agentworks_functions.patterns import (
     compile_pattern,
     declared_patterns,
 )
+from agentworks_functions.schemas.cost import check_cost
 from agentworks_functions.schemas.validation import _FORMATS, DRAFT_2020_12, check_storable
 
 
@@ -209,6 +210,7 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
         )
     _check_references(schema, field)
     _check_reference_cycles(schema, field)
+    check_cost(closed_inputs(schema) if require_object else schema, field)
     return schema
 
 

@@ -8,7 +8,8 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from itertools import islice
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -17,15 +18,21 @@ from referencing.exceptions import Unresolvable
 
 from agentworks.client.checks import check_json_depth
 from agentworks.client.errors import InvalidArgument
+from agentworks_functions.jsonin import number_refusal
 from agentworks_functions.patterns import (
     MatchBudget,
     PatternError,
     PatternValidator,
+    compile_pattern,
     declared_patterns,
     format_checker,
     match_budget,
     search,
 )
+from agentworks_functions.schemas.cost import value_cost
+
+if TYPE_CHECKING:
+    from agentworks_functions.schemas.pool import CheckPool
 
 T = TypeVar("T")
 
@@ -33,6 +40,10 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
 # Violations listed in one error message; the count says how many there were in all.
 MAX_LISTED_VIOLATIONS = 50
+
+# Problems one check collects at most (each is an object with its paths: a check of
+# 60,000 wrong items would otherwise keep 60,000 of them).
+MAX_ERRORS = 1000
 
 # Schemas whose validators are kept (`_compiled`): the functions called most.
 SCHEMA_CACHE_SIZE = 256
@@ -86,9 +97,9 @@ def _schema_key(schema: Any) -> str:
 
 
 @functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
-def _compiled(key: str) -> tuple[Draft202012Validator, bool]:
-    """The validator of a schema (given as its canonical JSON) and whether the schema is
-    simple (no patterns, no combining keywords: see `off_loop`), made once per schema:
+def _compiled(key: str) -> tuple[Draft202012Validator, int]:
+    """The validator of a schema (given as its canonical JSON) and the size of its largest
+    pattern's RE2 program (0 without patterns: see `in_place`), made once per schema:
     a call is checked against its function's schema, the same one call after call.
     A validator keeps no state between checks (a check's pattern budget is a context
     variable), so threads share it."""
@@ -97,8 +108,13 @@ def _compiled(key: str) -> tuple[Draft202012Validator, bool]:
     # network (and file://), which would let a declaration make the service read them.
     # Patterns run on RE2, never on Python's backtracking `re` (see patterns.py).
     validator = PatternValidator(schema, registry=METASCHEMAS, format_checker=_FORMATS)
-    simple = next(declared_patterns(schema), None) is None and not _combines(schema)
-    return validator, simple
+    program = 0
+    for _, pattern in declared_patterns(schema):
+        try:
+            program = max(program, compile_pattern(pattern).programsize)
+        except PatternError:  # reported by the check itself
+            continue
+    return validator, program
 
 
 def _json_type(value: Any) -> str:
@@ -155,7 +171,11 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
     """
     try:
         with match_budget():
-            return _violation_lines(_validator(schema).iter_errors(instance), prefix)
+            errors = list(islice(_validator(schema).iter_errors(instance), MAX_ERRORS + 1))
+            lines = _violation_lines(errors[:MAX_ERRORS], prefix)
+            if len(errors) > MAX_ERRORS:
+                lines.append(f"{prefix}: the check stopped after {MAX_ERRORS} problems")
+            return lines
     except Unresolvable as exc:  # declared before references were checked
         return [f"{prefix}: the schema has a $ref that cannot be resolved ({exc})"]
     except MatchBudget as exc:
@@ -167,37 +187,41 @@ def violations(schema: dict[str, Any], instance: Any, prefix: str = "inputs") ->
         ]
 
 
-# Keywords that apply subschemas again and again (their cost is not linear in the input).
-_COMBINING = frozenset(
-    {"anyOf", "oneOf", "allOf", "not", "if", "contains", "$ref", "$dynamicRef", "dependentSchemas"}
-)
+# A check runs in place (on the serving loop) when its static bound is small: (values in
+# the input) x (the schema's cost per value, schemas.cost) at most IN_PLACE_STEPS steps
+# (about 20 ms), and (bytes of the input) x (its largest pattern's RE2 program) at most
+# IN_PLACE_MATCH byte-instructions (about 10 ms at RE2's slowest). Else in the check pool.
+IN_PLACE_STEPS = 20_000
+IN_PLACE_MATCH = 2**20
 
 
-def _combines(schema: Any) -> bool:
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if _COMBINING.intersection(node):
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
+def in_place(schema: Any, values: int | None, size: int | None) -> bool:
+    """Whether checking an input of `values` JSON values and `size` bytes against `schema`
+    is cheap enough to do in place, by the schema's static bound (None: not known)."""
+    if values is None or size is None:
+        return False
+    _, program = _compiled(_schema_key(schema))
+    return values * value_cost(schema) <= IN_PLACE_STEPS and size * program <= IN_PLACE_MATCH
 
 
-async def off_loop(schema: Any, check: Callable[..., T], *args: Any) -> T:
-    """`check(*args)` against `schema`, in a worker thread unless the schema is simple.
-
-    Within its budgets (patterns.py) a check can still take a few seconds at worst: RE2
-    releases the GIL while it matches, and Python switches threads every few ms, so in a
-    thread it leaves the event loop (other requests, leases, health checks) going.
-    Schemas without patterns or combining keywords cost time linear in the input (at most
-    a fraction of a second at the input limit) and are checked in place.
+async def off_loop(
+    pool: CheckPool | None,
+    principal: str,
+    schema: Any,
+    check: Callable[..., T],
+    *args: Any,
+    values: int | None = None,
+    size: int | None = None,
+) -> T:
+    """`check(*args)` against `schema`: in place when `in_place`, else in `pool` (a worker
+    process with a hard deadline: CheckDeadline past it; Busy past the principal's
+    share), or in a thread without a pool.
     """
-    if _compiled(_schema_key(schema))[1]:
+    if in_place(schema, values, size):
         return check(*args)
-    return await asyncio.to_thread(check, *args)
+    if pool is None:
+        return await asyncio.to_thread(check, *args)
+    return await pool.run(principal, check, *args)
 
 
 def _quoting_less(error: ValidationError) -> str:
@@ -260,6 +284,11 @@ def _parse(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("it nests objects and arrays too deep to read") from None
+    except ValueError as exc:  # an integer too long to read: said in our words (B10)
+        words = number_refusal("it", text) if "digits" in str(exc) else None
+        if words is None:
+            raise
+        raise ValueError(words) from None
 
 
 def result_problems(schema: dict[str, Any], raw: bytes | None) -> tuple[Any, list[str]]:

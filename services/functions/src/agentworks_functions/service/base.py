@@ -18,6 +18,7 @@ from agentworks_functions.models import (
     Target,
     TargetKey,
 )
+from agentworks_functions.schemas.pool import CheckPool
 from agentworks_functions.service.rules import (
     LEASE_DEFAULT,
     _ClaimGate,
@@ -44,7 +45,10 @@ class FunctionsServiceBase:
         claim_timeout_seconds: float = 0.0,
         question_timeout_seconds: float = 0.0,
         target_file_quota_bytes: int = 0,
+        checks: CheckPool | None = None,
     ) -> None:
+        # Costly schema checks run in these worker processes (B2; app.py stops them).
+        self.checks = checks or CheckPool()
         self.target_file_quota_bytes = target_file_quota_bytes
         self.store = store
         self.claim_timeout = timedelta(seconds=claim_timeout_seconds) or None

@@ -28,7 +28,10 @@ from agentworks_functions.models import (
     StatusView,
     TargetKey,
 )
+from agentworks_functions.patterns import json_nodes
 from agentworks_functions.schemas import (
+    CheckDeadline,
+    deadline_refusal,
     describe_violations,
     json_problems,
     may_call,
@@ -164,7 +167,8 @@ class Calls(FunctionsServiceBase):
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
             raise function_not_found(target, function)
         check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
-        if len(json.dumps(inputs).encode()) > MAX_INPUTS_BYTES:
+        size = len(json.dumps(inputs).encode())
+        if size > MAX_INPUTS_BYTES:
             raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
         check_json_depth(inputs, "inputs")
         if notify_conversation_id:
@@ -230,9 +234,19 @@ class Calls(FunctionsServiceBase):
         owner, declared, full = await self.store.function_for_call(target, function)
         if declared is None or not may_call(identity.principal, owner, declared.allowed_callers):
             raise function_not_found(target, function)
-        problems = json_problems(inputs, "inputs") + await off_loop(
-            declared.input_schema, violations, declared.input_schema, inputs
-        )
+        try:
+            problems = json_problems(inputs, "inputs") + await off_loop(
+                self.checks,
+                identity.principal,
+                declared.input_schema,
+                violations,
+                declared.input_schema,
+                inputs,
+                values=json_nodes(inputs),
+                size=size,
+            )
+        except CheckDeadline as exc:
+            raise deadline_refusal(f"inputs for {target} {function}", exc.deadline) from None
         variables = None
         if declared.workflow is not None:
             variables, variable_problems = resolve_variables(declared.workflow.variables, inputs)

@@ -25,6 +25,7 @@ from agentworks_functions.models import (
     TargetKey,
 )
 from agentworks_functions.schemas import (
+    CheckDeadline,
     describe_violations,
     off_loop,
     parse_valid_json,
@@ -164,9 +165,19 @@ class Finishing(FunctionsServiceBase):
             raw, problems = await self._result_file(call_id)
             value = None
             if not problems:
-                value, problems = await off_loop(
-                    call.output_schema, result_problems, call.output_schema, raw
-                )
+                try:
+                    value, problems = await off_loop(
+                        self.checks,
+                        "",  # a runtime's results: no share, a free worker within the deadline
+                        call.output_schema,
+                        result_problems,
+                        call.output_schema,
+                        raw,
+                        values=None if raw is None else len(raw) // 2 + 1,
+                        size=None if raw is None else len(raw),
+                    )
+                except CheckDeadline as exc:
+                    problems = [f"result: {exc}; write a smaller result"]
             if not problems:
                 ending = Ending(COMPLETED, answer=final_message, has_result=True, result=value)
             elif call.correction_turns == 0:
@@ -185,9 +196,19 @@ class Finishing(FunctionsServiceBase):
                     return FinishOutcome(RUNNING, True, prompt), False
                 return FinishOutcome((await self.store.get_call(call_id)).status), False
             else:
-                ok, value = await off_loop(
-                    call.output_schema, parse_valid_json, call.output_schema, final_message
-                )
+                try:
+                    ok, value = await off_loop(
+                        self.checks,
+                        "",
+                        call.output_schema,
+                        parse_valid_json,
+                        call.output_schema,
+                        final_message,
+                        values=len(final_message) // 2 + 1,
+                        size=len(final_message),
+                    )
+                except CheckDeadline:
+                    ok, value = False, None
                 if ok:
                     ending = Ending(COMPLETED, answer=final_message, has_result=True, result=value)
                 else:
