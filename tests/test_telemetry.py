@@ -114,6 +114,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+# The services' /metrics ask for a bearer token (`agentworks up` gives them this one).
+METRICS_TOKEN = "telemetry-test-metrics-token"
+
+
 @dataclass
 class Suite:
     up: Up
@@ -133,6 +137,7 @@ def suite(tmp_path_factory) -> Iterator[Suite]:
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.server_port}/v1/traces",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "AGENTWORKS_METRICS_TOKEN": METRICS_TOKEN,
     }
     # Kept beside the service.instance.id that `up` adds for each process.
     environ["OTEL_RESOURCE_ATTRIBUTES"] = "deployment.environment=test"
@@ -156,7 +161,10 @@ def scrape(url: str, patience: float = 30) -> str:
     deadline = time.monotonic() + patience
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=10) as answer:
+            request = urllib.request.Request(
+                url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
                 return answer.read().decode()
         except urllib.error.URLError as exc:
             if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() > deadline:

@@ -60,7 +60,14 @@ from agentworks_dev.specs import (
     StartupError,
     has_main,
 )
-from agentworks_dev.telemetry import child_telemetry, metrics_lines, metrics_ports
+from agentworks_dev.telemetry import (
+    METRICS_TOKEN_FILE,
+    METRICS_TOKEN_VARIABLE,
+    child_telemetry,
+    metrics_lines,
+    metrics_ports,
+    metrics_token,
+)
 
 log = structlog.get_logger("agentworks.up")
 
@@ -117,6 +124,8 @@ class Supervisor:
         # The home's lock, held until the process ends (never closed on purpose).
         self.lock_fd: int | None = None
         self.metrics: dict[str, int] = {}  # each child's metrics port (start)
+        # The bearer token the services' /metrics ask for (`<home>/metrics-token`).
+        self.metrics_token = ""
         # B3: how each service's liveness is checked once it is up (specs.py).
         self.liveness_period = LIVENESS_PERIOD_SECONDS
         self.liveness_timeout = LIVENESS_TIMEOUT_SECONDS
@@ -186,6 +195,7 @@ class Supervisor:
         credential = self.runtime_credential
         env = self._child_env(None if credential else RUNTIME_SIGNER, **extra)
         without_database(env)
+        env.pop(METRICS_TOKEN_VARIABLE, None)  # nor to its commands
         env.pop("AGENTWORKS_RUNTIME_CREDENTIAL_FILE", None)
         if credential:
             env["AGENTWORKS_RUNTIME_CREDENTIAL"] = credential
@@ -196,6 +206,8 @@ class Supervisor:
         """A service's environment: its own database URL only (T9), no model key (agent.py)."""
         env = self._child_env(signer, **extra)
         env.pop(LLM_KEY, None)
+        if self.metrics_token:
+            env[METRICS_TOKEN_VARIABLE] = self.metrics_token
         database = self.database
         if database.server is None:  # DATABASE_URL (or none yet): the services share it
             database = SuiteDatabase(shared_url=self.database_url)
@@ -320,6 +332,8 @@ class Supervisor:
         self.lock_fd = lock_home(self.home, self.lock_info())
         ports = [*self.grpc_ports(), *self.gateway_ports()]
         self.metrics = metrics_ports(self.options.metrics_port, self.options.replicas, ports)
+        if self.metrics:
+            self.metrics_token = metrics_token(self.home, self.environ)
         if self.options.runtime:
             demo_agent_command(self.environ)  # unusable LLM settings: stop before starting
         self._check_ports()
@@ -538,6 +552,13 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     child.process.kill()
 
+    def _metrics_token_line(self) -> list[str]:
+        if not self.metrics_token:
+            return []
+        given = self.environ.get(METRICS_TOKEN_VARIABLE, "").strip()
+        where = METRICS_TOKEN_VARIABLE if given else self.home / METRICS_TOKEN_FILE
+        return [f"            the services' /metrics need Authorization: Bearer <{where}>"]
+
     def _banner(self, token: str, skipped: list[str]) -> None:
         services = [
             f"{spec.name} {','.join(self.addresses(i))}"
@@ -555,7 +576,8 @@ class Supervisor:
             skipped=skipped,
             host=self.options.host,
             ignored_tls=self.ignored_tls,
-            metrics=metrics_lines(self.options.host, self.metrics, [c.name for c in self.children]),
+            metrics=metrics_lines(self.options.host, self.metrics, [c.name for c in self.children])
+            + self._metrics_token_line(),
             agent=demo_agent_line(self.environ) if self.options.runtime else "",
         )
         self._out.write(text)

@@ -11,9 +11,12 @@ also named in `OTEL_RESOURCE_ATTRIBUTES` (`service.instance.id=<child>`), which 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import pathlib
+import secrets
+from collections.abc import Mapping, Sequence
 
 from agentworks.client.metrics import INSTANCE_ATTRIBUTE
+from agentworks_dev.home import load_or_create_secret
 from agentworks_dev.specs import (
     DEMO_FUNCTIONS,
     DEMO_RUNTIME,
@@ -21,6 +24,22 @@ from agentworks_dev.specs import (
     GRPC_SERVICES,
     StartupError,
 )
+
+# The services' /metrics ask for this bearer token: an execution with network access runs
+# on this host and could otherwise read them. Kept in `<home>/metrics-token` (0600), for
+# a Prometheus `authorization: {credentials_file: ...}`; AGENTWORKS_METRICS_TOKEN, when
+# set, is used instead. (The demo runtimes' own /metrics take no token yet.)
+METRICS_TOKEN_VARIABLE = "AGENTWORKS_METRICS_TOKEN"
+METRICS_TOKEN_FILE = "metrics-token"
+
+
+def metrics_token(home: pathlib.Path, environ: Mapping[str, str]) -> str:
+    """The services' metrics token: AGENTWORKS_METRICS_TOKEN, else the home's (made once)."""
+    given = environ.get(METRICS_TOKEN_VARIABLE, "").strip()
+    if given:
+        return given
+    path = home / METRICS_TOKEN_FILE
+    return load_or_create_secret(path, lambda: secrets.token_urlsafe(32))[0]
 
 
 def child_names(replicas: int) -> list[str]:
