@@ -148,9 +148,12 @@ def from_status(
     message: str,
     reason: str = "",
     retry_after: float | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> AgentWorksError:
     """Rebuild the domain error a service raised from the status a client received."""
-    return _BY_CODE.get(code, AgentWorksError)(message, reason=reason, retry_after=retry_after)
+    return _BY_CODE.get(code, AgentWorksError)(
+        message, reason=reason, retry_after=retry_after, metadata=metadata
+    )
 
 
 def status_details(exc: AgentWorksError, message: str) -> bytes:
@@ -199,11 +202,22 @@ def retry_after_of(trailing_metadata: object) -> float | None:
     return None
 
 
-def reason_of(trailing_metadata: object) -> str:
-    """The ErrorInfo reason in a received status's trailers, or "" when there is none."""
+def _info_of(trailing_metadata: object) -> error_details_pb2.ErrorInfo | None:
     status = _status_of(trailing_metadata)
     for detail in status.details if status is not None else ():
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
-            return info.reason
-    return ""
+            return info
+    return None
+
+
+def reason_of(trailing_metadata: object) -> str:
+    """The ErrorInfo reason in a received status's trailers, or "" when there is none."""
+    info = _info_of(trailing_metadata)
+    return info.reason if info is not None else ""
+
+
+def metadata_of(trailing_metadata: object) -> dict[str, str]:
+    """The ErrorInfo metadata in a received status's trailers (the limit, the field, ...)."""
+    info = _info_of(trailing_metadata)
+    return dict(info.metadata) if info is not None else {}

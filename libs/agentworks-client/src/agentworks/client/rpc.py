@@ -152,7 +152,11 @@ class ServiceClient:
             if _answered(exc):  # the service's own words, already saying what to do
                 trailers = exc.trailing_metadata()
                 raise errors.from_status(
-                    exc.code(), details, errors.reason_of(trailers), errors.retry_after_of(trailers)
+                    exc.code(),
+                    details,
+                    errors.reason_of(trailers),
+                    errors.retry_after_of(trailers),
+                    errors.metadata_of(trailers),
                 ) from None
             # The channel's own words ("connections to all backends failing", "Deadline
             # Exceeded"): say which service, and that a retry is the remedy.
