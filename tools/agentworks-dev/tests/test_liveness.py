@@ -63,7 +63,7 @@ async def test_up_restarts_a_service_whose_health_stops_answering_B3(tmp_path, s
             assert time.monotonic() < deadline, "the stuck child was not restarted"
             await asyncio.sleep(0.1)
         await grpc_health_serving(address, time.monotonic() + 20)
-        assert child.unresponsive == 1 and child.restarts == 1
+        assert child.unresponsive == 1 and child.restarts >= 1
         with pytest.raises(grpc.aio.AioRpcError):  # it died with the process it stuck
             await block
         await channel.close()
