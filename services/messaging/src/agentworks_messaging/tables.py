@@ -35,6 +35,8 @@ conversations = sa.Table(
     sa.Column("origin_conversation_id", UUID),
     sa.Column("origin_target_kind", sa.Text),
     sa.Column("origin_target_name", sa.Text),
+    # B9: its place in the target's fair turn order while claimable (0005_fair_turns.sql).
+    sa.Column("turn_at", TS),
 )
 
 inboxes = sa.Table(

@@ -20,26 +20,31 @@ from agentworks_messaging.models import Message, NewDelivery, TargetKey, Turn, T
 from agentworks_messaging.store.base import MessagingStoreBase
 from agentworks_messaging.store.rows import delivery_from, parse_uuid
 
-# A claim is one statement in autocommit: the oldest claimable conversation of the
-# targets (an ordered scan of the partial index `conversations_claimable`, stopping at the
-# first row nobody else holds), a new turn, the conversation taken, its pending
-# deliveries moved into the turn, each with its message; one row per delivery. `more`
-# says whether another conversation of these targets is claimable (then one more idle
-# claimer is woken: a single NOTIFY can stand for several new turns).
+# A claim is one statement in autocommit: the first claimable conversation of the
+# targets in fair order (`turn_at`, set when it became claimable: round the callers, one
+# conversation each, migrations/0005_fair_turns.sql; then by age), an ordered scan of the
+# partial index `conversations_claimable` stopping at the first row nobody else holds; a
+# new turn, the conversation taken, its pending deliveries moved into the turn, each
+# with its message; one row per delivery. `more` says whether another conversation of
+# these targets is claimable (then one more idle claimer is woken: a single NOTIFY can
+# stand for several new turns).
 _CLAIM = """
 WITH conv AS (
     SELECT id, target_kind, target_name FROM messaging.conversations
     WHERE {targets}
       AND pending_deliveries > 0 AND active_turn_id IS NULL
-    ORDER BY oldest_pending_at LIMIT 1
+    ORDER BY turn_at, oldest_pending_at LIMIT 1
     FOR UPDATE SKIP LOCKED
 ), turn AS (
     INSERT INTO messaging.turns (id, conversation_id, runtime, status, lease_expires_at)
     SELECT :turn_id, conv.id, :runtime, 'active', now() + CAST(:lease AS interval) FROM conv
     RETURNING id, conversation_id, lease_expires_at
 ), dlv AS (
-    UPDATE messaging.deliveries d SET status = 'in_turn', turn_id = turn.id
-    FROM turn WHERE d.conversation_id = turn.conversation_id AND d.status = 'pending'
+    -- The conversation as a value (an InitPlan), not a join: a generic plan made while
+    -- deliveries was small must still look its deliveries up by `deliveries_pending`'s
+    -- key, not walk every pending delivery of every conversation (a backlog, B9).
+    UPDATE messaging.deliveries d SET status = 'in_turn', turn_id = (SELECT id FROM turn)
+    WHERE d.conversation_id = (SELECT conversation_id FROM turn) AND d.status = 'pending'
     RETURNING d.id, d.conversation_id, d.position, d.kind, d.status, d.text, d.payload,
               d.attributes, d.turn_id, d.created_at, d.message_id, d.traceparent
 ), took AS (
@@ -278,8 +283,8 @@ class TurnQueries(MessagingStoreBase):
     async def claim_turn(
         self, runtime: str, keys: Sequence[TargetKey], lease: timedelta
     ) -> tuple[Turn | None, bool]:
-        """Take the oldest claimable conversation of these targets as one turn (C10), in
-        one statement; and whether another conversation of theirs is claimable."""
+        """Take the first claimable conversation of these targets in fair order as one
+        turn (C10, B9), in one statement; and whether another of theirs is claimable."""
         params: dict[str, Any] = {"turn_id": uuid.uuid4(), "runtime": runtime, "lease": lease}
         if len(keys) == 1:
             sql = CLAIM_OF_TARGET
