@@ -31,7 +31,7 @@ from agentworks_functions.convert import (
     target_out,
     target_summary_out,
 )
-from agentworks_functions.jsonin import loads_object_sized
+from agentworks_functions.jsonin import check_text_size, loads_object_sized
 from agentworks_functions.models import (
     OPEN_STATUSES,
     Call,
@@ -41,6 +41,10 @@ from agentworks_functions.models import (
 from agentworks_functions.service import FunctionsService
 
 log = structlog.get_logger("agentworks.functions")
+
+# A Call's inputs longer than this are read (parsed, walked, checked) by a check worker
+# before the serving process reads them: only inputs that pass are read here (B2, B8).
+READ_IN_PLACE_CHARS = 16 * 1024
 
 
 def _when(request, field: str):
@@ -125,7 +129,12 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         # B7: a call is one of the principal's creations (a rate per replica), taken
         # before any work; B8: the inputs are measured before they are read.
         shares().create(identity.principal, "calls")
-        inputs = loads_object_sized(request.inputs_json, "inputs", MAX_INPUTS_BYTES)
+        text = request.inputs_json
+        check_text_size(text, "inputs", MAX_INPUTS_BYTES)
+        # Large inputs are read by a check worker first (service/calls.py), small ones here.
+        inputs = None
+        if len(text) <= READ_IN_PLACE_CHARS:
+            inputs = loads_object_sized(text, "inputs", MAX_INPUTS_BYTES)
         source = None
         if request.HasField("source"):
             source = CallSource(request.source.run_id, request.source.step, request.source.group)
@@ -135,6 +144,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
                 target=target_key(request.target),
                 function=request.function,
                 inputs=inputs,
+                inputs_text=text,
                 submission_id=request.submission_id,
                 notify_conversation_id=request.notify_conversation_id,
                 source=source,

@@ -28,6 +28,7 @@ from agentworks_functions.schemas.validation import (
     off_loop,
     parse_valid_json,
     result_problems,
+    text_problems,
     violations,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "parse_valid_json",
     "resolve_variables",
     "result_problems",
+    "text_problems",
     "value_cost",
     "violations",
 ]

@@ -38,6 +38,9 @@ DEFAULT_DEADLINE_SECONDS = 2.0
 DEFAULT_SHARE = 1
 # Priority of the workers (os.nice): below the serving process's.
 WORKER_NICENESS = 10
+# How long a check waits for a worker being started (a forkserver's first start loads
+# Python and the validation code: about a second).
+STARTUP_SECONDS = 30.0
 _PRELOAD = ["agentworks_functions.schemas.validation"]
 
 
@@ -136,7 +139,7 @@ class CheckPool:
         return worker
 
     async def _add_worker(self) -> None:
-        self._starting += 1
+        """Start one worker (`_starting` was counted up by the caller)."""
         try:
             worker = await asyncio.to_thread(self._spawn)
         except Exception as exc:
@@ -155,9 +158,12 @@ class CheckPool:
         if self._idle is None:
             self._idle = asyncio.Queue()
         if self._idle.empty() and len(self._all) + self._starting < self.size:
+            self._starting += 1
             asyncio.get_running_loop().create_task(self._add_worker())
+        # A worker being started is waited for (its start is not the check's time).
+        wait = budget if not self._starting else max(budget, STARTUP_SECONDS)
         try:
-            return await asyncio.wait_for(self._idle.get(), budget)
+            return await asyncio.wait_for(self._idle.get(), wait)
         except TimeoutError:
             raise Busy(
                 f"every check worker of this replica is busy; retry in {self.deadline:g} s",
@@ -181,11 +187,9 @@ class CheckPool:
 
     # ------------------------------------------------------------------ checks
 
-    async def run(self, principal: str, function: Callable[..., T], *args: Any) -> T:
-        """`function(*args)` in a worker; CheckDeadline past the deadline, Busy past the
-        principal's share of the workers."""
-        if self._closed:
-            raise RuntimeError("the check pool is stopped")
+    def check_share(self, principal: str) -> None:
+        """Busy if `principal` holds its share of the workers now (a cheap early refusal,
+        before a request does any other work)."""
         if principal and self._held.get(principal, 0) >= self.share:
             raise Busy(
                 f"{principal} holds its share of this replica's check workers (at most "
@@ -194,6 +198,13 @@ class CheckPool:
                 retry_after=self.deadline,
                 metadata={"share": "check_workers", "principal": principal},
             )
+
+    async def run(self, principal: str, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` in a worker; CheckDeadline past the deadline, Busy past the
+        principal's share of the workers."""
+        if self._closed:
+            raise RuntimeError("the check pool is stopped")
+        self.check_share(principal)
         if principal:
             self._held[principal] = self._held.get(principal, 0) + 1
         try:

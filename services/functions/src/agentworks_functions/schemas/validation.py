@@ -224,6 +224,23 @@ async def off_loop(
     return await pool.run(principal, check, *args)
 
 
+def text_problems(schema: dict[str, Any], text: str, prefix: str = "inputs") -> list[str]:
+    """Everything wrong with the JSON object in `text` for `schema`: not JSON, too deep,
+    not storable, or invalid. For large inputs, read and checked in a check worker, so
+    the serving process only measures them (B2, B8)."""
+    try:
+        value = _parse(text)
+    except ValueError as exc:
+        return [f"{prefix} is not valid JSON: {exc}".replace(": it holds", " holds")]
+    if not isinstance(value, dict):
+        return [f"{prefix} must be a JSON object, got {_json_type(value)}"]
+    try:
+        check_json_depth(value, prefix)
+    except InvalidArgument as exc:
+        return [exc.message]
+    return json_problems(value, prefix) + violations(schema, value, prefix)
+
+
 def _quoting_less(error: ValidationError) -> str:
     """The validator's message, its quote of the value cut to its first
     `QUOTED_VALUE_CHARS` characters (most messages start by quoting the value whole:

@@ -20,6 +20,7 @@ from agentworks.client.limits import (
     MAX_WAIT_SECONDS,
 )
 from agentworks.server.capabilities import require_conversation
+from agentworks_functions.jsonin import loads_object_sized
 from agentworks_functions.metrics import counting_busy
 from agentworks_functions.models import (
     CallSource,
@@ -37,6 +38,7 @@ from agentworks_functions.schemas import (
     may_call,
     off_loop,
     resolve_variables,
+    text_problems,
     violations,
 )
 from agentworks_functions.service.base import FunctionsServiceBase
@@ -73,12 +75,13 @@ class Calls(FunctionsServiceBase):
         *,
         target: TargetKey,
         function: str,
-        inputs: dict[str, Any],
+        inputs: dict[str, Any] | None,
         submission_id: str,
         notify_conversation_id: str,
         source: CallSource | None,
         wait_seconds: int = 0,
         fresh_submission_id: bool = False,
+        inputs_text: str = "",
     ) -> Receipt:
         """Check inputs, then start a fresh execution within the running limit (F3-F6).
 
@@ -102,6 +105,7 @@ class Calls(FunctionsServiceBase):
                 target=target,
                 function=function,
                 inputs=inputs,
+                inputs_text=inputs_text,
                 submission_id=submission_id,
                 notify_conversation_id=notify_conversation_id,
                 source=source,
@@ -154,23 +158,30 @@ class Calls(FunctionsServiceBase):
         call_id: uuid.UUID,
         target: TargetKey,
         function: str,
-        inputs: dict[str, Any],
+        inputs: dict[str, Any] | None,
         submission_id: str,
         notify_conversation_id: str,
         source: CallSource | None,
         fresh_submission_id: bool = False,
         source_call_id: str | None = None,
+        inputs_text: str = "",
     ) -> Receipt:
+        """`inputs` parsed, or None: `inputs_text` is read by a check worker first."""
         if not function:
             raise InvalidArgument("function is required: the name of a declared function")
         check_no_nul(function, "function")  # a refusal saying so, not "not found"
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
             raise function_not_found(target, function)
         check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
-        size = len(json.dumps(inputs).encode())
-        if size > MAX_INPUTS_BYTES:
-            raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
-        check_json_depth(inputs, "inputs")
+        if inputs is None:  # a worker will read them: refused now if the caller holds its share
+            self.checks.check_share(identity.principal)
+        if inputs is None and submission_id:  # a retry key hashes the inputs: read them
+            inputs = loads_object_sized(inputs_text, "inputs", MAX_INPUTS_BYTES)
+        if inputs is not None:
+            size = len(json.dumps(inputs).encode())
+            if size > MAX_INPUTS_BYTES:
+                raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
+            check_json_depth(inputs, "inputs")
         if notify_conversation_id:
             if identity.kind not in ("agent", "workflow"):
                 raise InvalidArgument(
@@ -235,23 +246,30 @@ class Calls(FunctionsServiceBase):
         if declared is None or not may_call(identity.principal, owner, declared.allowed_callers):
             raise function_not_found(target, function)
         try:
-            problems = json_problems(inputs, "inputs") + await off_loop(
-                self.checks,
-                identity.principal,
-                declared.input_schema,
-                violations,
-                declared.input_schema,
-                inputs,
-                values=json_nodes(inputs),
-                size=size,
-            )
+            if inputs is None:  # large: read and checked in a worker, then read here
+                problems = await self.checks.run(
+                    identity.principal, text_problems, declared.input_schema, inputs_text
+                )
+                if not problems:
+                    inputs = loads_object_sized(inputs_text, "inputs", MAX_INPUTS_BYTES)
+            else:
+                problems = json_problems(inputs, "inputs") + await off_loop(
+                    self.checks,
+                    identity.principal,
+                    declared.input_schema,
+                    violations,
+                    declared.input_schema,
+                    inputs,
+                    values=json_nodes(inputs),
+                    size=size,
+                )
         except CheckDeadline as exc:
             raise deadline_refusal(f"inputs for {target} {function}", exc.deadline) from None
         variables = None
-        if declared.workflow is not None:
+        if declared.workflow is not None and inputs is not None:
             variables, variable_problems = resolve_variables(declared.workflow.variables, inputs)
             problems += variable_problems
-        if problems:
+        if problems or inputs is None:
             raise InvalidArgument(
                 describe_violations(
                     f"inputs for {target} {function} are invalid",
