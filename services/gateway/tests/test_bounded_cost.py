@@ -256,12 +256,6 @@ def _wide_parts(count: int) -> bytes:
     check="each is refused 400 naming parts and their count before any schema walk; the "
     "user's p99 within 3x calm, none over 1 s",
 )
-@pytest.mark.xfail(
-    reason="the refusal is fast and named (was 3.7 s), but parsing each 0.75 MB body still "
-    "takes ~25 ms of the serving loop: under 4 at a time the victim's p99 was 129 ms "
-    "against a 50 ms bound (see /tmp/notes/gateway.md)",
-    strict=False,
-)
 async def test_wide_json_is_refused_from_its_size_before_the_schema_walk_B1_B5(
     gateway, make_token, victim_of
 ):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import uuid
@@ -29,6 +30,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.client import errors
+from agentworks.server.liveness import loop_healthy
 from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.api import HTTP_STATUS, error_body
 from agentworks_gateway.console import console_routes
@@ -199,6 +201,11 @@ def build_app(gateway: Gateway) -> Starlette:
     )
 
     async def healthz(request: Request) -> Response:
+        if not loop_healthy("gateway"):  # B3: the loop lagged past its limit just now
+            return JSONResponse(
+                {"status": "unavailable", "reason": "the serving loop is lagging"},
+                status_code=503,
+            )
         try:
             await gateway.tokens.ping()
         except errors.AgentWorksError as exc:
@@ -244,11 +251,29 @@ def build_app(gateway: Gateway) -> Starlette:
                 return error_response(exc)
             return JSONResponse(tool_list())
 
+    # Large bodies are parsed one at a time (B1, B5): parsing holds the serving loop
+    # (about 30 ms per 0.75 MB), so with several at once another user's request would
+    # wait for all of them; this way it waits for one at most.
+    large_bodies = asyncio.Semaphore(1)
+
     async def _api_arguments(request: Request) -> Any:
         """The tool's arguments of an API request, or its refusal."""
         # Read as it streams in: a body past the limit is never all held (413).
         body = await _bounded_body(request, config.max_body_bytes, config.body_timeout_seconds)
-        return parse_arguments(body)
+        if len(body) <= LARGE_BODY_BYTES:
+            return parse_arguments(body)
+        async with large_bodies:
+            await asyncio.sleep(0)  # what is ready to run goes first
+            # Without the collector while it parses: tens of thousands of new containers
+            # would otherwise start full collections of the whole process (each far
+            # longer than the parse); refused arguments are freed by their counts.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                return parse_arguments(body)
+            finally:
+                if collecting:
+                    gc.enable()
 
     async def exchange_identity(request: Request) -> Response:
         """`POST /api/v1/identity` (T2): a runtime credential for a scoped identity."""
@@ -286,6 +311,10 @@ def build_app(gateway: Gateway) -> Starlette:
 
 # Credentials are not the webhook's business: the HMAC signature is its authentication.
 _NOT_FORWARDED = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+# Bodies larger than this are parsed one at a time (see `_api_arguments`).
+LARGE_BODY_BYTES = 64 * 1024
 
 
 class BodyTooLarge(errors.InvalidArgument):
