@@ -73,7 +73,7 @@ def measure(message: Message, prefix: str = "") -> None:
             count = len(value)  # the container's length: no item is touched
             limit = _COUNTS.get(field.name, MAX_ITEMS)
             if count > limit:
-                raise _refuse(path, f"has {count} items", limit, "items")
+                raise _refuse(path, f"has too many items: got {count}", limit, "items")
             if field.name == "parts":
                 _measure_parts(path, value)
             elif field.type == FieldDescriptor.TYPE_MESSAGE:
