@@ -21,6 +21,7 @@ from agentworks.client.limits import (
 )
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
+from agentworks.server.shares import shares
 from agentworks_messaging.cursors import decode_cursor, encode_cursor
 from agentworks_messaging.listing import ConversationListing
 from agentworks_messaging.models import (
@@ -120,6 +121,8 @@ class MessagingService(DeliveryCases, ConversationListing):
             else ""  # no retry key: nothing to compare a retry with
         )
         if target is not None:
+            # B7: a new conversation is one of the principal's creations (a rate).
+            shares().create(identity.principal, "conversations")
             receipt = await self.store.send_new(
                 principal=identity.principal,
                 key=target,
@@ -250,6 +253,7 @@ class MessagingService(DeliveryCases, ConversationListing):
             "origin": origin,
         }
         if target is not None:
+            shares().create(identity.principal, "conversations")  # B7, as Send's
             receipt = await self.store.send_new(key=target, **fields)
         else:
             receipt = await self.store.send_continue(inbox_id=inbox_id, **fields)
@@ -280,12 +284,15 @@ class MessagingService(DeliveryCases, ConversationListing):
             messages = await self.store.read_own_inbox(
                 inbox_id, identity.principal, position, limit
             )
-            while True:
-                remaining = deadline - time.monotonic()
-                if messages or remaining <= 0 or self.draining.is_set():
-                    break
-                await waiter.wait(min(remaining, self.poll_fallback_seconds))
-                messages = await self.store.read_inbox(inbox_id, position, limit)
+            if not messages and wait_seconds > 0 and not self.draining.is_set():
+                # B7: waiting holds one of the principal's long-polls.
+                with shares().wait(identity.principal):
+                    while True:
+                        remaining = deadline - time.monotonic()
+                        if messages or remaining <= 0 or self.draining.is_set():
+                            break
+                        await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                        messages = await self.store.read_inbox(inbox_id, position, limit)
         next_position = messages[-1].position if messages else position
         return messages, encode_cursor(next_position)
 
@@ -355,12 +362,16 @@ class MessagingService(DeliveryCases, ConversationListing):
         # a turn while more are claimable wakes the next: one claim statement per turn,
         # not one per idle runtime.
         with self.listener.subscribe(TURN_CHANNEL, [str(k) for k in targets], one=True) as waiter:
-            while True:
-                turn, more = await self.store.claim_turn(identity.principal, targets, lease)
-                remaining = deadline - time.monotonic()
-                if turn is not None or remaining <= 0 or self.draining.is_set():
-                    break
-                await waiter.wait(min(remaining, self.poll_fallback_seconds))
+            turn, more = await self.store.claim_turn(identity.principal, targets, lease)
+            if turn is None and wait_seconds > 0 and not self.draining.is_set():
+                # B7: waiting holds one of the principal's long-polls.
+                with shares().wait(identity.principal):
+                    while True:
+                        remaining = deadline - time.monotonic()
+                        if turn is not None or remaining <= 0 or self.draining.is_set():
+                            break
+                        await waiter.wait(min(remaining, self.poll_fallback_seconds))
+                        turn, more = await self.store.claim_turn(identity.principal, targets, lease)
         if more and turn is not None:
             self.listener.wake_one(TURN_CHANNEL, str(turn.target))
         if turn is not None:
