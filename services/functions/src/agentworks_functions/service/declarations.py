@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from agentworks.client.checks import check_lower_case
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
-from agentworks.client.identity import Identity, check_principal
+from agentworks.client.identity import Identity, check_new_principal
 from agentworks.client.limits import (
     MAX_ALLOWED_CALLERS,
     MAX_DESCRIPTION_BYTES,
@@ -40,7 +41,8 @@ class Declarations(FunctionsServiceBase):
     ) -> Target:
         if not identity.is_operator:
             raise PermissionDenied("registering a target needs the operator role")
-        check_principal(owner, "owner")
+        check_lower_case(key.name, "ref.name")  # B10: new names are lower-case
+        check_new_principal(owner, "owner")
         if not 0 <= running_limit <= MAX_RUNNING_LIMIT:
             raise InvalidArgument(
                 f"running_limit must be 0 (the service default) to {MAX_RUNNING_LIMIT}, "

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentworks.client.errors import (
+    Conflict,
     NotFound,
 )
 from agentworks_functions import tables as t
@@ -30,7 +31,22 @@ class DeclarationQueries(FunctionsStoreBase):
             )
             .returning(*t.targets.c)
         )
+        # B10: a name stored before names had to be lower-case, differing only by case.
+        look_alike = (
+            sa.select(t.targets.c.name)
+            .where(t.targets.c.kind == key.kind)
+            .where(sa.func.lower(t.targets.c.name) == key.name.lower())
+            .where(t.targets.c.name != key.name)
+            .limit(1)
+        )
         async with self.db.transaction() as conn:
+            other = (await conn.execute(look_alike)).scalar_one_or_none()
+            if other is not None:
+                raise Conflict(
+                    f"{key} differs only by case from the registered {key.kind}:{other}; "
+                    "names that look alike are refused (a spoofing aid): choose another",
+                    metadata={"field": "ref.name", "existing": f"{key.kind}:{other}"},
+                )
             return _target((await conn.execute(stmt)).one(), self.default_running_limit)
 
     async def get_target(self, key: TargetKey) -> Target:
