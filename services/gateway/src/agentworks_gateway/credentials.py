@@ -23,7 +23,7 @@ import structlog
 
 from agentworks.client import errors
 from agentworks.client.checks import check_no_nul
-from agentworks.client.identity import Identity, check_principal, mint
+from agentworks.client.identity import Identity, check_new_principal, mint
 from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.service import Gateway, bearer_token, expiry
 from agentworks_gateway.tokens import (
@@ -42,7 +42,7 @@ CREATE_HINT = (
 
 def own_target(principal: str) -> str:
     """The one target a runtime principal may serve: an agent's crew, a workflow itself."""
-    check_principal(principal)
+    check_new_principal(principal)  # B10: new principals are lower-case
     kind, _, name = principal.partition(":")
     if kind == "agent":
         return "crew:" + name.split("/", 1)[0]

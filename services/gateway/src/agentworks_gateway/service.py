@@ -18,7 +18,7 @@ import structlog
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.checks import check_no_nul
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
-from agentworks.client.identity import Identity, Minter, check_principal
+from agentworks.client.identity import Identity, Minter, check_new_principal
 from agentworks.client.rpc import open_channel
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.admission import Admission
@@ -231,7 +231,7 @@ class Gateway:
         """Create a token for `principal`, expiring after `expires_in_seconds` if given;
         returns the plaintext (shown once) and its record."""
         self._require_operator(caller, "create tokens")
-        check_principal(principal)
+        check_new_principal(principal)  # B10: new principals are lower-case
         check_no_nul(label, "label")
         if principal.startswith("service:"):
             # The gateway vouches for external callers only (T1): services sign for

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Iterable
 
 from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import OPERATOR, check_principal
+from agentworks.client.identity import OPERATOR, check_new_principal
 
 TOKEN_PREFIX = "aw_"
 TOKEN_ID_PREFIX = "tok_"
@@ -100,7 +100,7 @@ def ensure_token(
             f"a runtime credential must start with {CREDENTIAL_PREFIX!r}; make one with "
             "agentworks_gateway.tokens.new_runtime_credential()"
         )
-    check_principal(principal)
+    check_new_principal(principal)  # B10: new principals are lower-case
     migrate(database_url, "gateway", "agentworks_gateway.migrations")
     ensure_token_sync(
         database_url,

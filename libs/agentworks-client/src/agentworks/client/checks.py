@@ -36,6 +36,20 @@ def check_no_nul(value: T, field: str) -> T:
     return value
 
 
+def check_lower_case(value: str, field: str) -> str:
+    """Refuse a new target or principal name with upper-case letters, naming the field
+    (B10): names that differ only by case (`crew:DEMO` beside `crew:demo`) are
+    look-alikes, a spoofing aid, so every new name is lower-case. Names stored before
+    this rule keep working by their exact spelling; see docs/messaging.md."""
+    if value != value.lower():
+        raise InvalidArgument(
+            f"{field} {value!r} has upper-case letters: names are lower-case, so that no "
+            f"two differ only by case; use {value.lower()!r}",
+            metadata={"field": field},
+        )
+    return value
+
+
 def check_json_depth(value: T, field: str, limit: int = MAX_JSON_DEPTH) -> T:
     """Refuse JSON whose objects and arrays nest more than `limit` deep, naming the field.
     (`{}` is 1 deep.)"""

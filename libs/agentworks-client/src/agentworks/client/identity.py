@@ -19,6 +19,7 @@ import jwt
 
 from agentworks.client import capability as cap
 from agentworks.client.capability import Capability
+from agentworks.client.checks import check_lower_case
 from agentworks.client.errors import InvalidArgument, Unauthenticated
 from agentworks.client.keys import (
     REMEMBERED_MAX,
@@ -51,6 +52,12 @@ PRINCIPAL_RE = re.compile(
 OPERATOR = OPERATOR_ROLE
 # An entry of the `targets` claim (T2).
 TARGET_RE = re.compile(rf"^(?:crew|workflow):{_NAME}$")
+
+
+def check_new_principal(principal: str, field_name: str = "principal") -> str:
+    """A principal being named for the first time (a target's owner, a token's or a
+    runtime credential's principal): well formed and lower-case (B10)."""
+    return check_lower_case(check_principal(principal, field_name), field_name)
 
 
 def check_principal(principal: str, field_name: str = "principal") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentworks.client.checks import check_lower_case
 from agentworks.client.errors import InvalidArgument
 
 KINDS = ("crew", "workflow")
@@ -30,3 +31,10 @@ def check_target(kind: str, name: str) -> TargetKey:
             "starting with a letter or digit"
         )
     return TargetKey(kind, name)
+
+
+def check_new_target(kind: str, name: str, field: str = "target.name") -> TargetKey:
+    """A target being registered: as `check_target`, and lower-case (B10)."""
+    key = check_target(kind, name)
+    check_lower_case(name, field)
+    return key

@@ -11,9 +11,9 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import bounded, check_no_nul, request_hash
+from agentworks.client.checks import bounded, check_lower_case, check_no_nul, request_hash
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
-from agentworks.client.identity import Identity, check_principal
+from agentworks.client.identity import Identity, check_new_principal
 from agentworks.client.limits import (
     MAX_CLAIM_TARGETS,
     MAX_INBOX_PAGE,
@@ -69,7 +69,9 @@ class MessagingService(DeliveryCases, ConversationListing):
     ) -> Target:
         if not identity.is_operator:
             raise PermissionDenied("registering a target needs the operator role")
-        check_principal(owner, "owner")
+        # B10: new names are lower-case (names stored before keep their spelling).
+        check_lower_case(key.name, "ref.name")
+        check_new_principal(owner, "owner")
         target = await self.store.put_target(key, owner, free_text_ask)
         log.info("target.registered", target=str(key), owner=owner, free_text_ask=free_text_ask)
         return target

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentworks.client.errors import NotFound
+from agentworks.client.errors import Conflict, NotFound
 from agentworks.server.db import fixed_sql
 from agentworks_messaging.models import Target, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase
@@ -19,6 +19,17 @@ SET owner = excluded.owner,
     updated_at = now(),
     free_text_ask = coalesce(excluded.free_text_ask, t.free_text_ask)
 RETURNING *
+"""
+)
+
+# A registered target whose name differs from :name only by case (B10): one stored
+# before names had to be lower-case. New names are lower-case, so none can appear
+# between this look-up and the insert that follows it.
+LOOK_ALIKE = fixed_sql(
+    """
+SELECT name FROM messaging.targets
+WHERE kind = :kind AND lower(name) = lower(:name) AND name <> :name
+LIMIT 1
 """
 )
 
@@ -52,6 +63,13 @@ class TargetQueries(MessagingStoreBase):
         (None) keeps its stored value: registering again never undoes an owner's setting."""
         params = {"kind": key.kind, "name": key.name, "owner": owner}
         async with self.db.transaction() as conn:
+            other = (await conn.exec_driver_sql(LOOK_ALIKE, params)).scalar_one_or_none()
+            if other is not None:
+                raise Conflict(
+                    f"{key} differs only by case from the registered {key.kind}:{other}; "
+                    "names that look alike are refused (a spoofing aid): choose another",
+                    metadata={"field": "ref.name", "existing": f"{key.kind}:{other}"},
+                )
             result = await conn.exec_driver_sql(
                 PUT_TARGET, {**params, "free_text_ask": free_text_ask}
             )
