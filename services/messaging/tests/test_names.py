@@ -52,7 +52,7 @@ def test_the_shared_checks_refuse_upper_case_for_new_names_only_B10():
     assert check_new_principal("agent:demo/bot") == "agent:demo/bot"
     with pytest.raises(InvalidArgument, match="principal 'user:Dev' has upper-case"):
         check_new_principal("user:Dev")
-    with pytest.raises(InvalidArgument, match="target.name 'Demo' has upper-case"):
+    with pytest.raises(InvalidArgument, match=r"target\.name 'Demo' has upper-case"):
         check_new_target("crew", "Demo")
     assert check_principal("user:Dev") == "user:Dev"
     assert check_target("crew", "Demo").name == "Demo"

@@ -99,7 +99,7 @@ def _measure_scalar(path: str, name: str, value: str | bytes) -> None:
 def _measure_parts(path: str, parts: Any) -> None:
     # At most MAX_PARTS of them here: their encoded size is cheap to ask. A part's JSON is
     # at least its encoded size but for data_json's own spacing: parts sent with more than
-    # the limit are refused as sent (docs/messaging.md).
+    # the limit are refused as sent, before their JSON is parsed.
     sent = sum(part.ByteSize() for part in parts)
     if sent > MAX_PARTS_BYTES:
         raise _refuse(path, f"are {sent} bytes as sent", MAX_PARTS_BYTES, "bytes")

@@ -40,7 +40,8 @@ def check_lower_case(value: str, field: str) -> str:
     """Refuse a new target or principal name with upper-case letters, naming the field
     (B10): names that differ only by case (`crew:DEMO` beside `crew:demo`) are
     look-alikes, a spoofing aid, so every new name is lower-case. Names stored before
-    this rule keep working by their exact spelling; see docs/messaging.md."""
+    this rule keep working by their exact spelling, and where names are registered a
+    new one that differs from a stored one only by case is refused."""
     if value != value.lower():
         raise InvalidArgument(
             f"{field} {value!r} has upper-case letters: names are lower-case, so that no "
