@@ -11,6 +11,8 @@ PACKAGES := libs/agentworks-proto libs/agentworks-client libs/agentworks-server 
 STUBS := libs/agentworks-proto/src
 PROTOS := $(shell find proto -name '*.proto' | sort)
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`'s first pass (the reliability tests run alone after).
+TEST_WORKERS ?= 2
 REPLICAS ?= 1
 SOAK_SECONDS ?= 300
 RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_processes.py \
@@ -128,12 +130,18 @@ format: $(BIN)/.installed ## Format the code with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite (PostgreSQL is started if needed; chromium for the console)
+test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_WORKERS=2 in parallel, then the reliability tests alone
 	$(MAKE) --no-print-directory sandbox SANDBOX_REQUIRED=1
 	$(MAKE) --no-print-directory browser BROWSER_REQUIRED=1
 	$(MAKE) --no-print-directory check-proto
 	$(MAKE) --no-print-directory lint
-	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest $(PYTEST_ARGS)
+	@# Two passes: everything but the reliability tests on $(TEST_WORKERS) workers (a
+	@# database server each; a module stays on one worker), then the reliability tests
+	@# (faults, kills, noisy neighbours: they time a victim) alone, one at a time.
+	@# Exit status 5 (no test selected, e.g. PYTEST_ARGS naming one file) is no failure.
+	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
+	  -m "not reliability" $(PYTEST_ARGS) || test $$? -eq 5
+	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -m reliability $(PYTEST_ARGS) || test $$? -eq 5
 
 run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home, a model)
 	$(BIN)/agentworks up --replicas $(REPLICAS) \
