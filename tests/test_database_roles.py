@@ -206,6 +206,11 @@ def test_each_process_gets_only_its_own_database_url_T9(suite):
         command = " ".join(child.cmdline())
         urls = {k: v for k, v in env.items() if "DATABASE_URL" in k}
         service = next((s for s in SERVICES if f"agentworks_{s}" in command), None)
+        if "agentworks_dev.pgguard" in command:  # stops the database when `up` dies
+            assert urls == {}, command
+            assert not any(p in " ".join(env.values()) for p in passwords.values()), command
+            seen.add("guard")
+            continue
         if service is None:
             assert "agentworks.runtime" in command, command
             assert urls == {}, command
@@ -219,7 +224,7 @@ def test_each_process_gets_only_its_own_database_url_T9(suite):
         assert params["user"] == service and params["password"] == passwords[service]
         others = [p for s, p in passwords.items() if s != service]
         assert not any(p in " ".join(env.values()) for p in others), service
-    assert seen == {*SERVICES, "runtime"}
+    assert seen == {*SERVICES, "runtime", "guard"}
 
 
 @pytest.fixture(scope="module")

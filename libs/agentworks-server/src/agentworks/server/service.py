@@ -297,20 +297,21 @@ def start_metrics(config: ServiceConfig) -> int:
     if not config.metrics_listen:
         return 0
     variable = config.variable("METRICS_LISTEN")
-    if not config.metrics_token:
+    try:
+        port = serve_metrics(config.metrics_listen, variable=variable, token=config.metrics_token)
+    except OSError as exc:
+        raise StartFailed(
+            f"cannot serve metrics on {config.metrics_listen} ({variable}): "
+            f"{exc.strerror or _one_line(exc)}"
+        ) from None
+    if not config.metrics_token:  # said once the port is served (a failed start says one thing)
         log.warning(
             "metrics.open",
             service=config.name,
             listen=config.metrics_listen,
             fix=f"set {config.variable('METRICS_TOKEN')} or AGENTWORKS_METRICS_TOKEN",
         )
-    try:
-        return serve_metrics(config.metrics_listen, variable=variable, token=config.metrics_token)
-    except OSError as exc:
-        raise StartFailed(
-            f"cannot serve metrics on {config.metrics_listen} ({variable}): "
-            f"{exc.strerror or _one_line(exc)}"
-        ) from None
+    return port
 
 
 def warn_unknown_settings(config: ServiceConfig) -> None:
