@@ -13,7 +13,7 @@ from agentworks_messaging.config import Config
 from agentworks_messaging.metrics import start_refresh
 from agentworks_messaging.server import MessagingServicer
 from agentworks_messaging.service import MessagingService
-from agentworks_messaging.sizes import add_to_server
+from agentworks_messaging.sizes import RECEIVE_BYTES, add_to_server
 from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
 from agentworks_messaging.sweeper import sweep
 
@@ -53,6 +53,7 @@ async def start(config: Config) -> Running:
         service_names=[pb.DESCRIPTOR.services_by_name["MessagingService"].full_name],
         on_drain=drain,
         capability_methods=CAPABILITY_METHODS,
+        max_receive_bytes=RECEIVE_BYTES,
     )
     await server.start()
     sweeper = asyncio.create_task(sweep(service, store, config), name="messaging-sweep")

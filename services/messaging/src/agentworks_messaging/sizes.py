@@ -125,6 +125,13 @@ def _measuring(handler: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+# The largest request message messaging receives at all (the gRPC server's receive
+# limit, B8): a larger one is refused by gRPC from its length prefix, before Python sees
+# a byte of it. The largest legal request is an EnqueueDeliveries, which its callers cut
+# at about 2 MiB of text plus one delivery (the scheduler's firing.MAX_ENQUEUE_BYTES).
+RECEIVE_BYTES = 4 * 1024 * 1024
+assert RECEIVE_BYTES <= MAX_MESSAGE_BYTES
+
 # Room for a request's ids, keys, cursors and target beside its big fields.
 SMALL_FIELDS_BYTES = 8 * 1024
 _SEND_BYTES = MAX_TEXT_BYTES + MAX_PARTS_BYTES + SMALL_FIELDS_BYTES
@@ -138,8 +145,8 @@ REQUEST_BYTES: dict[str, int] = {
     + MAX_PAYLOAD_BYTES
     + MAX_ATTRIBUTES_BYTES
     + SMALL_FIELDS_BYTES,
-    # Up to 500 deliveries of a platform service: the transport's cap.
-    "EnqueueDeliveries": MAX_MESSAGE_BYTES,
+    # Up to 500 deliveries of a platform service: what the server receives at most.
+    "EnqueueDeliveries": RECEIVE_BYTES,
 }
 # Every other method: targets, reads, listings, claims (100 targets), turn ends.
 OTHER_REQUEST_BYTES = 64 * 1024
