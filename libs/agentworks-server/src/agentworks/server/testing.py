@@ -257,7 +257,6 @@ class DisposablePostgres:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server now (fast shutdown: open connections are cut); waits for it."""
         import signal
-        import time
 
         pid_file = self.path / "postmaster.pid"
         os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)
@@ -335,7 +334,6 @@ class ServiceProcess:
     def start(self, timeout: float = 30.0) -> None:
         """Start the process and wait until gRPC health says SERVING."""
         import sys
-        import time
 
         import grpc
         from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -455,9 +453,8 @@ def scrape(port: int, token: str = "") -> Scrape:
     """Read a process's /metrics (with the bearer token when it asks for one)."""
     import urllib.request
 
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
     with urllib.request.urlopen(request, timeout=5) as response:
         return Scrape(response.read().decode())
 
