@@ -14,9 +14,10 @@ import pytest
 
 from agentworks.client.identity import METADATA_KEY, mint
 from agentworks.server.testing import free_port
+from agentworks_dev.children import Child
 from agentworks_dev.options import parse_args
 from agentworks_dev.probes import grpc_health_answers, grpc_health_serving
-from agentworks_dev.supervisor import Child, Supervisor
+from agentworks_dev.supervisor import Supervisor
 
 PROBE = pathlib.Path(__file__).parents[3] / "libs/agentworks-server/tests/probe_service.py"
 
@@ -32,8 +33,8 @@ async def test_up_restarts_a_service_whose_health_stops_answering_B3(tmp_path, s
     restarts it, and it answers SERVING again. The supervisor used to see a live process
     and do nothing (only kill -9 brought a restart)."""
     supervisor = Supervisor(parse_args(["--home", str(tmp_path)], {}), {})
-    supervisor.liveness_period, supervisor.liveness_timeout = 0.3, 0.5
-    supervisor.liveness_failures = 2
+    children = supervisor.children
+    children.liveness_period, children.liveness_timeout, children.liveness_failures = 0.3, 0.5, 2
     address = f"127.0.0.1:{free_port()}"
     env = {
         **os.environ,
@@ -44,7 +45,7 @@ async def test_up_restarts_a_service_whose_health_stops_answering_B3(tmp_path, s
     }
     child = Child("probe-1", [sys.executable, str(PROBE)], env)
     child.alive = functools.partial(grpc_health_answers, address)
-    supervisor._launch(child)
+    children.launch(child)
     try:
         await grpc_health_serving(address, time.monotonic() + 20)
         deadline = time.monotonic() + 10
