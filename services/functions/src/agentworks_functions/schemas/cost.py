@@ -9,7 +9,7 @@ value of the input are at most `cost[k]` for a value `k` levels down, where
     cost(s)[k] = own(s) [k = 0]  +  the in-place subschemas' cost[k]
                  + the most any one part can receive from the descending ones, cost[k-1]
 
-counting each keyword as the runtime budget does (patterns.py: a keyword one step, a
+counting each keyword as the runtime budget does (schemas.keywords: a keyword one step, a
 descent `DESCEND_STEPS`, `enum` one hash of at most its largest member, `const` its
 nodes, `properties` and `required` their names). `unevaluatedProperties` and
 `unevaluatedItems` evaluate the in-place subschemas a second time.

@@ -22,7 +22,6 @@ from agentworks_functions.jsonin import number_refusal
 from agentworks_functions.patterns import (
     MatchBudget,
     PatternError,
-    PatternValidator,
     compile_pattern,
     declared_patterns,
     format_checker,
@@ -30,6 +29,7 @@ from agentworks_functions.patterns import (
     search,
 )
 from agentworks_functions.schemas.cost import value_cost
+from agentworks_functions.schemas.keywords import PatternValidator
 
 if TYPE_CHECKING:
     from agentworks_functions.schemas.pool import CheckPool
@@ -143,7 +143,7 @@ def _path(prefix: str, parts: Iterable[Any]) -> str:
 
 
 def _unknown_keys(error: ValidationError) -> list[str]:
-    unexpected = getattr(error, "unexpected", None)  # set by the keywords in patterns.py
+    unexpected = getattr(error, "unexpected", None)  # set by schemas.keywords
     if unexpected is not None:
         return list(unexpected)
     props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
