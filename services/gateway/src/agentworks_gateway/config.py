@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentworks.client.keys import SigningKey
-from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES
+from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES, WEBHOOK_BODY_BYTES_DEFAULT
 from agentworks.client.settings import Env
 from agentworks.client.trust import MAX_LIFETIME_SECONDS
 from agentworks.server.config import ServiceConfig
@@ -16,10 +16,7 @@ DEFAULT_PORT = 8080
 # Hosts and origins the MCP endpoint accepts by default (DNS-rebinding protection).
 LOCAL_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 LOCAL_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
-# The scheduler's default webhook body limit (SCHEDULER_WEBHOOK_MAX_BODY_BYTES); it
-# allows at most MAX_WEBHOOK_BODY_BYTES (1 MiB), because messaging refuses larger payloads.
-DEFAULT_WEBHOOK_MAX_BODY_BYTES = 256 * 1024
-# The gateway relays long-polls of up to 25 s (C7, F7): its drain outlasts them, so a
+# The gateway relays long-polls of up to MAX_WAIT_SECONDS (C7, F7): its drain outlasts them, so a
 # restart never cuts one (and waiting ones return at once on SIGTERM anyway).
 DEFAULT_DRAIN_SECONDS = 30.0
 DEFAULT_POOL_SIZE = 10
@@ -136,7 +133,7 @@ class Config:
             # At most the scheduler's ceiling: messaging refuses larger payloads.
             webhook_max_body_bytes=env.get_int(
                 "WEBHOOK_MAX_BODY_BYTES",
-                DEFAULT_WEBHOOK_MAX_BODY_BYTES,
+                WEBHOOK_BODY_BYTES_DEFAULT,
                 minimum=1,
                 maximum=MAX_WEBHOOK_BODY_BYTES,
             ),

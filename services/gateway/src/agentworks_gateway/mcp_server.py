@@ -20,6 +20,7 @@ from mcp.server import Server, ServerRequestContext
 
 from agentworks.client import errors
 from agentworks.client.identity import Identity
+from agentworks.client.limits import MAX_WAIT_SECONDS
 from agentworks.client.mcp_results import error_result, ok_result, unknown_tool
 from agentworks_gateway import tools
 
@@ -32,12 +33,14 @@ INSTRUCTIONS = (
     "AgentWorks agent messaging and functions. Use `messages` (action send) or `ask_crew` / "
     "`chat` to message a crew or workflow; the result is a delivery receipt, not an answer. "
     "Agents reply when they choose to: read replies with `messages` action read, passing "
-    "the receipt's inbox_id, the last next_cursor as `after`, and wait_seconds (up to 25) "
-    "to wait for new ones. Continue a conversation by sending with its inbox_id. To run a "
+    "the receipt's inbox_id, the last next_cursor as `after`, and wait_seconds "
+    f"(up to {MAX_WAIT_SECONDS}) to wait for new ones. Continue a conversation by sending "
+    "with its inbox_id. To run a "
     "declared task, use `functions`: action list (crew or workflow_id) shows what you may "
     "call, action call returns a call_id at once; poll action status with that call_id "
-    "(wait_seconds up to 25) until the status is completed, failed, interrupted or "
-    "cancelled, answer a pending question with action reply, and read produced files with "
+    f"(wait_seconds up to {MAX_WAIT_SECONDS}) until the status is completed, failed, "
+    "interrupted or cancelled, answer a pending question with action reply, and read "
+    "produced files with "
     "action read. To look around, `list` (what: calls, conversations, inboxes, targets, "
     "wake_ups, schedules, webhooks, runtimes) pages through what you may see, and "
     "`transcript` reads a conversation whole, both directions, with every delivery."

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 # Messaging refuses payloads above 1 MiB, so a webhook body can never be larger.
 from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES as MAX_WEBHOOK_BODY_BYTES
+from agentworks.client.limits import WEBHOOK_BODY_BYTES_DEFAULT
 from agentworks.client.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 from agentworks_scheduler.recurrence import MAX_INTERVAL_SECONDS
@@ -73,7 +74,10 @@ class Config:
             ),
             webhook_tolerance_seconds=tolerance,
             webhook_max_body_bytes=env.get_int(
-                "WEBHOOK_MAX_BODY_BYTES", 256 * 1024, minimum=1, maximum=MAX_WEBHOOK_BODY_BYTES
+                "WEBHOOK_MAX_BODY_BYTES",
+                WEBHOOK_BODY_BYTES_DEFAULT,
+                minimum=1,
+                maximum=MAX_WEBHOOK_BODY_BYTES,
             ),
             webhook_replay_window_hours=replay_hours,
             webhook_key=env.get_str("WEBHOOK_KEY"),

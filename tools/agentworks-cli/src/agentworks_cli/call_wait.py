@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from agentworks.client.limits import MAX_WAIT_SECONDS
 from agentworks_cli.api import ApiClient
 from agentworks_cli.call_output import print_status
 from agentworks_cli.errors import EXIT_CALL_ENDED
@@ -24,7 +25,7 @@ from agentworks_cli.output import error, note, print_json
 from agentworks_cli.terminal import paint
 
 END_STATUSES = frozenset({"completed", "failed", "interrupted", "cancelled"})
-WAIT_SECONDS = 25
+WAIT_SECONDS = MAX_WAIT_SECONDS
 STATUS_PAGE = 200  # messages and events per status read (the service's maximum)
 
 NOT_CLAIMED = "waiting for a runtime to claim it"

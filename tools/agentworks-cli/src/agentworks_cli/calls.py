@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
+from agentworks.client.limits import MAX_WAIT_SECONDS
 from agentworks_cli import declarations
 from agentworks_cli.api import ApiClient
 from agentworks_cli.call_output import print_functions, print_status
@@ -242,7 +243,8 @@ def _add_call_reads(sub: Any, common: argparse.ArgumentParser, group: str) -> No
         "--wait",
         type=int,
         metavar="S",
-        help="while the call is open and nothing is new, wait up to S seconds (0-25)",
+        help="while the call is open and nothing is new, wait up to S seconds "
+        f"(0-{MAX_WAIT_SECONDS})",
     )
     status.set_defaults(run=call_status, group=group)
 

@@ -10,12 +10,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from agentworks.client.limits import MAX_WAIT_SECONDS
 from agentworks_cli.api import ApiClient, ApiError
 from agentworks_cli.errors import UsageError
 from agentworks_cli.output import local_time, note, print_fields, print_json
 from agentworks_cli.terminal import paint
 
-FOLLOW_WAIT_SECONDS = 25
+FOLLOW_WAIT_SECONDS = MAX_WAIT_SECONDS
 # --follow's pause after an unreachable gateway or service: first, then at most (doubling).
 FOLLOW_RETRY_SECONDS = (1.0, 10.0)
 
@@ -41,7 +42,9 @@ async def send(api: ApiClient, args: argparse.Namespace) -> None:
         return
     fields = ("accepted", "message_id", "conversation_id", "inbox_id")
     print_fields((k, receipt[k]) for k in fields)
-    note(f"replies: agentworks messages read --inbox {receipt['inbox_id']} --wait 25")
+    note(
+        f"replies: agentworks messages read --inbox {receipt['inbox_id']} --wait {MAX_WAIT_SECONDS}"
+    )
 
 
 async def read(api: ApiClient, args: argparse.Namespace) -> None:
@@ -182,7 +185,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "--wait",
         type=int,
         metavar="S",
-        help=f"wait up to S seconds (0-25) for a first message (--follow: {FOLLOW_WAIT_SECONDS})",
+        help=f"wait up to S seconds (0-{MAX_WAIT_SECONDS}) for a first message "
+        f"(--follow: {FOLLOW_WAIT_SECONDS})",
     )
     read_cmd.add_argument(
         "--follow",

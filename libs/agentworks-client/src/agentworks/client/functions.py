@@ -18,11 +18,11 @@ from agentworks.client.common import (
     target_ref,
 )
 from agentworks.client.jsontext import dumps_value, loads
+from agentworks.client.limits import MAX_WAIT_SECONDS, UPLOAD_CHUNK_BYTES
 from agentworks.client.rpc import ServiceClient
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 
-UPLOAD_CHUNK_BYTES = 256 * 1024
 # A message/event cursor past any a call can hold: a status read with it has no pages.
 PAST_EVERY_PAGE = 2**62
 
@@ -315,7 +315,7 @@ class FunctionsClient(ServiceClient):
                 message_limit=1,
                 after_event=cursor,
                 event_limit=1,
-                wait_seconds=min(25, max(1, int(remaining))),
+                wait_seconds=min(MAX_WAIT_SECONDS, max(1, int(remaining))),
                 seen_version=None if status is None or until_ended else status.version,
                 until_ended=until_ended,
             )

@@ -82,6 +82,9 @@ MAX_DELIVERY_ID_CHARS = 128
 MAX_CRON_CHARS = 200
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600
 MAX_WEBHOOK_BODY_BYTES = 1 * MIB
+# A webhook body's limit when not configured (the gateway's and the scheduler's
+# *_WEBHOOK_MAX_BODY_BYTES); each allows at most MAX_WEBHOOK_BODY_BYTES.
+WEBHOOK_BODY_BYTES_DEFAULT = 256 * KIB
 # A page of any list (V1: calls, conversations, targets, wake-ups, schedules, webhooks,
 # runtimes) and of a transcript (C12); 0 means LIST_PAGE_DEFAULT.
 MAX_LIST_PAGE = 200

@@ -16,12 +16,12 @@ from agentworks.client.keys import (
     SigningKey,
     keys_from_env,
 )
+from agentworks.client.limits import MAX_WAIT_SECONDS as MAX_WAIT_SECONDS
 from agentworks.client.settings import LOG_LEVELS, Env
 from agentworks.client.tls import Tls
 from agentworks.client.trust import vouching_refusal
 
-# ClaimTurn bounds (messaging.proto): wait 0-25 s, lease 5-300 s.
-MAX_WAIT_SECONDS = 25
+# ClaimTurn bounds (messaging.proto): wait 0-MAX_WAIT_SECONDS (limits), lease 5-300 s.
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 300
 # Turns one runtime process handles at once.

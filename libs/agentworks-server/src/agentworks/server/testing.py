@@ -21,6 +21,7 @@ import pytest
 
 from agentworks.client.identity import Minter
 from agentworks.client.keys import KeyDirectory
+from agentworks.client.limits import MAX_WAIT_SECONDS
 from agentworks.client.trust import GATEWAY, SERVICE_PREFIX, STANDARD_SIGNERS
 from agentworks.server.db import libpq_url, migrate, with_database
 
@@ -492,7 +493,7 @@ async def read_until(client, inbox_id: str, count: int, timeout: float = 10.0) -
         remaining = deadline - time.monotonic()
         assert remaining > 0, f"only {texts} arrived within {timeout} s"
         page = await client.read(
-            inbox_id, after=cursor, wait_seconds=max(1, min(25, int(remaining)))
+            inbox_id, after=cursor, wait_seconds=max(1, min(MAX_WAIT_SECONDS, int(remaining)))
         )
         texts += [msg.text for msg in page.messages]
         cursor = page.next_cursor or cursor

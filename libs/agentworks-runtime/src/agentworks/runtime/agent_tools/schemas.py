@@ -64,8 +64,8 @@ AT = {
 WAKE_UP_ID = identifier("The wake_up_id from request_wake_up or list_wake_ups.")
 CALL_ID = identifier("The call_id from call_function's receipt.")
 WAIT_SECONDS = integer(
-    "Wait up to this many seconds (0-25) for the call to end; the receipt then carries "
-    "its outcome. 0 returns at once.",
+    f"Wait up to this many seconds (0-{limits.MAX_WAIT_SECONDS}) for the call to end; the "
+    "receipt then carries its outcome. 0 returns at once.",
     0,
     limits.MAX_WAIT_SECONDS,
 )
