@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import structlog.testing
 
-from agentworks.client import FunctionsClient
+from agentworks.client import FunctionsClient, errors
 from agentworks.client.common import target_ref
 from agentworks.client.functions import call_result, state_name
 from agentworks.client.keys import KeyDirectory
@@ -54,6 +54,10 @@ COMMAND = textwrap.dedent(
         (folder / "partial.txt").write_text("some of it")
         print("bad input: " + inputs["text"], file=sys.stderr)
         sys.exit(3)
+    elif mode == "stderr":
+        for n in range(100):
+            print(f"line {n}", file=sys.stderr)
+        sys.exit(1)
     elif mode == "correct":
         if os.environ.get("AGENTWORKS_CORRECTION_PROMPT"):
             print("correcting")
@@ -117,6 +121,7 @@ COMMAND = textwrap.dedent(
 SCHEMA_MODES = ("ok", "fail", "correct", "many")
 MODES = (
     *SCHEMA_MODES,
+    "stderr",
     "hang",
     "tree",
     "leave",
@@ -369,6 +374,23 @@ async def test_a_command_string_runs_in_a_shell_and_fails_with_its_exit_status_R
     assert state_name(status.status) == "failed", status.answer
     assert "exited with status 3: oops" in status.error
     assert [m.text for m in status.messages] == ["FUNCTION SHELL"]
+
+
+async def test_a_failed_commands_stderr_tail_is_an_event_its_caller_and_owner_read_L12(
+    functions, identity, alice, client_for, tmp_path
+):
+    """L12: a failed command's stderr, its last 40 lines, is an event of kind `stderr`
+    on the call, which the caller and the target's owner read; anyone else sees no call."""
+    async with runner(functions, identity, tmp_path) as outcomes:
+        receipt = await alice.call("crew:demo", "stderr", {"text": "x"})
+        await asyncio.wait_for(outcomes.get(), 30)
+    for reader in (alice, await client_for("user:owner")):
+        status = await reader.get_status(receipt.call_id)
+        assert state_name(status.status) == "failed"
+        [event] = [e for e in status.events if e.kind == "stderr"]
+        assert event.text.splitlines() == [f"line {n}" for n in range(60, 100)]
+    with pytest.raises(errors.NotFound):
+        await (await client_for("user:mallory")).get_status(receipt.call_id)
 
 
 async def test_runner_reruns_the_command_for_the_one_correction_turn_R2_F10(

@@ -77,7 +77,8 @@ def print_status(status: Mapping[str, Any]) -> None:
         print("events:")
         for event in status["events"]:
             tool = f" ({event['tool_name']})" if event.get("tool_name") else ""
-            print(f"  [{event['index']}] {event['kind']}{tool}: {event['text']}")
+            text = event["text"].replace("\n", "\n      ")  # a stderr tail's lines, indented
+            print(f"  [{event['index']}] {event['kind']}{tool}: {text}")
     print(f"next: --after {status['next_after']} --after-event {status['next_after_event']}")
     sys.stdout.flush()
 

@@ -37,6 +37,9 @@ log = structlog.get_logger("agentworks.runtime.runner")
 # Where a sandboxed command finds its item's MCP socket (L2): short and the same for all.
 SANDBOX_SOCKET = "/run/agentworks/mcp.sock"
 
+# A failed command's stderr kept for its owner (L12): at most its last lines and bytes.
+STDERR_EVENT_LINES = 40
+
 
 class CommandFailed(Exception):
     """The command exited with a non-zero status or was killed by a signal."""
@@ -80,6 +83,7 @@ class Prepared:
     file_owner: int | None  # the uid the command's files have (None: this process's)
     sandboxed: bool
     started: bool = False  # its launch's descriptors and cgroups are start_and_run's now
+    stderr_tail: str = ""  # once it has ended: the end of its stderr (`stderr_tail`)
 
 
 class ProcessRunner:
@@ -207,7 +211,7 @@ class ProcessRunner:
                 os.close(launch.status_fd)
         metrics.SANDBOX_LAUNCHES.labels("none" if launch is None else "bwrap").inc()
         try:
-            return await self._run(job, prepared.argv, process, policy, launch, lines)
+            return await self._run(job, prepared, process, policy, lines)
         finally:
             if launch is not None and launch.cgroups is not None:
                 await asyncio.to_thread(launch.cgroups.remove)
@@ -215,12 +219,12 @@ class ProcessRunner:
     async def _run(
         self,
         job: Job,
-        argv: Sequence[str],
+        prepared: Prepared,
         process: asyncio.subprocess.Process,
         policy: Policy,
-        launch: Launch | None,
         lines: Lines,
     ) -> str:
+        argv, launch = prepared.argv, prepared.launch
         guard = _guard()
         guard.track(process.pid, job, argv, self.kill_grace_seconds)
         job.log.info("command.started", argv=list(argv), pid=process.pid, sandbox=bool(launch))
@@ -255,6 +259,7 @@ class ProcessRunner:
                 status = _read_status(launch.status_read)
         job.log.info("command.exited", returncode=returncode, status=status)
         tail = _last_bytes(_text(bytes(stderr_tail)), STDERR_TAIL_BYTES).strip()
+        prepared.stderr_tail = stderr_tail_text(tail)
         limit = await asyncio.to_thread(watch.final, status)
         if limit is not None:
             job.log.warning("command.limit_exceeded", limit=limit.limit, error=str(limit))
@@ -344,6 +349,12 @@ class ProcessRunner:
             await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_grace_seconds)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def stderr_tail_text(text: str) -> str:
+    """The end of a command's stderr as its owner reads it (L12): its last
+    `STDERR_EVENT_LINES` lines of at most `STDERR_TAIL_BYTES`, as the command wrote them."""
+    return "\n".join(text.splitlines()[-STDERR_EVENT_LINES:]).strip()
 
 
 def _read_status(fd: int) -> dict[str, Any] | None:

@@ -46,9 +46,11 @@ uploaded when the command ends (successful or not), `result.json` first, by the
 refuses (a name with a backslash or a control character, too big, past the call's
 `MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role `runner`) on
 the call. Exit status 0 finishes the execution; any other status (or a
-signal) fails it with the status and the tail of stderr. A cancel (F15) or a lost lease
-terminates the command's process group (SIGTERM, then SIGKILL); in a sandbox every
-process of it gets the SIGTERM, whatever its group.
+signal) fails it with the status and the tail of stderr, and a failed command's stderr
+tail (its last 40 lines, at most 4 KiB: what it wrote, nothing added) is recorded as an
+event of kind `stderr` on the call (L12), which its caller and the target's owner read.
+A cancel (F15) or a lost lease terminates the command's process group (SIGTERM, then
+SIGKILL); in a sandbox every process of it gets the SIGTERM, whatever its group.
 
 A command never outlives its runner for long while it runs, even when the runner is
 killed with SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody
@@ -121,9 +123,13 @@ from agentworks.runtime.line_reports import (
     MAX_REPORTED_LINES,
     _LineReporter,
 )
+from agentworks.runtime.reporting import describe
 from agentworks.runtime.sandbox import Sandbox
 
 log = structlog.get_logger("agentworks.runtime.runner")
+
+# The event a failed command's stderr tail is recorded as (L12).
+STDERR_EVENT_KIND = "stderr"
 
 # The runner's own secrets, never handed to a command: where its signing key is (whoever
 # reads the key can act as any agent, T1), its runtime credential (T2), API tokens, the
@@ -258,13 +264,25 @@ class CommandRunner(ProcessRunner):
                     served = _serve(ctx, prepared, socket)
                     prepared.env.update(await stack.enter_async_context(served))
                 return await self.start_and_run(ctx, prepared, policy, _LineReporter(ctx))
-        except BaseException:
+        except BaseException as exc:
             await self.discard(prepared)
+            if isinstance(exc, CommandFailed | LimitExceeded) and prepared.stderr_tail:
+                await _stderr_event(ctx, prepared.stderr_tail)
             raise
         finally:
             if ctx.capability_file is not None:
                 capability_file.remove(ctx.capability_file)
                 ctx.capability_file = None
+
+
+async def _stderr_event(ctx: ExecutionContext, tail: str) -> None:
+    """A failed command's stderr tail as an event of kind `stderr` on its call (L12),
+    which the call's caller and the target's owner read (A3). Best effort: the failure
+    itself carries the tail in its error too."""
+    try:
+        await ctx.report(events=[{"kind": STDERR_EVENT_KIND, "text": tail}])
+    except Exception as exc:  # a cancelled or lost call: its end says what happened
+        ctx.log.warning("execution.stderr_unreported", error=describe(exc))
 
 
 def _serve(
