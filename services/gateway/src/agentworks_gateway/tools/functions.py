@@ -178,15 +178,18 @@ FUNCTION_TOOLS = (
         "question. action=read returns a page of a file: content (text) or content_base64, "
         "and next_offset while more remains. action=reply answers the pending question; "
         "action=cancel stops the call. A full target answers RESOURCE_EXHAUSTED (busy): "
-        "retry later.",
+        "retry later. Hosts ask before each use of this tool, since cancel ends a call: "
+        "to read without asking, use the read-only tools get_crew_function_call (status, "
+        "read) and list (what=targets: the functions you may call; what=calls).",
         FUNCTIONS_SCHEMA,
         functions,
         actions=FUNCTIONS_ACTIONS,
     ),
     Tool(
         "get_crew_function_call",
-        "Legacy: the status of a function call (same fields as functions action=status), or "
-        "with file (and offset, limit) a page of one of its files (as functions action=read).",
+        "Read-only: the status of a function call (same fields as functions action=status), "
+        "or with file (and offset, limit) a page of one of its files (as functions "
+        "action=read). Hosts need not ask before it, as they must for functions.",
         LEGACY_SCHEMA,
         get_crew_function_call,
         faults=_legacy_faults,
