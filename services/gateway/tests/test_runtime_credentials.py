@@ -9,6 +9,7 @@ from datetime import datetime
 
 import jwt
 import pytest
+import structlog.testing
 
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.credentials import CredentialIdentity
@@ -205,3 +206,22 @@ async def test_a_credential_for_crew_a_cannot_claim_send_or_read_for_crew_b_T2(
         for inbox_id in (sent.json()["inbox_id"], "nope"):
             with pytest.raises(PermissionDenied, match="a runtime reads no inbox"):
                 await bot.read(inbox_id)
+
+
+async def test_routine_exchanges_log_at_debug_and_first_use_and_refusals_at_info_V8(
+    api, crews, operator_token
+):
+    """V8: a credential's first exchange is one info line; the routine ones after it (a
+    runtime renews its identity every minute or so) are debug; a refusal stays info."""
+    created = await _create(api, operator_token, "agent:a/bot")
+    client = api(created["credential"])
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            assert (await client.post(EXCHANGE)).status_code == 200
+        assert (await api("awr_" + "x" * 43).post(EXCHANGE)).status_code == 401
+    info = [e for e in logs if e["log_level"] in ("info", "warning", "error")]
+    assert [e["event"] for e in info] == ["runtime_credential.exchanged", "api.refused"]
+    assert info[0]["first_use"] is True
+    assert [e["event"] for e in logs if e["log_level"] == "debug"] == [
+        "runtime_credential.exchanged"
+    ] * 2

@@ -16,7 +16,7 @@ its next exchange on every replica; identities issued before end with their life
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -34,6 +34,9 @@ from agentworks_gateway.tokens import (
 )
 
 log = structlog.get_logger("agentworks.gateway")
+
+# Exchanges of a credential within this of its last are routine: logged at debug (V8).
+QUIET_EXCHANGES = timedelta(minutes=10)
 
 CREATE_HINT = (
     "create one with `agentworks runtimes credentials create` (a target's owner or the operator)"
@@ -252,11 +255,16 @@ async def exchange(gateway: Gateway, authorization: str | None) -> dict[str, Any
         now=issued,
         targets=targets,
     )
-    log.info(
+    # A runtime renews its identity every TTL or so: only a credential's first exchange,
+    # or the first after a pause (a runtime started again), is news at info (V8).
+    last = record.last_seen_at
+    routine = last is not None and now - last < QUIET_EXCHANGES
+    (log.debug if routine else log.info)(
         "runtime_credential.exchanged",
         credential_id=record.token_id,
         principal=record.principal,
         ttl_seconds=ttl,
+        first_use=last is None,
     )
     return {
         "identity": identity,
