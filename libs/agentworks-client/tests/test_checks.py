@@ -10,11 +10,15 @@ from agentworks.client.checks import (
     bounded,
     check_json_depth,
     check_no_nul,
+    check_retry_key,
     decode_cursor,
     encode_cursor,
+    is_retry,
+    request_hash,
 )
-from agentworks.client.errors import InvalidArgument
+from agentworks.client.errors import Conflict, InvalidArgument
 from agentworks.client.jsontext import loads, loads_object
+from agentworks.client.limits import MAX_SUBMISSION_ID
 from agentworks.client.targets import TargetKey, check_target
 
 
@@ -42,11 +46,48 @@ def test_bounds_default_and_refuse_naming_the_field_P6():
 
 
 def test_nul_is_refused_in_text_and_anywhere_in_json_P6():
-    """P6: PostgreSQL text and jsonb cannot hold NUL: in a string, a key or a nested value."""
+    """P6: PostgreSQL text and jsonb cannot hold NUL: in a string, a key or a nested value;
+    the one refusal names where, says why and what to do."""
     assert check_no_nul({"a": ["b", 1, None]}, "inputs") == {"a": ["b", 1, None]}
-    for value in ("a\x00b", {"k\x00": 1}, {"k": ["ok", {"deep": "\x00"}]}):
-        with pytest.raises(InvalidArgument, match=r"^inputs contains a NUL character"):
+    for value, where in (
+        ("a\x00b", "inputs"),
+        ({"k\x00": 1}, "inputs['k\\x00']"),
+        ({"k": ["ok", {"deep": "\x00"}]}, "inputs.k[1].deep"),
+    ):
+        with pytest.raises(InvalidArgument) as refused:
             check_no_nul(value, "inputs")
+        assert refused.value.message == (
+            f"{where} contains a NUL character (\\u0000), which cannot be stored; remove it"
+        )
+        assert refused.value.metadata == {"field": "inputs"}
+
+
+def test_a_retry_key_is_at_most_200_characters_not_bytes_C4_P6():
+    """C4 P6: one limit for every retry key, counted in characters: 200 multi-byte
+    characters pass, 201 are refused naming the field, the count and the limit."""
+    assert MAX_SUBMISSION_ID == 200
+    assert check_retry_key("é" * 200) == "é" * 200
+    with pytest.raises(InvalidArgument) as refused:
+        check_retry_key("k" * 201, "idempotency_key")
+    assert refused.value.message == "idempotency_key is 201 characters; the limit is 200 characters"
+    with pytest.raises(InvalidArgument, match=r"^submission_id contains a NUL character"):
+        check_retry_key("k\x00")
+
+
+def test_a_retry_key_with_another_request_is_refused_in_one_wording_C4():
+    """C4: nothing stored under the key: create; the same request hash: a retry; another
+    one: ALREADY_EXISTS saying what the key was used for; a legacy hash still matches."""
+    digest = request_hash("crew:demo", "hi", None)
+    assert digest == request_hash("crew:demo", "hi", None)
+    assert is_retry("k1", None, digest, "a different message") is False
+    assert is_retry("k1", digest, digest, "a different message") is True
+    assert is_retry("k1", "old", digest, "a different message", legacy_hash="old") is True
+    with pytest.raises(Conflict) as refused:
+        is_retry("k1", digest, request_hash("crew:demo", "other", None), "a different message")
+    assert refused.value.message == (
+        "submission_id 'k1' was already used for a different message; a retry must repeat "
+        "the same request, and a new request needs a new submission_id"
+    )
 
 
 def test_a_target_is_a_crew_or_workflow_with_a_plain_name_C1_P6():

@@ -310,7 +310,7 @@ CASES: list[Case] = [
         (pb.CallRequest(target=CREW, inputs_json=js({"text": "x"})), "function is required"),
         (
             pb.CallRequest(target=CREW, function="echo\x00"),
-            "function contains a NUL character (\\u0000); remove it",
+            "function contains a NUL character (\\u0000), which cannot be stored; remove it",
         ),
         (pb.CallRequest(function="echo", inputs_json=js({"text": "x"})), "target.kind"),
         (pb.CallRequest(target=CREW, function="echo"), "inputs.text: missing (required)"),

@@ -323,7 +323,7 @@ LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode te
 SURROGATE_REFUSED = (("Parse error", "unexpected end of hex escape"), "JSON-RPC -32700")
 # The services' words for a NUL character (agentworks.client.checks.check_no_nul), after
 # the field's name (`text` is the tool's `message`).
-NUL = " contains a NUL character (\\u0000); remove it"
+NUL = " contains a NUL character (\\u0000), which cannot be stored; remove it"
 # Messaging's words.
 DESTINATION_MISSING = (
     "destination is missing: give a target (crew or workflow) to start a new conversation, "
@@ -585,7 +585,7 @@ rows(
     (
         "NUL in an input",
         {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "a\x00"}},
-        "inputs.text: contains a NUL character (\\u0000), which cannot be stored",
+        "inputs.text" + NUL,
     ),
     (
         "lone surrogate in an input",
@@ -1169,8 +1169,8 @@ rows(
     ("NUL in note", in_conversation("create", delay_seconds=5, note="a\x00b"), "note" + NUL),
     (
         "long submission_id",
-        in_conversation("create", delay_seconds=5, submission_id="k" * 129),
-        "submission_id: is 129 characters",
+        in_conversation("create", delay_seconds=5, submission_id="k" * 201),
+        "submission_id: is 201 characters",
     ),
     (
         "another product",

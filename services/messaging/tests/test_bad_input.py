@@ -38,7 +38,7 @@ CASES = [
         "user:alice",
         pb.SendRequest(target=CREW, text="a\x00b"),
         "INVALID_ARGUMENT",
-        "text contains a NUL character (\\u0000); remove it",
+        "text contains a NUL character (\\u0000), which cannot be stored; remove it",
     ),
     (
         "Send",
@@ -47,7 +47,7 @@ CASES = [
             target=CREW, text="x", parts=[common_pb2.Part(data_json='{"k": ["ok", "\\u0000"]}')]
         ),
         "INVALID_ARGUMENT",
-        "parts[0].data.k[1] contains a NUL character (\\u0000); remove it",
+        "parts[0].data.k[1] contains a NUL character (\\u0000), which cannot be stored; remove it",
     ),
     (
         "Send",
@@ -61,7 +61,7 @@ CASES = [
         "user:alice",
         pb.SendRequest(target=CREW, text="x", parts=[common_pb2.Part(text="\x00")]),
         "INVALID_ARGUMENT",
-        "parts[0].text contains a NUL character (\\u0000); remove it",
+        "parts[0].text contains a NUL character (\\u0000), which cannot be stored; remove it",
     ),
     (
         "Send",

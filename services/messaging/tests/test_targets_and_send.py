@@ -219,7 +219,7 @@ async def test_the_owners_app_chat_passes_the_switch_and_no_one_elses_does_C8_V5
     [
         ({"text": ""}, "text is empty"),
         ({"text": "x" * (64 * 1024 + 1)}, "limit is 65536 bytes"),
-        ({"text": "ok", "submission_id": "s" * 201}, "submission_id is longer"),
+        ({"text": "ok", "submission_id": "s" * 201}, "submission_id is 201 characters"),
         ({"text": "ok", "target": "crew:bad name"}, "target.name"),
     ],
 )

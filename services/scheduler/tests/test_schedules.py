@@ -212,9 +212,11 @@ async def test_a_retried_create_gets_the_same_schedule_S4_S6(clients, conversati
     assert events == ["schedule.created"] + ["schedule.retried"] * 5
     with pytest.raises(Conflict, match="submission_id 's-1' was already used for a different"):
         await sched.create_schedule(conversation, "other prompt", **request)
-    with pytest.raises(InvalidArgument, match="submission_id is 129 characters"):
+    with pytest.raises(
+        InvalidArgument, match="submission_id is 201 characters; the limit is 200 characters"
+    ):
         await sched.create_schedule(
-            conversation, "x", interval_seconds=3600, submission_id="x" * 129
+            conversation, "x", interval_seconds=3600, submission_id="x" * 201
         )
     ops = await clients.scheduler("user:ops", {"operator"})
     mine = await ops.create_schedule(conversation, "digest", **request)

@@ -209,8 +209,10 @@ async def test_a_retried_create_gets_the_same_wake_up_S1_S6(clients, conversatio
         await sched.create_wake_up(
             conversation, delay_seconds=600, note="other", submission_id="k1"
         )
-    with pytest.raises(InvalidArgument, match="submission_id is 129 characters"):
-        await sched.create_wake_up(conversation, delay_seconds=1, submission_id="x" * 129)
+    with pytest.raises(
+        InvalidArgument, match="submission_id is 201 characters; the limit is 200 characters"
+    ):
+        await sched.create_wake_up(conversation, delay_seconds=1, submission_id="x" * 201)
     # Without a key the client makes one per call: two calls, two wake-ups.
     await sched.create_wake_up(conversation, delay_seconds=600)
     await sched.create_wake_up(conversation, delay_seconds=600)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from agentworks.client.limits import MAX_SUBMISSION_ID
 from agentworks_cli.errors import UsageError
 from agentworks_cli.output import note
 from agentworks_cli.times import local_zone
@@ -98,6 +99,6 @@ def submission_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--submission-id",
         metavar="KEY",
-        help=f"retry key (up to 128 characters): running the command again with the same key "
-        f"returns the {what} the first run created instead of making a second one",
+        help=f"retry key (up to {MAX_SUBMISSION_ID} characters): running the command again with "
+        f"the same key returns the {what} the first run created instead of making a second one",
     )

@@ -1,5 +1,6 @@
-"""Request checks every service makes the same way: bounds, NUL characters, cursors and
-retry-key hashes. Each refusal is an InvalidArgument that names the field."""
+"""Request checks every service makes the same way: bounds, NUL characters, cursors, retry
+keys and their request hashes. Each rule and each refusal's wording is here once; the
+refusals name the field."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.limits import MAX_JSON_DEPTH
+from agentworks.client.errors import Conflict, InvalidArgument
+from agentworks.client.limits import MAX_JSON_DEPTH, MAX_SUBMISSION_ID
 
 T = TypeVar("T")
 
@@ -29,11 +30,81 @@ def has_nul(value: Any) -> bool:
     return False
 
 
+def nul_at(value: Any, path: str) -> str | None:
+    """Where in a string or JSON value a NUL character is (`path`, `path.key`,
+    `path[0]`, or `path['key']` for a key holding one); None when there is none."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:  # iterative: a deep value must not exhaust Python's recursion
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                if isinstance(key, str) and "\x00" in key:
+                    stack.append((key, f"{where}[{key!r}]"))
+                else:
+                    stack.append((child, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in reversed(list(enumerate(item))))
+    return None
+
+
+def nul_refusal(where: str) -> str:
+    """The one wording of the NUL refusal (P6): PostgreSQL text and jsonb cannot hold it."""
+    return f"{where} contains a NUL character (\\u0000), which cannot be stored; remove it"
+
+
 def check_no_nul(value: T, field: str) -> T:
-    """Refuse a NUL character anywhere in `value` (a string or JSON), naming the field."""
-    if has_nul(value):
-        raise InvalidArgument(f"{field} contains a NUL character (\\u0000); remove it")
+    """Refuse a NUL character anywhere in `value` (a string or JSON), naming the field
+    and, inside JSON, where."""
+    where = nul_at(value, field)
+    if where is not None:
+        raise InvalidArgument(nul_refusal(where), metadata={"field": field})
     return value
+
+
+def check_retry_key(key: str, field: str = "submission_id") -> str:
+    """A retry key a caller chooses (`submission_id`, a delivery's `idempotency_key`; C4,
+    F6, S1): no NUL, at most MAX_SUBMISSION_ID characters (not bytes)."""
+    check_no_nul(key, field)
+    if len(key) > MAX_SUBMISSION_ID:
+        raise InvalidArgument(
+            f"{field} is {len(key)} characters; the limit is {MAX_SUBMISSION_ID} characters",
+            metadata={"field": field, "limit": str(MAX_SUBMISSION_ID)},
+        )
+    return key
+
+
+def key_reused(key: str, what: str, field: str = "submission_id") -> Conflict:
+    """The one refusal of a retry key that comes back with a different request (C4, F6,
+    S1); `what` says what the key stands for (e.g. "a different message")."""
+    return Conflict(
+        f"{field} {key!r} was already used for {what}; a retry must repeat the same "
+        f"request, and a new request needs a new {field}",
+        metadata={"field": field},
+    )
+
+
+def is_retry(
+    key: str,
+    earlier_hash: str | None,
+    request_hash: str,
+    what: str,
+    *,
+    field: str = "submission_id",
+    legacy_hash: str = "",
+) -> bool:
+    """Whether a request under retry key `key` repeats the one stored under it, whose
+    request_hash is `earlier_hash` (None: nothing stored, so create it). The same request
+    is a retry (True: answer with what it made); a different one is refused (key_reused).
+    `legacy_hash` also matches: a hash of rows stored before request_hash was the one
+    algorithm (the scheduler's)."""
+    if earlier_hash is None:
+        return False
+    if earlier_hash == request_hash or (legacy_hash and earlier_hash == legacy_hash):
+        return True
+    raise key_reused(key, what, field)
 
 
 def check_lower_case(value: str, field: str) -> str:
@@ -137,7 +208,8 @@ def decode_time_cursor(
 
 
 def request_hash(*parts: Any) -> str:
-    """What a retry with the same key must repeat, as a SHA-256 of canonical JSON."""
+    """What a retry with the same key must repeat, as a SHA-256 of canonical JSON: the one
+    request hash every service stores beside a retry key."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 

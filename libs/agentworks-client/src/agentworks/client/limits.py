@@ -16,14 +16,15 @@ MIB = 1024 * KIB
 MAX_WAIT_SECONDS = 25
 # JSON documents (parts, inputs, results, attributes) nest at most this deep.
 MAX_JSON_DEPTH = 24
-# Retry keys (`submission_id`) a caller chooses.
+# Retry keys a caller chooses (`submission_id`, and a delivery's `idempotency_key`), in
+# characters (not bytes), in every service; checks.check_retry_key holds keys to it.
 MAX_SUBMISSION_ID = 200
 
 # -- messaging (C2-C12) ------------------------------------------------------------------
 MAX_TEXT_BYTES = 64 * KIB
 MAX_PARTS_BYTES = 256 * KIB
 MAX_PAYLOAD_BYTES = 1 * MIB
-MAX_IDEMPOTENCY_KEY = 200
+MAX_IDEMPOTENCY_KEY = MAX_SUBMISSION_ID
 MAX_DELIVERIES_PER_REQUEST = 500
 MAX_CLAIM_TARGETS = 100
 # A page of an inbox (C7): at most this many messages.
@@ -67,7 +68,6 @@ MAX_RESULT_BYTES = 1 * MIB
 # -- scheduler (S1-S6) -------------------------------------------------------------------
 MAX_NOTE_BYTES = 16 * KIB
 MAX_PROMPT_BYTES = 16 * KIB
-MAX_SCHEDULER_SUBMISSION_ID = 128
 MAX_NAME_CHARS = 200
 MAX_REASON_CHARS = 500
 MAX_DELAY = timedelta(days=400)

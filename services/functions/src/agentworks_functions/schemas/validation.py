@@ -16,7 +16,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
-from agentworks.client.checks import check_json_depth
+from agentworks.client.checks import check_json_depth, nul_refusal
 from agentworks.client.errors import InvalidArgument
 from agentworks_functions.jsonin import number_refusal
 from agentworks_functions.patterns import (
@@ -60,14 +60,14 @@ def json_problems(value: Any, path: str) -> list[str]:
     found: list[str] = []
     if isinstance(value, str):
         if "\x00" in value:
-            found.append(f"{path}: contains a NUL character (\\u0000), which cannot be stored")
+            found.append(nul_refusal(path))
     elif isinstance(value, float):
         if not math.isfinite(value):
             found.append(f"{path}: {value} is not a finite number")
     elif isinstance(value, dict):
         for key, item in value.items():
             if "\x00" in key:
-                found.append(f"{path}: the key {key!r} contains a NUL character (\\u0000)")
+                found.append(nul_refusal(f"{path}[{key!r}]"))
             found += json_problems(item, _path(path, [key]))
     elif isinstance(value, list):
         for index, item in enumerate(value):

@@ -10,13 +10,19 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import bounded, check_json_depth, check_no_nul, request_hash
+from agentworks.client.checks import (
+    bounded,
+    check_json_depth,
+    check_no_nul,
+    check_retry_key,
+    is_retry,
+    request_hash,
+)
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity
 from agentworks.client.limits import (
     MAX_INPUTS_BYTES,
     MAX_REPLY_BYTES,
-    MAX_SUBMISSION_ID,
     MAX_WAIT_SECONDS,
 )
 from agentworks.server.capabilities import require_conversation
@@ -62,9 +68,9 @@ from agentworks_functions.service.rules import (
 )
 from agentworks_functions.store import (
     CALL_CHANNEL,
+    DIFFERENT_CALL,
     call_not_found,
     ended_key,
-    submission_conflict,
 )
 
 
@@ -172,7 +178,7 @@ class Calls(FunctionsServiceBase):
         check_no_nul(function, "function")  # a refusal saying so, not "not found"
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
             raise function_not_found(target, function)
-        check_size(submission_id, "submission_id", MAX_SUBMISSION_ID)
+        check_retry_key(submission_id)
         if inputs is None:  # a worker will read them: refused now if the caller holds its share
             self.checks.check_share(identity.principal)
         if inputs is None and submission_id:  # a retry key hashes the inputs: read them
@@ -238,8 +244,7 @@ class Calls(FunctionsServiceBase):
             found = await self.store.find_submission(identity.principal, submission_key)
             if found is not None:
                 receipt, earlier_hash = found
-                if earlier_hash != digest:
-                    raise submission_conflict(submission_id)
+                is_retry(submission_id, earlier_hash, digest, DIFFERENT_CALL)  # or refused
                 log.info("call.recovered", call_id=receipt.call_id, status=receipt.status)
                 return receipt
         owner, declared, full = await self.store.function_for_call(target, function)

@@ -27,6 +27,7 @@ from agentworks_functions.store.listing import ListingQueries
 from agentworks_functions.store.notices import NoticeQueries
 from agentworks_functions.store.rows import (
     CALL_CHANNEL,
+    DIFFERENT_CALL,
     EXECUTION_CHANNEL,
     NOTICE_CHANNEL,
     PAGE_TEXT_BUDGET,
@@ -36,7 +37,6 @@ from agentworks_functions.store.rows import (
     call_not_found,
     ended_key,
     ended_message,
-    submission_conflict,
 )
 from agentworks_functions.store.sql import BUSY_SQLSTATE
 
@@ -50,6 +50,7 @@ class FunctionsStore(
 __all__ = [
     "BUSY_SQLSTATE",
     "CALL_CHANNEL",
+    "DIFFERENT_CALL",
     "EXECUTION_CHANNEL",
     "NOTICE_CHANNEL",
     "PAGE_TEXT_BUDGET",
@@ -60,5 +61,4 @@ __all__ = [
     "call_not_found",
     "ended_key",
     "ended_message",
-    "submission_conflict",
 ]

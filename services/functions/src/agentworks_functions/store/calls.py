@@ -10,6 +10,7 @@ import psycopg
 import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 
+from agentworks.client.checks import is_retry
 from agentworks.client.errors import (
     Busy,
     NotFound,
@@ -38,6 +39,7 @@ from agentworks_functions.models import (
 from agentworks_functions.store.base import FunctionsStoreBase
 from agentworks_functions.store.rows import (
     CALL_CHANNEL,
+    DIFFERENT_CALL,
     PAGE_TEXT_BUDGET,
     _budgeted,
     _call,
@@ -47,7 +49,6 @@ from agentworks_functions.store.rows import (
     busy,
     call_not_found,
     caller_busy,
-    submission_conflict,
 )
 from agentworks_functions.store.sql import (
     _CALL_ACCESS,
@@ -166,8 +167,7 @@ class CallQueries(FunctionsStoreBase):
             if not row.inserted:
                 # A twin with the same retry key committed first: recover it (F6).
                 row = await fetch_one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
-                if row.request_hash != request_hash:
-                    raise submission_conflict(submission_id)
+                is_retry(submission_id, row.request_hash, request_hash, DIFFERENT_CALL)
                 return Receipt(str(row.id), row.status, created=False)
         return Receipt(str(call_id), RUNNING, created=True)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentworks.client.errors import Busy, Conflict, NotFound, PreconditionFailed, Reason
+from agentworks.client.errors import Busy, NotFound, PreconditionFailed, Reason
 from agentworks_functions.models import (
     INTERRUPTED,
     Call,
@@ -190,9 +190,5 @@ def caller_busy(key: TargetKey, mine: int, share: int, limit: int) -> Busy:
     )
 
 
-def submission_conflict(submission_key: str) -> Conflict:
-    return Conflict(
-        f"submission_id {submission_key!r} was already used for a call of a different "
-        "function or with different inputs; use a new submission_id for a new call (or "
-        "repeat the same call to recover it)"
-    )
+# What a retry key reused with another request stood for (checks.key_reused, F6).
+DIFFERENT_CALL = "a call of a different function or with different inputs"

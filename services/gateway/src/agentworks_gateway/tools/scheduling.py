@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.limits import MAX_LIST_PAGE, MAX_SCHEDULER_SUBMISSION_ID
+from agentworks.client.limits import MAX_LIST_PAGE, MAX_SUBMISSION_ID
 from agentworks_gateway.tools.toolkit import Args
 
 
@@ -58,7 +58,7 @@ def submission_id_schema(what: str) -> dict[str, Any]:
     return {
         "type": "string",
         "minLength": 1,
-        "maxLength": MAX_SCHEDULER_SUBMISSION_ID,
+        "maxLength": MAX_SUBMISSION_ID,
         "description": f"create: a retry key. Creating again with the same key returns the "
         f"{what} the first create made instead of a second one; the same key with a "
         "different request is refused (ALREADY_EXISTS).",

@@ -11,7 +11,13 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import bounded, check_lower_case, check_no_nul, request_hash
+from agentworks.client.checks import (
+    bounded,
+    check_lower_case,
+    check_no_nul,
+    check_retry_key,
+    request_hash,
+)
 from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.identity import Identity, check_new_principal
 from agentworks.client.limits import (
@@ -35,7 +41,6 @@ from agentworks_messaging.models import (
 )
 from agentworks_messaging.service.deliveries import DeliveryCases
 from agentworks_messaging.service.rules import (
-    check_submission_id,
     check_text,
     check_turn_to_complete,
 )
@@ -110,7 +115,7 @@ class MessagingService(DeliveryCases, ConversationListing):
             )
         check_no_nul(inbox_id, "inbox_id")
         check_text(text, parts)
-        check_submission_id(submission_id)
+        check_retry_key(submission_id)
         if channel == "app" and identity.kind != "user":
             raise InvalidArgument("channel app is for people in the app (user principals) only")
         # C8, V5: the switch refuses programmatic messages; the owner's app chat (a person
@@ -169,7 +174,7 @@ class MessagingService(DeliveryCases, ConversationListing):
         check_no_nul(inbox_id, "inbox_id")
         check_no_nul(complete_turn_id, "complete_turn_id")
         check_text(text, parts)
-        check_submission_id(submission_id)
+        check_retry_key(submission_id)
         turn: tuple[str, str] | None = None
         if complete_turn_id and identity.capability is None:
             conversation_id, key, _, turn = await self.store.inbox_target_and_turn(
@@ -236,7 +241,7 @@ class MessagingService(DeliveryCases, ConversationListing):
             )
         check_no_nul(inbox_id, "inbox_id")
         check_text(text, parts)
-        check_submission_id(submission_id)
+        check_retry_key(submission_id)
         await self._check_turn_capability(identity)
         origin = bound.conversation_id
         digest = (

@@ -8,12 +8,11 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import check_json_depth, check_no_nul
+from agentworks.client.checks import check_json_depth, check_no_nul, check_retry_key
 from agentworks.client.errors import AgentWorksError, InvalidArgument, PermissionDenied
 from agentworks.client.identity import Identity
 from agentworks.client.limits import (
     MAX_DELIVERIES_PER_REQUEST,
-    MAX_IDEMPOTENCY_KEY,
     MAX_PAYLOAD_BYTES,
     MAX_TEXT_BYTES,
 )
@@ -116,12 +115,10 @@ def check_delivery(
         raise InvalidArgument(f"kind must be one of {', '.join(ENQUEUED_KINDS)}")
     if not idempotency_key:
         raise InvalidArgument("idempotency_key is required: one key per occurrence")
-    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-        raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters")
+    check_retry_key(idempotency_key, "idempotency_key")
     if len(text.encode()) > MAX_TEXT_BYTES:
         raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
     for field, value in (
-        ("idempotency_key", idempotency_key),
         ("text", text),
         ("attributes", attributes),
     ):

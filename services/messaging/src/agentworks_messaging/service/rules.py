@@ -9,33 +9,14 @@ from typing import Any
 from agentworks.client.checks import check_json_depth, check_no_nul
 from agentworks.client.errors import InvalidArgument, PreconditionFailed
 from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_PARTS_BYTES, MAX_SUBMISSION_ID, MAX_TEXT_BYTES
+from agentworks.client.limits import MAX_PARTS_BYTES, MAX_TEXT_BYTES
 from agentworks.server.capabilities import require_item
-
-
-def _nul_at(value: Any, path: str) -> str | None:
-    """Where in a string or JSON value (depth already bounded) a NUL character is."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = f"{path}[{key!r}]" if "\x00" in key else _nul_at(item, f"{path}.{key}")
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_at(item, f"{path}[{index}]")
-            if found:
-                return found
-    return None
 
 
 def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
     check_no_nul(text, "text")
-    check_json_depth(parts, "parts")  # first: the walk below recurses
-    where = _nul_at(parts or [], "parts")
-    if where:  # the shared wording (check_no_nul), naming the part and the key inside it
-        raise InvalidArgument(f"{where} contains a NUL character (\\u0000); remove it")
+    check_json_depth(parts, "parts")
+    check_no_nul(parts or [], "parts")  # naming the part and the key inside it
     if not text.strip() and not parts:
         raise InvalidArgument("text is empty: send some text or at least one part")
     for i, part in enumerate(parts or ()):
@@ -50,12 +31,6 @@ def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
             raise InvalidArgument(
                 f"parts are {parts_size} bytes as JSON; the limit is {MAX_PARTS_BYTES} bytes"
             )
-
-
-def check_submission_id(submission_id: str) -> None:
-    check_no_nul(submission_id, "submission_id")
-    if len(submission_id) > MAX_SUBMISSION_ID:
-        raise InvalidArgument(f"submission_id is longer than {MAX_SUBMISSION_ID} characters")
 
 
 def check_turn_to_complete(

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import namedtuple_row
 
+from agentworks.client.checks import is_retry
 from agentworks.client.errors import Conflict, NotFound
 from agentworks.server.batching import Batcher
 from agentworks.server.db import Database, fetch_one, fixed_sql
@@ -269,11 +270,7 @@ class SendQueries(MessagingStoreBase):
         )
         if row is None:
             return None
-        if row.request_hash != request_hash:
-            raise Conflict(
-                f"submission_id {submission_id!r} was already used for a different message; "
-                "use a new submission_id for new content"
-            )
+        is_retry(submission_id, row.request_hash, request_hash, "a different message")
         return Receipt(str(row.message_id), str(row.conversation_id), str(row.inbox_id))
 
     async def send_new(

@@ -13,7 +13,8 @@ import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.client.errors import AgentWorksError, Conflict, NotFound, PreconditionFailed
+from agentworks.client.checks import key_reused
+from agentworks.client.errors import AgentWorksError, NotFound, PreconditionFailed
 from agentworks.server.db import fetch_one, fixed_sql
 from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Message, NewDelivery, TargetKey, Turn, TurnQueue
@@ -441,15 +442,14 @@ class TurnQueries(MessagingStoreBase):
             item = items[row.n]
             if row.existing_id is not None:
                 if row.other_conversation:
-                    outcomes[row.n] = Conflict(
-                        f"idempotency_key {item.idempotency_key!r} was already used for "
-                        "another conversation; keys must be unique per occurrence"
+                    outcomes[row.n] = key_reused(
+                        item.idempotency_key, "another conversation", "idempotency_key"
                     )
                 elif row.other_content:
-                    outcomes[row.n] = Conflict(
-                        f"idempotency_key {item.idempotency_key!r} was already used for a "
-                        "delivery with different content (kind, text or payload); a retry "
-                        "must repeat it, new content needs a new key"
+                    outcomes[row.n] = key_reused(
+                        item.idempotency_key,
+                        "a delivery with different content (kind, text or payload)",
+                        "idempotency_key",
                     )
                 else:
                     outcomes[row.n] = (str(row.existing_id), False)

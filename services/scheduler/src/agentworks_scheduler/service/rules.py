@@ -12,6 +12,8 @@ from typing import Any
 
 from agentworks.client import checks
 from agentworks.client.checks import check_no_nul
+from agentworks.client.checks import check_retry_key as check_retry_key
+from agentworks.client.checks import request_hash as request_hash
 from agentworks.client.errors import InvalidArgument, NotFound
 from agentworks.client.identity import Identity
 from agentworks.client.limits import MAX_DELAY as MAX_DELAY
@@ -24,7 +26,6 @@ from agentworks.client.limits import MAX_PENDING_WAKE_UPS as MAX_PENDING_WAKE_UP
 from agentworks.client.limits import MAX_PREVIEW_SPAN as MAX_PREVIEW_SPAN
 from agentworks.client.limits import MAX_PROMPT_BYTES as MAX_PROMPT_BYTES
 from agentworks.client.limits import MAX_REASON_CHARS as MAX_REASON_CHARS
-from agentworks.client.limits import MAX_SCHEDULER_SUBMISSION_ID as MAX_SUBMISSION_ID
 from agentworks.client.limits import (
     MAX_SCHEDULES_PER_CONVERSATION as MAX_SCHEDULES_PER_CONVERSATION,
 )
@@ -80,15 +81,6 @@ def check_text(value: str, field: str, limit: int, *, required: bool = False) ->
     if size > limit:
         raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
     return value
-
-
-def check_submission_id(submission_id: str) -> str:
-    check_no_nul(submission_id, "submission_id")
-    if len(submission_id) > MAX_SUBMISSION_ID:
-        raise InvalidArgument(
-            f"submission_id is {len(submission_id)} characters; the limit is {MAX_SUBMISSION_ID}"
-        )
-    return submission_id
 
 
 def check_name(name: str, field: str = "name") -> str:
@@ -157,6 +149,9 @@ def fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()[:12]
 
 
-def request_hash(*fields: Any) -> str:
-    """What a retry key stands for: the same key must come with the same request."""
+def legacy_request_hash(*fields: Any) -> str:
+    """The scheduler's request hash before `checks.request_hash` became the one (issue
+    36): a SHA-256 of the fields' repr. Nothing new is stored with it; a retry of a key
+    stored before still matches it (`checks.is_retry`'s legacy_hash). Remove it when no
+    wake-up, schedule or webhook created with a retry key before then is left."""
     return hashlib.sha256(repr(list(fields)).encode()).hexdigest()

@@ -21,8 +21,9 @@ from agentworks_scheduler.service.rules import (
     PREVIEW_DEFAULT,
     PREVIEW_MAX,
     check_name,
-    check_submission_id,
+    check_retry_key,
     check_text,
+    legacy_request_hash,
     request_hash,
 )
 
@@ -54,7 +55,7 @@ class Schedules(Access):
         """
         check_text(prompt, "prompt", MAX_PROMPT_BYTES, required=True)
         check_name(name)
-        check_submission_id(submission_id)
+        check_retry_key(submission_id)
         rule = self._check_recurrence(recurrence)
         now = datetime.now(UTC)
         if start_at is not None and rule.interval_seconds is None:
@@ -72,6 +73,17 @@ class Schedules(Access):
         else:
             anchor = now
             next_fire_at = rec.next_after(rule, anchor, now)
+        asked = (
+            conversation_id,
+            prompt,
+            rule.cron,
+            rule.interval_seconds,
+            rule.time_zone,
+            name,
+            product,
+            start_at.isoformat() if start_at else None,
+            paused,
+        )
         schedule, created = await self.store.create_schedule(
             name=name,
             conversation_id=place.conversation_id,
@@ -84,17 +96,8 @@ class Schedules(Access):
             created_by=identity.principal,
             max_per_conversation=MAX_SCHEDULES_PER_CONVERSATION,
             submission_id=submission_id,
-            request_hash=request_hash(
-                conversation_id,
-                prompt,
-                rule.cron,
-                rule.interval_seconds,
-                rule.time_zone,
-                name,
-                product,
-                start_at.isoformat() if start_at else None,
-                paused,
-            ),
+            request_hash=request_hash(*asked),
+            legacy_hash=legacy_request_hash(*asked),
         )
         log.info(
             "schedule.created" if created else "schedule.retried",

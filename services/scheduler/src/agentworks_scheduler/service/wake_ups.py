@@ -17,11 +17,12 @@ from agentworks_scheduler.service.rules import (
     MAX_NOTE_BYTES,
     MAX_PENDING_WAKE_UPS,
     check_product,
-    check_submission_id,
+    check_retry_key,
     check_text,
     check_when,
     decode_cursor,
     encode_cursor,
+    legacy_request_hash,
     own_product,
     request_hash,
     trusted,
@@ -49,8 +50,9 @@ class WakeUps(Access):
         require_conversation(identity, conversation_id)  # a turn's capability: its own
         when = check_when(at, delay_seconds, datetime.now(UTC))
         check_text(note, "note", MAX_NOTE_BYTES)
-        check_submission_id(submission_id)
+        check_retry_key(submission_id)
         place = await self._attach(identity, conversation_id, product)
+        asked = (conversation_id, at.isoformat() if at else None, delay_seconds, note, product)
         wake_up, created = await self.store.create_wake_up(
             conversation_id=place.conversation_id,
             product=place.product,
@@ -59,9 +61,8 @@ class WakeUps(Access):
             created_by=identity.principal,
             max_pending=MAX_PENDING_WAKE_UPS,
             submission_id=submission_id,
-            request_hash=request_hash(
-                conversation_id, at.isoformat() if at else None, delay_seconds, note, product
-            ),
+            request_hash=request_hash(*asked),
+            legacy_hash=legacy_request_hash(*asked),
         )
         log.info(
             "wake_up.created" if created else "wake_up.retried",

@@ -36,8 +36,9 @@ from agentworks_scheduler.service.rules import (
     MAX_WEBHOOKS_PER_CONVERSATION,
     RETRY_SECRET_WINDOW,
     check_name,
-    check_submission_id,
+    check_retry_key,
     fingerprint,
+    legacy_request_hash,
     request_hash,
     webhook_secret,
 )
@@ -66,7 +67,7 @@ class Webhooks(Access):
         otherwise without it.
         """
         check_name(name)
-        check_submission_id(submission_id)
+        check_retry_key(submission_id)
         place = await self._attach(identity, conversation_id, product)
         webhook_id = str(uuid.uuid4())
         salt = secrets.token_urlsafe(16)
@@ -83,6 +84,7 @@ class Webhooks(Access):
             max_per_conversation=MAX_WEBHOOKS_PER_CONVERSATION,
             submission_id=submission_id,
             request_hash=request_hash(conversation_id, name, product),
+            legacy_hash=legacy_request_hash(conversation_id, name, product),
         )
         if webhook.id != webhook_id:  # a retry: the webhook the key created earlier
             given_again = webhook.secret_rotated_at is None and (

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentworks.client.checks import is_retry, key_reused
 from agentworks.client.errors import AgentWorksError, Busy, Conflict, NotFound
 from agentworks.server.db import Database, translate_outages
 from agentworks_scheduler import tables as t
@@ -165,10 +166,7 @@ async def _drop(conn: AsyncConnection) -> None:
 
 
 def retry_key_conflict(submission_id: str, what: str = "wake-up") -> Conflict:
-    return Conflict(
-        f"submission_id {submission_id!r} was already used for a different {what}; "
-        "use a new submission_id for a new request"
-    )
+    return key_reused(submission_id, f"a different {what}")
 
 
 async def retried(
@@ -179,6 +177,7 @@ async def retried(
     submission_id: str,
     request_hash: str,
     what: str,
+    legacy_hash: str = "",
 ) -> Any | None:
     """The row this creator's retry key made already (None: none, or no key); the key
     with a different request is refused."""
@@ -191,8 +190,15 @@ async def retried(
             )
         )
     ).one_or_none()
-    if earlier is not None and earlier.request_hash != request_hash:
-        raise retry_key_conflict(submission_id, what)
+    if earlier is None:
+        return None
+    is_retry(
+        submission_id,
+        earlier.request_hash,
+        request_hash,
+        f"a different {what}",
+        legacy_hash=legacy_hash,
+    )  # the same request, or refused
     return earlier
 
 
@@ -281,6 +287,7 @@ class StoreBase:
         created_by: str,
         submission_id: str,
         request_hash: str,
+        legacy_hash: str,
         max_per_conversation: int,
         values: dict[str, Any],
     ) -> tuple[Any, bool]:
@@ -297,6 +304,7 @@ class StoreBase:
                     submission_id=submission_id,
                     request_hash=request_hash,
                     what=what,
+                    legacy_hash=legacy_hash,
                 )
                 if earlier is not None:
                     return earlier, False

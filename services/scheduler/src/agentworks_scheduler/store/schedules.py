@@ -39,6 +39,7 @@ class ScheduleStore(StoreBase):
         max_per_conversation: int,
         submission_id: str = "",
         request_hash: str = "",
+        legacy_hash: str = "",
     ) -> tuple[Schedule, bool]:
         """A schedule, or the one this retry key created already (S4); and whether it
         is new."""
@@ -49,6 +50,7 @@ class ScheduleStore(StoreBase):
             created_by=created_by,
             submission_id=submission_id,
             request_hash=request_hash,
+            legacy_hash=legacy_hash,
             max_per_conversation=max_per_conversation,
             values={
                 "id": uuid.uuid4(),

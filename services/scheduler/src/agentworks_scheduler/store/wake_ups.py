@@ -41,6 +41,7 @@ class WakeUpStore(StoreBase):
         max_pending: int,
         submission_id: str = "",
         request_hash: str = "",
+        legacy_hash: str = "",
     ) -> tuple[WakeUp, bool]:
         """A pending wake-up, or the one this retry key created already (S1); and
         whether it is new."""
@@ -56,6 +57,7 @@ class WakeUpStore(StoreBase):
                     submission_id=submission_id,
                     request_hash=request_hash,
                     what="wake-up",
+                    legacy_hash=legacy_hash,
                 )
                 if earlier is not None:
                     return wake_up(earlier), False

@@ -39,6 +39,7 @@ class WebhookStore(StoreBase):
         max_per_conversation: int,
         submission_id: str = "",
         request_hash: str = "",
+        legacy_hash: str = "",
     ) -> Webhook:
         """A webhook with this id and secret, or the one this retry key created already
         (returned without its secret: the service decides whether to give it again)."""
@@ -49,6 +50,7 @@ class WebhookStore(StoreBase):
             created_by=created_by,
             submission_id=submission_id,
             request_hash=request_hash,
+            legacy_hash=legacy_hash,
             max_per_conversation=max_per_conversation,
             values={
                 "id": webhook_id,
