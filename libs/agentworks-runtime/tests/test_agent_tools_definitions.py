@@ -25,6 +25,7 @@ from agentworks.runtime.agent_tools import (
 TURN_TOOLS = [
     "send_message",
     "start_conversation",
+    "continue_conversation",
     "request_wake_up",
     "list_wake_ups",
     "cancel_wake_up",
@@ -93,9 +94,11 @@ def test_each_tool_schema_is_flat_valid_2020_12_and_annotated_l1(kind: str, tool
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert not keywords(schema) & COMPOSITION, f"{tool.name} is not flat"
     for name, prop in schema["properties"].items():
-        assert prop.get("type") in ("string", "integer", "boolean", "object"), name
+        kinds = prop.get("type")
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        assert set(kinds) - {"null"} <= {"string", "integer", "boolean"}, name
         assert len(prop.get("description", "")) >= 10, f"{tool.name}.{name} has no description"
-    assert set(schema.get("required", [])) <= set(schema["properties"])
+    assert schema["required"] == list(schema["properties"])  # L10: all listed
     assert tool.title and tool.title[0].isupper() and len(tool.title) <= 60
     assert 60 <= len(tool.description) <= 1024, tool.name
     assert tool.output_schema is not None

@@ -74,10 +74,11 @@ async def test_an_execution_handler_reports_asks_and_is_refused_through_the_tool
     assert [m.text for m in full.messages] == ["thinking"]
     assert [(e.kind, e.text) for e in full.events] == [("note", "chose plan B")]
     assert not full.HasField("run") or not full.run.steps
-    assert "kind 'Bad Kind' does not match" in seen["record_event"].message
+    assert "kind must be one of 'note'" in seen["record_event"].message
+    assert "got 'Bad Kind'" in seen["record_event"].message
     assert seen["record_step"].code == "INVALID_ARGUMENT"
     assert "workflow" in seen["record_step"].message
-    assert "role 'The Boss' does not match" in seen["post_message"].message
+    assert "role must be one of 'assistant'" in seen["post_message"].message
     # The list is what agent:tools/bot may call (F2): `work` names crew demo's agents
     # and alice as its callers, not it (the function tools' own test is L8's).
     assert seen["functions"] == {"functions": []}

@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from agentworks.client import limits
 from agentworks.runtime.agent_tools.function_tools import function_tools
-from agentworks.runtime.agent_tools.schemas import OK, integer, obj, text
+from agentworks.runtime.agent_tools.schemas import OK, enum, integer, obj, text
 from agentworks.runtime.agent_tools.toolbox import AgentTool, Toolbox
 
 if TYPE_CHECKING:
     from agentworks.runtime.execution_context import ExecutionContext
 
-KIND_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+# The closed sets of the execution tools (L10): enums, so a strict model picks one.
+MESSAGE_ROLES = ("assistant", "user", "system", "tool")
+EVENT_KINDS = ("note", "decision", "assistant", "tool_call", "tool_result", "warning", "error")
+STEP_STATUSES = ("started", "completed", "failed", "skipped", "retrying")
 # ask_human waits this long by default, and at most this long.
 ASK_DEFAULT_SECONDS = 300
 ASK_MAX_SECONDS = 3600
@@ -49,12 +52,7 @@ POST_MESSAGE = AgentTool(
     input_schema=obj(
         {
             "text": text("The message.", limits.MAX_EXECUTION_MESSAGE_BYTES),
-            "role": {
-                "type": "string",
-                "description": "Who speaks: 'assistant' (the default) or another "
-                "lower-case role name.",
-                "pattern": KIND_PATTERN,
-            },
+            "role": enum("Who speaks; null for 'assistant'.", MESSAGE_ROLES),
         },
         ("text",),
     ),
@@ -74,11 +72,11 @@ RECORD_EVENT = AgentTool(
     ),
     input_schema=obj(
         {
-            "kind": {
-                "type": "string",
-                "description": "Lower-case letters, digits and '_', e.g. note, tool_call.",
-                "pattern": KIND_PATTERN,
-            },
+            "kind": enum(
+                "What the event is: a note, a decision, the assistant's text, a tool_call "
+                "or tool_result (with tool_name), a warning or an error.",
+                EVENT_KINDS,
+            ),
             "text": text("What happened.", limits.MAX_EVENT_TEXT_BYTES, min_length=0),
             "tool_name": {
                 "type": "string",
@@ -99,13 +97,14 @@ RECORD_STEP = AgentTool(
     title="Record a workflow step",
     description=(
         "Workflow function executions only: add an entry to the run's step history "
-        "(the step, its status such as started/completed/failed, an optional group and "
+        "(the step, its status: started, completed, failed, skipped or retrying, an "
+        "optional group and "
         "detail). The caller reads the history in the call's status."
     ),
     input_schema=obj(
         {
             "step": text("The step's name.", limits.MAX_STEP_NAME_BYTES),
-            "status": text("e.g. started, completed, failed.", limits.MAX_STEP_STATUS_BYTES),
+            "status": enum("The step's status.", STEP_STATUSES),
             "group": text("The group within the step.", limits.MAX_STEP_NAME_BYTES, min_length=0),
             "detail": text("A short detail.", limits.MAX_STEP_DETAIL_BYTES, min_length=0),
         },

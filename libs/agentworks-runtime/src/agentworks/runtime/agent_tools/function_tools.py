@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import limits
+from agentworks.client import errors, limits
+from agentworks.client.jsontext import loads
 from agentworks.runtime.agent_tools import views
 from agentworks.runtime.agent_tools.schemas import (
     CALL_ID,
@@ -18,7 +19,7 @@ from agentworks.runtime.agent_tools.schemas import (
     obj,
     text,
 )
-from agentworks.runtime.agent_tools.toolbox import AgentTool, ToolHandler, unavailable
+from agentworks.runtime.agent_tools.toolbox import AgentTool, ToolError, ToolHandler, unavailable
 
 LIST_FUNCTIONS = AgentTool(
     name="list_functions",
@@ -48,9 +49,11 @@ _CALL_PROPERTIES: dict[str, dict[str, Any]] = {
         "maxLength": 64,
     },
     "inputs": {
-        "type": "object",
-        "description": "The inputs, meeting the function's input schema (checked before "
-        "the call starts).",
+        "type": "string",
+        "description": "The inputs as JSON text of an object meeting the function's input "
+        "schema (list_functions shows it), e.g. '{\"text\": \"hello\"}'; null or '{}' "
+        "for none. Checked before the call starts.",
+        "maxLength": limits.MAX_INPUTS_BYTES,
     },
     "wait_seconds": WAIT_SECONDS,
 }
@@ -83,6 +86,7 @@ CALL_FUNCTION_TURN = AgentTool(
     read_only=False,
     destructive=False,
     idempotent=False,
+    json_text=("inputs",),
 )
 
 CALL_FUNCTION_EXECUTION = AgentTool(
@@ -104,6 +108,7 @@ CALL_FUNCTION_EXECUTION = AgentTool(
     read_only=False,
     destructive=False,
     idempotent=False,
+    json_text=("inputs",),
 )
 
 GET_FUNCTION_CALL = AgentTool(
@@ -153,6 +158,23 @@ REPLY_FUNCTION_CALL = AgentTool(
 )
 
 
+def inputs(given: str | None) -> dict[str, Any]:
+    """call_function's inputs from their JSON text (L10: a string keeps the tool strict
+    whatever the function's schema); a ToolError saying what is wrong with the text."""
+    if not given or not given.strip():
+        return {}
+    try:
+        value = loads(given, "inputs")
+    except errors.InvalidArgument as exc:
+        raise ToolError(f"invalid arguments for call_function: {exc.message}") from None
+    if not isinstance(value, dict):
+        raise ToolError(
+            "invalid arguments for call_function: inputs must be the JSON text of an "
+            f'object, e.g. \'{{"text": "hello"}}\', got {type(value).__name__}'
+        )
+    return value
+
+
 def function_tools(ctx: Any, *, execution: bool) -> list[tuple[AgentTool, ToolHandler]]:
     """The four function tools bound to a TurnContext or an ExecutionContext."""
     where = "ExecutionContext" if execution else "TurnContext"
@@ -173,7 +195,7 @@ def function_tools(ctx: Any, *, execution: bool) -> list[tuple[AgentTool, ToolHa
             if args.get(key):
                 options[key] = args[key]
         receipt = await method("call_function")(
-            args["target"], args["function"], args.get("inputs") or {}, **options
+            args["target"], args["function"], inputs(args.get("inputs")), **options
         )
         return views.call_receipt(receipt)
 

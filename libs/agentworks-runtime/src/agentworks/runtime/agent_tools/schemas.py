@@ -1,8 +1,11 @@
 """Pieces of the agent tools' JSON Schemas, built from the contract's limits (L1, P6).
 
-Every input schema is flat: `type: object`, properties of simple types, `required`,
-`additionalProperties: false`; no composition keywords, so OpenAI and Anthropic take it
-as it is. Lengths are in characters (JSON Schema's unit); the services check bytes.
+Every input schema is flat and OpenAI-strict as given (L10): `type: object`, properties
+of simple types, every property listed in `required`, `additionalProperties: false`, no
+composition keywords; an optional field is nullable (`"type": ["integer", "null"]`) and
+`null` means "not given"; closed sets are enums. OpenAI (strict or not) and Anthropic
+take it as it is. Lengths are in characters (JSON Schema's unit); the services check
+bytes.
 """
 
 from __future__ import annotations
@@ -14,16 +17,43 @@ from agentworks.client import limits
 TARGET_PATTERN = r"^(crew|workflow):[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` that also takes `null` (meaning "not given"): its type gains "null", and
+    its enum, if any, the value null (OpenAI strict mode's way to say optional)."""
+    out = dict(schema)
+    kind = out["type"]
+    kinds = list(kind) if isinstance(kind, list) else [kind]
+    out["type"] = kinds if "null" in kinds else [*kinds, "null"]
+    if "enum" in out and None not in out["enum"]:
+        out["enum"] = [*out["enum"], None]
+    return out
+
+
+def is_nullable(schema: dict[str, Any]) -> bool:
+    """Whether a property takes null: an optional field of a strict schema."""
+    kind = schema.get("type")
+    return kind == "null" or (isinstance(kind, list) and "null" in kind)
+
+
 def obj(properties: dict[str, dict[str, Any]], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A flat object schema with no other fields allowed."""
-    schema: dict[str, Any] = {
+    """A flat, OpenAI-strict object schema (L10): every property listed in `required`,
+    those not in `required` nullable (null means "not given"), no other fields allowed."""
+    unknown = set(required) - set(properties)
+    if unknown:
+        raise ValueError(f"required names unknown properties: {sorted(unknown)}")
+    return {
         "type": "object",
-        "properties": properties,
+        "properties": {
+            name: prop if name in required else nullable(prop) for name, prop in properties.items()
+        },
+        "required": list(properties),
         "additionalProperties": False,
     }
-    if required:
-        schema["required"] = list(required)
-    return schema
+
+
+def enum(description: str, choices: tuple[str, ...]) -> dict[str, Any]:
+    """A string from a closed set."""
+    return {"type": "string", "description": description, "enum": list(choices)}
 
 
 def text(description: str, max_length: int, *, min_length: int = 1) -> dict[str, Any]:

@@ -8,6 +8,7 @@ each bad field, nothing stored), runs the tool, and turns a service's refusal in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from agentworks.client import errors
+from agentworks.runtime.agent_tools.schemas import is_nullable
 
 JSONSCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -27,9 +29,14 @@ class AgentTool:
     """One tool's definition, the same for MCP, OpenAI and Anthropic (L1-L3).
 
     `input_schema` is a flat JSON Schema (draft 2020-12) of type object: properties with
-    simple types, no allOf/anyOf/oneOf/if/then, so every tool-calling API accepts it.
-    Rules a flat schema cannot say (give exactly one of two fields) are checked by the
-    tool and worded in its description.
+    simple types, no allOf/anyOf/oneOf/if/then, so every tool-calling API accepts it;
+    OpenAI-strict as given (L10): every property required, the optional ones nullable,
+    where null (or leaving the field out) means "not given". Rules a flat schema cannot
+    say (give exactly one of two fields) are checked by the tool and worded in its
+    description.
+
+    `json_text` names string fields that carry JSON text (`call_function.inputs`): an
+    object given there instead is taken as its JSON text, for callers that send one.
     """
 
     name: str
@@ -40,6 +47,7 @@ class AgentTool:
     read_only: bool
     destructive: bool
     idempotent: bool
+    json_text: tuple[str, ...] = ()
 
 
 class ToolError(Exception):
@@ -84,9 +92,11 @@ def _fault(error: ValidationError) -> str:
     value = error.instance
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
     if error.validator == "type":
-        return f"{_field(error)} must be of type {error.validator_value}, got {shown}"
+        kinds = error.validator_value
+        kinds = " or ".join(kinds) if isinstance(kinds, list) else kinds
+        return f"{_field(error)} must be of type {kinds}, got {shown}"
     if error.validator == "enum":
-        choices = ", ".join(repr(v) for v in error.validator_value)
+        choices = ", ".join("null" if v is None else repr(v) for v in error.validator_value)
         return f"{_field(error)} must be one of {choices}, got {shown}"
     if error.validator == "pattern":
         return f"{_field(error)} {shown} does not match the pattern {error.validator_value}"
@@ -99,9 +109,15 @@ def _fault(error: ValidationError) -> str:
     return f"{_field(error)}: {error.message}"
 
 
+def _integer(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "integer" or (isinstance(kind, list) and "integer" in kind)
+
+
 def check_arguments(tool: AgentTool, arguments: Any) -> dict[str, Any]:
-    """The arguments if they meet the tool's schema, integers as ints; else a ToolError
-    naming every bad field."""
+    """The arguments if they meet the tool's schema, integers as ints, optional fields
+    given as null left out (L10: null means "not given"); else a ToolError naming every
+    bad field."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, Mapping):
@@ -109,17 +125,25 @@ def check_arguments(tool: AgentTool, arguments: Any) -> dict[str, Any]:
             f"the arguments of {tool.name} must be a JSON object, got {type(arguments).__name__}"
         )
     arguments = dict(arguments)
+    properties = tool.input_schema.get("properties", {})
+    # A caller that is not strict leaves optional fields out: that is null too.
+    for name, prop in properties.items():
+        if name not in arguments and is_nullable(prop):
+            arguments[name] = None
+    for name in tool.json_text:
+        if isinstance(arguments.get(name), Mapping):
+            arguments[name] = json.dumps(arguments[name], ensure_ascii=False)
     validator = jsonschema.Draft202012Validator(tool.input_schema)
     faults = sorted({_fault(e) for e in validator.iter_errors(arguments)})
     if faults:
         raise ToolError(f"invalid arguments for {tool.name}: " + "; ".join(faults))
-    properties = tool.input_schema.get("properties", {})
     # JSON Schema counts 2.0 as an integer; the services' integer fields take only ints.
     return {
         name: int(value)
-        if isinstance(value, float) and properties.get(name, {}).get("type") == "integer"
+        if isinstance(value, float) and _integer(properties.get(name, {}))
         else value
         for name, value in arguments.items()
+        if value is not None
     }
 
 

@@ -1,5 +1,5 @@
-"""The tools of a turn (L1, C6, S1, C12): reply, start a conversation, wake-ups, the
-function tools, the transcript."""
+"""The tools of a turn (L1, C6, S1, C12, L9): reply, start and continue a conversation
+with another target, wake-ups, the function tools, the transcript."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from agentworks.runtime.agent_tools.schemas import (
     TARGET,
     WAKE_UP,
     WAKE_UP_ID,
+    identifier,
     integer,
     obj,
     text,
@@ -50,9 +51,38 @@ START_CONVERSATION = AgentTool(
     description=(
         "Send a first message to another crew or workflow, starting a new conversation "
         "with it. Its replies come back as later turns of this conversation; nothing "
-        "waits for them and silence is a valid answer. Returns a delivery receipt."
+        "waits for them and silence is a valid answer. Keep the receipt's inbox_id: "
+        "continue_conversation answers them with it. Returns a delivery receipt."
     ),
     input_schema=obj({"target": TARGET, "text": MESSAGE_TEXT}, ("target", "text")),
+    output_schema=SEND_RECEIPT,
+    read_only=False,
+    destructive=False,
+    idempotent=False,
+)
+
+CONTINUE_CONVERSATION = AgentTool(
+    name="continue_conversation",
+    title="Continue a conversation with another target",
+    description=(
+        "Send another message into a conversation this conversation started with "
+        "another crew or workflow, by its inbox_id (from start_conversation's receipt, or "
+        "the attributes of a conversation_reply delivery). Their replies come back as "
+        "later conversation_reply turns of this conversation. Only conversations this "
+        "one started can be continued (any other inbox is NOT_FOUND), and not while the "
+        "other target has agent messaging off. To answer the other side of THIS "
+        "conversation, use send_message. Returns a delivery receipt."
+    ),
+    input_schema=obj(
+        {
+            "inbox_id": identifier(
+                "The other conversation's inbox_id, from start_conversation's receipt "
+                "or a conversation_reply delivery."
+            ),
+            "text": MESSAGE_TEXT,
+        },
+        ("inbox_id", "text"),
+    ),
     output_schema=SEND_RECEIPT,
     read_only=False,
     destructive=False,
@@ -206,6 +236,12 @@ def turn_toolbox(ctx: TurnContext) -> Toolbox:
             raise unavailable("start_conversation", "TurnContext.start_conversation")
         return views.send_receipt(await start(args["target"], args["text"]))
 
+    async def continue_conversation(args: dict[str, Any]) -> dict[str, Any]:
+        go_on = getattr(ctx, "continue_conversation", None)
+        if go_on is None:
+            raise unavailable("continue_conversation", "TurnContext.continue_conversation")
+        return views.send_receipt(await go_on(args["inbox_id"], args["text"]))
+
     async def request_wake_up(args: dict[str, Any]) -> dict[str, Any]:
         moment = when(args, "request_wake_up")
         return views.wake_up(await ctx.wake_me(note=args.get("note", ""), **moment))
@@ -237,6 +273,7 @@ def turn_toolbox(ctx: TurnContext) -> Toolbox:
         [
             (SEND_MESSAGE, send_message),
             (START_CONVERSATION, start_conversation),
+            (CONTINUE_CONVERSATION, continue_conversation),
             (REQUEST_WAKE_UP, request_wake_up),
             (LIST_WAKE_UPS, list_wake_ups),
             (CANCEL_WAKE_UP, cancel_wake_up),

@@ -76,7 +76,11 @@ def message(msg: m.Message) -> dict[str, Any]:
 
 
 def delivery(d: m.Delivery) -> dict[str, Any]:
-    """A delivery record: what came into the conversation's turn queue, and how it went."""
+    """A delivery record: what came into the conversation's turn queue, and how it went.
+
+    A delivery that carries a message of another conversation (another target's reply,
+    `conversation_reply`, L5) shows it whole, as `message`: the transcript has no entry
+    of its own for it (L9). A `message` delivery's message is its own entry."""
     payload: dict[str, Any] = {}
     if d.payload:
         try:
@@ -92,6 +96,9 @@ def delivery(d: m.Delivery) -> dict[str, Any]:
             "status": _enum(m.DeliveryStatus.Name(d.status), "DELIVERY_STATUS_"),
             "message_id": d.message.message_id if d.HasField("message") else "",
             "text": d.text,
+            "message": message(d.message)
+            if d.HasField("message") and d.kind != m.DELIVERY_KIND_MESSAGE
+            else None,
             "attributes": attributes_json(d),
             **payload,
             "created_at": timestamp(d.created_at),

@@ -5,7 +5,8 @@ The runtime keeps nothing between turns: each turn reads the conversation's tran
 replica, carries on where the last one stopped. Messages into the crew or workflow (and
 another target's replies delivered here, L5) become `user` messages naming their sender,
 the agent's own sent messages `assistant` messages, and wake-ups, schedule prompts,
-webhook events and completion notices `user` messages saying what they are. The
+webhook events, completion notices and another target's replies `user` messages saying
+what they are, each with its text and the message it carries (L9). The
 deliveries of the turn being served come last, from the turn itself, so the model sees
 what is new.
 """
@@ -23,6 +24,8 @@ from agentworks.runtime.turn_context import TurnContext, delivery_kind
 
 # GetTranscript's largest page (messaging: TRANSCRIPT_LIMIT_MAX).
 PAGE = 200
+# The turn tool that answers another target's reply (L9).
+CONTINUE_TOOL = "continue_conversation"
 # A webhook payload shown to the model is cut here.
 PAYLOAD_CHARS = 4000
 
@@ -41,15 +44,21 @@ def _incoming(message: m.Message) -> dict[str, Any]:
 
 
 def render_delivery(delivery: m.Delivery) -> dict[str, Any]:
-    """One delivery as a `user` chat message saying what it is. A delivered message is
-    always someone else's, even one sent to an inbox (another target's reply, L5)."""
+    """One delivery as a `user` chat message saying what it is, with its text and the
+    message it carries (L9). A delivered message is always someone else's, even one sent
+    to an inbox (another target's reply, L5)."""
     if delivery.kind == m.DELIVERY_KIND_MESSAGE:
         return _incoming(delivery.message)
     kind = delivery_kind(delivery)
     lines = [f"[{kind}]"]
     if delivery.text:
         lines.append(delivery.text)
+    if delivery.HasField("message") and delivery.message.text:
+        lines.append(_incoming(delivery.message)["content"])
     attributes = attributes_json(delivery)
+    if kind == "conversation_reply" and CONTINUE_TOOL not in delivery.text:
+        inbox = attributes.get("inbox_id", "")
+        lines.append(f"(answer them with the {CONTINUE_TOOL} tool, inbox_id {inbox})")
     if attributes:
         lines.append("attributes: " + json.dumps(attributes, sort_keys=True))
     if delivery.payload:
