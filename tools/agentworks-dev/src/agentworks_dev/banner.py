@@ -8,6 +8,7 @@ import pathlib
 import shlex
 from collections.abc import Sequence
 
+from agentworks.client.limits import MAX_WAIT_SECONDS
 from agentworks_dev.specs import DEFAULT_HOME
 
 
@@ -82,7 +83,7 @@ def banner_text(
         ]
     lines += [
         '  agentworks messages send --crew demo "hello"   (or "remind me in 10 s")',
-        "  agentworks messages read --inbox <inbox_id from the receipt> --wait 20",
+        f"  agentworks messages read --inbox <inbox_id from the receipt> --wait {MAX_WAIT_SECONDS}",
     ]
     if "functions" not in skipped:
         lines.append("  agentworks crews call demo hello -i name=Ada --wait")
