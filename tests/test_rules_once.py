@@ -1,0 +1,162 @@
+"""Each limit, rule and refusal wording has one definition (issue 36): a grep of the
+source (libs, services and tools; generated stubs and tests left out) for copies.
+
+The limits live in `agentworks.client.limits`, the checks and their wordings in
+`agentworks.client.checks`; everything else imports them. Docstrings and comments may
+mention a number; code and the strings people read (help texts, tool descriptions, error
+messages) may not restate it. The proto comments still state some limits: they go when
+the protos carry the rules (buf.validate), which regenerates the stubs.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LIMITS = "libs/agentworks-client/src/agentworks/client/limits.py"
+CHECKS = "libs/agentworks-client/src/agentworks/client/checks.py"
+
+
+@functools.cache
+def _sources() -> dict[str, ast.Module]:
+    found: dict[str, ast.Module] = {}
+    for top in ("libs", "services", "tools"):
+        for path in sorted((REPO / top).glob("*/src/**/*.py")):
+            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                continue
+            found[str(path.relative_to(REPO))] = ast.parse(path.read_text(), str(path))
+    return found
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _ints(value: int) -> list[str]:
+    """Where the integer `value` is written in code."""
+    return [
+        f"{name}:{node.lineno}"
+        for name, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value == value
+    ]
+
+
+def _strings(pattern: str) -> list[str]:
+    """Where a string in code (not a docstring) matches `pattern`; f-strings by their
+    literal parts."""
+    regex = re.compile(pattern)
+    hits = []
+    for name, tree in _sources().items():
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and regex.search(node.value)
+            ):
+                hits.append(f"{name}:{node.lineno}")
+    return hits
+
+
+def _assigned(pattern: str) -> list[str]:
+    """Where a module-level name matching `pattern` is given a value (not imported)."""
+    regex = re.compile(pattern)
+    hits = []
+    for name, tree in _sources().items():
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and regex.search(target.id):
+                    hits.append(f"{name}:{target.id}")
+    return hits
+
+
+def _functions(name: str) -> list[str]:
+    return [
+        path
+        for path, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name
+    ]
+
+
+def test_the_wait_cap_is_written_once_C7_F7():
+    """C7 F7: the 25 s long-poll cap is MAX_WAIT_SECONDS in limits, nowhere else: no
+    literal 25 in code, no "0-25" or "up to 25" in help texts and descriptions."""
+    hits = _ints(25)
+    assert len(hits) == 1 and hits[0].startswith(f"{LIMITS}:"), hits
+    assert _strings(r"\b0-25\b|up to 25\b|--wait 25\b") == []
+
+
+def test_upload_chunk_and_webhook_body_default_are_defined_once_F8_S5():
+    """F8 S5: the upload chunk size and the webhook body limit's default are in limits
+    only; the client, the gateway and the scheduler import them."""
+    assert _assigned(r"UPLOAD_CHUNK") == [f"{LIMITS}:UPLOAD_CHUNK_BYTES"]
+    assert _assigned(r"WEBHOOK.*BODY") == [
+        f"{LIMITS}:MAX_WEBHOOK_BODY_BYTES",
+        f"{LIMITS}:WEBHOOK_BODY_BYTES_DEFAULT",
+    ]
+
+
+def test_a_retry_key_has_one_limit_one_check_and_one_wording_C4():
+    """C4: one limit (MAX_SUBMISSION_ID, 200 characters), checked by check_retry_key
+    alone: no other length check of a submission_id or idempotency_key."""
+    assert _assigned(r"^MAX_.*(SUBMISSION_ID|IDEMPOTENCY_KEY)") == [
+        f"{LIMITS}:MAX_SUBMISSION_ID",
+        f"{LIMITS}:MAX_IDEMPOTENCY_KEY",  # = MAX_SUBMISSION_ID
+    ]
+    assert _functions("check_retry_key") == [CHECKS]
+    assert _functions("check_submission_id") == []
+    length_checks = [
+        f"{name}:{node.lineno}"
+        for name, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id in {"submission_id", "idempotency_key", "key"}
+        and name != CHECKS
+    ]
+    assert length_checks == []
+    assert _strings(r"(submission_id|idempotency_key) is (longer|\{)") == []
+
+
+def test_request_hash_has_one_algorithm_C4():
+    """C4: one request_hash (sorted JSON, in checks); the scheduler's old repr hash is
+    kept only to match rows stored before, never to store."""
+    assert _functions("request_hash") == [CHECKS]
+    assert _functions("legacy_request_hash") == [
+        "services/scheduler/src/agentworks_scheduler/service/rules.py"
+    ]
+
+
+def test_the_nul_refusal_is_worded_once_P6():
+    """P6: one wording of the NUL refusal (checks.nul_refusal), used by check_no_nul and
+    the functions service's list of what cannot be stored."""
+    hits = _strings(r"NUL character \(")  # the refusal's shape; hints may say "NUL"
+    assert len(hits) == 1 and hits[0].startswith(f"{CHECKS}:"), hits
+    assert _functions("nul_refusal") == [CHECKS]
+
+
+def test_a_reused_retry_key_is_refused_in_one_wording_C4():
+    """C4: "was already used for" is built by checks.key_reused alone (through
+    checks.is_retry where a stored request hash is compared)."""
+    hits = _strings(r"already used")
+    assert len(hits) == 1 and hits[0].startswith(f"{CHECKS}:"), hits
+    assert _functions("key_reused") == [CHECKS]
+    assert _functions("submission_conflict") == []
