@@ -87,7 +87,7 @@ def test_parts_under_the_count_but_over_the_size_are_refused_as_sent_B8():
     request = pb.ClaimTurnRequest(targets=[CREW] * 101)
     with pytest.raises(Exception, match="targets has too many items: got 101; the limit is 100"):
         measure(request)
-    with pytest.raises(Exception, match=r"inbox_id is 5000 characters"):
+    with pytest.raises(Exception, match=r"inbox_id is 5000 bytes"):
         measure(pb.ReadRequest(inbox_id="x" * 5000))
     with pytest.raises(Exception, match=r"text is 70000 characters"):
         measure(pb.SendMessageRequest(inbox_id="i", text="y" * 70_000))

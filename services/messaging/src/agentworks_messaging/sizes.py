@@ -93,7 +93,8 @@ def _measure_scalar(path: str, name: str, value: str | bytes) -> None:
     if len(value) > limit:
         if isinstance(value, bytes):
             raise _refuse(path, f"is {len(value)} bytes", limit, "bytes")
-        raise _refuse(path, f"is {len(value)} characters (over its limit in UTF-8)", limit, "bytes")
+        # Encoding costs what the request's size (bounded before parsing) allows.
+        raise _refuse(path, f"is {len(value.encode())} bytes", limit, "bytes")
 
 
 def _measure_parts(path: str, parts: Any) -> None:
