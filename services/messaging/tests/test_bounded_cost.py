@@ -89,7 +89,7 @@ def test_parts_under_the_count_but_over_the_size_are_refused_as_sent_B8():
         measure(request)
     with pytest.raises(Exception, match=r"inbox_id is 5000 bytes"):
         measure(pb.ReadRequest(inbox_id="x" * 5000))
-    with pytest.raises(Exception, match=r"text is 70000 characters"):
+    with pytest.raises(Exception, match=r"text is 70000 bytes"):
         measure(pb.SendMessageRequest(inbox_id="i", text="y" * 70_000))
 
 
