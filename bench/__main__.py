@@ -7,6 +7,13 @@ import os
 # Before gRPC is imported: this process starts PostgreSQL and services (fork + exec)
 # while gRPC threads run; gRPC's fork handlers can abort such a child.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# The benchmark measures throughput, not fairness: its few principals send as fast as
+# they can, so every principal gets an operator's unbounded share (B7) in every process.
+os.environ.setdefault(
+    "AGENTWORKS_PRINCIPAL_SHARES",
+    '{"default": {"requests": 1000000, "waits": 1000000, '
+    '"creates_per_second": 1000000000, "burst": 1000000000}}',
+)
 
 import argparse
 import asyncio
