@@ -199,8 +199,8 @@ class MessagingService(DeliveryCases, ConversationListing):
             # Used when this conversation was started in another's turn (L5).
             reply_text=(
                 f"{identity.principal} ({key}) wrote in conversation {conversation_id}, "
-                "which an agent of this conversation started; continue it with its "
-                f"inbox_id {inbox_id}"
+                "which an agent of this conversation started; continue it with the "
+                f"continue_conversation tool and its inbox_id {inbox_id}"
             ),
             reply_attributes={
                 "conversation_id": conversation_id,
