@@ -249,7 +249,9 @@ async def test_sigterm_with_statements_in_flight_logs_no_error_and_loses_nothing
         LOG_JSON="1",
         LOG_LEVEL="info",
         # The load is as fast as alice can call: an operator's share of her own (B7).
-        AGENTWORKS_PRINCIPAL_SHARES='{"user:alice": {"creates_per_second": 100000, "burst": 100000}}',
+        AGENTWORKS_PRINCIPAL_SHARES=(
+            '{"user:alice": {"creates_per_second": 100000, "burst": 100000}}'
+        ),
     )
     ops, owner, alice, bot = clients = [
         FunctionsClient(proc.address, identity=identity(principal, roles), timeout=10)
