@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from agentworks.client import MessagingClient
+from agentworks.client.limits import MAX_REQUEST_BYTES
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer
@@ -92,6 +93,7 @@ async def start(config: Config) -> Running:
         service_names=[pb.DESCRIPTOR.services_by_name["FunctionsService"].full_name],
         on_drain=drain,
         capability_methods=CAPABILITY_METHODS,
+        max_receive_bytes=MAX_REQUEST_BYTES,
     )
     await server.start()
     background = [

@@ -27,9 +27,9 @@ from agentworks.client.limits import (
     MAX_DELIVERIES_PER_REQUEST,
     MAX_PARTS_BYTES,
     MAX_PAYLOAD_BYTES,
+    MAX_REQUEST_BYTES,
     MAX_TEXT_BYTES,
 )
-from agentworks.client.rpc import MAX_MESSAGE_BYTES
 from agentworks.messaging.v1 import messaging_pb2 as pb
 
 # Every part is non-empty (`{"text": "x"}` at least), so each takes at least 15 bytes of
@@ -130,8 +130,7 @@ def _measuring(handler: Callable[..., Any]) -> Callable[..., Any]:
 # limit, B8): a larger one is refused by gRPC from its length prefix, before Python sees
 # a byte of it. The largest legal request is an EnqueueDeliveries, which its callers cut
 # at about 2 MiB of text plus one delivery (the scheduler's firing.MAX_ENQUEUE_BYTES).
-RECEIVE_BYTES = 4 * 1024 * 1024
-assert RECEIVE_BYTES <= MAX_MESSAGE_BYTES
+RECEIVE_BYTES = MAX_REQUEST_BYTES
 
 # Room for a request's ids, keys, cursors and target beside its big fields.
 SMALL_FIELDS_BYTES = 8 * 1024

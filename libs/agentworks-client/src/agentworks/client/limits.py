@@ -19,6 +19,10 @@ MAX_JSON_DEPTH = 24
 # Retry keys a caller chooses (`submission_id`, and a delivery's `idempotency_key`), in
 # characters (not bytes), in every service; checks.check_retry_key holds keys to it.
 MAX_SUBMISSION_ID = 200
+# The largest request message messaging and functions receive, as sent (B8): gRPC refuses
+# a larger one from its length prefix, before the service reads a byte of it. The largest
+# legal requests (an EnqueueDeliveries cut at ~2 MiB of text, a Report, a result) fit.
+MAX_REQUEST_BYTES = 4 * MIB
 
 # -- messaging (C2-C12) ------------------------------------------------------------------
 MAX_TEXT_BYTES = 64 * KIB

@@ -166,6 +166,12 @@ class ServiceClient:
                     f"no TLS connection to the {service} service ({details}); check the TLS "
                     "settings (certificates, CA, server name) of both sides"
                 )
+            elif exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
+                # gRPC's own refusal of a message past a receive limit: not busy, too big.
+                raise errors.InvalidArgument(
+                    f"{method}'s request is larger than the {service} service receives "
+                    f"({details}); send less in one request"
+                ) from None
             elif exc.code() == grpc.StatusCode.UNAVAILABLE:
                 details = f"the {service} service is unavailable ({details}); retry shortly"
             elif exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -223,7 +223,9 @@ class CheckPool:
         started = time.monotonic()
         healthy = False
         try:
-            worker.conn.send((function, args))
+            # Off the loop: a large input fills the pipe, and the write then waits for the
+            # worker (at a lower priority) to read it; so does a large answer below.
+            await loop.run_in_executor(None, worker.conn.send, (function, args))
             loop.add_reader(fd, _wake, ready)
             try:
                 await asyncio.wait_for(ready, self.deadline)
@@ -237,7 +239,7 @@ class CheckPool:
                 raise CheckDeadline(self.deadline) from None
             finally:
                 loop.remove_reader(fd)
-            kind, value = worker.conn.recv()
+            kind, value = await loop.run_in_executor(None, worker.conn.recv)
             healthy = True
         finally:
             if healthy and not self._closed:
