@@ -18,7 +18,7 @@ from agentworks.client.common import (
     target_ref,
 )
 from agentworks.client.jsontext import dumps_value, loads
-from agentworks.client.limits import MAX_REQUEST_BYTES, MAX_WAIT_SECONDS, UPLOAD_CHUNK_BYTES
+from agentworks.client.limits import MAX_WAIT_SECONDS, UPLOAD_CHUNK_BYTES
 from agentworks.client.rpc import ServiceClient
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
@@ -395,11 +395,6 @@ class FunctionsClient(ServiceClient):
         )
         if progress is not None:
             request.progress = progress
-        if request.ByteSize() > MAX_REQUEST_BYTES:  # the service would not receive it
-            raise errors.InvalidArgument(
-                f"a report is at most {MAX_REQUEST_BYTES} bytes as sent, this one is "
-                f"{request.ByteSize()}: send its messages, events and steps in several reports"
-            )
         return await self._unary("Report", request)
 
     async def upload_file(

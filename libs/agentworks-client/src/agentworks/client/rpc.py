@@ -11,6 +11,7 @@ import structlog
 from agentworks.client import errors
 from agentworks.client.credentials import CredentialIdentity
 from agentworks.client.identity import Forwarded, Minter
+from agentworks.client.limits import MAX_REQUEST_BYTES
 from agentworks.client.tls import Tls
 
 REQUEST_ID_KEY = "x-request-id"
@@ -102,6 +103,9 @@ class ServiceClient:
     """
 
     stub_class: Any = None
+    # The largest request the service receives (B8): a larger one is refused here, before
+    # it is sent, in the words gRPC's own refusal gets below.
+    max_request_bytes = MAX_REQUEST_BYTES
 
     def __init__(
         self,
@@ -141,8 +145,17 @@ class ServiceClient:
             md = (*md, (REQUEST_ID_KEY, str(request_id)))
         return md
 
+    def _service(self) -> str:
+        return str(type(self.stub).__name__).removesuffix("ServiceStub").lower()
+
     async def _unary(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
         timeout = timeout or self.timeout
+        if request.ByteSize() > self.max_request_bytes:
+            raise errors.InvalidArgument(
+                f"{method}'s request is larger than the {self._service()} service receives "
+                f"({request.ByteSize()} bytes; at most {self.max_request_bytes}); send less "
+                "in one request"
+            )
         try:
             return await getattr(self.stub, method)(
                 request, metadata=self._metadata(), timeout=timeout
@@ -160,7 +173,7 @@ class ServiceClient:
                 ) from None
             # The channel's own words ("connections to all backends failing", "Deadline
             # Exceeded"): say which service, and that a retry is the remedy.
-            service = type(self.stub).__name__.removesuffix("ServiceStub").lower()
+            service = self._service()
             if exc.code() == grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
                 details = (
                     f"no TLS connection to the {service} service ({details}); check the TLS "

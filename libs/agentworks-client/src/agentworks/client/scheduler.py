@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from agentworks.client.common import aware_timestamp
-from agentworks.client.rpc import ServiceClient
+from agentworks.client.rpc import MAX_MESSAGE_BYTES, ServiceClient
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 
@@ -70,6 +70,7 @@ class SchedulerClient(ServiceClient):
     """Client of `agentworks.scheduler.v1.SchedulerService`."""
 
     stub_class = scheduler_pb2_grpc.SchedulerServiceStub
+    max_request_bytes = MAX_MESSAGE_BYTES  # the scheduler receives what gRPC carries
 
     # ------------------------------------------------------------------ wake-ups
 
