@@ -150,11 +150,11 @@ class ServiceClient:
 
     async def _unary(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
         timeout = timeout or self.timeout
-        if request.ByteSize() > self.max_request_bytes:
+        size = len(request) if isinstance(request, bytes) else request.ByteSize()
+        if size > self.max_request_bytes:
             raise errors.InvalidArgument(
                 f"{method}'s request is larger than the {self._service()} service receives "
-                f"({request.ByteSize()} bytes; at most {self.max_request_bytes}); send less "
-                "in one request"
+                f"({size} bytes; at most {self.max_request_bytes}); send less in one request"
             )
         try:
             return await getattr(self.stub, method)(
