@@ -46,7 +46,13 @@ async def test_kill_9_during_sends_loses_and_duplicates_nothing_C4_C5_P3(
 ):
     """C4 C5 P3: messaging is SIGKILLed twice under steady sends and restarted; every
     acknowledged message is stored exactly once and no message lacks its receipt."""
-    proc = service_process("agentworks_messaging", "MESSAGING", database_url)
+    # The senders start conversations as fast as they can: an operator's share (B7).
+    proc = service_process(
+        "agentworks_messaging",
+        "MESSAGING",
+        database_url,
+        AGENTWORKS_PRINCIPAL_SHARES='{"default": {"creates_per_second": 100000, "burst": 100000}}',
+    )
     async with MessagingClient(
         proc.address, identity=identity("user:ops", {"operator"}), timeout=5
     ) as ops:
