@@ -12,7 +12,10 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from agentworks.client import FunctionsClient, errors
+from agentworks.client.common import target_ref
 from agentworks.client.functions import state_name
+from agentworks.functions.v1 import functions_pb2 as pb
+from agentworks_functions.server import READ_IN_PLACE_CHARS
 
 
 async def count_calls(database_url: str) -> int:
@@ -390,3 +393,32 @@ async def test_the_operator_reads_and_cancels_anyones_call_but_not_its_files_or_
     assert target.running == 0
     with pytest.raises(errors.NotFound, match="not found"):
         await mallory.get_status(stuck.call_id)
+
+
+async def test_a_retry_key_matches_the_same_inputs_read_in_place_or_by_a_check_worker_F6_B8(
+    clients, echo
+):
+    """F6 B8: a Call's inputs up to 16 KiB are read where it is served, longer ones by a
+    check worker first; a retry key's hash is of the inputs read, not of their text, so
+    the same inputs recover the same call whichever way they were read, and other long
+    inputs under the key are refused."""
+
+    def request(text: str, key: str) -> pb.CallRequest:
+        return pb.CallRequest(
+            target=target_ref("crew:demo"), function=echo, inputs_json=text, submission_id=key
+        )
+
+    alice = await clients("user:alice")
+    value = json.dumps("x" * (READ_IN_PLACE_CHARS // 2))
+    short = '{"text":' + value + "}"
+    long = '{"text":' + " " * READ_IN_PLACE_CHARS + value + "}"  # the same inputs, spaced
+    assert len(short) <= READ_IN_PLACE_CHARS < len(long)
+    first = await alice._unary("Call", request(short, "r1"))
+    again = await alice._unary("Call", request(long, "r1"))
+    assert again.call_id == first.call_id
+    later = await alice._unary("Call", request(long, "r2"))  # read by a worker first
+    assert later.call_id != first.call_id
+    assert (await alice._unary("Call", request(short, "r2"))).call_id == later.call_id
+    other = '{"text":' + " " * READ_IN_PLACE_CHARS + json.dumps("y") + "}"
+    with pytest.raises(errors.Conflict, match="with different inputs"):
+        await alice._unary("Call", request(other, "r1"))
