@@ -14,7 +14,9 @@ own with `AGENTWORKS_PRINCIPAL_SHARES`, JSON such as
 principals and have no share: the principal they act for has.
 
 The shares are per replica and kept in memory: n replicas admit n times the share. That is
-the point: a share bounds what one principal can take of one process.
+the point: a share bounds what one principal can take of one process. A principal that
+holds nothing (no request open, its creations refilled) is forgotten: its entry would say
+nothing a new one does not.
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ def parse_shares(text: str, variable: str = ENV) -> tuple[Share, dict[str, Share
     return default, {p.lower(): replace(default, **v) for p, v in own.items()}
 
 
+# Idle entries are looked for once there are this many entries (then twice as many).
+_FORGET_AT_LEAST = 1024
+
+
 @dataclass
 class _Held:
     requests: int = 0
@@ -95,6 +101,7 @@ class Shares:
         self.default = default
         self.own = dict(own or {})
         self._held: dict[str, _Held] = {}
+        self._forget_at = _FORGET_AT_LEAST  # entries past which idle ones are dropped
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Shares:
@@ -107,12 +114,32 @@ class Shares:
     def _state(self, principal: str) -> _Held:
         held = self._held.get(principal)
         if held is None:
+            if len(self._held) >= self._forget_at:
+                self._forget_idle()
             held = self._held[principal] = _Held()
         return held
 
+    def _idle(self, principal: str, held: _Held) -> bool:
+        """Whether the principal holds nothing: no request or wait open, and its bucket
+        of creations full again, as a principal never seen starts (so its entry can go)."""
+        if held.requests > 0 or held.waits > 0:
+            return False
+        if math.isnan(held.tokens):
+            return True
+        share = self.share(principal)
+        refill = (time.monotonic() - held.refilled) * share.creates_per_second
+        return held.tokens + refill >= share.burst
+
     def _release(self, principal: str, held: _Held) -> None:
-        if held.requests <= 0 and held.waits <= 0 and math.isnan(held.tokens):
+        if self._idle(principal, held):
             self._held.pop(principal, None)
+
+    def _forget_idle(self) -> None:
+        """Drop every idle entry (a principal that created and has not come back since
+        keeps one until then); run when the entries double, so its cost is amortised."""
+        for principal, held in list(self._held.items()):
+            self._release(principal, held)
+        self._forget_at = max(_FORGET_AT_LEAST, 2 * len(self._held))
 
     @contextlib.contextmanager
     def request(self, principal: str) -> Iterator[None]:
