@@ -192,9 +192,7 @@ def _status_of(trailing_metadata: object) -> status_pb2.Status | None:
     return None
 
 
-def retry_after_of(trailing_metadata: object) -> float | None:
-    """The RetryInfo delay in a received status's trailers, in seconds, or None."""
-    status = _status_of(trailing_metadata)
+def _retry_after_in(status: status_pb2.Status | None) -> float | None:
     for detail in status.details if status is not None else ():
         retry = error_details_pb2.RetryInfo()
         if detail.Unpack(retry):
@@ -202,8 +200,7 @@ def retry_after_of(trailing_metadata: object) -> float | None:
     return None
 
 
-def _info_of(trailing_metadata: object) -> error_details_pb2.ErrorInfo | None:
-    status = _status_of(trailing_metadata)
+def _info_in(status: status_pb2.Status | None) -> error_details_pb2.ErrorInfo | None:
     for detail in status.details if status is not None else ():
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
@@ -211,13 +208,28 @@ def _info_of(trailing_metadata: object) -> error_details_pb2.ErrorInfo | None:
     return None
 
 
+def retry_after_of(trailing_metadata: object) -> float | None:
+    """The RetryInfo delay in a received status's trailers, in seconds, or None."""
+    return _retry_after_in(_status_of(trailing_metadata))
+
+
 def reason_of(trailing_metadata: object) -> str:
     """The ErrorInfo reason in a received status's trailers, or "" when there is none."""
-    info = _info_of(trailing_metadata)
+    info = _info_in(_status_of(trailing_metadata))
     return info.reason if info is not None else ""
 
 
-def metadata_of(trailing_metadata: object) -> dict[str, str]:
-    """The ErrorInfo metadata in a received status's trailers (the limit, the field, ...)."""
-    info = _info_of(trailing_metadata)
-    return dict(info.metadata) if info is not None else {}
+def from_trailers(
+    code: grpc.StatusCode, message: str, trailing_metadata: object
+) -> AgentWorksError:
+    """`from_status` with the reason, retry delay and ErrorInfo metadata (the limit, the
+    field, ...) a received status's trailers carry (its details parsed once)."""
+    status = _status_of(trailing_metadata)
+    info = _info_in(status)
+    return from_status(
+        code,
+        message,
+        info.reason if info is not None else "",
+        _retry_after_in(status),
+        dict(info.metadata) if info is not None else {},
+    )

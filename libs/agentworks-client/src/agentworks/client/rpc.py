@@ -163,14 +163,7 @@ class ServiceClient:
         except grpc.aio.AioRpcError as exc:
             details = exc.details() or exc.code().name
             if _answered(exc):  # the service's own words, already saying what to do
-                trailers = exc.trailing_metadata()
-                raise errors.from_status(
-                    exc.code(),
-                    details,
-                    errors.reason_of(trailers),
-                    errors.retry_after_of(trailers),
-                    errors.metadata_of(trailers),
-                ) from None
+                raise errors.from_trailers(exc.code(), details, exc.trailing_metadata()) from None
             # The channel's own words ("connections to all backends failing", "Deadline
             # Exceeded"): say which service, and that a retry is the remedy.
             service = self._service()

@@ -1,0 +1,31 @@
+"""A refusal travels as a status with details (google.rpc ErrorInfo, RetryInfo) and comes
+back as the same domain error on the client."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from agentworks.client import errors
+
+
+def test_a_refusal_comes_back_with_its_reason_retry_delay_and_metadata_B7():
+    """B7: what a service raises (code, reason, retry delay, ErrorInfo metadata) is what
+    the client rebuilds from the trailers; without details only the code and message."""
+    sent = errors.Busy(
+        "user:alice holds its share",
+        reason=errors.Reason.PRINCIPAL_SHARE,
+        retry_after=0.25,
+        metadata={"share": "requests", "principal": "user:alice"},
+    )
+    trailers = ((errors.STATUS_DETAILS_KEY, errors.status_details(sent, sent.message)),)
+    got = errors.from_trailers(sent.code, sent.message, trailers)
+    assert type(got) is errors.Busy
+    assert (got.message, got.reason, got.metadata) == (sent.message, sent.reason, sent.metadata)
+    assert got.retry_after == pytest.approx(0.25)
+    assert errors.reason_of(trailers) == errors.Reason.PRINCIPAL_SHARE
+    assert errors.retry_after_of(trailers) == pytest.approx(0.25)
+
+    plain = errors.from_trailers(grpc.StatusCode.NOT_FOUND, "no such inbox", ())
+    assert type(plain) is errors.NotFound
+    assert (plain.reason, plain.retry_after, plain.metadata) == ("", None, {})
