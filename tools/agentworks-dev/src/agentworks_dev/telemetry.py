@@ -15,7 +15,7 @@ import pathlib
 import secrets
 from collections.abc import Mapping, Sequence
 
-from agentworks.client.metrics import INSTANCE_ATTRIBUTE
+from agentworks.client.metrics import INSTANCE_ATTRIBUTE, METRICS_TOKEN_VARIABLE
 from agentworks_dev.home import load_or_create_secret
 from agentworks_dev.specs import (
     DEMO_FUNCTIONS,
@@ -27,9 +27,9 @@ from agentworks_dev.specs import (
 
 # The services' /metrics ask for this bearer token: an execution with network access runs
 # on this host and could otherwise read them. Kept in `<home>/metrics-token` (0600), for
-# a Prometheus `authorization: {credentials_file: ...}`; AGENTWORKS_METRICS_TOKEN, when
-# set, is used instead. (The demo runtimes' own /metrics take no token yet.)
-METRICS_TOKEN_VARIABLE = "AGENTWORKS_METRICS_TOKEN"
+# a Prometheus `authorization: {credentials_file: ...}`; AGENTWORKS_METRICS_TOKEN
+# (METRICS_TOKEN_VARIABLE), when set, is used instead. (The demo runtimes' own /metrics
+# take no token yet.)
 METRICS_TOKEN_FILE = "metrics-token"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentworks.client.keys import SigningKey, TrustedKeys, keys_from_env
+from agentworks.client.metrics import METRICS_TOKEN_VARIABLE
 from agentworks.client.settings import (
     FALSE_WORDS,
     LOG_LEVELS,
@@ -19,9 +20,6 @@ from agentworks.client.settings import (
 )
 from agentworks.client.tls import Tls
 from agentworks.server.liveness import DEFAULT_LAG_LIMIT_SECONDS, DEFAULT_STUCK_SECONDS
-
-# The bearer token every process's /metrics asks for (`<NAME>_METRICS_TOKEN` first).
-METRICS_TOKEN_VARIABLE = "AGENTWORKS_METRICS_TOKEN"
 
 __all__ = [
     "FALSE_WORDS",

@@ -9,10 +9,8 @@ one background task per process (`refresher`), every `<SERVICE>_METRICS_REFRESH_
 from __future__ import annotations
 
 import asyncio
-import hmac
-import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 import structlog
@@ -21,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from agentworks.client.metrics import BUILD_INFO as BUILD_INFO
 from agentworks.client.metrics import report_build
-from agentworks.client.settings import check_address
+from agentworks.client.metrics import serve_metrics as serve_metrics
 
 if TYPE_CHECKING:
     from agentworks.server.config import ServiceConfig
@@ -194,57 +192,3 @@ def refresher(
         return []
     loop = refresh_every(config.name, config.metrics_refresh_seconds, refresh)
     return [asyncio.create_task(loop, name=f"{config.name}-metrics")]
-
-
-def _bearer_only(app: Callable[..., Iterable[bytes]], token: str) -> Callable[..., Iterable[bytes]]:
-    """`app`, answering 401 to a request without `Authorization: Bearer <token>`."""
-    expected = f"Bearer {token}".encode()
-
-    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
-        if not hmac.compare_digest(given, expected):
-            start_response(
-                "401 Unauthorized",
-                [("Content-Type", "text/plain"), ("WWW-Authenticate", 'Bearer realm="metrics"')],
-            )
-            return [b"metrics need the bearer token (AGENTWORKS_METRICS_TOKEN)\n"]
-        return app(environ, start_response)
-
-    return guarded
-
-
-def serve_metrics(listen: str, *, variable: str = "METRICS_LISTEN", token: str = "") -> int:
-    """Serve /metrics on `host:port` (port 0 picks one; no host: 127.0.0.1) in a thread
-    of its own; returns the port, 0 when off. With `token`, only a request carrying
-    `Authorization: Bearer <token>` is answered (401 otherwise): an execution with
-    network access can reach a port on its host, and the metrics name principals and
-    targets. An address that is not host:port is a `ConfigError` naming `variable`; one
-    that cannot be bound (taken, unknown host) an `OSError`.
-
-    Counters are exposed as `<name>_total` only: the `<name>_created` series the client
-    library would add beside each are turned off (no convention asks for them, and they
-    double the series)."""
-    if not listen:
-        return 0
-    from wsgiref.simple_server import make_server
-
-    from prometheus_client import disable_created_metrics, make_wsgi_app
-    from prometheus_client.exposition import (
-        ThreadingWSGIServer,
-        _get_best_family,
-        _SilentHandler,
-    )
-
-    host, port = check_address(variable, listen, empty_host=True)
-    disable_created_metrics()
-
-    class Server(ThreadingWSGIServer):
-        pass
-
-    Server.address_family, addr = _get_best_family(host or "127.0.0.1", port)
-    app = make_wsgi_app(REGISTRY)
-    httpd = make_server(
-        addr, port, _bearer_only(app, token) if token else app, Server, handler_class=_SilentHandler
-    )
-    threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
-    return int(httpd.server_port)
