@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -31,7 +30,7 @@ from agentworks_functions.schemas import (
     violations,
 )
 from agentworks_functions.schemas.validation import MAX_ERRORS
-from tests.fixtures.neighbours import Victim, assert_unharmed
+from tests.fixtures.neighbours import Victim, assert_unharmed, attacker
 
 # Issue 35: 300 items took 7.2 s, 60,000 froze the service for 6.9 minutes (RSS 1.41 GB):
 # each item was compared with each of 9,000 members, and each refusal quoted the enum.
@@ -244,23 +243,9 @@ async def test_schema_bombs_do_not_slow_another_tenant_B1_B2_B5(
                 _raw_call("crew:evil", function, text).SerializeToString()
             )
         tokens = [identity(p).token() for p in ("user:mallory", "user:trudy")]
-        attackers = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            BOMBER,
-            proc.address,
-            str(folder),
-            *tokens,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert attackers.stdout is not None
-        try:
-            await asyncio.wait_for(attackers.stdout.readline(), 30)  # under way
+        async with attacker(BOMBER, proc.address, str(folder), *tokens) as attackers:
             loud = await victim.measure(seconds=3)
-        finally:
-            attackers.terminate()
-            rest, _ = await attackers.communicate()
-        answers = [line.split() for line in rest.decode().splitlines() if line.strip()]
+        answers = [line.split() for line in attackers.lines]
         assert len(answers) >= 4, answers
         # Refused (INVALID_ARGUMENT), accepted, or Busy past one worker per principal;
         # each in at most a deadline and a wait for a worker.
@@ -407,23 +392,10 @@ async def test_huge_inputs_are_refused_from_their_size_before_parsing_B8_B10(
         folder = tmp_path / "huge"
         folder.mkdir()
         (folder / "call").write_bytes(_raw_call("crew:demo", "echo", huge).SerializeToString())
-        attacker = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            BOMBER,
-            proc.address,
-            str(folder),
-            identity("user:mallory").token(),
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert attacker.stdout is not None
-        try:
-            await asyncio.wait_for(attacker.stdout.readline(), 30)  # under way
+        token = identity("user:mallory").token()
+        async with attacker(BOMBER, proc.address, str(folder), token) as attack:
             loud = await victim.measure(seconds=2.0)
-        finally:
-            attacker.terminate()
-            rest, _ = await attacker.communicate()
-        answers = [line.split() for line in rest.decode().splitlines() if line.strip()]
+        answers = [line.split() for line in attack.lines]
         assert len(answers) >= 4, answers
         assert {code for code, _ in answers} == {"RESOURCE_EXHAUSTED"}, answers[:3]
         assert_unharmed(calm, loud, "7 MB inputs")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from agentworks.server import shares
-from tests.fixtures.neighbours import Victim, assert_unharmed, attacking
+from tests.fixtures.neighbours import Victim, assert_unharmed, attacker, attacking
 
 SEND = "/api/v1/tools/messages"
 MIB = 1024 * 1024
@@ -95,18 +94,10 @@ async def out_of_process(attack: str, concurrency: int, **values: object) -> Asy
             "asyncio.run(main())",
         ]
     )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
-    )
-    try:
-        assert process.stdout is not None
-        assert await asyncio.wait_for(process.stdout.readline(), 10) == b"ready\n"
-        await asyncio.sleep(1.0)  # the attack is under way before the victim measures
+    # The attack is under way (a second more) before the victim measures.
+    async with attacker(script, warmup=1.0) as attack:
+        assert attack.lines == ["ready"], attack.lines
         yield
-        assert process.returncode is None, "the attacker process ended early"
-    finally:
-        process.kill()
-        await process.wait()
 
 
 # --------------------------------------------------------------------- connections (B6)

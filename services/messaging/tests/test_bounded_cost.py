@@ -3,8 +3,6 @@ anything walks, converts or serialises them; another tenant does not notice the 
 
 from __future__ import annotations
 
-import asyncio
-import sys
 import time
 import tracemalloc
 
@@ -13,7 +11,7 @@ import pytest
 from agentworks.common.v1 import common_pb2
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks_messaging.sizes import MAX_PARTS, measure
-from tests.fixtures.neighbours import Victim, assert_unharmed
+from tests.fixtures.neighbours import Victim, assert_unharmed, attacker
 
 CREW = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="demo")
 # The Send: 1.5 M parts of 5 bytes each (7.5 MB, under gRPC's 8 MiB cap).
@@ -114,8 +112,6 @@ async def test_sends_of_a_million_parts_do_not_slow_another_tenant_B5_B8(
     mallory = await clients("user:mallory")
     own = await mallory.send("mine", target=demo)
     token = identity("user:mallory").token()
-    refusals: list[str] = []
-
     turn = 0
 
     async def victim_request() -> None:  # a send or a read, in turn
@@ -132,28 +128,13 @@ async def test_sends_of_a_million_parts_do_not_slow_another_tenant_B5_B8(
         calm = await victim.measure(seconds=1.5)
         # The attacker is a process of its own, as it would be: its side of the 7.5 MB
         # sends (and its garbage) is not in this process, where the service runs.
-        attacker = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            ATTACKER,
-            messaging.address,
-            token,
-            own.inbox_id,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert attacker.stdout is not None
-        try:
-            line = await asyncio.wait_for(attacker.stdout.readline(), 15)  # under way
-            refusals.append(line.decode().strip())
+        async with attacker(ATTACKER, messaging.address, token, own.inbox_id) as attack:
             tracemalloc.reset_peak()
             loud = await victim.measure(seconds=2.5)
             _, peak = tracemalloc.get_traced_memory()
-        finally:
-            attacker.terminate()
-            rest, _ = await attacker.communicate()
     finally:
         tracemalloc.stop()
-    refusals.extend(line for line in rest.decode().splitlines() if line)
+    refusals = attack.lines
     assert len(refusals) >= 4, refusals
     # Past the server's receive limit: refused by gRPC from the message's length prefix,
     # before the service (Python) reads a byte of it.
