@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 
-from agentworks_dev.pgserver import STOP_SECONDS, _stop_running, running_pid
+from agentworks_dev.pgserver import STOP_SECONDS, running_pid, stop_running
 
 
 def start_guard(data: pathlib.Path) -> subprocess.Popen[bytes]:
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
             flush=True,
         )
-        _stop_running(data, STOP_SECONDS)
+        stop_running(data, STOP_SECONDS)
     return 0
 
 

@@ -90,7 +90,7 @@ class EmbeddedServer:
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
         """Fast shutdown (open connections are cut); waits until it has stopped."""
-        _stop_running(self.data, timeout)
+        stop_running(self.data, timeout)
         if self.socket_dir != self.data:  # a directory of its own (a long data path)
             shutil.rmtree(self.socket_dir, ignore_errors=True)
 
@@ -154,7 +154,7 @@ def running_pid(data: pathlib.Path) -> int | None:
     return None
 
 
-def _stop_running(data: pathlib.Path, timeout: float) -> None:
+def stop_running(data: pathlib.Path, timeout: float) -> None:
     """Stop the postmaster running on `data`, if any (SIGINT: fast shutdown).
 
     A signal, not `pg_ctl stop`: as root that would run as another user, so subprocess
@@ -239,7 +239,7 @@ def start_server(data: pathlib.Path, *, port: int | None = None) -> EmbeddedServ
 
         data.mkdir(parents=True, exist_ok=True)
         ensure_prefix_permissions(data)  # the server's user must reach its directory
-    _stop_running(data, STOP_SECONDS)
+    stop_running(data, STOP_SECONDS)
     if not (data / "PG_VERSION").exists():
         if data.exists() and any(data.iterdir()):
             raise ServerError(f"{data} is not empty but holds no PostgreSQL data directory")
