@@ -13,6 +13,8 @@ import pathlib
 import stat
 from collections.abc import Sequence
 
+from agentworks.runtime.uploads import file_kind
+
 # Under the project root, the folders of calls (`.calls/<call_id>/`) and of turns
 # (`.turns/<turn_id>/`): each sandbox sees its own folder there and nothing else.
 PRIVATE_FOLDERS = (".calls", ".turns")
@@ -21,20 +23,6 @@ PRIVATE_FOLDERS = (".calls", ".turns")
 # sandbox mounts over each, so no command can make, replace or remove them.
 HOME_FOLDER = ".agentworks"
 RUNNER_FOLDERS = (*PRIVATE_FOLDERS, HOME_FOLDER)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISREG(mode):
-        return "a file"
-    return "not a folder"
 
 
 def own_folders(root: pathlib.Path, names: Sequence[str] = RUNNER_FOLDERS) -> list[str]:
@@ -65,7 +53,7 @@ def own_folders(root: pathlib.Path, names: Sequence[str] = RUNNER_FOLDERS) -> li
                 break
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            replaced.append(f"{name} ({_kind(found.st_mode)})")
+            replaced.append(f"{name} ({file_kind(found.st_mode)})")
         else:
             raise OSError(f"{path} keeps changing: it cannot be made a folder of the runner's")
     return replaced

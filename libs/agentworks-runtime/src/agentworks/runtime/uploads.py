@@ -68,7 +68,8 @@ class Refused(Exception):
     """A folder file that is not uploaded (T8); the message says why."""
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of this `st_mode` is, in words (an upload's refusal, a leftover)."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISFIFO(mode):
@@ -77,6 +78,8 @@ def _kind(mode: int) -> str:
         return "a socket"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
+    if stat.S_ISREG(mode):
+        return "a file"
     return "not a regular file"
 
 
@@ -112,7 +115,7 @@ def read_checked(
     with os.fdopen(fd, "rb") as file:
         found = os.fstat(file.fileno())
         if not stat.S_ISREG(found.st_mode):
-            raise Refused(f"{_kind(found.st_mode)}: only regular files are uploaded")
+            raise Refused(f"{file_kind(found.st_mode)}: only regular files are uploaded")
         if found.st_nlink > 1:
             raise Refused(
                 f"it has {found.st_nlink} hard links: a file linked from elsewhere is not uploaded"
@@ -166,7 +169,7 @@ def _folder_files(
                 found[prefix + entry.name] = (info.st_size, info.st_mtime_ns)
             else:
                 special[prefix + entry.name] = (
-                    f"{_kind(info.st_mode)}: only regular files are uploaded"
+                    f"{file_kind(info.st_mode)}: only regular files are uploaded"
                 )
     return found, special
 
