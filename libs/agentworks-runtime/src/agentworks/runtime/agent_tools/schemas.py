@@ -17,12 +17,19 @@ from agentworks.client import limits
 TARGET_PATTERN = r"^(crew|workflow):[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
+def types(schema: dict[str, Any]) -> list[str]:
+    """A property's `type` as a list (`"integer"` and `["integer", "null"]` alike)."""
+    kind = schema.get("type")
+    if kind is None:
+        return []
+    return list(kind) if isinstance(kind, list) else [kind]
+
+
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` that also takes `null` (meaning "not given"): its type gains "null", and
     its enum, if any, the value null (OpenAI strict mode's way to say optional)."""
     out = dict(schema)
-    kind = out["type"]
-    kinds = list(kind) if isinstance(kind, list) else [kind]
+    kinds = types(out)
     out["type"] = kinds if "null" in kinds else [*kinds, "null"]
     if "enum" in out and None not in out["enum"]:
         out["enum"] = [*out["enum"], None]
@@ -31,8 +38,7 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 def is_nullable(schema: dict[str, Any]) -> bool:
     """Whether a property takes null: an optional field of a strict schema."""
-    kind = schema.get("type")
-    return kind == "null" or (isinstance(kind, list) and "null" in kind)
+    return "null" in types(schema)
 
 
 def obj(properties: dict[str, dict[str, Any]], required: tuple[str, ...] = ()) -> dict[str, Any]:

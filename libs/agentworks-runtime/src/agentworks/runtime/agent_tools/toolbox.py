@@ -17,7 +17,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from agentworks.client import errors
-from agentworks.runtime.agent_tools.schemas import is_nullable
+from agentworks.runtime.agent_tools.schemas import is_nullable, types
 
 JSONSCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -109,11 +109,6 @@ def _fault(error: ValidationError) -> str:
     return f"{_field(error)}: {error.message}"
 
 
-def _integer(schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    return kind == "integer" or (isinstance(kind, list) and "integer" in kind)
-
-
 def check_arguments(tool: AgentTool, arguments: Any) -> dict[str, Any]:
     """The arguments if they meet the tool's schema, integers as ints, optional fields
     given as null left out (L10: null means "not given"); else a ToolError naming every
@@ -140,7 +135,7 @@ def check_arguments(tool: AgentTool, arguments: Any) -> dict[str, Any]:
     # JSON Schema counts 2.0 as an integer; the services' integer fields take only ints.
     return {
         name: int(value)
-        if isinstance(value, float) and _integer(properties.get(name, {}))
+        if isinstance(value, float) and "integer" in types(properties.get(name, {}))
         else value
         for name, value in arguments.items()
         if value is not None
