@@ -44,8 +44,8 @@ U+FFFD, in stdout lines and the stderr tail alike. Every regular file left in th
 uploaded when the command ends (successful or not), `result.json` first, by the
 `ExecutionWorker` as for any handler (`executions.upload_folder`); a file the service
 refuses (a name with a backslash or a control character, too big, past the call's
-`MAX_FILES_PER_CALL`) is skipped, logged and named in one message (role `runner`) on
-the call. Exit status 0 finishes the execution; any other status (or a
+`MAX_FILES_PER_CALL`) is skipped and counted by reason in one bounded summary (a `runner`
+message, a `files_skipped` event, one log line) on the call. Exit status 0 finishes the execution; any other status (or a
 signal) fails it with the status and the tail of stderr, and a failed command's stderr
 tail (its last 40 lines, at most 4 KiB: what it wrote, nothing added) is recorded as an
 event of kind `stderr` on the call (L12), which its caller and the target's owner read.
