@@ -29,3 +29,15 @@ def test_a_refusal_comes_back_with_its_reason_retry_delay_and_metadata_B7():
     plain = errors.from_trailers(grpc.StatusCode.NOT_FOUND, "no such inbox", ())
     assert type(plain) is errors.NotFound
     assert (plain.reason, plain.retry_after, plain.metadata) == ("", None, {})
+
+
+def test_metadata_travels_without_a_reason_B8():
+    """B8: a refusal that names its field and limit in metadata but has no reason (a size
+    or NUL refusal) still sends the metadata, so the gateway can pass it on."""
+    sent = errors.InvalidArgument(
+        "text is 70000 bytes; the limit is 65536 bytes",
+        metadata={"field": "text", "limit": "65536"},
+    )
+    trailers = ((errors.STATUS_DETAILS_KEY, errors.status_details(sent, sent.message)),)
+    got = errors.from_trailers(sent.code, sent.message, trailers)
+    assert (got.reason, got.metadata) == ("", {"field": "text", "limit": "65536"})

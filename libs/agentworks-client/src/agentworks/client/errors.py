@@ -160,7 +160,7 @@ def status_details(exc: AgentWorksError, message: str) -> bytes:
     """The `grpc-status-details-bin` trailer for `exc`: a google.rpc.Status with its
     reason and metadata (ErrorInfo) and, when it has one, its retry delay (RetryInfo)."""
     details = []
-    if exc.reason:
+    if exc.reason or exc.metadata:
         info = any_pb2.Any()
         info.Pack(
             error_details_pb2.ErrorInfo(

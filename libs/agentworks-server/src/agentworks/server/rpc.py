@@ -57,8 +57,8 @@ CUT_REQUEST_UNWIND_SECONDS = 6.0
 
 def _trailers(exc: errors.AgentWorksError, message: str) -> tuple[tuple[str, Any], ...]:
     """What a refusal carries besides its code and message: that our service answered, and
-    the machine-readable reason (google.rpc.ErrorInfo) when the error has one."""
-    if not exc.reason and exc.retry_after is None:
+    its reason and metadata (google.rpc.ErrorInfo) and retry delay when it has them."""
+    if not exc.reason and not exc.metadata and exc.retry_after is None:
         return _ANSWERED
     return (*_ANSWERED, (errors.STATUS_DETAILS_KEY, errors.status_details(exc, message)))
 
