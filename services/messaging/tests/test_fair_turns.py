@@ -3,13 +3,10 @@ conversations delays another caller's turn by at most one turn."""
 
 from __future__ import annotations
 
-import uuid
-
 import psycopg
 import pytest
 
-from agentworks_messaging.store.turns import CLAIM_OF_TARGET
-from tests.fixtures.plans import blocks_hit, prepare_generic
+from tests.fixtures.plans import blocks_hit, prepare_generic_claim
 
 BURST = 200
 
@@ -42,6 +39,18 @@ async def _burst(database_url: str, inbox_id: str, count: int) -> None:
         )
 
 
+async def _take_turns(bot, target, count: int) -> list[str]:
+    """Claim and complete `count` turns of `target` one at a time, as one runtime does:
+    their conversations, in the order claimed."""
+    claimed: list[str] = []
+    for _ in range(count):
+        turn = await bot.claim_turn([target], wait_seconds=5)
+        assert turn is not None
+        claimed.append(turn.conversation_id)
+        await bot.complete_turn(turn.turn_id)
+    return claimed
+
+
 @pytest.mark.reliability(
     scenario="One caller's burst of conversations with a crew (B5, B9)",
     action=f"a caller opens {BURST + 1} conversations with crew:demo (the issue: 2,000 in 5 s), "
@@ -62,12 +71,7 @@ async def test_a_burst_of_one_caller_delays_another_callers_turn_by_one_turn_at_
     for i in range(1, 4):  # and a few through Send itself
         await mallory.send(f"burst {i}", target=demo)
     victim = await alice.send("my question", target=demo)
-    claimed: list[str] = []
-    for _ in range(3):
-        turn = await bot.claim_turn([demo], wait_seconds=5)
-        assert turn is not None
-        claimed.append(turn.conversation_id)
-        await bot.complete_turn(turn.turn_id)
+    claimed = await _take_turns(bot, demo, 3)
     assert victim.conversation_id in claimed[:2], claimed
     assert claimed[0] == first.conversation_id  # the burst's first still goes first (age)
 
@@ -84,12 +88,7 @@ async def test_a_caller_with_several_conversations_is_served_in_turn_with_others
         ]
     owner = {cid: name for name, cids in sent.items() for cid in cids}
     bot = await clients("agent:demo/bot")
-    order: list[str] = []
-    for _ in range(9):
-        turn = await bot.claim_turn([demo], wait_seconds=5)
-        assert turn is not None
-        order.append(turn.conversation_id)
-        await bot.complete_turn(turn.turn_id)
+    order = await _take_turns(bot, demo, 9)
     assert [owner[c] for c in order] == ["ann", "bob", "cyd"] * 3
     assert [c for c in order if owner[c] == "ann"] == sent["ann"]
 
@@ -100,22 +99,12 @@ async def test_a_fair_claim_reads_a_few_rows_however_long_one_callers_queue_is_B
     """B9 C10: the fair claim still reads a few rows: with one caller's 2,000
     conversations queued, a generic plan made while the table was small takes another
     caller's conversation (its turn is due) through `conversations_claimable`."""
-    types = {"kind": "text", "name": "text", "turn_id": "uuid", "runtime": "text", "lease": "text"}
-    args = {
-        "kind": "crew",
-        "name": "demo",
-        "turn_id": str(uuid.uuid4()),
-        "runtime": "agent:demo/bot",
-        "lease": "30 seconds",
-    }
     mallory = await clients("user:mallory")
     alice = await clients("user:alice")
     bot = await clients("agent:demo/bot")
     first = await mallory.send("burst 0", target=demo)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        execute = await prepare_generic(conn, CLAIM_OF_TARGET, types, args)
-        async with conn.transaction(force_rollback=True):
-            await conn.execute(execute)  # the plan, made while conversations is small
+        execute, turn_id = await prepare_generic_claim(conn)
         await _burst(database_url, first.inbox_id, 2000)
         victim = await alice.send("my question", target=demo)
         turn = await bot.claim_turn([demo], wait_seconds=5)  # mallory's first, by age
@@ -128,7 +117,7 @@ async def test_a_fair_claim_reads_a_few_rows_however_long_one_callers_queue_is_B
                     (victim.conversation_id,),
                 )
             ).fetchall()
-    assert str(active) == args["turn_id"]  # the claim took the other caller's
+    assert str(active) == turn_id  # the claim took the other caller's
     # Not 2,000 conversations' rows, nor their 2,000 pending deliveries (a generic plan
     # once walked every pending delivery: 2,014 blocks).
     assert blocks < 100, plan  # not 2,000 conversations' rows

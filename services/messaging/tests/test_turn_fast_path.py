@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import psycopg
 import pytest
 
 from agentworks.client.errors import InvalidArgument, PreconditionFailed
-from agentworks_messaging.store.turns import CLAIM_OF_TARGET
-from tests.fixtures.plans import blocks_hit, prepare_generic
+from tests.fixtures.plans import blocks_hit, prepare_generic_claim
 
 
 async def test_a_reply_completes_its_turn_in_the_same_request_and_a_retry_is_fine_C6_C10(
@@ -140,20 +138,10 @@ async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_ha
     must still go by the claimable conversations (`conversations_claimable`), both for
     the one it takes and for whether there are more, and not scan the target's
     conversations through the listing index by target."""
-    types = {"kind": "text", "name": "text", "turn_id": "uuid", "runtime": "text", "lease": "text"}
-    args = {
-        "kind": "crew",
-        "name": "demo",
-        "turn_id": str(uuid.uuid4()),
-        "runtime": "agent:demo/bot",
-        "lease": "30 seconds",
-    }
     alice = await clients("user:alice")
     first = await alice.send("the first", target=demo)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        execute = await prepare_generic(conn, CLAIM_OF_TARGET, types, args)
-        async with conn.transaction(force_rollback=True):
-            await conn.execute(execute)  # the plan, made while conversations is small
+        execute, turn_id = await prepare_generic_claim(conn)
         # 2,000 more conversations of the target, older, none with work waiting.
         await conn.execute(
             "INSERT INTO messaging.conversations SELECT (jsonb_populate_record("
@@ -171,5 +159,5 @@ async def test_a_claim_reads_a_few_rows_however_many_conversations_the_target_ha
                     (first.conversation_id,),
                 )
             ).fetchall()
-    assert str(active) == args["turn_id"]  # the claim took the conversation waiting
+    assert str(active) == turn_id  # the claim took the conversation waiting
     assert blocks < 100, plan  # not 2,000 conversations' rows
