@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from agentworks_functions.schemas import (
     violations,
 )
 from agentworks_functions.schemas.validation import MAX_ERRORS
+from services.functions.tests.test_schema_budget import CONTAINS_MANY, nested_any_of
 from tests.fixtures.neighbours import Victim, assert_unharmed, attacker
 
 # Issue 35: 300 items took 7.2 s, 60,000 froze the service for 6.9 minutes (RSS 1.41 GB):
@@ -59,20 +61,6 @@ UNIQUE = {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems"
 UNIQUE_INPUTS = {"xs": [[n] for n in range(30_000)]}
 UNIQUE_ATTACK = {"xs": [*UNIQUE_INPUTS["xs"], [7]]}  # refused at the end: the most work
 PLAIN = {"type": "object", "properties": {"n": {"type": "integer"}}}
-
-
-def nested_any_of(levels: int) -> dict[str, Any]:
-    """`anyOf` of two `$ref`s to the next level, `levels` deep: 2^levels paths."""
-    defs: dict[str, Any] = {}
-    for i in range(levels):
-        last = i == levels - 1
-        branch = (
-            [{"type": "string"}, {"type": "number"}]
-            if last
-            else [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]
-        )
-        defs[f"d{i}"] = {"anyOf": branch}
-    return {"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}}
 
 
 def test_enum_const_and_unique_items_cost_what_they_really_cost_B1():
@@ -160,14 +148,22 @@ def test_integers_past_the_stated_bound_are_refused_in_our_words_B10():
 # ------------------------------------------------------------------ against a process
 
 
-def _clients(proc, identity):
+async def _started(
+    service_process, database_url, identity, bombs: dict[str, dict[str, Any]], **env: str
+) -> tuple[Any, Callable[..., FunctionsClient]]:
+    """A functions process (with `env`), a client maker for it, and its targets:
+    crew:evil (mallory's, declaring each of `bombs`) and crew:demo (the owner's `echo`)."""
+    proc = service_process(
+        "agentworks_functions",
+        "FUNCTIONS",
+        database_url,
+        FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1",
+        **env,
+    )
+
     def client(principal: str, roles: frozenset[str] = frozenset()) -> FunctionsClient:
         return FunctionsClient(proc.address, identity=identity(principal, roles), timeout=30)
 
-    return client
-
-
-async def _declare(client, bombs: dict[str, dict[str, Any]]) -> None:
     ops = client("user:ops", frozenset({"operator"}))
     owner = client("user:owner")
     mallory = client("user:mallory")
@@ -179,6 +175,7 @@ async def _declare(client, bombs: dict[str, dict[str, Any]]) -> None:
                 "crew:evil", name, input_schema=schema, allowed_callers=["*"]
             )
         await owner.declare_function("crew:demo", "echo", input_schema=PLAIN, allowed_callers=["*"])
+    return proc, client
 
 
 def _raw_call(target: str, function: str, inputs_json: str) -> f.CallRequest:
@@ -202,11 +199,12 @@ def _raw_call(target: str, function: str, inputs_json: str) -> f.CallRequest:
 async def test_schema_bombs_do_not_slow_another_tenant_B1_B2_B5(
     service_process, database_url, identity, tmp_path
 ):
-    proc = service_process(
-        "agentworks_functions", "FUNCTIONS", database_url, FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1"
+    proc, client = await _started(
+        service_process,
+        database_url,
+        identity,
+        {"enum": ENUM_BOMB, "anyof": ANY_OF_6, "unique": UNIQUE},
     )
-    client = _clients(proc, identity)
-    await _declare(client, {"enum": ENUM_BOMB, "anyof": ANY_OF_6, "unique": UNIQUE})
     bombs = [
         ("enum", json.dumps(ENUM_INPUTS)),
         ("anyof", json.dumps(ANY_OF_INPUTS)),
@@ -291,12 +289,7 @@ for t in threads:
 """
 
 
-SLOW = {  # in the pool; the step budget would end it after seconds
-    "type": "object",
-    "properties": {
-        "xs": {"type": "array", "contains": {"anyOf": [{"const": i} for i in range(500)]}}
-    },
-}
+SLOW = CONTAINS_MANY  # in the pool; the step budget would end it after seconds
 
 
 @pytest.mark.reliability(
@@ -311,15 +304,13 @@ SLOW = {  # in the pool; the step budget would end it after seconds
 async def test_a_check_past_its_deadline_is_stopped_and_refused_B2_B7(
     service_process, database_url, identity
 ):
-    proc = service_process(
-        "agentworks_functions",
-        "FUNCTIONS",
+    _, client = await _started(
+        service_process,
         database_url,
-        FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1",
+        identity,
+        {"slow": SLOW, "anyof": ANY_OF_6},
         FUNCTIONS_CHECK_DEADLINE_SECONDS="0.3",
     )
-    client = _clients(proc, identity)
-    await _declare(client, {"slow": SLOW, "anyof": ANY_OF_6})
     async with client("user:mallory") as mallory:
         for _ in range(2):  # the second runs on the worker that replaced the killed one
             started = time.monotonic()
@@ -356,11 +347,7 @@ async def test_a_check_past_its_deadline_is_stopped_and_refused_B2_B7(
 async def test_huge_inputs_are_refused_from_their_size_before_parsing_B8_B10(
     service_process, database_url, identity, tmp_path
 ):
-    proc = service_process(
-        "agentworks_functions", "FUNCTIONS", database_url, FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1"
-    )
-    client = _clients(proc, identity)
-    await _declare(client, {})
+    proc, client = await _started(service_process, database_url, identity, {})
     huge = '{"xs": [' + ",".join(["0"] * 3_500_000) + "]}"
     async with client("user:mallory") as mallory, client("user:alice") as alice:
         # Past the 4 MiB the service receives: refused by gRPC from the length prefix.
@@ -413,15 +400,9 @@ async def test_calls_take_a_creation_and_waits_hold_a_share_B7(
     service_process, database_url, identity
 ):
     shares = {"user:flood": {"creates_per_second": 0.5, "burst": 3, "waits": 2}}
-    proc = service_process(
-        "agentworks_functions",
-        "FUNCTIONS",
-        database_url,
-        FUNCTIONS_MESSAGING_ADDRESS="127.0.0.1:1",
-        AGENTWORKS_PRINCIPAL_SHARES=json.dumps(shares),
+    _, client = await _started(
+        service_process, database_url, identity, {}, AGENTWORKS_PRINCIPAL_SHARES=json.dumps(shares)
     )
-    client = _clients(proc, identity)
-    await _declare(client, {})
     async with client("user:flood") as flood, client("user:alice") as alice:
         results = await asyncio.gather(
             *(flood.call("crew:demo", "echo", {"n": n}) for n in range(5)),
