@@ -6,6 +6,9 @@ until the command's 3,600 s `wall_seconds`, and a runtime ran one turn at a time
 every other conversation of the crew waited that long.
 """
 
+# The fixtures imported by name below are the tests' parameters.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import asyncio
@@ -19,16 +22,20 @@ import pytest
 
 from agentworks.client import MessagingClient
 from agentworks.client.keys import KeyDirectory
-from agentworks.runtime import TurnOutcome, TurnWorker
+from agentworks.runtime import TurnOutcome
 from agentworks.runtime.config import DEFAULT_TURN_CONCURRENCY, DEFAULT_TURN_SECONDS, RuntimeConfig
 from agentworks.runtime.limits import Limits, Policy
 from agentworks.runtime.turn_runner import TurnCommandRunner
 from agentworks.runtime.turns import TurnTimedOut
+from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
+    AGENT,
+    CREW,
+    alice,
+    turn_worker,
+)
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/ns/pid"), reason="Linux only")
 
-CREW = "crew:demo"
-AGENT = "agent:demo/demo-bot"
 TURN_SECONDS = 2
 ENV = {"AGENTWORKS_RUNTIME_CREDENTIAL": "awr_" + "c" * 43, "AGENTWORKS_GATEWAY_URL": "http://x"}
 ENV["AGENTWORKS_RUNTIME_TARGETS"] = CREW
@@ -37,16 +44,11 @@ COMMAND = 'if grep -q hang "$AGENTWORKS_TURN_FILE"; then exec sleep 617; fi; ech
 
 
 @pytest.fixture
-async def clients(messaging, identity) -> AsyncIterator[dict[str, MessagingClient]]:
-    made = {
-        "operator": MessagingClient(messaging.address, identity=identity("user:ops", {"operator"})),
-        "alice": MessagingClient(messaging.address, identity=identity("user:alice")),
-        "bob": MessagingClient(messaging.address, identity=identity("user:bob")),
-    }
-    await made["operator"].register_target(CREW, owner="user:dev")
-    yield made
-    for client in made.values():
-        await client.close()
+async def bob(messaging, identity) -> AsyncIterator[MessagingClient]:
+    """user:bob on messaging: another caller of crew:demo."""
+    client = MessagingClient(messaging.address, identity=identity("user:bob"))
+    yield client
+    await client.close()
 
 
 @contextlib.asynccontextmanager
@@ -60,23 +62,15 @@ async def serving(messaging, identity, root: pathlib.Path, concurrency: int):
         mcp=False,
         kill_grace_seconds=1,
     )
-    worker = TurnWorker(
-        messaging.address,
+    async with turn_worker(
+        messaging,
         identity(AGENT),
-        [CREW],
         runner,
-        wait_seconds=1,
-        lease_seconds=5,
         concurrency=concurrency,
         turn_seconds=TURN_SECONDS,
         on_finished=outcomes.put_nowait,
-    )
-    task = asyncio.create_task(worker.run())
-    try:
+    ):
         yield outcomes
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, 15)
 
 
 def sleepers() -> list[int]:
@@ -120,15 +114,15 @@ def test_the_defaults_are_stated_and_the_demo_crews_turns_end_after_120_s_B9(tmp
     "and its conversation's next turn is served",
 )
 async def test_a_hung_turn_is_ended_at_its_wall_time_and_others_are_served_meanwhile_B9(
-    messaging, identity, clients, tmp_path
+    messaging, identity, alice, bob, tmp_path
 ):
     """B9: with two turns at a time, bob's turn is served while alice's hangs; alice's is
     ended at the wall time (TurnTimedOut; the command's sandbox gone; the turn completed),
     and her conversation's next turn is served."""
     async with serving(messaging, identity, tmp_path / "project", 2) as outcomes:
-        hung = await clients["alice"].send("hang", target=CREW)
+        hung = await alice.send("hang", target=CREW)
         started = time.monotonic()
-        served = await clients["bob"].send("hello", target=CREW)
+        served = await bob.send("hello", target=CREW)
         first = await asyncio.wait_for(outcomes.get(), 10)
         assert first.conversation_id == served.conversation_id and first.error is None
         assert time.monotonic() - started < TURN_SECONDS  # not behind the hung turn
@@ -139,7 +133,7 @@ async def test_a_hung_turn_is_ended_at_its_wall_time_and_others_are_served_meanw
         assert isinstance(ended.error, TurnTimedOut) and ended.completed, ended
         assert TURN_SECONDS <= took < TURN_SECONDS + 5, took
         assert sleepers() == []
-        await clients["alice"].send("again", inbox_id=hung.inbox_id)
+        await alice.send("again", inbox_id=hung.inbox_id)
         after = await asyncio.wait_for(outcomes.get(), 10)
         assert after.conversation_id == hung.conversation_id and after.error is None
     assert list((tmp_path / "project" / ".turns").iterdir()) == []
