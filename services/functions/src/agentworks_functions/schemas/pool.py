@@ -117,7 +117,6 @@ class CheckPool:
         self._held: dict[str, int] = {}
         self._closed = False
         self._stopping: set[asyncio.Future[None]] = set()
-        self.stopped_checks = 0  # checks killed at the deadline (tests, metrics)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -230,7 +229,6 @@ class CheckPool:
             try:
                 await asyncio.wait_for(ready, self.deadline)
             except TimeoutError:
-                self.stopped_checks += 1
                 log.warning(
                     "checks.deadline",
                     function=getattr(function, "__name__", "?"),
