@@ -6,7 +6,7 @@ minutes on an input the size limits allow: `anyOf` nested through `$ref` doubles
 per level, and `contains` over hundreds of `const` values on 20,000 items is ten million
 comparisons (46 s and 6 minutes on the event loop, during which another tenant's call
 lost its lease). A check now has a step budget (patterns.STEP_BUDGET) and such schemas
-are checked in a worker thread.
+are checked in a worker process of the check pool (schemas.pool).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ exponential, and `contains` over hundreds of `const` values on 20,000 items is t
 comparisons (46 s and 6 minutes before this budget, blocking every tenant). So every
 keyword a validation applies counts one step (`step`, called by `schemas.keywords`), and
 a validation may take at most `STEP_BUDGET` steps (two to three seconds of jsonschema's
-work here, in a worker thread, so other requests go on meanwhile); past it the check
+work here, in a check worker process when costly: `schemas.pool`); past it the check
 stops with a violation that says so (`StepBudget`), and the call is refused: one caller's
 check can slow only that caller.
 """
@@ -49,7 +49,7 @@ MATCH_BUDGET = 2**28
 # Steps one validation may take: a keyword applied to a value is one step.
 # Measured here (bench-free: a unit test pins the counts, not the times): 0.6-0.8 µs a
 # step for ordinary checks, up to 1.3 µs for hostile ones, so the budget is 2-3 s at
-# worst, spent in a worker thread (validation.off_loop) that leaves the event loop free.
+# worst, spent in a check worker process (validation.off_loop, schemas.pool), off the loop.
 # A 256 KiB input of 20,000 strings checked by `items` takes 240,000 steps.
 STEP_BUDGET = 2_000_000
 # What a descent into a subschema, or a new validator for one (`contains`, `$ref`),
