@@ -44,6 +44,8 @@ log = structlog.get_logger("agentworks.functions")
 
 # A Call's inputs longer than this are read (parsed, walked, checked) by a check worker
 # before the serving process reads them: only inputs that pass are read here (B2, B8).
+# With a submission_id they are read here first (measured, at most MAX_INPUTS_BYTES):
+# the retry key's hash is of the inputs read (service/calls.py).
 READ_IN_PLACE_CHARS = 16 * 1024
 
 
