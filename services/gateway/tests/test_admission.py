@@ -31,9 +31,12 @@ def test_a_long_poll_waits_in_its_own_pool_not_the_request_pool_B6():
         with admission.request("user:a"):
             with admission.wait():
                 assert (admission.requests, admission.waits) == (0, 1)
-                with admission.request("user:b"):  # the waiting one left room
-                    with pytest.raises(errors.Unavailable) as refused, admission.wait():
-                        pass
+                with (
+                    admission.request("user:b"),  # the waiting one left room
+                    pytest.raises(errors.Unavailable) as refused,
+                    admission.wait(),
+                ):
+                    pass
             assert (admission.requests, admission.waits) == (1, 0)
     finally:
         CALLER.reset(token)
