@@ -51,12 +51,7 @@ class Admission:
         """Hold one of the pool's requests and one of the principal's while the block runs;
         Unavailable (503) past the pool, Busy (429) past the principal's share."""
         if self.requests >= self.max_requests:
-            raise errors.Unavailable(
-                f"the gateway is serving {self.max_requests} requests at once, its limit "
-                "(GATEWAY_MAX_REQUESTS): retry in 1 s",
-                retry_after=1.0,
-                metadata={"pool": "requests"},
-            )
+            raise _full("requests", f"is serving {self.max_requests} requests")
         with shares().request(principal):
             ticket = _Ticket()
             token = _TICKET.set(ticket)
@@ -73,24 +68,31 @@ class Admission:
         """Hold one of the wait pool's long-polls and one of the caller's (`CALLER`) while
         the block waits; the request it is part of leaves the request pool meanwhile."""
         if self.waits >= self.max_waits:
-            raise errors.Unavailable(
-                f"the gateway holds {self.max_waits} long-polls at once, its limit "
-                "(GATEWAY_MAX_WAITS): retry in 1 s, or ask without wait_seconds",
-                retry_after=1.0,
-                metadata={"pool": "waits"},
+            raise _full(
+                "waits", f"holds {self.max_waits} long-polls", ", or ask without wait_seconds"
             )
         principal = CALLER.get()
         with shares().wait(principal) if principal else contextlib.nullcontext():
-            ticket = _TICKET.get()
-            moved = ticket is not None and ticket.counted
-            if moved and ticket is not None:
-                ticket.counted = False
+            ticket = _TICKET.get()  # the request this wait is part of, if still counted
+            moved = ticket if ticket is not None and ticket.counted else None
+            if moved is not None:
+                moved.counted = False
                 self.requests -= 1
             self.waits += 1
             try:
                 yield
             finally:
                 self.waits -= 1
-                if moved and ticket is not None:
-                    ticket.counted = True
+                if moved is not None:
+                    moved.counted = True
                     self.requests += 1
+
+
+def _full(pool: str, holding: str, advice: str = "") -> errors.Unavailable:
+    """The refusal past one of the gateway's pools: 503, retry in 1 s."""
+    setting = f"GATEWAY_MAX_{pool.upper()}"
+    return errors.Unavailable(
+        f"the gateway {holding} at once, its limit ({setting}): retry in 1 s{advice}",
+        retry_after=1.0,
+        metadata={"pool": pool},
+    )
