@@ -45,12 +45,13 @@ uploaded when the command ends (successful or not), `result.json` first, by the
 `ExecutionWorker` as for any handler (`executions.upload_folder`); a file the service
 refuses (a name with a backslash or a control character, too big, past the call's
 `MAX_FILES_PER_CALL`) is skipped and counted by reason in one bounded summary (a `runner`
-message, a `files_skipped` event, one log line) on the call. Exit status 0 finishes the execution; any other status (or a
-signal) fails it with the status and the tail of stderr, and a failed command's stderr
-tail (its last 40 lines, at most 4 KiB: what it wrote, nothing added) is recorded as an
-event of kind `stderr` on the call (L12), which its caller and the target's owner read.
-A cancel (F15) or a lost lease terminates the command's process group (SIGTERM, then
-SIGKILL); in a sandbox every process of it gets the SIGTERM, whatever its group.
+message, a `files_skipped` event, one log line) on the call. Exit status 0 finishes the
+execution; any other status (or a signal) fails it with the status and the tail of
+stderr, and a failed command's stderr tail (its last 40 lines, at most 4 KiB: what it
+wrote, nothing added) is recorded as an event of kind `stderr` on the call (L12), which
+its caller and the target's owner read. A cancel (F15) or a lost lease terminates the
+command's process group (SIGTERM, then SIGKILL); in a sandbox every process of it gets
+the SIGTERM, whatever its group.
 
 A command never outlives its runner for long while it runs, even when the runner is
 killed with SIGKILL or crashes (its execution is then `interrupted`, F12, and nobody
