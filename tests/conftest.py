@@ -74,8 +74,9 @@ FIXED = [
     "silently rounded (they travel as doubles in protobuf Structs); now refused naming the "
     "path.",
     "Pattern matching within the budget (up to a few seconds at worst) ran on the functions "
-    "event loop; a call's inputs and a runtime's result are now checked in a worker thread "
-    "when the schema has patterns (RE2 releases the GIL), so the loop stays free.",
+    "event loop; a call's inputs and a runtime's result were then checked in a worker thread "
+    "when the schema had patterns, and are now checked in a check worker process with a "
+    "hard deadline (see the bounded-cost items below), so the loop stays free.",
     "CreateWakeUp had no idempotency key: a client retrying after a lost answer could create "
     "a second wake-up. It now takes a `submission_id` (the client makes one per call), and "
     "the process-fault test retries every create through the kills with its key and "
