@@ -37,7 +37,11 @@ from typing import Any
 from agentworks.client.logging import configure_logging, get_logger
 from agentworks.client.tracing import TracingUnavailable, configure_tracing
 from agentworks.runtime import demo, demo_functions
-from agentworks.runtime.config import RuntimeConfig
+from agentworks.runtime.config import (
+    DEFAULT_TURN_CONCURRENCY,
+    DEFAULT_TURN_SECONDS,
+    RuntimeConfig,
+)
 from agentworks.runtime.executions import ExecutionHandler, serve_executions
 from agentworks.runtime.serving import run_until_signal
 from agentworks.runtime.turns import TurnHandler, TurnWorker
@@ -111,13 +115,13 @@ def _parser() -> argparse.ArgumentParser:
         "--concurrency",
         metavar="N",
         help="turns of different conversations handled at once (env "
-        "AGENTWORKS_RUNTIME_CONCURRENCY, default 4)",
+        f"AGENTWORKS_RUNTIME_CONCURRENCY, default {DEFAULT_TURN_CONCURRENCY})",
     )
     turns_flags.add_argument(
         "--turn-seconds",
         metavar="S",
         help="the most one turn may take; its handler (or command) is then ended and the "
-        "turn completed (env AGENTWORKS_RUNTIME_TURN_SECONDS, default 600)",
+        f"turn completed (env AGENTWORKS_RUNTIME_TURN_SECONDS, default {DEFAULT_TURN_SECONDS})",
     )
     exec_flags = argparse.ArgumentParser(add_help=False)
     exec_flags.add_argument(
@@ -180,13 +184,14 @@ def _parser() -> argparse.ArgumentParser:
         "--concurrency",
         metavar="N",
         help="turns (and executions) handled at once (env AGENTWORKS_RUNTIME_CONCURRENCY; "
-        "turns default 4, executions as the targets' running limits allow)",
+        f"turns default {DEFAULT_TURN_CONCURRENCY}, executions as the targets' running limits "
+        "allow)",
     )
     commands.add_argument(
         "--turn-seconds",
         metavar="S",
         help="the most one turn command may take before it is ended (env "
-        "AGENTWORKS_RUNTIME_TURN_SECONDS, default 600)",
+        f"AGENTWORKS_RUNTIME_TURN_SECONDS, default {DEFAULT_TURN_SECONDS})",
     )
     commands.add_argument(
         "--commands",
