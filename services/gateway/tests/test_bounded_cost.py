@@ -143,7 +143,7 @@ async def test_slow_headers_are_cut_at_the_header_timeout_and_others_are_served_
         concurrency=200,
         PORT=port,
     ):
-        loud = await victim.measure(seconds=3)
+        loud = await victim.measure_under(calm, seconds=3)
         # A slow connection of ours: cut 408 at the header timeout.
         reader, writer = await _open(gateway.url)
         started = time.monotonic()
@@ -291,7 +291,7 @@ async def test_wide_json_is_refused_from_its_size_before_the_schema_walk_B1_B5(
             JSON="application/json",
             TOKEN=token,
         ):
-            loud = await victim.measure(seconds=3)
+            loud = await victim.measure_under(calm, seconds=3)
             await wide()  # still refused as fast under the attack
         # Over MCP too: an isError result, as fast.
         mcp = await mallory.post(
@@ -346,7 +346,7 @@ async def test_many_long_polls_of_one_principal_get_429_and_leave_others_unharme
                     await asyncio.sleep(float(response.headers.get("Retry-After", 1)))
 
             async with attacking(hold, concurrency=40, warmup=1.0):
-                loud = await victim.measure(seconds=3)
+                loud = await victim.measure_under(calm, seconds=3)
         finally:
             await mallory.aclose()
     finally:
