@@ -547,6 +547,7 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
             "libs/agentworks-client/src/agentworks/client/settings.py",
             "libs/agentworks-client/src/agentworks/client/keys.py",
             "libs/agentworks-client/src/agentworks/client/tls.py",
+            "libs/agentworks-client/src/agentworks/client/metrics.py",
             "libs/agentworks-server/src/agentworks/server/config.py",
         )
     )
