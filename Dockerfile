@@ -22,6 +22,7 @@ COPY services/ services/
 COPY tools/ tools/
 RUN pip install --no-deps --no-build-isolation \
         ./libs/agentworks-proto \
+        ./libs/agentworks-core \
         ./libs/agentworks-client \
         ./libs/agentworks-server \
         ./libs/agentworks-runtime \

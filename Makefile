@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PACKAGES := libs/agentworks-proto libs/agentworks-client libs/agentworks-server libs/agentworks-runtime \
+PACKAGES := libs/agentworks-proto libs/agentworks-core libs/agentworks-client libs/agentworks-server libs/agentworks-runtime \
             services/messaging services/functions services/scheduler services/gateway \
             tools/agentworks-cli tools/agentworks-dev
 STUBS := libs/agentworks-proto/src

@@ -22,7 +22,7 @@ import platform
 import sys
 import traceback
 
-from agentworks.client.logging import configure_logging
+from agentworks.core.logging import configure_logging
 from bench import conversation, functions, gateway, growth, messaging
 from bench.harness import Processes, Report, postgres
 

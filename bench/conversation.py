@@ -28,7 +28,7 @@ import psycopg
 import sqlalchemy as sa
 
 from agentworks.client import MessagingClient
-from agentworks.client.identity import Minter
+from agentworks.core.identity import Minter
 from agentworks.runtime.turns import TurnContext, TurnWorker
 from agentworks.server.db import libpq_url, with_database
 from bench.functions import CpuMeter

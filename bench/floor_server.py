@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 import grpc
 import psycopg
 
-from agentworks.client.keys import TrustedKeys
+from agentworks.core.keys import TrustedKeys
 from agentworks.server.db import libpq_url
 from agentworks.server.rpc import GrpcServer
 from agentworks.server.service import wait_for_signal

@@ -22,11 +22,12 @@ import grpc
 import psutil
 import psycopg
 
-from agentworks.client import FunctionsClient, errors
+from agentworks.client import FunctionsClient
 from agentworks.client.functions import state_name
-from agentworks.client.identity import Minter
-from agentworks.client.keys import SigningKey
 from agentworks.client.rpc import channel_options
+from agentworks.core import errors
+from agentworks.core.identity import Minter
+from agentworks.core.keys import SigningKey
 from agentworks.runtime.executions import ExecutionContext, ExecutionWorker
 from agentworks.server.db import libpq_url
 from bench.floor_server import CALL, CLAIM, FINISH

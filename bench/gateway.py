@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from agentworks.client import MessagingClient
-from agentworks.client.identity import Minter
+from agentworks.core.identity import Minter
 from agentworks_gateway.tokens import ensure_token, new_token
 from bench.harness import Processes, Report, Row, free_port, percentile
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import psycopg
 
 from agentworks.client import MessagingClient
-from agentworks.client.identity import Minter
+from agentworks.core.identity import Minter
 from agentworks.server.db import libpq_url, with_database
 from agentworks_messaging.service import encode_cursor
 from agentworks_scheduler.app import SchedulerRunning

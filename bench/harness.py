@@ -18,7 +18,7 @@ import grpc
 import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentworks.client.keys import KeyDirectory
+from agentworks.core.keys import KeyDirectory
 from agentworks.server.db import with_database
 from agentworks.server.embedded import start_embedded
 

@@ -12,8 +12,8 @@ import psutil
 import psycopg
 
 from agentworks.client import MessagingClient
-from agentworks.client.identity import Minter
 from agentworks.client.rpc import channel_options
+from agentworks.core.identity import Minter
 from bench.floor_server import METHOD
 from bench.harness import Processes, Report, Row, median, percentile
 

@@ -33,9 +33,9 @@ import grpc
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.identity import METADATA_KEY, mint
-from agentworks.client.keys import KeyDirectory, SigningKey
 from agentworks.common.v1 import common_pb2
+from agentworks.core.identity import METADATA_KEY, mint
+from agentworks.core.keys import KeyDirectory, SigningKey
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2 as m

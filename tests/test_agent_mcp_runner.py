@@ -23,9 +23,9 @@ import httpx2
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient
-from agentworks.client.errors import PermissionDenied
 from agentworks.client.functions import state_name
-from agentworks.client.identity import Forwarded
+from agentworks.core.errors import PermissionDenied
+from agentworks.core.identity import Forwarded
 from agentworks.runtime import ExecutionContext, ExecutionWorker, TurnOutcome, TurnWorker
 from agentworks.runtime.agent_mcp.bridge import connect_unix
 from agentworks.runtime.executions import ExecutionOutcome

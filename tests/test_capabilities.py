@@ -17,10 +17,10 @@ import jwt
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client import capability as cap
-from agentworks.client.capability_identity import CapabilityIdentity
 from agentworks.client.common import target_ref
-from agentworks.client.identity import METADATA_KEY, mint
+from agentworks.core import capability as cap
+from agentworks.core.capability_identity import CapabilityIdentity
+from agentworks.core.identity import METADATA_KEY, mint
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2 as m

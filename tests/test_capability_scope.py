@@ -18,7 +18,7 @@ import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.common import target_ref
-from agentworks.client.identity import METADATA_KEY
+from agentworks.core.identity import METADATA_KEY
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 

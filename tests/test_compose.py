@@ -18,8 +18,8 @@ import tomllib
 import pytest
 import yaml
 
-from agentworks.client.settings import Env
-from agentworks.client.tls import Tls
+from agentworks.core.settings import Env
+from agentworks.core.tls import Tls
 from tests.fixtures.tls import Pki
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -314,7 +314,7 @@ def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
         "functions": FunctionsConfig,
         "scheduler": SchedulerConfig,
     }
-    from agentworks.client.keys import KeyDirectory
+    from agentworks.core.keys import KeyDirectory
 
     keys = KeyDirectory(tmp_path / "keys")
     for name, reader in readers.items():

@@ -32,9 +32,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentworks.client import FunctionsClient, SchedulerClient
 from agentworks.client.functions import call_result, state_name
-from agentworks.client.identity import METADATA_KEY, Minter, mint
-from agentworks.client.keys import KeyDirectory, SigningKey
-from agentworks.client.trust import STANDARD_SIGNERS
+from agentworks.core.identity import METADATA_KEY, Minter, mint
+from agentworks.core.keys import KeyDirectory, SigningKey
+from agentworks.core.trust import STANDARD_SIGNERS
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_dev.up import GRPC_SERVICES, has_main

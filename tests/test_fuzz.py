@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
+from agentworks.core.identity import METADATA_KEY
 from agentworks.functions.v1 import functions_pb2, functions_pb2_grpc
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.scheduler.v1 import scheduler_pb2, scheduler_pb2_grpc

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agentworks.client.keys import KeyDirectory
+from agentworks.core.keys import KeyDirectory
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "kubernetes"
@@ -544,10 +544,10 @@ def test_env_names_are_ones_the_code_reads_p5(objects):
     core = "".join(
         (ROOT / f).read_text()
         for f in (
-            "libs/agentworks-client/src/agentworks/client/settings.py",
-            "libs/agentworks-client/src/agentworks/client/keys.py",
-            "libs/agentworks-client/src/agentworks/client/tls.py",
-            "libs/agentworks-client/src/agentworks/client/metrics.py",
+            "libs/agentworks-core/src/agentworks/core/settings.py",
+            "libs/agentworks-core/src/agentworks/core/keys.py",
+            "libs/agentworks-core/src/agentworks/core/tls.py",
+            "libs/agentworks-core/src/agentworks/core/metrics.py",
             "libs/agentworks-server/src/agentworks/server/config.py",
         )
     )
@@ -695,8 +695,8 @@ def test_every_grpc_hop_runs_mutual_tls_with_a_certificate_per_process_T5(
     mounts read-only (not world-readable); services' certificates serve and name their
     Service's DNS name, every certificate is a client one; and each environment builds a
     config that serves and calls with mutual TLS from those files."""
-    from agentworks.client.settings import Env
-    from agentworks.client.tls import Tls
+    from agentworks.core.settings import Env
+    from agentworks.core.tls import Tls
     from agentworks.runtime.config import RuntimeConfig
     from agentworks_gateway.config import Config as GatewayConfig
 

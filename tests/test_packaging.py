@@ -19,6 +19,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLIENT_SIDE = [
     "libs/agentworks-proto",
+    "libs/agentworks-core",
     "libs/agentworks-client",
     "libs/agentworks-runtime",
     "tools/agentworks-cli",
@@ -50,7 +51,12 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
         d["name"].lower().replace("_", "-")
         for d in json.loads(_run(python, "-m", "pip", "list", "--format", "json"))
     }
-    assert {"agentworks-runtime", "agentworks-client", "agentworks-cli"} <= installed
+    assert {
+        "agentworks-runtime",
+        "agentworks-core",
+        "agentworks-client",
+        "agentworks-cli",
+    } <= installed
     assert not installed & SERVER_SIDE, f"the client side pulled in {installed & SERVER_SIDE}"
     assert not {n for n in installed if n.startswith("opentelemetry-sdk")}
     # And what was installed works: every runtime and CLI module imports, both commands run.

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient, errors
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
+from agentworks.core import errors
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 pytestmark = pytest.mark.timeout(300)

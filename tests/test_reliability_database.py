@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.errors import AgentWorksError, DeadlineExceeded, Unavailable
 from agentworks.client.functions import state_name
+from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_scheduler.models import Due
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import AgentWorksError, DeadlineExceeded, Unavailable
+from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
 
 pytestmark = pytest.mark.timeout(180)
 

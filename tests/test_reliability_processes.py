@@ -37,8 +37,8 @@ import psycopg
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.errors import Busy, DeadlineExceeded, Unavailable
 from agentworks.client.functions import state_name
+from agentworks.core.errors import Busy, DeadlineExceeded, Unavailable
 
 SOAK_SECONDS = float(os.environ.get("AGENTWORKS_SOAK_SECONDS") or 0)
 SEED = int(os.environ.get("AGENTWORKS_FAULT_SEED") or 7)
@@ -53,10 +53,10 @@ pytestmark = pytest.mark.timeout(int(max(150, SOAK_SECONDS * 3 + 150)))
 # before it acts on it. A killed incarnation leaves its log behind.
 RUNTIME = r"""
 import asyncio, os, random, sys, time
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.client import FunctionsClient, MessagingClient
-from agentworks.client.identity import Minter
-from agentworks.client.keys import signing_key_from_env
+from agentworks.core.identity import Minter
+from agentworks.core.keys import signing_key_from_env
 from agentworks.client.functions import state_name
 
 KEY = signing_key_from_env()

@@ -15,9 +15,10 @@ import urllib.request
 import psycopg
 import pytest
 
-from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient, errors
-from agentworks.client.errors import Unavailable
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.functions import state_name
+from agentworks.core import errors
+from agentworks.core.errors import Unavailable
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,9 +12,9 @@ import asyncio
 import pytest
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.capability_identity import CapabilityIdentity
-from agentworks.client.errors import Busy
 from agentworks.client.functions import state_name
+from agentworks.core.capability_identity import CapabilityIdentity
+from agentworks.core.errors import Busy
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.server.testing import service_env
 

@@ -1,8 +1,8 @@
 """Each limit, rule and refusal wording has one definition (issue 36): a grep of the
 source (libs, services and tools; generated stubs and tests left out) for copies.
 
-The limits live in `agentworks.client.limits`, the checks and their wordings in
-`agentworks.client.checks`; everything else imports them. Docstrings and comments may
+The limits live in `agentworks.core.limits`, the checks and their wordings in
+`agentworks.core.checks`; everything else imports them. Docstrings and comments may
 mention a number; code and the strings people read (help texts, tool descriptions, error
 messages) may not restate it. The proto comments still state some limits: they go when
 the protos carry the rules (buf.validate), which regenerates the stubs.
@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LIMITS = "libs/agentworks-client/src/agentworks/client/limits.py"
-CHECKS = "libs/agentworks-client/src/agentworks/client/checks.py"
+LIMITS = "libs/agentworks-core/src/agentworks/core/limits.py"
+CHECKS = "libs/agentworks-core/src/agentworks/core/checks.py"
 
 
 @functools.cache

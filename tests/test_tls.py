@@ -17,9 +17,10 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentworks.client import FunctionsClient, MessagingClient, errors
-from agentworks.client.settings import ConfigError, Env
-from agentworks.client.tls import Tls
+from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.core import errors
+from agentworks.core.settings import ConfigError, Env
+from agentworks.core.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.runtime.config import RuntimeConfig

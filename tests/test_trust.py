@@ -15,8 +15,8 @@ import time
 import grpc
 import pytest
 
-from agentworks.client.identity import METADATA_KEY, mint
-from agentworks.client.keys import KeyDirectory, SigningKey, add_trusted_key, write_trusted_keys
+from agentworks.core.identity import METADATA_KEY, mint
+from agentworks.core.keys import KeyDirectory, SigningKey, add_trusted_key, write_trusted_keys
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.server.testing import ServiceProcess

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentworks.client.credentials import CredentialIdentity, check_credential
-from agentworks.client.errors import InvalidArgument, Unauthenticated
-from agentworks.client.identity import Identity, Minter, mint, verify
-from agentworks.client.keys import KeyDirectory
+from agentworks.core.errors import InvalidArgument, Unauthenticated
+from agentworks.core.identity import Identity, Minter, mint, verify
+from agentworks.core.keys import KeyDirectory
 
 
 @pytest.fixture(scope="module")

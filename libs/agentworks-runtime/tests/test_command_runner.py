@@ -16,10 +16,11 @@ from types import SimpleNamespace
 import pytest
 import structlog.testing
 
-from agentworks.client import FunctionsClient, errors
+from agentworks.client import FunctionsClient
 from agentworks.client.common import target_ref
 from agentworks.client.functions import call_result, state_name
-from agentworks.client.keys import KeyDirectory
+from agentworks.core import errors
+from agentworks.core.keys import KeyDirectory
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import _watchdog
 from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker

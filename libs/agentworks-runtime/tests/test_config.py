@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from agentworks.client.settings import ConfigError
+from agentworks.core.settings import ConfigError
 from agentworks.runtime.config import RuntimeConfig
 
 

@@ -22,8 +22,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentworks.client import MessagingClient, errors
-from agentworks.client.capability_identity import CapabilityIdentity
+from agentworks.client import MessagingClient
+from agentworks.core import errors
+from agentworks.core.capability_identity import CapabilityIdentity
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnWorker, delivery_attributes, delivery_kind
 from agentworks.runtime.agent_tools import ToolError, turn_toolbox

@@ -35,8 +35,8 @@ CHILD = textwrap.dedent(
     """
     import asyncio, json, os, stat, sys, time
     from agentworks.client import FunctionsClient
-    from agentworks.client.capability_identity import CapabilityIdentity
-    from agentworks.client.errors import AgentWorksError
+    from agentworks.core.capability_identity import CapabilityIdentity
+    from agentworks.core.errors import AgentWorksError
 
     SECRET = ("SIGNING_KEY", "RUNTIME_CREDENTIAL", "TLS_KEY_FILE", "DATABASE_URL", "TOKEN")
     path = os.environ["AGENTWORKS_CAPABILITY_FILE"]

@@ -16,11 +16,12 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
-from agentworks.client import FunctionsClient, MessagingClient, capability
-from agentworks.client.capability_identity import CapabilityIdentity
-from agentworks.client.errors import PreconditionFailed
+from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import state_name
-from agentworks.client.identity import mint
+from agentworks.core import capability
+from agentworks.core.capability_identity import CapabilityIdentity
+from agentworks.core.errors import PreconditionFailed
+from agentworks.core.identity import mint
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import (
     ExecutionContext,

@@ -13,8 +13,8 @@ import pytest
 import structlog.testing
 from prometheus_client import REGISTRY
 
-from agentworks.client import errors
 from agentworks.client.functions import FunctionsClient, call_result, state_name
+from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import demo_functions
 from agentworks.runtime.executions import (
@@ -486,8 +486,8 @@ async def test_worker_logs_and_serves_on_when_the_service_refuses_both_finishes_
 RUNTIME_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys
-    from agentworks.client.identity import Minter
-    from agentworks.client.keys import signing_key_from_env
+    from agentworks.core.identity import Minter
+    from agentworks.core.keys import signing_key_from_env
     from agentworks.runtime.executions import ExecutionWorker
 
     async def handler(ctx):
@@ -676,8 +676,8 @@ async def test_worker_warns_at_start_about_unhandled_functions_and_unknown_targe
 STOPPING_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys
-    from agentworks.client.identity import Minter
-    from agentworks.client.keys import signing_key_from_env
+    from agentworks.core.identity import Minter
+    from agentworks.core.keys import signing_key_from_env
     from agentworks.runtime.executions import ExecutionWorker
     from agentworks.runtime.serving import run_until_signal
 

@@ -21,9 +21,9 @@ import pytest
 import structlog
 
 from agentworks.client import MessagingClient, SchedulerClient
-from agentworks.client.errors import PreconditionFailed, Unauthenticated, Unavailable
-from agentworks.client.identity import Minter
-from agentworks.client.keys import SigningKey
+from agentworks.core.errors import PreconditionFailed, Unauthenticated, Unavailable
+from agentworks.core.identity import Minter
+from agentworks.core.keys import SigningKey
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker, delivery_attributes
 from agentworks.runtime.config import RuntimeConfig

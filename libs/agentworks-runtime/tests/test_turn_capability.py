@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import PermissionDenied
-from agentworks.client.identity import Forwarded
+from agentworks.core.errors import PermissionDenied
+from agentworks.core.identity import Forwarded
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker
 
 pytestmark = pytest.mark.timeout(60)

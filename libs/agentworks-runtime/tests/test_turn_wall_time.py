@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.keys import KeyDirectory
+from agentworks.core.keys import KeyDirectory
 from agentworks.runtime import TurnOutcome
 from agentworks.runtime.config import DEFAULT_TURN_CONCURRENCY, DEFAULT_TURN_SECONDS, RuntimeConfig
 from agentworks.runtime.limits import Limits, Policy

@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentworks.client import FunctionsClient, errors
+from agentworks.client import FunctionsClient
 from agentworks.client.functions import state_name
+from agentworks.core import errors
 from agentworks.runtime import ExecutionContext, ExecutionWorker
 from agentworks.runtime.agent_tools import ToolError, execution_toolbox
 

@@ -24,9 +24,9 @@ import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentworks.client import errors
-from agentworks.client.identity import METADATA_KEY, mint
-from agentworks.client.keys import KeyDirectory
+from agentworks.core import errors
+from agentworks.core.identity import METADATA_KEY, mint
+from agentworks.core.keys import KeyDirectory
 from agentworks.server import shares
 from agentworks.server.liveness import STUCK_EXIT
 from agentworks.server.rpc import GrpcServer

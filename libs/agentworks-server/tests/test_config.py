@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.client.settings import ConfigError, Env
+from agentworks.core.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 
 

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import NotFound
+from agentworks.core.errors import NotFound
 from agentworks.server.metrics import serve_metrics, watch_database
 
 
@@ -49,7 +49,7 @@ def test_gauge_refresh_is_configured_per_service_and_off_without_metrics_P4():
     """P4 P6: `<SERVICE>_METRICS_REFRESH_SECONDS` (default 5 s, 0.1 s to an hour) sets how
     often the database-wide gauges are recomputed, a value out of range is refused; with
     no metrics address nothing runs."""
-    from agentworks.client.settings import ConfigError, Env
+    from agentworks.core.settings import ConfigError, Env
     from agentworks.server.config import ServiceConfig
     from agentworks.server.metrics import refresher
 

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import Unavailable
+from agentworks.core.errors import Unavailable
 from agentworks.server.db import Database
 
 PID = "SELECT pg_backend_pid()"

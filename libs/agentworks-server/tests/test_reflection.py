@@ -51,7 +51,7 @@ async def test_a_dev_identity_from_the_suites_gateway_key_opens_the_services_to_
     import subprocess
     import sys
 
-    from agentworks.client.identity import METADATA_KEY
+    from agentworks.core.identity import METADATA_KEY
     from agentworks.messaging.v1 import messaging_pb2 as m
 
     home = tmp_path / "home"

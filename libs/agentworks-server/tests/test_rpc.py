@@ -19,10 +19,11 @@ import pytest
 import structlog
 from prometheus_client import REGISTRY
 
-from agentworks.client import MessagingClient, errors
-from agentworks.client.identity import METADATA_KEY, Minter, current_identity, mint
-from agentworks.client.keys import KeyDirectory, SigningKey
-from agentworks.client.rpc import REQUEST_ID_KEY
+from agentworks.client import MessagingClient
+from agentworks.core import errors
+from agentworks.core.identity import METADATA_KEY, Minter, current_identity, mint
+from agentworks.core.keys import KeyDirectory, SigningKey
+from agentworks.core.wire import REQUEST_ID_KEY
 from agentworks.server.rpc import GrpcServer
 
 SERVICE = "agentworks.test.Echo"

@@ -13,7 +13,7 @@ from agentworks.server.service import bound_address
 SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from agentworks.client.settings import Env
+    from agentworks.core.settings import Env
     from agentworks.server.config import ServiceConfig
     from agentworks.server.service import main_for
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.client.errors import Busy
+from agentworks.core.errors import Busy
 from agentworks.server import shares
 from agentworks.server.shares import Share, Shares
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import Unavailable
+from agentworks.core.errors import Unavailable
 from agentworks.server.testing import ServiceProcess
 from agentworks.server.tracing import tracing_requested
 
@@ -87,7 +87,7 @@ async def test_a_traced_service_spans_rpcs_and_sql_P4(
 def test_otlp_goes_over_grpc_or_http_as_the_standard_variables_say_P4(env, expected):
     """P4: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, picks the
     OTLP transport (grpc by default, as the Python SDK's own default)."""
-    from agentworks.client.tracing import otlp_protocol
+    from agentworks.core.tracing import otlp_protocol
 
     assert otlp_protocol(env) == expected
 

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
+from agentworks.core.identity import METADATA_KEY
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.testing import database_snapshot

@@ -19,8 +19,8 @@ import pytest
 
 from agentworks.client import FunctionsClient
 from agentworks.client.common import target_ref
-from agentworks.client.errors import Busy, InvalidArgument, Reason
-from agentworks.client.limits import MAX_INPUTS_BYTES
+from agentworks.core.errors import Busy, InvalidArgument, Reason
+from agentworks.core.limits import MAX_INPUTS_BYTES
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_functions.jsonin import MAX_INTEGER_DIGITS
 from agentworks_functions.schemas import (

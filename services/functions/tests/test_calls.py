@@ -11,9 +11,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from agentworks.client import FunctionsClient, errors
+from agentworks.client import FunctionsClient
 from agentworks.client.common import target_ref
 from agentworks.client.functions import state_name
+from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks_functions.server import READ_IN_PLACE_CHARS
 

@@ -6,7 +6,7 @@ import asyncio
 
 import psycopg
 
-from agentworks.client import errors
+from agentworks.core import errors
 
 
 async def count_calls(database_url: str) -> tuple[int, int]:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from agentworks.client.settings import ConfigError
+from agentworks.core.settings import ConfigError
 from agentworks.server.testing import failed_start, free_port, service_env
 from agentworks_functions.config import Config
 

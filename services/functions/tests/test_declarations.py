@@ -8,8 +8,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from agentworks.client import errors
 from agentworks.client.functions import state_name
+from agentworks.core import errors
 
 ECHO_SCHEMA = {
     "type": "object",

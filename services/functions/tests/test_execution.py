@@ -12,10 +12,10 @@ import uuid
 import psycopg
 import pytest
 
-from agentworks.client import errors
 from agentworks.client.common import target_ref
 from agentworks.client.functions import call_result, page_bytes, state_name
-from agentworks.client.targets import TargetKey
+from agentworks.core import errors
+from agentworks.core.targets import TargetKey
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.server.db import Database
 from agentworks_functions.store import FunctionsStore

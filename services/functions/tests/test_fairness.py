@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from agentworks.client import FunctionsClient
-from agentworks.client.errors import Busy, Reason
 from agentworks.client.functions import state_name
+from agentworks.core.errors import Busy, Reason
 
 
 def clients_of(functions, identity) -> Callable[..., FunctionsClient]:

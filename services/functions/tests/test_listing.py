@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentworks.client import errors
 from agentworks.client.common import target_str
 from agentworks.client.functions import state_name
+from agentworks.core import errors
 
 
 async def _all_calls(client, **filters) -> list:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.client import FunctionsClient, errors
+from agentworks.client import FunctionsClient
+from agentworks.core import errors
 from agentworks.server.testing import free_port, scrape_until
 
 pytestmark = pytest.mark.timeout(120)

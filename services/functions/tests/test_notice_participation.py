@@ -13,7 +13,7 @@ import uuid
 import psycopg
 import pytest
 
-from agentworks.client import errors
+from agentworks.core import errors
 
 
 async def calls_stored(database_url: str) -> int:

@@ -9,8 +9,9 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from agentworks.client import MessagingClient, errors
+from agentworks.client import MessagingClient
 from agentworks.client.messaging import attributes_json
+from agentworks.core import errors
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.server.db import Database, migrate
 from agentworks_functions.models import Delivered, GaveUp, RetryLater

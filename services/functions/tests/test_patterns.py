@@ -11,7 +11,7 @@ import time
 import pytest
 
 from agentworks.client import FunctionsClient
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument
 from agentworks_functions.patterns import MATCH_BUDGET, MAX_PATTERN_PROGRAM, compile_pattern
 from agentworks_functions.schemas import check_schema, violations
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agentworks.client import FunctionsClient
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument
 from agentworks_functions.patterns import STEP_BUDGET
 from agentworks_functions.schemas import violations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks_gateway.admission import CALLER, Admission
 
 

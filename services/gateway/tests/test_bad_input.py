@@ -28,8 +28,8 @@ import pytest_asyncio
 from mcp import Client
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.identity import Minter
-from agentworks.client.keys import KeyDirectory
+from agentworks.core.identity import Minter
+from agentworks.core.keys import KeyDirectory
 from agentworks.server.testing import database_snapshot, service_env
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
@@ -321,7 +321,7 @@ LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode te
 # The MCP SDK's client will not send one (it cannot encode it), and its server's JSON
 # parser refuses the escape: a JSON-RPC parse error saying where, before any tool runs.
 SURROGATE_REFUSED = (("Parse error", "unexpected end of hex escape"), "JSON-RPC -32700")
-# The services' words for a NUL character (agentworks.client.checks.check_no_nul), after
+# The services' words for a NUL character (agentworks.core.checks.check_no_nul), after
 # the field's name (`text` is the tool's `message`).
 NUL = " contains a NUL character (\\u0000), which cannot be stored; remove it"
 # Messaging's words.

@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentworks.client.keys import KeyDirectory
-from agentworks.client.settings import ConfigError
+from agentworks.core.keys import KeyDirectory
+from agentworks.core.settings import ConfigError
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.server.db import sqlalchemy_url
 from agentworks_gateway.config import Config

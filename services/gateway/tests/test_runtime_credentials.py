@@ -13,8 +13,8 @@ import structlog.testing
 
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.credentials import CredentialIdentity
-from agentworks.client.errors import NotFound, PermissionDenied
-from agentworks.client.identity import verify
+from agentworks.core.errors import NotFound, PermissionDenied
+from agentworks.core.identity import verify
 
 TOOL = "/api/v1/tools/runtime_credentials"
 EXCHANGE = "/api/v1/identity"

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agentworks.client.errors import InvalidArgument, NotFound, PreconditionFailed
+from agentworks.core.errors import InvalidArgument, NotFound, PreconditionFailed
 from agentworks_gateway import tools
 from agentworks_gateway.config import LOCAL_HOSTS, Config
 from agentworks_gateway.tokens import ensure_token, hash_token, new_token

@@ -8,8 +8,8 @@ import json
 import grpc
 import pytest
 
-from agentworks.client.identity import METADATA_KEY
 from agentworks.common.v1 import common_pb2
+from agentworks.core.identity import METADATA_KEY
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.server.testing import database_snapshot

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from agentworks.client.keys import KeyDirectory
-from agentworks.client.settings import ConfigError
+from agentworks.core.keys import KeyDirectory
+from agentworks.core.settings import ConfigError
 from agentworks.server import testing
 from agentworks.server.testing import free_port, scrape, service_env
 from agentworks_messaging.config import Config

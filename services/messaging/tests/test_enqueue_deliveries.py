@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from agentworks.client import delivery_request
-from agentworks.client.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as pb
 
 WAKE_UP = pb.DELIVERY_KIND_WAKE_UP

@@ -10,8 +10,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from agentworks.client.identity import METADATA_KEY, mint
-from agentworks.client.keys import KeyDirectory, SigningKey, add_trusted_key, write_trusted_keys
+from agentworks.core.identity import METADATA_KEY, mint
+from agentworks.core.keys import KeyDirectory, SigningKey, add_trusted_key, write_trusted_keys
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.client import errors
 from agentworks.client.common import target_str
+from agentworks.core import errors
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 

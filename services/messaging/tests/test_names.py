@@ -7,9 +7,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from agentworks.client.errors import Conflict, InvalidArgument
-from agentworks.client.identity import check_new_principal, check_principal
-from agentworks.client.targets import check_new_target, check_target
+from agentworks.core.errors import Conflict, InvalidArgument
+from agentworks.core.identity import check_new_principal, check_principal
+from agentworks.core.targets import check_new_target, check_target
 
 
 async def test_a_target_or_owner_with_upper_case_letters_is_refused_naming_the_field_B10(

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agentworks.client.errors import Busy
+from agentworks.core.errors import Busy
 from agentworks.server import shares as shares_module
 from agentworks.server.shares import Share, Shares
 from agentworks.server.testing import database_snapshot

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.messaging.v1 import messaging_pb2 as pb
 
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from agentworks.client import MessagingClient
-from agentworks.client.errors import (
+from agentworks.core.errors import (
     Conflict,
     InvalidArgument,
     NotFound,

@@ -7,7 +7,7 @@ import asyncio
 import psycopg
 import pytest
 
-from agentworks.client.errors import InvalidArgument, PreconditionFailed
+from agentworks.core.errors import InvalidArgument, PreconditionFailed
 from tests.fixtures.plans import blocks_hit, prepare_generic_claim
 
 

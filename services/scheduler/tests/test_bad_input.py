@@ -15,8 +15,8 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.client.identity import METADATA_KEY
 from agentworks.client.scheduler import signed_webhook_headers, webhook_signature
+from agentworks.core.identity import METADATA_KEY
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 from agentworks.server.testing import database_snapshot

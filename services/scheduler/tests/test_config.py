@@ -75,7 +75,7 @@ def test_out_of_range_settings_are_refused_naming_the_variable_P4_P6(setting, ba
     """P4 P6: each numeric setting of the scheduler is refused out of its range (stated
     in docs/operations.md) instead of being clamped silently: a tick of 0 used to become
     0.01 s and a 2 MiB webhook limit 1 MiB."""
-    from agentworks.client.settings import ConfigError
+    from agentworks.core.settings import ConfigError
 
     with pytest.raises(ConfigError) as refused:
         scheduler_config(**{setting: bad})
@@ -86,7 +86,7 @@ def test_the_replay_window_outlasts_the_webhook_tolerance_P4_P6():
     """P4 P6 S5: the replay window must be longer than the signature tolerance (else a
     replay would be refused as stale, not as a replay): its default grows with the
     tolerance, and a smaller value set explicitly is refused naming both settings."""
-    from agentworks.client.settings import ConfigError
+    from agentworks.core.settings import ConfigError
 
     assert scheduler_config().webhook_replay_window_hours == 24
     assert (

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agentworks.client.errors import PreconditionFailed
+from agentworks.core.errors import PreconditionFailed
 from agentworks.server.db import Database
 from agentworks_scheduler.models import Due
 from agentworks_scheduler.store import SchedulerStore

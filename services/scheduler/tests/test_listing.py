@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.client.errors import NotFound, PermissionDenied
+from agentworks.core.errors import NotFound, PermissionDenied
 
 BOT = "agent:demo/bot"
 

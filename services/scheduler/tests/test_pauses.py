@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentworks.client.errors import InvalidArgument, PermissionDenied
 from agentworks.client.messaging import attributes_json
+from agentworks.core.errors import InvalidArgument, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.models import Recurrence
 

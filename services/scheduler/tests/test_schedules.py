@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from agentworks.client.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.messaging import attributes_json
+from agentworks.core.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 BOT = "agent:demo/bot"

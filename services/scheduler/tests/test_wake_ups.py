@@ -10,7 +10,8 @@ import pytest
 import structlog
 
 from agentworks.client import SchedulerClient
-from agentworks.client.errors import (
+from agentworks.client.messaging import attributes_json
+from agentworks.core.errors import (
     Busy,
     Conflict,
     InvalidArgument,
@@ -19,9 +20,8 @@ from agentworks.client.errors import (
     PreconditionFailed,
     Unauthenticated,
 )
-from agentworks.client.identity import Minter
-from agentworks.client.keys import SigningKey
-from agentworks.client.messaging import attributes_json
+from agentworks.core.identity import Minter
+from agentworks.core.keys import SigningKey
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 

@@ -7,13 +7,6 @@ import time
 
 import pytest
 
-from agentworks.client.errors import (
-    Conflict,
-    InvalidArgument,
-    NotFound,
-    PermissionDenied,
-    Unauthenticated,
-)
 from agentworks.client.messaging import attributes_json
 from agentworks.client.scheduler import (
     DELIVERY_HEADER,
@@ -21,6 +14,13 @@ from agentworks.client.scheduler import (
     TIMESTAMP_HEADER,
     signed_webhook_headers,
     webhook_signature,
+)
+from agentworks.core.errors import (
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
 )
 from agentworks.messaging.v1 import messaging_pb2 as m
 

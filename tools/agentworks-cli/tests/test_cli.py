@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agentworks.client.errors import Unavailable
+from agentworks.core.errors import Unavailable
 
 # Runs argv[1:] with SIGINT at its default disposition, as a terminal would. A shell
 # without job control (a CI script, `make test &`) starts its background commands with

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentworks.client.identity import mint, verify
-from agentworks.client.keys import SigningKey, TrustedKeys, keys_from_env
-from agentworks.client.settings import Env
+from agentworks.core.identity import mint, verify
+from agentworks.core.keys import SigningKey, TrustedKeys, keys_from_env
+from agentworks.core.settings import Env
 
 AGENTWORKS = str(Path(sys.executable).with_name("agentworks"))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-from agentworks.client.limits import MAX_WAIT_SECONDS
+from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_cli import messages
 from agentworks_dev import banner
 

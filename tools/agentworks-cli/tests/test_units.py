@@ -204,7 +204,7 @@ from agentworks_cli import docs
 names = [m.name for m in pkgutil.iter_modules(agentworks_cli.__path__) if m.name != "__main__"]
 for name in names:
     importlib.import_module("agentworks_cli." + name)
-importlib.import_module("agentworks.client.logging")  # what main() imports to run a command
+importlib.import_module("agentworks.core.logging")  # what main() imports to run a command
 docs.render()
 print(json.dumps({"modules": names, "loaded": sorted(sys.modules)}))
 """

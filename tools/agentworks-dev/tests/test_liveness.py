@@ -12,7 +12,7 @@ import time
 import grpc
 import pytest
 
-from agentworks.client.identity import METADATA_KEY, mint
+from agentworks.core.identity import METADATA_KEY, mint
 from agentworks.server.testing import free_port
 from agentworks_dev.children import Child
 from agentworks_dev.options import parse_args

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentworks.client.keys import KeyDirectory
+from agentworks.core.keys import KeyDirectory
 
 pytestmark = pytest.mark.timeout(240)
 

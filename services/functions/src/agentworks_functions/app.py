@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from agentworks.client import MessagingClient
-from agentworks.client.limits import MAX_REQUEST_BYTES
+from agentworks.core.limits import MAX_REQUEST_BYTES
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer

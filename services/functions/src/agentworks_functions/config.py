@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.client.limits import MAX_RUNNING_LIMIT
-from agentworks.client.settings import ConfigError, Env
+from agentworks.core.limits import MAX_RUNNING_LIMIT
+from agentworks.core.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 50052

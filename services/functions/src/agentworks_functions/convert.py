@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.jsontext import dumps, dumps_value
-from agentworks.client.limits import MAX_INPUTS_BYTES, MAX_SCHEMA_BYTES
-from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.jsontext import dumps, dumps_value
+from agentworks.core.limits import MAX_INPUTS_BYTES, MAX_SCHEMA_BYTES
+from agentworks.core.targets import check_target
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks_functions.jsonin import loads_sized
 from agentworks_functions.models import (

@@ -3,7 +3,7 @@
 Every JSON field of a functions RPC (a Call's `inputs_json`, a declaration's schemas and
 workflow variable defaults) is refused from its size before it is parsed: parsing 8 MiB
 of JSON builds hundreds of megabytes of Python objects before any rule could say no. The
-limits are the contract's own (`agentworks.client.limits`); the refusal names the field
+limits are the contract's own (`agentworks.core.limits`); the refusal names the field
 and the limit.
 
 Numbers (B10): an integer of more than `MAX_INTEGER_DIGITS` digits is refused in our own
@@ -17,8 +17,8 @@ import re
 import sys
 from typing import Any
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.jsontext import json_type, loads
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.jsontext import json_type, loads
 
 # The longest integer a JSON input, schema or result may hold, in digits: Python's own
 # bound for reading integers (sys.get_int_max_str_digits(), 4,300 by default), which

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 from prometheus_client import Counter, Gauge
 
-from agentworks.client.errors import Busy
+from agentworks.core.errors import Busy
 from agentworks.server.db import Database
 from agentworks.server.metrics import inline_sql, publish, refresher
 from agentworks_functions import tables as t

@@ -6,7 +6,8 @@ import asyncio
 
 import structlog
 
-from agentworks.client import MessagingClient, delivery_request, errors
+from agentworks.client import MessagingClient, delivery_request
+from agentworks.core import errors
 from agentworks.messaging.v1 import messaging_pb2
 from agentworks_functions.config import Config
 from agentworks_functions.models import (

@@ -9,10 +9,10 @@ from datetime import UTC
 
 import structlog
 
-from agentworks.client import capability as cap
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import caller
-from agentworks.client.limits import MAX_CLAIM_TARGETS, MAX_INPUTS_BYTES, MAX_ITEMS_PER_REPORT
+from agentworks.core import capability as cap
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import caller
+from agentworks.core.limits import MAX_CLAIM_TARGETS, MAX_INPUTS_BYTES, MAX_ITEMS_PER_REPORT
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer

@@ -21,7 +21,7 @@ import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.server.shares import shares
 
 # The principal a tool call runs for (set by `tools.call_tool`): `Gateway.long_poll`

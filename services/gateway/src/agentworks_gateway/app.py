@@ -174,8 +174,8 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
 
 def main() -> int:
     """Run the gateway until SIGTERM/SIGINT, then drain and stop; the exit status."""
-    from agentworks.client.logging import configure_logging
-    from agentworks.client.tracing import TracingUnavailable
+    from agentworks.core.logging import configure_logging
+    from agentworks.core.tracing import TracingUnavailable
     from agentworks.server.service import CONFIG_ERROR
     from agentworks.server.tracing import configure_tracing, trace_database
 

@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.client.keys import SigningKey
-from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES, WEBHOOK_BODY_BYTES_DEFAULT
-from agentworks.client.settings import Env
-from agentworks.client.trust import MAX_LIFETIME_SECONDS
+from agentworks.core.keys import SigningKey
+from agentworks.core.limits import MAX_WEBHOOK_BODY_BYTES, WEBHOOK_BODY_BYTES_DEFAULT
+from agentworks.core.settings import Env
+from agentworks.core.trust import MAX_LIFETIME_SECONDS
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 8080

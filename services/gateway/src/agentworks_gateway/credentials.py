@@ -21,9 +21,9 @@ from typing import Any
 
 import structlog
 
-from agentworks.client import errors
-from agentworks.client.checks import check_no_nul
-from agentworks.client.identity import Identity, check_new_principal, mint
+from agentworks.core import errors
+from agentworks.core.checks import check_no_nul
+from agentworks.core.identity import Identity, check_new_principal, mint
 from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.service import Gateway, bearer_token, expiry
 from agentworks_gateway.tokens import (

@@ -2,7 +2,7 @@
 
 It lists the MCP tools of `agentworks_gateway.tools` and runs each call in-process as the
 caller the bearer token names. A refused call is a tool result with `isError: true` whose
-text is the service's own message; `agentworks.client.mcp_results` shapes the results.
+text is the service's own message; `agentworks.core.mcp_results` shapes the results.
 The stdio server (`agentworks mcp stdio`) is the CLI's (`agentworks_cli.mcp_stdio`): it
 fetches these instructions and tools from `GET /api/v1/tools`, forwards each call to
 `POST /api/v1/tools/<tool>`, and shapes the results with the same module.
@@ -18,10 +18,10 @@ import mcp_types as types
 import structlog
 from mcp.server import Server, ServerRequestContext
 
-from agentworks.client import errors
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_WAIT_SECONDS
-from agentworks.client.mcp_results import error_result, ok_result, unknown_tool
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_WAIT_SECONDS
+from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
 from agentworks_gateway import tools
 
 log = structlog.get_logger("agentworks.gateway.mcp")

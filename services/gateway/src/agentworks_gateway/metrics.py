@@ -16,8 +16,8 @@ import time
 import structlog
 from prometheus_client import Counter
 
-from agentworks.client import errors
-from agentworks.client.metrics import report_build
+from agentworks.core import errors
+from agentworks.core.metrics import report_build
 from agentworks.server.db import Database
 from agentworks.server.metrics import POOL_CHECKED_OUT
 

@@ -16,10 +16,10 @@ import grpc
 import structlog
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
-from agentworks.client.checks import check_no_nul
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
-from agentworks.client.identity import Identity, Minter, check_new_principal
 from agentworks.client.rpc import open_channel
+from agentworks.core.checks import check_no_nul
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
+from agentworks.core.identity import Identity, Minter, check_new_principal
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.admission import Admission
 from agentworks_gateway.config import Config

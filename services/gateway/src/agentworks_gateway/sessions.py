@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from agentworks.client.errors import Unauthenticated
-from agentworks.client.identity import Identity
+from agentworks.core.errors import Unauthenticated
+from agentworks.core.identity import Identity
 from agentworks_gateway.service import Gateway
 from agentworks_gateway.store import SessionStore
 

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.client.errors import PreconditionFailed, Unavailable
+from agentworks.core.errors import PreconditionFailed, Unavailable
 from agentworks.server.db import Database, fetch_one, fixed_sql, sqlalchemy_url
 from agentworks_gateway.metrics import database_failed
 from agentworks_gateway.models import ConsoleSession, TokenRecord

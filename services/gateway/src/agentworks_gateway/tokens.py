@@ -14,8 +14,8 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import OPERATOR, check_new_principal
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import OPERATOR, check_new_principal
 
 TOKEN_PREFIX = "aw_"
 TOKEN_ID_PREFIX = "tok_"

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.client.settings import Env
+from agentworks.core.settings import Env
 from agentworks.server.config import ServiceConfig
 
 DEFAULT_PORT = 50051

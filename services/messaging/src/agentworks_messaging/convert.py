@@ -6,10 +6,10 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.client.errors import AgentWorksError, InvalidArgument
-from agentworks.client.jsontext import dumps, loads_object
-from agentworks.client.targets import check_target
 from agentworks.common.v1 import common_pb2
+from agentworks.core.errors import AgentWorksError, InvalidArgument
+from agentworks.core.jsontext import dumps, loads_object
+from agentworks.core.targets import check_target
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks_messaging.cursors import encode_cursor
 from agentworks_messaging.models import (

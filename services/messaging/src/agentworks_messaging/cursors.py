@@ -3,7 +3,7 @@ conversation."""
 
 from __future__ import annotations
 
-from agentworks.client import checks
+from agentworks.core import checks
 
 _CURSOR_PREFIX = "p1:"
 

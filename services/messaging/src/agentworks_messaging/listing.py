@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from agentworks.client.checks import (
+from agentworks.core.checks import (
     bounded,
     decode_key_cursor,
     decode_time_cursor,
     encode_key_cursor,
     encode_time_cursor,
 )
-from agentworks.client.identity import Identity
-from agentworks.client.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
+from agentworks.core.identity import Identity
+from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
 from agentworks_messaging.models import ConversationSummary, Target, TargetKey
 from agentworks_messaging.store import MessagingStore
 

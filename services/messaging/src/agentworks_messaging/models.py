@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentworks.client.targets import TargetKey
+from agentworks.core.targets import TargetKey
 
 
 @dataclass(frozen=True)

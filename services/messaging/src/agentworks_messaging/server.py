@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import structlog
 
-from agentworks.client import capability as cap
-from agentworks.client.errors import AgentWorksError
-from agentworks.client.identity import caller
+from agentworks.core import capability as cap
+from agentworks.core.errors import AgentWorksError
+from agentworks.core.identity import caller
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer

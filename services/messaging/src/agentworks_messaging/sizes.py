@@ -21,8 +21,8 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.limits import (
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.limits import (
     MAX_CLAIM_TARGETS,
     MAX_DELIVERIES_PER_REQUEST,
     MAX_PARTS_BYTES,

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # Messaging refuses payloads above 1 MiB, so a webhook body can never be larger.
-from agentworks.client.limits import MAX_WEBHOOK_BODY_BYTES as MAX_WEBHOOK_BODY_BYTES
-from agentworks.client.limits import WEBHOOK_BODY_BYTES_DEFAULT
-from agentworks.client.settings import ConfigError, Env
+from agentworks.core.limits import MAX_WEBHOOK_BODY_BYTES as MAX_WEBHOOK_BODY_BYTES
+from agentworks.core.limits import WEBHOOK_BODY_BYTES_DEFAULT
+from agentworks.core.settings import ConfigError, Env
 from agentworks.server.config import ServiceConfig
 from agentworks_scheduler.recurrence import MAX_INTERVAL_SECONDS
 

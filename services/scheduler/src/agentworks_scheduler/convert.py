@@ -7,7 +7,7 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks_scheduler.models import PauseEntry, Recurrence, Schedule, WakeUp, Webhook
 

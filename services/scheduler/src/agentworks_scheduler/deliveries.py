@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentworks.client import MessagingClient, delivery_request, target_str
-from agentworks.client.errors import AgentWorksError
-from agentworks.client.identity import Forwarded, Identity, Minter
-from agentworks.client.limits import MAX_LIST_PAGE
 from agentworks.client.rpc import open_channel
-from agentworks.client.tls import Tls
+from agentworks.core.errors import AgentWorksError
+from agentworks.core.identity import Forwarded, Identity, Minter
+from agentworks.core.limits import MAX_LIST_PAGE
+from agentworks.core.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_scheduler.models import Participation
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentworks.client.errors import REFUSED_FOR_GOOD, AgentWorksError, Conflict
+from agentworks.core.errors import REFUSED_FOR_GOOD, AgentWorksError, Conflict
 from agentworks_scheduler import metrics
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.config import Config

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agentworks.client.errors import AgentWorksError
-    from agentworks.client.identity import Identity
+    from agentworks.core.errors import AgentWorksError
+    from agentworks.core.identity import Identity
 
 
 @dataclass(frozen=True)

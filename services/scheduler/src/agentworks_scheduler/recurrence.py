@@ -21,9 +21,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.limits import MAX_CRON_CHARS as MAX_CRON_CHARS
-from agentworks.client.limits import MAX_INTERVAL_SECONDS as MAX_INTERVAL_SECONDS
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.limits import MAX_CRON_CHARS as MAX_CRON_CHARS
+from agentworks.core.limits import MAX_INTERVAL_SECONDS as MAX_INTERVAL_SECONDS
 from agentworks_scheduler.models import Recurrence
 
 # Longest daylight-saving or zone shift we allow for when ordering wall-clock times.

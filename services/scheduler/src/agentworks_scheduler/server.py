@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import structlog
 
-from agentworks.client.identity import caller
+from agentworks.core.identity import caller
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 from agentworks_scheduler.convert import (

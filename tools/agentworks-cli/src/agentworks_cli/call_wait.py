@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from agentworks.client.limits import MAX_WAIT_SECONDS
+from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_cli.api import ApiClient
 from agentworks_cli.call_output import print_status
 from agentworks_cli.errors import EXIT_CALL_ENDED

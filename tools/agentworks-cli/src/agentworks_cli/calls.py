@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
-from agentworks.client.limits import MAX_WAIT_SECONDS
+from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_cli import declarations
 from agentworks_cli.api import ApiClient
 from agentworks_cli.call_output import print_functions, print_status

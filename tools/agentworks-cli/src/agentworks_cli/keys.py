@@ -11,14 +11,14 @@ import argparse
 import pathlib
 from typing import Any
 
-from agentworks.client.keys import (
+from agentworks.core.keys import (
     KeyDirectory,
     SigningKey,
     add_trusted_key,
     write_private_key,
 )
-from agentworks.client.settings import ConfigError
-from agentworks.client.trust import STANDARD_SIGNERS, check_signer, vouches_for
+from agentworks.core.settings import ConfigError
+from agentworks.core.trust import STANDARD_SIGNERS, check_signer, vouches_for
 from agentworks_cli.errors import EXIT_OK, UsageError
 from agentworks_cli.output import note, print_json
 

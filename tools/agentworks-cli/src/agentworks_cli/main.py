@@ -109,7 +109,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except UsageError as exc:
             return _fail("USAGE", str(exc), args.json, exc.exit_code)
 
-    from agentworks.client.logging import configure_logging
+    from agentworks.core.logging import configure_logging
 
     # stdout carries results (and MCP frames for `mcp stdio`); logs go to stderr.
     configure_logging("cli", level=os.environ.get("AGENTWORKS_LOG_LEVEL", "warning"), json=False)

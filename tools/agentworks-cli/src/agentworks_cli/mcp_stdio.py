@@ -4,7 +4,7 @@ It serves what the gateway's `/mcp` serves: the instructions and the MCP tools t
 `GET /api/v1/tools` lists (asked once, when it starts; if the gateway did not answer
 then, again on the first tools/list or tools/call), and forwards each call to
 `POST /api/v1/tools/<tool>` with the user's token. Results are shaped as over `/mcp`
-(`agentworks.client.mcp_results`): a refused call is a tool result with `isError: true`
+(`agentworks.core.mcp_results`): a refused call is a tool result with `isError: true`
 whose text is the service's own message.
 """
 
@@ -19,7 +19,7 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from agentworks.client.mcp_results import error_result, ok_result, unknown_tool
+from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
 from agentworks_cli.api import ApiClient, ApiError
 
 # How long the start waits for the gateway's listing: an MCP client waits for the

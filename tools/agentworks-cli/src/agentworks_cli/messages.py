@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from agentworks.client.limits import MAX_WAIT_SECONDS
+from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_cli.api import ApiClient, ApiError
 from agentworks_cli.errors import UsageError
 from agentworks_cli.output import local_time, note, print_fields, print_json

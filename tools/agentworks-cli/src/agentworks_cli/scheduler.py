@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from agentworks.client.limits import MAX_SUBMISSION_ID
+from agentworks.core.limits import MAX_SUBMISSION_ID
 from agentworks_cli.errors import UsageError
 from agentworks_cli.output import note
 from agentworks_cli.times import local_zone

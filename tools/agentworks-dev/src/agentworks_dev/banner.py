@@ -8,7 +8,7 @@ import pathlib
 import shlex
 from collections.abc import Sequence
 
-from agentworks.client.limits import MAX_WAIT_SECONDS
+from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_dev.specs import DEFAULT_HOME
 
 

@@ -16,13 +16,14 @@ from typing import Any
 
 import structlog
 
-from agentworks.client import FunctionsClient, MessagingClient, errors
-from agentworks.client.identity import OPERATOR, Minter
-from agentworks.client.keys import KeyDirectory, SigningKey, keys_from_env
+from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.registration import register_target
-from agentworks.client.settings import ConfigError, Env
-from agentworks.client.tls import Tls
-from agentworks.client.trust import GATEWAY, STANDARD_SIGNERS
+from agentworks.core import errors
+from agentworks.core.identity import OPERATOR, Minter
+from agentworks.core.keys import KeyDirectory, SigningKey, keys_from_env
+from agentworks.core.settings import ConfigError, Env
+from agentworks.core.tls import Tls
+from agentworks.core.trust import GATEWAY, STANDARD_SIGNERS
 from agentworks_dev.home import load_or_create_secret, write_secret
 from agentworks_dev.options import Options
 from agentworks_dev.probes import grpc_health_serving

@@ -17,9 +17,9 @@ import os
 import pathlib
 import sys
 
-from agentworks.client.identity import OPERATOR, mint
-from agentworks.client.keys import KeyDirectory
-from agentworks.client.trust import GATEWAY, MAX_LIFETIME_SECONDS
+from agentworks.core.identity import OPERATOR, mint
+from agentworks.core.keys import KeyDirectory
+from agentworks.core.trust import GATEWAY, MAX_LIFETIME_SECONDS
 from agentworks_dev.specs import KEYS_DIR
 
 

@@ -7,7 +7,7 @@ import pathlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentworks.client.tls import SETTINGS as TLS_SETTINGS
+from agentworks.core.tls import SETTINGS as TLS_SETTINGS
 from agentworks_dev.specs import DEFAULT_HOME, DEFAULT_METRICS_PORT, GATEWAY, GRPC_SERVICES
 
 _TLS_SUFFIXES = tuple(f"_{name}" for name in TLS_SETTINGS)

@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
-from agentworks.client.keys import KeyDirectory
-from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
-from agentworks.client.trust import RUNTIME as RUNTIME_SIGNER
+from agentworks.core.keys import KeyDirectory
+from agentworks.core.trust import GATEWAY as GATEWAY_SIGNER
+from agentworks.core.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.agent import LLM_KEY, demo_agent_command
 from agentworks_dev.children import Child
 from agentworks_dev.database import SuiteDatabase, without_database

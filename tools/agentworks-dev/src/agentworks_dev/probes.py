@@ -12,7 +12,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentworks.client.rpc import open_channel
-from agentworks.client.tls import Tls
+from agentworks.core.tls import Tls
 from agentworks_dev.specs import LOCK_FILE
 
 # Fast reconnects, so readiness is seen soon after a server starts listening.

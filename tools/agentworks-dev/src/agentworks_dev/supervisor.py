@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from agentworks.client.trust import GATEWAY as GATEWAY_SIGNER
+from agentworks.core.trust import GATEWAY as GATEWAY_SIGNER
 from agentworks_dev.agent import demo_agent_command, demo_agent_line
 from agentworks_dev.banner import banner_text
 from agentworks_dev.bootstrap import (

@@ -15,7 +15,7 @@ import pathlib
 import secrets
 from collections.abc import Mapping, Sequence
 
-from agentworks.client.metrics import INSTANCE_ATTRIBUTE, METRICS_TOKEN_VARIABLE
+from agentworks.core.metrics import INSTANCE_ATTRIBUTE, METRICS_TOKEN_VARIABLE
 from agentworks_dev.home import load_or_create_secret
 from agentworks_dev.specs import (
     DEMO_FUNCTIONS,

@@ -38,7 +38,7 @@ import sys
 
 import structlog
 
-from agentworks.client.logging import configure_logging
+from agentworks.core.logging import configure_logging
 from agentworks_dev.bootstrap import bootstrap
 from agentworks_dev.options import parse_args
 from agentworks_dev.specs import GRPC_SERVICES, has_main

@@ -1,7 +1,7 @@
 """Typed clients for the services. Application code uses these, never `*_pb2_grpc`.
 
 Each method takes plain arguments, sends a signed identity and a deadline, and raises
-`agentworks.client.errors.AgentWorksError` subclasses on failure. One module per service.
+`agentworks.core.errors.AgentWorksError` subclasses on failure. One module per service.
 """
 
 from agentworks.client.common import json_document, target_ref, target_str

@@ -9,10 +9,10 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentworks.client.checks import check_json_depth
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.jsontext import dumps
 from agentworks.common.v1 import common_pb2
+from agentworks.core.checks import check_json_depth
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.jsontext import dumps
 
 TargetKind = common_pb2.TargetKind
 _KINDS = {"crew": TargetKind.TARGET_KIND_CREW, "workflow": TargetKind.TARGET_KIND_WORKFLOW}

@@ -21,8 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 
-from agentworks.client import errors
-from agentworks.client.identity import METADATA_KEY, Minter
+from agentworks.core import errors
+from agentworks.core.identity import METADATA_KEY, Minter
 
 CREDENTIAL_PREFIX = "awr_"
 EXCHANGE_PATH = "/api/v1/identity"

@@ -10,16 +10,16 @@ from typing import Any
 
 import grpc
 
-from agentworks.client import errors
 from agentworks.client.common import (
     LONG_POLL_SLACK_SECONDS,
     aware_timestamp,
     json_document,
     target_ref,
 )
-from agentworks.client.jsontext import dumps_value, loads
-from agentworks.client.limits import MAX_WAIT_SECONDS, UPLOAD_CHUNK_BYTES
 from agentworks.client.rpc import ServiceClient
+from agentworks.core import errors
+from agentworks.core.jsontext import dumps_value, loads
+from agentworks.core.limits import MAX_WAIT_SECONDS, UPLOAD_CHUNK_BYTES
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.functions.v1 import functions_pb2_grpc
 

@@ -12,10 +12,10 @@ from agentworks.client.common import (
     json_document,
     target_ref,
 )
-from agentworks.client.errors import AgentWorksError, from_status
-from agentworks.client.jsontext import loads
 from agentworks.client.rpc import ServiceClient
 from agentworks.common.v1 import common_pb2
+from agentworks.core.errors import AgentWorksError, from_status
+from agentworks.core.jsontext import loads
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
 

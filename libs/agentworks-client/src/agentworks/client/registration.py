@@ -8,9 +8,9 @@ partial failure is safe. The gateway's `targets register` and `agentworks up` bo
 
 from __future__ import annotations
 
-from agentworks.client import errors
 from agentworks.client.functions import FunctionsClient
 from agentworks.client.messaging import MessagingClient
+from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 

@@ -8,19 +8,13 @@ from typing import Any
 import grpc
 import structlog
 
-from agentworks.client import errors
 from agentworks.client.credentials import CredentialIdentity
-from agentworks.client.identity import Forwarded, Minter
-from agentworks.client.limits import MAX_REQUEST_BYTES
-from agentworks.client.tls import Tls
+from agentworks.core import errors
+from agentworks.core.identity import Forwarded, Minter
+from agentworks.core.limits import MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES
+from agentworks.core.tls import Tls
+from agentworks.core.wire import ANSWERED_KEY, REQUEST_ID_KEY
 
-REQUEST_ID_KEY = "x-request-id"
-# Trailing metadata on every refusal our servers send. A client seeing it knows the
-# service answered, and that the message is the service's own, complete words (which
-# may quote another service's "did not answer ...; retry shortly"); without it the
-# status came from the channel (no connection, the client's own deadline).
-ANSWERED_KEY = "x-agentworks-answered"
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 # What gRPC's connection errors say when TLS is at fault (not worth a retry).
 _TLS_FAILURE_WORDS = ("handshake", "ssl_error", "certificate_verify", "hostname verification")
 
@@ -98,7 +92,7 @@ class ServiceClient:
     """Base of the typed clients: signed identity, deadlines, one error type.
 
     Subclasses expose snake_case methods; every failure surfaces as an
-    `agentworks.client.errors.AgentWorksError` subclass. Given an address, the client
+    `agentworks.core.errors.AgentWorksError` subclass. Given an address, the client
     opens its own channel, over TLS when `tls` trusts a CA (`open_channel`).
     """
 

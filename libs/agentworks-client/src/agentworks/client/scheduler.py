@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from agentworks.client.common import aware_timestamp
-from agentworks.client.rpc import MAX_MESSAGE_BYTES, ServiceClient
+from agentworks.client.rpc import ServiceClient
+from agentworks.core.limits import MAX_MESSAGE_BYTES
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
 

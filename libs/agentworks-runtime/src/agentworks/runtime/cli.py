@@ -34,8 +34,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentworks.client.logging import configure_logging, get_logger
-from agentworks.client.tracing import TracingUnavailable, configure_tracing
+from agentworks.core.logging import configure_logging, get_logger
+from agentworks.core.tracing import TracingUnavailable, configure_tracing
 from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import (
     DEFAULT_TURN_CONCURRENCY,

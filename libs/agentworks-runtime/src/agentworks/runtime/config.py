@@ -8,18 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentworks.client.credentials import CredentialIdentity, check_credential
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import Minter, check_principal
-from agentworks.client.keys import (
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import Minter, check_principal
+from agentworks.core.keys import (
     SIGNING_KEY_VARIABLE,
     TRUSTED_KEYS_VARIABLE,
     SigningKey,
     keys_from_env,
 )
-from agentworks.client.limits import MAX_WAIT_SECONDS as MAX_WAIT_SECONDS
-from agentworks.client.settings import LOG_LEVELS, Env
-from agentworks.client.tls import Tls
-from agentworks.client.trust import vouching_refusal
+from agentworks.core.limits import MAX_WAIT_SECONDS as MAX_WAIT_SECONDS
+from agentworks.core.settings import LOG_LEVELS, Env
+from agentworks.core.tls import Tls
+from agentworks.core.trust import vouching_refusal
 
 # ClaimTurn bounds (messaging.proto): wait 0-MAX_WAIT_SECONDS (limits), lease 5-300 s.
 MIN_LEASE_SECONDS = 5
@@ -84,7 +84,7 @@ class RuntimeConfig:
     messaging_address: str
     # The key this runtime signs its identity with (AGENTWORKS_SIGNING_KEY, found in
     # AGENTWORKS_TRUSTED_KEYS): the `runtime` signer's, which vouches for agents and
-    # workflows only (agentworks.client.trust) — never a service's or the gateway's.
+    # workflows only (agentworks.core.trust) — never a service's or the gateway's.
     signing_key: SigningKey | None
     principal: str
     targets: tuple[str, ...]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.turns import TurnContext, delivery_kind
 

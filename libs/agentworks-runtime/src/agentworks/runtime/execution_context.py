@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentworks.client import errors, target_str
+from agentworks.client import target_str
 from agentworks.client.functions import FunctionsClient
-from agentworks.client.jsontext import loads, loads_object
 from agentworks.common.v1 import common_pb2
+from agentworks.core import errors
+from agentworks.core.jsontext import loads, loads_object
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime import capability_file
 from agentworks.runtime.folders import own_folders

@@ -12,7 +12,7 @@ heartbeat, and calls the handler with an `ExecutionContext`:
         return "done"                                      # the final message
 
 What the handler returns is the execution's final message (a non-string is sent as JSON,
-and must nest at most 24 deep: `agentworks.client.checks.MAX_JSON_DEPTH`).
+and must nest at most 24 deep: `agentworks.core.checks.MAX_JSON_DEPTH`).
 After the handler returns (or raises), every regular file left in the output folder is
 uploaded, the result file first (`upload_folder`; files the handler uploaded itself with
 `ctx.upload_file` and left unchanged are not sent twice), and the execution is finished.
@@ -65,13 +65,13 @@ from typing import Any
 
 import structlog
 
-from agentworks.client import errors
-from agentworks.client.checks import check_json_depth
 from agentworks.client.common import target_str
 from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.functions import FunctionsClient, state_name
-from agentworks.client.limits import MAX_ERROR_BYTES
-from agentworks.client.tls import Tls
+from agentworks.core import errors
+from agentworks.core.checks import check_json_depth
+from agentworks.core.limits import MAX_ERROR_BYTES
+from agentworks.core.tls import Tls
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.execution_context import (

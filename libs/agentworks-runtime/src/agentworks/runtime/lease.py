@@ -12,8 +12,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentworks.client import errors, target_ref
+from agentworks.client import target_ref
 from agentworks.client.credentials import RuntimeIdentity
+from agentworks.core import errors
 from agentworks.runtime import metrics
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.runtime.tracing import work_span

@@ -7,7 +7,7 @@ import codecs
 import contextlib
 from collections.abc import AsyncIterator
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.executions import (
     ExecutionContext,

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from agentworks.client.metrics import report_build, serve_metrics
+from agentworks.core.metrics import report_build, serve_metrics
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agentworks.client import errors
+from agentworks.core import errors
 
 UNREPORTABLE = "the handler's answer could not be reported: "
 

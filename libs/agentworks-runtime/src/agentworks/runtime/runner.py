@@ -31,7 +31,7 @@ For each execution the runner starts the function's command with:
   call's own operations (report, upload, ask, finish, heartbeat) and nothing else, and
   `AGENTWORKS_CAPABILITY_FILE`: the file in the folder (mode 0600) that holds the current
   one, rewritten at each heartbeat as the lease renews and removed when the command ends
-  (`agentworks.client.capability_identity.CapabilityIdentity` reads it). Set only when
+  (`agentworks.core.capability_identity.CapabilityIdentity` reads it). Set only when
   the service issued one (the runtime is an agent or workflow).
 
 The command never gets the runner's own credentials: its signing key, runtime
@@ -103,7 +103,7 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
+from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
 from agentworks.runtime import capability_file
 from agentworks.runtime.command_config import (
     SHELL,

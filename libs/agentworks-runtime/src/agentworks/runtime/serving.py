@@ -29,7 +29,7 @@ import sys
 from collections.abc import Awaitable
 from typing import Protocol, TypeVar
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.runtime.config import drain_seconds_from_env
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)

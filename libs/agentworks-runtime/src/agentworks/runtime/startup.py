@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.runtime.reporting import describe
 
 

@@ -5,7 +5,7 @@ it on the claimed Turn or Execution; the runtime starts its span with that paren
 message -> turn -> reply (or a call -> execution -> finish) is one trace. Everything the
 handler sends while the span is current (replies, reports, heartbeats, the finish)
 carries it on as gRPC metadata, through the gRPC client instrumentation that
-`agentworks.client.tracing.configure_tracing` installs. Without tracing switched on (or
+`agentworks.core.tracing.configure_tracing` installs. Without tracing switched on (or
 without the SDK: `agentworks-runtime[tracing]`) the spans are no-ops.
 """
 

@@ -9,16 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from agentworks.client import (
-    FunctionsClient,
-    MessagingClient,
-    SchedulerClient,
-    errors,
-    target_str,
-)
-from agentworks.client.capability_identity import CapabilityIdentity
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient, target_str
 from agentworks.client.messaging import attributes_json
 from agentworks.common.v1 import common_pb2
+from agentworks.core import errors
+from agentworks.core.capability_identity import CapabilityIdentity
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.lease import Backoff

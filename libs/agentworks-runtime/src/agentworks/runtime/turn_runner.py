@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
+from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
 from agentworks.runtime import capability_file
 from agentworks.runtime.agent_tools import views
 from agentworks.runtime.command_config import RunnerConfig, parse_turn_commands

@@ -54,16 +54,12 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 import structlog
 
-from agentworks.client import (
-    FunctionsClient,
-    MessagingClient,
-    SchedulerClient,
-    errors,
-)
+from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.common import target_str
 from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.rpc import open_channel
-from agentworks.client.tls import Tls
+from agentworks.core import errors
+from agentworks.core.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.config import DEFAULT_TURN_SECONDS
 from agentworks.runtime.lease import Backoff, LeaseWorker, Work

@@ -11,10 +11,10 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from agentworks.client import errors
+from agentworks.core import errors
 
 # Files the service keeps per call; past it, uploads are refused (and skipped here).
-from agentworks.client.limits import MAX_FILES_PER_CALL
+from agentworks.core.limits import MAX_FILES_PER_CALL
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.runtime.limits import GIB, size_text
 from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_text

@@ -21,11 +21,11 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from agentworks.client.capability import Capability
-from agentworks.client.errors import PermissionDenied
-from agentworks.client.identity import Identity, mint
-from agentworks.client.keys import SigningKey
-from agentworks.client.trust import (
+from agentworks.core.capability import Capability
+from agentworks.core.errors import PermissionDenied
+from agentworks.core.identity import Identity, mint
+from agentworks.core.keys import SigningKey
+from agentworks.core.trust import (
     CAPABILITY_PRINCIPAL_KINDS,
     CAPABILITY_SIGNERS,
     MAX_LIFETIME_SECONDS,

@@ -1,16 +1,16 @@
 """The settings every gRPC service shares (`ServiceConfig`), read with `Env`.
 
 Each service defines its own frozen dataclass in its `config.py`, embedding a
-`ServiceConfig`, and builds it with `Env(prefix)` from `agentworks.client.settings`.
+`ServiceConfig`, and builds it with `Env(prefix)` from `agentworks.core.settings`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentworks.client.keys import SigningKey, TrustedKeys, keys_from_env
-from agentworks.client.metrics import METRICS_TOKEN_VARIABLE
-from agentworks.client.settings import (
+from agentworks.core.keys import SigningKey, TrustedKeys, keys_from_env
+from agentworks.core.metrics import METRICS_TOKEN_VARIABLE
+from agentworks.core.settings import (
     FALSE_WORDS,
     LOG_LEVELS,
     TRUE_WORDS,
@@ -18,7 +18,7 @@ from agentworks.client.settings import (
     Env,
     check_address,
 )
-from agentworks.client.tls import Tls
+from agentworks.core.tls import Tls
 from agentworks.server.liveness import DEFAULT_LAG_LIMIT_SECONDS, DEFAULT_STUCK_SECONDS
 
 __all__ = [

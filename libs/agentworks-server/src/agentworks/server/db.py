@@ -26,7 +26,7 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from agentworks.client.errors import Unavailable
+from agentworks.core.errors import Unavailable
 from agentworks.server.pool import SharedPool
 
 log = structlog.get_logger("agentworks.db")

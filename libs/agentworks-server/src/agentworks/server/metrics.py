@@ -17,9 +17,9 @@ import structlog
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 
-from agentworks.client.metrics import BUILD_INFO as BUILD_INFO
-from agentworks.client.metrics import report_build
-from agentworks.client.metrics import serve_metrics as serve_metrics
+from agentworks.core.metrics import BUILD_INFO as BUILD_INFO
+from agentworks.core.metrics import report_build
+from agentworks.core.metrics import serve_metrics as serve_metrics
 
 if TYPE_CHECKING:
     from agentworks.server.config import ServiceConfig

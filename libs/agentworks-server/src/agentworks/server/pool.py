@@ -32,7 +32,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 from sqlalchemy.util.concurrency import await_, greenlet_spawn, in_greenlet
 
-from agentworks.client.errors import Unavailable
+from agentworks.core.errors import Unavailable
 
 log = structlog.get_logger("agentworks.db")
 

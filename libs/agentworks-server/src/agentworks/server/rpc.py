@@ -24,11 +24,12 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from agentworks.client import errors
-from agentworks.client.identity import METADATA_KEY, current_identity, verify
-from agentworks.client.keys import TrustedKeys
-from agentworks.client.rpc import ANSWERED_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
-from agentworks.client.tls import Tls
+from agentworks.core import errors
+from agentworks.core.identity import METADATA_KEY, current_identity, verify
+from agentworks.core.keys import TrustedKeys
+from agentworks.core.limits import MAX_MESSAGE_BYTES
+from agentworks.core.tls import Tls
+from agentworks.core.wire import ANSWERED_KEY, REQUEST_ID_KEY
 from agentworks.server import reflection
 from agentworks.server.capabilities import method_refusal
 from agentworks.server.liveness import LoopWatch, watch_loop

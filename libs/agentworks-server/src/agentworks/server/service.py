@@ -23,12 +23,12 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 import structlog
 
-from agentworks.client.errors import Unauthenticated
-from agentworks.client.identity import Minter
-from agentworks.client.keys import SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE
-from agentworks.client.logging import configure_logging
-from agentworks.client.settings import FALSE_WORDS, ConfigError, check_address
-from agentworks.client.tracing import TracingUnavailable
+from agentworks.core.errors import Unauthenticated
+from agentworks.core.identity import Minter
+from agentworks.core.keys import SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE
+from agentworks.core.logging import configure_logging
+from agentworks.core.settings import FALSE_WORDS, ConfigError, check_address
+from agentworks.core.tracing import TracingUnavailable
 from agentworks.server import shares
 from agentworks.server.config import ServiceConfig
 from agentworks.server.db import Database, describe_database, libpq_url, migrate

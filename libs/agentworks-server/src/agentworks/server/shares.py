@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from agentworks.client.errors import Busy, Reason
+from agentworks.core.errors import Busy, Reason
 
 ENV = "AGENTWORKS_PRINCIPAL_SHARES"
 # Principals that act for others: their share is the principal they act for.

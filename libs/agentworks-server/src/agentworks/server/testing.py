@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator
 import psycopg
 import pytest
 
-from agentworks.client.identity import Minter
-from agentworks.client.keys import KeyDirectory
-from agentworks.client.limits import MAX_WAIT_SECONDS
-from agentworks.client.trust import GATEWAY, SERVICE_PREFIX, STANDARD_SIGNERS
+from agentworks.core.identity import Minter
+from agentworks.core.keys import KeyDirectory
+from agentworks.core.limits import MAX_WAIT_SECONDS
+from agentworks.core.trust import GATEWAY, SERVICE_PREFIX, STANDARD_SIGNERS
 from agentworks.server.db import libpq_url, migrate, with_database
 
 # (schema, migrations package) of every service; missing packages are skipped.

@@ -1,6 +1,6 @@
 """Tracing of gRPC and database calls, and trace context stored with queued work (P4).
 
-`configure_tracing` (in `agentworks.client.tracing`, shared with the runtimes) switches
+`configure_tracing` (in `agentworks.core.tracing`, shared with the runtimes) switches
 tracing on from the standard OTEL_* variables. The services store the W3C
 `traceparent` of the request that queues work (a delivery, a call) with its row and
 return it on the claimed Turn or Execution, so the runtime that does the work continues
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from agentworks.client.tracing import configure_tracing as configure_tracing
-from agentworks.client.tracing import shutdown_tracing as shutdown_tracing
-from agentworks.client.tracing import tracing_requested as tracing_requested
+from agentworks.core.tracing import configure_tracing as configure_tracing
+from agentworks.core.tracing import shutdown_tracing as shutdown_tracing
+from agentworks.core.tracing import tracing_requested as tracing_requested
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 

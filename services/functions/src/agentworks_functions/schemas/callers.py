@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentworks.client.checks import check_json_depth
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import PRINCIPAL_RE
+from agentworks.core.checks import check_json_depth
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import PRINCIPAL_RE
 from agentworks_functions.models import WorkflowBinding, WorkflowVariable
 from agentworks_functions.schemas.validation import _json_type, check_storable
 

@@ -31,8 +31,8 @@ import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.limits import MAX_JSON_DEPTH
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.limits import MAX_JSON_DEPTH
 from agentworks_functions.patterns import DESCEND_STEPS, STEP_BUDGET, json_nodes
 
 # The most steps checking one value of an input may cost by a schema's static bound: a

@@ -11,8 +11,8 @@ from jsonschema.exceptions import SchemaError
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
-from agentworks.client.checks import check_json_depth
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.checks import check_json_depth
+from agentworks.core.errors import InvalidArgument
 from agentworks_functions.patterns import (
     PatternError,
     compile_pattern,

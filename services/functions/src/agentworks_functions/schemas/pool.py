@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from agentworks.client.errors import Busy, InvalidArgument, Reason
+from agentworks.core.errors import Busy, InvalidArgument, Reason
 
 T = TypeVar("T")
 log = structlog.get_logger("agentworks.functions.checks")

@@ -16,8 +16,8 @@ from jsonschema.exceptions import ValidationError
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
-from agentworks.client.checks import check_json_depth, nul_refusal
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.checks import check_json_depth, nul_refusal
+from agentworks.core.errors import InvalidArgument
 from agentworks_functions.jsonin import number_refusal
 from agentworks_functions.patterns import (
     MatchBudget,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentworks.client.limits import (
+from agentworks.core.limits import (
     MAX_ALLOWED_CALLERS,
     MAX_ASK_ID,
     MAX_CLAIM_TARGETS,

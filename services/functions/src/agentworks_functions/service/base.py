@@ -6,9 +6,9 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
-from agentworks.client.checks import bounded
-from agentworks.client.errors import NotFound, PermissionDenied
-from agentworks.client.identity import Identity
+from agentworks.core.checks import bounded
+from agentworks.core.errors import NotFound, PermissionDenied
+from agentworks.core.identity import Identity
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener, Waiter
 from agentworks_functions.models import (

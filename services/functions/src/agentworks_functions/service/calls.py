@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import (
+from agentworks.core.checks import (
     bounded,
     check_json_depth,
     check_no_nul,
@@ -18,9 +18,9 @@ from agentworks.client.checks import (
     is_retry,
     request_hash,
 )
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
-from agentworks.client.identity import Identity
-from agentworks.client.limits import (
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.identity import Identity
+from agentworks.core.limits import (
     MAX_INPUTS_BYTES,
     MAX_REPLY_BYTES,
     MAX_WAIT_SECONDS,

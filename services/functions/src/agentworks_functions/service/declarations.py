@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from agentworks.client.checks import check_lower_case
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
-from agentworks.client.identity import Identity, check_new_principal
-from agentworks.client.limits import (
+from agentworks.core.checks import check_lower_case
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.identity import Identity, check_new_principal
+from agentworks.core.limits import (
     MAX_ALLOWED_CALLERS,
     MAX_DESCRIPTION_BYTES,
     MAX_RUNNING_LIMIT,

@@ -9,10 +9,10 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
-from agentworks.client.checks import bounded, check_no_nul
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import Identity
-from agentworks.client.limits import (
+from agentworks.core.checks import bounded, check_no_nul
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import Identity
+from agentworks.core.limits import (
     MAX_ASK_ID,
     MAX_EVENT_TEXT_BYTES,
     MAX_EVENTS_PER_CALL,

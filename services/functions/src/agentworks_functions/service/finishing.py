@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from agentworks.client.errors import InvalidArgument, PermissionDenied, PreconditionFailed
-from agentworks.client.identity import Identity
-from agentworks.client.limits import (
+from agentworks.core.errors import InvalidArgument, PermissionDenied, PreconditionFailed
+from agentworks.core.identity import Identity
+from agentworks.core.limits import (
     MAX_ERROR_BYTES,
     MAX_FINAL_MESSAGE_BYTES,
     MAX_RESULT_BYTES,

@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from agentworks.client.checks import (
+from agentworks.core.checks import (
     bounded,
     decode_key_cursor,
     decode_time_cursor,
     encode_key_cursor,
     encode_time_cursor,
 )
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import Identity, check_principal
-from agentworks.client.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import Identity, check_principal
+from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
 from agentworks_functions.models import CallSummary, TargetKey, TargetSummary
 from agentworks_functions.schemas.callers import may_call, patterns_admitting
 from agentworks_functions.service.base import FunctionsServiceBase

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import structlog
 
-from agentworks.client.checks import check_no_nul
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.client.functions import START_RECEIPT_NOTE
-from agentworks.client.identity import Identity
-from agentworks.client.limits import (
+from agentworks.core.checks import check_no_nul
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.identity import Identity
+from agentworks.core.limits import (
     MAX_CLAIM_TARGETS,
     MAX_EVENT_PAGE,
     MAX_EXECUTION_MESSAGE_BYTES,

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.client.errors import (
+from agentworks.core.errors import (
     NotFound,
 )
 from agentworks.server.db import Database, notify

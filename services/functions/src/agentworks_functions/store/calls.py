@@ -10,8 +10,8 @@ import psycopg
 import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 
-from agentworks.client.checks import is_retry
-from agentworks.client.errors import (
+from agentworks.core.checks import is_retry
+from agentworks.core.errors import (
     Busy,
     NotFound,
     PreconditionFailed,

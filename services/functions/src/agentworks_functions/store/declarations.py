@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.client.errors import (
+from agentworks.core.errors import (
     Conflict,
     NotFound,
 )

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.client.errors import (
+from agentworks.core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,

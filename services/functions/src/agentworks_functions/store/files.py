@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.client.errors import (
+from agentworks.core.errors import (
     Busy,
     InvalidArgument,
 )

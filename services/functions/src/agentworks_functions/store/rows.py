@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentworks.client.errors import Busy, NotFound, PreconditionFailed, Reason
+from agentworks.core.errors import Busy, NotFound, PreconditionFailed, Reason
 from agentworks_functions.models import (
     INTERRUPTED,
     Call,

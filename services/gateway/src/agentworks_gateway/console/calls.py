@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agentworks.client import errors
-from agentworks.client.limits import MAX_EVENT_PAGE, MAX_MESSAGE_PAGE, MAX_READ_BYTES
+from agentworks.core import errors
+from agentworks.core.limits import MAX_EVENT_PAGE, MAX_MESSAGE_PAGE, MAX_READ_BYTES
 from agentworks_gateway.console.web import PREFIX, SECURITY_HEADERS, Console, form_of, redirect
 from agentworks_gateway.sessions import Session
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks_gateway.console.web import PREFIX, Console, form_of, redirect
 from agentworks_gateway.sessions import Session
 from agentworks_gateway.tools import check_arguments, find_tool

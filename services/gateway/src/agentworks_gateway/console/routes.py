@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks_gateway.console import calls, conversations, timers
 from agentworks_gateway.console.web import (
     PREFIX,

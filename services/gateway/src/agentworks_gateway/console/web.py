@@ -22,7 +22,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
 from agentworks_gateway.service import Gateway

@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentworks.client import errors
-from agentworks.client.limits import MAX_JSON_DEPTH
+from agentworks.core import errors
+from agentworks.core.limits import MAX_JSON_DEPTH
 from agentworks_gateway.tools.toolkit import Args, Tool
 
 # Arguments that are JSON documents of the caller's: their depth is bounded before any

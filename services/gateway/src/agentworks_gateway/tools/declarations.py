@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_ALLOWED_CALLERS
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_ALLOWED_CALLERS
 from agentworks_gateway.tools.function_views import function_dict
 from agentworks_gateway.tools.toolkit import Args, Tool, action_rule, check_target
 

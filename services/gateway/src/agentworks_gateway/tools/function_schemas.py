@@ -1,6 +1,6 @@
 """The JSON Schemas of `functions` and the legacy `get_crew_function_call` (F2-F15, G2).
 
-Bounds come from `agentworks.client.limits`, the numbers the functions service checks,
+Bounds come from `agentworks.core.limits`, the numbers the functions service checks,
 so the published schema tells clients before they call.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.limits import (
+from agentworks.core.limits import (
     MAX_EVENT_PAGE,
     MAX_MESSAGE_PAGE,
     MAX_READ_BYTES,

@@ -11,7 +11,7 @@ from agentworks.client.functions import (
     is_start_receipt,
     state_name,
 )
-from agentworks.client.jsontext import loads
+from agentworks.core.jsontext import loads
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.tools.toolkit import timestamp
 

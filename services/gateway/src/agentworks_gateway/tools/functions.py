@@ -10,8 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentworks.client import errors, target_str
-from agentworks.client.identity import Identity
+from agentworks.client import target_str
+from agentworks.core import errors
+from agentworks.core.identity import Identity
 from agentworks_gateway.tools.function_schemas import (
     FUNCTIONS_ACTIONS,
     FUNCTIONS_SCHEMA,

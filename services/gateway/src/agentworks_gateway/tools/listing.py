@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import errors, target_str
-from agentworks.client.checks import bounded, decode_time_cursor, encode_time_cursor
+from agentworks.client import target_str
 from agentworks.client.functions import STATE_NAMES, state_name
-from agentworks.client.identity import Identity
-from agentworks.client.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
+from agentworks.core import errors
+from agentworks.core.checks import bounded, decode_time_cursor, encode_time_cursor
+from agentworks.core.identity import Identity
+from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway import credentials

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import errors
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_INBOX_PAGE, MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
 from agentworks.client.messaging import parts, parts_json
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_INBOX_PAGE, MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require, timestamp
 

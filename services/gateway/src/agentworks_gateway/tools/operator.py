@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import errors, target_str
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_RUNNING_LIMIT
+from agentworks.client import target_str
 from agentworks.client.registration import register_target
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_RUNNING_LIMIT
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.toolkit import (
     Args,

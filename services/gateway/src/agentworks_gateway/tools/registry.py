@@ -16,8 +16,8 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Histogram
 
-from agentworks.client import errors
-from agentworks.client.identity import Identity
+from agentworks.core import errors
+from agentworks.core.identity import Identity
 from agentworks_gateway.admission import CALLER
 from agentworks_gateway.tools.arguments import check_arguments
 from agentworks_gateway.tools.declarations import DECLARATION_TOOLS

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.identity import Identity
+from agentworks.core.identity import Identity
 from agentworks_gateway import credentials
 from agentworks_gateway.service import MAX_EXPIRES_IN_SECONDS
 from agentworks_gateway.tools.toolkit import Args, Tool, check_fields, require

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import errors
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_NAME_CHARS, MAX_PREVIEW
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_NAME_CHARS, MAX_PREVIEW
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks_gateway.tools.scheduling import (
     CONVERSATION,

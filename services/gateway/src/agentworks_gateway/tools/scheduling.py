@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.limits import MAX_LIST_PAGE, MAX_SUBMISSION_ID
+from agentworks.core.limits import MAX_LIST_PAGE, MAX_SUBMISSION_ID
 from agentworks_gateway.tools.toolkit import Args
 
 

@@ -16,8 +16,9 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 from jsonschema import Draft202012Validator
 
-from agentworks.client import errors, target_ref
-from agentworks.client.identity import Identity
+from agentworks.client import target_ref
+from agentworks.core import errors
+from agentworks.core.identity import Identity
 
 Args = dict[str, Any]
 Handler = Callable[[Any, Identity, Args], Awaitable[dict[str, Any]]]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from agentworks.client import errors, target_str
-from agentworks.client.identity import Identity
-from agentworks.client.jsontext import loads
-from agentworks.client.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
+from agentworks.client import target_str
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks.core.jsontext import loads
+from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway.tools.messages import message_dict
 from agentworks_gateway.tools.toolkit import Args, Tool, timestamp

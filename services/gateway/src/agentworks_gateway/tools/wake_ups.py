@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.identity import Identity
+from agentworks.core.identity import Identity
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks_gateway.tools.scheduling import (
     AFTER_CURSOR,

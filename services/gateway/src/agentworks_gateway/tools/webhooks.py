@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_NAME_CHARS
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_NAME_CHARS
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks_gateway.tools.scheduling import (
     AFTER_CURSOR,

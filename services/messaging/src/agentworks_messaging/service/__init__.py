@@ -11,16 +11,16 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import (
+from agentworks.core.checks import (
     bounded,
     check_lower_case,
     check_no_nul,
     check_retry_key,
     request_hash,
 )
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
-from agentworks.client.identity import Identity, check_new_principal
-from agentworks.client.limits import (
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.identity import Identity, check_new_principal
+from agentworks.core.limits import (
     MAX_CLAIM_TARGETS,
     MAX_INBOX_PAGE,
     MAX_WAIT_SECONDS,
@@ -49,7 +49,7 @@ from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingSto
 log = structlog.get_logger("agentworks.messaging")
 
 # Limits (P6), stated in docs/messaging.md; the sizes and counts the gateway shares come
-# from agentworks.client.limits (imported above), the rest (transcript pages, leases) are
+# from agentworks.core.limits (imported above), the rest (transcript pages, leases) are
 # messaging's.
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200

@@ -8,10 +8,10 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import check_json_depth, check_no_nul, check_retry_key
-from agentworks.client.errors import AgentWorksError, InvalidArgument, PermissionDenied
-from agentworks.client.identity import Identity
-from agentworks.client.limits import (
+from agentworks.core.checks import check_json_depth, check_no_nul, check_retry_key
+from agentworks.core.errors import AgentWorksError, InvalidArgument, PermissionDenied
+from agentworks.core.identity import Identity
+from agentworks.core.limits import (
     MAX_DELIVERIES_PER_REQUEST,
     MAX_PAYLOAD_BYTES,
     MAX_TEXT_BYTES,

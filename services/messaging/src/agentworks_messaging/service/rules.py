@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentworks.client.checks import check_json_depth, check_no_nul
-from agentworks.client.errors import InvalidArgument, PreconditionFailed
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_PARTS_BYTES, MAX_TEXT_BYTES
+from agentworks.core.checks import check_json_depth, check_no_nul
+from agentworks.core.errors import InvalidArgument, PreconditionFailed
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_PARTS_BYTES, MAX_TEXT_BYTES
 from agentworks.server.capabilities import require_item
 
 

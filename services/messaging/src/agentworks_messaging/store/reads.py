@@ -6,7 +6,7 @@ from typing import Any
 
 from psycopg.rows import namedtuple_row
 
-from agentworks.client.errors import NotFound
+from agentworks.core.errors import NotFound
 from agentworks.server.db import fetch_one, fixed_sql
 from agentworks_messaging.models import Delivery, Message, Page, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentworks.client.errors import NotFound, PreconditionFailed
+from agentworks.core.errors import NotFound, PreconditionFailed
 from agentworks_messaging.models import Delivery, Message, Target, TargetKey
 
 INBOX_CHANNEL = "messaging_inbox"

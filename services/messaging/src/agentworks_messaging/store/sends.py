@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import namedtuple_row
 
-from agentworks.client.checks import is_retry
-from agentworks.client.errors import Conflict, NotFound
+from agentworks.core.checks import is_retry
+from agentworks.core.errors import Conflict, NotFound
 from agentworks.server.batching import Batcher
 from agentworks.server.db import Database, fetch_one, fixed_sql
 from agentworks.server.tracing import current_traceparent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentworks.client.errors import Conflict, NotFound
+from agentworks.core.errors import Conflict, NotFound
 from agentworks.server.db import fixed_sql
 from agentworks_messaging.models import Target, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase

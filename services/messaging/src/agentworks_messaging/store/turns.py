@@ -13,8 +13,8 @@ import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.client.checks import key_reused
-from agentworks.client.errors import AgentWorksError, NotFound, PreconditionFailed
+from agentworks.core.checks import key_reused
+from agentworks.core.errors import AgentWorksError, NotFound, PreconditionFailed
 from agentworks.server.db import fetch_one, fixed_sql
 from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Message, NewDelivery, TargetKey, Turn, TurnQueue

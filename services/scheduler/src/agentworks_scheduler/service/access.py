@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentworks.client.checks import bounded
-from agentworks.client.errors import InvalidArgument, NotFound, PermissionDenied
-from agentworks.client.identity import Identity
+from agentworks.core.checks import bounded
+from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.identity import Identity
 from agentworks.server.capabilities import require_conversation
 from agentworks_scheduler.config import Config
 from agentworks_scheduler.models import Conversations, Page, Schedule, WakeUp, Webhook

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import structlog
 
-from agentworks.client.checks import check_no_nul
-from agentworks.client.errors import InvalidArgument, PermissionDenied
-from agentworks.client.identity import Identity
+from agentworks.core.checks import check_no_nul
+from agentworks.core.errors import InvalidArgument, PermissionDenied
+from agentworks.core.identity import Identity
 from agentworks_scheduler.models import PauseEntry
 from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import MAX_REASON_CHARS, check_pause_scope

@@ -10,29 +10,29 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentworks.client import checks
-from agentworks.client.checks import check_no_nul
-from agentworks.client.checks import check_retry_key as check_retry_key
-from agentworks.client.checks import request_hash as request_hash
-from agentworks.client.errors import InvalidArgument, NotFound
-from agentworks.client.identity import Identity
-from agentworks.client.limits import MAX_DELAY as MAX_DELAY
-from agentworks.client.limits import MAX_DELIVERY_ID_CHARS as MAX_DELIVERY_ID_CHARS
-from agentworks.client.limits import MAX_LIST_PAGE, MAX_PREVIEW
-from agentworks.client.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
-from agentworks.client.limits import MAX_NOTE_BYTES as MAX_NOTE_BYTES
-from agentworks.client.limits import MAX_PAST as MAX_PAST
-from agentworks.client.limits import MAX_PENDING_WAKE_UPS as MAX_PENDING_WAKE_UPS
-from agentworks.client.limits import MAX_PREVIEW_SPAN as MAX_PREVIEW_SPAN
-from agentworks.client.limits import MAX_PROMPT_BYTES as MAX_PROMPT_BYTES
-from agentworks.client.limits import MAX_REASON_CHARS as MAX_REASON_CHARS
-from agentworks.client.limits import (
+from agentworks.core import checks
+from agentworks.core.checks import check_no_nul
+from agentworks.core.checks import check_retry_key as check_retry_key
+from agentworks.core.checks import request_hash as request_hash
+from agentworks.core.errors import InvalidArgument, NotFound
+from agentworks.core.identity import Identity
+from agentworks.core.limits import MAX_DELAY as MAX_DELAY
+from agentworks.core.limits import MAX_DELIVERY_ID_CHARS as MAX_DELIVERY_ID_CHARS
+from agentworks.core.limits import MAX_LIST_PAGE, MAX_PREVIEW
+from agentworks.core.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
+from agentworks.core.limits import MAX_NOTE_BYTES as MAX_NOTE_BYTES
+from agentworks.core.limits import MAX_PAST as MAX_PAST
+from agentworks.core.limits import MAX_PENDING_WAKE_UPS as MAX_PENDING_WAKE_UPS
+from agentworks.core.limits import MAX_PREVIEW_SPAN as MAX_PREVIEW_SPAN
+from agentworks.core.limits import MAX_PROMPT_BYTES as MAX_PROMPT_BYTES
+from agentworks.core.limits import MAX_REASON_CHARS as MAX_REASON_CHARS
+from agentworks.core.limits import (
     MAX_SCHEDULES_PER_CONVERSATION as MAX_SCHEDULES_PER_CONVERSATION,
 )
-from agentworks.client.limits import MAX_WEBHOOKS_PER_CONVERSATION as MAX_WEBHOOKS_PER_CONVERSATION
+from agentworks.core.limits import MAX_WEBHOOKS_PER_CONVERSATION as MAX_WEBHOOKS_PER_CONVERSATION
 from agentworks_scheduler.store import When
 
-# The limits (P6) are stated once in agentworks.client.limits (imported above; the
+# The limits (P6) are stated once in agentworks.core.limits (imported above; the
 # scheduler modules take them from here).
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, MAX_LIST_PAGE
 PREVIEW_DEFAULT, PREVIEW_MAX = 5, MAX_PREVIEW

@@ -7,9 +7,9 @@ from typing import Any
 
 import structlog
 
-from agentworks.client.checks import bounded
-from agentworks.client.errors import InvalidArgument
-from agentworks.client.identity import Identity
+from agentworks.core.checks import bounded
+from agentworks.core.errors import InvalidArgument
+from agentworks.core.identity import Identity
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.models import Recurrence, Schedule
 from agentworks_scheduler.service.access import Access

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import structlog
 
-from agentworks.client.checks import bounded
-from agentworks.client.identity import Identity
+from agentworks.core.checks import bounded
+from agentworks.core.identity import Identity
 from agentworks.server.capabilities import require_conversation
 from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.service.access import Access

@@ -13,14 +13,6 @@ from datetime import UTC, datetime
 
 import structlog
 
-from agentworks.client.errors import (
-    REFUSED_FOR_GOOD,
-    InvalidArgument,
-    PermissionDenied,
-    PreconditionFailed,
-    Unauthenticated,
-)
-from agentworks.client.identity import Identity
 from agentworks.client.scheduler import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -28,6 +20,14 @@ from agentworks.client.scheduler import (
     TIMESTAMP_HEADER,
     webhook_signature,
 )
+from agentworks.core.errors import (
+    REFUSED_FOR_GOOD,
+    InvalidArgument,
+    PermissionDenied,
+    PreconditionFailed,
+    Unauthenticated,
+)
+from agentworks.core.identity import Identity
 from agentworks_scheduler.models import Delivered, Webhook
 from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentworks.client.checks import is_retry, key_reused
-from agentworks.client.errors import AgentWorksError, Busy, Conflict, NotFound
+from agentworks.core.checks import is_retry, key_reused
+from agentworks.core.errors import AgentWorksError, Busy, Conflict, NotFound
 from agentworks.server.db import Database, translate_outages
 from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Page, Recurrence, Schedule, WakeUp, Webhook

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentworks.client.errors import NotFound
+from agentworks.core.errors import NotFound
 from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Page, Recurrence, Schedule
 from agentworks_scheduler.store.common import (

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from agentworks.client.errors import Busy, NotFound, PreconditionFailed
+from agentworks.core.errors import Busy, NotFound, PreconditionFailed
 from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.store.common import (

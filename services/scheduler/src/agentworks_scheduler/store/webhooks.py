@@ -8,7 +8,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from agentworks.client.errors import Conflict, NotFound
+from agentworks.core.errors import Conflict, NotFound
 from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Delivered, Page, Webhook
 from agentworks_scheduler.store.common import (

@@ -14,8 +14,8 @@ import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from agentworks.client.errors import Unauthenticated
-from agentworks.client.identity import METADATA_KEY, Forwarded
+from agentworks.core.errors import Unauthenticated
+from agentworks.core.identity import METADATA_KEY, Forwarded
 
 C = TypeVar("C")
 

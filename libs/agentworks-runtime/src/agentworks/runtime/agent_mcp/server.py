@@ -5,7 +5,7 @@ lists the toolbox's tools (name, title, description, input and output schema, an
 read-only / destructive / idempotent hints) and runs each call through `Toolbox.call`.
 A refusal (`ToolError`) is a tool result with `isError: true` whose text is the refusal
 and whose structured content is `{"error": {"code", "message"}}`, as the gateway's MCP
-server answers (`agentworks.client.mcp_results`).
+server answers (`agentworks.core.mcp_results`).
 
 `Endpoint` serves it over Streamable HTTP (stateless, JSON responses) on a Unix socket
 or on a loopback TCP port, for as long as its `async with` lasts: one turn or one
@@ -34,7 +34,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
-from agentworks.client.mcp_results import error_result, ok_result, unknown_tool
+from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
 from agentworks.runtime.agent_mcp.bridge import bind_unix
 from agentworks.runtime.agent_tools import AgentTool, Toolbox, ToolError
 from agentworks.runtime.execution_context import ExecutionStopped

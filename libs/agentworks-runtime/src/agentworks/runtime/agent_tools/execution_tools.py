@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentworks.client import limits
+from agentworks.core import limits
 from agentworks.runtime.agent_tools.function_tools import function_tools
 from agentworks.runtime.agent_tools.schemas import OK, enum, integer, obj, text
 from agentworks.runtime.agent_tools.toolbox import AgentTool, Toolbox

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import errors, limits
-from agentworks.client.jsontext import loads
+from agentworks.core import errors, limits
+from agentworks.core.jsontext import loads
 from agentworks.runtime.agent_tools import views
 from agentworks.runtime.agent_tools.schemas import (
     CALL_ID,

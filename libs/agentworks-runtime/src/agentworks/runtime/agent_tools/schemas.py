@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.client import limits
+from agentworks.core import limits
 
 TARGET_PATTERN = r"^(crew|workflow):[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from agentworks.client import errors
+from agentworks.core import errors
 from agentworks.runtime.agent_tools.schemas import is_nullable, types
 
 JSONSCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"

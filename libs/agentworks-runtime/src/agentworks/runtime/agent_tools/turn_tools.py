@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentworks.client import limits
+from agentworks.core import limits
 from agentworks.runtime.agent_tools import views
 from agentworks.runtime.agent_tools.function_tools import function_tools
 from agentworks.runtime.agent_tools.schemas import (

@@ -13,8 +13,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client import target_str
 from agentworks.client.functions import call_result, state_name
-from agentworks.client.jsontext import loads
 from agentworks.client.messaging import attributes_json, parts_json
+from agentworks.core.jsontext import loads
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.scheduler.v1 import scheduler_pb2 as s

@@ -29,7 +29,7 @@ from typing import Any
 
 import openai
 
-from agentworks.client.limits import MAX_EVENT_TEXT_BYTES
+from agentworks.core.limits import MAX_EVENT_TEXT_BYTES
 from agentworks.runtime.agent_tools import execution_toolbox, turn_toolbox
 from agentworks.runtime.execution_context import ExecutionContext, ExecutionOutcome
 from agentworks.runtime.llm.config import LlmConfig

@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentworks.client.settings import Env
+from agentworks.core.settings import Env
 
 MODEL_VARIABLE = "AGENTWORKS_LLM_MODEL"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"

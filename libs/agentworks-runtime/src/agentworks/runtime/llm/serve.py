@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentworks.client.logging import get_logger
+from agentworks.core.logging import get_logger
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.executions import execution_worker
 from agentworks.runtime.llm.agent import LlmAgent

@@ -10,10 +10,10 @@ import time
 import jwt
 import pytest
 
-from agentworks.client.errors import InvalidArgument, Unauthenticated
-from agentworks.client.identity import Minter, check_principal, mint, verify
-from agentworks.client.keys import KeyDirectory, SigningKey, TrustedKeys
-from agentworks.client.trust import CLOCK_SKEW_SECONDS, MAX_LIFETIME_SECONDS
+from agentworks.core.errors import InvalidArgument, Unauthenticated
+from agentworks.core.identity import Minter, check_principal, mint, verify
+from agentworks.core.keys import KeyDirectory, SigningKey, TrustedKeys
+from agentworks.core.trust import CLOCK_SKEW_SECONDS, MAX_LIFETIME_SECONDS
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +189,7 @@ def test_two_keys_of_one_signer_are_both_accepted_and_a_removed_one_stops_T1(tmp
     """T1: rotation: while the trusted keys list an old and a new gateway key, identities
     of both pass; once the file lists only the new one (re-read without a restart),
     the old one's are refused."""
-    from agentworks.client.keys import add_trusted_key, write_trusted_keys
+    from agentworks.core.keys import add_trusted_key, write_trusted_keys
 
     old, new = SigningKey.generate("gateway"), SigningKey.generate("gateway")
     path = tmp_path / "trusted-keys.json"

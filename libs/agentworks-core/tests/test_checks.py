@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentworks.client import json_document
-from agentworks.client.checks import (
+from agentworks.core.checks import (
     MAX_JSON_DEPTH,
     bounded,
     check_json_depth,
@@ -16,10 +16,10 @@ from agentworks.client.checks import (
     is_retry,
     request_hash,
 )
-from agentworks.client.errors import Conflict, InvalidArgument
-from agentworks.client.jsontext import loads, loads_object
-from agentworks.client.limits import MAX_SUBMISSION_ID
-from agentworks.client.targets import TargetKey, check_target
+from agentworks.core.errors import Conflict, InvalidArgument
+from agentworks.core.jsontext import loads, loads_object
+from agentworks.core.limits import MAX_SUBMISSION_ID
+from agentworks.core.targets import TargetKey, check_target
 
 
 def test_a_cursor_round_trips_and_another_services_cursor_is_refused_P6():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from agentworks.client import errors
+from agentworks.core import errors
 
 
 def test_a_refusal_comes_back_with_its_reason_retry_delay_and_metadata_B7():

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from agentworks.client.keys import (
+from agentworks.core.keys import (
     KeyDirectory,
     SigningKey,
     TrustedKeys,
@@ -15,7 +15,7 @@ from agentworks.client.keys import (
     write_private_key,
     write_trusted_keys,
 )
-from agentworks.client.settings import ConfigError, Env
+from agentworks.core.settings import ConfigError, Env
 
 
 def test_a_key_directory_keeps_one_private_key_per_signer_and_lists_them_all_T1(tmp_path):

@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from agentworks.client.settings import ConfigError, Env
+from agentworks.core.settings import ConfigError, Env
 
 SHARED_PREFIX = "AGENTWORKS"
 CERT_FILE = "TLS_CERT_FILE"

@@ -1,8 +1,8 @@
 """Per-turn and per-execution capabilities (T3): what one leased item allows.
 
-A capability is an identity token (agentworks.client.identity) with one more claim,
+A capability is an identity token (agentworks.core.identity) with one more claim,
 `cap`, signed by the service that leased the item: service:messaging for a turn,
-service:functions for an execution (agentworks.client.trust says so). Its `sub` is the
+service:functions for an execution (agentworks.core.trust says so). Its `sub` is the
 runtime's principal (the agent or workflow that claimed), its `exp` the lease's expiry
 (at most the identity maximum), and `cap` names the item:
 
@@ -12,7 +12,7 @@ runtime's principal (the agent or workflow that claimed), its `exp` the lease's 
 A service accepts such an identity only for that item's own operations, and refuses it
 once the lease has ended; the command runner hands a child process this token (never
 the runtime's credential or key). This module holds the claim's shape only; minting and
-checking live beside the identity (agentworks.client.identity) and the services
+checking live beside the identity (agentworks.core.identity) and the services
 (agentworks.server.capabilities).
 """
 

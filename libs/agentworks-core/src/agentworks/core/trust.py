@@ -2,7 +2,7 @@
 policy lives.
 
 Every identity is signed by a *signer*, named by the trusted-keys entry of the key that
-signed it (agentworks.client.keys). Each signer vouches for:
+signed it (agentworks.core.keys). Each signer vouches for:
 
 - `gateway`: `user:*`, `agent:*`, `workflow:*` (the external callers whose token it
   checked) and `service:gateway` (itself); the one role it may give is `operator`.

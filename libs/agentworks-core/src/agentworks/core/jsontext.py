@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument
 
 _NONE: Any = object()
 

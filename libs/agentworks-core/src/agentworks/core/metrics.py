@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, Gauge, disable_created_metrics, make_wsgi_app
 
-from agentworks.client.settings import check_address
+from agentworks.core.settings import check_address
 
 BUILD_INFO = Gauge(
     "agentworks_build_info",

@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent(
     """
     import asyncio, gc, logging, threading, warnings
     import structlog
-    from agentworks.client.logging import configure_logging
+    from agentworks.core.logging import configure_logging
 
     configure_logging("demo", level="info", json=True)
     structlog.get_logger("x").info("hello", answer=42)

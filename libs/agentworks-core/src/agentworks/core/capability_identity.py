@@ -1,7 +1,7 @@
 """The identity of a process holding a capability (T3): a command the runner started.
 
     from agentworks.client import FunctionsClient
-    from agentworks.client.capability_identity import CapabilityIdentity
+    from agentworks.core.capability_identity import CapabilityIdentity
 
     identity = CapabilityIdentity.from_env()      # AGENTWORKS_CAPABILITY(_FILE)
     address = os.environ.get("AGENTWORKS_FUNCTIONS_ADDRESS", "127.0.0.1:50052")
@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import pathlib
 
-from agentworks.client.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
-from agentworks.client.errors import Unauthenticated
-from agentworks.client.identity import METADATA_KEY, Forwarded
+from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
+from agentworks.core.errors import Unauthenticated
+from agentworks.core.identity import METADATA_KEY, Forwarded
 
 
 class CapabilityIdentity(Forwarded):

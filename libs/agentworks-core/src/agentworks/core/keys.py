@@ -29,8 +29,8 @@ import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from agentworks.client.settings import ConfigError, Env
-from agentworks.client.trust import check_signer, file_name
+from agentworks.core.settings import ConfigError, Env
+from agentworks.core.trust import check_signer, file_name
 
 log = structlog.get_logger("agentworks.keys")
 
@@ -40,7 +40,7 @@ TRUSTED_KEYS_FILE = "trusted-keys.json"
 SIGNING_KEY_FILE = "signing-key.pem"
 # How often a verifier looks whether the trusted-keys file changed.
 RELOAD_SECONDS = 5.0
-# Verified identities a verifier remembers (see agentworks.client.identity.verify).
+# Verified identities a verifier remembers (see agentworks.core.identity.verify).
 REMEMBERED_MAX = 4096
 
 

@@ -23,6 +23,9 @@ MAX_SUBMISSION_ID = 200
 # a larger one from its length prefix, before the service reads a byte of it. The largest
 # legal requests (an EnqueueDeliveries cut at ~2 MiB of text, a Report, a result) fit.
 MAX_REQUEST_BYTES = 4 * MIB
+# The largest gRPC message any channel or server of ours sends or receives (the scheduler
+# receives up to this: webhook bodies go there).
+MAX_MESSAGE_BYTES = 8 * MIB
 
 # -- messaging (C2-C12) ------------------------------------------------------------------
 MAX_TEXT_BYTES = 64 * KIB

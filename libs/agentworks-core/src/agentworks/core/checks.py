@@ -12,8 +12,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from agentworks.client.errors import Conflict, InvalidArgument
-from agentworks.client.limits import MAX_JSON_DEPTH, MAX_SUBMISSION_ID
+from agentworks.core.errors import Conflict, InvalidArgument
+from agentworks.core.limits import MAX_JSON_DEPTH, MAX_SUBMISSION_ID
 
 T = TypeVar("T")
 

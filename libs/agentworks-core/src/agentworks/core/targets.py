@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agentworks.client.checks import check_lower_case
-from agentworks.client.errors import InvalidArgument
+from agentworks.core.checks import check_lower_case
+from agentworks.core.errors import InvalidArgument
 
 KINDS = ("crew", "workflow")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

@@ -4,8 +4,8 @@ An identity is a short-lived JWT signed with Ed25519 (`EdDSA`) by one signer's p
 key, sent as the `x-agentworks-identity` metadata entry: `kid` (header) names the key,
 `iss` the signer, `sub` the principal, with `roles`, `aud`, `iat` and `exp`. The gateway
 mints one per request from a bearer token, a service for itself, a runtime for its
-agent (agentworks.client.trust says who may vouch for whom, and for how long). Services
-verify with public keys only (agentworks.client.keys) and trust nothing else.
+agent (agentworks.core.trust says who may vouch for whom, and for how long). Services
+verify with public keys only (agentworks.core.keys) and trust nothing else.
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 
 import jwt
 
-from agentworks.client import capability as cap
-from agentworks.client.capability import Capability
-from agentworks.client.checks import check_lower_case
-from agentworks.client.errors import InvalidArgument, Unauthenticated
-from agentworks.client.keys import (
+from agentworks.core import capability as cap
+from agentworks.core.capability import Capability
+from agentworks.core.checks import check_lower_case
+from agentworks.core.errors import InvalidArgument, Unauthenticated
+from agentworks.core.keys import (
     REMEMBERED_MAX,
     SIGNING_KEY_VARIABLE,
     TRUSTED_KEYS_VARIABLE,
     SigningKey,
     TrustedKeys,
 )
-from agentworks.client.trust import (
+from agentworks.core.trust import (
     CLOCK_SKEW_SECONDS,
     MAX_LIFETIME_SECONDS,
     OPERATOR_ROLE,
@@ -163,7 +163,7 @@ def verify(token: str | None, trusted: TrustedKeys, now: float | None = None) ->
     """Check a token's signature, signer, lifetime and expiry; return its identity.
 
     The token's `kid` names the trusted key that must have signed it; that key's signer
-    must be the token's `iss` and may vouch only for what `agentworks.client.trust`
+    must be the token's `iss` and may vouch only for what `agentworks.core.trust`
     allows. A caller reuses its token for minutes, so a verified token is remembered
     (bounded, per trusted-keys set, forgotten when the keys change) and only its expiry
     is checked again: the signature check is most of the cost of an identity, and
