@@ -37,6 +37,9 @@ class Reason(enum.StrEnum):
     PRINCIPAL_SHARE = "PRINCIPAL_SHARE"
     # A check ran past its deadline or its cost budget (B1, B2): nothing was stored.
     CHECK_BUDGET = "CHECK_BUDGET"
+    # A field breaks a rule the proto states for it (buf.validate: a size, a range, a
+    # count, required, a pattern); metadata names the field, the rule and the limit.
+    FIELD_RULE = "FIELD_RULE"
 
 
 class AgentWorksError(Exception):
