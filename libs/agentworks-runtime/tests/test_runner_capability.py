@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 import agentworks.client
+import agentworks.core
 import agentworks.runtime
 from agentworks.client.functions import state_name
 from agentworks.functions.v1 import functions_pb2
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 SOURCES = tuple(
     {
         str(next(d for d in pathlib.Path(m.__file__).resolve().parents if d.name == "src"))
-        for m in (agentworks.client, agentworks.runtime, functions_pb2)
+        for m in (agentworks.core, agentworks.client, agentworks.runtime, functions_pb2)
         if m.__file__
     }
 )
