@@ -21,8 +21,8 @@ import pytest
 from psycopg import errors as pg_errors
 
 from agentworks.server.db import migrate
-from agentworks.server.testing import _START_EMBEDDED
-from tests.test_end_to_end import Up, free_port_block
+from agentworks.server.testing import _START_EMBEDDED, free_port_block
+from tests.test_end_to_end import Up
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -21,7 +21,8 @@ import threading
 
 import pytest
 
-from tests.test_end_to_end import Up, cli, free_port_block, read_texts
+from agentworks.server.testing import free_port_block
+from tests.test_end_to_end import Up, cli, read_texts
 
 pytestmark = pytest.mark.timeout(180)
 

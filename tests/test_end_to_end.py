@@ -16,9 +16,7 @@ import contextlib
 import json
 import os
 import pathlib
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +35,7 @@ from agentworks.core.keys import KeyDirectory, SigningKey
 from agentworks.core.trust import STANDARD_SIGNERS
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.scheduler.v1 import scheduler_pb2
+from agentworks.server.testing import free_port_block
 from agentworks_dev.up import GRPC_SERVICES, has_main
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,25 +47,6 @@ READY_LINE = "AgentWorks is up."
 CLI_SECONDS = 30
 # A function call, claimed by the demo-funcs runtime, run, and finished (slack for load).
 CALL_SECONDS = 45
-
-
-def free_port_block(count: int) -> int:
-    """The first of `count` consecutive free TCP ports on 127.0.0.1."""
-    for _ in range(200):
-        base = random.randint(20000, 60000 - count)
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError("no block of free ports found")
 
 
 class Up:

@@ -14,9 +14,10 @@ import pathlib
 
 import pytest
 
+from agentworks.server.testing import free_port_block
 from agentworks_dev.up import GRPC_SERVICES
 from tests.fixtures.scripted_llm import ScriptedLLM, call, say, serving_in_thread
-from tests.test_end_to_end import Up, cli, free_port_block, read_texts
+from tests.test_end_to_end import Up, cli, read_texts
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -26,6 +26,7 @@ import pytest
 from agentworks.client.functions import state_name
 from agentworks.runtime.cgroups import Cgroups
 from agentworks.runtime.limits import KIB, Policy
+from agentworks.server.testing import until
 from tests.fixtures.functions import clients, functions, operator, owner  # noqa: F401
 from tests.fixtures.isolation import (
     LIMITS,
@@ -38,7 +39,6 @@ from tests.fixtures.isolation import (
     start_cli,
     started,
     stop,
-    until,
 )
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/ns/pid"), reason="Linux only")
@@ -245,7 +245,7 @@ async def test_processes_left_behind_with_setsid_or_a_double_fork_end_with_the_c
         receipt = await alice.call("crew:demo", "leave", {})
         status = await ended(alice, receipt.call_id)
         assert state_name(status.status) == "completed" and status.answer == "left"
-        assert await until(lambda: not sleeping(mark), 5), sleeping(mark)
+        await until(lambda: not sleeping(mark), 5, what="the sleepers are gone")
 
 
 def sleeping(mark: str) -> list[int]:
@@ -268,13 +268,13 @@ async def test_a_sandboxed_command_ends_with_its_killed_runner_even_without_its_
     try:
         receipt = await alice.call("crew:demo", "leave", {})
         await started(alice, receipt.call_id)
-        assert await until(lambda: len(sleeping(mark)) == 2, 5), sleeping(mark)
+        await until(lambda: len(sleeping(mark)) == 2, 5, what="two sleepers run")
         watchdogs = [p for p in processes_with("_watchdog.py") if str(process.pid) in _args(p)]
         assert len(watchdogs) == 1
         os.kill(watchdogs[0], signal.SIGKILL)
         process.kill()
         await process.communicate()
-        assert await until(lambda: not sleeping(mark), 5), sleeping(mark)
+        await until(lambda: not sleeping(mark), 5, what="the sleepers are gone")
     finally:
         await stop(process)
 
@@ -492,7 +492,7 @@ async def test_the_runner_refuses_to_start_without_bubblewrap_unless_told_sandbo
         AGENTWORKS_RUNTIME_HEALTH_FILE=str(health),
     )
     try:
-        assert await until(lambda: health.exists() and health.read_text().strip(), 15)
+        await until(lambda: health.exists() and health.read_text().strip(), 15)
         state = json.loads(health.read_text())
         assert state["sandbox"] == "none" and "WITHOUT a sandbox" in state["gives_up"]
     finally:

@@ -10,7 +10,6 @@ F12, S6).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Awaitable, Callable
 
@@ -21,26 +20,13 @@ from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.functions import state_name
 from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
 from agentworks.scheduler.v1 import scheduler_pb2
+from agentworks.server.testing import until
 from agentworks_scheduler.models import Due
 
 pytestmark = pytest.mark.timeout(180)
 
 RETRYABLE = (Unavailable, DeadlineExceeded)
 OUTAGE_LIMIT = 15.0  # seconds a caller may wait for an answer while the database is away
-
-
-async def until(check: Callable[[], bool | Awaitable[bool]], timeout: float = 30.0) -> None:
-    """Poll `check` every 0.1 s until it holds. Used only where no event exists: across a
-    database restart, and for progress made by other tasks and processes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return
-        assert time.monotonic() < deadline, "condition not reached before the timeout"
-        await asyncio.sleep(0.1)
 
 
 async def recovered(attempt: Callable[[], Awaitable[object]], timeout: float = 30.0) -> object:
@@ -123,8 +109,8 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
         claim = asyncio.create_task(idle.claim_execution(["crew:idle"], wait_seconds=20))
         status = asyncio.create_task(alice.get_status(before.call_id, wait_seconds=20))
         listener = service.database.listener
-        await until(lambda: listener.waiting >= 2)  # both long-polls are waiting
-        await until(lambda: len(acknowledged) >= 10)
+        await until(lambda: listener.waiting >= 2, 30)  # both long-polls are waiting
+        await until(lambda: len(acknowledged) >= 10, 30)
 
         await asyncio.to_thread(fault_postgres.stop)
         await ends_unavailable(claim)
@@ -136,7 +122,7 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
 
         await asyncio.to_thread(fault_postgres.start)
         await recovered(lambda: alice.get_status(before.call_id))
-        await until(lambda: len(acknowledged) > during + 10)  # the load goes on
+        await until(lambda: len(acknowledged) > during + 10, 30)  # the load goes on
         stop.set()
         await asyncio.gather(*load)
 
@@ -221,7 +207,7 @@ async def test_scheduler_database_outage_mid_firing_fires_each_wake_up_once_P3_P
                 i += 1
 
         load = asyncio.create_task(creator())
-        await until(lambda: len(acknowledged) >= 10)
+        await until(lambda: len(acknowledged) >= 10, 30)
         fatal = await bot.create_wake_up(conversation, delay_seconds=0, note="the fatal one")
         await asyncio.wait_for(stopped.wait(), 15)
 
@@ -230,7 +216,7 @@ async def test_scheduler_database_outage_mid_firing_fires_each_wake_up_once_P3_P
         await asyncio.to_thread(fault_postgres.start)
         await recovered(lambda: bot.get_wake_up(fatal.wake_up_id))
         during = len(acknowledged)
-        await until(lambda: len(acknowledged) > during + 5)
+        await until(lambda: len(acknowledged) > during + 5, 30)
         stop.set()
         await load
 
@@ -240,7 +226,7 @@ async def test_scheduler_database_outage_mid_firing_fires_each_wake_up_once_P3_P
                     "SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'"
                 ).fetchone() == (0,)
 
-        await until(none_pending)
+        await until(none_pending, 30)
         with psycopg.connect(fault_postgres.url) as conn:
             wake_ups = dict(
                 conn.execute(

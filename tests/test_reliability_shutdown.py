@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import time
-import urllib.request
 
 import psycopg
 import pytest
@@ -19,31 +17,9 @@ from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.functions import state_name
 from agentworks.core import errors
 from agentworks.core.errors import Unavailable
+from agentworks.server.testing import free_port, scrape_until, until
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def metric(port: int, name: str) -> float:
-    """One gauge from a service process's /metrics (0 when absent)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name):
-                return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
-async def until(check, timeout: float = 20.0) -> None:
-    """Bounded polling every 0.05 s: used where no event crosses the process boundary."""
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(check):
-        assert time.monotonic() < deadline, "condition not reached before the timeout"
-        await asyncio.sleep(0.05)
 
 
 async def retried(attempt, timeout: float = 10.0):
@@ -114,7 +90,7 @@ async def test_sigterm_drains_functions_long_polls_and_keeps_leases_P4_F12(
             bot.ask_input(asking.call_id, "q1", "which colour?", wait_seconds=20)
         )
         waiters = "agentworks_long_poll_waiters"
-        await until(lambda: metric(metrics_port, waiters) >= 3)
+        await scrape_until(metrics_port, lambda page: page.total(waiters) >= 3)
 
         started = time.monotonic()
         code = await asyncio.to_thread(proc.terminate)
@@ -187,7 +163,7 @@ async def test_sigterm_mid_firing_scheduler_loses_and_duplicates_nothing_P4_S6(
                     "SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'"
                 ).fetchone() == (0,)
 
-        await until(all_fired)
+        await until(lambda: asyncio.to_thread(all_fired))
         with psycopg.connect(database_url) as conn:
             per_wake_up = dict(
                 conn.execute(
@@ -215,13 +191,14 @@ def log_problems(path) -> list[str]:
     return bad
 
 
-def waiting_for_locks(database_url: str) -> int:
-    """Sessions of the database waiting for a lock."""
+def waiting_for_locks(database_url: str, count: int) -> bool:
+    """Whether `count` sessions of the database (or more) wait for a lock."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        return conn.execute(
+        row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        ).fetchone()[0]
+        ).fetchone()
+        return row is not None and row[0] >= count
 
 
 @pytest.mark.reliability(
@@ -302,7 +279,7 @@ async def test_sigterm_with_statements_in_flight_logs_no_error_and_loses_nothing
             # Calls take the target's row: these wait mid-statement until the drain cuts them.
             lock.execute("SELECT * FROM functions.targets FOR UPDATE")
             cut = [asyncio.create_task(alice.call("crew:drain", "work", {})) for _ in range(4)]
-            await until(lambda: waiting_for_locks(database_url) >= 4)
+            await until(lambda: asyncio.to_thread(waiting_for_locks, database_url, 4))
             code = await asyncio.to_thread(proc.terminate)
         assert code == 0
         cut_outcomes = await asyncio.gather(*cut, return_exceptions=True)

@@ -8,7 +8,8 @@ import time
 import psutil
 import pytest
 
-from tests.test_end_to_end import Up, free_port_block
+from agentworks.server.testing import free_port_block
+from tests.test_end_to_end import Up
 
 
 @pytest.mark.timeout(240)

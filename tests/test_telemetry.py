@@ -29,7 +29,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.test_end_to_end import Up, free_port_block
+from agentworks.server.testing import Scrape, free_port_block, scrape, until_sync
+from tests.test_end_to_end import Up
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -155,21 +156,19 @@ def suite(tmp_path_factory) -> Iterator[Suite]:
         receiver.server_close()
 
 
-def scrape(url: str, patience: float = 30) -> str:
-    """GET the metrics page; the demo runtimes start as the banner is printed, so a
+def metrics_at(url: str, patience: float = 30) -> Scrape:
+    """The metrics page at `url`; the demo runtimes start as the banner is printed, so a
     refused connection is tried again for a while."""
-    deadline = time.monotonic() + patience
-    while True:
+
+    def answer() -> Scrape | None:
         try:
-            request = urllib.request.Request(
-                url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
-            )
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                return answer.read().decode()
+            return scrape(url, METRICS_TOKEN)
         except urllib.error.URLError as exc:
-            if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+            if not isinstance(exc.reason, ConnectionRefusedError):
                 raise AssertionError(f"{url}: {exc}") from None
-            time.sleep(0.2)
+            return None
+
+    return until_sync(answer, patience, every=0.2, what=f"{url} answers")
 
 
 def test_each_process_serves_metrics_on_its_own_port_named_in_the_banner_P3_P4(suite):
@@ -181,7 +180,7 @@ def test_each_process_serves_metrics_on_its_own_port_named_in_the_banner_P3_P4(s
     assert sorted(suite.metrics) == sorted(expected), suite.up.output
     assert len({url for url in suite.metrics.values()}) == len(expected)
     for name, url in suite.metrics.items():
-        body = scrape(url)
+        body = metrics_at(url).text
         service = "runtime" if name in RUNTIMES else name.rsplit("-", 1)[0]
         info = [
             sample.labels
@@ -199,7 +198,7 @@ def test_every_counter_of_every_process_ends_in_total_under_one_rpc_convention_P
     counter's series end in `_total` (no `_created` besides)."""
     httpx.get(f"{suite.gateway}/healthz", timeout=10)
     for name, url in suite.metrics.items():
-        body = scrape(url)
+        body = metrics_at(url).text
         for line in body.splitlines():
             if line.startswith("# TYPE ") and line.endswith(" counter"):
                 assert line.split()[2].endswith("_total"), (name, line)
@@ -326,14 +325,20 @@ def test_a_function_call_and_its_execution_are_one_trace_P4_F4_R1(suite):
     assert {s.instance for s in spans if s.service == "runtime"} == {"demo-funcs"}
 
 
-def _samples(url: str, prefix: str) -> dict[tuple[str, frozenset], float]:
+def _samples(url: str, prefix: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """The samples named `prefix...` that `url` serves: (name, labels) -> value."""
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(scrape(url))
-        for sample in family.samples
-        if sample.name.startswith(prefix)
-    }
+    return {key: v for key, v in metrics_at(url).samples.items() if key[0].startswith(prefix)}
+
+
+def _once_counted(url: str, key: tuple[str, frozenset[tuple[str, str]]]) -> dict:
+    """The runtime samples `url` serves once `key` counts one: the finish is counted just
+    after the service has it, so allow a moment."""
+
+    def counted() -> dict | None:
+        values = _samples(url, "agentworks_runtime_")
+        return values if values.get(key, 0) >= 1 else None
+
+    return until_sync(counted, 30, every=0.2, what=f"{url} counts {key}")
 
 
 def _until_done(suite: Suite, call_id: str) -> None:
@@ -358,11 +363,7 @@ def test_the_runtimes_serve_their_own_metrics_P4_R1(suite):
             "agentworks_runtime_finished_total",
             frozenset({*of_target, ("outcome", "completed")}),
         )
-        deadline = time.monotonic() + 30
-        # The finish is counted just after the service has it: allow a moment.
-        while (values := _samples(suite.metrics[name], "agentworks_runtime_")).get(finished, 0) < 1:
-            assert time.monotonic() < deadline, values
-            time.sleep(0.2)
+        values = _once_counted(suite.metrics[name], finished)
         claimed = values[("agentworks_runtime_claimed_total", frozenset(of_target))]
         assert claimed >= values[finished]
         assert values[("agentworks_runtime_handler_seconds_count", frozenset(of_target))] >= 1

@@ -294,7 +294,7 @@ def test_metrics_need_the_bearer_token_when_one_is_set_B3(probe):
     execution with network access could otherwise read it) and the metrics with it."""
     service = probe(AGENTWORKS_METRICS_TOKEN="s3cret")
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"http://127.0.0.1:{service.metrics_port}/metrics", timeout=5)
+        scrape(service.metrics_port)
     refused.value.close()
     assert refused.value.code == 401
     with pytest.raises(urllib.error.HTTPError) as wrong:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import urllib.request
 
 import pytest
 
 from agentworks.client import MessagingClient
 from agentworks.core.errors import NotFound
 from agentworks.server.metrics import serve_metrics, watch_database
-
-
-def scrape(port: int) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+from agentworks.server.testing import scrape
 
 
 async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
@@ -27,7 +23,7 @@ async def test_rpcs_are_counted_by_method_and_code_P4(messaging, identity):
     async with MessagingClient(messaging.address, identity=identity("user:alice")) as client:
         with pytest.raises(NotFound):
             await client.read("00000000-0000-0000-0000-000000000000")
-    body = await asyncio.to_thread(scrape, port)
+    body = (await asyncio.to_thread(scrape, port)).text
     labels = 'grpc_method="Read",grpc_service="agentworks.messaging.v1.MessagingService"'
     assert f'grpc_server_handled_total{{grpc_code="NotFound",{labels},grpc_type="unary"}}' in body
     assert f'grpc_server_started_total{{{labels},grpc_type="unary"}}' in body

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from agentworks.core.identity import METADATA_KEY, Minter, current_identity, min
 from agentworks.core.keys import KeyDirectory, SigningKey
 from agentworks.core.wire import REQUEST_ID_KEY
 from agentworks.server.rpc import GrpcServer
+from agentworks.server.testing import free_port
 
 SERVICE = "agentworks.test.Echo"
 METHOD = f"/{SERVICE}/Echo"
@@ -179,9 +179,7 @@ async def test_a_typed_client_says_which_service_failed_to_answer_P4(signing_key
     assert late.value.message.startswith("the messaging service did not answer Send within")
     assert late.value.message.endswith("; retry shortly")
 
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+    closed = free_port()  # a port nobody listens on
     async with MessagingClient(f"127.0.0.1:{closed}", identity=identity, timeout=5) as c:
         with pytest.raises(errors.Unavailable) as down:
             await c.send("hi", target="crew:demo")

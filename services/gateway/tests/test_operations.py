@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from typing import Any
@@ -18,12 +17,12 @@ import grpc
 import httpx
 import pytest
 import sqlalchemy as sa
-from prometheus_client.parser import text_string_to_metric_families
 
 from agentworks.core.keys import KeyDirectory
 from agentworks.core.settings import ConfigError
 from agentworks.messaging.v1 import messaging_pb2, messaging_pb2_grpc
 from agentworks.server.db import sqlalchemy_url
+from agentworks.server.testing import free_port, scrape, until
 from agentworks_gateway.config import Config
 from agentworks_gateway.tokens import ensure_token, new_token
 
@@ -34,12 +33,6 @@ MCP_HEADERS = {
     "MCP-Protocol-Version": "2025-11-25",
 }
 SHUTTING_DOWN = {"error": {"code": "UNAVAILABLE", "message": "the gateway is shutting down; retry"}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class GatewayProcess:
@@ -121,12 +114,6 @@ def gateway_env(
         **signing_keys.env("gateway"),
         **extra,
     }
-
-
-async def until(predicate, timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110 (state in other processes and threads)
-            await asyncio.sleep(0.02)
 
 
 async def timed(awaitable) -> tuple[Any, float]:
@@ -304,15 +291,17 @@ async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancel
             # The listener closes as the drain starts; a request that still got in is
             # served, never refused with a 503.
             early: list[httpx.Response] = []
-            async with asyncio.timeout(grace / 2):
-                while True:
-                    try:
-                        early.append(await probe())
-                    except httpx.ConnectError:
-                        break  # refused: the listener is closed
-                    except httpx.TransportError:
-                        pass  # taken by the kernel as the listener closed, then reset
-                    await asyncio.sleep(0.02)
+
+            async def refused() -> bool:
+                try:
+                    early.append(await probe())
+                except httpx.ConnectError:
+                    return True  # refused: the listener is closed
+                except httpx.TransportError:
+                    pass  # taken by the kernel as the listener closed, then reset
+                return False
+
+            await until(refused, grace / 2, every=0.02, what="the listener closes")
             assert gw.process.returncode is None, "exited before the grace ended"
             slow.release.set()
             async with asyncio.timeout(10):
@@ -341,15 +330,6 @@ async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancel
     assert "Traceback" not in gw.text and "Exception in ASGI" not in gw.text, gw.text
 
 
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
     fault_postgres, signing_keys, messaging
 ):
@@ -376,12 +356,11 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
     ):
         assert (await http.get("/healthz")).status_code == 200
         before = await asyncio.to_thread(scrape, metrics_port)
-        names = {(name, labels) for name, labels in before}
-        assert ("agentworks_db_pool_checked_out", (("service", "gateway"),)) in names
+        assert before.value("agentworks_db_pool_checked_out", service="gateway") is not None
         for gauge in ("agentworks_long_poll_waiters", "agentworks_notify_wakeups_total"):
-            assert not [n for n in names if n[0] == gauge], f"{gauge} is served by the gateway"
-        errors_key = ("agentworks_gateway_database_errors_total", (("operation", "authenticate"),))
-        assert before[errors_key] == 0
+            assert not [n for n, _ in before.samples if n == gauge], f"{gauge} is served"
+        errors = "agentworks_gateway_database_errors_total"
+        assert before.value(errors, operation="authenticate") == 0
 
         await asyncio.to_thread(fault_postgres.stop)
         answers = [await http.post("/api/v1/tools/messages", json=send) for _ in range(3)]
@@ -392,10 +371,12 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
         after = await asyncio.to_thread(scrape, metrics_port)
 
         await asyncio.to_thread(fault_postgres.start)
-        async with asyncio.timeout(30):
-            back = {"action": "list"}
-            while (await http.post("/api/v1/tools/tokens", json=back)).status_code == 503:  # noqa: ASYNC110
-                await asyncio.sleep(0.2)
+
+        async def served() -> bool:
+            answer = await http.post("/api/v1/tools/tokens", json={"action": "list"})
+            return answer.status_code != 503
+
+        await until(served, 30, every=0.2, what="the gateway serves again")
         await gw.terminate()
 
     for answer in answers:
@@ -403,12 +384,11 @@ async def test_gateway_database_failures_are_logged_and_counted_G4_P4(
         error = answer.json()["error"]
         assert error["code"] == "UNAVAILABLE" and "retry shortly" in error["message"], error
     assert health.status_code == 503
-    assert after[errors_key] == 4
-    healthz_key = ("agentworks_gateway_database_errors_total", (("operation", "healthz"),))
-    assert after[healthz_key] == 1
+    assert after.value(errors, operation="authenticate") == 4
+    assert after.value(errors, operation="healthz") == 1
     refused = "agentworks_gateway_requests_refused_total"
-    assert after[(refused, (("code", "UNAVAILABLE"), ("surface", "api")))] == 3
-    assert after[(refused, (("code", "UNAVAILABLE"), ("surface", "mcp")))] == 1
+    assert after.value(refused, code="UNAVAILABLE", surface="api") == 3
+    assert after.value(refused, code="UNAVAILABLE", surface="mcp") == 1
     warnings = [e for e in gw.events if e.get("event") == "database.unavailable"]
     assert sorted(e["operation"] for e in warnings) == ["authenticate", "healthz"], warnings
     first = next(e for e in warnings if e["operation"] == "authenticate")

@@ -2,13 +2,10 @@
 
 Replicas (`start_scheduler`, from the root plugin `tests.fixtures.services`) share the
 test's database and tick every 0.2 s. Tests wait on ticks
-(`service.wait_ticks`) and on messaging long-polls, never on the clock.
+(`until(check, between=service.wait_ticks)`) and on messaging long-polls, never on the clock.
 """
 
 from __future__ import annotations
-
-import time
-from collections.abc import Awaitable, Callable
 
 import psycopg
 import pytest
@@ -104,22 +101,6 @@ async def sql(database_url):
 
     yield run
     await conn.close()
-
-
-@pytest.fixture
-def until():
-    """`await until(service, check)`: wait tick by tick until `await check()` holds."""
-
-    async def wait(
-        service: SchedulerService, check: Callable[[], Awaitable[bool]], timeout: float = 20.0
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while not await check():
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, "condition not reached before the timeout"
-            await service.wait_ticks(1, timeout=remaining)
-
-    return wait
 
 
 @pytest.fixture

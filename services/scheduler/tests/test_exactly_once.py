@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from agentworks.server.testing import until
 from agentworks_scheduler.models import Due
 
 BOT = "agent:demo/bot"
@@ -25,7 +26,7 @@ def hang_after_delivery(scheduler) -> asyncio.Event:
 
 
 async def test_thousand_due_wake_ups_on_three_replicas_are_each_delivered_once_S6_P3(
-    start_scheduler, scheduler, clients, alice, demo, sql, until
+    start_scheduler, scheduler, clients, alice, demo, sql
 ):
     """S6 P3: 1,000 due wake-ups, three replicas racing for them: 1,000 deliveries."""
     conversations = [(await alice.send(f"c{i}", target=demo)).conversation_id for i in range(10)]
@@ -45,7 +46,7 @@ async def test_thousand_due_wake_ups_on_three_replicas_are_each_delivered_once_S
         rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'")
         return rows == [(0,)]
 
-    await until(scheduler.service, all_fired, timeout=90)
+    await until(all_fired, 90, between=scheduler.service.wait_ticks)
     assert await sql(
         "SELECT count(*), count(DISTINCT idempotency_key) FROM messaging.deliveries "
         "WHERE kind = 'wake_up'"
@@ -63,7 +64,7 @@ async def test_thousand_due_wake_ups_on_three_replicas_are_each_delivered_once_S
 
 
 async def test_replica_killed_between_delivery_and_bookkeeping_does_not_duplicate_S6(
-    scheduler, start_scheduler, clients, conversation, sql, deliveries, until
+    scheduler, start_scheduler, clients, conversation, sql, deliveries
 ):
     """S6: messaging got the wake-up, the replica died before recording it; a restarted
     replica delivers it again with the same key, and messaging keeps one."""
@@ -82,7 +83,7 @@ async def test_replica_killed_between_delivery_and_bookkeeping_does_not_duplicat
     async def fired() -> bool:
         return await sql(status, wake_up.wake_up_id) == [("fired",)]
 
-    await until(restarted.service, fired)
+    await until(fired, between=restarted.service.wait_ticks)
     rows = await deliveries(conversation, "wake_up")
     assert len(rows) == 1 and rows[0][1] == "once"
     assert restarted.service.stats["duplicates"] == 1
@@ -95,7 +96,7 @@ async def test_replica_killed_between_delivery_and_bookkeeping_does_not_duplicat
 
 
 async def test_a_refused_occurrence_fails_alone_and_its_batch_fires_S2_S6(
-    scheduler, start_scheduler, clients, alice, demo, sql, until
+    scheduler, start_scheduler, clients, alice, demo, sql
 ):
     """S2 S6: a batch goes to messaging as EnqueueDeliveries requests of at most 500; an
     occurrence messaging refuses (its conversation is gone) fails on its own, and every
@@ -123,7 +124,7 @@ async def test_a_refused_occurrence_fails_alone_and_its_batch_fires_S2_S6(
         rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'")
         return rows == [(0,)]
 
-    await until(replica.service, settled, timeout=60)
+    await until(settled, 60, between=replica.service.wait_ticks)
     assert await sql(
         "SELECT status, count(*) FROM scheduler.wake_ups GROUP BY status ORDER BY status"
     ) == [("failed", 1), ("fired", 1200)]
@@ -139,7 +140,7 @@ async def test_a_refused_occurrence_fails_alone_and_its_batch_fires_S2_S6(
 
 
 async def test_occurrences_stay_due_while_messaging_is_away_and_fire_once_after_S2_S6(
-    scheduler, start_messaging, messaging, clients, conversation, sql, until, deliveries
+    scheduler, start_messaging, messaging, clients, conversation, sql, deliveries
 ):
     """S2 S6: while messaging cannot be reached the whole request fails; its occurrences
     stay due, and fire once each when messaging is back."""
@@ -152,7 +153,7 @@ async def test_occurrences_stay_due_while_messaging_is_away_and_fire_once_after_
     async def retried() -> bool:
         return scheduler.service.stats["retries"] >= 3
 
-    await until(scheduler.service, retried)
+    await until(retried, between=scheduler.service.wait_ticks)
     assert await sql("SELECT DISTINCT status FROM scheduler.wake_ups") == [("pending",)]
 
     await start_messaging(MESSAGING_LISTEN=messaging.address)
@@ -161,13 +162,13 @@ async def test_occurrences_stay_due_while_messaging_is_away_and_fire_once_after_
         rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'fired'")
         return rows == [(3,)]
 
-    await until(scheduler.service, fired, timeout=30)
+    await until(fired, 30, between=scheduler.service.wait_ticks)
     rows = await deliveries(conversation, "wake_up")
     assert sorted(text for _, text, _ in rows) == notes
 
 
 async def test_edited_prompt_after_lost_answer_is_still_delivered_once_S4_S6(
-    scheduler, start_scheduler, clients, conversation, sql, deliveries, until
+    scheduler, start_scheduler, clients, conversation, sql, deliveries
 ):
     """S4 S6: messaging stored a schedule occurrence, the replica died before recording
     it, and the owner edited the prompt meanwhile. The retry sends the same key with the
@@ -210,7 +211,7 @@ async def test_edited_prompt_after_lost_answer_is_still_delivered_once_S4_S6(
         [(count, error, _)] = await sql(row, schedule.schedule_id)
         return count > 0 or error is not None
 
-    await until(restarted.service, settled)
+    await until(settled, between=restarted.service.wait_ticks)
     [(count, error, next_fire_at)] = await sql(row, schedule.schedule_id)
     assert (count, error) == (1, None)
     assert next_fire_at > occurrence
@@ -223,7 +224,7 @@ async def test_edited_prompt_after_lost_answer_is_still_delivered_once_S4_S6(
 
 
 async def test_wake_up_retried_with_other_content_is_recorded_fired_not_failed_S6(
-    scheduler, start_scheduler, clients, conversation, sql, deliveries, until
+    scheduler, start_scheduler, clients, conversation, sql, deliveries
 ):
     """S6: the same for a wake-up. Its note cannot be edited through the API, so the
     row is changed behind the scheduler's back: the retry's ALREADY_EXISTS records it
@@ -253,7 +254,7 @@ async def test_wake_up_retried_with_other_content_is_recorded_fired_not_failed_S
         )
         return rows == [(0,)]
 
-    await until(restarted.service, fired)
+    await until(fired, between=restarted.service.wait_ticks)
     assert await sql(status, wake_up.wake_up_id) == [("fired", None, None)]
     [(state, delivery_id, _)] = await sql(status, other)
     assert state == "fired" and delivery_id is not None

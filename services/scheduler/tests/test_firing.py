@@ -9,6 +9,7 @@ import pytest
 
 from agentworks.core.errors import PreconditionFailed
 from agentworks.server.db import Database
+from agentworks.server.testing import until
 from agentworks_scheduler.models import Due
 from agentworks_scheduler.store import SchedulerStore
 from agentworks_scheduler.store.common import WAKE_UP_LOCK
@@ -37,7 +38,7 @@ IN_TRANSACTION = (
 
 
 async def test_no_transaction_is_open_while_an_occurrence_is_delivered_S6(
-    scheduler, clients, conversation, sql, deliveries, until
+    scheduler, clients, conversation, sql, deliveries
 ):
     """S6: between messaging's answer and the bookkeeping, no database transaction of the
     scheduler is open; the occurrence is recorded once released, and delivered once."""
@@ -60,13 +61,13 @@ async def test_no_transaction_is_open_while_an_occurrence_is_delivered_S6(
         rows = await sql("SELECT status FROM scheduler.wake_ups WHERE id = %s", wake_up.wake_up_id)
         return rows == [("fired",)]
 
-    await until(scheduler.service, fired)
+    await until(fired, between=scheduler.service.wait_ticks)
     assert [text for _, text, _ in await deliveries(conversation, "wake_up")] == ["no txn"]
     assert scheduler.service.stats["delivered"] == 1
 
 
 async def test_pause_and_cancel_wait_for_a_delivery_in_flight_S1_S3(
-    scheduler, start_scheduler, clients, conversation, sql, until
+    scheduler, start_scheduler, clients, conversation, sql
 ):
     """S1 S3: Pause returns only once the occurrence being delivered is recorded, and a
     second replica does not claim it meanwhile; a cancel waits too and then refuses,
@@ -102,7 +103,7 @@ ADVISORY_LOCKS = (
 
 
 async def test_a_backlog_of_due_wake_ups_takes_only_a_batch_of_locks_S6(
-    scheduler, conversation, sql, until
+    scheduler, conversation, sql
 ):
     """S6: with 3,000 wake-ups due at once (a long pause lifted, a replica back from an
     outage), a claim locks one batch, not the backlog: a lock per due row would fill
@@ -127,7 +128,7 @@ async def test_a_backlog_of_due_wake_ups_takes_only_a_batch_of_locks_S6(
         rows = await sql("SELECT count(*) FROM scheduler.wake_ups WHERE status = 'pending'")
         return rows == [(0,)]
 
-    await until(scheduler.service, drained, timeout=60)
+    await until(drained, 60, between=scheduler.service.wait_ticks)
     assert await sql(ADVISORY_LOCKS, WAKE_UP_LOCK) == [(0,)]
 
 
