@@ -36,5 +36,16 @@ def test_every_named_query_is_used_and_prepares_P1(database_url):
     assert used == Q.names
     with psycopg.connect(database_url) as conn:
         for name in sorted(Q.names):
-            text = re.sub(r"%\((\w+)\)s", "NULL", Q.sql(name)).replace("%%", "%")
-            conn.execute(f"PREPARE q_{name} AS {text}")
+            conn.execute(f"PREPARE q_{name} AS {numbered(Q.sql(name))}")
+
+
+def numbered(statement: str) -> str:
+    """A statement's `%(name)s` parameters as PREPARE's `$1, $2, ...` (types inferred)."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, statement).replace("%%", "%")

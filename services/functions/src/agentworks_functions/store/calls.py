@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 
 from agentworks.core.checks import is_retry
@@ -16,9 +15,7 @@ from agentworks.core.errors import (
     NotFound,
     PreconditionFailed,
 )
-from agentworks.server.db import fetch_one, notify
 from agentworks.server.tracing import current_traceparent
-from agentworks_functions import tables as t
 from agentworks_functions.models import (
     CANCELLED,
     OPEN_STATUSES,
@@ -36,7 +33,7 @@ from agentworks_functions.models import (
     TargetKey,
     WorkflowStep,
 )
-from agentworks_functions.store.base import FunctionsStoreBase
+from agentworks_functions.store.base import FunctionsStoreBase, Q, notify
 from agentworks_functions.store.rows import (
     CALL_CHANNEL,
     DIFFERENT_CALL,
@@ -50,31 +47,14 @@ from agentworks_functions.store.rows import (
     call_not_found,
     caller_busy,
 )
-from agentworks_functions.store.sql import (
-    _CALL_ACCESS,
-    _CALL_STATUS,
-    _CREATE_CALL,
-    _FUNCTION_FOR_CALL,
-    _GET_CALL,
-    _STATUS,
-    _SUBMISSION,
-    BUSY_SQLSTATE,
-    CALLER_BUSY_SQLSTATE,
-)
+from agentworks_functions.store.sql import BUSY_SQLSTATE, CALLER_BUSY_SQLSTATE
 
 
 class CallQueries(FunctionsStoreBase):
     async def find_submission(self, caller: str, submission_key: str) -> tuple[Receipt, str] | None:
         """The call an earlier request with this retry key created, and its request hash."""
-        c = t.calls
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(c.c.id, c.c.status, c.c.request_hash).where(
-                        c.c.caller == caller, c.c.submission_key == submission_key
-                    )
-                )
-            ).one_or_none()
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "submission", {"caller": caller, "key": submission_key})
         if row is None:
             return None
         return Receipt(str(row.id), row.status, created=False), row.request_hash
@@ -90,8 +70,8 @@ class CallQueries(FunctionsStoreBase):
         limit stays exact). NotFound if the target is not registered.
         """
         async with self.db.raw() as pg:
-            row = await fetch_one(
-                pg, _FUNCTION_FOR_CALL, {"kind": key.kind, "target_name": key.name, "name": name}
+            row = await Q.one(
+                pg, "function_for_call", {"kind": key.kind, "target_name": key.name, "name": name}
             )
         if row is None:
             raise NotFound(f"{key} is not registered with the functions service")
@@ -119,7 +99,7 @@ class CallQueries(FunctionsStoreBase):
         `submission_key` is the stored retry key (a workflow's is scoped to its run, step
         and group, F14); `submission_id` is the caller's own, the one errors quote.
 
-        One statement in autocommit: `functions.create_call` (migration 0002) locks the
+        One statement in autocommit: `functions.create_call_v4` (migration 0012) locks the
         target row, inserts the call, and counts the target's open calls with a snapshot
         taken after the lock was granted, so every call committed by an earlier holder is
         counted; over the limit it raises AW001, which undoes the insert.
@@ -153,7 +133,7 @@ class CallQueries(FunctionsStoreBase):
             values[name] = Jsonb(values[name])
         async with self.db.raw() as pg:
             try:
-                row = await fetch_one(pg, _CREATE_CALL, values)
+                row = await Q.one(pg, "create_call", values)
             except psycopg.Error as exc:
                 if exc.sqlstate == CALLER_BUSY_SQLSTATE:
                     mine, share, limit = (exc.diag.message_detail or "0/0/0").split("/")
@@ -166,7 +146,7 @@ class CallQueries(FunctionsStoreBase):
                 raise NotFound(f"{key} is not registered with the functions service")
             if not row.inserted:
                 # A twin with the same retry key committed first: recover it (F6).
-                row = await fetch_one(pg, _SUBMISSION, {"caller": caller, "key": submission_key})
+                row = await Q.one(pg, "submission", {"caller": caller, "key": submission_key})
                 is_retry(submission_id, row.request_hash, request_hash, DIFFERENT_CALL)
                 return Receipt(str(row.id), row.status, created=False)
         return Receipt(str(call_id), RUNNING, created=True)
@@ -174,13 +154,13 @@ class CallQueries(FunctionsStoreBase):
     async def call_status(self, call_id: str) -> str | None:
         """Just the status of a call (a cheap re-check for a waiting read)."""
         async with self.db.raw() as pg:
-            row = await fetch_one(pg, _CALL_STATUS, {"call_id": _uuid(call_id, "call")})
+            row = await Q.one(pg, "call_status", {"call_id": _uuid(call_id, "call")})
         return None if row is None else row.status
 
     async def get_call(self, call_id: str) -> Call:
         call_uuid = _uuid(call_id, "call")
         async with self.db.raw() as pg:
-            row = await fetch_one(pg, _GET_CALL, {"call_id": call_uuid})
+            row = await Q.one(pg, "get_call", {"call_id": call_uuid})
         if row is None:
             raise call_not_found(call_id)
         return _call(row)
@@ -189,7 +169,7 @@ class CallQueries(FunctionsStoreBase):
         """(caller, target owner) of a call, for the A3 check."""
         call_uuid = _uuid(call_id, "call")
         async with self.db.raw() as pg:
-            row = await fetch_one(pg, _CALL_ACCESS, {"call_id": call_uuid})
+            row = await Q.one(pg, "call_access", {"call_id": call_uuid})
         if row is None:
             raise call_not_found(call_id)
         return row.caller, row.owner
@@ -204,9 +184,9 @@ class CallQueries(FunctionsStoreBase):
         """
         call_uuid = _uuid(call_id, "call")
         async with self.db.raw() as pg:
-            row = await fetch_one(
+            row = await Q.one(
                 pg,
-                _STATUS,
+                "call_status_page",
                 {
                     "call_id": call_uuid,
                     "after": after,
@@ -261,8 +241,8 @@ class CallQueries(FunctionsStoreBase):
         return view, row.target_owner
 
     async def cancel(self, call_id: str, by: str, notice_text: Callable) -> None:
-        async with self.db.transaction() as conn:
-            row = await self._lock_call(conn, call_id)
+        async with self.db.raw(transaction=True) as pg:
+            row = await self._lock_call(pg, call_id)
             if row.status == CANCELLED:
                 return
             if row.status not in OPEN_STATUSES:
@@ -270,34 +250,24 @@ class CallQueries(FunctionsStoreBase):
                     f"call {call_id} has already ended ({row.status}); there is nothing to cancel"
                 )
             await self._end(
-                conn,
+                pg,
                 [row],
                 Ending(CANCELLED, error=f"cancelled by {by}", answer=""),
                 notice_text,
             )
 
     async def reply(self, call_id: str, by: str, text: str) -> None:
-        q = t.questions
-        async with self.db.transaction() as conn:
-            row = await self._lock_call(conn, call_id)
+        async with self.db.raw(transaction=True) as pg:
+            row = await self._lock_call(pg, call_id)
             if row.status != WAITING_FOR_INPUT:
                 raise PreconditionFailed(
                     f"call {call_id} is not waiting for input (status {row.status}); reply "
                     "only while its status shows a question"
                 )
-            answered = (
-                await conn.execute(
-                    q.update()
-                    .where(q.c.call_id == row.id, q.c.reply.is_(None), q.c.withdrawn_at.is_(None))
-                    .values(reply=text, answered_by=by, answered_at=sa.func.now())
-                    .returning(q.c.ask_id)
-                )
-            ).all()
+            answered = await Q.all(
+                pg, "answer_question", {"call_id": row.id, "reply": text, "by": by}
+            )
             if not answered:
                 raise PreconditionFailed(f"call {call_id} has no pending question")
-            await conn.execute(
-                t.calls.update()
-                .where(t.calls.c.id == row.id)
-                .values(status=RUNNING, version=t.calls.c.version + 1)
-            )
-            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+            await Q.execute(pg, "call_running_again", {"call_id": row.id})
+            await notify(pg, CALL_CHANNEL, str(row.id))

@@ -2,119 +2,76 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from psycopg.types.json import Jsonb
 
 from agentworks.core.errors import (
     Conflict,
     NotFound,
 )
-from agentworks_functions import tables as t
 from agentworks_functions.models import (
     Function,
     FunctionSpec,
     Target,
     TargetKey,
 )
-from agentworks_functions.store.base import FunctionsStoreBase
+from agentworks_functions.store.base import FunctionsStoreBase, Q
 from agentworks_functions.store.rows import _function, _target
 
 
 class DeclarationQueries(FunctionsStoreBase):
     async def put_target(self, key: TargetKey, owner: str, running_limit: int) -> Target:
-        stmt = (
-            pg_insert(t.targets)
-            .values(kind=key.kind, name=key.name, owner=owner, running_limit=running_limit)
-            .on_conflict_do_update(
-                index_elements=["kind", "name"],
-                set_={"owner": owner, "running_limit": running_limit, "updated_at": sa.func.now()},
+        params = {"kind": key.kind, "name": key.name}
+        async with self.db.raw(transaction=True) as pg:
+            # B10: a name stored before names had to be lower-case, differing only by case.
+            other = await Q.value(
+                pg, "look_alike_target", {**params, "lower_name": key.name.lower()}
             )
-            .returning(*t.targets.c)
-        )
-        # B10: a name stored before names had to be lower-case, differing only by case.
-        look_alike = (
-            sa.select(t.targets.c.name)
-            .where(t.targets.c.kind == key.kind)
-            .where(sa.func.lower(t.targets.c.name) == key.name.lower())
-            .where(t.targets.c.name != key.name)
-            .limit(1)
-        )
-        async with self.db.transaction() as conn:
-            other = (await conn.execute(look_alike)).scalar_one_or_none()
             if other is not None:
                 raise Conflict(
                     f"{key} differs only by case from the registered {key.kind}:{other}; "
                     "names that look alike are refused (a spoofing aid): choose another",
                     metadata={"field": "ref.name", "existing": f"{key.kind}:{other}"},
                 )
-            return _target((await conn.execute(stmt)).one(), self.default_running_limit)
+            row = await Q.one(
+                pg, "put_target", {**params, "owner": owner, "running_limit": running_limit}
+            )
+            return _target(row, self.default_running_limit)
 
     async def get_target(self, key: TargetKey) -> Target:
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(t.targets).where(
-                        t.targets.c.kind == key.kind, t.targets.c.name == key.name
-                    )
-                )
-            ).one_or_none()
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "get_target", {"kind": key.kind, "name": key.name})
         if row is None:
             raise NotFound(f"{key} is not registered with the functions service")
         return _target(row, self.default_running_limit)
 
     async def put_function(self, spec: FunctionSpec) -> Function:
-        values = {
+        # JSON columns keep JSON null for None, as they always did.
+        params = {
+            "target_kind": spec.target.kind,
+            "target_name": spec.target.name,
+            "name": spec.name,
             "description": spec.description,
-            "input_schema": spec.input_schema,
-            "output_schema": spec.output_schema,
+            "input_schema": Jsonb(spec.input_schema),
+            "output_schema": Jsonb(spec.output_schema),
             "allowed_callers": list(spec.allowed_callers),
             "starts_work": spec.starts_work,
-            "workflow": spec.workflow.as_json() if spec.workflow else None,
+            "workflow": Jsonb(spec.workflow.as_json() if spec.workflow else None),
         }
-        stmt = (
-            pg_insert(t.functions)
-            .values(
-                target_kind=spec.target.kind, target_name=spec.target.name, name=spec.name, **values
-            )
-            .on_conflict_do_update(
-                index_elements=["target_kind", "target_name", "name"],
-                set_={**values, "updated_at": sa.func.now()},
-            )
-            .returning(*t.functions.c)
-        )
-        async with self.db.transaction() as conn:
-            return _function((await conn.execute(stmt)).one())
+        async with self.db.raw() as pg:
+            return _function(await Q.one(pg, "put_function", params))
 
     async def delete_function(self, key: TargetKey, name: str) -> bool:
-        f = t.functions
-        async with self.db.transaction() as conn:
-            result = await conn.execute(
-                f.delete().where(
-                    f.c.target_kind == key.kind, f.c.target_name == key.name, f.c.name == name
-                )
-            )
-        return bool(result.rowcount)
+        params = {"kind": key.kind, "target_name": key.name, "name": name}
+        async with self.db.raw() as pg:
+            return bool(await Q.execute(pg, "delete_function", params))
 
     async def get_function(self, key: TargetKey, name: str) -> Function | None:
-        f = t.functions
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(f).where(
-                        f.c.target_kind == key.kind, f.c.target_name == key.name, f.c.name == name
-                    )
-                )
-            ).one_or_none()
+        params = {"kind": key.kind, "target_name": key.name, "name": name}
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "get_function", params)
         return _function(row) if row else None
 
     async def list_functions(self, key: TargetKey) -> list[Function]:
-        f = t.functions
-        async with self.db.autocommit() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(f)
-                    .where(f.c.target_kind == key.kind, f.c.target_name == key.name)
-                    .order_by(f.c.name)
-                )
-            ).all()
+        async with self.db.raw() as pg:
+            rows = await Q.all(pg, "list_functions", {"kind": key.kind, "target_name": key.name})
         return [_function(r) for r in rows]

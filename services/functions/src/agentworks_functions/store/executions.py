@@ -6,17 +6,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
+import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentworks.core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
 )
-from agentworks.server.db import fetch_one, notify
-from agentworks_functions import tables as t
 from agentworks_functions.models import (
     CANCELLED,
     FAILED,
@@ -28,7 +25,7 @@ from agentworks_functions.models import (
     Question,
     TargetKey,
 )
-from agentworks_functions.store.base import FunctionsStoreBase
+from agentworks_functions.store.base import FunctionsStoreBase, Q, notify
 from agentworks_functions.store.rows import (
     CALL_CHANNEL,
     Claim,
@@ -36,7 +33,6 @@ from agentworks_functions.store.rows import (
     _uuid,
     call_ended,
 )
-from agentworks_functions.store.sql import _CLAIM_ONE, _FINISH
 
 
 class ExecutionQueries(FunctionsStoreBase):
@@ -49,73 +45,24 @@ class ExecutionQueries(FunctionsStoreBase):
         claims hold), take it, and notify its status waiters at commit. An empty claim
         (another runtime was faster) costs one round trip.
         """
+        params: dict[str, Any] = {"runtime": runtime, "lease": lease}
         if len(keys) == 1:
-            params = {"claim_kind": keys[0].kind, "claim_name": keys[0].name, "runtime": runtime}
-            async with self.db.raw() as pg:
-                row = await fetch_one(pg, _CLAIM_ONE, {**params, "lease": lease})
-            return _call(row) if row is not None else None
-        c, q = t.calls, t.queued_calls
-        by_kind: dict[str, list[str]] = {}
-        for key in keys:
-            by_kind.setdefault(key.kind, []).append(key.name)
-        target_filter = sa.or_(
-            *(
-                sa.and_(q.c.target_kind == kind, q.c.target_name.in_(names))
-                for kind, names in by_kind.items()
-            )
-        )
-        oldest = (  # as _CLAIM_CTES: from the queue, the call's row locked
-            sa.select(c.c.id)
-            .join(q, q.c.call_id == c.c.id)
-            .where(target_filter, c.c.status == RUNNING, c.c.runtime.is_(None))
-            .order_by(q.c.created_at)
-            .limit(1)
-            .with_for_update(of=c, skip_locked=True)
-            .cte("oldest")
-        )
-        claimed = (
-            c.update()
-            .where(c.c.id == oldest.c.id)
-            .values(
-                runtime=runtime,
-                claimed_at=sa.func.now(),
-                lease_expires_at=sa.func.now() + lease,
-                version=c.c.version + 1,
-            )
-            .returning(*c.c)
-            .cte("claimed")
-        )
-        stmt = sa.select(
-            claimed,
-            sa.func.pg_notify(CALL_CHANNEL, sa.cast(claimed.c.id, sa.Text)).label("notified"),
-        )
-        async with self.db.autocommit() as conn:
-            row = (await conn.execute(stmt)).one_or_none()
+            name = "claim_execution_of_target"
+            params |= {"claim_kind": keys[0].kind, "claim_name": keys[0].name}
+        else:
+            name = "claim_execution_of_targets"
+            params |= {"kinds": [k.kind for k in keys], "names": [k.name for k in keys]}
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, name, params)
         return _call(row) if row is not None else None
 
     async def heartbeat(self, call_id: str, runtime: str, lease: timedelta) -> tuple[str, datetime]:
-        c = t.calls
-        call_uuid = _uuid(call_id, "call")
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(
-                    c.update()
-                    .where(
-                        c.c.id == call_uuid, c.c.runtime == runtime, c.c.status.in_(OPEN_STATUSES)
-                    )
-                    .values(lease_expires_at=sa.func.now() + lease)
-                    .returning(c.c.status, c.c.lease_expires_at)
-                )
-            ).one_or_none()
+        params = {"call_id": _uuid(call_id, "call"), "runtime": runtime, "lease": lease}
+        async with self.db.raw(transaction=True) as pg:
+            row = await Q.one(pg, "extend_execution_lease", params)
             if row is not None:
                 return row.status, row.lease_expires_at
-            row = (
-                await conn.execute(
-                    sa.select(c.c.status, c.c.runtime, c.c.lease_expires_at).where(
-                        c.c.id == call_uuid
-                    )
-                )
-            ).one_or_none()
+            row = await Q.one(pg, "execution_lease", {"call_id": params["call_id"]})
         if row is None or row.runtime != runtime:
             raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
         if row.status == CANCELLED:
@@ -137,21 +84,17 @@ class ExecutionQueries(FunctionsStoreBase):
         max_steps: int,
     ) -> str:
         """Append an execution's progress, messages, events and steps; its status."""
-        c = t.calls
-        async with self.db.transaction() as conn:
-            row = await self._lock_execution(conn, call_id, runtime)
+        async with self.db.raw(transaction=True) as pg:
+            row = await self._lock_execution(pg, call_id, runtime)
             if row.status == CANCELLED:
                 return CANCELLED
             if row.status not in OPEN_STATUSES:
                 raise call_ended(call_id, row.status)
             if sequence:
-                stored = await conn.execute(
-                    pg_insert(t.execution_reports)
-                    .values(call_id=row.id, sequence=sequence)
-                    .on_conflict_do_nothing()
-                    .returning(t.execution_reports.c.sequence)
+                stored = await Q.one(
+                    pg, "store_report_sequence", {"call_id": row.id, "sequence": sequence}
                 )
-                if stored.first() is None:
+                if stored is None:
                     return row.status  # a retry of a report already stored
             for what, have, adding, most in (
                 ("messages", row.message_count, len(messages), max_messages),
@@ -163,74 +106,37 @@ class ExecutionQueries(FunctionsStoreBase):
                         f"call {call_id} would have {have + adding} {what}; the limit is {most} "
                         "per call — report less detail"
                     )
-            if messages:
-                await conn.execute(
-                    t.execution_messages.insert(),
-                    [
-                        {"call_id": row.id, "index": row.message_count + i, "role": r, "text": x}
-                        for i, (r, x) in enumerate(messages)
-                    ],
-                )
-            if events:
-                await conn.execute(
-                    t.execution_events.insert(),
-                    [
-                        {
-                            "call_id": row.id,
-                            "index": row.event_count + i,
-                            "kind": k,
-                            "text": x,
-                            "tool_name": tool,
-                        }
-                        for i, (k, x, tool) in enumerate(events)
-                    ],
-                )
-            if steps:
-                await conn.execute(
-                    t.workflow_steps.insert(),
-                    [
-                        {
-                            "call_id": row.id,
-                            "index": row.step_count + i,
-                            "step": st,
-                            "group_name": g,
-                            "status": stat,
-                            "detail": d,
-                        }
-                        for i, (st, g, stat, d) in enumerate(steps)
-                    ],
-                )
-            values: dict[str, Any] = {
-                "message_count": row.message_count + len(messages),
-                "event_count": row.event_count + len(events),
-                "step_count": row.step_count + len(steps),
-                "version": c.c.version + 1,
-            }
+            await _add_details(pg, row, messages, events, steps)
             # Reports sent concurrently may commit out of order: each one's messages,
             # events and steps are all kept, and the progress line is the latest report's.
             latest = not sequence or sequence > row.last_report_seq
-            if sequence and latest:
-                values["last_report_seq"] = sequence
-            if progress is not None and latest:
-                values["progress"] = progress
-            await conn.execute(c.update().where(c.c.id == row.id).values(**values))
-            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+            await Q.execute(
+                pg,
+                "count_report",
+                {
+                    "call_id": row.id,
+                    "message_count": row.message_count + len(messages),
+                    "event_count": row.event_count + len(events),
+                    "step_count": row.step_count + len(steps),
+                    "last_report_seq": sequence if sequence and latest else None,
+                    "set_progress": progress is not None and latest,
+                    "progress": progress,
+                },
+            )
+            await notify(pg, CALL_CHANNEL, str(row.id))
             return row.status
 
     async def ask(
         self, call_id: str, runtime: str, ask_id: str, question: str
     ) -> tuple[Question, str]:
         """Record a human-input question (once per ask_id); (question, call status) (F11)."""
-        q = t.questions
-        async with self.db.transaction() as conn:
-            row = await self._lock_execution(conn, call_id, runtime)
+        async with self.db.raw(transaction=True) as pg:
+            row = await self._lock_execution(pg, call_id, runtime)
             if row.status == CANCELLED:
                 return Question(ask_id, question, None, CANCELLED), CANCELLED
             if row.status not in OPEN_STATUSES:
                 raise call_ended(call_id, row.status)
-            existing = (
-                await conn.execute(sa.select(q).where(q.c.call_id == row.id, q.c.ask_id == ask_id))
-            ).one_or_none()
+            existing = await Q.one(pg, "question", {"call_id": row.id, "ask_id": ask_id})
             if existing is not None:
                 if existing.withdrawn_at is not None:
                     raise PreconditionFailed(
@@ -238,33 +144,22 @@ class ExecutionQueries(FunctionsStoreBase):
                         "with a new ask_id"
                     )
                 return Question(ask_id, existing.question, existing.reply), row.status
-            pending = (
-                await conn.execute(
-                    sa.select(q.c.ask_id).where(
-                        q.c.call_id == row.id, q.c.reply.is_(None), q.c.withdrawn_at.is_(None)
-                    )
-                )
-            ).first()
+            pending = await Q.one(pg, "pending_question", {"call_id": row.id})
             if pending is not None:
                 raise PreconditionFailed(
                     f"call {call_id} already has a pending question (ask_id {pending.ask_id!r}); "
                     "wait for its reply before asking another"
                 )
-            await conn.execute(
-                q.insert().values(
-                    call_id=row.id, ask_id=ask_id, seq=row.question_count + 1, question=question
-                )
+            seq = row.question_count + 1
+            await Q.execute(
+                pg,
+                "add_question",
+                {"call_id": row.id, "ask_id": ask_id, "seq": seq, "question": question},
             )
-            await conn.execute(
-                t.calls.update()
-                .where(t.calls.c.id == row.id)
-                .values(
-                    status=WAITING_FOR_INPUT,
-                    question_count=row.question_count + 1,
-                    version=t.calls.c.version + 1,
-                )
+            await Q.execute(
+                pg, "call_waiting_for_input", {"call_id": row.id, "question_count": seq}
             )
-            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+            await notify(pg, CALL_CHANNEL, str(row.id))
         return Question(ask_id, question, None), WAITING_FOR_INPUT
 
     async def withdraw_question(
@@ -273,72 +168,50 @@ class ExecutionQueries(FunctionsStoreBase):
         """The runtime stops waiting for question `ask_id` (F11): (its reply, if one came
         first; the call's status). A pending question is withdrawn and the call is
         running again; asking to withdraw it again changes nothing."""
-        q = t.questions
-        async with self.db.transaction() as conn:
-            row = await self._lock_execution(conn, call_id, runtime)
+        async with self.db.raw(transaction=True) as pg:
+            row = await self._lock_execution(pg, call_id, runtime)
             if row.status == CANCELLED:
                 return None, CANCELLED
             if row.status not in OPEN_STATUSES:
                 raise call_ended(call_id, row.status)
-            asked = (
-                await conn.execute(sa.select(q).where(q.c.call_id == row.id, q.c.ask_id == ask_id))
-            ).one_or_none()
+            asked = await Q.one(pg, "question", {"call_id": row.id, "ask_id": ask_id})
             if asked is None:
                 raise NotFound(f"call {call_id} has no question {ask_id!r}")
             if asked.reply is not None or asked.withdrawn_at is not None:
                 return asked.reply, row.status
-            await conn.execute(
-                q.update()
-                .where(q.c.call_id == row.id, q.c.ask_id == ask_id)
-                .values(withdrawn_at=sa.func.now())
-            )
-            await conn.execute(
-                t.calls.update()
-                .where(t.calls.c.id == row.id)
-                .values(status=RUNNING, version=t.calls.c.version + 1)
-            )
-            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+            await Q.execute(pg, "withdraw_question", {"call_id": row.id, "ask_id": ask_id})
+            await Q.execute(pg, "call_running_again", {"call_id": row.id})
+            await notify(pg, CALL_CHANNEL, str(row.id))
         return None, RUNNING
 
     async def question_state(self, call_id: str, ask_id: str) -> tuple[str | None, str]:
         """(reply or None, call status) of one question."""
-        q, c = t.questions, t.calls
-        call_uuid = _uuid(call_id, "call")
-        async with self.db.autocommit() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(q.c.reply, c.c.status)
-                    .select_from(q.join(c, c.c.id == q.c.call_id))
-                    .where(q.c.call_id == call_uuid, q.c.ask_id == ask_id)
-                )
-            ).one()
+        params = {"call_id": _uuid(call_id, "call"), "ask_id": ask_id}
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "question_state", params)
+        if row is None:
+            raise NotFound(f"call {call_id} has no question {ask_id!r}")
         return row.reply, row.status
 
     async def request_correction(
         self, call_id: str, runtime: str, prompt: str, event_text: str
     ) -> bool:
         """Grant the one correction turn (F10); False if the call is no longer open."""
-        c = t.calls
-        async with self.db.transaction() as conn:
-            row = await self._lock_execution(conn, call_id, runtime)
+        async with self.db.raw(transaction=True) as pg:
+            row = await self._lock_execution(pg, call_id, runtime)
             if row.status not in OPEN_STATUSES or row.correction_turns > 0:
                 return False
-            await conn.execute(
-                t.execution_events.insert().values(
-                    call_id=row.id, index=row.event_count, kind="correction", text=event_text
-                )
+            await Q.execute(
+                pg,
+                "add_correction_event",
+                {"call_id": row.id, "index": row.event_count, "text": event_text},
             )
-            await conn.execute(
-                c.update()
-                .where(c.c.id == row.id)
-                .values(
-                    correction_turns=1,
-                    correction_prompt=prompt,
-                    event_count=row.event_count + 1,
-                    version=c.c.version + 1,
-                )
+            await Q.execute(
+                pg,
+                "grant_correction",
+                {"call_id": row.id, "prompt": prompt, "event_count": row.event_count + 1},
             )
-            await conn.execute(notify(CALL_CHANNEL, str(row.id)))
+            await notify(pg, CALL_CHANNEL, str(row.id))
         return True
 
     async def finish(
@@ -365,9 +238,9 @@ class ExecutionQueries(FunctionsStoreBase):
             raise ValueError("a finish claims for one target; use claim_execution for more")
         key = claim.targets[0] if claim is not None else None
         async with self.db.raw() as pg:
-            row = await fetch_one(
+            row = await Q.one(
                 pg,
-                _FINISH,
+                "finish_execution",
                 {
                     "call_id": _uuid(call_id, "call"),
                     "runtime": runtime,
@@ -389,14 +262,13 @@ class ExecutionQueries(FunctionsStoreBase):
 
     async def interrupt_expired(self, notice_text: Callable, batch: int = 100) -> int:
         """Executions whose lease ran out end `interrupted`, never restarted (F12)."""
-        c = t.calls
         return await self._interrupt(
-            [c.c.runtime.isnot(None), c.c.lease_expires_at < sa.func.now()],
+            "expired_executions",
+            {"batch": batch},
             "interrupted: the execution's runtime stopped renewing its lease; saved "
             "progress, messages and files stay readable; the call is not restarted — call "
             "again if the work is still needed",
             notice_text,
-            batch,
         )
 
     async def fail_unanswered(
@@ -404,24 +276,13 @@ class ExecutionQueries(FunctionsStoreBase):
     ) -> int:
         """Calls whose human-input question went unanswered for `older_than` end `failed`
         (F11), so that questions nobody answers cannot hold a target's running slots."""
-        c, q = t.calls, t.questions
-        unanswered = (
-            sa.select(q.c.call_id)
-            .where(
-                q.c.call_id == c.c.id,
-                q.c.reply.is_(None),
-                q.c.withdrawn_at.is_(None),
-                q.c.asked_at < sa.func.now() - older_than,
-            )
-            .exists()
-        )
         return await self._interrupt(
-            [c.c.status == WAITING_FOR_INPUT, unanswered],
+            "unanswered_calls",
+            {"batch": batch, "older_than": older_than},
             f"failed: nobody answered the execution's question within "
             f"{older_than.total_seconds():g} s (FUNCTIONS_QUESTION_TIMEOUT_SECONDS); call "
             "again when someone can answer",
             notice_text,
-            batch,
             status=FAILED,
         )
 
@@ -432,12 +293,61 @@ class ExecutionQueries(FunctionsStoreBase):
 
         Otherwise a call whose target has no runtime would hold a running slot forever.
         """
-        c = t.calls
         return await self._interrupt(
-            [c.c.runtime.is_(None), c.c.created_at < sa.func.now() - older_than],
+            "unclaimed_calls",
+            {"batch": batch, "older_than": older_than},
             f"interrupted: no runtime claimed the call within {older_than.total_seconds():g} "
             "s (is a runtime serving this target?); it never started — call again when "
             "one is running",
             notice_text,
-            batch,
+        )
+
+
+async def _add_details(
+    pg: psycopg.AsyncConnection,
+    row: Any,
+    messages: Sequence[tuple[str, str]],
+    events: Sequence[tuple[str, str, str]],
+    steps: Sequence[tuple[str, str, str, str]],
+) -> None:
+    """A report's messages, events and steps, numbered on from the call's counts (one
+    statement each, as many rows as given)."""
+    if messages:
+        roles, texts = zip(*messages, strict=True)
+        await Q.execute(
+            pg,
+            "add_messages",
+            {
+                "call_id": row.id,
+                "first": row.message_count,
+                "roles": list(roles),
+                "texts": list(texts),
+            },
+        )
+    if events:
+        kinds, texts, tools = zip(*events, strict=True)
+        await Q.execute(
+            pg,
+            "add_events",
+            {
+                "call_id": row.id,
+                "first": row.event_count,
+                "kinds": list(kinds),
+                "texts": list(texts),
+                "tool_names": list(tools),
+            },
+        )
+    if steps:
+        names, groups, statuses, details = zip(*steps, strict=True)
+        await Q.execute(
+            pg,
+            "add_steps",
+            {
+                "call_id": row.id,
+                "first": row.step_count,
+                "steps": list(names),
+                "groups": list(groups),
+                "statuses": list(statuses),
+                "details": list(details),
+            },
         )

@@ -6,18 +6,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-import sqlalchemy as sa
-
-from agentworks_functions import tables as t
 from agentworks_functions.models import (
-    OPEN_STATUSES,
-    WAITING_FOR_INPUT,
     CallSummary,
     TargetKey,
     TargetSummary,
 )
-from agentworks_functions.store.base import FunctionsStoreBase
+from agentworks_functions.store.base import FunctionsStoreBase, Q
 from agentworks_functions.store.rows import _function, _target
 
 
@@ -36,49 +32,20 @@ class ListingQueries(FunctionsStoreBase):
     ) -> list[CallSummary]:
         """Up to `limit` calls newest first, after the key `after`; `viewer` None is the
         operator (every call), else the viewer's own calls and those on targets it owns."""
-        c, tg, q = t.calls, t.targets, t.questions
-        question = (
-            sa.select(q.c.question)
-            .where(q.c.call_id == c.c.id, q.c.reply.is_(None), q.c.withdrawn_at.is_(None))
-            .order_by(q.c.seq.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        query = sa.select(
-            c.c.id,
-            c.c.target_kind,
-            c.c.target_name,
-            c.c.function,
-            c.c.caller,
-            c.c.status,
-            c.c.progress,
-            sa.case((c.c.status == WAITING_FOR_INPUT, question), else_=None).label("question"),
-            c.c.created_at,
-            c.c.ended_at,
-        )
-        if viewer is not None:
-            owned = sa.select(tg.c.kind, tg.c.name).where(tg.c.owner == viewer)
-            query = query.where(
-                sa.or_(
-                    c.c.caller == viewer,
-                    sa.tuple_(c.c.target_kind, c.c.target_name).in_(owned),
-                )
-            )
-        if target is not None:
-            query = query.where(c.c.target_kind == target.kind, c.c.target_name == target.name)
-        if caller is not None:
-            query = query.where(c.c.caller == caller)
-        if statuses:
-            query = query.where(c.c.status.in_(list(statuses)))
-        if created_after is not None:
-            query = query.where(c.c.created_at >= created_after)
-        if created_before is not None:
-            query = query.where(c.c.created_at < created_before)
-        if after is not None:
-            query = query.where(sa.tuple_(c.c.created_at, c.c.id) < sa.tuple_(*after))
-        query = query.order_by(c.c.created_at.desc(), c.c.id.desc()).limit(limit)
-        async with self.db.autocommit() as conn:
-            rows = (await conn.execute(query)).all()
+        params = {
+            "viewer": viewer,
+            "kind": target.kind if target else None,
+            "name": target.name if target else None,
+            "caller": caller,
+            "statuses": list(statuses),
+            "created_after": created_after,
+            "created_before": created_before,
+            "after_at": after[0] if after else None,
+            "after_id": after[1] if after else None,
+            "limit": limit,
+        }
+        async with self.db.raw() as pg:
+            rows = await Q.all(pg, "list_calls", params)
         return [
             CallSummary(
                 id=str(r.id),
@@ -106,44 +73,28 @@ class ListingQueries(FunctionsStoreBase):
         """Up to `limit` targets by (kind, name) after `after`, each with all its functions
         (the service filters them) and its open calls; `viewer` None is the operator
         (every target), else targets it owns or with a function one of `patterns` admits."""
-        tg, f, c = t.targets, t.functions, t.calls
-        running = (
-            sa.select(sa.func.count())
-            .where(
-                c.c.target_kind == tg.c.kind,
-                c.c.target_name == tg.c.name,
-                c.c.status.in_(OPEN_STATUSES),
-            )
-            .scalar_subquery()
-        )
-        query = sa.select(tg, running.label("running"))
-        if viewer is not None:
-            callable_here = sa.exists().where(
-                f.c.target_kind == tg.c.kind,
-                f.c.target_name == tg.c.name,
-                f.c.allowed_callers.overlap(sa.cast(list(patterns), f.c.allowed_callers.type)),
-            )
-            query = query.where(sa.or_(tg.c.owner == viewer, callable_here))
-        if target is not None:
-            query = query.where(tg.c.kind == target.kind, tg.c.name == target.name)
-        if after is not None:
-            query = query.where(sa.tuple_(tg.c.kind, tg.c.name) > sa.tuple_(*after))
-        query = query.order_by(tg.c.kind, tg.c.name).limit(limit)
-        async with self.db.transaction() as conn:
-            rows = (await conn.execute(query)).all()
+        params = {
+            "viewer": viewer,
+            "patterns": list(patterns),
+            "kind": target.kind if target else None,
+            "name": target.name if target else None,
+            "after_kind": after[0] if after else None,
+            "after_name": after[1] if after else None,
+            "limit": limit,
+        }
+        async with self.db.raw(transaction=True) as pg:
+            rows = await Q.all(pg, "list_targets", params)
             keys = [(r.kind, r.name) for r in rows]
             functions = (
-                (
-                    await conn.execute(
-                        sa.select(f)
-                        .where(sa.tuple_(f.c.target_kind, f.c.target_name).in_(keys))
-                        .order_by(f.c.target_kind, f.c.target_name, f.c.name)
-                    )
-                ).all()
+                await Q.all(
+                    pg,
+                    "functions_of_targets",
+                    {"kinds": [k for k, _ in keys], "names": [n for _, n in keys]},
+                )
                 if keys
                 else []
             )
-        by_target: dict[tuple[str, str], list] = {key: [] for key in keys}
+        by_target: dict[tuple[str, str], list[Any]] = {key: [] for key in keys}
         for row in functions:
             by_target[(row.target_kind, row.target_name)].append(_function(row))
         return [

@@ -14,8 +14,7 @@ from agentworks_functions.models import (
     Notice,
     NoticeOutcome,
 )
-from agentworks_functions.store.base import FunctionsStoreBase
-from agentworks_functions.store.sql import _NOTICES_ATTEMPTED, _NOTICES_CLAIM
+from agentworks_functions.store.base import FunctionsStoreBase, Q
 
 # The first key of the notices' advisory locks (the second: the call id, hashed).
 NOTICE_LOCK = 0x0F13
@@ -41,13 +40,12 @@ class NoticeQueries(FunctionsStoreBase):
         """
         async with self.db.raw() as pg:
             try:
-                cursor = await pg.execute(_NOTICES_CLAIM, {"batch": batch, "lock": NOTICE_LOCK})
-                rows = await cursor.fetchall()
+                rows = await Q.all(pg, "claim_notices", {"batch": batch, "lock": NOTICE_LOCK})
                 if not rows:
                     return 0
                 notices = [Notice(str(r[0]), str(r[1]), r[2], r[3], r[4]) for r in rows]
                 outcomes = await send(notices)
-                await pg.execute(_NOTICES_ATTEMPTED, _attempted(rows, outcomes, retry_after))
+                await Q.execute(pg, "notices_attempted", _attempted(rows, outcomes, retry_after))
                 return len(rows)
             finally:
                 await _release_locks(pg)
@@ -63,7 +61,7 @@ async def _release_locks(pg: psycopg.AsyncConnection[Any]) -> None:
     retrieved ("consuming input failed: connection pointer is NULL").
     """
     try:
-        await pg.execute("SELECT pg_advisory_unlock_all()")
+        await Q.execute(pg, "unlock_notices")
     except BaseException as exc:
         await pg.close()
         if not isinstance(exc, Exception):
@@ -73,7 +71,7 @@ async def _release_locks(pg: psycopg.AsyncConnection[Any]) -> None:
 def _attempted(
     rows: list[Any], outcomes: list[NoticeOutcome], retry_after: timedelta
 ) -> dict[str, list[Any]]:
-    """The parameters of _NOTICES_ATTEMPTED: every outcome in one statement, delivered,
+    """The parameters of `notices_attempted`: every outcome in one statement, delivered,
     failed for good, or due again after a backoff that doubles per attempt (capped at
     60 x retry_after)."""
     pairs = list(zip(rows, outcomes, strict=True))
