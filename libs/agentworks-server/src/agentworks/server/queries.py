@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +132,14 @@ class Queries:
         async with conn.cursor() as cur:
             await cur.execute(query.text, params, prepare=query.prepare)
             return cur.rowcount
+
+    async def execute_many(
+        self, conn: psycopg.AsyncConnection[Any], name: str, params: Iterable[Any]
+    ) -> None:
+        """Run a query once per parameter set (psycopg pipelines them: one round trip)."""
+        query = self[name]
+        async with conn.cursor() as cur:
+            await cur.executemany(query.text, params)
 
 
 async def fetch_one(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""What every store module shares: row converters, query pieces, locks and the base class."""
+"""What every store module shares: row converters, named queries, locks and the base class."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection
+import psycopg
 
 from agentworks.core.checks import is_retry, key_reused
 from agentworks.core.errors import AgentWorksError, Busy, Conflict, NotFound
-from agentworks.server.db import Database, translate_outages
-from agentworks_scheduler import tables as t
+from agentworks.server.db import Database
+from agentworks.server.queries import Queries
 from agentworks_scheduler.models import Page, Recurrence, Schedule, WakeUp, Webhook
+
+# Every statement of the store, by name, from ../queries.sql (read once, at import).
+Q = Queries.load("agentworks_scheduler")
 
 # A wake-up's time: an absolute instant, or a delay from the database clock.
 When = datetime | timedelta
@@ -95,74 +96,62 @@ def as_uuid(value: str, what: str) -> uuid.UUID:
         raise NotFound(f"{what} {value!r} not found") from None
 
 
-def due_value(when: When) -> Any:
-    return sa.func.now() + when if isinstance(when, timedelta) else when
+def due_params(when: When) -> dict[str, Any]:
+    """A wake-up's time as the queries take it: an instant, or a delay from the database
+    clock."""
+    if isinstance(when, timedelta):
+        return {"due_at": None, "delay": when}
+    return {"due_at": when, "delay": None}
 
 
-def not_paused(product: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
-    """No pause covers this product: not global, not the product, not its whole kind."""
-    return ~paused(product)
-
-
-def paused(product: sa.ColumnElement[str]) -> sa.Exists:
-    """A pause covers this product: global, the product, or its whole kind."""
-    p = t.pauses
-    return sa.exists().where(
-        sa.or_(
-            p.c.product == "",
-            p.c.product == product,
-            p.c.product == sa.func.split_part(product, ":", 1) + ":*",
-        )
-    )
-
-
-def lock_key(value: str | sa.ColumnElement[Any]) -> sa.ColumnElement[int]:
-    """The second half of a row's advisory lock key: its id (as text), hashed."""
-    if isinstance(value, sa.ColumnElement):
-        value = sa.cast(value, sa.Text)
-    return sa.func.hashtext(value)
-
-
-async def wait_for_delivery(conn: AsyncConnection, lock: int, row_id: uuid.UUID) -> None:
+async def wait_for_delivery(pg: psycopg.AsyncConnection, lock: int, row_id: uuid.UUID) -> None:
     """Wait (in this transaction) until no replica is delivering the row `row_id`; until
     the transaction ends, no replica starts to (see store/firing.py)."""
-    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(lock, lock_key(str(row_id)))))
+    await Q.execute(pg, "wait_for_delivery", {"lock": lock, "row_id": str(row_id)})
+
+
+class Session:
+    """A pooled connection of its own, outside any transaction between the short ones
+    run on it (`async with session.pg.transaction()`), for session-level advisory locks
+    held while another service is called."""
+
+    def __init__(self, pg: psycopg.AsyncConnection) -> None:
+        self.pg = pg
+
+    def in_transaction(self) -> bool:
+        return self.pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
 
 @contextlib.asynccontextmanager
-async def session(db: Database) -> AsyncIterator[AsyncConnection]:
-    """A connection of its own, outside any transaction between the short ones run on
-    it (`async with conn.begin()`), for session-level advisory locks held while another
-    service is called. On the way out the locks are released; if the connection may be
-    in doubt (anything but a refusal failed) it is dropped instead, which releases them
-    too."""
-    with translate_outages():
-        async with db.engine.connect() as conn:
-            try:
-                yield conn
-            except AgentWorksError:
-                await _release(conn)
-                raise
-            except BaseException:
-                await _drop(conn)
-                raise
-            await _release(conn)
+async def session(db: Database) -> AsyncIterator[Session]:
+    """A `Session`. On the way out its locks are released; if the connection may be in
+    doubt (anything but a refusal failed) it is closed instead, which releases them too
+    (the pool does not take a closed connection back)."""
+    async with db.raw() as pg:
+        try:
+            yield Session(pg)
+        except AgentWorksError:
+            await _release(pg)
+            raise
+        except BaseException:
+            await _drop(pg)
+            raise
+        await _release(pg)
 
 
-async def _release(conn: AsyncConnection) -> None:
-    if conn.in_transaction():
-        await _drop(conn)
+async def _release(pg: psycopg.AsyncConnection) -> None:
+    if pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        await _drop(pg)
         return
     try:
-        async with conn.begin():
-            await conn.execute(sa.select(sa.func.pg_advisory_unlock_all()))
-    except Exception:  # dropping the connection releases them as well
-        await _drop(conn)
+        await Q.execute(pg, "unlock_all")
+    except Exception:  # closing the connection releases them as well
+        await _drop(pg)
 
 
-async def _drop(conn: AsyncConnection) -> None:
+async def _drop(pg: psycopg.AsyncConnection) -> None:
     with contextlib.suppress(Exception):
-        await conn.invalidate()
+        await pg.close()
 
 
 def retry_key_conflict(submission_id: str, what: str = "wake-up") -> Conflict:
@@ -170,8 +159,8 @@ def retry_key_conflict(submission_id: str, what: str = "wake-up") -> Conflict:
 
 
 async def retried(
-    conn: Any,
-    table: sa.Table,
+    pg: psycopg.AsyncConnection,
+    query: str,
     *,
     created_by: str,
     submission_id: str,
@@ -179,17 +168,11 @@ async def retried(
     what: str,
     legacy_hash: str = "",
 ) -> Any | None:
-    """The row this creator's retry key made already (None: none, or no key); the key
-    with a different request is refused."""
+    """The row this creator's retry key made already (`query`: the kind's look-up; None:
+    none, or no key); the key with a different request is refused."""
     if not submission_id:
         return None
-    earlier = (
-        await conn.execute(
-            sa.select(table).where(
-                table.c.created_by == created_by, table.c.submission_id == submission_id
-            )
-        )
-    ).one_or_none()
+    earlier = await Q.one(pg, query, {"created_by": created_by, "submission_id": submission_id})
     if earlier is None:
         return None
     is_retry(
@@ -215,47 +198,41 @@ Viewer = tuple[str, frozenset[str]] | None
 
 
 def listing(
-    table: sa.Table,
-    *,
-    conversation_id: str,
-    product: str,
-    after: int,
-    visible_to: Viewer = None,
-) -> sa.Select:
-    """Rows of `table` past the cursor `after` in creation order, of one conversation and
-    one product when they are given (empty: any), that `visible_to` may see."""
-    query = sa.select(table).where(table.c.seq > after).order_by(table.c.seq)
-    if conversation_id:
-        query = query.where(table.c.conversation_id == as_uuid(conversation_id, "conversation"))
-    if product:
-        query = query.where(table.c.product == product)
-    if visible_to is not None:
-        principal, products = visible_to
-        visible = table.c.created_by == principal
-        if products:
-            visible = sa.or_(visible, table.c.product.in_(sorted(products)))
-        query = query.where(visible)
-    return query
+    *, conversation_id: str, product: str, after: int, limit: int, visible_to: Viewer = None
+) -> dict[str, Any]:
+    """The parameters of a `list_*` query: rows past the cursor `after` in creation order,
+    of one conversation and one product when they are given (empty: any), that
+    `visible_to` may see."""
+    principal, products = visible_to if visible_to is not None else (None, frozenset[str]())
+    return {
+        "after": after,
+        "conversation_id": as_uuid(conversation_id, "conversation") if conversation_id else None,
+        "product": product,
+        "principal": principal,
+        "products": sorted(products),
+        "limit": limit,
+    }
 
 
-async def take_turns(conn: Any, what: str, conversation_id: str) -> None:
+async def take_turns(pg: psycopg.AsyncConnection, what: str, conversation_id: str) -> None:
     """Creates of one kind for one conversation take turns (a transaction-scoped lock),
     so a limit is exact under concurrency and across replicas, and a retry finds its twin."""
     conv = as_uuid(conversation_id, "conversation")
-    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"{what}:{conv}"))))
+    await Q.execute(pg, "take_turns", {"key": f"{what}:{conv}"})
 
 
 async def within_limit(
-    conn: Any, table: sa.Table, conversation_id: str, limit: int, what: str, instead: str
+    pg: psycopg.AsyncConnection,
+    query: str,
+    conversation_id: str,
+    limit: int,
+    what: str,
+    instead: str,
 ) -> None:
-    """Busy when the conversation has `limit` rows of `table` already (call it after
-    `take_turns`)."""
+    """Busy when the conversation has `limit` rows (`query` counts them) already (call it
+    after `take_turns`)."""
     conv = as_uuid(conversation_id, "conversation")
-    count = (
-        await conn.execute(
-            sa.select(sa.func.count()).select_from(table).where(table.c.conversation_id == conv)
-        )
-    ).scalar_one()
+    count = await Q.value(pg, query, {"conversation_id": conv})
     if count >= limit:
         raise Busy(
             f"conversation {conversation_id} already has {count} {what} (the limit is "
@@ -270,17 +247,16 @@ class StoreBase:
         self.db = db
 
     async def _page(
-        self, query: sa.Select, convert: Callable[[Any], Any], limit: int, after: int
+        self, query: str, params: dict[str, Any], convert: Callable[[Any], Any], after: int
     ) -> Page:
-        """The first `limit` rows of `query` as one page; its cursor is the last row's seq."""
-        async with self.db.transaction() as conn:
-            rows = (await conn.execute(query.limit(limit))).all()
+        """The rows of a `list_*` query as one page; its cursor is the last row's seq."""
+        async with self.db.raw() as pg:
+            rows = await Q.all(pg, query, params)
         items = [convert(r) for r in rows]
         return Page(items, items[-1].seq if items else after)
 
     async def _create_attached(
         self,
-        table: sa.Table,
         what: str,
         *,
         conversation_id: str,
@@ -291,15 +267,15 @@ class StoreBase:
         max_per_conversation: int,
         values: dict[str, Any],
     ) -> tuple[Any, bool]:
-        """Insert a schedule or webhook of a conversation, or find the one this retry key
-        made already; (its row, whether it is new). Creates of a kind for a conversation
-        take turns, so the retry check and the limit hold under concurrency."""
+        """Insert a schedule or webhook (`what`) of a conversation, or find the one this
+        retry key made already; (its row, whether it is new). Creates of a kind for a
+        conversation take turns, so the retry check and the limit hold under concurrency."""
         try:
-            async with self.db.transaction() as conn:
-                await take_turns(conn, f"{what}s", conversation_id)
+            async with self.db.raw(transaction=True) as pg:
+                await take_turns(pg, f"{what}s", conversation_id)
                 earlier = await retried(
-                    conn,
-                    table,
+                    pg,
+                    f"{what}_by_key",
                     created_by=created_by,
                     submission_id=submission_id,
                     request_hash=request_hash,
@@ -309,21 +285,24 @@ class StoreBase:
                 if earlier is not None:
                     return earlier, False
                 await within_limit(
-                    conn, table, conversation_id, max_per_conversation, f"{what}s", "delete one"
+                    pg,
+                    f"{what}s_of_conversation",
+                    conversation_id,
+                    max_per_conversation,
+                    f"{what}s",
+                    "delete one",
                 )
-                row = (
-                    await conn.execute(
-                        table.insert()
-                        .values(
-                            **values,
-                            conversation_id=as_uuid(conversation_id, "conversation"),
-                            created_by=created_by,
-                            **retry_key_values(submission_id, request_hash),
-                        )
-                        .returning(*table.c)
-                    )
-                ).one()
-        except sa_exc.IntegrityError as exc:
+                row = await Q.one(
+                    pg,
+                    f"create_{what}",
+                    {
+                        **values,
+                        "conversation_id": as_uuid(conversation_id, "conversation"),
+                        "created_by": created_by,
+                        **retry_key_values(submission_id, request_hash),
+                    },
+                )
+        except psycopg.errors.IntegrityError as exc:
             # The same key, used at the same moment for another conversation.
             raise retry_key_conflict(submission_id, what) from exc
         return row, True

@@ -2,38 +2,33 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+import psycopg
 
-from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import PauseEntry
-from agentworks_scheduler.store.common import GATE_LOCK, StoreBase
+from agentworks_scheduler.store.common import GATE_LOCK, Q, StoreBase
 
 
 class PauseStore(StoreBase):
     async def pause(self, product: str, reason: str, paused_by: str) -> list[PauseEntry]:
-        async with self.db.transaction() as conn:
-            await self._close_gate(conn)
-            await conn.execute(
-                pg_insert(t.pauses)
-                .values(product=product, reason=reason, paused_by=paused_by)
-                .on_conflict_do_nothing(index_elements=["product"])
+        async with self.db.raw(transaction=True) as pg:
+            await self._close_gate(pg)
+            await Q.execute(
+                pg, "add_pause", {"product": product, "reason": reason, "paused_by": paused_by}
             )
-            return await self._pauses(conn)
+            return await self._pauses(pg)
 
     async def resume(self, product: str) -> tuple[bool, list[PauseEntry]]:
         """Lift the pause of exactly this scope: (whether there was one, the pauses left)."""
-        async with self.db.transaction() as conn:
-            await self._close_gate(conn)
-            lifted = await conn.execute(t.pauses.delete().where(t.pauses.c.product == product))
-            return bool(lifted.rowcount), await self._pauses(conn)
+        async with self.db.raw(transaction=True) as pg:
+            await self._close_gate(pg)
+            lifted = await Q.execute(pg, "remove_pause", {"product": product})
+            return bool(lifted), await self._pauses(pg)
 
     async def pauses(self) -> list[PauseEntry]:
-        async with self.db.transaction() as conn:
-            return await self._pauses(conn)
+        async with self.db.raw() as pg:
+            return await self._pauses(pg)
 
-    async def _close_gate(self, conn: AsyncConnection) -> None:
+    async def _close_gate(self, pg: psycopg.AsyncConnection) -> None:
         """Wait for in-flight firings (claimed and not yet recorded); later firings wait
         for this transaction.
 
@@ -42,9 +37,9 @@ class PauseStore(StoreBase):
         too, which waits for a replica of an earlier version still firing in one
         transaction holding that row `FOR SHARE`.
         """
-        await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(GATE_LOCK, 0)))
-        await conn.execute(t.pause_gate.update().values(changed_at=sa.func.now()))
+        await Q.execute(pg, "close_gate", {"gate": GATE_LOCK})
+        await Q.execute(pg, "touch_gate")
 
-    async def _pauses(self, conn: AsyncConnection) -> list[PauseEntry]:
-        rows = (await conn.execute(sa.select(t.pauses).order_by(t.pauses.c.product))).all()
+    async def _pauses(self, pg: psycopg.AsyncConnection) -> list[PauseEntry]:
+        rows = await Q.all(pg, "pauses")
         return [PauseEntry(r.product, r.reason, r.paused_by, r.paused_at) for r in rows]

@@ -7,13 +7,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from agentworks.core.errors import NotFound
-from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Page, Recurrence, Schedule
 from agentworks_scheduler.store.common import (
     SCHEDULE_LOCK,
+    Q,
     StoreBase,
     Viewer,
     as_uuid,
@@ -44,7 +42,6 @@ class ScheduleStore(StoreBase):
         """A schedule, or the one this retry key created already (S4); and whether it
         is new."""
         row, created = await self._create_attached(
-            t.schedules,
             "schedule",
             conversation_id=conversation_id,
             created_by=created_by,
@@ -68,11 +65,8 @@ class ScheduleStore(StoreBase):
         return schedule(row), created
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
-        s = t.schedules
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(sa.select(s).where(s.c.id == as_uuid(schedule_id, "schedule")))
-            ).one_or_none()
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "get_schedule", {"id": as_uuid(schedule_id, "schedule")})
         if row is None:
             raise NotFound(f"schedule {schedule_id!r} not found")
         return schedule(row)
@@ -85,33 +79,28 @@ class ScheduleStore(StoreBase):
         The lock waits for an occurrence of this schedule being delivered to be
         recorded, so an update never races the bookkeeping of an occurrence.
         """
-        s = t.schedules
         key = as_uuid(schedule_id, "schedule")
-        async with self.db.transaction() as conn:
-            await wait_for_delivery(conn, SCHEDULE_LOCK, key)
-            row = (
-                await conn.execute(sa.select(s).where(s.c.id == key).with_for_update())
-            ).one_or_none()
+        async with self.db.raw(transaction=True) as pg:
+            await wait_for_delivery(pg, SCHEDULE_LOCK, key)
+            row = await Q.one(pg, "lock_schedule", {"id": key})
             if row is None:
                 raise NotFound(f"schedule {schedule_id!r} not found")
-            now = (await conn.execute(sa.select(sa.func.now()))).scalar_one()
+            now = await Q.value(pg, "now")
             values = change(schedule(row), now)
             if not values:
                 return schedule(row)
-            values["updated_at"] = sa.func.now()
-            row = (
-                await conn.execute(
-                    s.update().where(s.c.id == row.id).values(**values).returning(*s.c)
-                )
-            ).one()
+            unknown = set(values) - set(_SETTABLE)
+            if unknown:
+                raise ValueError(f"schedules cannot change {sorted(unknown)}")
+            current = {name: getattr(row, name) for name in _SETTABLE}
+            row = await Q.one(pg, "save_schedule", {**current, **values, "id": row.id})
         return schedule(row)
 
     async def delete_schedule(self, schedule_id: str) -> None:
-        s = t.schedules
         key = as_uuid(schedule_id, "schedule")
-        async with self.db.transaction() as conn:
-            await wait_for_delivery(conn, SCHEDULE_LOCK, key)
-            await conn.execute(s.delete().where(s.c.id == key))
+        async with self.db.raw(transaction=True) as pg:
+            await wait_for_delivery(pg, SCHEDULE_LOCK, key)
+            await Q.execute(pg, "delete_schedule", {"id": key})
 
     async def list_schedules(
         self,
@@ -122,11 +111,25 @@ class ScheduleStore(StoreBase):
         after: int,
         limit: int,
     ) -> Page:
-        query = listing(
-            t.schedules,
+        params = listing(
             conversation_id=conversation_id,
             product=product,
             visible_to=visible_to,
             after=after,
+            limit=limit,
         )
-        return await self._page(query, schedule, limit, after)
+        return await self._page("list_schedules", params, schedule, after)
+
+
+# What `update_schedule`'s change may set (save_schedule writes them all, the unchanged
+# ones as they were).
+_SETTABLE = (
+    "name",
+    "prompt",
+    "cron",
+    "interval_seconds",
+    "time_zone",
+    "anchor_at",
+    "next_fire_at",
+    "paused",
+)

@@ -6,19 +6,18 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
+import psycopg
 
 from agentworks.core.errors import Busy, NotFound, PreconditionFailed
-from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.store.common import (
     WAKE_UP_LOCK,
+    Q,
     StoreBase,
     Viewer,
     When,
     as_uuid,
-    due_value,
+    due_params,
     listing,
     retried,
     retry_key_conflict,
@@ -45,14 +44,13 @@ class WakeUpStore(StoreBase):
     ) -> tuple[WakeUp, bool]:
         """A pending wake-up, or the one this retry key created already (S1); and
         whether it is new."""
-        w = t.wake_ups
         conv = as_uuid(conversation_id, "conversation")
         try:
-            async with self.db.transaction() as conn:
-                await take_turns(conn, "wake_ups", conversation_id)
+            async with self.db.raw(transaction=True) as pg:
+                await take_turns(pg, "wake_ups", conversation_id)
                 earlier = await retried(
-                    conn,
-                    w,
+                    pg,
+                    "wake_up_by_key",
                     created_by=created_by,
                     submission_id=submission_id,
                     request_hash=request_hash,
@@ -61,45 +59,34 @@ class WakeUpStore(StoreBase):
                 )
                 if earlier is not None:
                     return wake_up(earlier), False
-                pending = (
-                    await conn.execute(
-                        sa.select(sa.func.count())
-                        .select_from(w)
-                        .where(w.c.conversation_id == conv, w.c.status == "pending")
-                    )
-                ).scalar_one()
+                pending = await Q.value(pg, "pending_wake_ups", {"conversation_id": conv})
                 if pending >= max_pending:
                     raise Busy(
                         f"conversation {conversation_id} already has {pending} pending "
                         f"wake-ups (the limit is {max_pending}); cancel or reschedule one "
                         "instead"
                     )
-                row = (
-                    await conn.execute(
-                        w.insert()
-                        .values(
-                            id=uuid.uuid4(),
-                            conversation_id=conv,
-                            product=product,
-                            note=note,
-                            due_at=due_value(when),
-                            created_by=created_by,
-                            **retry_key_values(submission_id, request_hash),
-                        )
-                        .returning(*w.c)
-                    )
-                ).one()
-        except sa_exc.IntegrityError as exc:
+                row = await Q.one(
+                    pg,
+                    "create_wake_up",
+                    {
+                        "id": uuid.uuid4(),
+                        "conversation_id": conv,
+                        "product": product,
+                        "note": note,
+                        **due_params(when),
+                        "created_by": created_by,
+                        **retry_key_values(submission_id, request_hash),
+                    },
+                )
+        except psycopg.errors.IntegrityError as exc:
             # The same key, used at the same moment for another conversation.
             raise retry_key_conflict(submission_id) from exc
         return wake_up(row), True
 
     async def get_wake_up(self, wake_up_id: str) -> WakeUp:
-        w = t.wake_ups
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(sa.select(w).where(w.c.id == as_uuid(wake_up_id, "wake-up")))
-            ).one_or_none()
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "get_wake_up", {"id": as_uuid(wake_up_id, "wake-up")})
         if row is None:
             raise NotFound(f"wake-up {wake_up_id!r} not found")
         return wake_up(row)
@@ -110,25 +97,14 @@ class WakeUpStore(StoreBase):
         A wake-up being delivered right now is locked: this waits for its firing to be
         recorded and then refuses, because it has fired.
         """
-        w = t.wake_ups
         key = as_uuid(wake_up_id, "wake-up")
-        values: dict[str, Any] = {"updated_at": sa.func.now()}
-        if when is None:
-            values["status"] = "cancelled"
-        else:
-            values["due_at"] = due_value(when)
-        async with self.db.transaction() as conn:
-            await wait_for_delivery(conn, WAKE_UP_LOCK, key)
-            row = (
-                await conn.execute(
-                    w.update()
-                    .where(w.c.id == key, w.c.status == "pending")
-                    .values(**values)
-                    .returning(*w.c)
-                )
-            ).one_or_none()
+        params: dict[str, Any] = {"id": key, "cancel": when is None}
+        params |= due_params(when) if when is not None else {"due_at": None, "delay": None}
+        async with self.db.raw(transaction=True) as pg:
+            await wait_for_delivery(pg, WAKE_UP_LOCK, key)
+            row = await Q.one(pg, "change_pending_wake_up", params)
             if row is None:
-                current = (await conn.execute(sa.select(w).where(w.c.id == key))).one_or_none()
+                current = await Q.one(pg, "get_wake_up", {"id": key})
                 if current is None:
                     raise NotFound(f"wake-up {wake_up_id!r} not found")
                 if when is None:
@@ -155,20 +131,16 @@ class WakeUpStore(StoreBase):
         limit: int,
     ) -> Page:
         """Wake-ups in creation order that `visible_to` may see (see `Viewer`)."""
-        w = t.wake_ups
-        query = listing(
-            w, conversation_id=conversation_id, product=product, after=after, visible_to=visible_to
+        params = listing(
+            conversation_id=conversation_id,
+            product=product,
+            after=after,
+            limit=limit,
+            visible_to=visible_to,
         )
-        if not include_finished:
-            query = query.where(w.c.status == "pending")
-        return await self._page(query, wake_up, limit, after)
+        params["include_finished"] = include_finished
+        return await self._page("list_wake_ups", params, wake_up, after)
 
     async def purge_finished_wake_ups(self, older_than: timedelta) -> int:
-        w = t.wake_ups
-        async with self.db.transaction() as conn:
-            result = await conn.execute(
-                w.delete().where(
-                    w.c.status != "pending", w.c.updated_at < sa.func.now() - older_than
-                )
-            )
-        return result.rowcount or 0
+        async with self.db.raw() as pg:
+            return await Q.execute(pg, "purge_finished_wake_ups", {"older_than": older_than})

@@ -5,20 +5,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-
 from agentworks.core.errors import Conflict, NotFound
-from agentworks_scheduler import tables as t
 from agentworks_scheduler.models import Delivered, Page, Webhook
 from agentworks_scheduler.store.common import (
     WEBHOOK_DELIVERY_LOCK,
     WEBHOOK_SIGNATURE_LOCK,
+    Q,
     StoreBase,
     Viewer,
     as_uuid,
     listing,
-    lock_key,
     session,
     webhook,
 )
@@ -44,7 +40,6 @@ class WebhookStore(StoreBase):
         """A webhook with this id and secret, or the one this retry key created already
         (returned without its secret: the service decides whether to give it again)."""
         row, new = await self._create_attached(
-            t.webhooks,
             "webhook",
             conversation_id=conversation_id,
             created_by=created_by,
@@ -63,11 +58,8 @@ class WebhookStore(StoreBase):
         return webhook(row, secret) if new else webhook(row)
 
     async def get_webhook(self, webhook_id: str) -> Webhook:
-        h = t.webhooks
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(sa.select(h).where(h.c.id == as_uuid(webhook_id, "webhook")))
-            ).one_or_none()
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "get_webhook", {"id": as_uuid(webhook_id, "webhook")})
         if row is None:
             raise NotFound(f"webhook {webhook_id!r} not found")
         return webhook(row)
@@ -75,29 +67,20 @@ class WebhookStore(StoreBase):
     async def rotate_webhook_secret(
         self, webhook_id: str, *, salt: str, secret_fingerprint: str, secret: str
     ) -> Webhook:
-        h = t.webhooks
-        async with self.db.transaction() as conn:
-            row = (
-                await conn.execute(
-                    h.update()
-                    .where(h.c.id == as_uuid(webhook_id, "webhook"))
-                    .values(
-                        salt=salt,
-                        secret_fingerprint=secret_fingerprint,
-                        secret_rotated_at=sa.func.now(),
-                    )
-                    .returning(*h.c)
-                )
-            ).one_or_none()
+        params = {
+            "id": as_uuid(webhook_id, "webhook"),
+            "salt": salt,
+            "secret_fingerprint": secret_fingerprint,
+        }
+        async with self.db.raw() as pg:
+            row = await Q.one(pg, "rotate_webhook_secret", params)
         if row is None:
             raise NotFound(f"webhook {webhook_id!r} not found")
         return webhook(row, secret)
 
     async def delete_webhook(self, webhook_id: str) -> None:
-        async with self.db.transaction() as conn:
-            await conn.execute(
-                t.webhooks.delete().where(t.webhooks.c.id == as_uuid(webhook_id, "webhook"))
-            )
+        async with self.db.raw() as pg:
+            await Q.execute(pg, "delete_webhook", {"id": as_uuid(webhook_id, "webhook")})
 
     async def list_webhooks(
         self,
@@ -108,14 +91,14 @@ class WebhookStore(StoreBase):
         after: int,
         limit: int,
     ) -> Page:
-        query = listing(
-            t.webhooks,
+        params = listing(
             conversation_id=conversation_id,
             product=product,
             visible_to=visible_to,
             after=after,
+            limit=limit,
         )
-        return await self._page(query, webhook, limit, after)
+        return await self._page("list_webhooks", params, webhook, after)
 
     async def receive_webhook(
         self,
@@ -135,24 +118,25 @@ class WebhookStore(StoreBase):
         written and the sender may retry (a retry after a crash between the two is
         deduplicated by messaging, under the same idempotency key).
         """
-        r = t.webhook_receipts
         async with session(self.db) as conn:
-            async with conn.begin():
+            pg = conn.pg
+            async with pg.transaction():
                 for lock, value in (
                     (WEBHOOK_DELIVERY_LOCK, delivery_key),
                     (WEBHOOK_SIGNATURE_LOCK, signature),
                 ):
-                    await conn.execute(
-                        sa.select(sa.func.pg_advisory_lock(lock, lock_key(f"{webhook_id}:{value}")))
+                    await Q.execute(
+                        pg, "lock_webhook_event", {"lock": lock, "key": f"{webhook_id}:{value}"}
                     )
-                earlier = (
-                    await conn.execute(
-                        sa.select(r.c.delivery_key, r.c.received_at).where(
-                            r.c.webhook_id == webhook_id,
-                            sa.or_(r.c.delivery_key == delivery_key, r.c.signature == signature),
-                        )
-                    )
-                ).first()
+                earlier = await Q.one(
+                    pg,
+                    "earlier_receipt",
+                    {
+                        "webhook_id": webhook_id,
+                        "delivery_key": delivery_key,
+                        "signature": signature,
+                    },
+                )
             if earlier is not None:
                 what = (
                     f"delivery {delivery_key!r}"
@@ -166,24 +150,20 @@ class WebhookStore(StoreBase):
                     "and a fresh signature"
                 )
             delivered = await deliver()
-            async with conn.begin():
-                await conn.execute(
-                    pg_insert(r)
-                    .values(
-                        webhook_id=webhook_id,
-                        delivery_key=delivery_key,
-                        signature=signature,
-                        body_sha256=body_sha256,
-                        delivery_id=delivered.delivery_id,
-                    )
-                    .on_conflict_do_nothing()
+            async with pg.transaction():
+                await Q.execute(
+                    pg,
+                    "add_receipt",
+                    {
+                        "webhook_id": webhook_id,
+                        "delivery_key": delivery_key,
+                        "signature": signature,
+                        "body_sha256": body_sha256,
+                        "delivery_id": delivered.delivery_id,
+                    },
                 )
         return delivered
 
     async def purge_webhook_receipts(self, older_than: timedelta) -> int:
-        r = t.webhook_receipts
-        async with self.db.transaction() as conn:
-            result = await conn.execute(
-                r.delete().where(r.c.received_at < sa.func.now() - older_than)
-            )
-        return result.rowcount or 0
+        async with self.db.raw() as pg:
+            return await Q.execute(pg, "purge_webhook_receipts", {"older_than": older_than})
