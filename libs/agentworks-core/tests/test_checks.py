@@ -59,7 +59,8 @@ def test_nul_is_refused_in_text_and_anywhere_in_json_P6():
         assert refused.value.message == (
             f"{where} contains a NUL character (\\u0000), which cannot be stored; remove it"
         )
-        assert refused.value.metadata == {"field": "inputs"}
+        assert refused.value.metadata == {"field": "inputs", "rule": "no_nul"}
+        assert refused.value.reason == "FIELD_RULE"
 
 
 def test_a_retry_key_is_at_most_200_characters_not_bytes_C4_P6():

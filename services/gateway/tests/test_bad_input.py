@@ -322,14 +322,14 @@ LONE_SURROGATE = "\ud800"  # JSON can carry it ("\\ud800"); it is not Unicode te
 # parser refuses the escape: a JSON-RPC parse error saying where, before any tool runs.
 SURROGATE_REFUSED = (("Parse error", "unexpected end of hex escape"), "JSON-RPC -32700")
 # The services' words for a NUL character (agentworks.core.checks.check_no_nul), after
-# the field's name (`text` is the tool's `message`).
+# the field's name (messaging's `text` is the tools' `message`: the refusal says so).
 NUL = " contains a NUL character (\\u0000), which cannot be stored; remove it"
 # Messaging's words.
 DESTINATION_MISSING = (
     "destination is missing: give a target (crew or workflow) to start a new conversation, "
     "or an inbox_id to continue one"
 )
-MESSAGE_EMPTY = "message is empty: send some text or at least one part"
+MESSAGE_EMPTY = "text is empty: send some text or at least one part"
 
 
 def call_id(**extra: Any) -> Callable[[SimpleNamespace], Args]:
@@ -360,7 +360,7 @@ rows(
 rows(
     "messages",
     "send",
-    # Messaging's refusals, as it words them (but for MCP's name of its `text`: message).
+    # Messaging's refusals, as it words them (metadata naming `text` names `message`).
     ("no destination", {"action": "send", "message": "hi"}, DESTINATION_MISSING),
     (
         "two destinations",
@@ -375,9 +375,9 @@ rows(
     (
         "oversized message",
         {"action": "send", "crew": "demo", "message": BIG},
-        "message is 70000 bytes; the limit is 65536 bytes",
+        "text is 70000 bytes; the limit is 65536 bytes",
     ),
-    ("NUL in message", {"action": "send", "crew": "demo", "message": "a\x00b"}, "message" + NUL),
+    ("NUL in message", {"action": "send", "crew": "demo", "message": "a\x00b"}, "text" + NUL),
     (
         "lone surrogate in message",
         {"action": "send", "crew": "demo", "message": "a" + LONE_SURROGATE},
@@ -500,8 +500,8 @@ for alias, kind, other in (("ask_crew", "crew", "workflow"), ("chat", "workflow"
         ("no message", {kind: name}, "'message' is a required property"),
         (f"a {other}", {other: "x", "message": "hi"}, f"'{other}' was unexpected"),
         ("unknown target", {kind: "nope", "message": "hi"}, f"{kind}:nope", "NOT_FOUND"),
-        ("oversized message", {kind: name, "message": BIG}, "message is 70000 bytes"),
-        ("NUL in message", {kind: name, "message": "\x00"}, "message" + NUL),
+        ("oversized message", {kind: name, "message": BIG}, "text is 70000 bytes"),
+        ("NUL in message", {kind: name, "message": "\x00"}, "text" + NUL),
         ("lone surrogate", {kind: name, "message": LONE_SURROGATE}, *SURROGATE_REFUSED),
         (
             "message not a string",

@@ -145,6 +145,8 @@ async def test_tokens_are_listed_without_secrets_and_only_operators_manage_them_
             + ("list" if body["action"] == "list" else "create")
             + " tokens: user:alice has no operator role; ask an operator, or use a token "
             "created with --operator",
+            "reason": "ROLE_REQUIRED",
+            "metadata": {"role": "operator"},
         }
 
 
@@ -158,6 +160,8 @@ async def test_no_token_can_be_created_for_a_service_principal_A1_T1(gateway, ap
         "code": "INVALID_ARGUMENT",
         "message": "principal service:functions: tokens are for user:<name>, "
         "agent:<crew>/<agent> or workflow:<id>; services sign their own identities",
+        "reason": "INVALID_VALUE",
+        "metadata": {"field": "principal"},
     }
     listing = await api(operator_token).post("/api/v1/tools/tokens", json={"action": "list"})
     assert "service:functions" not in listing.text
@@ -230,7 +234,7 @@ async def test_send_and_read_over_the_api_return_the_receipt_and_the_page_C2_C7(
     await bot.complete_turn(second.turn_id)
     empty = await client.post(SEND, json={"action": "send", "crew": "demo", "message": ""})
     assert empty.status_code == 400
-    assert empty.json()["error"]["message"].startswith("message is empty")
+    assert empty.json()["error"]["message"].startswith("text is empty")
     (message,) = page.json()["messages"]
     assert message["text"] == "hello back" and message["sender"] == "agent:demo/bot"
     assert message["direction"] == "to_inbox" and message["created_at"]

@@ -125,7 +125,12 @@ async def test_service_errors_become_tool_errors_with_the_services_text_G2_C7(
         assert missing.is_error
         assert missing.content[0].text == "inbox 'in_nope' not found"
         assert missing.structured_content == {
-            "error": {"code": "NOT_FOUND", "message": "inbox 'in_nope' not found"}
+            "error": {
+                "code": "NOT_FOUND",
+                "message": "inbox 'in_nope' not found",
+                "reason": "NOT_FOUND",
+                "metadata": {},
+            }
         }
 
         invalid = await mcp.call_tool(

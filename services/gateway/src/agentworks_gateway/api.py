@@ -3,8 +3,8 @@
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
 structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
 and the matching HTTP status; a refusal with a reason adds `"reason"` and `"metadata"`
-(the service's ErrorInfo), one with a retry delay `"retry_after_seconds"` and the
-`Retry-After` header (429 past a principal's share, 503 past the gateway's pools).
+(the service's ErrorInfo: docs/errors.md), one with a retry delay `"retry_after_seconds"`
+and the `Retry-After` header (429 past a principal's share, 503 past the gateway's pools).
 `GET /api/v1/tools` answers with what `/mcp` serves:
 `{"instructions": "...", "tools": [{"name", "description", "inputSchema"}, ...]}`.
 """
@@ -12,6 +12,8 @@ and the matching HTTP status; a refusal with a reason adds `"reason"` and `"meta
 from __future__ import annotations
 
 from typing import Any
+
+from agentworks.core import errors
 
 API_PREFIX = "/api/v1/tools/"
 
@@ -43,13 +45,15 @@ def error_body(
     metadata: dict[str, str] | None = None,
     retry_after: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a refused request."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if reason:
-        error["reason"] = reason
-        error["metadata"] = dict(metadata or {})
-    elif metadata:
-        error["metadata"] = dict(metadata)
-    if retry_after is not None:
-        error["retry_after_seconds"] = retry_after
-    return {"error": error}
+    """The JSON body of a refused request: `{"error": <errors.error_object>}`."""
+    return {
+        "error": errors.error_object(
+            code, message, reason=reason, metadata=metadata, retry_after=retry_after
+        )
+    }
+
+
+def refusal_body(exc: errors.AgentWorksError) -> dict[str, Any]:
+    """The JSON body of a request refused with `exc`: its code, message, reason and
+    metadata (ErrorInfo) and retry delay."""
+    return {"error": errors.as_object(exc)}

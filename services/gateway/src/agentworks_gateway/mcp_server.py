@@ -2,7 +2,8 @@
 
 It lists the MCP tools of `agentworks_gateway.tools` and runs each call in-process as the
 caller the bearer token names. A refused call is a tool result with `isError: true` whose
-text is the service's own message; `agentworks.core.mcp_results` shapes the results.
+text is the service's own message and whose structured content is the HTTP API's error
+object (code, message, reason, metadata); `agentworks.core.mcp_results` shapes the results.
 The stdio server (`agentworks mcp stdio`) is the CLI's (`agentworks_cli.mcp_stdio`): it
 fetches these instructions and tools from `GET /api/v1/tools`, forwards each call to
 `POST /api/v1/tools/<tool>`, and shapes the results with the same module.
@@ -21,7 +22,7 @@ from mcp.server import Server, ServerRequestContext
 from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_WAIT_SECONDS
-from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
+from agentworks.core.mcp_results import ok_result, refused_result, unknown_tool
 from agentworks_gateway import tools
 
 log = structlog.get_logger("agentworks.gateway.mcp")
@@ -59,7 +60,7 @@ def _version() -> str:
 # How each MCP tool presents itself to hosts: a title, and hints that say whether it
 # only reads, may destroy (cancel), or does the same when repeated. None reaches outside
 # the suite (open world: no). Every tool returns a JSON object (its structured result,
-# or `{"error": {"code", "message"}}` with isError).
+# or with isError `{"error": {"code", "message", "reason", "metadata"}}`, docs/errors.md).
 def _hints(*, read_only: bool, destructive: bool = False) -> types.ToolAnnotations:
     # A tool that only reads is idempotent too; the others change state each time.
     return types.ToolAnnotations(
@@ -83,7 +84,8 @@ _PRESENTATION: dict[str, tuple[str, types.ToolAnnotations]] = {
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "The tool's result as JSON (the same object as its text content); a "
-    'refusal is {"error": {"code": "<gRPC status name>", "message": "..."}} with isError.',
+    'refusal is {"error": {"code": "<gRPC status name>", "message": "...", "reason": "...", '
+    '"metadata": {...}}} with isError (reason and metadata: docs/errors.md).',
 }
 
 
@@ -139,7 +141,7 @@ def build_server(call: ToolCaller) -> Server[Any]:
         try:
             return ok_result(await call(params.name, params.arguments or {}, ctx))
         except errors.AgentWorksError as exc:
-            return error_result(exc.code.name, exc.message)
+            return refused_result(exc)
 
     return Server(
         "agentworks",

@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentworks.core import errors
 from agentworks.server.liveness import loop_healthy
 from agentworks_gateway import credentials, metrics, tools
-from agentworks_gateway.api import HTTP_STATUS, error_body
+from agentworks_gateway.api import HTTP_STATUS, error_body, refusal_body
 from agentworks_gateway.console import console_routes
 from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY, build_http_server, tool_list
 from agentworks_gateway.service import Gateway
@@ -57,14 +57,7 @@ def error_response(exc: errors.AgentWorksError) -> JSONResponse:
         status = 413
     else:
         status = HTTP_STATUS.get(code, 500)
-    body = error_body(
-        code,
-        exc.message,
-        reason=str(exc.reason or ""),
-        metadata=exc.metadata,
-        retry_after=exc.retry_after,
-    )
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(refusal_body(exc), status_code=status, headers=headers)
 
 
 @contextlib.contextmanager
@@ -376,10 +369,14 @@ def parse_arguments(body: bytes) -> Any:
             "nest at most 24 deep"
         ) from None
     except ValueError as exc:
-        if "integer string conversion" in str(exc):
-            raise _long_integer(body) from None
+        # Python refuses an integer past its digits limit with a ValueError too: which
+        # one it was is found by parsing again, never by reading the exception's words.
+        refusal = _long_integer(body)
+        if refusal is not None:
+            raise refusal from None
         raise errors.InvalidArgument(
-            f"request body is not JSON ({exc}): send the tool's arguments as a JSON object"
+            f"request body is not JSON ({exc}): send the tool's arguments as a JSON object",
+            reason=errors.Reason.MALFORMED,
         ) from None
 
 
@@ -394,9 +391,10 @@ class _LongInteger:
         self.digits = digits
 
 
-def _long_integer(body: bytes) -> errors.InvalidArgument:
+def _long_integer(body: bytes) -> errors.InvalidArgument | None:
     """The refusal of a body with an integer of more than MAX_INTEGER_DIGITS digits,
-    naming where it is (parsed again, keeping such integers as their length)."""
+    naming where it is (parsed again, keeping such integers as their length); None when
+    it has none (or is not JSON)."""
 
     def number(text: str) -> Any:
         digits = len(text.lstrip("-"))
@@ -406,7 +404,7 @@ def _long_integer(body: bytes) -> errors.InvalidArgument:
     try:
         value = json.loads(body, parse_int=number)
     except (ValueError, RecursionError):
-        value = None
+        return None
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
@@ -417,10 +415,13 @@ def _long_integer(body: bytes) -> errors.InvalidArgument:
             stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in item.items())
         elif isinstance(item, list):
             stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(item))
-    got = f"an integer of {digits} digits" if digits else "an integer too long"
+    if not digits:
+        return None
     return errors.InvalidArgument(
-        f"{where} holds {got}: integers in arguments may have at most {MAX_INTEGER_DIGITS} "
-        "digits; send a longer number as a string"
+        f"{where} holds an integer of {digits} digits: integers in arguments may have at "
+        f"most {MAX_INTEGER_DIGITS} digits; send a longer number as a string",
+        reason=errors.Reason.REQUEST_LIMIT,
+        metadata={"field": where, "limit": str(MAX_INTEGER_DIGITS)},
     )
 
 
@@ -452,7 +453,7 @@ async def receive_webhook(gateway: Gateway, request: Request) -> Response:
         code = exc.code.name
         log.info("webhook.refused", webhook_id=webhook_id, code=code, reason=exc.message)
         status = 408 if isinstance(exc, RequestTimeout) else HTTP_STATUS.get(code, 500)
-        return JSONResponse(error_body(code, exc.message), status_code=status)
+        return JSONResponse(refusal_body(exc), status_code=status)
     except Exception:
         log.exception("webhook.internal_error", webhook_id=webhook_id)
         return error_response(errors.Internal("internal error: see the gateway's log"))

@@ -18,7 +18,15 @@ import structlog
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient
 from agentworks.client.rpc import open_channel
 from agentworks.core.checks import check_no_nul
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
+from agentworks.core.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+    Unauthenticated,
+    kind_meta,
+    rule_meta,
+)
 from agentworks.core.identity import Identity, Minter, check_new_principal
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.admission import Admission
@@ -140,7 +148,11 @@ class Gateway:
         record = await self.tokens.find_by_hash(hash_token(token))
         if record is None:
             hint = "" if token.startswith(TOKEN_PREFIX) else f" (tokens start with {TOKEN_PREFIX})"
-            raise Unauthenticated(f"unknown API token{hint}: check it, or {CREATE_TOKEN_HINT}")
+            raise Unauthenticated(
+                f"unknown API token{hint}: check it, or {CREATE_TOKEN_HINT}",
+                reason=Reason.CREDENTIALS_INVALID,
+                metadata={"credential": "API token"},
+            )
         return record
 
     def identity_of(self, record: TokenRecord) -> Identity:
@@ -149,18 +161,24 @@ class Gateway:
         if record.is_runtime_credential:
             raise Unauthenticated(
                 "this is a runtime credential: exchange it at POST /api/v1/identity for a "
-                "runtime's identity; API calls take an API token (aw_...)"
+                "runtime's identity; API calls take an API token (aw_...)",
+                reason=Reason.CREDENTIALS_INVALID,
+                metadata={"credential": "API token", "token_id": record.token_id},
             )
         if record.revoked_at is not None:
             when = record.revoked_at.astimezone(UTC)
             raise Unauthenticated(
                 f"API token {record.token_id} was revoked at {when:%Y-%m-%d %H:%M:%S} UTC: "
-                f"use another token, or {CREATE_TOKEN_HINT}"
+                f"use another token, or {CREATE_TOKEN_HINT}",
+                reason=Reason.CREDENTIALS_REVOKED,
+                metadata={"credential": "API token", "token_id": record.token_id},
             )
         if record.expires_at is not None and record.expired(datetime.now(UTC)):
             raise Unauthenticated(
                 f"API token {record.token_id} expired at {_utc(record.expires_at)}: "
-                f"use another token, or {CREATE_TOKEN_HINT}"
+                f"use another token, or {CREATE_TOKEN_HINT}",
+                reason=Reason.CREDENTIALS_EXPIRED,
+                metadata={"credential": "API token", "token_id": record.token_id},
             )
         return Identity(principal=record.principal, roles=record.roles)
 
@@ -216,7 +234,9 @@ class Gateway:
         if not caller.is_operator:
             raise PermissionDenied(
                 f"only operators may {what}: {caller.principal} has no operator role; "
-                "ask an operator, or use a token created with --operator"
+                "ask an operator, or use a token created with --operator",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "operator"},
             )
 
     async def create_token(
@@ -238,7 +258,9 @@ class Gateway:
             # themselves, and an identity it signed for one would be refused everywhere.
             raise InvalidArgument(
                 f"principal {principal}: tokens are for user:<name>, agent:<crew>/<agent> "
-                "or workflow:<id>; services sign their own identities"
+                "or workflow:<id>; services sign their own identities",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": "principal"},
             )
         token = new_token()
         record = await self.tokens.insert(
@@ -270,7 +292,10 @@ class Gateway:
         check_no_nul(token_id, "token_id")
         record = await self.tokens.revoke(token_id, revoked_by=caller.principal)
         if record is None:
-            raise NotFound(f"no token {token_id!r}: list token ids with `agentworks tokens list`")
+            raise NotFound(
+                f"no token {token_id!r}: list token ids with `agentworks tokens list`",
+                metadata=kind_meta("token", token_id),
+            )
         log.info("token.revoked", token_id=token_id, by=caller.principal)
         return record
 
@@ -281,10 +306,17 @@ def bearer_token(authorization: str | None, what: str) -> str:
     token = token.strip()
     if not authorization:
         raise Unauthenticated(
-            f"missing {what}: send the header `Authorization: Bearer <token>`; " + CREATE_TOKEN_HINT
+            f"missing {what}: send the header `Authorization: Bearer <token>`; "
+            + CREATE_TOKEN_HINT,
+            reason=Reason.CREDENTIALS_MISSING,
+            metadata={"credential": what},
         )
     if scheme.lower() != "bearer" or not token:
-        raise Unauthenticated("malformed Authorization header: use `Authorization: Bearer <token>`")
+        raise Unauthenticated(
+            "malformed Authorization header: use `Authorization: Bearer <token>`",
+            reason=Reason.CREDENTIALS_INVALID,
+            metadata={"credential": what},
+        )
     return token
 
 
@@ -299,7 +331,9 @@ def expiry(expires_in_seconds: int | None) -> datetime | None:
     if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
         raise InvalidArgument(
             f"expires_in_seconds must be 1 to {MAX_EXPIRES_IN_SECONDS} (ten years), got "
-            f"{expires_in_seconds}; leave it out for no expiry"
+            f"{expires_in_seconds}; leave it out for no expiry",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("expires_in_seconds", "int64.gte_lte", MAX_EXPIRES_IN_SECONDS),
         )
     return datetime.now(UTC) + timedelta(seconds=expires_in_seconds)
 

@@ -1,8 +1,9 @@
 """The client of the gateway's HTTP tool API, for the CLI and its stdio MCP proxy.
 
 `POST /api/v1/tools/<tool>` takes the tool's JSON arguments and answers with its
-structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...}}`
-and the matching HTTP status (the gateway's side of that is agentworks_gateway.api);
+structured result, or with `{"error": {"code": "<gRPC status name>", "message": ...,
+"reason": ..., "metadata": {...}}}` and the matching HTTP status (the gateway's side of
+that is agentworks_gateway.api; the reasons are in docs/errors.md);
 `GET /api/v1/tools` answers with the MCP tools and instructions.
 """
 
@@ -13,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from agentworks.core.errors import Reason, error_object
+
 API_PREFIX = "/api/v1/tools/"
 
 # Seconds the HTTP client allows beyond a long-poll's own wait.
@@ -20,12 +23,49 @@ LONG_POLL_SLACK_SECONDS = 30.0
 
 
 class ApiError(Exception):
-    """A refusal from the gateway (or no gateway at all), with its status name and text."""
+    """A refusal from the gateway (or no gateway at all): its status name, its text, and
+    its reason, metadata and retry delay when it has them."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        reason: str = "",
+        metadata: dict[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.reason = reason
+        self.metadata = dict(metadata or {})
+        self.retry_after = retry_after
+
+    @classmethod
+    def of(cls, error: dict[str, Any]) -> ApiError:
+        """The ApiError of an error object the gateway answered with."""
+        metadata = error.get("metadata")
+        retry_after = error.get("retry_after_seconds")
+        return cls(
+            str(error["code"]),
+            str(error.get("message", "")),
+            reason=str(error.get("reason") or ""),
+            metadata={str(k): str(v) for k, v in metadata.items()}
+            if isinstance(metadata, dict)
+            else None,
+            retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
+        )
+
+    def as_object(self) -> dict[str, Any]:
+        """The error object, as the gateway gives it (`agentworks.core.errors.error_object`)."""
+        return error_object(
+            self.code,
+            self.message,
+            reason=self.reason,
+            metadata=self.metadata,
+            retry_after=self.retry_after,
+        )
 
 
 @dataclass(frozen=True)
@@ -82,13 +122,18 @@ class ApiClient:
             response = await self._http.request(method, path, json=args, timeout=timeout)
         except httpx.TimeoutException as exc:
             raise ApiError(
-                "DEADLINE_EXCEEDED", f"the gateway at {self.url} did not answer in {timeout:.0f} s"
+                "DEADLINE_EXCEEDED",
+                f"the gateway at {self.url} did not answer in {timeout:.0f} s",
+                reason=Reason.UNREACHABLE,
+                metadata={"url": self.url},
             ) from exc
         except httpx.TransportError as exc:
             raise ApiError(
                 "UNAVAILABLE",
                 f"cannot reach the gateway at {self.url} ({exc or type(exc).__name__}): "
                 "start it with `agentworks up`, or pass --url / set AGENTWORKS_URL",
+                reason=Reason.UNREACHABLE,
+                metadata={"url": self.url},
             ) from exc
         try:
             body = response.json()
@@ -98,7 +143,7 @@ class ApiClient:
             return body
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict) and "code" in error:
-            raise ApiError(str(error["code"]), str(error.get("message", "")))
+            raise ApiError.of(error)
         raise ApiError(
             "UNKNOWN",
             f"unexpected answer from {self.url}{path}: HTTP {response.status_code} "

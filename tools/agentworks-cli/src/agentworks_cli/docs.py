@@ -62,7 +62,9 @@ The gateway URL and the API token come from, in this order:
 
 Text for people by default; `--json` (before or after the command) prints the tool's
 JSON result instead. On failure the message goes to stderr, or with `--json` an object
-`{{"error": {{"code": "<status>", "message": "..."}}}}` goes to stdout. `messages read
+`{{"error": {{"code": "<status>", "message": "...", "reason": "...", "metadata": {{...}}}}}}`
+goes to stdout: branch on `reason` and read `metadata` (the field, the limit, the id; the
+reasons are in [errors.md](errors.md)), never on the message's words. `messages read
 --follow --json` prints one JSON page per line as messages arrive.
 
 - Times are shown in the local time zone (`TZ`, else the system's), with the zone's

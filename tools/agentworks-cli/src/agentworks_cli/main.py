@@ -50,11 +50,17 @@ def _run_up(argv: list[str]) -> int:
 def _fail(code: str, message: str, as_json: bool, exit_code: int | None = None) -> int:
     """Say what failed (the error object on stdout with --json, else on stderr); the
     exit code is the status's unless given."""
+    return _refused(ApiError(code, message), as_json, exit_code)
+
+
+def _refused(exc: ApiError, as_json: bool, exit_code: int | None = None) -> int:
+    """A refusal: plain words on stderr for people; with --json the error object on
+    stdout, its reason and metadata (docs/errors.md) for programs."""
     if as_json:
-        print_json({"error": {"code": code, "message": message}})
+        print_json({"error": exc.as_object()})
     else:
-        error(f"agentworks: {message}")
-    return EXIT_CODES.get(code, EXIT_ERROR) if exit_code is None else exit_code
+        error(f"agentworks: {exc.message}")
+    return EXIT_CODES.get(exc.code, EXIT_ERROR) if exit_code is None else exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,7 +135,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ApiError as exc:
         if settings is not None:
             exc = url_origin(exc, settings)
-        return _fail(exc.code, exc.message, args.json)
+        return _refused(exc, args.json)
     except BrokenPipeError:  # `agentworks ... | head`: the reader has gone; no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1  # as Python itself exits on EPIPE

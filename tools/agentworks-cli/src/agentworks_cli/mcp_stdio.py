@@ -77,13 +77,13 @@ def build_server(listed: GatewayTools) -> Server[Any]:
         try:
             known = await definitions()
         except ApiError as exc:
-            return error_result(exc.code, exc.message)
+            return _error_result(exc)
         if params.name not in {t.name for t in known}:
             raise unknown_tool(params.name, (t.name for t in known))
         try:
             return ok_result(await listed.api.call(params.name, params.arguments or {}))
         except ApiError as exc:
-            return error_result(exc.code, exc.message)
+            return _error_result(exc)
 
     server = Server(
         "agentworks",
@@ -108,3 +108,15 @@ async def serve_stdio(api: ApiClient) -> None:
     server = build_server(listed)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def _error_result(exc: ApiError) -> types.CallToolResult:
+    """The gateway's refusal as the tool result `/mcp` gives: its text, and its error
+    object (code, message, reason, metadata) as structured content."""
+    return error_result(
+        exc.code,
+        exc.message,
+        reason=exc.reason,
+        metadata=exc.metadata,
+        retry_after=exc.retry_after,
+    )

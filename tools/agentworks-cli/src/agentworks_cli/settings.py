@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agentworks.core.errors import Reason
 from agentworks_cli.api import ApiError
 from agentworks_cli.errors import EXIT_AUTH, UsageError
 
@@ -159,7 +160,7 @@ def no_token(settings: Settings) -> UsageError:
 def url_origin(exc: ApiError, settings: Settings) -> ApiError:
     """A gateway that cannot be reached: say where its URL came from (a stale cli.json
     of a suite that has stopped shows at once)."""
-    if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or "the gateway at" not in exc.message:
+    if exc.reason != Reason.UNREACHABLE:
         return exc
     source = settings.url_source
     if source == "default":
@@ -171,4 +172,9 @@ def url_origin(exc: ApiError, settings: Settings) -> ApiError:
             f"came from {source}, written by `agentworks up`: if that suite has stopped, "
             "start it again, or delete the file"
         )
-    return ApiError(exc.code, f"{exc.message}. The URL {origin}")
+    return ApiError(
+        exc.code,
+        f"{exc.message}. The URL {origin}",
+        reason=exc.reason,
+        metadata={**exc.metadata, "url_source": source},
+    )

@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from agentworks.core.errors import Conflict, InvalidArgument
+from agentworks.core.errors import Conflict, InvalidArgument, Reason, rule_meta
 from agentworks.core.limits import MAX_JSON_DEPTH, MAX_SUBMISSION_ID
 
 T = TypeVar("T")
@@ -60,7 +60,9 @@ def check_no_nul(value: T, field: str) -> T:
     and, inside JSON, where."""
     where = nul_at(value, field)
     if where is not None:
-        raise InvalidArgument(nul_refusal(where), metadata={"field": field})
+        raise InvalidArgument(
+            nul_refusal(where), reason=Reason.FIELD_RULE, metadata=rule_meta(field, "no_nul")
+        )
     return value
 
 
@@ -71,7 +73,8 @@ def check_retry_key(key: str, field: str = "submission_id") -> str:
     if len(key) > MAX_SUBMISSION_ID:
         raise InvalidArgument(
             f"{field} is {len(key)} characters; the limit is {MAX_SUBMISSION_ID} characters",
-            metadata={"field": field, "limit": str(MAX_SUBMISSION_ID)},
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta(field, "string.max_len", MAX_SUBMISSION_ID),
         )
     return key
 
@@ -82,6 +85,7 @@ def key_reused(key: str, what: str, field: str = "submission_id") -> Conflict:
     return Conflict(
         f"{field} {key!r} was already used for {what}; a retry must repeat the same "
         f"request, and a new request needs a new {field}",
+        reason=Reason.KEY_REUSED,
         metadata={"field": field},
     )
 
@@ -117,7 +121,8 @@ def check_lower_case(value: str, field: str) -> str:
         raise InvalidArgument(
             f"{field} {value!r} has upper-case letters: names are lower-case, so that no "
             f"two differ only by case; use {value.lower()!r}",
-            metadata={"field": field},
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta(field, "lower_case"),
         )
     return value
 
@@ -131,7 +136,9 @@ def check_json_depth(value: T, field: str, limit: int = MAX_JSON_DEPTH) -> T:
         if isinstance(item, dict | list):
             if depth > limit:
                 raise InvalidArgument(
-                    f"{field} nests objects and arrays more than {limit} deep; flatten it"
+                    f"{field} nests objects and arrays more than {limit} deep; flatten it",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta(field, "json_depth", limit),
                 )
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
@@ -144,7 +151,11 @@ def bounded(value: int, field: str, low: int, high: int, default: int) -> int:
     if value == 0 and low > 0:
         return default
     if not low <= value <= high:
-        raise InvalidArgument(f"{field} must be between {low} and {high}, got {value}")
+        raise InvalidArgument(
+            f"{field} must be between {low} and {high}, got {value}",
+            reason=Reason.FIELD_RULE,
+            metadata={**rule_meta(field, "range"), "min": str(low), "max": str(high)},
+        )
     return value
 
 
@@ -175,7 +186,9 @@ def decode_key_cursor(
     except (ValueError, UnicodeDecodeError, binascii.Error):
         raise InvalidArgument(
             f"{field} {cursor!r} is not a cursor of this list: pass the next_cursor you "
-            "received, or leave it empty to start at the first page"
+            "received, or leave it empty to start at the first page",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field},
         ) from None
 
 
@@ -203,7 +216,9 @@ def decode_time_cursor(
     except (ValueError, OverflowError):
         raise InvalidArgument(
             f"{field} {cursor!r} is not a cursor of this list: pass the next_cursor you "
-            "received, or leave it empty to start at the first page"
+            "received, or leave it empty to start at the first page",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field},
         ) from None
 
 
@@ -233,5 +248,7 @@ def decode_cursor(cursor: str, prefix: str, field: str = "after") -> int:
     except (ValueError, UnicodeDecodeError, binascii.Error):
         raise InvalidArgument(
             f"{field} {cursor!r} is not a cursor: pass a next_cursor you received, "
-            "or leave it empty to start from the beginning"
+            "or leave it empty to start from the beginning",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field},
         ) from None

@@ -9,6 +9,7 @@ branch on it, never on the message's words.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -40,12 +41,57 @@ class Reason(enum.StrEnum):
     # A field breaks a rule the proto states for it (buf.validate: a size, a range, a
     # count, required, a pattern); metadata names the field, the rule and the limit.
     FIELD_RULE = "FIELD_RULE"
+    # A field is well formed but its value does not fit: it contradicts another field,
+    # the caller's kind or the thing it names (inputs against a schema, a rule that
+    # never fires); metadata names the field.
+    INVALID_VALUE = "INVALID_VALUE"
+    # The request could not be read as its format (JSON, a JSON object, UTF-8).
+    MALFORMED = "MALFORMED"
+    # The request as a whole passes a limit of the surface (body bytes, nesting depth,
+    # JSON values, integer digits); metadata the limit and its setting.
+    REQUEST_LIMIT = "REQUEST_LIMIT"
+    # The request body did not arrive in time (HTTP 408); metadata the seconds allowed.
+    REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
+    # The thing does not exist, or the caller may not know it does; metadata `kind`
+    # (inbox, conversation, call, file, target, function, token, tool, ...) and `id`.
+    NOT_FOUND = "NOT_FOUND"
+    # The action needs a role the caller lacks; metadata `role` (operator, service).
+    ROLE_REQUIRED = "ROLE_REQUIRED"
+    # Only the owner (of a target, a call, a timer) may do this; metadata what is owned.
+    NOT_OWNER = "NOT_OWNER"
+    # The caller's identity is scoped (a capability, a runtime credential, an agent of a
+    # crew) and this is outside its scope.
+    OUT_OF_SCOPE = "OUT_OF_SCOPE"
+    # A retry key came back with a different request (C4, F6, S1); metadata `field`.
+    KEY_REUSED = "KEY_REUSED"
+    # No credential (token, session, signature) was sent; metadata what was expected.
+    CREDENTIALS_MISSING = "CREDENTIALS_MISSING"
+    # The credential is unknown, malformed, of the wrong kind, or its signature does not
+    # match: get a valid one.
+    CREDENTIALS_INVALID = "CREDENTIALS_INVALID"
+    # The credential (a token, a console session, a signed timestamp) is past its time:
+    # get or make a fresh one.
+    CREDENTIALS_EXPIRED = "CREDENTIALS_EXPIRED"
+    # The credential was revoked: ask for a new one; retrying with it never succeeds.
+    CREDENTIALS_REVOKED = "CREDENTIALS_REVOKED"
+    # The replica is at one of its limits as a whole (the gateway's pools, B6): retry
+    # after the delay; metadata the setting and limit.
+    OVERLOADED = "OVERLOADED"
+    # The replica is shutting down: retry, another replica (or this one restarted) answers.
+    DRAINING = "DRAINING"
+    # The replica lacks configuration the action needs (a signing key); metadata `setting`.
+    NOT_CONFIGURED = "NOT_CONFIGURED"
+    # Said by a client itself: the gateway could not be reached or did not answer in
+    # time; metadata `url`.
+    UNREACHABLE = "UNREACHABLE"
 
 
 class AgentWorksError(Exception):
     """Base of every error a service or client raises on purpose."""
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    # The reason when the raise site gives none: set where a class has one meaning.
+    default_reason: Reason | str = ""
 
     def __init__(
         self,
@@ -57,7 +103,7 @@ class AgentWorksError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.reason = reason
+        self.reason = reason or self.default_reason
         # Seconds to wait before retrying (google.rpc.RetryInfo; HTTP Retry-After).
         self.retry_after = retry_after
         # What a program needs besides the reason: the limit, the field (ErrorInfo).
@@ -74,6 +120,7 @@ class NotFound(AgentWorksError):
     """The thing does not exist, or the caller may not know that it does."""
 
     code = grpc.StatusCode.NOT_FOUND
+    default_reason = Reason.NOT_FOUND
 
 
 class Conflict(AgentWorksError):
@@ -156,6 +203,56 @@ def from_status(
     """Rebuild the domain error a service raised from the status a client received."""
     return _BY_CODE.get(code, AgentWorksError)(
         message, reason=reason, retry_after=retry_after, metadata=metadata
+    )
+
+
+def rule_meta(field: str, rule: str = "", limit: object = None) -> dict[str, str]:
+    """The metadata of a FIELD_RULE refusal: the field, the rule (named as protovalidate
+    names it: `string.max_bytes`, `required`, ...) and the limit when there is one."""
+    meta = {"field": field}
+    if rule:
+        meta["rule"] = rule
+    if limit is not None:
+        meta["limit"] = str(limit)
+    return meta
+
+
+def kind_meta(kind: str, id: str) -> dict[str, str]:
+    """The metadata of a NOT_FOUND refusal: what kind of thing, and its id."""
+    return {"kind": kind, "id": id}
+
+
+def error_object(
+    code: str,
+    message: str,
+    *,
+    reason: str = "",
+    metadata: dict[str, str] | None = None,
+    retry_after: float | None = None,
+) -> dict[str, Any]:
+    """A refusal as JSON, the one shape every surface gives it (the HTTP API's body, MCP
+    results' structured content, the CLI's --json): `code` (the gRPC status name) and
+    `message`; with a reason, `reason` and `metadata` (ErrorInfo); with a retry delay,
+    `retry_after_seconds`."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if reason:
+        error["reason"] = str(reason)
+        error["metadata"] = dict(metadata or {})
+    elif metadata:
+        error["metadata"] = dict(metadata)
+    if retry_after is not None:
+        error["retry_after_seconds"] = retry_after
+    return error
+
+
+def as_object(exc: AgentWorksError) -> dict[str, Any]:
+    """`error_object` of a raised error."""
+    return error_object(
+        exc.code.name,
+        exc.message,
+        reason=str(exc.reason or ""),
+        metadata=exc.metadata,
+        retry_after=exc.retry_after,
     )
 
 

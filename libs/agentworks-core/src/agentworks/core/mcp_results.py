@@ -14,6 +14,8 @@ from typing import Any
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
+from agentworks.core.errors import AgentWorksError, error_object
+
 
 def ok_result(data: dict[str, Any]) -> types.CallToolResult:
     """A successful tool result: structured content, and the same JSON as text."""
@@ -23,12 +25,33 @@ def ok_result(data: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def error_result(code: str, message: str) -> types.CallToolResult:
-    """A refused tool call: `isError`, the service's text, and the code in structured content."""
+def error_result(
+    code: str,
+    message: str,
+    *,
+    reason: str = "",
+    metadata: dict[str, str] | None = None,
+    retry_after: float | None = None,
+) -> types.CallToolResult:
+    """A refused tool call: `isError`, the service's text, and in structured content the
+    error object the HTTP API answers with (`agentworks.core.errors.error_object`: code,
+    message, and the reason, metadata and retry delay when it has them)."""
+    error = error_object(code, message, reason=reason, metadata=metadata, retry_after=retry_after)
     return types.CallToolResult(
         content=[types.TextContent(text=message)],
-        structured_content={"error": {"code": code, "message": message}},
+        structured_content={"error": error},
         is_error=True,
+    )
+
+
+def refused_result(exc: AgentWorksError) -> types.CallToolResult:
+    """`error_result` of a raised error."""
+    return error_result(
+        exc.code.name,
+        exc.message,
+        reason=str(exc.reason or ""),
+        metadata=exc.metadata,
+        retry_after=exc.retry_after,
     )
 
 

@@ -53,8 +53,8 @@ def _destination(tool: str, args: Args, names: tuple[str, ...]) -> str | None:
     """Which of the tool's destination arguments is given (an empty one is not given).
 
     Translation, not a rule: these arguments become the request's one `destination`
-    (a protobuf oneof), which cannot carry several, so several are refused here, worded
-    like messaging's refusal of none ("destination is missing: ..."), which is messaging's.
+    (a protobuf oneof), which cannot carry several, so several are refused here, as
+    messaging refuses none: FIELD_RULE on `destination`.
     """
     given = [n for n in names if args.get(n)]
     if len(given) > 1:
@@ -62,22 +62,29 @@ def _destination(tool: str, args: Args, names: tuple[str, ...]) -> str | None:
         raise errors.InvalidArgument(
             f"destination is ambiguous: {tool} takes one of {listed} (got "
             f"{', '.join(given)}): a target (crew or workflow) starts a new conversation, "
-            "an inbox_id continues one"
+            "an inbox_id continues one",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta("destination", "oneof"),
         )
     return given[0] if given else None
 
 
-# MCP's `message` argument is messaging's `text` field. Messaging words its refusals of
-# the text (empty, NUL, size) naming `text` first; only that name is translated, the rule
-# and the rest of the wording are messaging's.
-_TEXT_FIELD = "text "
+# The tools' `message` argument is messaging's `text` field. A refusal of the text names
+# the field in its ErrorInfo metadata (`field`); read there, never in the words, it is
+# given the argument's name, and the words, messaging's, say which argument they mean.
+_ARGUMENT_OF_FIELD = {"text": "message"}
 
 
-def _named_for_mcp(exc: errors.InvalidArgument) -> errors.InvalidArgument:
-    if not exc.message.startswith(_TEXT_FIELD):
+def _named_for_tool(exc: errors.InvalidArgument) -> errors.InvalidArgument:
+    argument = _ARGUMENT_OF_FIELD.get(exc.metadata.get("field", ""))
+    if argument is None:
         return exc
+    field = exc.metadata["field"]
     return errors.InvalidArgument(
-        "message " + exc.message.removeprefix(_TEXT_FIELD), reason=exc.reason
+        f"{exc.message} (messaging's `{field}` is this tool's `{argument}` argument)",
+        reason=exc.reason,
+        metadata={**exc.metadata, "field": argument},
+        retry_after=exc.retry_after,
     )
 
 
@@ -107,7 +114,7 @@ async def _send(
             channel=channel,
         )
     except errors.InvalidArgument as exc:
-        raise _named_for_mcp(exc) from None
+        raise _named_for_tool(exc) from None
     return receipt_dict(receipt)
 
 

@@ -1,12 +1,10 @@
-"""Messaging use cases: validation, access rules and long-polls (deliveries from other
-services in `deliveries.py`). No gRPC, no SQL here."""
+"""Messaging use cases: validation, access rules and long-polls (turns in `turns.py`,
+deliveries from other services in `deliveries.py`). No gRPC, no SQL here."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -18,14 +16,19 @@ from agentworks.core.checks import (
     check_retry_key,
     request_hash,
 )
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+    kind_meta,
+    rule_meta,
+)
 from agentworks.core.identity import Identity, check_new_principal
 from agentworks.core.limits import (
-    MAX_CLAIM_TARGETS,
     MAX_INBOX_PAGE,
     MAX_WAIT_SECONDS,
 )
-from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
 from agentworks.server.shares import shares
 from agentworks_messaging.cursors import decode_cursor, encode_cursor
@@ -37,14 +40,14 @@ from agentworks_messaging.models import (
     Target,
     TargetKey,
     Transcript,
-    Turn,
 )
 from agentworks_messaging.service.deliveries import DeliveryCases
 from agentworks_messaging.service.rules import (
     check_text,
     check_turn_to_complete,
 )
-from agentworks_messaging.store import INBOX_CHANNEL, TURN_CHANNEL, MessagingStore
+from agentworks_messaging.service.turns import TurnCases
+from agentworks_messaging.store import INBOX_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
 
@@ -53,10 +56,9 @@ log = structlog.get_logger("agentworks.messaging")
 # messaging's.
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
 TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
-LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
 
 
-class MessagingService(DeliveryCases, ConversationListing):
+class MessagingService(TurnCases, DeliveryCases, ConversationListing):
     """The conversation contract (A3, A4, C1-C12) over a store and a NOTIFY listener."""
 
     def __init__(
@@ -73,7 +75,11 @@ class MessagingService(DeliveryCases, ConversationListing):
         self, identity: Identity, key: TargetKey, owner: str, free_text_ask: bool | None
     ) -> Target:
         if not identity.is_operator:
-            raise PermissionDenied("registering a target needs the operator role")
+            raise PermissionDenied(
+                "registering a target needs the operator role",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "operator"},
+            )
         # B10: new names are lower-case (names stored before keep their spelling).
         check_lower_case(key.name, "ref.name")
         check_new_principal(owner, "owner")
@@ -86,7 +92,11 @@ class MessagingService(DeliveryCases, ConversationListing):
     ) -> Target:
         target = await self.store.get_target(key)
         if not (identity.is_operator or identity.principal == target.owner):
-            raise PermissionDenied(f"only the owner of {key} ({target.owner}) may change it")
+            raise PermissionDenied(
+                f"only the owner of {key} ({target.owner}) may change it",
+                reason=Reason.NOT_OWNER,
+                metadata={"target": str(key), "owner": target.owner},
+            )
         updated = await self.store.update_target(key, free_text_ask)
         log.info("target.updated", target=str(key), free_text_ask=free_text_ask)
         return updated
@@ -111,13 +121,19 @@ class MessagingService(DeliveryCases, ConversationListing):
         if target is None and not inbox_id:
             raise InvalidArgument(
                 "destination is missing: give a target (crew or workflow) to start a new "
-                "conversation, or an inbox_id to continue one"
+                "conversation, or an inbox_id to continue one",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("destination", "required"),
             )
         check_no_nul(inbox_id, "inbox_id")
         check_text(text, parts)
         check_retry_key(submission_id)
         if channel == "app" and identity.kind != "user":
-            raise InvalidArgument("channel app is for people in the app (user principals) only")
+            raise InvalidArgument(
+                "channel app is for people in the app (user principals) only",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": "channel"},
+            )
         # C8, V5: the switch refuses programmatic messages; the owner's app chat (a person
         # in the console) still gets through. Another principal's app message is refused
         # like a programmatic one: the app channel is the owner's, not a way around it.
@@ -183,7 +199,7 @@ class MessagingService(DeliveryCases, ConversationListing):
         else:
             conversation_id, key, _ = await self.store.inbox_target(inbox_id)
         if not identity.serves(key.kind, key.name):
-            raise NotFound(f"inbox {inbox_id!r} not found")
+            raise NotFound(f"inbox {inbox_id!r} not found", metadata=kind_meta("inbox", inbox_id))
         if identity.capability is not None:
             await self._check_turn_capability(identity, conversation_id)
         if complete_turn_id:
@@ -232,12 +248,16 @@ class MessagingService(DeliveryCases, ConversationListing):
         if bound is None or bound.kind != "turn":
             raise PermissionDenied(
                 "SendFromTurn acts for a turn: call it with the turn's capability "
-                "(TurnContext.start_conversation does); other callers use Send"
+                "(TurnContext.start_conversation does); other callers use Send",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "turn"},
             )
         if (target is None) == (not inbox_id):
             raise InvalidArgument(
                 "destination: give a target (crew or workflow) to start a conversation, or "
-                "the inbox_id of one this turn's conversation started to continue it"
+                "the inbox_id of one this turn's conversation started to continue it",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("destination", "oneof"),
             )
         check_no_nul(inbox_id, "inbox_id")
         check_text(text, parts)
@@ -282,7 +302,11 @@ class MessagingService(DeliveryCases, ConversationListing):
         limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         if not inbox_id:
-            raise InvalidArgument("inbox_id is required: the inbox to read, from a send receipt")
+            raise InvalidArgument(
+                "inbox_id is required: the inbox to read, from a send receipt",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("inbox_id", "required"),
+            )
         check_no_nul(inbox_id, "inbox_id")
         refuse_runtime_inbox_read(identity)
         deadline = time.monotonic() + wait_seconds
@@ -319,13 +343,18 @@ class MessagingService(DeliveryCases, ConversationListing):
         if inbox_id:
             if conversation_id:
                 raise InvalidArgument(
-                    "give conversation_id or inbox_id, not both: either names the conversation"
+                    "give conversation_id or inbox_id, not both: either names the conversation",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("inbox_id", "oneof"),
                 )
             check_no_nul(inbox_id, "inbox_id")
             try:
                 conversation_id = await self.store.inbox_conversation(inbox_id)
             except NotFound:
-                raise NotFound(f"conversation of inbox {inbox_id!r} not found") from None
+                raise NotFound(
+                    f"conversation of inbox {inbox_id!r} not found",
+                    metadata={"kind": "conversation", "inbox_id": inbox_id},
+                ) from None
         # A turn's capability reads its own conversation's, while its turn is leased.
         await self._check_turn_capability(identity, conversation_id)
         key, owner, inbox_principal, inbox_id = await self.store.conversation(conversation_id)
@@ -334,108 +363,14 @@ class MessagingService(DeliveryCases, ConversationListing):
             or identity.serves(key.kind, key.name)
             or identity.is_operator
         ):
-            raise NotFound(f"conversation {conversation_id!r} not found")
+            raise NotFound(
+                f"conversation {conversation_id!r} not found",
+                metadata=kind_meta("conversation", conversation_id),
+            )
         page: Page = await self.store.transcript(conversation_id, position, limit)
         return Transcript(
             page.items, encode_cursor(page.last_position), key, inbox_id, conversation_id
         )
-
-    # -------------------------------------------------------------------- turns
-
-    async def claim_turn(
-        self,
-        identity: Identity,
-        *,
-        targets: Sequence[TargetKey],
-        wait_seconds: int,
-        lease_seconds: int,
-    ) -> Turn | None:
-        """Claim one conversation's pending deliveries as a turn, waiting if none (C10)."""
-        if not targets:
-            raise InvalidArgument(
-                "targets is empty: name the crews or workflows this runtime serves"
-            )
-        if len(targets) > MAX_CLAIM_TARGETS:
-            raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} targets per claim")
-        for key in targets:
-            if not identity.serves(key.kind, key.name):
-                raise PermissionDenied(f"{identity.principal} may not act for {key}")
-        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
-        lease = timedelta(
-            seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
-        )
-        deadline = time.monotonic() + wait_seconds
-        # One idle claim of a target is woken per notice (`one`), and a claim that takes
-        # a turn while more are claimable wakes the next: one claim statement per turn,
-        # not one per idle runtime.
-        with self.listener.subscribe(TURN_CHANNEL, [str(k) for k in targets], one=True) as waiter:
-            turn, more = await self.store.claim_turn(identity.principal, targets, lease)
-            if turn is None and wait_seconds > 0 and not self.draining.is_set():
-                # B7: waiting holds one of the principal's long-polls.
-                with shares().wait(identity.principal):
-                    while True:
-                        remaining = deadline - time.monotonic()
-                        if turn is not None or remaining <= 0 or self.draining.is_set():
-                            break
-                        await waiter.wait(min(remaining, self.poll_fallback_seconds))
-                        turn, more = await self.store.claim_turn(identity.principal, targets, lease)
-        if more and turn is not None:
-            self.listener.wake_one(TURN_CHANNEL, str(turn.target))
-        if turn is not None:
-            log.info(
-                "turn.claimed",
-                turn_id=turn.id,
-                conversation_id=turn.conversation_id,
-                deliveries=len(turn.deliveries),
-            )
-        return turn
-
-    async def _check_turn_capability(
-        self, identity: Identity, conversation_id: str | None = None
-    ) -> None:
-        """A turn capability acts only while its turn is active and leased, and sends
-        only into its own conversation (T3)."""
-        bound = identity.capability
-        if bound is None:
-            return
-        require_item(identity, "turn", bound.id)
-        if conversation_id is not None and conversation_id != bound.conversation_id:
-            raise PermissionDenied(
-                f"this capability is for {bound.describe()}: it acts in that "
-                "conversation only (its reply inbox, its transcript)"
-            )
-        _, status = await self.store.turn_lease(bound.id, identity.principal)
-        if status != "active":
-            raise ended_refusal(bound, status)
-
-    async def heartbeat_turn(
-        self, identity: Identity, *, turn_id: str, lease_seconds: int
-    ) -> tuple[Any, str]:
-        """Extend the caller's turn's lease: (new expiry, conversation id)."""
-        require_item(identity, "turn", turn_id)
-        await self._check_turn_capability(identity)
-        lease = timedelta(
-            seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
-        )
-        return await self.store.heartbeat(turn_id, identity.principal, lease)
-
-    async def complete_turn(
-        self, identity: Identity, *, turn_id: str, interrupted: bool = False
-    ) -> None:
-        """End the caller's turn: handled, or given up unhandled (`interrupted`, C11)."""
-        require_item(identity, "turn", turn_id)
-        await self._check_turn_capability(identity)
-        await self.store.complete_turn(turn_id, identity.principal, interrupted=interrupted)
-        if interrupted:
-            log.warning("turn.interrupted", turn_id=turn_id, reason="given up by its runtime")
-        else:
-            log.info("turn.completed", turn_id=turn_id)
-
-    async def interrupt_expired_turns(self) -> int:
-        count = await self.store.interrupt_expired_turns()
-        if count:
-            log.warning("turns.interrupted", count=count, reason="lease expired")
-        return count
 
 
 def refuse_runtime_inbox_read(identity: Identity) -> None:
@@ -445,5 +380,7 @@ def refuse_runtime_inbox_read(identity: Identity) -> None:
         raise PermissionDenied(
             f"{identity.principal} acts with a runtime credential's identity (scoped to "
             f"{', '.join(sorted(identity.targets))}), and a runtime reads no inbox: read "
-            "inboxes with an API token"
+            "inboxes with an API token",
+            reason=Reason.OUT_OF_SCOPE,
+            metadata={"targets": ",".join(sorted(identity.targets))},
         )

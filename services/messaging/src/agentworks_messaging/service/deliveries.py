@@ -9,7 +9,13 @@ from typing import Any
 import structlog
 
 from agentworks.core.checks import check_json_depth, check_no_nul, check_retry_key
-from agentworks.core.errors import AgentWorksError, InvalidArgument, PermissionDenied
+from agentworks.core.errors import (
+    AgentWorksError,
+    InvalidArgument,
+    PermissionDenied,
+    Reason,
+    rule_meta,
+)
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
     MAX_DELIVERIES_PER_REQUEST,
@@ -58,7 +64,9 @@ class DeliveryCases:
         _check_enqueuer(identity)
         if not 1 <= len(items) <= MAX_DELIVERIES_PER_REQUEST:
             raise InvalidArgument(
-                f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}"
+                f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("deliveries", "repeated.max_items", MAX_DELIVERIES_PER_REQUEST),
             )
         outcomes: dict[int, tuple[str, bool] | AgentWorksError] = {}
         fresh: list[tuple[int, NewDelivery]] = []
@@ -70,7 +78,9 @@ class DeliveryCases:
                 outcomes[n] = InvalidArgument(
                     f"idempotency_key {item.idempotency_key!r} appears twice in this "
                     f"request (items {first[item.idempotency_key]} and {n}); one key per "
-                    "occurrence"
+                    "occurrence",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta(f"deliveries[{n}].idempotency_key"),
                 )
             else:
                 first[item.idempotency_key] = n
@@ -98,7 +108,11 @@ class DeliveryCases:
 
 def _check_enqueuer(identity: Identity) -> None:
     if not (identity.is_service or identity.is_operator):
-        raise PermissionDenied("only platform services may enqueue deliveries")
+        raise PermissionDenied(
+            "only platform services may enqueue deliveries",
+            reason=Reason.ROLE_REQUIRED,
+            metadata={"role": "service"},
+        )
 
 
 def check_delivery(
@@ -112,12 +126,24 @@ def check_delivery(
 ) -> NewDelivery:
     """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong."""
     if kind not in ENQUEUED_KINDS:
-        raise InvalidArgument(f"kind must be one of {', '.join(ENQUEUED_KINDS)}")
+        raise InvalidArgument(
+            f"kind must be one of {', '.join(ENQUEUED_KINDS)}",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("kind", "enum"),
+        )
     if not idempotency_key:
-        raise InvalidArgument("idempotency_key is required: one key per occurrence")
+        raise InvalidArgument(
+            "idempotency_key is required: one key per occurrence",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("idempotency_key", "required"),
+        )
     check_retry_key(idempotency_key, "idempotency_key")
     if len(text.encode()) > MAX_TEXT_BYTES:
-        raise InvalidArgument(f"text is longer than {MAX_TEXT_BYTES} bytes")
+        raise InvalidArgument(
+            f"text is longer than {MAX_TEXT_BYTES} bytes",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("text", "string.max_bytes", MAX_TEXT_BYTES),
+        )
     for field, value in (
         ("text", text),
         ("attributes", attributes),
@@ -126,7 +152,9 @@ def check_delivery(
     check_json_depth(attributes, "attributes")
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise InvalidArgument(
-            f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+            f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("payload", "bytes.max_len", MAX_PAYLOAD_BYTES),
         )
     return NewDelivery(
         conversation_id=conversation_id,
