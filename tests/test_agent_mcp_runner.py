@@ -32,7 +32,7 @@ from agentworks.runtime.executions import ExecutionOutcome
 from agentworks.runtime.limits import GIB, MIB, Limits, Policy
 from agentworks.runtime.runner import CommandRunner
 from agentworks.runtime.turn_runner import TURNS_FOLDER, TurnCommandRunner
-from agentworks.server.testing import read_until
+from agentworks.server.testing import read_until, until
 from tests.fixtures.isolation import PY, messages
 
 pytestmark = [
@@ -288,7 +288,7 @@ VICTIM = """
 import os, pathlib, time
 root = pathlib.Path(os.environ["AGENTWORKS_PROJECT_ROOT"])
 (root / "victim-running").write_text(os.environ["AGENTWORKS_MCP_SOCKET"])
-for _ in range(400):
+for _ in range(400):  # the victim's own poll: it runs where no test helper is importable
     if (root / "release").exists():
         break
     time.sleep(0.1)
@@ -344,10 +344,7 @@ async def test_a_command_cannot_reach_the_mcp_endpoint_of_another_running_turn_L
             FunctionsClient(functions.address, identity=identity("user:alice")) as caller,
         ):
             await alice.send("anything", target=CREW)
-            for _ in range(300):
-                if (root / "victim-running").exists():
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: (root / "victim-running").exists(), 30, what="the victim runs")
             # The one socket of the turn runner: the turn's, live while its command runs.
             assert turn_runner._sockets is not None
             (target_path,) = turn_runner._sockets.iterdir()

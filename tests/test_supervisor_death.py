@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from agentworks.server.testing import free_port_block
+from agentworks.server.testing import free_port_block, until_sync
 from tests.test_end_to_end import Up
 
 
@@ -32,7 +32,7 @@ def test_children_end_with_a_killed_supervisor_and_the_next_up_starts_P4(tmp_pat
         assert not left, f"still running after their supervisor died: {left}"
     finally:
         first.stop()
-    time.sleep(0.5)
+    time.sleep(0.5)  # settling time for the killed suite's sockets and files: no one state to await
     second = Up(tmp_path, base, http)
     try:
         second.wait_ready()
@@ -60,15 +60,16 @@ def test_the_embedded_database_is_restarted_when_it_dies_P3_P4(tmp_path):
         up.wait_for("database.restarted", timeout=60)
         after = int(pid_file.read_text().split()[0])
         assert after != before and psutil.pid_exists(after)
-        deadline = time.monotonic() + 60
-        while True:
+
+        def healthy() -> bool:
             try:
-                if httpx.get(f"http://127.0.0.1:{http}/healthz", timeout=5).status_code == 200:
-                    break
+                return httpx.get(f"http://127.0.0.1:{http}/healthz", timeout=5).status_code == 200
             except httpx.HTTPError:
-                pass
-            seen = up.grep("database.")
-            assert time.monotonic() < deadline, f"the gateway stayed unhealthy:\n{seen}"
-            time.sleep(0.5)
+                return False
+
+        try:
+            until_sync(healthy, 60, every=0.2)
+        except AssertionError:
+            raise AssertionError(f"the gateway stayed unhealthy:\n{up.grep('database.')}") from None
     finally:
         assert up.stop() == 0, up.output

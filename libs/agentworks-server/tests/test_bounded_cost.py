@@ -30,7 +30,7 @@ from agentworks.core.keys import KeyDirectory
 from agentworks.server import shares
 from agentworks.server.liveness import STUCK_EXIT
 from agentworks.server.rpc import GrpcServer
-from agentworks.server.testing import scrape
+from agentworks.server.testing import scrape, until_sync
 
 PROBE = pathlib.Path(__file__).with_name("probe_service.py")
 PARSE = "/agentworks.test.Probe/Parse"
@@ -256,21 +256,18 @@ def test_a_lagging_loop_shows_in_its_metric_and_its_health_B3(probe, signing_key
     service = probe(PROBE_LOOP_LAG_LIMIT_SECONDS="1", PROBE_LOOP_STUCK_SECONDS="0")
     assert _health(service.address, 5) == health_pb2.HealthCheckResponse.SERVING
     blocker = _block(service.address, signing_keys, 3.0)
-    deadline = time.monotonic() + 10
-    while True:
+
+    def lagging() -> bool:
         lag = scrape(service.metrics_port).value(
             "agentworks_event_loop_lag_seconds", service="probe"
         )
-        if lag is not None and lag > 1.0:
-            break
-        assert time.monotonic() < deadline, f"lag stayed at {lag}"
-        time.sleep(0.1)
+        return lag is not None and lag > 1.0
+
+    until_sync(lagging, 10, every=0.1, what="the loop lag is over 1 s")
     blocker.join()
     assert _health(service.address, 5) == health_pb2.HealthCheckResponse.NOT_SERVING
-    deadline = time.monotonic() + 10
-    while _health(service.address, 5) != health_pb2.HealthCheckResponse.SERVING:
-        assert time.monotonic() < deadline, "health stayed NOT_SERVING"
-        time.sleep(0.1)
+    serving = health_pb2.HealthCheckResponse.SERVING
+    until_sync(lambda: _health(service.address, 5) == serving, 10, every=0.1)
 
 
 @pytest.mark.reliability(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from agentworks.server.db import Database
+from agentworks.server.testing import until
 
 
 async def test_engine_statements_are_never_prepared_so_partial_indexes_stay_usable_S2_C10(
@@ -120,7 +121,7 @@ async def test_a_notice_wakes_one_claim_waiter_and_every_plain_waiter_C10_P3(dat
             listener.subscribe("test_turns", ["crew:a"], one=True) as second,
         ):
             waits = [asyncio.create_task(w.wait(0.5)) for w in (plain, first, second)]
-            await asyncio.sleep(0.05)
+            await until(lambda: plain.waiting and first.waiting and second.waiting, 5)
             async with await psycopg.AsyncConnection.connect(
                 libpq_url(database_url), autocommit=True
             ) as conn:

@@ -44,7 +44,7 @@ async def test_raw_and_sqlalchemy_take_turns_on_the_same_connections_P5(database
                     return (await conn.execute(sa.text(PID))).scalar_one()
 
             waiting = asyncio.create_task(engine_pid())
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # time to open a second connection: none may come
             assert not waiting.done()  # no second connection was opened for it
             assert db.pool.checked_out == 1
         assert await waiting == raw_pid
@@ -110,7 +110,7 @@ async def test_a_full_pool_refuses_either_side_after_its_timeout_and_loses_no_sl
                 async with db.autocommit():
                     pass
             cancelled = asyncio.create_task(db.raw().__aenter__())
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # into the pool's queue (private state: not awaited)
             cancelled.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await cancelled
@@ -161,7 +161,7 @@ async def test_a_service_opens_at_most_pool_size_connections_on_both_paths_P5(
         async def sample() -> None:
             while not done.is_set():
                 seen.append(await connections_named(database_url, app))
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.005)  # the sampling rate, not a wait
 
         async def hot(i: int) -> None:
             receipt = receipts[i % len(receipts)]

@@ -3,7 +3,6 @@ gRPC call and its database statements."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import pytest
 
 from agentworks.client import MessagingClient
 from agentworks.core.errors import Unavailable
-from agentworks.server.testing import ServiceProcess
+from agentworks.server.testing import ServiceProcess, until
 from agentworks.server.tracing import tracing_requested
 
 
@@ -51,15 +50,18 @@ async def test_a_traced_service_spans_rpcs_and_sql_P4(
             [sys.executable, "-m", service.module], env=service.env, stdout=out
         )
         try:
-            for _ in range(200):
+
+            async def registered() -> bool:
                 try:
                     async with MessagingClient(
                         service.address, identity=identity("user:ops", {"operator"}), timeout=2
                     ) as ops:
                         await ops.register_target("crew:traced", owner="user:ops")
-                    break
                 except Unavailable:
-                    await asyncio.sleep(0.1)  # not listening yet
+                    return False  # not listening yet
+                return True
+
+            await until(registered, 30, every=0.1, what="the traced service answers")
         finally:
             process.terminate()
             process.wait(30)

@@ -16,6 +16,7 @@ from agentworks.client.common import target_ref
 from agentworks.client.functions import state_name
 from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as pb
+from agentworks.server.testing import until
 from agentworks_functions.server import READ_IN_PLACE_CHARS
 
 
@@ -265,7 +266,15 @@ async def test_a_fresh_retry_key_is_refused_at_once_when_busy_and_a_retry_gets_i
         retry = asyncio.ensure_future(
             alice.call("crew:demo", echo, {"text": "2"}, submission_id="g2")
         )
-        await asyncio.sleep(0.5)
+
+        async def queued() -> bool:  # a session of this database waits for the row lock
+            cursor = await holder.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            return (await cursor.fetchone())[0] >= 1
+
+        await until(queued, 5)
         assert not retry.done()
     with pytest.raises(errors.Busy):  # the holder is gone: over the limit all the same
         await retry

@@ -18,6 +18,7 @@ from agentworks.core import errors
 from agentworks.core.targets import TargetKey
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.server.db import Database
+from agentworks.server.testing import until
 from agentworks_functions.store import FunctionsStore
 from agentworks_functions.store.sql import _CLAIM_ONE
 from tests.fixtures.plans import blocks_hit, prepare_generic
@@ -571,26 +572,27 @@ async def test_a_retry_key_race_quotes_the_callers_own_submission_id_F6_F14(
 
 
 async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_end_F7_F11(
-    clients, echo, runtime
+    clients, echo, runtime, functions
 ):
     """F7, F11: `until_ended` holds the read through messages and events, not past the end."""
     alice = await clients("user:alice")
+    listener = functions.database.listener
     call_id = (await alice.call("crew:demo", echo, {"text": "x"})).call_id
     await runtime.claim_execution(["crew:demo"], wait_seconds=5)
 
     # Open for the whole wait: returns at the deadline, still running, not before.
     started = time.monotonic()
     waiting = asyncio.create_task(alice.get_status(call_id, wait_seconds=2, until_ended=True))
-    await asyncio.sleep(0.3)
+    await until(lambda: listener.waiting >= 1)  # the read is parked in its long-poll
     await runtime.report(call_id, progress="1/2", messages=["working"], sequence=1)
     status = await waiting
     assert state_name(status.status) == "running" and time.monotonic() - started >= 1.9
 
     # Woken by the end, not by the progress before it.
     waiting = asyncio.create_task(alice.get_status(call_id, wait_seconds=20, until_ended=True))
-    await asyncio.sleep(0.3)
+    await until(lambda: listener.waiting >= 1)
     await runtime.report(call_id, events=[{"kind": "assistant", "text": "nearly"}], sequence=2)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # time for a wrong wake-up to end the read: it must not
     assert not waiting.done()
     started = time.monotonic()
     await runtime.finish_execution(call_id, final_message="done")
@@ -600,10 +602,13 @@ async def test_status_wait_until_ended_sleeps_through_progress_and_wakes_at_the_
     assert state_name((await alice.wait(call_id, timeout=5)).status) == "completed"
 
 
-async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, database_url):
+async def test_a_call_can_wait_for_its_own_end_F4_F7(
+    clients, echo, runtime, database_url, functions
+):
     """F4 F7: Call with wait_seconds returns the ended call as its outcome, in one request;
     still open at the deadline, the receipt alone; a bad wait stores nothing."""
     alice = await clients("user:alice")
+    listener = functions.database.listener
 
     async def run_one() -> None:
         execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
@@ -631,7 +636,7 @@ async def test_a_call_can_wait_for_its_own_end_F4_F7(clients, echo, runtime, dat
     first = keyed()
     execution = await runtime.claim_execution(["crew:demo"], wait_seconds=10)
     second = keyed()
-    await asyncio.sleep(0.3)
+    await until(lambda: listener.waiting >= 2)  # both parked, waiting for the one end
     assert not first.done() and not second.done()
     await runtime.finish_execution(execution.call_id, final_message="echo: k")
     for receipt in await asyncio.wait_for(asyncio.gather(first, second), 10):

@@ -4,7 +4,6 @@ for everyone, with no end."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from agentworks.client import FunctionsClient
 from agentworks.client.functions import state_name
 from agentworks.core.errors import Busy, Reason
+from agentworks.server.testing import until
 
 
 def clients_of(functions, identity) -> Callable[..., FunctionsClient]:
@@ -97,14 +97,16 @@ async def test_a_question_nobody_answers_ends_its_call_failed_and_frees_the_slot
         ended = await alice.wait(receipt.call_id, timeout=15)
         assert state_name(ended.status) == "failed"
         assert ended.error.startswith("failed: nobody answered the execution's question within 1 s")
-        for _ in range(50):  # the sweeper's commit frees the slot
+
+        async def accepted() -> bool:
             try:
                 await alice.call("crew:demo", "ask")
-                break
             except Busy:
-                await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the running slot stayed taken")
+                return False
+            return True
+
+        # the sweeper's commit frees the slot
+        await until(accepted, 5, every=0.1, what="the running slot is freed")
 
 
 async def test_a_targets_output_files_stop_at_its_quota_and_nothing_is_stored_T8(

@@ -14,6 +14,7 @@ from agentworks.client.messaging import attributes_json
 from agentworks.core import errors
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.server.db import Database, migrate
+from agentworks.server.testing import until
 from agentworks_functions.models import Delivered, GaveUp, RetryLater
 from agentworks_functions.notices import notice_outcome
 from agentworks_functions.store import FunctionsStore
@@ -111,16 +112,18 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
         await start_functions(FUNCTIONS_MESSAGING_ADDRESS=messaging.address)
 
         async with await psycopg.AsyncConnection.connect(database_url) as conn:
-            for _ in range(100):
+
+            async def settled() -> list[tuple] | None:
                 rows = await (
                     await conn.execute(
                         "SELECT call_id::text, delivered_at IS NOT NULL, failed_at IS NOT NULL, "
                         "last_error_code FROM functions.notices"
                     )
                 ).fetchall()
-                if all(delivered or failed for _, delivered, failed, _ in rows):
-                    break
-                await asyncio.sleep(0.1)
+                ended = all(delivered or failed for _, delivered, failed, _ in rows)
+                return rows if ended else None
+
+            rows = await until(settled, 10, what="every notice delivered or failed")
             for call_id, delivered, failed, code in rows:
                 if calls[call_id] == known:
                     assert (delivered, failed, code) == (True, False, None)
@@ -367,24 +370,23 @@ async def test_an_outbox_worker_cancelled_while_releasing_its_locks_leaves_no_ta
         )
         with pytest.raises(asyncio.CancelledError):
             await worker
-        await asyncio.sleep(0.3)  # what a leftover task would still do
+        # Time for a leftover task to fail unobserved, if there were one: the absence is
+        # what is tested, so no condition can be awaited instead.
+        await asyncio.sleep(0.3)
         gc.collect()
         assert unhandled == []
         assert [t for t in asyncio.all_tasks() if "execute" in repr(t.get_coro())] == []
 
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
 
-            async def advisory_locks() -> int:
+            async def advisory_locks_gone() -> bool:
                 cursor = await conn.execute(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
                 )
-                return (await cursor.fetchone())[0]
+                return (await cursor.fetchone())[0] == 0
 
-            for _ in range(100):  # the closed session's locks go when its backend exits
-                if not await advisory_locks():
-                    break
-                await asyncio.sleep(0.05)
-            assert await advisory_locks() == 0
+            # the closed session's locks go when its backend exits
+            await until(advisory_locks_gone, 5, what="no advisory lock left")
 
         async def send(notices):
             return [Delivered() for _ in notices]

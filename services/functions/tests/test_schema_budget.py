@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import psutil
 import pytest
 
 from agentworks.client import FunctionsClient
 from agentworks.core.errors import InvalidArgument
+from agentworks.server.testing import until
 from agentworks_functions.patterns import STEP_BUDGET
 from agentworks_functions.schemas import violations
 
@@ -104,7 +106,9 @@ async def test_a_costly_check_slows_only_its_caller_P6_F3(service_process, datab
             asyncio.create_task(attacker.call("crew:evil", "slow", {"xs": [-1] * 20_000}))
             for attacker in (mallory, trudy)
         ]
-        await asyncio.sleep(0.2)  # the hostile checks are under way
+        # The hostile checks are under way: the service started its check workers for them.
+        workers = psutil.Process(proc.process.pid).children
+        await until(lambda: len(workers()) >= 2, 10, what="two check workers run")
         for n in range(3):
             receipt = await asyncio.wait_for(alice.call("crew:demo", "echo", {"n": n}), 5)
             assert receipt.call_id

@@ -80,6 +80,8 @@ async def test_a_stalled_body_gets_408_and_idle_connections_make_room_P6_G1_B6(
 
     idle = [await asyncio.open_connection(url.host, url.port) for _ in range(3)]
     try:
+        # Time for the gateway to accept the three: they send nothing, so nothing answers
+        # that could be awaited instead.
         await asyncio.sleep(0.2)
         async with httpx.AsyncClient(base_url=gateway.url) as client:
             served = await client.get("/healthz")

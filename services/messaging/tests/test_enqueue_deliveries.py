@@ -149,6 +149,8 @@ async def test_concurrent_overlapping_requests_store_each_key_once_S6(clients, d
             (conversations,),
         )
         racing = [asyncio.create_task(scheduler.enqueue_deliveries(o)) for o in orders]
+        # A second for all 8 to start: those past the pool wait on the locks, the rest for
+        # a pooled connection, which nothing outside the service shows to wait on.
         await asyncio.sleep(1.0)
         assert not any(task.done() for task in racing)
     results = await asyncio.gather(*racing)

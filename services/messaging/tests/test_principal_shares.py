@@ -10,7 +10,7 @@ import pytest
 from agentworks.core.errors import Busy
 from agentworks.server import shares as shares_module
 from agentworks.server.shares import Share, Shares
-from agentworks.server.testing import database_snapshot
+from agentworks.server.testing import database_snapshot, until
 
 
 @pytest.fixture
@@ -24,9 +24,7 @@ def small_shares():
 
 
 async def _parked(messaging, count: int) -> None:
-    async with asyncio.timeout(5):
-        while messaging.database.listener.waiting < count:  # noqa: ASYNC110 - no event for it
-            await asyncio.sleep(0.01)
+    await until(lambda: messaging.database.listener.waiting >= count, 5)
 
 
 async def test_new_conversations_past_a_principals_rate_are_refused_storing_nothing_B7(

@@ -11,6 +11,7 @@ import pytest
 from agentworks.client import MessagingClient
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
 from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks.server.testing import until
 
 
 async def reply_all(bot: MessagingClient, target: str, texts: list[str]) -> str:
@@ -102,7 +103,7 @@ async def test_long_poll_returns_when_a_message_lands_on_another_replica_C7_P3(
 
     async with MessagingClient(replica_b.address, identity=identity("user:alice")) as reader:
         waiting = asyncio.create_task(reader.read(receipt.inbox_id, wait_seconds=20))
-        await asyncio.sleep(0.3)  # let the reader reach its wait (no effect on correctness)
+        await until(lambda: replica_b.database.listener.waiting >= 1)  # the reader is parked
         assert not waiting.done()
         sent_at = time.monotonic()
         await bot.send_message(turn.reply_inbox_id, "pong")
@@ -193,14 +194,12 @@ async def test_lost_lease_records_interrupted_and_never_resends_C11(clients, dem
     await bot.heartbeat_turn(turn.turn_id, lease_seconds=5)
 
     # The runtime "dies": no heartbeat. The sweeper records the turn interrupted.
-    transcript = None
-    for _ in range(200):
+    async def interrupted() -> pb.Delivery | None:
         transcript = await alice.get_transcript(receipt.conversation_id)
         delivery = transcript.entries[1].delivery
-        if delivery.status == pb.DELIVERY_STATUS_INTERRUPTED:
-            break
-        await asyncio.sleep(0.1)
-    assert delivery.status == pb.DELIVERY_STATUS_INTERRUPTED
+        return delivery if delivery.status == pb.DELIVERY_STATUS_INTERRUPTED else None
+
+    delivery = await until(interrupted, 30, every=0.1, what="the turn is interrupted")
     assert delivery.turn_id == turn.turn_id
 
     # Not resent: no runtime gets the delivery again.

@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from agentworks.core.errors import InvalidArgument, PreconditionFailed
+from agentworks.server.testing import until
 from tests.fixtures.plans import blocks_hit, prepare_generic_claim
 
 
@@ -76,14 +77,12 @@ async def test_a_new_turn_wakes_one_idle_claim_not_every_one_C10_P3(clients, dem
     bots = [await clients(f"agent:demo/r{i}") for i in range(5)]
     listener = messaging.database.listener
     claims = {asyncio.create_task(b.claim_turn([demo], wait_seconds=10)) for b in bots}
-    async with asyncio.timeout(5):  # every claim parked in its long-poll
-        while listener.waiting < 5:  # noqa: ASYNC110 - the listener has no event for it
-            await asyncio.sleep(0.02)
+    await until(lambda: listener.waiting >= 5, 5)  # every claim parked in its long-poll
     before = listener.wakeups
     await alice.send("one", target=demo)
     done, claims = await asyncio.wait(claims, timeout=5, return_when=asyncio.FIRST_COMPLETED)
     assert len(done) == 1 and done.pop().result() is not None
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # time for wrong wake-ups to show: none may come
     assert listener.wakeups - before == 1
     assert not any(c.done() for c in claims)
     await alice.send("two", target=demo)

@@ -46,15 +46,13 @@ async def test_no_transaction_is_open_while_an_occurrence_is_delivered_S6(
     sched = await clients.scheduler(BOT)
     wake_up = await sched.create_wake_up(conversation, delay_seconds=0, note="no txn")
     await asyncio.wait_for(reached.wait(), 10)
+
     # The scheduler is held for as long as this looks, so a transaction of its own would
     # show in every sample; another service's (messaging shares the database) is brief.
-    samples = []
-    for _ in range(5):
-        samples.append((await sql(IN_TRANSACTION))[0][0])
-        if samples[-1] == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert samples[-1] == 0, f"a transaction stayed open while held: {samples}"
+    async def none_open() -> bool:
+        return bool((await sql(IN_TRANSACTION))[0][0] == 0)
+
+    await until(none_open, 5, what="no transaction open while held")
     release.set()
 
     async def fired() -> bool:
@@ -83,7 +81,15 @@ async def test_pause_and_cancel_wait_for_a_delivery_in_flight_S1_S3(
 
     pause = asyncio.create_task(ops.pause(reason="wait for it"))
     cancel = asyncio.create_task(sched.cancel_wake_up(wake_up.wake_up_id))
-    await asyncio.sleep(0.5)
+
+    async def both_wait() -> bool:  # on the delivery's advisory lock
+        rows = await sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
+        )
+        return rows[0][0] >= 2
+
+    await until(both_wait, 10)
     assert not pause.done() and not cancel.done()
     release.set()
     state = await asyncio.wait_for(pause, 10)

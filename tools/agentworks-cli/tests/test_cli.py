@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentworks.core.errors import Unavailable
+from agentworks.server.testing import until
 
 # Runs argv[1:] with SIGINT at its default disposition, as a terminal would. A shell
 # without job control (a CI script, `make test &`) starts its background commands with
@@ -217,13 +218,15 @@ async def test_read_follow_waits_out_a_messaging_restart_G3_C7(
         assert "messaging service is unavailable" in note and "trying again" in note
         assert follow.returncode is None
         await start_messaging(MESSAGING_LISTEN=messaging.address)
-        async with asyncio.timeout(30):
-            while True:  # the bot's channel reconnects too
-                try:
-                    await bot.send_message(turn.reply_inbox_id, "back")
-                    break
-                except Unavailable:
-                    await asyncio.sleep(0.5)
+
+        async def sent() -> bool:  # the bot's channel reconnects too
+            try:
+                await bot.send_message(turn.reply_inbox_id, "back")
+            except Unavailable:
+                return False
+            return True
+
+        await until(sent, 30, every=0.1, what="the bot sends again")
         assert await replies(follow, 1) == ["back"]
 
 
