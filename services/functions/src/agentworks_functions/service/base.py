@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from agentworks.core.checks import bounded
-from agentworks.core.errors import NotFound, PermissionDenied
+from agentworks.core.errors import NotFound, PermissionDenied, Reason, kind_meta
 from agentworks.core.identity import Identity
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener, Waiter
@@ -66,7 +66,9 @@ class FunctionsServiceBase:
         if identity.principal != target.owner:
             raise PermissionDenied(
                 f"only the owner of {key} ({target.owner}) may declare, update or remove "
-                "its functions"
+                "its functions",
+                reason=Reason.NOT_OWNER,
+                metadata={"target": str(key), "owner": target.owner},
             )
         return target
 
@@ -83,7 +85,9 @@ class FunctionsServiceBase:
         if owners_only and identity.principal not in (caller, owner):
             raise PermissionDenied(
                 f"only the caller of call {call_id} ({caller}) and the owner of its target "
-                f"({owner}) may {owners_only}; the operator may read its status and cancel it"
+                f"({owner}) may {owners_only}; the operator may read its status and cancel it",
+                reason=Reason.NOT_OWNER,
+                metadata={"call_id": call_id, "caller": caller, "owner": owner},
             )
 
     async def _until_ended(
@@ -141,7 +145,11 @@ class FunctionsServiceBase:
         except NotFound:
             call = None  # the same answer as for someone else's call (A3)
         if call is None or call.runtime != identity.principal:
-            raise NotFound(f"execution {call_id!r} not found: claim it with ClaimExecution first")
+            raise NotFound(
+                f"execution {call_id!r} not found: claim it with ClaimExecution first",
+                reason=Reason.NOT_FOUND,
+                metadata=kind_meta("execution", call_id),
+            )
         return call
 
     async def _check_capability(self, identity: Identity, call_id: str) -> None:

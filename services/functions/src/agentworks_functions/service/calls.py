@@ -1,4 +1,4 @@
-"""Calling, reading status and files, replying and cancelling (F3-F9, F11, F15)."""
+"""Calling a function (F3-F6, F9, F14); following the call is `following.py`."""
 
 from __future__ import annotations
 
@@ -18,11 +18,15 @@ from agentworks.core.checks import (
     is_retry,
     request_hash,
 )
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import (
+    InvalidArgument,
+    PermissionDenied,
+    Reason,
+    rule_meta,
+)
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
     MAX_INPUTS_BYTES,
-    MAX_REPLY_BYTES,
     MAX_WAIT_SECONDS,
 )
 from agentworks.server.capabilities import require_conversation
@@ -30,7 +34,6 @@ from agentworks_functions.jsonin import loads_object_sized
 from agentworks_functions.metrics import counting_busy
 from agentworks_functions.models import (
     CallSource,
-    FilePage,
     Receipt,
     StatusView,
     TargetKey,
@@ -47,34 +50,22 @@ from agentworks_functions.schemas import (
     text_problems,
     violations,
 )
-from agentworks_functions.service.base import FunctionsServiceBase
+from agentworks_functions.service.following import Following
 from agentworks_functions.service.rules import (
     _FUNCTION_RE,
     _OUTCOME,
     _UUID_RE,
-    EVENT_LIMIT_DEFAULT,
-    EVENT_LIMIT_MAX,
-    MESSAGE_LIMIT_DEFAULT,
-    MESSAGE_LIMIT_MAX,
-    READ_LIMIT_DEFAULT,
-    READ_LIMIT_MAX,
-    check_file_name,
-    check_size,
     function_not_found,
     log,
-    notice_text,
-    sees_call,
-    text_page,
 )
 from agentworks_functions.store import (
     CALL_CHANNEL,
     DIFFERENT_CALL,
-    call_not_found,
     ended_key,
 )
 
 
-class Calls(FunctionsServiceBase):
+class Calls(Following):
     async def call(
         self,
         identity: Identity,
@@ -153,7 +144,9 @@ class Calls(FunctionsServiceBase):
             raise PermissionDenied(
                 f"the capability of {bound.describe()} calls as a step of its own run: give "
                 f"source {{run_id: {own.run_id!r}, step, group}} (ExecutionContext."
-                "call_function does); no call was created"
+                "call_function does); no call was created",
+                reason=Reason.OUT_OF_SCOPE,
+                metadata={"field": "source", "run_id": own.run_id},
             )
         return own.id
 
@@ -174,7 +167,11 @@ class Calls(FunctionsServiceBase):
     ) -> Receipt:
         """`inputs` parsed, or None: `inputs_text` is read by a check worker first."""
         if not function:
-            raise InvalidArgument("function is required: the name of a declared function")
+            raise InvalidArgument(
+                "function is required: the name of a declared function",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("function", "required"),
+            )
         check_no_nul(function, "function")  # a refusal saying so, not "not found"
         if not _FUNCTION_RE.match(function):  # cannot be declared; keep it away from SQL
             raise function_not_found(target, function)
@@ -186,17 +183,25 @@ class Calls(FunctionsServiceBase):
         if inputs is not None:
             size = len(json.dumps(inputs).encode())
             if size > MAX_INPUTS_BYTES:
-                raise InvalidArgument(f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON")
+                raise InvalidArgument(
+                    f"inputs are larger than {MAX_INPUTS_BYTES} bytes as JSON",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("inputs", "json.max_bytes", MAX_INPUTS_BYTES),
+                )
             check_json_depth(inputs, "inputs")
         if notify_conversation_id:
             if identity.kind not in ("agent", "workflow"):
                 raise InvalidArgument(
                     "notify_conversation_id is for internal callers (agents and workflows); "
-                    "other callers poll status instead"
+                    "other callers poll status instead",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta("notify_conversation_id"),
                 )
             if not _UUID_RE.match(notify_conversation_id):
                 raise InvalidArgument(
-                    f"notify_conversation_id {notify_conversation_id!r} is not a conversation id"
+                    f"notify_conversation_id {notify_conversation_id!r} is not a conversation id",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta("notify_conversation_id"),
                 )
             if identity.capability is None:
                 # L6: a notice goes only to a conversation the caller takes part in, and
@@ -207,16 +212,30 @@ class Calls(FunctionsServiceBase):
                     "notices go only to a conversation the caller takes part in, shown by "
                     "the capability of a turn of that conversation. Call from within the "
                     "turn, with its capability (TurnContext.call_function does), or leave "
-                    "notify_conversation_id empty and poll status. No call was created."
+                    "notify_conversation_id empty and poll status. No call was created.",
+                    reason=Reason.OUT_OF_SCOPE,
+                    metadata=rule_meta("notify_conversation_id"),
                 )
         if source is not None:
             if identity.kind != "workflow":
-                raise InvalidArgument("source (run, step, group) is only for workflow callers")
+                raise InvalidArgument(
+                    "source (run, step, group) is only for workflow callers",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta("source"),
+                )
             for field, value in (("run_id", source.run_id), ("step", source.step)):
                 if not value or len(value) > 200:
-                    raise InvalidArgument(f"source.{field} is required (at most 200 characters)")
+                    raise InvalidArgument(
+                        f"source.{field} is required (at most 200 characters)",
+                        reason=Reason.FIELD_RULE,
+                        metadata=rule_meta(f"source.{field}", "string.max_len", 200),
+                    )
             if len(source.group) > 200:
-                raise InvalidArgument("source.group is longer than 200 characters")
+                raise InvalidArgument(
+                    "source.group is longer than 200 characters",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("source.group", "string.max_len", 200),
+                )
             for field, value in source.as_json().items():
                 check_no_nul(value, f"source.{field}")
         # F14: a workflow's retry ids are scoped to its run, step and group; an
@@ -280,7 +299,9 @@ class Calls(FunctionsServiceBase):
                     f"inputs for {target} {function} are invalid",
                     problems,
                     "Fix them and call again; no call was created.",
-                )
+                ),
+                reason=Reason.INVALID_VALUE,
+                metadata=rule_meta("inputs", "input_schema"),
             )
         with counting_busy(target):  # both refusals below count as busy (metrics)
             # At the limit already: refused at once (F5). A retry must not be refused so,
@@ -309,116 +330,3 @@ class Calls(FunctionsServiceBase):
             function=function,
         )
         return receipt
-
-    async def status(
-        self,
-        identity: Identity,
-        *,
-        call_id: str,
-        after: int = -1,
-        message_limit: int = 0,
-        after_event: int = -1,
-        event_limit: int = 0,
-        wait_seconds: int = 0,
-        seen_version: int | None = None,
-        until_ended: bool = False,
-    ) -> StatusView:
-        """The call's record with both pagings; optionally wait for a change (F7, F11).
-
-        `until_ended` waits for the end of the call only, through any other change.
-        """
-        for field, value in (("after", after), ("after_event", after_event)):
-            if value < -1:
-                raise InvalidArgument(f"{field} must be -1 (from the start) or a next_{field}")
-        message_limit = bounded(
-            message_limit, "message_limit", 1, MESSAGE_LIMIT_MAX, MESSAGE_LIMIT_DEFAULT
-        )
-        event_limit = bounded(event_limit, "event_limit", 1, EVENT_LIMIT_MAX, EVENT_LIMIT_DEFAULT)
-        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
-        deadline = time.monotonic() + wait_seconds
-        page = (after, message_limit, after_event, event_limit)
-        keys = [ended_key(call_id) if until_ended else call_id]
-        with self.listener.subscribe(CALL_CHANNEL, keys) as waiter:
-            view, owner = await self.store.status(
-                call_id,
-                after=after,
-                message_limit=message_limit,
-                after_event=after_event,
-                event_limit=event_limit,
-            )
-            # A3: the caller, the target's owner and the operator; else NOT_FOUND.
-            if not sees_call(identity, view.call.caller, owner):
-                raise call_not_found(call_id)
-            await self._check_capability_sees(identity, view.call)
-            if until_ended:
-                return await self._until_ended(waiter, call_id, deadline, view, page) or view
-            baseline = view.call.version if seen_version is None else seen_version
-            while (
-                wait_seconds
-                and view.call.is_open
-                and not view.messages
-                and not view.events
-                and view.call.version <= baseline
-            ):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.draining.is_set():
-                    break
-                await waiter.wait(min(remaining, self.poll_fallback_seconds))
-                view = await self._view(call_id, *page)
-        return view
-
-    async def read_file(
-        self, identity: Identity, *, call_id: str, file: str, offset: int, limit: int
-    ) -> FilePage:
-        """A bounded page of one output file, by byte offset (F8)."""
-        limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
-        if offset < 0:
-            raise InvalidArgument(f"offset must be 0 or more, got {offset}")
-        await self._check_reader(identity, call_id, owners_only="read its files")
-        await self._check_capability_sees(identity, await self.store.get_call(call_id))
-        name = check_file_name(file, call_id)
-        info = await self.store.file_info(call_id, name)
-        if info is None:
-            raise NotFound(
-                f"file {name!r} not found in call {call_id}: status lists the call's files"
-            )
-        if offset > info.size:
-            raise InvalidArgument(
-                f"offset {offset} is past the end of {name} ({info.size} bytes); "
-                "start at 0 and follow next_offset"
-            )
-        data = await self.store.blobs.read(info.blob_id, offset, limit)
-        as_text = None
-        if info.is_text:
-            as_text, data = text_page(data, more=offset + len(data) < info.size)
-        end = offset + len(data)
-        return FilePage(
-            name=name,
-            data=data,
-            as_text=as_text,
-            offset=offset,
-            size=info.size,
-            next_offset=end if end < info.size else None,
-            media_type=info.media_type,
-        )
-
-    async def reply(self, identity: Identity, *, call_id: str, text: str) -> StatusView:
-        """Answer the pending human-input question; the execution goes on (F11)."""
-        if not text.strip():
-            raise InvalidArgument("text is empty: the reply to the pending question")
-        check_size(text, "text", MAX_REPLY_BYTES)
-        await self._check_reader(identity, call_id, owners_only="answer its question")
-        await self._check_capability_sees(identity, await self.store.get_call(call_id))
-        await self.store.reply(call_id, identity.principal, text)
-        log.info("call.replied", call_id=call_id)
-        return await self.status(identity, call_id=call_id)
-
-    async def cancel(self, identity: Identity, *, call_id: str) -> StatusView:
-        """End an open call as cancelled; the runtime learns it on its next report (F15).
-
-        The operator may cancel anyone's call: it finds the calls holding a target's
-        running limit with ListCalls and frees the slots (V1)."""
-        await self._check_reader(identity, call_id)
-        await self.store.cancel(call_id, identity.principal, notice_text)
-        log.info("call.cancelled", call_id=call_id)
-        return await self.status(identity, call_id=call_id)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 
 from agentworks.core.checks import check_lower_case
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+    kind_meta,
+    rule_meta,
+)
 from agentworks.core.identity import Identity, check_new_principal
 from agentworks.core.limits import (
     MAX_ALLOWED_CALLERS,
@@ -40,13 +47,19 @@ class Declarations(FunctionsServiceBase):
         self, identity: Identity, key: TargetKey, owner: str, running_limit: int
     ) -> Target:
         if not identity.is_operator:
-            raise PermissionDenied("registering a target needs the operator role")
+            raise PermissionDenied(
+                "registering a target needs the operator role",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "operator"},
+            )
         check_lower_case(key.name, "ref.name")  # B10: new names are lower-case
         check_new_principal(owner, "owner")
         if not 0 <= running_limit <= MAX_RUNNING_LIMIT:
             raise InvalidArgument(
                 f"running_limit must be 0 (the service default) to {MAX_RUNNING_LIMIT}, "
-                f"got {running_limit}"
+                f"got {running_limit}",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("running_limit", "range", MAX_RUNNING_LIMIT),
             )
         target = await self.store.put_target(key, owner, running_limit)
         log.info("target.registered", target=str(key), owner=owner, running_limit=running_limit)
@@ -61,36 +74,54 @@ class Declarations(FunctionsServiceBase):
         if not _FUNCTION_RE.match(spec.name or ""):
             raise InvalidArgument(
                 f"function name {spec.name!r} is not valid: 1-64 letters, digits, '_', '.' or "
-                "'-', starting with a letter"
+                "'-', starting with a letter",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("name", "pattern"),
             )
         check_size(spec.description, "description", MAX_DESCRIPTION_BYTES)
         if spec.input_schema is None:
             raise InvalidArgument(
                 'input_schema is required; a function without inputs declares {"type": '
-                '"object", "additionalProperties": false}'
+                '"object", "additionalProperties": false}',
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("input_schema", "required"),
             )
         for field, schema in (
             ("input_schema", spec.input_schema),
             ("output_schema", spec.output_schema),
         ):
             if schema is not None and len(json.dumps(schema).encode()) > MAX_SCHEMA_BYTES:
-                raise InvalidArgument(f"{field} is larger than {MAX_SCHEMA_BYTES} bytes as JSON")
+                raise InvalidArgument(
+                    f"{field} is larger than {MAX_SCHEMA_BYTES} bytes as JSON",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta(field, "json.max_bytes", MAX_SCHEMA_BYTES),
+                )
         check_schema(spec.input_schema, "input_schema", require_object=True)
         if spec.output_schema is not None:
             check_schema(spec.output_schema, "output_schema", require_object=False)
         if len(spec.allowed_callers) > MAX_ALLOWED_CALLERS:
-            raise InvalidArgument(f"allowed_callers has more than {MAX_ALLOWED_CALLERS} entries")
+            raise InvalidArgument(
+                f"allowed_callers has more than {MAX_ALLOWED_CALLERS} entries",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("allowed_callers", "repeated.max_items", MAX_ALLOWED_CALLERS),
+            )
         allowed = check_caller_patterns(spec.allowed_callers)
         workflow = spec.workflow
         if spec.target.kind == "workflow":
             if workflow is None:
                 raise InvalidArgument(
                     "a workflow function needs workflow.route (and optionally allowed_groups "
-                    "and typed variables)"
+                    "and typed variables)",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("workflow.route", "required"),
                 )
             workflow = check_workflow_binding(workflow, spec.input_schema, _NAME_RE)
         elif workflow is not None:
-            raise InvalidArgument("workflow is only for functions of workflow targets, not crews")
+            raise InvalidArgument(
+                "workflow is only for functions of workflow targets, not crews",
+                reason=Reason.INVALID_VALUE,
+                metadata=rule_meta("workflow"),
+            )
         function = await self.store.put_function(
             FunctionSpec(
                 target=spec.target,
@@ -109,7 +140,11 @@ class Declarations(FunctionsServiceBase):
     async def remove_function(self, identity: Identity, key: TargetKey, name: str) -> None:
         await self._owned_target(identity, key)
         if not _FUNCTION_RE.match(name or "") or not await self.store.delete_function(key, name):
-            raise NotFound(f"function {name!r} not found on {key}")
+            raise NotFound(
+                f"function {name!r} not found on {key}",
+                reason=Reason.NOT_FOUND,
+                metadata=kind_meta("function", name),
+            )
         log.info("function.removed", target=str(key), function=name)
 
     async def list_functions(self, identity: Identity, key: TargetKey) -> list[Function]:

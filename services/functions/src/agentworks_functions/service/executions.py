@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
 from agentworks.core.checks import bounded, check_no_nul
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
     MAX_ASK_ID,
@@ -142,24 +142,36 @@ class Executions(FunctionsServiceBase):
         for what, items in (("messages", messages), ("events", events), ("steps", steps)):
             if len(items) > MAX_ITEMS_PER_REPORT:
                 raise InvalidArgument(
-                    f"{len(items)} {what} in one report; the limit is {MAX_ITEMS_PER_REPORT}"
+                    f"{len(items)} {what} in one report; the limit is {MAX_ITEMS_PER_REPORT}",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta(what, "repeated.max_items", MAX_ITEMS_PER_REPORT),
                 )
         clean_messages = []
         for role, text in messages:
             role = role or "assistant"
             if not _KIND_RE.match(role):
-                raise InvalidArgument(f"message role {role!r} is not valid (e.g. assistant)")
+                raise InvalidArgument(
+                    f"message role {role!r} is not valid (e.g. assistant)",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("messages.role", "enum"),
+                )
             clean_messages.append((role, check_size(text, "message text", MAX_MESSAGE_BYTES)))
         clean_events = []
         for kind, text, tool_name in events:
             if not _KIND_RE.match(kind or ""):
                 raise InvalidArgument(
                     f"event kind {kind!r} is not valid: lower-case letters, digits and '_' "
-                    "(e.g. assistant, tool_call, tool_result)"
+                    "(e.g. assistant, tool_call, tool_result)",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("events.kind", "pattern"),
                 )
             if kind in TOOL_EVENT_KINDS:
                 if not tool_name:
-                    raise InvalidArgument(f"a {kind} event needs tool_name")
+                    raise InvalidArgument(
+                        f"a {kind} event needs tool_name",
+                        reason=Reason.FIELD_RULE,
+                        metadata=rule_meta("events.tool_name", "required"),
+                    )
                 # The event view keeps the tool's name only, never arguments or results.
                 clean_events.append((kind, "", check_size(tool_name, "tool_name", 200)))
             else:
@@ -170,13 +182,23 @@ class Executions(FunctionsServiceBase):
         clean_steps = []
         for step, group, status, detail in steps:
             if not step or not status:
-                raise InvalidArgument("each workflow step needs step and status")
+                raise InvalidArgument(
+                    "each workflow step needs step and status",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("steps", "required"),
+                )
             if call.workflow is None:
-                raise InvalidArgument("steps are for workflow function executions only")
+                raise InvalidArgument(
+                    "steps are for workflow function executions only",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta("steps"),
+                )
             if call.workflow.allowed_groups and group not in call.workflow.allowed_groups:
                 raise InvalidArgument(
                     f"step group {group!r} is not among this function's allowed groups "
-                    f"{list(call.workflow.allowed_groups)}"
+                    f"{list(call.workflow.allowed_groups)}",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta("steps.group"),
                 )
             for field, value, limit in (
                 ("step", step, MAX_STEP_NAME_BYTES),
@@ -187,7 +209,11 @@ class Executions(FunctionsServiceBase):
                 check_size(value, f"step {field}", limit)
             clean_steps.append((step, group, status, detail))
         if sequence < 0:
-            raise InvalidArgument("sequence must be 0 (no retry check) or increasing from 1")
+            raise InvalidArgument(
+                "sequence must be 0 (no retry check) or increasing from 1",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("sequence", "gte", 0),
+            )
         return await self.store.report(
             call_id,
             identity.principal,
@@ -207,14 +233,20 @@ class Executions(FunctionsServiceBase):
         """Store one output file streamed in chunks of (call_id, name, media_type, data)."""
         first = await anext(chunks, None)
         if first is None:
-            raise InvalidArgument("empty upload: the first chunk must name call_id and name")
+            raise InvalidArgument(
+                "empty upload: the first chunk must name call_id and name",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("chunks", "required"),
+            )
         call_id, raw_name, media_type, data = first
         name = check_file_name(raw_name, call_id)
         await self._check_capability(identity, call_id)
         if len(media_type) > MAX_MEDIA_TYPE or _CONTROL_RE.search(media_type):
             raise InvalidArgument(
                 f"media_type must be at most {MAX_MEDIA_TYPE} printable characters "
-                "(e.g. text/csv), or empty to guess it from the name"
+                "(e.g. text/csv), or empty to guess it from the name",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("media_type", "pattern", MAX_MEDIA_TYPE),
             )
         call = await self._execution(identity, call_id)
         if not call.is_open:
@@ -230,7 +262,9 @@ class Executions(FunctionsServiceBase):
                     await writer.abort()
                     await _drain(chunks, MAX_UPLOAD_DRAIN_BYTES)
                     raise InvalidArgument(
-                        f"file {name!r} is larger than {MAX_FILE_BYTES} bytes; nothing was stored"
+                        f"file {name!r} is larger than {MAX_FILE_BYTES} bytes; nothing was stored",
+                        reason=Reason.FIELD_RULE,
+                        metadata=rule_meta("data", "bytes.max_len", MAX_FILE_BYTES),
                     )
                 if is_text:
                     try:
@@ -246,7 +280,9 @@ class Executions(FunctionsServiceBase):
                 more_id, more_name, _, data = chunk
                 if (more_id and more_id != call_id) or (more_name and more_name != raw_name):
                     raise InvalidArgument(
-                        "every chunk of one upload must name the same call and file"
+                        "every chunk of one upload must name the same call and file",
+                        reason=Reason.INVALID_VALUE,
+                        metadata=rule_meta("chunks"),
                     )
             if is_text:
                 try:
@@ -291,15 +327,27 @@ class Executions(FunctionsServiceBase):
         await self._check_capability(identity, call_id)
         if withdraw:
             if not ask_id:
-                raise InvalidArgument("ask_id is required: the question to withdraw")
+                raise InvalidArgument(
+                    "ask_id is required: the question to withdraw",
+                    reason=Reason.FIELD_RULE,
+                    metadata=rule_meta("ask_id", "required"),
+                )
             reply, status = await self.store.withdraw_question(call_id, identity.principal, ask_id)
             log.info("execution.question_withdrawn", call_id=call_id, ask_id=ask_id)
             return reply is not None, reply or "", status
         if not question.strip():
-            raise InvalidArgument("question is empty")
+            raise InvalidArgument(
+                "question is empty",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("question", "required"),
+            )
         check_size(question, "question", MAX_QUESTION_BYTES)
         if not ask_id or len(ask_id) > MAX_ASK_ID:
-            raise InvalidArgument(f"ask_id is required (at most {MAX_ASK_ID} characters)")
+            raise InvalidArgument(
+                f"ask_id is required (at most {MAX_ASK_ID} characters)",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("ask_id", "string.max_len", MAX_ASK_ID),
+            )
         check_no_nul(ask_id, "ask_id")
         wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds

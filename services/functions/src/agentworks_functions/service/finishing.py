@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from agentworks.core.errors import InvalidArgument, PermissionDenied, PreconditionFailed
+from agentworks.core.errors import (
+    InvalidArgument,
+    PermissionDenied,
+    PreconditionFailed,
+    Reason,
+    rule_meta,
+)
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
     MAX_ERROR_BYTES,
@@ -71,7 +77,9 @@ class Finishing(FunctionsServiceBase):
         if identity.capability is not None and claim_next is not None:
             raise PermissionDenied(
                 "an execution capability finishes its own call only: it claims nothing "
-                "(claim_next is for the runtime)"
+                "(claim_next is for the runtime)",
+                reason=Reason.OUT_OF_SCOPE,
+                metadata={"call_id": call_id},
             )
         claim: Claim | None = None
         if claim_next is not None:
@@ -115,11 +123,17 @@ class Finishing(FunctionsServiceBase):
         check_size(final_message, "final_message", MAX_FINAL_MESSAGE_BYTES)
         check_size(error, "error", MAX_ERROR_BYTES)
         if correction_round not in (0, 1):
-            raise InvalidArgument("correction_round must be 0, or 1 after the correction turn")
+            raise InvalidArgument(
+                "correction_round must be 0, or 1 after the correction turn",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("correction_round", "range"),
+            )
         if failed and interrupted:
             raise InvalidArgument(
                 "failed and interrupted are two endings: give failed when the execution "
-                "failed, interrupted when the runtime gives it up unfinished"
+                "failed, interrupted when the runtime gives it up unfinished",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("interrupted", "oneof"),
             )
         if correction_round == 0:
             # The common case in one statement: an open call of this runtime with no
@@ -153,7 +167,9 @@ class Finishing(FunctionsServiceBase):
             if call.status in (COMPLETED, FAILED):
                 raise PreconditionFailed(
                     f"call {call_id} has already ended ({call.status}) by another finish; "
-                    "this one (a different final message, failure or error) was not applied"
+                    "this one (a different final message, failure or error) was not applied",
+                    reason=Reason.CALL_ENDED,
+                    metadata={"call_id": call_id, "status": call.status},
                 )
             raise call_ended(call_id, call.status)
         if correction_round < call.correction_turns:

@@ -14,7 +14,7 @@ from agentworks.core.checks import (
     encode_key_cursor,
     encode_time_cursor,
 )
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import Identity, check_principal
 from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
 from agentworks_functions.models import CallSummary, TargetKey, TargetSummary
@@ -47,7 +47,9 @@ class Listing(FunctionsServiceBase):
         if created_after and created_before and created_after >= created_before:
             raise InvalidArgument(
                 f"created_after ({created_after.isoformat()}) is not before created_before "
-                f"({created_before.isoformat()}): no call could match"
+                f"({created_before.isoformat()}): no call could match",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("created_after", "lt_created_before"),
             )
         calls = await self.store.list_calls(
             viewer=None if identity.is_operator else identity.principal,

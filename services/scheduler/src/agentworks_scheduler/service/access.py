@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworks.core.checks import bounded
-from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+    kind_meta,
+    rule_meta,
+)
 from agentworks.core.identity import Identity
 from agentworks.server.capabilities import require_conversation
 from agentworks_scheduler.config import Config
@@ -75,30 +82,40 @@ class Access:
             if mine is None:
                 raise PermissionDenied(
                     "only the agents serving a conversation (agent:<crew>/<name>, "
-                    "workflow:<id>) and operators can attach wake-ups, schedules or webhooks"
+                    "workflow:<id>) and operators can attach wake-ups, schedules or webhooks",
+                    reason=Reason.ROLE_REQUIRED,
+                    metadata={"role": "agent"},
                 )
             if product and product != mine:
                 raise InvalidArgument(
-                    f"product is taken from your identity ({mine}); leave it empty"
+                    f"product is taken from your identity ({mine}); leave it empty",
+                    reason=Reason.INVALID_VALUE,
+                    metadata=rule_meta("product"),
                 )
         seen = await self.conversations.participation(identity, conversation_id)
         if not trusted(identity) and seen.target != mine:
             raise PermissionDenied(
                 f"conversation {conversation_id} is with {seen.target}; you act for {mine}, "
-                "so only its agents or an operator can attach timers or webhooks to it"
+                "so only its agents or an operator can attach timers or webhooks to it",
+                reason=Reason.OUT_OF_SCOPE,
+                metadata={"conversation_id": conversation_id, "target": seen.target},
             )
         if product and product != seen.target:
             # A product that is not the conversation's own would escape its pauses (S3).
             raise InvalidArgument(
                 f"product {product} is not the target of conversation {conversation_id} "
-                f"({seen.target}); leave product empty to take the conversation's own"
+                f"({seen.target}); leave product empty to take the conversation's own",
+                reason=Reason.INVALID_VALUE,
+                metadata=rule_meta("product"),
             )
         product = product or seen.target
         if not trusted(identity) and seen.opener == identity.principal:
             raise PermissionDenied(
                 f"you started conversation {conversation_id}: timers and webhooks prompt the "
                 "agents of its target, which you reach by sending messages; the target's "
-                "agents or an operator can attach them"
+                "agents or an operator can attach them",
+                reason=Reason.OUT_OF_SCOPE,
+                metadata={"conversation_id": conversation_id},
             )
         return Attachment(conversation_id, product)
 
@@ -113,14 +130,24 @@ class Access:
         """NOT_FOUND unless `identity` owns the item's product; if it does but wants to
         `change` it, PERMISSION_DENIED (it may see, not change)."""
         if item.product not in await self._owned_targets(identity):
-            raise NotFound(f"{what} {item.id!r} not found")
+            raise NotFound(
+                f"{what} {item.id!r} not found",
+                reason=Reason.NOT_FOUND,
+                metadata=kind_meta(what.replace("-", "_"), item.id),
+            )
         if change:
             who = f"its creator ({item.created_by})"
             if what == "wake-up":
                 who += f", the agents of {item.product}"
             raise PermissionDenied(
                 f"you own {item.product}, so you may see {what} {item.id}, but only {who} "
-                "or an operator may change it"
+                "or an operator may change it",
+                reason=Reason.NOT_OWNER,
+                metadata={
+                    "kind": what.replace("-", "_"),
+                    "id": item.id,
+                    "created_by": item.created_by,
+                },
             )
 
     def _changes_wake_up(self, identity: Identity, wake_up: WakeUp) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import structlog
 
 from agentworks.core.checks import check_no_nul
-from agentworks.core.errors import InvalidArgument, PermissionDenied
+from agentworks.core.errors import InvalidArgument, PermissionDenied, Reason, rule_meta
 from agentworks.core.identity import Identity
 from agentworks_scheduler.models import PauseEntry
 from agentworks_scheduler.service.access import Access
@@ -18,10 +18,18 @@ class Pauses(Access):
     async def pause(self, identity: Identity, *, product: str, reason: str) -> list[PauseEntry]:
         """Hold timers globally or for a product (S3); operators only."""
         if not identity.is_operator:
-            raise PermissionDenied("pausing timers needs the operator role")
+            raise PermissionDenied(
+                "pausing timers needs the operator role",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "operator"},
+            )
         check_pause_scope(product)
         if len(reason) > MAX_REASON_CHARS:
-            raise InvalidArgument(f"reason is longer than {MAX_REASON_CHARS} characters")
+            raise InvalidArgument(
+                f"reason is longer than {MAX_REASON_CHARS} characters",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("reason", "string.max_len", MAX_REASON_CHARS),
+            )
         check_no_nul(reason, "reason")
         entries = await self.store.pause(product, reason, identity.principal)
         log.warning("timers.paused", product=product or "(global)", reason=reason)
@@ -34,7 +42,11 @@ class Pauses(Access):
         was lifted, and the pauses in force.
         """
         if not identity.is_operator:
-            raise PermissionDenied("resuming timers needs the operator role")
+            raise PermissionDenied(
+                "resuming timers needs the operator role",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "operator"},
+            )
         check_pause_scope(product)
         resumed, entries = await self.store.resume(product)
         log.warning("timers.resumed", product=product or "(global)", resumed=resumed)

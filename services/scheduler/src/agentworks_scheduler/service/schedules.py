@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 
 from agentworks.core.checks import bounded
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import Identity
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.models import Recurrence, Schedule
@@ -33,7 +33,11 @@ log = structlog.get_logger("agentworks.scheduler")
 class Schedules(Access):
     def _check_recurrence(self, recurrence: Recurrence | None) -> Recurrence:
         if recurrence is None:
-            raise InvalidArgument("recurrence is required: give a cron rule or interval_seconds")
+            raise InvalidArgument(
+                "recurrence is required: give a cron rule or interval_seconds",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("recurrence", "required"),
+            )
         return rec.check(recurrence, min_interval_seconds=self.config.min_interval_seconds)
 
     async def create_schedule(
@@ -61,10 +65,16 @@ class Schedules(Access):
         if start_at is not None and rule.interval_seconds is None:
             raise InvalidArgument(
                 "start_at applies to interval schedules only; cron rules fire at the times "
-                "they name (in time_zone), so leave start_at out"
+                "they name (in time_zone), so leave start_at out",
+                reason=Reason.INVALID_VALUE,
+                metadata=rule_meta("start_at"),
             )
         if start_at is not None and not now - MAX_DELAY <= start_at <= now + MAX_DELAY:
-            raise InvalidArgument(f"start_at must be within {MAX_DELAY.days} days of now")
+            raise InvalidArgument(
+                f"start_at must be within {MAX_DELAY.days} days of now",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("start_at", "range", f"{MAX_DELAY.days} days"),
+            )
         place = await self._attach(identity, conversation_id, product)
         if rule.interval_seconds:
             anchor = start_at or now + timedelta(seconds=rule.interval_seconds)
@@ -202,7 +212,9 @@ class Schedules(Access):
             # Far enough out, fire times run past the year 9999 that datetime can hold.
             raise InvalidArgument(
                 f"after must be within {MAX_PREVIEW_SPAN.days // 365} years of now, "
-                f"got {after.isoformat()}"
+                f"got {after.isoformat()}",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("after", "range", f"{MAX_PREVIEW_SPAN.days // 365} years"),
             )
         start = after or now
         if schedule_id:

@@ -25,7 +25,9 @@ from agentworks.core.errors import (
     InvalidArgument,
     PermissionDenied,
     PreconditionFailed,
+    Reason,
     Unauthenticated,
+    rule_meta,
 )
 from agentworks.core.identity import Identity
 from agentworks_scheduler.models import Delivered, Webhook
@@ -138,13 +140,17 @@ class Webhooks(Access):
         """Check an incoming event's signature, age and novelty; deliver it raw (S5)."""
         if not identity.is_service:
             raise PermissionDenied(
-                "webhook events are handed over by the gateway (a service principal)"
+                "webhook events are handed over by the gateway (a service principal)",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": "service"},
             )
         limit = self.config.webhook_max_body_bytes
         if len(body) > limit:
             raise InvalidArgument(
                 f"webhook body is {len(body)} bytes; the limit is {limit} bytes — "
-                "nothing was delivered"
+                "nothing was delivered",
+                reason=Reason.REQUEST_LIMIT,
+                metadata={"limit": str(limit), "setting": "SCHEDULER_WEBHOOK_MAX_BODY_BYTES"},
             )
         webhook = await self.store.get_webhook(webhook_id)
         lowered = {k.lower(): v.strip() for k, v in headers.items()}
@@ -154,16 +160,24 @@ class Webhooks(Access):
             raise Unauthenticated(
                 f"webhook request is not signed: send {TIMESTAMP_HEADER} (Unix seconds) and "
                 f"{SIGNATURE_HEADER}: {SIGNATURE_PREFIX}<hex HMAC-SHA256 of timestamp + '.' "
-                "+ body, keyed with the webhook secret>"
+                "+ body, keyed with the webhook secret>",
+                reason=Reason.CREDENTIALS_MISSING,
+                metadata={"header": SIGNATURE_HEADER},
             )
         if not stamp.isdigit() or len(stamp) > 12:
-            raise InvalidArgument(f"{TIMESTAMP_HEADER} must be Unix seconds, got {stamp!r}")
+            raise InvalidArgument(
+                f"{TIMESTAMP_HEADER} must be Unix seconds, got {stamp!r}",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta(TIMESTAMP_HEADER, "pattern"),
+            )
         expected = webhook_signature(self._secret(webhook.id, webhook.salt), stamp, body)
         if not hmac.compare_digest(expected.encode(), signature.lower().encode()):
             raise Unauthenticated(
                 f"webhook signature does not match: {SIGNATURE_HEADER} must be "
                 f"{SIGNATURE_PREFIX}<hex HMAC-SHA256 of '{stamp}.' + the raw body>, keyed with "
-                "this webhook's current secret — nothing was delivered"
+                "this webhook's current secret — nothing was delivered",
+                reason=Reason.CREDENTIALS_INVALID,
+                metadata={"header": SIGNATURE_HEADER},
             )
         skew = int(time.time()) - int(stamp)
         tolerance = self.config.webhook_tolerance_seconds
@@ -171,14 +185,18 @@ class Webhooks(Access):
             age = f"{skew} s old" if skew > 0 else f"{-skew} s in the future"
             raise Unauthenticated(
                 f"webhook timestamp is {age}; the tolerance is {tolerance} s — sign each "
-                "request with the current time (and check the sender's clock)"
+                "request with the current time (and check the sender's clock)",
+                reason=Reason.CREDENTIALS_EXPIRED,
+                metadata={"header": TIMESTAMP_HEADER, "limit": str(tolerance)},
             )
         delivery = lowered.get(DELIVERY_HEADER.lower(), "")
         if not DELIVERY_ID_RE.match(delivery):
             problem = "is not a valid delivery id" if delivery else "is required"
             raise InvalidArgument(
                 f"{DELIVERY_HEADER} {problem}: a unique id per event, 1-"
-                f"{MAX_DELIVERY_ID_CHARS} printable ASCII characters without spaces"
+                f"{MAX_DELIVERY_ID_CHARS} printable ASCII characters without spaces",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta(DELIVERY_HEADER, "pattern", MAX_DELIVERY_ID_CHARS),
             )
         body_sha256 = hashlib.sha256(body).hexdigest()
 
@@ -203,7 +221,9 @@ class Webhooks(Access):
             except REFUSED_FOR_GOOD as exc:
                 raise PreconditionFailed(
                     f"webhook {webhook.id} cannot deliver into conversation "
-                    f"{webhook.conversation_id}: {exc.message}; nothing was delivered"
+                    f"{webhook.conversation_id}: {exc.message}; nothing was delivered",
+                    reason=exc.reason,
+                    metadata={**exc.metadata, "webhook_id": webhook.id},
                 ) from None
             return Delivered(delivery_id, created)
 
