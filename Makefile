@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PACKAGES := libs/agentworks-proto libs/agentworks-core libs/agentworks-client libs/agentworks-server libs/agentworks-runtime \
+            libs/agentworks-agents \
             services/messaging services/functions services/scheduler services/gateway \
             tools/agentworks-cli tools/agentworks-dev
 STUBS := libs/agentworks-proto/src
@@ -126,22 +127,14 @@ lock: ## Recompile requirements.lock (runtime) and requirements-dev.lock (+ test
 	$(PIP_COMPILE) --output-file requirements.lock requirements.in
 	$(PIP_COMPILE) --output-file requirements-dev.lock requirements-dev.in
 
-proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs (committed) from proto/
-	find $(STUBS)/agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' -delete
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(STUBS) --pyi_out=$(STUBS) \
-	  --grpc_python_out=$(STUBS) $(PROTOS)
+# One script compiles proto/ (buf/validate/validate.proto from the installed protovalidate)
+# and writes, from the compiled descriptors, the field rules' numbers
+# (agentworks/proto_limits.py, read by agentworks.core.limits) and docs/limits.md.
+proto: $(BIN)/.installed ## Generate the protobuf/gRPC stubs, the limits module and docs/limits.md (committed) from proto/
+	$(BIN)/python libs/agentworks-proto/generate.py
 
-check-proto: $(BIN)/.installed ## Fail when the committed stubs differ from what `make proto` makes
-	@tmp=$$(mktemp -d); \
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$$tmp --pyi_out=$$tmp \
-	  --grpc_python_out=$$tmp $(PROTOS) && \
-	for f in $$(cd $$tmp && find . -type f | sort); do \
-	  cmp -s $$tmp/$$f $(STUBS)/$$f || { echo "stale stub: $$f (run make proto)"; rm -rf $$tmp; exit 1; }; \
-	done; \
-	extra=$$(cd $(STUBS) && find agentworks -name '*_pb2*.py*' -not -path '*/__pycache__/*' | while read f; do test -f $$tmp/$$f || echo $$f; done); \
-	rm -rf $$tmp; \
-	if [ -n "$$extra" ]; then echo "stub without a proto: $$extra"; exit 1; fi; \
-	echo "stubs are up to date"
+check-proto: $(BIN)/.installed ## Fail when the committed stubs, limits or docs/limits.md differ from what `make proto` makes
+	$(BIN)/python libs/agentworks-proto/generate.py --check
 
 lint: $(BIN)/.installed ## Run ruff (lint, format check), the mypy type check and the structure check
 	$(BIN)/ruff check .

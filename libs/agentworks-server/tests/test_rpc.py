@@ -218,7 +218,7 @@ async def test_a_refusal_carries_its_machine_readable_reason_to_the_client_F15_F
 ):
     """F15, F12: a refusal with a reason reaches the client as a google.rpc.ErrorInfo in
     the status details, and the typed client's error carries it, so the runtime tells a
-    cancel from a lost lease without reading the message; one without a reason has none."""
+    cancel from a lost lease without reading the message."""
     from agentworks.client.rpc import ServiceClient
 
     class Echo(ServiceClient):
@@ -233,4 +233,4 @@ async def test_a_refusal_carries_its_machine_readable_reason_to_the_client_F15_F
     assert cancelled.value.message == "call c1 has ended"
     with pytest.raises(errors.NotFound) as refused:
         await client._unary("Echo", b"refuse")
-    assert refused.value.reason == ""
+    assert refused.value.reason == errors.Reason.NOT_FOUND  # every NotFound names it

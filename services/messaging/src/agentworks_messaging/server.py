@@ -10,6 +10,7 @@ from agentworks.core.identity import caller
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer
+from agentworks.server.validation import field_rule_refusal
 from agentworks_messaging.convert import (
     caps_in,
     channel_in,
@@ -176,6 +177,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     async def EnqueueDeliveries(self, request, context):
         items: list[NewDelivery | AgentWorksError] = []
         for item in request.items:
+            refusal = field_rule_refusal(item)  # each item's rules, on its own (S6)
+            if refusal is not None:
+                items.append(refusal)
+                continue
             try:
                 items.append(check_delivery(**delivery_in(item)))
             except AgentWorksError as exc:

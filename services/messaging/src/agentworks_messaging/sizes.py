@@ -7,8 +7,11 @@ A `Send` of 1.5 M parts (7.5 MB, under gRPC's 8 MiB cap) used to be turned into 
 dicts, walked for NUL characters and serialised as JSON before the 256 KiB rule refused
 it: seconds of the serving loop and a gigabyte of memory per request. Here the count of
 a repeated field is read without touching its items (`len` of the container), and only a
-count that can still be legal is measured further. The exact rules (text bytes, parts as
-JSON, NUL characters) stay in `service.rules` and run on what passed.
+count that can still be legal is measured further. A field with a rule in the proto
+(`buf.validate`: text, payload, keys, counts, ranges) was checked before the handler by
+the server's one validator (`agentworks.server.validation`), so it is not measured
+again; the rest get the generic bounds below. Parts as JSON and NUL characters stay in
+`service.rules` and run on what passed.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
+from buf.validate import validate_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.limits import (
-    MAX_CLAIM_TARGETS,
-    MAX_DELIVERIES_PER_REQUEST,
+    MAX_ATTRIBUTES_BYTES,
     MAX_PARTS_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_REQUEST_BYTES,
@@ -36,26 +39,19 @@ from agentworks.messaging.v1 import messaging_pb2 as pb
 # the parts' JSON (with the ", " between parts): more parts than this cannot be legal.
 MIN_PART_JSON_BYTES = len('{"text": "x"}, ')
 MAX_PARTS = MAX_PARTS_BYTES // MIN_PART_JSON_BYTES
-# Any string field not named in `_CHARS`: ids, cursors, names, keys (all far shorter).
+# Any string field without a rule in the proto: ids, cursors, names (all far shorter).
 MAX_FIELD_CHARS = 1024
-# Items of a repeated field not named in `_COUNTS`.
+# Items of a repeated field without a rule in the proto.
 MAX_ITEMS = 1024
-# Attributes of a delivery, as JSON text (services' wake-ups, webhooks, notices).
-MAX_ATTRIBUTES_BYTES = 256 * 1024
 
-# Characters (a string) or bytes (a bytes field) at most; a string of more characters
-# than its byte limit is over it in UTF-8 too.
-_CHARS = {
-    "text": MAX_TEXT_BYTES,
-    "payload": MAX_PAYLOAD_BYTES,
-    "attributes_json": MAX_ATTRIBUTES_BYTES,
-}
-# Items of a repeated field at most.
-_COUNTS = {
-    "parts": MAX_PARTS,
-    "targets": MAX_CLAIM_TARGETS,
-    "items": MAX_DELIVERIES_PER_REQUEST,
-}
+
+@functools.cache
+def _ruled(field: FieldDescriptor) -> bool:
+    """Whether the proto states a rule of this field (checked by the validator already)."""
+    options = field.GetOptions()
+    return options.HasExtension(validate_pb2.field) and bool(
+        options.Extensions[validate_pb2.field].WhichOneof("type")
+    )
 
 
 def _refuse(path: str, what: str, limit: int, unit: str) -> InvalidArgument:
@@ -71,8 +67,8 @@ def measure(message: Message, prefix: str = "") -> None:
         path = prefix + field.name
         if field.is_repeated:
             count = len(value)  # the container's length: no item is touched
-            limit = _COUNTS.get(field.name, MAX_ITEMS)
-            if count > limit:
+            limit = MAX_PARTS if field.name == "parts" else MAX_ITEMS
+            if count > limit and (field.name == "parts" or not _ruled(field)):
                 raise _refuse(path, f"has too many items: got {count}", limit, "items")
             if field.name == "parts":
                 _measure_parts(path, value)
@@ -84,12 +80,14 @@ def measure(message: Message, prefix: str = "") -> None:
                     _measure_scalar(f"{path}[{i}]", field.name, item)
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
             measure(value, path + ".")
-        elif field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+        elif field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES) and not (
+            _ruled(field)
+        ):
             _measure_scalar(path, field.name, value)
 
 
 def _measure_scalar(path: str, name: str, value: str | bytes) -> None:
-    limit = _CHARS.get(name, MAX_FIELD_CHARS)
+    limit = MAX_FIELD_CHARS
     if len(value) > limit:
         if isinstance(value, bytes):
             raise _refuse(path, f"is {len(value)} bytes", limit, "bytes")

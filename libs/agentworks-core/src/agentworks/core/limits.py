@@ -1,24 +1,30 @@
 """The contract's size and count limits (P6), stated once.
 
-The service that owns the data checks them; the gateway builds its JSON Schemas from the
-same numbers and the runtime SDK sizes its reports by them, so no copy can drift. Bytes
-are of UTF-8 text (or of the JSON document's compact encoding).
+A limit a proto field rule states (`buf.validate` in proto/) is read here from the
+generated `agentworks.proto_limits` (`make proto`): the proto is its one definition, the
+server interceptor checks it (`agentworks.server.validation`), and docs/limits.md lists
+it. The rest are limits no field annotation can state (JSON sizes, stored counts,
+durations). The gateway builds its JSON Schemas from these names and the runtime SDK
+sizes its reports by them, so no copy can drift. Bytes are of UTF-8 text (or of the JSON
+document's compact encoding); characters are Unicode code points.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from agentworks import proto_limits as rules
+
 KIB = 1024
 MIB = 1024 * KIB
 
 # Every long-poll (reads, claims, status waits) waits at most this long per request.
-MAX_WAIT_SECONDS = 25
+MAX_WAIT_SECONDS = rules.MESSAGING_READ_REQUEST_WAIT_SECONDS_LTE
 # JSON documents (parts, inputs, results, attributes) nest at most this deep.
 MAX_JSON_DEPTH = 24
 # Retry keys a caller chooses (`submission_id`, and a delivery's `idempotency_key`), in
 # characters (not bytes), in every service; checks.check_retry_key holds keys to it.
-MAX_SUBMISSION_ID = 200
+MAX_SUBMISSION_ID = rules.MESSAGING_SEND_REQUEST_SUBMISSION_ID_MAX_LEN
 # The largest request message messaging and functions receive, as sent (B8): gRPC refuses
 # a larger one from its length prefix, before the service reads a byte of it. The largest
 # legal requests (an EnqueueDeliveries cut at ~2 MiB of text, a Report, a result) fit.
@@ -28,14 +34,16 @@ MAX_REQUEST_BYTES = 4 * MIB
 MAX_MESSAGE_BYTES = 8 * MIB
 
 # -- messaging (C2-C12) ------------------------------------------------------------------
-MAX_TEXT_BYTES = 64 * KIB
+MAX_TEXT_BYTES = rules.MESSAGING_SEND_REQUEST_TEXT_MAX_BYTES
+# Parts as JSON (not a field rule: their JSON is measured, not their size as sent).
 MAX_PARTS_BYTES = 256 * KIB
-MAX_PAYLOAD_BYTES = 1 * MIB
-MAX_IDEMPOTENCY_KEY = MAX_SUBMISSION_ID
-MAX_DELIVERIES_PER_REQUEST = 500
-MAX_CLAIM_TARGETS = 100
+MAX_PAYLOAD_BYTES = rules.MESSAGING_ENQUEUE_DELIVERY_REQUEST_PAYLOAD_MAX_LEN
+MAX_ATTRIBUTES_BYTES = rules.MESSAGING_ENQUEUE_DELIVERY_REQUEST_ATTRIBUTES_JSON_MAX_BYTES
+MAX_IDEMPOTENCY_KEY = rules.MESSAGING_ENQUEUE_DELIVERY_REQUEST_IDEMPOTENCY_KEY_MAX_LEN
+MAX_DELIVERIES_PER_REQUEST = rules.MESSAGING_ENQUEUE_DELIVERIES_REQUEST_ITEMS_MAX_ITEMS
+MAX_CLAIM_TARGETS = rules.MESSAGING_CLAIM_TURN_REQUEST_TARGETS_MAX_ITEMS
 # A page of an inbox (C7): at most this many messages.
-MAX_INBOX_PAGE = 100
+MAX_INBOX_PAGE = rules.MESSAGING_READ_REQUEST_LIMIT_LTE
 
 # -- functions (F1-F15), stated in docs/functions.md --------------------------------------
 # A target's running limit (F5), and the service default's bound.
@@ -94,7 +102,7 @@ MAX_WEBHOOK_BODY_BYTES = 1 * MIB
 WEBHOOK_BODY_BYTES_DEFAULT = 256 * KIB
 # A page of any list (V1: calls, conversations, targets, wake-ups, schedules, webhooks,
 # runtimes) and of a transcript (C12); 0 means LIST_PAGE_DEFAULT.
-MAX_LIST_PAGE = 200
+MAX_LIST_PAGE = rules.MESSAGING_LIST_TARGETS_REQUEST_LIMIT_LTE
 LIST_PAGE_DEFAULT = 50
 # Previewing a schedule's next occurrences.
 MAX_PREVIEW = 100

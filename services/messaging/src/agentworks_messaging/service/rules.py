@@ -1,5 +1,6 @@
-"""Pure checks of messaging's use cases: a message's text, parts and retry key (C2, C4,
-P6); the turn a reply completes (C10)."""
+"""Pure checks of messaging's use cases: a message's text and parts (C2, P6); the turn a
+reply completes (C10). The text's size and the retry key's length are field rules of the
+proto, checked before the handler (`agentworks.server.validation`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from agentworks.core.checks import check_json_depth, check_no_nul
 from agentworks.core.errors import InvalidArgument, PreconditionFailed
 from agentworks.core.identity import Identity
-from agentworks.core.limits import MAX_PARTS_BYTES, MAX_TEXT_BYTES
+from agentworks.core.limits import MAX_PARTS_BYTES
 from agentworks.server.capabilities import require_item
 
 
@@ -22,9 +23,6 @@ def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
     for i, part in enumerate(parts or ()):
         if not part.get("data") and not str(part.get("text", "")).strip():
             raise InvalidArgument(f"parts[{i}] is empty: a part carries some text or data")
-    size = len(text.encode())
-    if size > MAX_TEXT_BYTES:
-        raise InvalidArgument(f"text is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes")
     if parts:
         parts_size = len(json.dumps(parts).encode())
         if parts_size > MAX_PARTS_BYTES:

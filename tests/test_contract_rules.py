@@ -1,0 +1,107 @@
+"""The proto is the contract (issue 36): field rules are `buf.validate` annotations in
+proto/, checked by one validator in the server interceptor, with one refusal shape
+(INVALID_ARGUMENT, reason FIELD_RULE, metadata naming the field, the rule and the limit);
+`agentworks.core.limits` and docs/limits.md are generated from the same descriptors."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from agentworks import proto_limits
+from agentworks.client import MessagingClient, delivery_request
+from agentworks.core import limits
+from agentworks.core.errors import InvalidArgument, Reason
+from agentworks.messaging.v1 import messaging_pb2 as pb
+
+
+def _count(database_url: str, table: str) -> int:
+    with psycopg.connect(database_url) as db:
+        row = db.execute(f"SELECT count(*) FROM messaging.{table}").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@pytest.fixture
+async def alice(messaging, identity):
+    async with MessagingClient(messaging.address, identity=identity("user:alice")) as client:
+        yield client
+
+
+@pytest.fixture
+async def demo(messaging, identity):
+    async with MessagingClient(
+        messaging.address, identity=identity("user:root", {"operator"})
+    ) as operator:
+        await operator.register_target("crew:demo", owner="user:owner")
+    return "crew:demo"
+
+
+async def test_a_field_past_its_proto_rule_is_refused_naming_rule_and_limit_storing_nothing_P6_B8(
+    alice, demo, database_url
+):
+    """P6 B8: a Send whose text is past the proto's `string.max_bytes` is refused over real
+    gRPC, INVALID_ARGUMENT with the reason FIELD_RULE, metadata naming the field, the rule
+    and the limit (bytes of UTF-8, é is two), and a message naming both; nothing stored."""
+    limit = limits.MAX_TEXT_BYTES
+    text = "é" * (limit // 2 + 1)
+    with pytest.raises(InvalidArgument) as refused:
+        await alice.send(text, target=demo)
+    assert refused.value.reason == Reason.FIELD_RULE
+    assert refused.value.metadata == {
+        "field": "text",
+        "rule": "string.max_bytes",
+        "limit": str(limit),
+    }
+    assert refused.value.message == f"text is {limit + 2} bytes; the limit is {limit} bytes"
+    assert _count(database_url, "messages") == 0
+    assert _count(database_url, "conversations") == 0
+    # A range: 0 is the default, past the top is refused in the same shape.
+    receipt = await alice.send("hi", target=demo)
+    with pytest.raises(InvalidArgument) as refused:
+        await alice.read(receipt.inbox_id, limit=limits.MAX_INBOX_PAGE + 1)
+    assert refused.value.metadata["rule"] == "int32.gte_lte"
+    assert refused.value.metadata["field"] == "limit"
+    assert "limit must be between 1 and 100" in refused.value.message
+
+
+async def test_a_batch_item_past_its_rule_is_refused_alone_S6_P6(
+    messaging, identity, alice, demo, database_url
+):
+    """S6 P6: in EnqueueDeliveries each item keeps its own rules: one whose key is past the
+    proto's 200 characters gets its own refusal and stores nothing; the others are
+    delivered."""
+    conversation = (await alice.send("hi", target=demo)).conversation_id
+    before = _count(database_url, "deliveries")
+    async with MessagingClient(
+        messaging.address, identity=identity("service:functions")
+    ) as functions:
+        key = "k" * (limits.MAX_IDEMPOTENCY_KEY + 1)
+        outcomes = await functions.enqueue_deliveries(
+            [
+                delivery_request(conversation, kind=pb.DELIVERY_KIND_WAKE_UP, idempotency_key="a"),
+                delivery_request(conversation, kind=pb.DELIVERY_KIND_WAKE_UP, idempotency_key=key),
+            ]
+        )
+    assert outcomes[0].created
+    assert isinstance(outcomes[1], InvalidArgument)  # an item's outcome: code and message
+    assert outcomes[1].message == (
+        f"idempotency_key is {len(key)} characters; the limit is {len(key) - 1} characters"
+    )
+    assert _count(database_url, "deliveries") == before + 1
+
+
+def test_limits_read_by_code_are_the_protos_own_numbers_P6():
+    """P6: the limits code reads are the generated numbers of the proto's rules, and a rule
+    stated on several fields (a text's bytes, a retry key's characters, a long-poll's
+    wait) states the same number on each."""
+    generated = {n: v for n, v in vars(proto_limits).items() if n.isupper()}
+    groups = {
+        limits.MAX_TEXT_BYTES: "_TEXT_MAX_BYTES",
+        limits.MAX_SUBMISSION_ID: ("_SUBMISSION_ID_MAX_LEN", "_IDEMPOTENCY_KEY_MAX_LEN"),
+        limits.MAX_WAIT_SECONDS: "_WAIT_SECONDS_LTE",
+    }
+    for value, suffixes in groups.items():
+        named = [n for n in generated if n.endswith(suffixes)]
+        assert named, suffixes
+        assert {generated[n] for n in named} == {value}, named
