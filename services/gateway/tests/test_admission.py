@@ -15,7 +15,8 @@ def test_past_the_request_pool_a_request_is_refused_503_with_a_retry_delay_B6():
         with pytest.raises(errors.Unavailable) as refused, admission.request("user:c"):
             pass
         assert refused.value.retry_after == 1.0
-        assert refused.value.metadata == {"pool": "requests"}
+        assert refused.value.metadata == {"pool": "requests", "setting": "GATEWAY_MAX_REQUESTS"}
+        assert refused.value.reason == "OVERLOADED"
         assert "(GATEWAY_MAX_REQUESTS)" in refused.value.message
     assert admission.requests == 0
     with admission.request("user:c"):  # room again once they ended
@@ -40,6 +41,6 @@ def test_a_long_poll_waits_in_its_own_pool_not_the_request_pool_B6():
             assert (admission.requests, admission.waits) == (1, 0)
     finally:
         CALLER.reset(token)
-    assert refused.value.metadata == {"pool": "waits"}
+    assert refused.value.metadata == {"pool": "waits", "setting": "GATEWAY_MAX_WAITS"}
     assert "(GATEWAY_MAX_WAITS)" in refused.value.message
     assert (admission.requests, admission.waits) == (0, 0)

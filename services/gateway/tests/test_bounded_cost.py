@@ -96,8 +96,8 @@ async def out_of_process(attack: str, concurrency: int, **values: object) -> Asy
         ]
     )
     # The attack is under way (a second more) before the victim measures.
-    async with attacker(script, warmup=1.0) as attack:
-        assert attack.lines == ["ready"], attack.lines
+    async with attacker(script, warmup=1.0) as running:
+        assert running.lines == ["ready"], running.lines
         yield
 
 

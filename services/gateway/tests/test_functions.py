@@ -13,6 +13,8 @@ import json
 
 from mcp import Client
 
+from tests.fixtures.mcp_results import text_of
+
 NOT_FOUND_TEXT = (
     "call {!r} not found: check the call_id (only the call's caller, the target's owner "
     "and the operator can see a call)"
@@ -22,7 +24,7 @@ NOT_FOUND_TEXT = (
 async def tool_ok(mcp: Client, name: str, args: dict) -> dict:
     """Call an MCP tool that must succeed; its structured result."""
     result = await mcp.call_tool(name, args)
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, text_of(result)
     return result.structured_content
 
 
@@ -31,7 +33,7 @@ async def tool_error(mcp: Client, name: str, args: dict) -> tuple[str, str]:
     result = await mcp.call_tool(name, args)
     assert result.is_error, result.structured_content
     error = result.structured_content["error"]
-    assert error["message"] == result.content[0].text
+    assert error["message"] == text_of(result)
     return error["code"], error["message"]
 
 

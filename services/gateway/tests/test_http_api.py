@@ -183,6 +183,8 @@ async def test_api_errors_carry_the_status_name_and_the_matching_http_status_A1_
         "code": "INVALID_ARGUMENT",
         "message": "invalid arguments for messages: wait_seconds: 26 is greater than the "
         "maximum of 25",
+        "reason": "FIELD_RULE",
+        "metadata": {"field": "wait_seconds", "tool": "messages"},
     }
 
     not_json = await client.post(SEND, content=b"{not json")

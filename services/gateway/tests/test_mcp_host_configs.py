@@ -15,6 +15,8 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
+from tests.fixtures.mcp_results import text_of
+
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "mcp.md"
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
@@ -59,7 +61,7 @@ async def test_the_documented_claude_desktop_config_starts_the_stdio_proxy_and_l
         names = [t.name for t in (await mcp.list_tools()).tools]
         assert {"messages", "ask_crew", "chat", "functions", "get_crew_function_call"} <= set(names)
         refused = await mcp.call_tool("messages", {"action": "read", "inbox_id": "in_nope"})
-        assert refused.is_error and refused.content[0].text == "inbox 'in_nope' not found"
+        assert refused.is_error and text_of(refused) == "inbox 'in_nope' not found"
     bridge = bridged["mcpServers"]["agentworks"]
     assert bridge["command"] == "npx" and "mcp-remote" in bridge["args"]
     assert f"{DOC_URL}/mcp" in bridge["args"]

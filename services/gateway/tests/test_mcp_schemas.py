@@ -13,6 +13,7 @@ at about 3.2 KiB). The `allOf`/`if`/`then` schema `functions` had was 5 KiB on i
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_the_function_calling_check_refuses_what_hosts_refuse_G2(schema, fault):
     assert any(f.startswith(fault) for f in faults), faults
 
 
-BAD_CALLS = [
+BAD_CALLS: list[tuple[dict[str, Any], str]] = [
     (
         {"action": "call", "crew": "demo", "inputs": {"text": "x"}},
         "invalid arguments for functions: action 'call' needs function",
@@ -141,9 +142,9 @@ async def test_bad_per_action_input_is_refused_over_mcp_naming_the_argument_G2_P
             tool = "functions" if "action" in args else "get_crew_function_call"
             result = await mcp.call_tool(tool, args)
             assert result.is_error, (args, result.structured_content)
-            assert result.structured_content == {
-                "error": {"code": "INVALID_ARGUMENT", "message": message}
-            }, args
+            error = result.structured_content["error"]
+            assert (error["code"], error["message"]) == ("INVALID_ARGUMENT", message), args
+            assert error["reason"] == "FIELD_RULE", args
             assert result.content[0].text == message
         listed = await mcp.call_tool("functions", {"action": "list", "crew": "demo"})
         assert not listed.is_error and listed.structured_content["functions"]

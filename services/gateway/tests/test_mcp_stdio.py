@@ -8,6 +8,8 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
+from tests.fixtures.mcp_results import text_of
+
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 
 
@@ -48,4 +50,4 @@ async def test_stdio_server_proxies_tool_calls_to_the_gateway_with_the_token_G1_
 
         missing = await mcp.call_tool("messages", {"action": "read", "inbox_id": "in_nope"})
         assert missing.is_error
-        assert missing.content[0].text == "inbox 'in_nope' not found"
+        assert text_of(missing) == "inbox 'in_nope' not found"

@@ -32,7 +32,14 @@ MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": "2025-11-25",
 }
-SHUTTING_DOWN = {"error": {"code": "UNAVAILABLE", "message": "the gateway is shutting down; retry"}}
+SHUTTING_DOWN = {
+    "error": {
+        "code": "UNAVAILABLE",
+        "message": "the gateway is shutting down; retry",
+        "reason": "DRAINING",
+        "metadata": {},
+    }
+}
 
 
 class GatewayProcess:
@@ -56,6 +63,7 @@ class GatewayProcess:
         )  # fmt: skip
         self._reader = asyncio.create_task(self._read_stderr())
         async with asyncio.timeout(60):
+            assert self.process.stdout is not None
             line = (await self.process.stdout.readline()).decode()
         assert line.startswith("gateway listening on "), (line, self.text)
         self.url = "http://" + line.split()[3]
@@ -65,6 +73,11 @@ class GatewayProcess:
         assert self.process is not None and self.process.stderr is not None
         async for line in self.process.stderr:
             self.stderr.append(line.decode(errors="replace"))
+
+    @property
+    def returncode(self) -> int | None:
+        assert self.process is not None
+        return self.process.returncode
 
     @property
     def text(self) -> str:
@@ -193,7 +206,7 @@ async def test_sigterm_returns_waiting_reads_at_once_G3_P4(
             read, read_done = await read_mcp
             called, call_done = await call_mcp
 
-    assert gw.process.returncode == 0, gw.text
+    assert gw.returncode == 0, gw.text
     assert exit_seconds < 8, f"the gateway took {exit_seconds:.1f} s to stop"
     for done in (cli_done, read_done, call_done):
         assert done - signalled < 5, f"answered {done - signalled:.1f} s after SIGTERM"
@@ -302,7 +315,7 @@ async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancel
                 return False
 
             await until(refused, grace / 2, every=0.02, what="the listener closes")
-            assert gw.process.returncode is None, "exited before the grace ended"
+            assert gw.returncode is None, "exited before the grace ended"
             slow.release.set()
             async with asyncio.timeout(10):
                 quick_answer, quick_done = await quick
@@ -311,7 +324,7 @@ async def test_a_request_cut_at_the_end_of_the_drain_answers_503_and_logs_cancel
     finally:
         await server.stop(0)
 
-    assert gw.process.returncode == 0, gw.text
+    assert gw.returncode == 0, gw.text
     assert exit_seconds < grace + 3, exit_seconds
     assert [a.status_code for a in early] == [200] * len(early), [a.text for a in early]
     assert quick_done - signalled < grace and quick_answer.status_code == 200, quick_answer.text

@@ -33,6 +33,7 @@ async def test_gateway_process_serves_and_drains_on_sigterm_G4_P4(
     )  # fmt: skip
     try:
         async with asyncio.timeout(30):
+            assert process.stdout is not None
             line = (await process.stdout.readline()).decode()
         assert line.startswith("gateway listening on 127.0.0.1:"), line
         url = "http://" + line.split()[3]

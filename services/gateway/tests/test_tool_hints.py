@@ -22,7 +22,7 @@ def test_functions_may_destroy_and_its_reads_have_read_only_tools_V8():
     for name in ("get_crew_function_call", "list"):
         read = tools[name].annotations
         assert read is not None and read.read_only_hint and read.idempotent_hint, name
-        assert not read.destructive_hint and f"{name} (" in tools["functions"].description
+        assert not read.destructive_hint and f"{name} (" in (tools["functions"].description or "")
     legacy = tools["get_crew_function_call"].input_schema["properties"]
     assert {"call_id", "wait_seconds", "file", "offset"} <= set(legacy)
     assert "targets" in tools["list"].input_schema["properties"]["what"]["enum"]

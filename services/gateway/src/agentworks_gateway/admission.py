@@ -94,5 +94,6 @@ def _full(pool: str, holding: str, advice: str = "") -> errors.Unavailable:
     return errors.Unavailable(
         f"the gateway {holding} at once, its limit ({setting}): retry in 1 s{advice}",
         retry_after=1.0,
-        metadata={"pool": pool},
+        metadata={"pool": pool, "setting": setting},
+        reason=errors.Reason.OVERLOADED,
     )

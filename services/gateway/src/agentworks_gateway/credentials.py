@@ -53,7 +53,9 @@ def own_target(principal: str) -> str:
         return principal
     raise errors.InvalidArgument(
         f"principal {principal}: a runtime credential is for agent:<crew>/<agent> or "
-        "workflow:<id>, the principals a runtime acts as"
+        "workflow:<id>, the principals a runtime acts as",
+        reason=errors.Reason.INVALID_VALUE,
+        metadata=errors.rule_meta("principal"),
     )
 
 
@@ -62,12 +64,18 @@ def check_targets(principal: str, targets: Iterable[str] | None) -> list[str]:
     own = own_target(principal)
     chosen = sorted(set(targets)) if targets is not None else [own]
     if not chosen:
-        raise errors.InvalidArgument(f"targets is empty: a runtime for {principal} serves {own}")
+        raise errors.InvalidArgument(
+            f"targets is empty: a runtime for {principal} serves {own}",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta("targets", "required"),
+        )
     for target in chosen:
         if target != own:
             raise errors.InvalidArgument(
                 f"target {target}: {principal} may serve only {own} (an agent its own crew, "
-                "a workflow itself)"
+                "a workflow itself)",
+                reason=errors.Reason.OUT_OF_SCOPE,
+                metadata={"field": "targets", "target": target, "principal": principal},
             )
     return chosen
 
@@ -83,7 +91,9 @@ async def target_owner(gateway: Gateway, caller: Identity, target: str) -> str:
     except errors.NotFound:
         raise errors.NotFound(
             f"target {target} is not registered: register it first (`agentworks targets "
-            "register`, operator)"
+            "register`, operator)",
+            reason=errors.Reason.NOT_FOUND,
+            metadata=errors.kind_meta("target", target),
         ) from None
 
 
@@ -112,7 +122,9 @@ async def create(
             if owner != caller.principal:
                 raise errors.PermissionDenied(
                     f"only the owner of {target} ({owner}) or an operator may create runtime "
-                    f"credentials for it; {caller.principal} is neither"
+                    f"credentials for it; {caller.principal} is neither",
+                    reason=errors.Reason.NOT_OWNER,
+                    metadata={"target": target},
                 )
     credential = new_runtime_credential()
     record = await gateway.tokens.insert(
@@ -204,7 +216,9 @@ async def revoke(gateway: Gateway, caller: Identity, credential_id: str) -> Toke
     record = await gateway.tokens.get(credential_id)
     missing = errors.NotFound(
         f"no runtime credential {credential_id!r}: list them with "
-        "`agentworks runtimes credentials list`"
+        "`agentworks runtimes credentials list`",
+        reason=errors.Reason.NOT_FOUND,
+        metadata=errors.kind_meta("runtime_credential", credential_id),
     )
     if record is None or not record.is_runtime_credential:
         raise missing
@@ -224,23 +238,31 @@ async def exchange(gateway: Gateway, authorization: str | None) -> dict[str, Any
     if record is None:
         hint = "" if credential.startswith(CREDENTIAL_PREFIX) else " (they start with awr_)"
         raise errors.Unauthenticated(
-            f"unknown runtime credential{hint}: check it, or {CREATE_HINT}"
+            f"unknown runtime credential{hint}: check it, or {CREATE_HINT}",
+            reason=errors.Reason.CREDENTIALS_INVALID,
+            metadata={"credential": "runtime credential"},
         )
     if not record.is_runtime_credential:
         raise errors.Unauthenticated(
             f"{record.token_id} is an API token, not a runtime credential: send an API token "
-            f"as it is with every call; {CREATE_HINT}"
+            f"as it is with every call; {CREATE_HINT}",
+            reason=errors.Reason.CREDENTIALS_INVALID,
+            metadata={"credential": "runtime credential", "token_id": record.token_id},
         )
     now = datetime.now(UTC)
     if record.revoked_at is not None:
         raise errors.Unauthenticated(
             f"runtime credential {record.token_id} was revoked at {_utc(record.revoked_at)}: "
-            f"{CREATE_HINT}"
+            f"{CREATE_HINT}",
+            reason=errors.Reason.CREDENTIALS_REVOKED,
+            metadata={"credential": "runtime credential", "token_id": record.token_id},
         )
     if record.expires_at is not None and record.expired(now):
         raise errors.Unauthenticated(
             f"runtime credential {record.token_id} expired at {_utc(record.expires_at)}: "
-            f"{CREATE_HINT}"
+            f"{CREATE_HINT}",
+            reason=errors.Reason.CREDENTIALS_EXPIRED,
+            metadata={"credential": "runtime credential", "token_id": record.token_id},
         )
     ttl = gateway.config.runtime_identity_ttl_seconds
     if record.expires_at is not None:  # an identity never outlives its credential
@@ -278,7 +300,9 @@ def _signing_key(gateway: Gateway) -> Any:
     key = gateway.config.signing_key
     if key is None:
         raise errors.Unavailable(
-            "the gateway has no signing key configured: it cannot vouch for runtimes"
+            "the gateway has no signing key configured: it cannot vouch for runtimes",
+            reason=errors.Reason.NOT_CONFIGURED,
+            metadata={"setting": "GATEWAY_SIGNING_KEY"},
         )
     return key
 

@@ -160,7 +160,11 @@ def build_http_server(gateway: Any) -> Server[Any]:
     async def call(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any, Any]) -> dict:
         identity = ctx.request.scope.get(IDENTITY_SCOPE_KEY) if ctx.request is not None else None
         if not isinstance(identity, Identity):
-            raise errors.Unauthenticated("no authenticated caller on this MCP request")
+            raise errors.Unauthenticated(
+                "no authenticated caller on this MCP request",
+                reason=errors.Reason.CREDENTIALS_MISSING,
+                metadata={"credential": "API token"},
+            )
         try:
             return await tools.call_tool(gateway, identity, name, args, mcp=True)
         except errors.AgentWorksError:

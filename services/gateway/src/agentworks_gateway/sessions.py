@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from agentworks.core.errors import Unauthenticated
+from agentworks.core.errors import Reason, Unauthenticated
 from agentworks.core.identity import Identity
 from agentworks_gateway.service import Gateway
 from agentworks_gateway.store import SessionStore
@@ -64,7 +64,11 @@ class Sessions:
         """
         token = token.strip()
         if not token:
-            raise Unauthenticated(f"no API token given: {SIGN_IN_AGAIN} (aw_...)")
+            raise Unauthenticated(
+                f"no API token given: {SIGN_IN_AGAIN} (aw_...)",
+                reason=Reason.CREDENTIALS_MISSING,
+                metadata={"credential": "API token"},
+            )
         record = await self.gateway.token_record(token)
         identity = self.gateway.identity_of(record)
         session_id = secrets.token_urlsafe(32)
@@ -84,12 +88,24 @@ class Sessions:
     async def resume(self, session_id: str | None) -> Session:
         """The session of a request's cookie, or Unauthenticated saying why there is none."""
         if not session_id:
-            raise Unauthenticated(f"not signed in: {SIGN_IN_AGAIN}")
+            raise Unauthenticated(
+                f"not signed in: {SIGN_IN_AGAIN}",
+                reason=Reason.CREDENTIALS_MISSING,
+                metadata={"credential": "console session"},
+            )
         found = await self.store.find(_hash(session_id))
         if found is None:
-            raise Unauthenticated(f"this console session has ended: {SIGN_IN_AGAIN}")
+            raise Unauthenticated(
+                f"this console session has ended: {SIGN_IN_AGAIN}",
+                reason=Reason.CREDENTIALS_REVOKED,
+                metadata={"credential": "console session"},
+            )
         if datetime.now(UTC) >= found.expires_at:
-            raise Unauthenticated(f"this console session expired: {SIGN_IN_AGAIN}")
+            raise Unauthenticated(
+                f"this console session expired: {SIGN_IN_AGAIN}",
+                reason=Reason.CREDENTIALS_EXPIRED,
+                metadata={"credential": "console session"},
+            )
         identity = self.gateway.identity_of(found.token)  # revoked or expired: refused
         return Session(identity, found.csrf_token, found.token.token_id, found.expires_at)
 

@@ -14,7 +14,7 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import OPERATOR, check_new_principal
 
 TOKEN_PREFIX = "aw_"
@@ -56,7 +56,9 @@ def check_roles(roles: Iterable[str]) -> frozenset[str]:
     if unknown:
         raise InvalidArgument(
             f"unknown role(s) {', '.join(unknown)}: "
-            f"known roles are {', '.join(sorted(KNOWN_ROLES))}"
+            f"known roles are {', '.join(sorted(KNOWN_ROLES))}",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("roles", "enum"),
         )
     return roles
 
@@ -66,7 +68,9 @@ def check_token_format(token: str) -> str:
     if not token.startswith(TOKEN_PREFIX) or len(token) < len(TOKEN_PREFIX) + 32:
         raise InvalidArgument(
             f"a token must start with {TOKEN_PREFIX!r} and carry at least 32 random characters; "
-            "make one with agentworks_gateway.tokens.new_token()"
+            "make one with agentworks_gateway.tokens.new_token()",
+            reason=Reason.CREDENTIALS_INVALID,
+            metadata={"credential": "API token"},
         )
     return token
 
@@ -98,7 +102,9 @@ def ensure_token(
     elif not token.startswith(CREDENTIAL_PREFIX):
         raise InvalidArgument(
             f"a runtime credential must start with {CREDENTIAL_PREFIX!r}; make one with "
-            "agentworks_gateway.tokens.new_runtime_credential()"
+            "agentworks_gateway.tokens.new_runtime_credential()",
+            reason=Reason.CREDENTIALS_INVALID,
+            metadata={"credential": "runtime credential"},
         )
     check_new_principal(principal)  # B10: new principals are lower-case
     migrate(database_url, "gateway", "agentworks_gateway.migrations")

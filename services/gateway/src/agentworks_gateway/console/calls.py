@@ -159,7 +159,9 @@ async def call_file(console: Console, request: Request, session: Session) -> Res
         if more:
             raise errors.InvalidArgument(
                 f"{name} is larger than {MAX_DOWNLOAD_BYTES} bytes, what the console downloads; "
-                "read it with `agentworks crews call-file` in pages"
+                "read it with `agentworks crews call-file` in pages",
+                reason=errors.Reason.REQUEST_LIMIT,
+                metadata={"limit": str(MAX_DOWNLOAD_BYTES)},
             )
         filename = urllib.parse.quote(name.rsplit("/", 1)[-1])
         return Response(
@@ -211,7 +213,11 @@ async def set_messaging(console: Console, request: Request, session: Session) ->
     """Turn a target's agent messaging on or off (`targets action=update`, C8)."""
     form = form_of(request)
     if form.get("free_text_ask") not in ("on", "off"):
-        raise errors.InvalidArgument("agent messaging is set on or off")
+        raise errors.InvalidArgument(
+            "agent messaging is set on or off",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta("messaging", "enum"),
+        )
     await console.tool(
         session,
         "targets",
@@ -229,12 +235,18 @@ async def call_function(console: Console, request: Request, session: Session) ->
     target = form.get("target", "")
     kind, _, name = target.partition(":")
     if kind not in ("crew", "workflow") or not name:
-        raise errors.InvalidArgument(f"target {target!r}: write crew:<name> or workflow:<id>")
+        raise errors.InvalidArgument(
+            f"target {target!r}: write crew:<name> or workflow:<id>",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta("target", "pattern"),
+        )
     try:
         inputs = json.loads(form.get("inputs", "") or "{}")
     except ValueError as exc:
         raise errors.InvalidArgument(
-            f'the inputs are not JSON ({exc}): write a JSON object, e.g. {{"text": "hi"}}'
+            f'the inputs are not JSON ({exc}): write a JSON object, e.g. {{"text": "hi"}}',
+            reason=errors.Reason.MALFORMED,
+            metadata=errors.rule_meta("inputs"),
         ) from None
     args: dict[str, Any] = {
         "action": "call",

@@ -40,7 +40,9 @@ def _destination(value: str) -> dict[str, str]:
     if kind == "workflow":
         return {"workflow": name}
     raise errors.InvalidArgument(
-        f"target {value!r} is not a crew or workflow: write crew:<name> or workflow:<id>"
+        f"target {value!r} is not a crew or workflow: write crew:<name> or workflow:<id>",
+        reason=errors.Reason.FIELD_RULE,
+        metadata=errors.rule_meta("target", "pattern"),
     )
 
 

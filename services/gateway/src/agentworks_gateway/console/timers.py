@@ -39,7 +39,11 @@ async def timers_page(console: Console, request: Request, session: Session) -> R
 async def schedule_action(console: Console, request: Request, session: Session) -> Response:
     action = request.path_params["action"]
     if action not in ("pause", "resume"):
-        raise errors.NotFound(f"no schedule action {action!r}: pause or resume")
+        raise errors.NotFound(
+            f"no schedule action {action!r}: pause or resume",
+            reason=errors.Reason.NOT_FOUND,
+            metadata=errors.kind_meta("action", action),
+        )
     await console.tool(
         session,
         "schedules",
@@ -51,7 +55,11 @@ async def schedule_action(console: Console, request: Request, session: Session) 
 async def pause_action(console: Console, request: Request, session: Session) -> Response:
     action = request.path_params["action"]
     if action not in ("pause", "resume"):
-        raise errors.NotFound(f"no pause action {action!r}: pause or resume")
+        raise errors.NotFound(
+            f"no pause action {action!r}: pause or resume",
+            reason=errors.Reason.NOT_FOUND,
+            metadata=errors.kind_meta("action", action),
+        )
     form = form_of(request)
     args: dict[str, Any] = {"action": action}
     if form.get("product", "").strip():

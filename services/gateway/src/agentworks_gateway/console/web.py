@@ -164,18 +164,28 @@ class Console:
         """The request's urlencoded form (one value per name), read within MAX_FORM_BYTES."""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
-            raise errors.InvalidArgument(f"the form is larger than {MAX_FORM_BYTES} bytes")
+            raise errors.InvalidArgument(
+                f"the form is larger than {MAX_FORM_BYTES} bytes",
+                reason=errors.Reason.REQUEST_LIMIT,
+                metadata={"limit": str(MAX_FORM_BYTES)},
+            )
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_FORM_BYTES:
-                raise errors.InvalidArgument(f"the form is larger than {MAX_FORM_BYTES} bytes")
+                raise errors.InvalidArgument(
+                    f"the form is larger than {MAX_FORM_BYTES} bytes",
+                    reason=errors.Reason.REQUEST_LIMIT,
+                    metadata={"limit": str(MAX_FORM_BYTES)},
+                )
         try:
             pairs = urllib.parse.parse_qsl(
                 body.decode(), keep_blank_values=True, strict_parsing=False
             )
         except UnicodeDecodeError:
-            raise errors.InvalidArgument("the form is not UTF-8") from None
+            raise errors.InvalidArgument(
+                "the form is not UTF-8", reason=errors.Reason.MALFORMED
+            ) from None
         return dict(pairs)
 
     # ------------------------------------------------------------------ wrappers

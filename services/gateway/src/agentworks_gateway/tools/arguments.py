@@ -38,24 +38,37 @@ def check_arguments(tool: Tool, args: Any) -> Args:
     """The arguments if they match the tool's schema; else InvalidArgument listing each fault."""
     if not isinstance(args, dict):
         raise errors.InvalidArgument(
-            f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}"
+            f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}",
+            reason=errors.Reason.MALFORMED,
+            metadata={"tool": tool.name},
         )
     # First what len() tells, then one bounded walk: the checks below walk the JSON.
     faults = size_faults(tool.input_schema, args)
     if faults:
-        raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
+        raise errors.InvalidArgument(
+            f"invalid arguments for {tool.name}: " + "; ".join(faults),
+            reason=errors.Reason.FIELD_RULE,
+            metadata={"tool": tool.name},
+        )
     try:
         surrogates = measure(args)
     except errors.InvalidArgument as exc:
-        raise errors.InvalidArgument(f"invalid arguments for {tool.name}: {exc.message}") from None
-    faults = [
-        describe_fault(error) for error in sorted(tool.validator.iter_errors(args), key=_where)
-    ]
+        raise errors.InvalidArgument(
+            f"invalid arguments for {tool.name}: {exc.message}",
+            reason=exc.reason,
+            metadata={**exc.metadata, "tool": tool.name},
+        ) from None
+    schema_errors = sorted(tool.validator.iter_errors(args), key=_where)
+    faults = [describe_fault(error) for error in schema_errors]
     faults = action_faults(tool, args) + (tool.faults(args) if tool.faults else []) + faults
     if not faults and surrogates:  # the shape is right: now what cannot be sent on
         faults = text_faults(args)
     if faults:
-        raise errors.InvalidArgument(f"invalid arguments for {tool.name}: " + "; ".join(faults))
+        raise errors.InvalidArgument(
+            f"invalid arguments for {tool.name}: " + "; ".join(faults),
+            reason=errors.Reason.FIELD_RULE,
+            metadata=_fields(tool, schema_errors),
+        )
     # JSON Schema counts 2.0 as an integer; the services' integer fields take only ints.
     properties = tool.input_schema.get("properties", {})
     return {
@@ -118,7 +131,9 @@ def measure(args: Mapping[str, Any], budget: int = MAX_ARGUMENT_VALUES) -> bool:
             elif isinstance(item, dict | list):
                 if depth > limit:
                     raise errors.InvalidArgument(
-                        f"{name} nests objects and arrays more than {limit} deep; flatten it"
+                        f"{name} nests objects and arrays more than {limit} deep; flatten it",
+                        reason=errors.Reason.REQUEST_LIMIT,
+                        metadata={"field": name, "limit": str(limit)},
                     )
                 if count + len(stack) + len(item) > budget:
                     stack.append((item, depth))  # over: refused below
@@ -132,7 +147,9 @@ def measure(args: Mapping[str, Any], budget: int = MAX_ARGUMENT_VALUES) -> bool:
             raise errors.InvalidArgument(
                 f"the arguments hold more than {budget} JSON values (objects, arrays, "
                 f"strings, numbers; {name} passed the count): send less, or fewer, larger "
-                "values"
+                "values",
+                reason=errors.Reason.REQUEST_LIMIT,
+                metadata={"field": name, "limit": str(budget)},
             )
     return odd_text and _has_surrogate(args)
 
@@ -146,6 +163,14 @@ def _has_surrogate(value: Any) -> bool:
     except (TypeError, ValueError):
         return True  # not JSON-encodable as is: let text_faults look
     return False
+
+
+def _fields(tool: Tool, schema_errors: Sequence[Any]) -> dict[str, str]:
+    """A refusal's metadata: the tool, and the first argument its schema refused."""
+    meta = {"tool": tool.name}
+    if schema_errors:
+        meta["field"] = ".".join(_where(schema_errors[0])) or "arguments"
+    return meta
 
 
 def _where(error: Any) -> list[str]:

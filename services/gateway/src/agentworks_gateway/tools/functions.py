@@ -115,7 +115,9 @@ async def _check_call_target(client: Any, args: Args) -> None:
     if target_str(status.target) != target:
         raise errors.NotFound(
             f"call {args['call_id']!r} is not a call of {target}; check the call_id and the "
-            "crew or workflow_id (or leave them out: the call_id is enough)"
+            "crew or workflow_id (or leave them out: the call_id is enough)",
+            reason=errors.Reason.NOT_FOUND,
+            metadata={"kind": "call", "id": args["call_id"], "target": target},
         )
 
 

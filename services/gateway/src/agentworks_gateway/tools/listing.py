@@ -229,7 +229,9 @@ async def list_(gateway: Any, identity: Identity, args: Args) -> dict[str, Any]:
     if extra:
         raise errors.InvalidArgument(
             f"list what={what!r} does not take {', '.join(extra)}; it takes "
-            f"{', '.join(FILTERS[what])}"
+            f"{', '.join(FILTERS[what])}",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta(", ".join(extra), "not_taken"),
         )
     return await _HANDLERS[what](gateway, identity, args)
 

@@ -82,7 +82,11 @@ def find_tool(name: str, *, mcp: bool) -> Tool:
     tool = TOOLS.get(name)
     if tool is None or (mcp and not tool.mcp):
         available = [t.name for t in (mcp_tools() if mcp else TOOLS.values())]
-        raise errors.NotFound(f"unknown tool {name!r}: the tools are {', '.join(available)}")
+        raise errors.NotFound(
+            f"unknown tool {name!r}: the tools are {', '.join(available)}",
+            reason=errors.Reason.NOT_FOUND,
+            metadata=errors.kind_meta("tool", name),
+        )
     return tool
 
 

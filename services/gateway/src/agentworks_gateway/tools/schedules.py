@@ -76,11 +76,17 @@ def _rule(args: Args) -> dict[str, Any]:
     if "interval_seconds" in args:
         if args.get("time_zone"):
             raise errors.InvalidArgument(
-                "time_zone applies to cron rules; an interval needs none: drop time_zone"
+                "time_zone applies to cron rules; an interval needs none: drop time_zone",
+                reason=errors.Reason.INVALID_VALUE,
+                metadata=errors.rule_meta("time_zone"),
             )
         return {"interval_seconds": args["interval_seconds"]}
     if args.get("time_zone"):
-        raise errors.InvalidArgument("time_zone goes with a cron rule: give cron too")
+        raise errors.InvalidArgument(
+            "time_zone goes with a cron rule: give cron too",
+            reason=errors.Reason.INVALID_VALUE,
+            metadata=errors.rule_meta("time_zone"),
+        )
     return {}
 
 
@@ -128,7 +134,9 @@ async def schedules(gateway: Any, identity: Identity, args: Args) -> dict[str, A
         if schedule_id and "time_zone" in args:
             raise errors.InvalidArgument(
                 "a saved schedule previews in its own time zone: drop time_zone, or preview "
-                "a rule (cron with time_zone) instead of schedule_id"
+                "a rule (cron with time_zone) instead of schedule_id",
+                reason=errors.Reason.INVALID_VALUE,
+                metadata=errors.rule_meta("time_zone"),
             )
         rule = {} if schedule_id else _rule(args)
         times = await client.preview_schedule(

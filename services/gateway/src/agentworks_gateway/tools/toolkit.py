@@ -170,11 +170,15 @@ def parse_time(value: str, field: str) -> datetime:
     except ValueError:
         raise errors.InvalidArgument(
             f"{field} {value!r} is not a time: use ISO 8601 with an offset, "
-            "e.g. 2026-01-31T09:00:00Z or 2026-01-31T10:00:00+01:00"
+            "e.g. 2026-01-31T09:00:00Z or 2026-01-31T10:00:00+01:00",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta(field, "timestamp"),
         ) from None
     if parsed.tzinfo is None:
         raise errors.InvalidArgument(
-            f"{field} {value!r} has no time zone: add an offset, e.g. {value}Z for UTC"
+            f"{field} {value!r} has no time zone: add an offset, e.g. {value}Z for UTC",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta(field, "timestamp"),
         )
     return parsed
 
@@ -184,7 +188,11 @@ def check_target(value: str) -> str:
     try:
         target_ref(value)
     except ValueError as exc:
-        raise errors.InvalidArgument(str(exc)) from None
+        raise errors.InvalidArgument(
+            str(exc),
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta("target", "pattern"),
+        ) from None
     return value
 
 
@@ -197,7 +205,9 @@ def check_fields(tool: str, action: str, args: Args, allowed: Iterable[str]) -> 
     if extra:
         raise errors.InvalidArgument(
             f"{tool} action {action!r} does not take {', '.join(extra)}; "
-            f"it takes {', '.join(sorted(allowed))}"
+            f"it takes {', '.join(sorted(allowed))}",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta(", ".join(extra), "not_taken"),
         )
 
 
@@ -205,4 +215,8 @@ def require(tool: str, action: str, args: Args, *names: str) -> None:
     """Refuse an action without the arguments it needs, naming them."""
     missing = [n for n in names if args.get(n) in (None, "")]
     if missing:
-        raise errors.InvalidArgument(f"{tool} action {action!r} needs {', '.join(missing)}")
+        raise errors.InvalidArgument(
+            f"{tool} action {action!r} needs {', '.join(missing)}",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta(", ".join(missing), "required"),
+        )

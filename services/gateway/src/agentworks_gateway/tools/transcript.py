@@ -63,7 +63,9 @@ async def transcript(gateway: Any, identity: Identity, args: Args) -> dict[str, 
     if len(given) != 1:
         raise errors.InvalidArgument(
             "transcript takes exactly one of conversation_id and inbox_id (got "
-            f"{', '.join(given) or 'neither'}): the conversation to read"
+            f"{', '.join(given) or 'neither'}): the conversation to read",
+            reason=errors.Reason.FIELD_RULE,
+            metadata=errors.rule_meta("inbox_id", "oneof"),
         )
     page = await gateway.messaging(identity).get_transcript(
         args.get("conversation_id", ""),
