@@ -11,6 +11,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from tests.fixtures.mcp_results import text_of
+
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 
 
@@ -62,7 +64,7 @@ async def test_the_stdio_proxy_gives_the_instructions_tools_and_results_of_mcp_G
         page, missing = answers
         assert not page.is_error
         assert [m["text"] for m in page.structured_content["messages"]] == ["seen"]
-        assert missing.is_error and missing.content[0].text == "inbox 'in_nope' not found"
+        assert missing.is_error and text_of(missing) == "inbox 'in_nope' not found"
 
         for client in (http, stdio):
             with pytest.raises(MCPError, match="unknown tool 'tokens': the tools are messages"):
@@ -81,4 +83,4 @@ async def test_the_stdio_proxy_starts_without_its_gateway_and_its_tools_say_why_
         refused = await stdio.call_tool("messages", {"action": "read", "inbox_id": "x"})
         assert refused.is_error
         assert refused.structured_content["error"]["code"] == "UNAVAILABLE"
-        assert "cannot reach the gateway" in refused.content[0].text
+        assert "cannot reach the gateway" in text_of(refused)
