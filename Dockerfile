@@ -26,6 +26,7 @@ RUN pip install --no-deps --no-build-isolation \
         ./libs/agentworks-client \
         ./libs/agentworks-server \
         ./libs/agentworks-runtime \
+        ./libs/agentworks-agents \
         ./services/messaging \
         ./services/functions \
         ./services/scheduler \

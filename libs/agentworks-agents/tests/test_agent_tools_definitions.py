@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from agentworks.runtime.agent_tools import (
+from agentworks.agents.agent_tools import (
     AgentTool,
     Toolbox,
     ToolError,

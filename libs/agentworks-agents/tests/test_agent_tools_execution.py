@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from agentworks.agents.agent_tools import ToolError, execution_toolbox
 from agentworks.client import FunctionsClient
 from agentworks.client.functions import state_name
 from agentworks.runtime import ExecutionContext
-from agentworks.runtime.agent_tools import ToolError, execution_toolbox
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     WAIT,
     checked,

@@ -17,10 +17,7 @@ from typing import Any
 import pytest
 from agents.strict_schema import ensure_strict_json_schema
 
-from agentworks.functions.v1 import functions_pb2 as f
-from agentworks.messaging.v1 import messaging_pb2 as m
-from agentworks.runtime import TurnContext, delivery_kind
-from agentworks.runtime.agent_tools import (
+from agentworks.agents.agent_tools import (
     AgentTool,
     Toolbox,
     ToolError,
@@ -28,11 +25,14 @@ from agentworks.runtime.agent_tools import (
     openai_tools,
     turn_toolbox,
 )
-from agentworks.runtime.agent_tools.execution_tools import (
+from agentworks.agents.agent_tools.execution_tools import (
     EVENT_KINDS,
     MESSAGE_ROLES,
     STEP_STATUSES,
 )
+from agentworks.functions.v1 import functions_pb2 as f
+from agentworks.messaging.v1 import messaging_pb2 as m
+from agentworks.runtime import TurnContext, delivery_kind
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks.server.testing import read_until
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from agentworks.client import SchedulerClient
-from agentworks.runtime import TurnContext, delivery_attributes, delivery_kind
-from agentworks.runtime.agent_tools import (
+from agentworks.agents.agent_tools import (
     ToolError,
     dispatch_anthropic,
     dispatch_openai,
     turn_toolbox,
 )
+from agentworks.client import SchedulerClient
+from agentworks.runtime import TurnContext, delivery_attributes, delivery_kind
 from agentworks.server.testing import read_until
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     AGENT,

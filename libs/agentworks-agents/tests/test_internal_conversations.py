@@ -22,13 +22,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from agentworks.agents.agent_tools import ToolError, turn_toolbox
+from agentworks.agents.llm.memory import render_delivery
 from agentworks.client import MessagingClient
 from agentworks.core import errors
 from agentworks.core.capability_identity import CapabilityIdentity
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnWorker, delivery_attributes, delivery_kind
-from agentworks.runtime.agent_tools import ToolError, turn_toolbox
-from agentworks.runtime.llm.memory import render_delivery
 from agentworks.server.testing import read_until
 
 X, X_AGENT = "crew:x", "agent:x/bot"

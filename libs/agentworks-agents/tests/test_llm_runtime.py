@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from agentworks.agents.llm import LlmAgent, LlmConfig, ModelUnavailable, llm_workers
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import state_name
 from agentworks.runtime import RuntimeConfig, TurnOutcome, TurnWorker
-from agentworks.runtime.llm import LlmAgent, LlmConfig, ModelUnavailable, llm_workers
 from agentworks.server.testing import read_until, signer_for
 from tests.fixtures.scripted_llm import ScriptedLLM, call, calls, fail, say
 
@@ -301,8 +301,8 @@ def test_memory_shows_each_message_once_and_a_delivered_reply_as_someone_elses_L
     message is `assistant`; a wake-up says what it is; another target's reply delivered
     into this conversation (stored in the other one, sent to an inbox) is a `user`
     message naming its sender, not the agent's own; the current turn is left out."""
+    from agentworks.agents.llm.memory import render_transcript
     from agentworks.messaging.v1 import messaging_pb2 as pb
-    from agentworks.runtime.llm.memory import render_transcript
 
     def message(mid: str, direction: str, sender: str, text: str) -> pb.Message:
         return pb.Message(message_id=mid, direction=direction, sender=sender, text=text)

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from agentworks.agents.agent_tools import ToolError, execution_toolbox
 from agentworks.client import FunctionsClient
 from agentworks.client.functions import state_name
 from agentworks.core import errors
 from agentworks.runtime import ExecutionContext, ExecutionWorker
-from agentworks.runtime.agent_tools import ToolError, execution_toolbox
 
 WF = "workflow:wf-release"
 TOOLS = "crew:tools"

@@ -28,7 +28,7 @@ def demo_agent_command(environ: Mapping[str, str]) -> list[str]:
     when LLM settings are given but unusable (before anything starts)."""
     if not llm_wanted(environ):
         return ["demo"]
-    from agentworks.runtime.llm.config import LlmConfig
+    from agentworks.agents.llm.config import LlmConfig
 
     try:
         LlmConfig.from_env(environ)
@@ -41,7 +41,7 @@ def demo_agent_line(environ: Mapping[str, str]) -> str:
     """What the banner says of the demo crew's agent."""
     if not llm_wanted(environ):
         return "scripted demo (for a model: AGENTWORKS_LLM_MODEL and OPENAI_BASE_URL, README)"
-    from agentworks.runtime.llm.config import LlmConfig
+    from agentworks.agents.llm.config import LlmConfig
 
     config = LlmConfig.from_env(environ)
     return f"reference LLM runtime: model {config.model} at {config.base_url}"

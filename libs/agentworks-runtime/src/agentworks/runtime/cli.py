@@ -341,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: TurnHandler | None = None
     try:
         if args.command == "llm":
-            from agentworks.runtime.llm import LlmConfig
+            from agentworks.agents.llm import LlmConfig
 
             llm_config = LlmConfig.from_env(environ)
             config = RuntimeConfig.from_env(environ)
@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentworks-runtime: {exc}", file=sys.stderr)
         return 2
     if args.command == "llm":
-        from agentworks.runtime.llm import serve_llm
+        from agentworks.agents.llm import serve_llm
 
         serves = ("turns", "executions") if args.serve == "both" else (args.serve,)
         return asyncio.run(serve_llm(config, llm_config, serves))

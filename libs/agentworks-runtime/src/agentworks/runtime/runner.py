@@ -290,7 +290,7 @@ def _serve(
     ctx: ExecutionContext, prepared: Prepared, socket: tuple[pathlib.Path, str]
 ) -> contextlib.AbstractAsyncContextManager[dict[str, str]]:
     """The execution's MCP endpoint while its command runs (L2, `agent_mcp.handout`)."""
-    from agentworks.runtime.agent_mcp.handout import execution_tools, serve_agent
+    from agentworks.agents.agent_mcp.handout import execution_tools, serve_agent
 
     return serve_agent(
         execution_tools(ctx),

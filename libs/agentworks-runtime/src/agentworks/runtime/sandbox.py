@@ -65,8 +65,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from agentworks.agents.agent_mcp import bridge
 from agentworks.runtime import _sandbox_init
-from agentworks.runtime.agent_mcp import bridge
 from agentworks.runtime.cgroups import Cgroups
 from agentworks.runtime.folders import HOME_FOLDER, RUNNER_FOLDERS, own_folders
 from agentworks.runtime.limits import MIB, Policy

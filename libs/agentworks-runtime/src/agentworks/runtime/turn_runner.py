@@ -41,9 +41,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentworks.agents.agent_tools import views
 from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
 from agentworks.runtime import capability_file
-from agentworks.runtime.agent_tools import views
 from agentworks.runtime.command_config import RunnerConfig, parse_turn_commands
 from agentworks.runtime.command_process import CommandFailed, ProcessRunner
 from agentworks.runtime.folders import own_folders
@@ -190,7 +190,7 @@ class TurnCommandRunner(ProcessRunner):
                     if ctx.capability:
                         stack.enter_context(_kept_current(ctx, folder, owner))
                     if socket is not None:
-                        from agentworks.runtime.agent_mcp.handout import serve_agent, turn_tools
+                        from agentworks.agents.agent_mcp.handout import serve_agent, turn_tools
 
                         served = serve_agent(
                             turn_tools(ctx),

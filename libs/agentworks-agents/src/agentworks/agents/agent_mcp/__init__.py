@@ -11,7 +11,7 @@ the agent process the runtime runs for it, with that item's capability only (T3)
   `handout.execution_tools(ctx)`: the tool sets, acting with the capability
   (`acting.capability_view`).
 - `bridge`: the stdio bridge an MCP-capable agent launches (`python -m
-  agentworks.runtime.agent_mcp stdio`), standard library only, so it runs in the sandbox.
+  agentworks.agents.agent_mcp stdio`), standard library only, so it runs in the sandbox.
 
 Why the endpoint lives in the runtime and reaches the sandbox through a Unix socket:
 the tools call the services with the capability over the runtime's own gRPC channels

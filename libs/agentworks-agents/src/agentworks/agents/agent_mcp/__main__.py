@@ -1,7 +1,7 @@
-"""`python -m agentworks.runtime.agent_mcp stdio`: the stdio bridge (`bridge.py`)."""
+"""`python -m agentworks.agents.agent_mcp stdio`: the stdio bridge (`bridge.py`)."""
 
 import sys
 
-from agentworks.runtime.agent_mcp.bridge import main
+from agentworks.agents.agent_mcp.bridge import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """The stdio bridge (L2): an MCP server on stdin/stdout for an agent program, relaying
 each message to its turn's or execution's endpoint.
 
-    python -m agentworks.runtime.agent_mcp stdio
+    python -m agentworks.agents.agent_mcp stdio
     python3 -I -S /run/agentworks/mcp_bridge.py stdio      # inside the sandbox
 
 An MCP-capable agent launches it from its `mcp.json` (the command runner writes that
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     """`stdio`: relay stdin/stdout to the endpoint in the environment."""
     args = sys.argv[1:] if argv is None else argv
     if args != ["stdio"]:
-        print("usage: python -m agentworks.runtime.agent_mcp stdio", file=sys.stderr)
+        print("usage: python -m agentworks.agents.agent_mcp stdio", file=sys.stderr)
         return 2
     try:
         bridge = Bridge(**endpoint_settings(dict(os.environ)))

@@ -30,9 +30,9 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentworks.runtime.agent_mcp import bridge
-from agentworks.runtime.agent_mcp.server import Endpoint
-from agentworks.runtime.agent_tools import Toolbox
+from agentworks.agents.agent_mcp import bridge
+from agentworks.agents.agent_mcp.server import Endpoint
+from agentworks.agents.agent_tools import Toolbox
 
 CONFIG_FILE = ".agentworks-mcp.json"
 SOCKET_FILE = ".agentworks-mcp.sock"
@@ -126,15 +126,15 @@ async def serve_agent(
 
 def turn_tools(ctx: Any) -> Toolbox:
     """The tools of a turn (`TurnContext`), acting with its capability only (T3)."""
-    from agentworks.runtime.agent_mcp.acting import capability_view
-    from agentworks.runtime.agent_tools import turn_toolbox
+    from agentworks.agents.agent_mcp.acting import capability_view
+    from agentworks.agents.agent_tools import turn_toolbox
 
     return turn_toolbox(capability_view(ctx, f"turn {ctx.turn_id}"))
 
 
 def execution_tools(ctx: Any) -> Toolbox:
     """The tools of an execution (`ExecutionContext`), acting with its capability only."""
-    from agentworks.runtime.agent_mcp.acting import capability_view
-    from agentworks.runtime.agent_tools import execution_toolbox
+    from agentworks.agents.agent_mcp.acting import capability_view
+    from agentworks.agents.agent_tools import execution_toolbox
 
     return execution_toolbox(capability_view(ctx, f"execution {ctx.call_id}"))

@@ -34,12 +34,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
+from agentworks.agents.agent_mcp.bridge import bind_unix
+from agentworks.agents.agent_tools import AgentTool, Toolbox, ToolError
 from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
-from agentworks.runtime.agent_mcp.bridge import bind_unix
-from agentworks.runtime.agent_tools import AgentTool, Toolbox, ToolError
 from agentworks.runtime.execution_context import ExecutionStopped
 
-log = structlog.get_logger("agentworks.runtime.agent_mcp")
+log = structlog.get_logger("agentworks.agents.agent_mcp")
 
 PATH = "/mcp"
 

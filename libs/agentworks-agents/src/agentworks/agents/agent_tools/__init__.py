@@ -10,15 +10,15 @@ definitions with dispatchers. There is no return_function_result tool: an execut
 result is JSON written to FUNCTION_RESULT_FILE.
 """
 
-from agentworks.runtime.agent_tools.execution_tools import execution_toolbox
-from agentworks.runtime.agent_tools.shapes import (
+from agentworks.agents.agent_tools.execution_tools import execution_toolbox
+from agentworks.agents.agent_tools.shapes import (
     anthropic_tools,
     dispatch_anthropic,
     dispatch_openai,
     openai_tools,
 )
-from agentworks.runtime.agent_tools.toolbox import AgentTool, Toolbox, ToolError, ToolHandler
-from agentworks.runtime.agent_tools.turn_tools import turn_toolbox
+from agentworks.agents.agent_tools.toolbox import AgentTool, Toolbox, ToolError, ToolHandler
+from agentworks.agents.agent_tools.turn_tools import turn_toolbox
 
 __all__ = [
     "AgentTool",

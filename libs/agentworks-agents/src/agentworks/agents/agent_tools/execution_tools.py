@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentworks.agents.agent_tools.function_tools import function_tools
+from agentworks.agents.agent_tools.schemas import OK, enum, integer, obj, text
+from agentworks.agents.agent_tools.toolbox import AgentTool, Toolbox
 from agentworks.core import limits
-from agentworks.runtime.agent_tools.function_tools import function_tools
-from agentworks.runtime.agent_tools.schemas import OK, enum, integer, obj, text
-from agentworks.runtime.agent_tools.toolbox import AgentTool, Toolbox
 
 if TYPE_CHECKING:
     from agentworks.runtime.execution_context import ExecutionContext

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworks.core import errors, limits
-from agentworks.core.jsontext import loads
-from agentworks.runtime.agent_tools import views
-from agentworks.runtime.agent_tools.schemas import (
+from agentworks.agents.agent_tools import views
+from agentworks.agents.agent_tools.schemas import (
     CALL_ID,
     CALL_RECEIPT,
     CALL_STATUS,
@@ -19,7 +17,9 @@ from agentworks.runtime.agent_tools.schemas import (
     obj,
     text,
 )
-from agentworks.runtime.agent_tools.toolbox import AgentTool, ToolError, ToolHandler, unavailable
+from agentworks.agents.agent_tools.toolbox import AgentTool, ToolError, ToolHandler, unavailable
+from agentworks.core import errors, limits
+from agentworks.core.jsontext import loads
 
 LIST_FUNCTIONS = AgentTool(
     name="list_functions",

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from agentworks.runtime.agent_tools.toolbox import Toolbox, ToolError
+from agentworks.agents.agent_tools.toolbox import Toolbox, ToolError
 
 
 def dumps(value: Any) -> str:

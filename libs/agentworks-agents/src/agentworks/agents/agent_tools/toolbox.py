@@ -16,8 +16,8 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
+from agentworks.agents.agent_tools.schemas import is_nullable, types
 from agentworks.core import errors
-from agentworks.runtime.agent_tools.schemas import is_nullable, types
 
 JSONSCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentworks.core import limits
-from agentworks.runtime.agent_tools import views
-from agentworks.runtime.agent_tools.function_tools import function_tools
-from agentworks.runtime.agent_tools.schemas import (
+from agentworks.agents.agent_tools import views
+from agentworks.agents.agent_tools.function_tools import function_tools
+from agentworks.agents.agent_tools.schemas import (
     AFTER_SECONDS,
     AT,
     SEND_RECEIPT,
@@ -21,7 +20,8 @@ from agentworks.runtime.agent_tools.schemas import (
     obj,
     text,
 )
-from agentworks.runtime.agent_tools.toolbox import AgentTool, Toolbox, ToolError, unavailable
+from agentworks.agents.agent_tools.toolbox import AgentTool, Toolbox, ToolError, unavailable
+from agentworks.core import limits
 
 if TYPE_CHECKING:
     from agentworks.runtime.turn_context import TurnContext

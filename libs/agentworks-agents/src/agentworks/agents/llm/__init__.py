@@ -5,10 +5,10 @@ any OpenAI-compatible endpoint, through the agent tool set (L1, L3).
 client's OPENAI_BASE_URL / OPENAI_API_KEY, and AGENTWORKS_LLM_MODEL).
 """
 
-from agentworks.runtime.llm.agent import LlmAgent, parse_result
-from agentworks.runtime.llm.config import LlmConfig, llm_settings_given
-from agentworks.runtime.llm.loop import ModelUnavailable, ToolRoundsExhausted, run_chat
-from agentworks.runtime.llm.serve import llm_workers, serve_llm
+from agentworks.agents.llm.agent import LlmAgent, parse_result
+from agentworks.agents.llm.config import LlmConfig, llm_settings_given
+from agentworks.agents.llm.loop import ModelUnavailable, ToolRoundsExhausted, run_chat
+from agentworks.agents.llm.serve import llm_workers, serve_llm
 
 __all__ = [
     "LlmAgent",

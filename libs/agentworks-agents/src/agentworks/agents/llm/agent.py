@@ -29,12 +29,12 @@ from typing import Any
 
 import openai
 
+from agentworks.agents.agent_tools import execution_toolbox, turn_toolbox
+from agentworks.agents.llm.config import LlmConfig
+from agentworks.agents.llm.loop import Chat, make_client, run_chat
+from agentworks.agents.llm.memory import conversation_memory
 from agentworks.core.limits import MAX_EVENT_TEXT_BYTES
-from agentworks.runtime.agent_tools import execution_toolbox, turn_toolbox
 from agentworks.runtime.execution_context import ExecutionContext, ExecutionOutcome
-from agentworks.runtime.llm.config import LlmConfig
-from agentworks.runtime.llm.loop import Chat, make_client, run_chat
-from agentworks.runtime.llm.memory import conversation_memory
 from agentworks.runtime.reporting import fit_text
 from agentworks.runtime.turn_context import TurnContext
 

@@ -21,9 +21,9 @@ from typing import Any, Protocol, cast
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from agentworks.runtime.agent_tools import Toolbox
-from agentworks.runtime.agent_tools.shapes import dispatch_openai, openai_tools
-from agentworks.runtime.llm.config import LlmConfig
+from agentworks.agents.agent_tools import Toolbox
+from agentworks.agents.agent_tools.shapes import dispatch_openai, openai_tools
+from agentworks.agents.llm.config import LlmConfig
 
 Chat = list[dict[str, Any]]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentworks.agents.llm.agent import LlmAgent
+from agentworks.agents.llm.config import LlmConfig
 from agentworks.core.logging import get_logger
 from agentworks.runtime.config import RuntimeConfig
 from agentworks.runtime.executions import execution_worker
-from agentworks.runtime.llm.agent import LlmAgent
-from agentworks.runtime.llm.config import LlmConfig
 from agentworks.runtime.serving import Worker, run_until_signal
 from agentworks.runtime.turns import TurnWorker
 
