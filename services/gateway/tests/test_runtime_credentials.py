@@ -77,7 +77,7 @@ async def test_the_owner_of_crew_a_may_create_a_credential_for_it_but_not_for_cr
     assert revoked.status_code == 200 and revoked.json()["revoked_by"] == "user:alice"
 
 
-async def test_the_exchange_refuses_unknown_revoked_and_expired_credentials_on_two_replicas_T2_T4(
+async def test_the_exchange_refuses_unknown_revoked_and_expired_credentials_on_both_T2_T4_P6(
     gateways, api, crews, operator_token, signing_keys
 ):
     """T2 T4: an exchange gives a gateway-signed identity of the credential's principal
@@ -98,6 +98,7 @@ async def test_the_exchange_refuses_unknown_revoked_and_expired_credentials_on_t
     unknown = await api("awr_" + "x" * 43, base_url=gateways[0].url).post(EXCHANGE)
     assert unknown.status_code == 401
     assert "unknown runtime credential" in unknown.json()["error"]["message"]
+    assert unknown.json()["error"]["reason"] == "CREDENTIALS_INVALID"  # P6: for programs
 
     revoke = {"action": "revoke", "credential_id": created["credential_id"]}
     assert (await second.post(TOOL, json=revoke)).status_code == 200
@@ -106,6 +107,7 @@ async def test_the_exchange_refuses_unknown_revoked_and_expired_credentials_on_t
         assert response.status_code == 401
         message = response.json()["error"]["message"]
         assert f"runtime credential {created['credential_id']} was revoked" in message
+        assert response.json()["error"]["reason"] == "CREDENTIALS_REVOKED"
 
     short = await _create(api, operator_token, "agent:a/bot", expires_in_seconds=1)
     expires = datetime.fromisoformat(short["expires_at"]).timestamp()
@@ -117,6 +119,7 @@ async def test_the_exchange_refuses_unknown_revoked_and_expired_credentials_on_t
             f"runtime credential {short['credential_id']} expired at"
             in (response.json()["error"]["message"])
         )
+        assert response.json()["error"]["reason"] == "CREDENTIALS_EXPIRED"
     assert (await first.post(TOOL, json={"action": "list"})).status_code == 200
 
 

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from agentworks.core import errors
 from agentworks.core.identity import METADATA_KEY, Minter
@@ -102,13 +103,21 @@ def _refusal(exc: urllib.error.HTTPError) -> errors.AgentWorksError:
     except ValueError:
         error = {}
     message = error.get("message") or f"the gateway answered {exc.code} {exc.reason}"
+    # The gateway's reason and metadata (docs/errors.md), kept as they came.
+    metadata = error.get("metadata")
+    said: dict[str, Any] = {
+        "reason": str(error.get("reason") or ""),
+        "metadata": {str(k): str(v) for k, v in metadata.items()}
+        if isinstance(metadata, dict)
+        else None,
+    }
     if exc.code == 401:
-        return errors.Unauthenticated(message)
+        return errors.Unauthenticated(message, **said)
     if exc.code == 403:
-        return errors.PermissionDenied(message)
+        return errors.PermissionDenied(message, **said)
     if exc.code in (400, 404):
-        return errors.InvalidArgument(message)
-    return errors.Unavailable(f"{message}; retry shortly")
+        return errors.InvalidArgument(message, **said)
+    return errors.Unavailable(f"{message}; retry shortly", **said)
 
 
 class CredentialIdentity:
