@@ -11,7 +11,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.common.v1 import common_pb2
 from agentworks.core.checks import check_json_depth
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason
 from agentworks.core.jsontext import dumps
 
 TargetKind = common_pb2.TargetKind
@@ -61,10 +61,14 @@ def json_document(value: Mapping[str, Any] | None, what: str = "value") -> str:
     except ValueError:  # NaN or Infinity somewhere: not JSON
         raise InvalidArgument(
             f"{_non_finite(value, what)}: not a finite number (NaN or Infinity); "
-            "JSON numbers are finite"
+            "JSON numbers are finite",
+            reason=Reason.MALFORMED,
+            metadata={"field": what},
         ) from None
     except TypeError as exc:  # a value JSON has no form for (bytes, a set, ...)
-        raise InvalidArgument(f"{what} is not JSON: {exc}") from None
+        raise InvalidArgument(
+            f"{what} is not JSON: {exc}", reason=Reason.MALFORMED, metadata={"field": what}
+        ) from None
 
 
 def _non_finite(value: Any, path: str) -> str:

@@ -51,7 +51,9 @@ def check_credential(credential: str) -> str:
     ):
         raise errors.InvalidArgument(
             f"a runtime credential starts with {CREDENTIAL_PREFIX!r} and carries at least 32 "
-            "random characters: create one with `agentworks runtimes credentials create`"
+            "random characters: create one with `agentworks runtimes credentials create`",
+            reason=errors.Reason.CREDENTIALS_INVALID,
+            metadata={"credential": "runtime credential"},
         )
     return credential
 
@@ -80,7 +82,9 @@ def exchange(
     except (OSError, ValueError) as exc:
         raise errors.Unavailable(
             f"the gateway at {gateway_url} could not exchange the runtime credential ({exc}); "
-            "check AGENTWORKS_GATEWAY_URL and retry shortly"
+            "check AGENTWORKS_GATEWAY_URL and retry shortly",
+            reason=errors.Reason.UNREACHABLE,
+            metadata={"url": gateway_url},
         ) from None
     return Exchanged(
         token=str(body["identity"]),
@@ -143,7 +147,9 @@ class CredentialIdentity:
         if not gateway_url:
             raise errors.InvalidArgument(
                 "a runtime credential needs the gateway to exchange it at: "
-                "set AGENTWORKS_GATEWAY_URL (e.g. http://127.0.0.1:8080)"
+                "set AGENTWORKS_GATEWAY_URL (e.g. http://127.0.0.1:8080)",
+                reason=errors.Reason.NOT_CONFIGURED,
+                metadata={"setting": "AGENTWORKS_GATEWAY_URL"},
             )
         self.gateway_url = gateway_url
         self._expected = expected_principal
@@ -163,7 +169,9 @@ class CredentialIdentity:
             raise errors.Unauthenticated(
                 f"the runtime credential is for {result.principal}, not for "
                 f"{self._expected} (AGENTWORKS_RUNTIME_PRINCIPAL): use that principal's "
-                "credential, or leave the principal unset"
+                "credential, or leave the principal unset",
+                reason=errors.Reason.CREDENTIALS_INVALID,
+                metadata={"credential": "runtime credential", "principal": result.principal},
             )
         now = time.time()
         with self._lock:

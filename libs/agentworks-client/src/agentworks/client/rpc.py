@@ -148,7 +148,9 @@ class ServiceClient:
         if size > self.max_request_bytes:
             raise errors.InvalidArgument(
                 f"{method}'s request is larger than the {self._service()} service receives "
-                f"({size} bytes; at most {self.max_request_bytes}); send less in one request"
+                f"({size} bytes; at most {self.max_request_bytes}); send less in one request",
+                reason=errors.Reason.REQUEST_LIMIT,
+                metadata={"limit": str(self.max_request_bytes)},
             )
         try:
             return await getattr(self.stub, method)(
@@ -170,7 +172,8 @@ class ServiceClient:
                 # gRPC's own refusal of a message past a receive limit: not busy, too big.
                 raise errors.InvalidArgument(
                     f"{method}'s request is larger than the {service} service receives "
-                    f"({details}); send less in one request"
+                    f"({details}); send less in one request",
+                    reason=errors.Reason.REQUEST_LIMIT,
                 ) from None
             elif exc.code() == grpc.StatusCode.UNAVAILABLE:
                 details = f"the {service} service is unavailable ({details}); retry shortly"
@@ -179,4 +182,13 @@ class ServiceClient:
                     f"the {service} service did not answer {method} within {timeout:g} s "
                     f"({details}); retry shortly"
                 )
-            raise errors.from_status(exc.code(), details) from None
+            unreached = exc.code() in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+            )
+            raise errors.from_status(
+                exc.code(),
+                details,
+                errors.Reason.UNREACHABLE if unreached else "",
+                metadata={"service": service} if unreached else None,
+            ) from None

@@ -81,8 +81,8 @@ class Reason(enum.StrEnum):
     DRAINING = "DRAINING"
     # The replica lacks configuration the action needs (a signing key); metadata `setting`.
     NOT_CONFIGURED = "NOT_CONFIGURED"
-    # Said by a client itself: the gateway could not be reached or did not answer in
-    # time; metadata `url`.
+    # Said by a client itself: the gateway or service could not be reached or did not
+    # answer in time; metadata `url` or `service`.
     UNREACHABLE = "UNREACHABLE"
 
 
