@@ -89,7 +89,7 @@ def test_parts_under_the_count_but_over_the_size_are_refused_as_sent_B8():
     # too: a count from the container, a string's length.
     refused = field_rule_refusal(pb.ClaimTurnRequest(targets=[CREW] * 101))
     assert refused is not None
-    assert refused.message == "targets has too many items: got 101; the limit is 100 items"
+    assert refused.message == "targets: at most 100 targets per request, got 101 targets"
     refused = field_rule_refusal(pb.SendMessageRequest(inbox_id="i", text="y" * 70_000))
     assert refused is not None
     assert refused.message == "text is 70000 bytes; the limit is 65536 bytes"

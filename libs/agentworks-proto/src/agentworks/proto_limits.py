@@ -3,6 +3,52 @@ from the compiled descriptors: do not edit; change the proto. `agentworks.core.l
 names the ones code reads. Characters are Unicode code points, bytes are of UTF-8
 (strings) or as sent (bytes fields); docs/limits.md lists them by method."""
 
+# agentworks.functions.v1.ListTargetsRequest.limit: int32.lte
+FUNCTIONS_LIST_TARGETS_REQUEST_LIMIT_LTE = 200
+# agentworks.functions.v1.ListTargetsRequest.limit: int32.gte
+FUNCTIONS_LIST_TARGETS_REQUEST_LIMIT_GTE = 1
+# agentworks.functions.v1.CallRequest.submission_id: string.max_len, in characters
+FUNCTIONS_CALL_REQUEST_SUBMISSION_ID_MAX_LEN = 200
+# agentworks.functions.v1.CallRequest.wait_seconds: int32.lte
+FUNCTIONS_CALL_REQUEST_WAIT_SECONDS_LTE = 25
+# agentworks.functions.v1.CallRequest.wait_seconds: int32.gte
+FUNCTIONS_CALL_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.functions.v1.GetStatusRequest.message_limit: int32.lte
+FUNCTIONS_GET_STATUS_REQUEST_MESSAGE_LIMIT_LTE = 200
+# agentworks.functions.v1.GetStatusRequest.message_limit: int32.gte
+FUNCTIONS_GET_STATUS_REQUEST_MESSAGE_LIMIT_GTE = 1
+# agentworks.functions.v1.GetStatusRequest.event_limit: int32.lte
+FUNCTIONS_GET_STATUS_REQUEST_EVENT_LIMIT_LTE = 200
+# agentworks.functions.v1.GetStatusRequest.event_limit: int32.gte
+FUNCTIONS_GET_STATUS_REQUEST_EVENT_LIMIT_GTE = 1
+# agentworks.functions.v1.GetStatusRequest.wait_seconds: int32.lte
+FUNCTIONS_GET_STATUS_REQUEST_WAIT_SECONDS_LTE = 25
+# agentworks.functions.v1.GetStatusRequest.wait_seconds: int32.gte
+FUNCTIONS_GET_STATUS_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.functions.v1.ReadFileRequest.limit: int32.lte
+FUNCTIONS_READ_FILE_REQUEST_LIMIT_LTE = 1048576
+# agentworks.functions.v1.ReadFileRequest.limit: int32.gte
+FUNCTIONS_READ_FILE_REQUEST_LIMIT_GTE = 1
+# agentworks.functions.v1.ListCallsRequest.limit: int32.lte
+FUNCTIONS_LIST_CALLS_REQUEST_LIMIT_LTE = 200
+# agentworks.functions.v1.ListCallsRequest.limit: int32.gte
+FUNCTIONS_LIST_CALLS_REQUEST_LIMIT_GTE = 1
+# agentworks.functions.v1.ClaimExecutionRequest.targets: repeated.max_items, in items
+FUNCTIONS_CLAIM_EXECUTION_REQUEST_TARGETS_MAX_ITEMS = 100
+# agentworks.functions.v1.ClaimExecutionRequest.wait_seconds: int32.lte
+FUNCTIONS_CLAIM_EXECUTION_REQUEST_WAIT_SECONDS_LTE = 25
+# agentworks.functions.v1.ClaimExecutionRequest.wait_seconds: int32.gte
+FUNCTIONS_CLAIM_EXECUTION_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.functions.v1.ReportRequest.messages: repeated.max_items, in items
+FUNCTIONS_REPORT_REQUEST_MESSAGES_MAX_ITEMS = 100
+# agentworks.functions.v1.ReportRequest.events: repeated.max_items, in items
+FUNCTIONS_REPORT_REQUEST_EVENTS_MAX_ITEMS = 100
+# agentworks.functions.v1.ReportRequest.steps: repeated.max_items, in items
+FUNCTIONS_REPORT_REQUEST_STEPS_MAX_ITEMS = 100
+# agentworks.functions.v1.AskInputRequest.wait_seconds: int32.lte
+FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_LTE = 25
+# agentworks.functions.v1.AskInputRequest.wait_seconds: int32.gte
+FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_GTE = 0
 # agentworks.messaging.v1.ListTargetsRequest.limit: int32.lte
 MESSAGING_LIST_TARGETS_REQUEST_LIMIT_LTE = 200
 # agentworks.messaging.v1.ListTargetsRequest.limit: int32.gte
@@ -59,3 +105,39 @@ MESSAGING_ENQUEUE_DELIVERY_REQUEST_IDEMPOTENCY_KEY_MIN_LEN = 1
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_IDEMPOTENCY_KEY_MAX_LEN = 200
 # agentworks.messaging.v1.EnqueueDeliveriesRequest.items: repeated.max_items, in items
 MESSAGING_ENQUEUE_DELIVERIES_REQUEST_ITEMS_MAX_ITEMS = 500
+# agentworks.scheduler.v1.CreateWakeUpRequest.delay_seconds: int64.lte
+SCHEDULER_CREATE_WAKE_UP_REQUEST_DELAY_SECONDS_LTE = 34560000
+# agentworks.scheduler.v1.CreateWakeUpRequest.delay_seconds: int64.gte
+SCHEDULER_CREATE_WAKE_UP_REQUEST_DELAY_SECONDS_GTE = 0
+# agentworks.scheduler.v1.CreateWakeUpRequest.note: string.max_bytes, in bytes
+SCHEDULER_CREATE_WAKE_UP_REQUEST_NOTE_MAX_BYTES = 16384
+# agentworks.scheduler.v1.CreateWakeUpRequest.submission_id: string.max_len, in characters
+SCHEDULER_CREATE_WAKE_UP_REQUEST_SUBMISSION_ID_MAX_LEN = 200
+# agentworks.scheduler.v1.ListWakeUpsRequest.limit: int32.lte
+SCHEDULER_LIST_WAKE_UPS_REQUEST_LIMIT_LTE = 200
+# agentworks.scheduler.v1.ListWakeUpsRequest.limit: int32.gte
+SCHEDULER_LIST_WAKE_UPS_REQUEST_LIMIT_GTE = 1
+# agentworks.scheduler.v1.RescheduleWakeUpRequest.delay_seconds: int64.lte
+SCHEDULER_RESCHEDULE_WAKE_UP_REQUEST_DELAY_SECONDS_LTE = 34560000
+# agentworks.scheduler.v1.RescheduleWakeUpRequest.delay_seconds: int64.gte
+SCHEDULER_RESCHEDULE_WAKE_UP_REQUEST_DELAY_SECONDS_GTE = 0
+# agentworks.scheduler.v1.CreateScheduleRequest.prompt: string.max_bytes, in bytes
+SCHEDULER_CREATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES = 16384
+# agentworks.scheduler.v1.CreateScheduleRequest.submission_id: string.max_len, in characters
+SCHEDULER_CREATE_SCHEDULE_REQUEST_SUBMISSION_ID_MAX_LEN = 200
+# agentworks.scheduler.v1.UpdateScheduleRequest.prompt: string.max_bytes, in bytes
+SCHEDULER_UPDATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES = 16384
+# agentworks.scheduler.v1.ListSchedulesRequest.limit: int32.lte
+SCHEDULER_LIST_SCHEDULES_REQUEST_LIMIT_LTE = 200
+# agentworks.scheduler.v1.ListSchedulesRequest.limit: int32.gte
+SCHEDULER_LIST_SCHEDULES_REQUEST_LIMIT_GTE = 1
+# agentworks.scheduler.v1.PreviewScheduleRequest.count: int32.lte
+SCHEDULER_PREVIEW_SCHEDULE_REQUEST_COUNT_LTE = 100
+# agentworks.scheduler.v1.PreviewScheduleRequest.count: int32.gte
+SCHEDULER_PREVIEW_SCHEDULE_REQUEST_COUNT_GTE = 1
+# agentworks.scheduler.v1.CreateWebhookRequest.submission_id: string.max_len, in characters
+SCHEDULER_CREATE_WEBHOOK_REQUEST_SUBMISSION_ID_MAX_LEN = 200
+# agentworks.scheduler.v1.ListWebhooksRequest.limit: int32.lte
+SCHEDULER_LIST_WEBHOOKS_REQUEST_LIMIT_LTE = 200
+# agentworks.scheduler.v1.ListWebhooksRequest.limit: int32.gte
+SCHEDULER_LIST_WEBHOOKS_REQUEST_LIMIT_GTE = 1

@@ -12,7 +12,7 @@ import structlog
 from agentworks.core import capability as cap
 from agentworks.core.errors import InvalidArgument
 from agentworks.core.identity import caller
-from agentworks.core.limits import MAX_CLAIM_TARGETS, MAX_INPUTS_BYTES, MAX_ITEMS_PER_REPORT
+from agentworks.core.limits import MAX_INPUTS_BYTES
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
 from agentworks.server.capabilities import CapabilityIssuer
@@ -208,9 +208,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         return status_out(await self.service.cancel(caller(), call_id=request.call_id))
 
     async def ClaimExecution(self, request, context):
-        identity = caller()
-        if len(request.targets) > MAX_CLAIM_TARGETS:  # counted before each is read
-            raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} targets per claim")
+        identity = caller()  # targets counted by the proto's rule, before the handler
         with _waiting(identity.principal, request.wait_seconds):
             call = await self.service.claim_execution(
                 identity,
@@ -237,12 +235,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         )
 
     async def Report(self, request, context):
-        for what in ("messages", "events", "steps"):  # counted before each is read
-            count = len(getattr(request, what))
-            if count > MAX_ITEMS_PER_REPORT:
-                raise InvalidArgument(
-                    f"{count} {what} in one report; the limit is {MAX_ITEMS_PER_REPORT}"
-                )
+        # Messages, events and steps are counted by the proto's rules, before the handler.
         status = await self.service.report(
             caller(),
             call_id=request.call_id,

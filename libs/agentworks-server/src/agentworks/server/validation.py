@@ -111,36 +111,31 @@ def _wording(path: str, rule_id: str, limit: Any, value: Any, descriptor: Any, s
         return f"{path} is {size} {unit}; the limit is {limit} {unit}"
     if rule_id in ("string.min_len", "bytes.min_len") and limit == 1:
         return f"{path} is required (it is empty)"
-    low, high, zero_is_default = _bounds(descriptor)
+    low, high = _bounds(descriptor)
     if rule_id.startswith("repeated."):
         count = len(value)
         if rule_id == "repeated.max_items":
-            return f"{path} has too many items: got {count}; the limit is {high} items"
+            return f"{path}: at most {high} {path} per request, got {count} {path}"
         if rule_id == "repeated.min_items" and low == 1:
             return f"{path} is empty: give at least one item"
         return f"{path} has {count} items; it {said}"
-    if low is not None and high is not None:
-        default = " (0 means the default)" if zero_is_default else ""
-        return f"{path} must be between {low} and {high}{default}, got {value}"
+    if low is not None and high is not None:  # 0 may mean the default (IGNORE_IF_ZERO_VALUE)
+        return f"{path} must be between {low} and {high}, got {value}"
     return f"{path} {said}"
 
 
-def _bounds(descriptor: Any) -> tuple[Any, Any, bool]:
-    """(low, high, whether 0 means the default) of a field's range or item count rules."""
+def _bounds(descriptor: Any) -> tuple[Any, Any]:
+    """(low, high) of a field's range or item count rules, each None when not stated."""
     if descriptor is None:
-        return None, None, False
+        return None, None
     rules = descriptor.GetOptions().Extensions[validate_pb2.field]
     kind = rules.WhichOneof("type")
     if kind is None:
-        return None, None, False
+        return None, None
     typed = getattr(rules, kind)
-    zero = rules.ignore == validate_pb2.IGNORE_IF_ZERO_VALUE
-    if kind == "repeated":
-        low = typed.min_items if typed.HasField("min_items") else None
-        high = typed.max_items if typed.HasField("max_items") else None
-        return low, high, zero
-    if typed.DESCRIPTOR.fields_by_name.get("gte") is None:
-        return None, None, zero
-    low = typed.gte if typed.HasField("gte") else None
-    high = typed.lte if typed.HasField("lte") else None
-    return low, high, zero
+    low_name, high_name = ("min_items", "max_items") if kind == "repeated" else ("gte", "lte")
+    if typed.DESCRIPTOR.fields_by_name.get(high_name) is None:
+        return None, None
+    low = getattr(typed, low_name) if typed.HasField(low_name) else None
+    high = getattr(typed, high_name) if typed.HasField(high_name) else None
+    return low, high
