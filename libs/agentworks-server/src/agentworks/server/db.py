@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import psycopg
-import sqlalchemy as sa
 import structlog
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -38,7 +37,7 @@ from agentworks.server.dburl import (
 )
 from agentworks.server.listener import Listener, Waiter, sa_quote_listen
 from agentworks.server.pool import SharedPool
-from agentworks.server.queries import Queries, fetch_one, fixed_sql
+from agentworks.server.queries import Queries
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
@@ -50,12 +49,9 @@ __all__ = [
     "Waiter",
     "connect_timeout",
     "describe_database",
-    "fetch_one",
-    "fixed_sql",
     "libpq_url",
     "load_migrations",
     "migrate",
-    "notify",
     "sa_quote_listen",
     "sqlalchemy_url",
     "translate_outages",
@@ -261,10 +257,3 @@ def migrate(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"migrate:{schema}",))
     return applied_now
-
-
-def notify(channel: str, payload: str) -> sa.TextClause:
-    """A statement that sends a notification when the surrounding transaction commits."""
-    return sa.text("SELECT pg_notify(:channel, :payload)").bindparams(
-        channel=channel, payload=payload
-    )

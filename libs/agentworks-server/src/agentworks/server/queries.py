@@ -140,19 +140,3 @@ class Queries:
         query = self[name]
         async with conn.cursor() as cur:
             await cur.executemany(query.text, params)
-
-
-async def fetch_one(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
-    """One row (a named tuple) of a fixed statement on a `Database.raw()` connection, or None.
-
-    For stores not yet moved to named queries."""
-    async with conn.cursor(row_factory=namedtuple_row) as cur:
-        await cur.execute(sql, params)
-        return await cur.fetchone()
-
-
-def fixed_sql(text: str) -> str:
-    """SQL written with `:name` parameters (as for `sa.text`) in psycopg's `%(name)s` form.
-
-    For stores not yet moved to named queries; `::` casts and literal `%` are kept."""
-    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", text.replace("%", "%%"))
