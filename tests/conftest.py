@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -227,7 +228,7 @@ class ReliabilityReport:
                 continue
             module = getattr(item, "module", None)
             appendix = getattr(module, "RELIABILITY_APPENDIX", None)
-            if callable(appendix):
+            if module is not None and callable(appendix):
                 self.appendices.setdefault(module.__name__, appendix())
             name = self._test_name(item.nodeid)
             row = self.rows.setdefault(
@@ -258,7 +259,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def render(rows: list[Row], appendices: list[str] = ()) -> str:
+def render(rows: list[Row], appendices: Sequence[str] = ()) -> str:
     """docs/reliability.md: one table row per reliability test, in collection order."""
     lines = [
         "# Reliability and security (generated)",

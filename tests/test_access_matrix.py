@@ -106,7 +106,7 @@ def metadata(name: str, keys: KeyDirectory) -> tuple[tuple[str, str], ...]:
     elif name == "future":
         token = mint(principal, key, roles=roles, now=time.time() + 120)
     elif name in SCOPED_TO:
-        token = mint(principal, key, roles=roles, targets=[SCOPED_TO[name]])
+        token = mint(principal, key, roles=roles, targets={SCOPED_TO[name]})
     elif name == "service_as_another":
         token = mint(principal, keys.ensure("service:scheduler")[0], roles=roles)
     elif name == "unsigned":
@@ -176,7 +176,9 @@ OPERATIONS: dict[str, Operation] = {
         "functions",
         "RegisterTarget",
         f.RegisterTargetRequest(
-            ref=common_pb2.TargetRef(kind=1, name="made"), owner="user:owner", running_limit=2
+            ref=common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="made"),
+            owner="user:owner",
+            running_limit=2,
         ),
     ),
     "functions.ClaimExecution": lambda w, rpc: rpc(
@@ -350,7 +352,7 @@ async def world(start_messaging, start_functions, start_scheduler, identity):
     functions = await start_functions()
     scheduler = await start_scheduler(SCHEDULER_MESSAGING_ADDRESS=messaging.address)
     ops = identity("user:ops", {"operator"})
-    clients = {
+    clients: dict[str, Any] = {
         "ops_m": MessagingClient(messaging.address, identity=ops),
         "ops_f": FunctionsClient(functions.address, identity=ops),
         "owner_f": FunctionsClient(functions.address, identity=identity("user:owner")),

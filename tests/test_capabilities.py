@@ -366,7 +366,7 @@ async def test_a_turn_capability_asks_for_wake_ups_of_its_own_conversation_only_
         ):
             code, details, _ = await rpc(stub, method, request, token)
             assert code == "OK", (method, details)
-        refused = [
+        refused: list[tuple[str, Any, str]] = [
             (
                 "CreateWakeUp",
                 s.CreateWakeUpRequest(conversation_id=two.conversation_id, delay_seconds=60),

@@ -201,7 +201,7 @@ async def test_an_execution_capability_reads_and_answers_only_the_calls_it_made_
         ):
             code, details, _ = await rpc(stub, method, request, x.capability)
             assert (code, "not found" in details) == ("NOT_FOUND", True), (method, details)
-    refused = [
+    refused: list[tuple[str, Any, str]] = [
         ("Call", echo("w", source=f.CallSource(run_id=y.run_id, step="s")), "its own run"),
         ("Call", echo("w"), "source"),
         (

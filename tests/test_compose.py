@@ -14,6 +14,7 @@ import pathlib
 import re
 import sys
 import tomllib
+from typing import Any
 
 import pytest
 import yaml
@@ -295,9 +296,8 @@ def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
     assert job["restart"] == "on-failure"
     assert job["command"][:3] == ["python", "-m", "agentworks_dev.certs"]
     args = parse_args(job["command"][3:], {})
-    assert (
-        args.owner.split(":")[0] == re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())[1]
-    )
+    uid = re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())
+    assert uid is not None and args.owner.split(":")[0] == uid[1]
     processes = {*GRPC_SERVICES, "gateway", *(JOBS - {"keys"}), *RUNTIMES}
     assert set(args.names) == processes, "one certificate per process, by its compose name"
     mounts = dict(reversed(v.split(":")) for v in job["volumes"])
@@ -309,7 +309,7 @@ def test_every_grpc_hop_runs_mutual_tls_with_certificates_from_the_certs_job_T5(
         assert _tls_volume(service) == mounts[f"{args.out}/{name}"], name
         assert service["depends_on"][CERTS]["condition"] == "service_completed_successfully"
         assert not any(v.startswith(f"{ca_volume}:") for v in service["volumes"]), name
-    readers = {
+    readers: dict[str, Any] = {
         "messaging": MessagingConfig,
         "functions": FunctionsConfig,
         "scheduler": SchedulerConfig,

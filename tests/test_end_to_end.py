@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import grpc
 import httpx
@@ -181,7 +182,7 @@ def read_texts(cwd: pathlib.Path, inbox_id: str, count: int, after: str = "") ->
     return texts
 
 
-async def call_word_count(functions: str, key: SigningKey) -> tuple[list[str], object]:
+async def call_word_count(functions: str, key: SigningKey) -> tuple[list[str], Any]:
     """As the demo crew's owner (user:dev): list the functions and call word_count."""
     async with FunctionsClient(functions, identity=Minter("user:dev", key)) as owner:
         names = [fn.name for fn in await owner.list_functions("crew:demo")]
@@ -237,7 +238,8 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         keys = KeyDirectory(home / "keys")
         private = [keys.key_path(signer).relative_to(home) for signer in STANDARD_SIGNERS]
         kept = ("webhook.key", "dev-token", "cli.json", "runtime-credential")
-        for secret in (*private, *kept):
+        secrets: list[pathlib.Path | str] = [*private, *kept]
+        for secret in secrets:
             assert (home / secret).stat().st_mode & 0o077 == 0, f"{secret} is readable by others"
         # T1: each service was given its own signer's key only; T2: the demo runtimes no
         # key at all, but the runtime credential and the gateway to exchange it at.
@@ -354,9 +356,9 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         assert [m["text"] for m in page["messages"]] == ["demo heard: again"]
 
         children = psutil.Process(up.process.pid).children(recursive=True)
-        names = {line.split("|", 1)[0].strip() for line in up.lines if "|" in line}
-        assert {"messaging-1", "functions-1", "scheduler-1", "gateway-1"} <= names
-        assert {"demo-runtime", "demo-funcs"} <= names
+        shown = {line.split("|", 1)[0].strip() for line in up.lines if "|" in line}
+        assert {"messaging-1", "functions-1", "scheduler-1", "gateway-1"} <= shown
+        assert {"demo-runtime", "demo-funcs"} <= shown
         postmaster = int((home / "pg" / "postmaster.pid").read_text().split()[0])
     finally:
         code = up.stop()

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 import pytest
 
 from agentworks.server.testing import free_port_block
 from agentworks_dev.up import GRPC_SERVICES
-from tests.fixtures.scripted_llm import ScriptedLLM, call, say, serving_in_thread
+from tests.fixtures.scripted_llm import Answer, ScriptedLLM, call, say, serving_in_thread
 from tests.test_end_to_end import Up, cli, read_texts
 
 pytestmark = pytest.mark.timeout(150)
 
 
-def _after_notice(body: dict) -> object:
+def _after_notice(body: dict[str, Any]) -> Answer:
     """The notice turn: the model is sent the function_completed delivery."""
     last = body["messages"][-1]
     assert last["role"] == "user" and last["content"].startswith("[function_completed]")

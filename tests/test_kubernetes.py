@@ -429,12 +429,16 @@ def test_referenced_configmap_and_secret_keys_exist_p5(objects, configmap, secre
 
 def _service_config(name: str, env: dict[str, str]) -> Any:
     if name == "messaging":
-        from agentworks_messaging.config import Config
-    elif name == "functions":
-        from agentworks_functions.config import Config
-    else:
-        from agentworks_scheduler.config import Config
-    return Config.from_env(env)
+        from agentworks_messaging.config import Config as MessagingConfig
+
+        return MessagingConfig.from_env(env)
+    if name == "functions":
+        from agentworks_functions.config import Config as FunctionsConfig
+
+        return FunctionsConfig.from_env(env)
+    from agentworks_scheduler.config import Config as SchedulerConfig
+
+    return SchedulerConfig.from_env(env)
 
 
 def _address(value: str) -> tuple[str, str, int]:
@@ -604,7 +608,9 @@ def test_pods_run_restricted_with_bounded_resources_p5(objects):
     """P5: non-root (the image's uid), read-only root filesystem with a writable /tmp, no
     privilege escalation or capabilities, no API token, no service-link env; requests
     and limits set, requests within limits."""
-    uid = int(re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())[1])
+    found = re.search(r"--uid (\d+)", (ROOT / "Dockerfile").read_text())
+    assert found is not None
+    uid = int(found[1])
     namespace = objects[("Namespace", NAMESPACE)]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     for name, workload in _workloads(objects).items():

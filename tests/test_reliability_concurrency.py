@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import time
 from collections import defaultdict
+from typing import Any
 
 import psycopg
 import pytest
@@ -42,7 +43,7 @@ class Clients:
 
     def __init__(self, identity) -> None:
         self.identity = identity
-        self.made: dict[tuple, object] = {}
+        self.made: dict[tuple, Any] = {}
 
     def get(self, cls, address: str, principal: str, roles=frozenset()):
         key = (cls, address, principal)
@@ -309,13 +310,13 @@ async def test_each_timer_fires_exactly_once_across_replicas_S6_P3(
 
     def counts() -> tuple[dict[str, str], dict[str, int]]:
         with psycopg.connect(database_url) as conn:
-            statuses = dict(
+            statuses: dict[str, str] = dict(
                 conn.execute(
                     "SELECT id::text, status FROM scheduler.wake_ups WHERE conversation_id = %s",
                     (conversation,),
                 ).fetchall()
             )
-            deliveries = dict(
+            deliveries: dict[str, int] = dict(
                 conn.execute(
                     "SELECT split_part(idempotency_key, ':', 2), count(*) "
                     "FROM messaging.deliveries WHERE conversation_id = %s AND kind = 'wake_up' "

@@ -10,8 +10,10 @@ F12, S6).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import psycopg
 import pytest
@@ -25,11 +27,12 @@ from agentworks_scheduler.models import Due
 
 pytestmark = pytest.mark.timeout(180)
 
+T = TypeVar("T")
 RETRYABLE = (Unavailable, DeadlineExceeded)
 OUTAGE_LIMIT = 15.0  # seconds a caller may wait for an answer while the database is away
 
 
-async def recovered(attempt: Callable[[], Awaitable[object]], timeout: float = 30.0) -> object:
+async def recovered(attempt: Callable[[], Awaitable[T]], timeout: float = 30.0) -> T:
     """Retry `attempt` on UNAVAILABLE until it succeeds: the service's own recovery."""
     deadline = time.monotonic() + timeout
     while True:
@@ -98,8 +101,8 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
                 while not stop.is_set():
                     key = f"c{n}-{i}"
                     receipt = await recovered(
-                        lambda key=key: client.call(
-                            "crew:db", "echo", {"k": key}, submission_id=key
+                        functools.partial(
+                            client.call, "crew:db", "echo", {"k": key}, submission_id=key
                         )
                     )
                     acknowledged[f"user:c{n}/{key}"] = receipt.call_id
@@ -138,7 +141,7 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
         )
 
         with psycopg.connect(fault_postgres.url) as conn:
-            stored = dict(
+            stored: dict[str, str] = dict(
                 conn.execute(
                     "SELECT caller || '/' || submission_key, id::text FROM functions.calls "
                     "WHERE caller LIKE 'user:c%'"
@@ -228,13 +231,13 @@ async def test_scheduler_database_outage_mid_firing_fires_each_wake_up_once_P3_P
 
         await until(none_pending, 30)
         with psycopg.connect(fault_postgres.url) as conn:
-            wake_ups = dict(
+            wake_ups: dict[str, str] = dict(
                 conn.execute(
                     "SELECT id::text, status FROM scheduler.wake_ups WHERE id <> %s",
                     (later.wake_up_id,),
                 ).fetchall()
             )
-            per_wake_up = dict(
+            per_wake_up: dict[str, int] = dict(
                 conn.execute(
                     "SELECT split_part(idempotency_key, ':', 2), count(*) "
                     "FROM messaging.deliveries WHERE kind = 'wake_up' GROUP BY 1"

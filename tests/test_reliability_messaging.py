@@ -14,6 +14,7 @@ import pytest
 
 from agentworks.client import MessagingClient
 from agentworks.core.errors import AgentWorksError, DeadlineExceeded, Unavailable
+from agentworks.messaging.v1 import messaging_pb2 as m
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -22,7 +23,7 @@ RETRYABLE = (Unavailable, DeadlineExceeded)
 
 async def send_until_acknowledged(
     client: MessagingClient, target: str, submission_id: str, deadline: float
-) -> object:
+) -> m.SendReceipt:
     """What a careful client does: retry with the same submission_id until a receipt."""
     while True:
         try:
@@ -86,7 +87,7 @@ async def test_kill_9_during_sends_loses_and_duplicates_nothing_C4_C5_P3(
             " count(*) OVER (PARTITION BY m.text)"
             " FROM messaging.submissions s JOIN messaging.messages m ON m.id = s.message_id"
         ).fetchall()
-        total_messages = conn.execute("SELECT count(*) FROM messaging.messages").fetchone()[0]
+        total_messages = conn.execute("SELECT count(*) FROM messaging.messages").fetchall()[0][0]
     assert len(acknowledged) > 20, "the load was too light to mean anything"
     assert {key: mid for key, mid, _ in stored} == acknowledged
     assert all(copies == 1 for _, _, copies in stored)

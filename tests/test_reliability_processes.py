@@ -418,6 +418,7 @@ async def test_kill_9_under_mixed_load_loses_duplicates_and_restarts_nothing(
                     "status = 'active'), (SELECT count(*) FROM messaging.deliveries WHERE "
                     "status IN ('pending', 'in_turn'))"
                 ).fetchone()
+                assert row is not None
                 still_open.update(
                     zip(("calls", "wake-ups", "turns", "deliveries"), row, strict=True)
                 )
@@ -500,7 +501,7 @@ async def check_messages(ledger: Ledger, db: dict, client, address: str) -> None
     senders = {k: v for k, v in stored.items() if k.startswith("user:s") and "/s" in k}
     assert senders == ledger.messages
     assert db["to_target"] == len(ledger.messages) + 1  # + the schedule's opening message
-    by_conversation: dict[str, set[str]] = defaultdict(set)
+    by_conversation: dict[tuple[str, str], set[str]] = defaultdict(set)
     for key, (message_id, conversation) in ledger.messages.items():
         by_conversation[(key.split("/")[0], conversation)].add(message_id)
     for (principal, conversation), wanted in by_conversation.items():

@@ -165,7 +165,7 @@ async def test_sigterm_mid_firing_scheduler_loses_and_duplicates_nothing_P4_S6(
 
         await until(lambda: asyncio.to_thread(all_fired))
         with psycopg.connect(database_url) as conn:
-            per_wake_up = dict(
+            per_wake_up: dict[str, int] = dict(
                 conn.execute(
                     "SELECT split_part(idempotency_key, ':', 2), count(*) "
                     "FROM messaging.deliveries WHERE kind = 'wake_up' GROUP BY 1"

@@ -37,7 +37,7 @@ async def test_raw_and_sqlalchemy_take_turns_on_the_same_connections_P5(database
     db = Database(database_url, pool_size=1)
     try:
         async with db.raw() as pg:
-            raw_pid = (await (await pg.execute(PID)).fetchone())[0]
+            raw_pid = (await (await pg.execute(PID)).fetchall())[0][0]
 
             async def engine_pid() -> int:
                 async with db.transaction() as conn:
@@ -116,7 +116,7 @@ async def test_a_full_pool_refuses_either_side_after_its_timeout_and_loses_no_sl
                 await cancelled
         assert db.pool.checked_out == 0
         async with db.raw() as one, db.transaction() as two:
-            first = (await (await one.execute(PID)).fetchone())[0]
+            first = (await (await one.execute(PID)).fetchall())[0][0]
             assert (await two.execute(sa.text(PID))).scalar_one() != first
         assert db.pool.checkedin() == 2
     finally:
@@ -130,7 +130,7 @@ async def test_a_connection_left_in_a_transaction_by_raw_is_closed_not_reused_P4
     try:
         async with db.raw() as pg:
             left = pg
-            pid = (await (await pg.execute(PID)).fetchone())[0]
+            pid = (await (await pg.execute(PID)).fetchall())[0][0]
             await pg.execute("BEGIN")
         assert left.closed
         async with db.transaction() as conn:

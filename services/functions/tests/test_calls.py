@@ -23,6 +23,7 @@ from agentworks_functions.server import READ_IN_PLACE_CHARS
 async def count_calls(database_url: str) -> int:
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         row = await (await conn.execute("SELECT count(*) FROM functions.calls")).fetchone()
+    assert row is not None
     return row[0]
 
 
@@ -125,11 +126,11 @@ async def test_refusals_name_the_place_and_how_to_list_callable_functions_F2_F3(
         },
     }
     await owner.declare_function("crew:demo", "closed", input_schema=closed, allowed_callers=["*"])
-    with pytest.raises(errors.InvalidArgument) as refused:
+    with pytest.raises(errors.InvalidArgument) as shut:
         await alice.call("crew:demo", "closed", {"x": 1, "pair": ["a", 2]})
-    assert "(2 problems)" in refused.value.message
-    assert "inputs.pair[1]: not allowed (the schema accepts no value here)" in refused.value.message
-    assert "inputs.x: not allowed (the schema accepts no value here)" in refused.value.message
+    assert "(2 problems)" in shut.value.message
+    assert "inputs.pair[1]: not allowed (the schema accepts no value here)" in shut.value.message
+    assert "inputs.x: not allowed (the schema accepts no value here)" in shut.value.message
 
 
 async def test_calls_are_checked_against_the_declaration_as_it_is_now_F1_F3(
@@ -272,7 +273,7 @@ async def test_a_fresh_retry_key_is_refused_at_once_when_busy_and_a_retry_gets_i
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'"
             )
-            return (await cursor.fetchone())[0] >= 1
+            return (await cursor.fetchall())[0][0] >= 1
 
         await until(queued, 5)
         assert not retry.done()

@@ -18,6 +18,7 @@ async def count_calls(database_url: str) -> tuple[int, int]:
                 "('running', 'waiting_for_input')) FROM functions.calls"
             )
         ).fetchone()
+    assert row is not None
     return row[0], row[1]
 
 

@@ -676,6 +676,7 @@ async def test_a_finish_can_claim_the_next_execution_R1_F10(
             row = await (
                 await conn.execute("SELECT count(*) FROM functions.calls WHERE status = 'running'")
             ).fetchone()
+        assert row is not None
         return row[0]
 
     before = await open_calls()

@@ -81,7 +81,8 @@ async def test_running_calls_limits_and_busy_refusals_per_target_P4_F5(
         await scrape_until(port, lambda s: target(s, "crew:busy")[:2] == (2, 1))
 
         # Finished: one running call left, and room for a new one.
-        assert (await bot.claim_execution(["crew:busy"])).call_id == second.call_id
+        claimed = await bot.claim_execution(["crew:busy"])
+        assert claimed is not None and claimed.call_id == second.call_id
         await bot.finish_execution(second.call_id, final_message="done")
         await scrape_until(port, lambda s: target(s, "crew:busy") == (1, 0, 2, 2))
         await alice.call("crew:busy", "work", {"n": 5})

@@ -54,6 +54,7 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
         await ops.register_target("crew:alpha", owner="user:owner")
         receipt = await alice.send("please get an echo", target="crew:alpha")
         turn = await scout_chat.claim_turn(["crew:alpha"], wait_seconds=5)
+        assert turn is not None
         await scout_chat.complete_turn(turn.turn_id)
 
         # The agent calls a function and asks for the notice in its conversation.
@@ -64,6 +65,7 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
             row = await (
                 await conn.execute("SELECT delivered_at, attempts FROM functions.notices")
             ).fetchone()
+        assert row is not None
         assert row[0] is None
 
         for _ in range(2):
@@ -83,10 +85,12 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
                     "SELECT count(*) FROM messaging.deliveries WHERE kind = 'function_completed'"
                 )
             ).fetchone()
+            assert row is not None
             assert row[0] == 1
             row = await (
                 await conn.execute("SELECT delivered_at FROM functions.notices")
             ).fetchone()
+            assert row is not None
             assert row[0] is not None
     finally:
         for client in (ops, alice, scout_chat):
@@ -136,6 +140,7 @@ async def test_notices_sent_together_succeed_or_fail_each_on_its_own_F13(
                     (known,),
                 )
             ).fetchone()
+            assert count is not None
             assert count[0] == 2
     finally:
         for client in (ops, alice):
@@ -251,6 +256,7 @@ async def test_no_transaction_is_open_while_notices_are_sent_and_a_claim_is_not_
                         " AND state LIKE 'idle in transaction%'"
                     )
                 ).fetchone()
+                assert in_transaction is not None
                 seen_while_sending.append(in_transaction[0])
             seen_while_sending.append(await other.deliver_notices(send, retry_after=timedelta(1)))
             return [Delivered() for _ in notices]
@@ -276,9 +282,9 @@ def test_messaging_refusals_that_every_retry_would_get_give_up_and_the_rest_retr
     other error (unreachable, busy, unauthenticated, a bug) is tried again later. The
     outcome keeps the status code's name, the message and the ErrorInfo reason."""
     assert notice_outcome(m.EnqueueDeliveryResponse()) == Delivered()
-    for error in (errors.InvalidArgument, errors.NotFound, errors.Conflict):
-        outcome = notice_outcome(error("no", reason="WHY"))
-        assert outcome == GaveUp(error.code.name, "no", "WHY")
+    for final in (errors.InvalidArgument, errors.NotFound, errors.Conflict):
+        outcome = notice_outcome(final("no", reason="WHY"))
+        assert outcome == GaveUp(final.code.name, "no", "WHY")
     for error in (
         errors.Unavailable,
         errors.Busy,
@@ -383,7 +389,7 @@ async def test_an_outbox_worker_cancelled_while_releasing_its_locks_leaves_no_ta
                 cursor = await conn.execute(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
                 )
-                return (await cursor.fetchone())[0] == 0
+                return await cursor.fetchall() == [(0,)]
 
             # the closed session's locks go when its backend exits
             await until(advisory_locks_gone, 5, what="no advisory lock left")

@@ -128,7 +128,7 @@ CASES = [
     (
         "Send",
         "user:alice",
-        pb.SendRequest(target=CREW, text="x", channel=99),
+        pb.SendRequest(target=CREW, text="x", channel=99),  # type: ignore[arg-type]
         "INVALID_ARGUMENT",
         "channel 99",
     ),
@@ -276,7 +276,9 @@ CASES = [
     (
         "UpdateTarget",
         "user:owner",
-        pb.UpdateTargetRequest(ref=common_pb2.TargetRef(kind=1, name="ghost")),
+        pb.UpdateTargetRequest(
+            ref=common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name="ghost")
+        ),
         "NOT_FOUND",
         "not registered",
     ),

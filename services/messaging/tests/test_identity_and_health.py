@@ -76,11 +76,11 @@ async def test_key_rotation_accepts_both_keys_of_a_signer_then_only_the_new_one_
     async def read_as(key: SigningKey) -> grpc.StatusCode:
         metadata = ((METADATA_KEY, mint("user:alice", key)),)
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.Read(pb.ReadRequest(inbox_id="nope"), metadata=metadata)
+            await reader.Read(pb.ReadRequest(inbox_id="nope"), metadata=metadata)
         return err.value.code()
 
     async with grpc.aio.insecure_channel(running.address) as channel:
-        stub = messaging_pb2_grpc.MessagingServiceStub(channel)
+        reader = messaging_pb2_grpc.MessagingServiceStub(channel)
         past = grpc.StatusCode.NOT_FOUND  # the identity check passed
         assert (await read_as(old), await read_as(new)) == (past, grpc.StatusCode.UNAUTHENTICATED)
         add_trusted_key(keys.trusted_path, new.trusted)

@@ -60,7 +60,7 @@ async def test_turn_queue_depth_age_and_active_turns_per_target_P4_P3_C10(
                 and (s.value(AGE, target="crew:queue") or 0) >= 0.3
             ),
         )
-        assert seen.value(AGE, target="crew:queue") < time.monotonic() - started + 1
+        assert seen.number(AGE, target="crew:queue") < time.monotonic() - started + 1
         assert seen.value(ACTIVE, target="crew:queue") == 0
         assert queue(seen, "crew:idle") == (0, 0, 0)
         refreshed = seen.value(
@@ -88,7 +88,7 @@ async def test_turn_queue_depth_age_and_active_turns_per_target_P4_P3_C10(
             port,
             lambda s: queue(s, "crew:queue")[0::2] == (1, 1),
         )
-        assert seen.value(AGE, target="crew:queue") > 0
+        assert seen.number(AGE, target="crew:queue") > 0
 
         # Completing the turn queues the conversation again (for its follow-up).
         await bot.complete_turn(turn.turn_id)

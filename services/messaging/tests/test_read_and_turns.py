@@ -316,8 +316,8 @@ async def test_enqueue_delivery_is_idempotent_and_for_services_only_S6_F13(
     with psycopg.connect(database_url) as conn:
         n = conn.execute(
             "SELECT count(*) FROM messaging.deliveries WHERE kind = 'function_completed'"
-        ).fetchone()[0]
-    assert n == 1
+        ).fetchone()
+    assert n == (1,)
     with pytest.raises(PermissionDenied):
         await alice.enqueue_delivery(
             receipt.conversation_id, kind=pb.DELIVERY_KIND_WAKE_UP, idempotency_key="x"

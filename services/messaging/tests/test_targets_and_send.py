@@ -21,7 +21,9 @@ from agentworks.messaging.v1 import messaging_pb2 as pb
 
 def count(database_url: str, table: str) -> int:
     with psycopg.connect(database_url) as conn:
-        return conn.execute(f"SELECT count(*) FROM messaging.{table}").fetchone()[0]
+        row = conn.execute(f"SELECT count(*) FROM messaging.{table}").fetchone()
+        assert row is not None
+        return int(row[0])
 
 
 async def test_registering_needs_operator_and_free_text_ask_defaults_on_C1(clients, operator):
@@ -273,7 +275,9 @@ async def test_concurrent_sends_keep_their_own_outcomes_when_stored_together_C2_
     sends += [alice.send("hush", target="crew:quiet") for _ in range(3)]
     results = await asyncio.gather(*sends, return_exceptions=True)
 
-    stored, twins = results[:40], results[40:46]
+    assert all(not isinstance(r, BaseException) for r in results[:46]), results
+    stored = [r for r in results[:40] if not isinstance(r, BaseException)]
+    twins = [r for r in results[40:46] if not isinstance(r, BaseException)]
     assert all(r.accepted for r in stored)
     assert len({r.conversation_id for r in stored}) == 40
     assert len({(r.message_id, r.conversation_id, r.inbox_id) for r in twins}) == 1

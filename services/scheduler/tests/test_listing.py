@@ -65,7 +65,7 @@ async def test_the_owner_of_the_target_sees_what_its_agents_attached_others_noth
 
     ops = await clients.messaging("user:ops", {"operator"})
     await ops.register_target("crew:other", owner="user:zed")
-    nobody = {what: [] for what in ids}
+    nobody: dict[str, list[str]] = {what: [] for what in ids}
     for principal in ("user:alice", "user:mallory", "user:zed"):
         other = await clients.scheduler(principal)
         assert await _listed(other) == nobody, principal

@@ -63,8 +63,8 @@ async def test_timers_due_held_overdue_and_fire_lag_P4_S2_S3(
         seen = await scrape_until(
             port, lambda s: timers(s, "wake_up") == (1, 0) and timers(s, "schedule") == (1, 0)
         )
-        assert 600 <= seen.value(OVERDUE, kind="wake_up") < 700
-        assert 0 < seen.value(OVERDUE, kind="schedule") < 60
+        assert 600 <= seen.number(OVERDUE, kind="wake_up") < 700
+        assert 0 < seen.number(OVERDUE, kind="schedule") < 60
 
         # A global pause holds both: due becomes held, and nothing is overdue.
         await operator.pause(reason="maintenance")
@@ -86,7 +86,7 @@ async def test_timers_due_held_overdue_and_fire_lag_P4_S2_S3(
                 and timers(s, "schedule") == (0, 0)
             ),
         )
-        assert 600 <= seen.value(f"{LAG}_sum", kind="wake_up") < 700
+        assert 600 <= seen.number(f"{LAG}_sum", kind="wake_up") < 700
         assert seen.value(f"{LAG}_bucket", kind="wake_up", le="300.0") == 0
         assert seen.value(f"{LAG}_bucket", kind="wake_up", le="1800.0") == 1
-        assert 0 <= seen.value(f"{LAG}_sum", kind="schedule") < 60
+        assert 0 <= seen.number(f"{LAG}_sum", kind="schedule") < 60

@@ -21,8 +21,8 @@ def cron(expr: str, tz: str = "UTC") -> Recurrence:
     return rec.check(Recurrence(cron=expr, time_zone=tz), min_interval_seconds=60)
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, sec, tzinfo=UTC)
 
 
 def fire_times(rule: Recurrence, after: datetime, count: int) -> list[datetime]:

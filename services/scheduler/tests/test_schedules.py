@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import structlog
@@ -138,7 +139,7 @@ async def test_only_the_creator_or_an_operator_manages_a_schedule_A3_S4(clients,
 async def test_schedule_refusals_store_nothing_S4_P6(clients, conversation, sql):
     """S4 P6: bad rules, zones, prompts and intervals are refused before anything is saved."""
     sched = await clients.scheduler(BOT)
-    refusals = [
+    refusals: list[tuple[dict[str, Any], str]] = [
         ({"cron": "0 9 * *"}, "it needs five"),
         ({"cron": "0 9 * * *", "time_zone": "Europe/Nowhere"}, "not a known IANA"),
         ({"cron": "0 0 31 2 *"}, "never fires"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import structlog
@@ -147,7 +148,7 @@ async def test_wake_up_refusals_say_what_to_do_and_store_nothing_P6_S1(clients, 
     """P6 S1: bad times, sizes and products are INVALID_ARGUMENT; the pending cap is BUSY."""
     sched = await clients.scheduler(BOT)
     now = datetime.now(UTC)
-    refusals = [
+    refusals: list[tuple[dict[str, Any], str]] = [
         ({}, "when is missing"),
         ({"delay_seconds": -1}, "delay_seconds must be between 0"),
         ({"delay_seconds": 401 * 86400}, "delay_seconds must be between 0"),

@@ -36,8 +36,9 @@ def _fields(out: str) -> dict[str, str]:
     return fields
 
 
-async def _until_line(stream: asyncio.StreamReader, prefix: str, seen: list[str]) -> str:
-    """Read lines (kept in `seen`) until one starts with `prefix`."""
+async def _until_line(stream: asyncio.StreamReader | None, prefix: str, seen: list[str]) -> str:
+    """Read lines (kept in `seen`) of a piped stream until one starts with `prefix`."""
+    assert stream is not None, "the stream is not piped"
     async with asyncio.timeout(30):
         while True:
             line = (await stream.readline()).decode()

@@ -152,7 +152,7 @@ async def test_times_show_in_the_local_zone_with_the_zone_named_G3(gateway, cli,
         code, out, err = await cli("tokens", "list", env={**env, "TZ": zone})
         assert code == 0, err
         row = next(line for line in out.splitlines() if " tz " in line)
-        assert local.strftime("%Y-%m-%d %H:%M ") + (name or local.tzname()) in row, row
+        assert local.strftime("%Y-%m-%d %H:%M ") + (name or local.tzname() or "") in row, row
 
 
 async def test_call_wait_at_a_terminal_shows_the_time_waited_and_ctrl_c_exits_130_G3_F7(

@@ -19,7 +19,7 @@ def test_every_suggested_wait_is_the_one_maximum_V8():
     and the CLI's own follow wait is it too (the issue found 10, 20 and 25)."""
     assert messages.FOLLOW_WAIT_SECONDS == MAX_WAIT_SECONDS
     places = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
-    places += [pathlib.Path(m.__file__) for m in (messages, banner)]
+    places += [pathlib.Path(m.__file__ or "") for m in (messages, banner)]
     found = {
         (path.name, int(n))
         for path in places

@@ -26,6 +26,12 @@ class Scrape:
         """The sample with exactly these labels, or None when the process does not report it."""
         return self.samples.get((name, frozenset(labels.items())))
 
+    def number(self, name: str, **labels: str) -> float:
+        """The sample with exactly these labels; the test fails when it is not reported."""
+        found = self.value(name, **labels)
+        assert found is not None, f"no sample {name}{labels}:\n{self.lines(name)}"
+        return found
+
     def total(self, name: str, **labels: str) -> float:
         """The sum of the samples named `name` whose labels include these (0 when none)."""
         wanted = set(labels.items())

@@ -56,7 +56,7 @@ async def until(
 
 
 def until_sync(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     timeout: float = DEFAULT_TIMEOUT,
     *,
     every: float = EVERY,
