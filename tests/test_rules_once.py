@@ -163,3 +163,62 @@ def test_a_reused_retry_key_is_refused_in_one_wording_C4():
     assert len(hits) == 1 and hits[0].startswith(f"{CHECKS}:"), hits
     assert _functions("key_reused") == [CHECKS]
     assert _functions("submission_conflict") == []
+
+
+def _folded(node: ast.AST, names: dict[str, int]) -> int | None:
+    """An integer a constant expression in code comes to: a literal, or a product of
+    literals and KIB/MIB (`64 * KIB`, `64 * 1024`); None otherwise."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left, right = _folded(node.left, names), _folded(node.right, names)
+        if left is not None and right is not None:
+            return left * right
+    return None
+
+
+def _read_from_protos() -> list[str]:
+    """The names limits.py gives numbers the protos state (`NAME = rules.<GENERATED>`)."""
+    tree = _sources()[LIMITS]
+    return [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+        and any(
+            isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "rules"
+            for n in ast.walk(node.value)
+        )
+    ]
+
+
+def test_a_number_the_protos_state_is_read_not_copied_P6():
+    """P6: a field rule's number is written once, on the proto field; limits.py names it
+    from the generated proto_limits, and no other module defines a limit of that name.
+    No code restates a distinctive stated number (not a power of two, so not a common
+    buffer size) as a literal or a constant product (`400 * 86400`)."""
+    from agentworks import proto_limits
+
+    named = _read_from_protos()
+    assert len(named) >= 15, named  # text, keys, payload, counts, pages, waits, notes ...
+    for name in named:
+        assert _assigned(rf"^{name}$") == [f"{LIMITS}:{name}"]
+    stated = {v for n, v in vars(proto_limits).items() if n.isupper()}
+    distinctive = {v for v in stated if v >= 1000 and v & (v - 1)}
+    assert distinctive  # 400 days in seconds, at least
+    names = {"KIB": 1024, "MIB": 1024 * 1024}
+    copies = []
+    for path, tree in _sources().items():
+        parts = {
+            id(child)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.BinOp)
+            for child in (node.left, node.right)
+        }
+        for node in ast.walk(tree):
+            if id(node) not in parts and _folded(node, names) in distinctive:
+                copies.append(f"{path}:{getattr(node, 'lineno', '?')}")
+    assert copies == []
