@@ -13,7 +13,7 @@ from tests.fixtures.mcp_results import text_of
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 
 
-async def test_stdio_server_proxies_tool_calls_to_the_gateway_with_the_token_G1_G2(
+async def test_stdio_server_proxies_tool_calls_to_the_gateway_with_the_token_G1_G2_P6(
     gateway, alice_token, demo, bot
 ):
     """G1 G2: same tools and schemas as HTTP; calls and errors pass through the token's API."""
@@ -51,3 +51,8 @@ async def test_stdio_server_proxies_tool_calls_to_the_gateway_with_the_token_G1_
         missing = await mcp.call_tool("messages", {"action": "read", "inbox_id": "in_nope"})
         assert missing.is_error
         assert text_of(missing) == "inbox 'in_nope' not found"
+        # P6: the proxy passes the gateway's error object on, reason and metadata too.
+        assert missing.structured_content["error"]["reason"] == "NOT_FOUND"
+        nowhere = await mcp.call_tool("messages", {"action": "send", "message": "hi"})
+        error = nowhere.structured_content["error"]
+        assert (error["reason"], error["metadata"]["field"]) == ("FIELD_RULE", "destination")
