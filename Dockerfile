@@ -27,6 +27,7 @@ RUN pip install --no-deps --no-build-isolation \
         ./libs/agentworks-server \
         ./libs/agentworks-runtime \
         ./libs/agentworks-agents \
+        ./libs/agentworks-runner \
         ./services/messaging \
         ./services/functions \
         ./services/scheduler \

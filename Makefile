@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PACKAGES := libs/agentworks-proto libs/agentworks-core libs/agentworks-client libs/agentworks-server libs/agentworks-runtime \
-            libs/agentworks-agents \
+            libs/agentworks-agents libs/agentworks-runner \
             services/messaging services/functions services/scheduler services/gateway \
             tools/agentworks-cli tools/agentworks-dev
 STUBS := libs/agentworks-proto/src
@@ -25,13 +25,13 @@ RELIABILITY_TESTS := tests/test_reliability_messaging.py tests/test_reliability_
     services/functions/tests/test_patterns.py::test_unique_items_are_checked_in_linear_time_and_errors_do_not_echo_the_input_F3_P6 \
     services/gateway/tests/test_http_api.py::test_a_missing_or_unknown_token_is_refused_with_401_and_a_clear_message_A1 \
     services/gateway/tests/test_http_api.py::test_a_revoked_token_is_refused_on_the_next_request_on_every_replica_A1 \
-    libs/agentworks-runtime/tests/test_command_runner.py::test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12 \
-    libs/agentworks-runtime/tests/test_command_runner.py::test_orphaned_command_is_killed_when_runner_restarts_R2_F12 \
-    libs/agentworks-runtime/tests/test_command_runner.py::test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12 \
-    libs/agentworks-runtime/tests/test_command_runner.py::test_a_call_cannot_leave_links_that_break_the_next_call_B4 \
-    libs/agentworks-runtime/tests/test_command_runner.py::test_skipped_files_are_summed_up_in_one_event_and_a_plain_file_is_uploaded_B4_B10 \
-    libs/agentworks-runtime/tests/test_sandbox_leftovers.py::test_a_command_cannot_leave_links_where_the_runner_mounts_B4 \
-    libs/agentworks-runtime/tests/test_turn_wall_time.py::test_a_hung_turn_is_ended_at_its_wall_time_and_others_are_served_meanwhile_B9 \
+    libs/agentworks-runner/tests/test_command_runner.py::test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F12 \
+    libs/agentworks-runner/tests/test_command_runner.py::test_orphaned_command_is_killed_when_runner_restarts_R2_F12 \
+    libs/agentworks-runner/tests/test_command_runner.py::test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_lives_R2_F12 \
+    libs/agentworks-runner/tests/test_command_runner.py::test_a_call_cannot_leave_links_that_break_the_next_call_B4 \
+    libs/agentworks-runner/tests/test_command_runner.py::test_skipped_files_are_summed_up_in_one_event_and_a_plain_file_is_uploaded_B4_B10 \
+    libs/agentworks-runner/tests/test_sandbox_leftovers.py::test_a_command_cannot_leave_links_where_the_runner_mounts_B4 \
+    libs/agentworks-runner/tests/test_turn_wall_time.py::test_a_hung_turn_is_ended_at_its_wall_time_and_others_are_served_meanwhile_B9 \
     libs/agentworks-server/tests/test_bounded_cost.py::test_a_lagging_loop_shows_in_its_metric_and_its_health_B3 \
     libs/agentworks-server/tests/test_bounded_cost.py::test_a_principal_past_its_share_is_refused_with_a_retry_delay_B7 \
     libs/agentworks-server/tests/test_bounded_cost.py::test_a_stuck_loop_ends_the_process_to_be_restarted_B3 \

@@ -27,11 +27,11 @@ from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import state_name
 from agentworks.core.errors import PermissionDenied
 from agentworks.core.identity import Forwarded
+from agentworks.runner.limits import GIB, MIB, Limits, Policy
+from agentworks.runner.runner import CommandRunner
+from agentworks.runner.turn_runner import TURNS_FOLDER, TurnCommandRunner
 from agentworks.runtime import ExecutionContext, ExecutionWorker, TurnOutcome, TurnWorker
 from agentworks.runtime.executions import ExecutionOutcome
-from agentworks.runtime.limits import GIB, MIB, Limits, Policy
-from agentworks.runtime.runner import CommandRunner
-from agentworks.runtime.turn_runner import TURNS_FOLDER, TurnCommandRunner
 from agentworks.server.testing import read_until, until
 from tests.fixtures.isolation import PY, messages
 

@@ -24,8 +24,8 @@ import psycopg
 import pytest
 
 from agentworks.client.functions import state_name
-from agentworks.runtime.cgroups import Cgroups
-from agentworks.runtime.limits import KIB, Policy
+from agentworks.runner.cgroups import Cgroups
+from agentworks.runner.limits import KIB, Policy
 from agentworks.server.testing import until
 from tests.fixtures.functions import clients, functions, operator, owner  # noqa: F401
 from tests.fixtures.isolation import (

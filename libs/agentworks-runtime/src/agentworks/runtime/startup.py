@@ -57,7 +57,7 @@ def handled_functions(worker: ExecutionWorker) -> set[str] | None:
         return set(worker.handler)
     # A CommandRunner handles its configured commands. Looked up, not imported: the
     # runner imports this module, and a worker without one need not load it.
-    runner = sys.modules.get("agentworks.runtime.runner")
+    runner = sys.modules.get("agentworks.runner.runner")
     if runner is not None and isinstance(worker.handler, runner.CommandRunner):
         return set(worker.handler.commands)
     return None

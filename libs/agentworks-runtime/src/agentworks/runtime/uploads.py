@@ -16,8 +16,8 @@ from agentworks.core import errors
 # Files the service keeps per call; past it, uploads are refused (and skipped here).
 from agentworks.core.limits import MAX_FILES_PER_CALL
 from agentworks.functions.v1 import functions_pb2 as f
-from agentworks.runtime.limits import GIB, size_text
 from agentworks.runtime.reporting import NOTE_BYTES, clean_text, describe, fit_text
+from agentworks.runtime.sizes import GIB, size_text
 
 # The most the files of one call may total, for any handler (the command runner uses
 # its target's `output_bytes` limit instead, T8).

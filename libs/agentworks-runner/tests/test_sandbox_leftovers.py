@@ -18,9 +18,9 @@ from types import SimpleNamespace
 import pytest
 import structlog
 
-from agentworks.runtime.limits import Limits, Policy
-from agentworks.runtime.sandbox import RUNNER_FOLDERS, own_folders
-from agentworks.runtime.turn_runner import TurnCommandRunner
+from agentworks.runner.limits import Limits, Policy
+from agentworks.runner.sandbox import RUNNER_FOLDERS, own_folders
+from agentworks.runner.turn_runner import TurnCommandRunner
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/ns/pid"), reason="Linux only")
 

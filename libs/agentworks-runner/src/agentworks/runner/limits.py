@@ -40,9 +40,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-KIB = 1024
-MIB = 1024 * KIB
-GIB = 1024 * MIB
+from agentworks.runtime.sizes import GIB as GIB
+from agentworks.runtime.sizes import KIB as KIB
+from agentworks.runtime.sizes import MIB as MIB
+from agentworks.runtime.sizes import size_text as size_text
 
 NETWORKS = ("outbound", "none")
 
@@ -93,15 +94,6 @@ class LimitExceeded(Exception):
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message)
         self.limit = limit
-
-
-def size_text(value: float) -> str:
-    """Bytes as a short text: 64 MiB, 1.5 GiB, 512 KiB, 100 bytes."""
-    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if value >= size:
-            amount = value / size
-            return f"{amount:.0f} {unit}" if amount == int(amount) else f"{amount:.1f} {unit}"
-    return f"{int(value)} bytes"
 
 
 def seconds_text(value: float) -> str:

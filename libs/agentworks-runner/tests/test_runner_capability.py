@@ -16,9 +16,9 @@ import agentworks.core
 import agentworks.runtime
 from agentworks.client.functions import state_name
 from agentworks.functions.v1 import functions_pb2
+from agentworks.runner.limits import Policy
+from agentworks.runner.runner import CommandRunner
 from agentworks.runtime.executions import ExecutionOutcome, ExecutionWorker
-from agentworks.runtime.limits import Policy
-from agentworks.runtime.runner import CommandRunner
 
 pytestmark = pytest.mark.timeout(120)
 

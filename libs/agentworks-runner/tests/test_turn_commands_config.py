@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentworks.runtime.runner import parse_runner_config
-from agentworks.runtime.turn_runner import TurnCommandRunner
+from agentworks.runner.runner import parse_runner_config
+from agentworks.runner.turn_runner import TurnCommandRunner
 
 
 def test_turn_commands_are_declared_per_target_beside_the_function_commands_L2():

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentworks.runtime.limits import Policy, parse_policies
+from agentworks.runner.limits import Policy, parse_policies
 
 # Runs a command given as a string (the shell form).
 SHELL = "/bin/sh"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from agentworks.runtime.limits import GIB, KIB, MIB, Limits, Policy, exceeded, parse_size
-from agentworks.runtime.runner import load_runner_config, parse_runner_config
+from agentworks.runner.limits import GIB, KIB, MIB, Limits, Policy, exceeded, parse_size
+from agentworks.runner.runner import load_runner_config, parse_runner_config
 
 
 def test_limits_and_network_come_from_the_config_per_target_over_stated_defaults_T7(tmp_path):

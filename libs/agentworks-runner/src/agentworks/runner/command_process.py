@@ -25,14 +25,15 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentworks.runtime import _watchdog, cgroups, metrics
-from agentworks.runtime.guard import _guard, reap_orphans
-from agentworks.runtime.limits import Policy
-from agentworks.runtime.line_reports import STDERR_TAIL_BYTES, _last_bytes, _tail, _text
-from agentworks.runtime.sandbox import WITHOUT_SANDBOX, Launch, Sandbox
-from agentworks.runtime.watch import TICK_SECONDS, Watch
+from agentworks.runner import _watchdog, cgroups
+from agentworks.runner.guard import _guard, reap_orphans
+from agentworks.runner.limits import Policy
+from agentworks.runner.line_reports import STDERR_TAIL_BYTES, _last_bytes, _tail, _text
+from agentworks.runner.sandbox import WITHOUT_SANDBOX, Launch, Sandbox
+from agentworks.runner.watch import TICK_SECONDS, Watch
+from agentworks.runtime import metrics
 
-log = structlog.get_logger("agentworks.runtime.runner")
+log = structlog.get_logger("agentworks.runner.runner")
 
 # Where a sandboxed command finds its item's MCP socket (L2): short and the same for all.
 SANDBOX_SOCKET = "/run/agentworks/mcp.sock"

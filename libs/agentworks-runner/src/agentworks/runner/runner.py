@@ -104,8 +104,7 @@ from typing import Any
 import structlog
 
 from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
-from agentworks.runtime import capability_file
-from agentworks.runtime.command_config import (
+from agentworks.runner.command_config import (
     SHELL,
     RunnerConfig,
     load_commands,
@@ -113,21 +112,22 @@ from agentworks.runtime.command_config import (
     parse_commands,
     parse_runner_config,
 )
-from agentworks.runtime.command_process import CommandFailed, Prepared, ProcessRunner
-from agentworks.runtime.executions import ExecutionContext
-from agentworks.runtime.guard import RECORDS_FOLDER, reap_orphans
-from agentworks.runtime.limits import LimitExceeded, Policy
-from agentworks.runtime.line_reports import (
+from agentworks.runner.command_process import CommandFailed, Prepared, ProcessRunner
+from agentworks.runner.guard import RECORDS_FOLDER, reap_orphans
+from agentworks.runner.limits import LimitExceeded, Policy
+from agentworks.runner.line_reports import (
     FLUSH_SECONDS,
     MAX_LINE_BYTES,
     MAX_LINES_PER_REPORT,
     MAX_REPORTED_LINES,
     _LineReporter,
 )
+from agentworks.runner.sandbox import Sandbox
+from agentworks.runtime import capability_file
+from agentworks.runtime.executions import ExecutionContext
 from agentworks.runtime.reporting import describe
-from agentworks.runtime.sandbox import Sandbox
 
-log = structlog.get_logger("agentworks.runtime.runner")
+log = structlog.get_logger("agentworks.runner.runner")
 
 # The event a failed command's stderr tail is recorded as (L12).
 STDERR_EVENT_KIND = "stderr"

@@ -15,10 +15,10 @@ from typing import Any
 
 import structlog
 
-from agentworks.runtime import _watchdog
+from agentworks.runner import _watchdog
 from agentworks.runtime.reporting import describe
 
-log = structlog.get_logger("agentworks.runtime.runner")
+log = structlog.get_logger("agentworks.runner.runner")
 
 # Records of the commands running now, one file each, under the root: outside every
 # call's folder `.calls/<call_id>/`, so never uploaded.

@@ -43,14 +43,14 @@ from typing import Any
 
 from agentworks.agents.agent_tools import views
 from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
+from agentworks.runner.command_config import RunnerConfig, parse_turn_commands
+from agentworks.runner.command_process import CommandFailed, ProcessRunner
+from agentworks.runner.limits import Policy
+from agentworks.runner.line_reports import MAX_LINE_BYTES, _lines, _text
+from agentworks.runner.runner import base_environment, secret_files
+from agentworks.runner.sandbox import Sandbox
 from agentworks.runtime import capability_file
-from agentworks.runtime.command_config import RunnerConfig, parse_turn_commands
-from agentworks.runtime.command_process import CommandFailed, ProcessRunner
 from agentworks.runtime.folders import own_folders
-from agentworks.runtime.limits import Policy
-from agentworks.runtime.line_reports import MAX_LINE_BYTES, _lines, _text
-from agentworks.runtime.runner import base_environment, secret_files
-from agentworks.runtime.sandbox import Sandbox
 from agentworks.runtime.turn_context import TurnContext
 
 TURNS_FOLDER = ".turns"

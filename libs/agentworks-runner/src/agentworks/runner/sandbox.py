@@ -66,10 +66,10 @@ from dataclasses import dataclass
 import structlog
 
 from agentworks.agents.agent_mcp import bridge
-from agentworks.runtime import _sandbox_init
-from agentworks.runtime.cgroups import Cgroups
+from agentworks.runner import _sandbox_init
+from agentworks.runner.cgroups import Cgroups
+from agentworks.runner.limits import MIB, Policy
 from agentworks.runtime.folders import HOME_FOLDER, RUNNER_FOLDERS, own_folders
-from agentworks.runtime.limits import MIB, Policy
 
 # The system's read-only part: bound as they are, or made the same symlinks.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -99,7 +99,7 @@ ETC_FILES = (
 INIT_PATH = "/run/agentworks/init.py"
 DEFAULT_UID = 65534  # "nobody": owns nothing on a usual system
 
-log = structlog.get_logger("agentworks.runtime.sandbox")
+log = structlog.get_logger("agentworks.runner.sandbox")
 
 WITHOUT_SANDBOX = (
     "commands run WITHOUT a sandbox: as the runner's own user, seeing everything it sees "

@@ -22,10 +22,10 @@ import pytest
 
 from agentworks.client import MessagingClient
 from agentworks.core.keys import KeyDirectory
+from agentworks.runner.limits import Limits, Policy
+from agentworks.runner.turn_runner import TurnCommandRunner
 from agentworks.runtime import TurnOutcome
 from agentworks.runtime.config import DEFAULT_TURN_CONCURRENCY, DEFAULT_TURN_SECONDS, RuntimeConfig
-from agentworks.runtime.limits import Limits, Policy
-from agentworks.runtime.turn_runner import TurnCommandRunner
 from agentworks.runtime.turns import TurnTimedOut
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     AGENT,

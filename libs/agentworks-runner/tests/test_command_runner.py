@@ -22,17 +22,17 @@ from agentworks.client.functions import call_result, state_name
 from agentworks.core import errors
 from agentworks.core.keys import KeyDirectory
 from agentworks.functions.v1 import functions_pb2 as f
-from agentworks.runtime import _watchdog
-from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
-from agentworks.runtime.limits import Policy
-from agentworks.runtime.runner import (
+from agentworks.runner import _watchdog
+from agentworks.runner.limits import Policy
+from agentworks.runner.runner import (
     RECORDS_FOLDER,
     CommandRunner,
     load_commands,
     parse_commands,
     reap_orphans,
 )
-from agentworks.runtime.watch import descendants
+from agentworks.runner.watch import descendants
+from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
 
 # One script plays every command: its first argument says how to behave.
 COMMAND = textwrap.dedent(
@@ -334,7 +334,7 @@ def test_the_guard_records_no_process_that_is_not_its_unreaped_child_R2(tmp_path
     may be another process's), gets no record: a record would let a later runner kill
     someone else's process group. The watchdog is told of the group without a start
     time, as for a command whose start is unknown."""
-    from agentworks.runtime import guard as guard_module
+    from agentworks.runner import guard as guard_module
 
     guard = guard_module._Guard()
     sent: list[dict] = []
@@ -666,7 +666,7 @@ async def start_cli_runner(
     )
     program = [str(pathlib.Path(sys.executable).parent / "agentworks-runtime")]
     if hook:
-        main = "import sys\nfrom agentworks.runtime.cli import main\nsys.exit(main(sys.argv[1:]))"
+        main = "import sys\nfrom agentworks.runner.cli import main\nsys.exit(main(sys.argv[1:]))"
         program = [sys.executable, "-c", f"{hook}\n{main}"]
     return await asyncio.create_subprocess_exec(
         *program,
@@ -1039,7 +1039,7 @@ def test_orphan_sweep_removes_other_boots_and_spares_other_pid_namespaces_R2(orp
 
 def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys, signing_keys):
     """R2: a missing or malformed commands file is refused before anything starts (exit 2)."""
-    from agentworks.runtime.cli import main
+    from agentworks.runner.cli import main
 
     env_key = {**signing_keys.env("runtime"), "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:x/y"}
     with pytest.MonkeyPatch.context() as patch:

@@ -22,8 +22,8 @@ import signal
 import time
 from typing import Any
 
-from agentworks.runtime.cgroups import Cgroups
-from agentworks.runtime.limits import LimitExceeded, Limits, exceeded, size_text
+from agentworks.runner.cgroups import Cgroups
+from agentworks.runner.limits import LimitExceeded, Limits, exceeded, size_text
 
 TICK_SECONDS = 0.2
 OOM = "the kernel stopped a process that needed more"

@@ -1,0 +1,5 @@
+import sys
+
+from agentworks.runner.cli import main
+
+sys.exit(main())
