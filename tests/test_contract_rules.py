@@ -12,7 +12,10 @@ from agentworks import proto_limits
 from agentworks.client import MessagingClient, delivery_request
 from agentworks.core import limits
 from agentworks.core.errors import InvalidArgument, Reason
+from agentworks.functions.v1 import functions_pb2
 from agentworks.messaging.v1 import messaging_pb2 as pb
+from agentworks.scheduler.v1 import scheduler_pb2
+from agentworks.server.validation import field_rule_refusal
 
 
 def _count(database_url: str, table: str) -> int:
@@ -105,3 +108,26 @@ def test_limits_read_by_code_are_the_protos_own_numbers_P6():
         named = [n for n in generated if n.endswith(suffixes)]
         assert named, suffixes
         assert {generated[n] for n in named} == {value}, named
+
+
+def test_every_retry_key_field_holds_200_characters_not_bytes_C4_P6():
+    """C4 P6: every retry key a caller chooses (submission_id, idempotency_key) in every
+    service's requests has one rule: at most MAX_SUBMISSION_ID characters, so 200
+    two-byte characters pass and 201 are refused naming the field, count and limit."""
+    keys = []
+    for module in (pb, functions_pb2, scheduler_pb2):
+        for message in module.DESCRIPTOR.message_types_by_name.values():
+            for field in message.fields:
+                if field.name in ("submission_id", "idempotency_key"):
+                    keys.append((getattr(module, message.name), field.name))
+    assert len(keys) >= 8, keys  # Send, SendMessage, SendFromTurn, deliveries, Call, ...
+    limit = limits.MAX_SUBMISSION_ID
+    for request, name in keys:
+        refused = field_rule_refusal(request(**{name: "é" * limit}))
+        assert refused is None or refused.metadata["field"] != name, (request, refused)
+        refused = field_rule_refusal(request(**{name: "k" * (limit + 1)}))
+        assert refused is not None, request
+        assert refused.message == (
+            f"{name} is {limit + 1} characters; the limit is {limit} characters"
+        )
+        assert refused.metadata == {"field": name, "rule": "string.max_len", "limit": str(limit)}

@@ -115,8 +115,9 @@ def test_upload_chunk_and_webhook_body_default_are_defined_once_F8_S5():
 
 
 def test_a_retry_key_has_one_limit_one_check_and_one_wording_C4():
-    """C4: one limit (MAX_SUBMISSION_ID, 200 characters), checked by check_retry_key
-    alone: no other length check of a submission_id or idempotency_key."""
+    """C4: one limit (MAX_SUBMISSION_ID, 200 characters), a rule of each retry-key field
+    in the protos (tests/test_contract_rules.py checks every one): no length check of a
+    submission_id or idempotency_key in code, check_retry_key holds only the NUL rule."""
     assert _assigned(r"^MAX_.*(SUBMISSION_ID|IDEMPOTENCY_KEY)") == [
         f"{LIMITS}:MAX_SUBMISSION_ID",
         f"{LIMITS}:MAX_IDEMPOTENCY_KEY",  # = MAX_SUBMISSION_ID

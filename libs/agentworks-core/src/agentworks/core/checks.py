@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from agentworks.core.errors import Conflict, InvalidArgument, Reason, rule_meta
-from agentworks.core.limits import MAX_JSON_DEPTH, MAX_SUBMISSION_ID
+from agentworks.core.limits import MAX_JSON_DEPTH
 
 T = TypeVar("T")
 
@@ -68,14 +68,9 @@ def check_no_nul(value: T, field: str) -> T:
 
 def check_retry_key(key: str, field: str = "submission_id") -> str:
     """A retry key a caller chooses (`submission_id`, a delivery's `idempotency_key`; C4,
-    F6, S1): no NUL, at most MAX_SUBMISSION_ID characters (not bytes)."""
+    F6, S1): no NUL. Its length (MAX_SUBMISSION_ID characters, not bytes) is a rule of
+    every retry-key field in the protos, checked before the handler."""
     check_no_nul(key, field)
-    if len(key) > MAX_SUBMISSION_ID:
-        raise InvalidArgument(
-            f"{field} is {len(key)} characters; the limit is {MAX_SUBMISSION_ID} characters",
-            reason=Reason.FIELD_RULE,
-            metadata=rule_meta(field, "string.max_len", MAX_SUBMISSION_ID),
-        )
     return key
 
 

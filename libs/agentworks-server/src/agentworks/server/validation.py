@@ -79,6 +79,9 @@ def field_rule_refusal(message: Message) -> errors.InvalidArgument | None:
     text = _wording(path, rule_id, limit, violation.field_value, descriptor, proto.message)
     numeric = isinstance(limit, int | float) and not isinstance(limit, bool)
     metadata = errors.rule_meta(path, rule_id, limit if numeric else None)
+    low, high = _bounds(descriptor)
+    if low is not None and high is not None and not rule_id.startswith("repeated."):
+        metadata.update(min=str(low), max=str(high))  # a range, as checks.bounded says it
     return errors.InvalidArgument(text, reason=errors.Reason.FIELD_RULE, metadata=metadata)
 
 
