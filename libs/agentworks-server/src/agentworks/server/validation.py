@@ -116,9 +116,9 @@ def _wording(path: str, rule_id: str, limit: Any, value: Any, descriptor: Any, s
         return f"{path} is required (it is empty)"
     low, high = _bounds(descriptor)
     if rule_id.startswith("repeated."):
-        count = len(value)
+        count, noun = len(value), path.rpartition(".")[2]
         if rule_id == "repeated.max_items":
-            return f"{path}: at most {high} {path} per request, got {count} {path}"
+            return f"{path}: at most {high} {noun} per request, got {count} {noun}"
         if rule_id == "repeated.min_items" and low == 1:
             return f"{path} is empty: give at least one item"
         return f"{path} has {count} items; it {said}"

@@ -14,7 +14,6 @@ from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
-    MAX_CLAIM_TARGETS,
     MAX_EVENT_PAGE,
     MAX_EXECUTION_MESSAGE_BYTES,
     MAX_FILE_NAME_BYTES,
@@ -182,11 +181,10 @@ class _ClaimGate:
 
 
 def check_claim_targets(identity: Identity, targets: Sequence[TargetKey], field: str) -> None:
-    """The targets of a claim: some, not too many, and all served by this runtime (R1)."""
+    """The targets of a claim: some, and all served by this runtime (R1). How many at most
+    is the proto's rule (ClaimExecutionRequest.targets), checked before the handler."""
     if not targets:
         raise InvalidArgument(f"{field} is empty: name the crews or workflows this runtime serves")
-    if len(targets) > MAX_CLAIM_TARGETS:
-        raise InvalidArgument(f"at most {MAX_CLAIM_TARGETS} {field} per claim")
     for key in targets:
         if not identity.serves(key.kind, key.name):
             raise PermissionDenied(f"{identity.principal} may not run executions of {key}")
