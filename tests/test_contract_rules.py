@@ -99,7 +99,7 @@ def test_limits_read_by_code_are_the_protos_own_numbers_P6():
     stated on several fields (a text's bytes, a retry key's characters, a long-poll's
     wait) states the same number on each."""
     generated = {n: v for n, v in vars(proto_limits).items() if n.isupper()}
-    groups = {
+    groups: dict[int, str | tuple[str, ...]] = {
         limits.MAX_TEXT_BYTES: "_TEXT_MAX_BYTES",
         limits.MAX_SUBMISSION_ID: ("_SUBMISSION_ID_MAX_LEN", "_IDEMPOTENCY_KEY_MAX_LEN"),
         limits.MAX_WAIT_SECONDS: "_WAIT_SECONDS_LTE",

@@ -38,7 +38,9 @@ async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
     if request == b"cancelled":
         raise errors.PreconditionFailed("call c1 has ended", reason=errors.Reason.CALL_CANCELLED)
     context_vars = structlog.contextvars.get_contextvars()
-    return f"{current_identity.get().principal} {context_vars['request_id']}".encode()
+    caller = current_identity.get()
+    assert caller is not None
+    return f"{caller.principal} {context_vars['request_id']}".encode()
 
 
 def _register(server: grpc.aio.Server) -> None:
