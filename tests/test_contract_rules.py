@@ -5,6 +5,7 @@ proto/, checked by one validator in the server interceptor, with one refusal sha
 
 from __future__ import annotations
 
+import grpc
 import psycopg
 import pytest
 
@@ -131,3 +132,21 @@ def test_every_retry_key_field_holds_200_characters_not_bytes_C4_P6():
             f"{name} is {limit + 1} characters; the limit is {limit} characters"
         )
         assert refused.metadata == {"field": name, "rule": "string.max_len", "limit": str(limit)}
+
+
+async def test_the_identity_is_checked_before_the_field_rules_B8(messaging, database_url):
+    """B8: a request without a valid identity is refused UNAUTHENTICATED before its body
+    is parsed, so before its fields are checked: a Send past the text rule, unsigned,
+    is not told about its text."""
+    request = pb.SendRequest(inbox_id="x", text="x" * (limits.MAX_TEXT_BYTES + 1))
+    async with grpc.aio.insecure_channel(messaging.address) as channel:
+        send = channel.unary_unary(
+            "/agentworks.messaging.v1.MessagingService/Send",
+            request_serializer=pb.SendRequest.SerializeToString,
+            response_deserializer=pb.SendReceipt.FromString,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await send(request, timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "text" not in (refused.value.details() or "")
+    assert _count(database_url, "messages") == 0
