@@ -66,7 +66,7 @@ def test_the_runtime_sdk_and_the_cli_install_without_the_server_side_R2_G3(tmp_p
     assert not {n for n in installed if n.startswith("opentelemetry-sdk")}
     # And what was installed works: every runtime and CLI module imports, both commands run.
     _run(python, "-c", "import agentworks.runtime.turns, agentworks.runtime.executions, "
-         "agentworks.runner.runner, agentworks.runtime.demo, agentworks.agents.llm, "
+         "agentworks.runner.runner, agentworks.agents.llm, "
          "agentworks_cli.main")  # fmt: skip
     assert "usage" in _run(env / "bin" / "agentworks-runtime", "--help").lower()
     assert "usage" in _run(env / "bin" / "agentworks", "--help").lower()

@@ -24,9 +24,9 @@ from agentworks.core.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
 from agentworks.runtime.config import RuntimeConfig
-from agentworks.runtime.demo_functions import HANDLERS, declare_demo_functions
 from agentworks.runtime.executions import ExecutionWorker
 from agentworks.runtime.turns import TurnWorker
+from agentworks_dev.demo_functions import HANDLERS, declare_demo_functions
 from agentworks_gateway.app import start as start_gateway
 from agentworks_gateway.config import Config as GatewayConfig
 from agentworks_messaging.config import Config as MessagingConfig

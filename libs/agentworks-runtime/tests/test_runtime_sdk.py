@@ -16,13 +16,13 @@ from prometheus_client import REGISTRY
 from agentworks.client.functions import FunctionsClient, call_result, state_name
 from agentworks.core import errors
 from agentworks.functions.v1 import functions_pb2 as f
-from agentworks.runtime import demo_functions
 from agentworks.runtime.executions import (
     ExecutionContext,
     ExecutionOutcome,
     ExecutionWorker,
     clean_text,
 )
+from agentworks_dev import demo_functions
 
 
 @contextlib.asynccontextmanager

@@ -27,11 +27,11 @@ from agentworks.core.keys import SigningKey
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime import TurnContext, TurnOutcome, TurnWorker, delivery_attributes
 from agentworks.runtime.config import RuntimeConfig
-from agentworks.runtime.demo import handle_turn as demo_handle_turn
-from agentworks.runtime.demo import reminder_delay
 from agentworks.runtime.serving import run_until_signal
 from agentworks.scheduler.v1 import scheduler_pb2 as s
 from agentworks.server.testing import read_until, service_env
+from agentworks_dev.demo import handle_turn as demo_handle_turn
+from agentworks_dev.demo import reminder_delay
 
 CREW = "crew:demo"
 AGENT = "agent:demo/demo-bot"

@@ -85,7 +85,7 @@ async def register_demo_crew(
         return
     log.info("target.registered", target=DEMO_TARGET, owner=DEMO_OWNER, registry="functions")
     try:
-        from agentworks.runtime import demo_functions
+        from agentworks_dev import demo_functions
     except ImportError:
         log.warning("functions.not_declared", reason="agentworks-runtime is not installed")
         return

@@ -36,7 +36,6 @@ from typing import Any
 
 from agentworks.core.logging import configure_logging, get_logger
 from agentworks.core.tracing import TracingUnavailable, configure_tracing
-from agentworks.runtime import demo, demo_functions
 from agentworks.runtime.config import (
     DEFAULT_TURN_CONCURRENCY,
     DEFAULT_TURN_SECONDS,
@@ -61,6 +60,23 @@ _FLAG_ENV = {
     "concurrency": "AGENTWORKS_RUNTIME_CONCURRENCY",
     "turn_seconds": "AGENTWORKS_RUNTIME_TURN_SECONDS",
 }
+
+
+# The demo crew comes with the dev tools (agentworks-dev, beside `agentworks up`), loaded by
+# name for `demo` and `functions-demo`: the runner imports nothing of them otherwise.
+DEMO_MODULES = {"demo": "agentworks_dev.demo", "functions-demo": "agentworks_dev.demo_functions"}
+
+
+def load_demo(command: str) -> Any:
+    """The demo crew's module of `demo` or `functions-demo`; ValueError without agentworks-dev."""
+    try:
+        return importlib.import_module(DEMO_MODULES[command])
+    except ModuleNotFoundError as exc:
+        if exc.name and DEMO_MODULES[command].startswith(exc.name):
+            raise ValueError(
+                f"{command}: the demo crew comes with agentworks-dev, which is not installed"
+            ) from None
+        raise
 
 
 def load_handler(spec: str) -> TurnHandler:
@@ -346,11 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             llm_config = LlmConfig.from_env(environ)
             config = RuntimeConfig.from_env(environ)
         elif args.command == "demo":
+            demo = load_demo(args.command)
             handler = demo.handle_turn
             config = RuntimeConfig.from_env(
                 environ, default_principal=demo.PRINCIPAL, default_targets=demo.TARGETS
             )
         elif args.command == "functions-demo":
+            demo_functions = load_demo(args.command)
             executions = demo_functions.HANDLERS
             config = RuntimeConfig.from_env(
                 environ,

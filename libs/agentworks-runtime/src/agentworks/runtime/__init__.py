@@ -1,11 +1,12 @@
-"""AgentWorks runtime SDK: turn and execution workers, the command runner, the demo crew.
+"""AgentWorks runtime SDK: turn and execution workers on one lease-worker base.
 
 Runtimes are processes outside the services (R1). A `TurnWorker` claims turns for the
 targets it serves, keeps their leases alive, runs a handler with a `TurnContext` (reply
 with `send_message`, ask for a wake-up with `wake_me`, call functions with
 `call_function`), and completes them. An
 `ExecutionWorker` does the same for function executions with an `ExecutionContext`;
-`CommandRunner` is an execution handler that runs a declared command per call (R2).
+the command runner (`agentworks.runner`, R2) and the agent integrations
+(`agentworks.agents`) build on them.
 `run_until_signal` runs several workers in one process under one signal handler.
 """
 
