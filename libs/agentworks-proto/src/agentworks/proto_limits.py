@@ -85,6 +85,10 @@ MESSAGING_CLAIM_TURN_REQUEST_WAIT_SECONDS_GTE = 0
 MESSAGING_CLAIM_TURN_REQUEST_LEASE_SECONDS_LTE = 300
 # agentworks.messaging.v1.ClaimTurnRequest.lease_seconds: int32.gte
 MESSAGING_CLAIM_TURN_REQUEST_LEASE_SECONDS_GTE = 5
+# agentworks.messaging.v1.HeartbeatTurnRequest.lease_seconds: int32.lte
+MESSAGING_HEARTBEAT_TURN_REQUEST_LEASE_SECONDS_LTE = 300
+# agentworks.messaging.v1.HeartbeatTurnRequest.lease_seconds: int32.gte
+MESSAGING_HEARTBEAT_TURN_REQUEST_LEASE_SECONDS_GTE = 5
 # agentworks.messaging.v1.SendMessageRequest.text: string.max_bytes, in bytes
 MESSAGING_SEND_MESSAGE_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.SendMessageRequest.submission_id: string.max_len, in characters
