@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
 
     async def main():
         task = asyncio.ensure_future(bad())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the task runs and fails, unobserved: what is logged
         del task
 
     asyncio.run(main())

@@ -15,7 +15,7 @@ async def test_concurrent_requests_share_executions_and_each_gets_its_own_result
 
     async def execute(items):
         calls.append(list(items))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the statement's time, so that requests pile up
         return [item * 10 for item in items]
 
     batcher: Batcher[int, int] = Batcher(execute, max_size=16, concurrency=2)
@@ -31,14 +31,14 @@ async def test_a_failing_request_fails_alone_C2():
     """C2: a request the statement refuses does not take the rest of its batch with it."""
 
     async def execute(items):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a statement yields to the loop
         if "bad" in items:
             raise ValueError("bad item")
         return [item.upper() for item in items]
 
     batcher: Batcher[str, str] = Batcher(execute, concurrency=1)
     blocker = asyncio.create_task(batcher.submit("first"))  # holds the only slot
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the task takes the slot (no wait)
     results = await asyncio.gather(
         *(batcher.submit(i) for i in ("a", "bad", "b")), return_exceptions=True
     )
@@ -59,10 +59,10 @@ async def test_a_request_cancelled_while_queued_is_not_executed_C4():
 
     batcher: Batcher[str, str] = Batcher(execute, concurrency=1)
     first = asyncio.create_task(batcher.submit("first"))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: `first` takes the slot
     queued = asyncio.create_task(batcher.submit("gave-up"))
     kept = asyncio.create_task(batcher.submit("kept"))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn: both are queued behind it
     queued.cancel()
     release.set()
     assert await first == "first" and await kept == "kept"

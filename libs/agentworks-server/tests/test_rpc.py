@@ -168,7 +168,7 @@ async def test_a_typed_client_says_which_service_failed_to_answer_P4(signing_key
     gRPC's own words."""
 
     async def hang(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # a service that never answers in time: what is tested
         return b""
 
     identity = Minter("user:alice", gateway_key(signing_keys))

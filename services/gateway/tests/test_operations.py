@@ -251,7 +251,7 @@ class SlowMessaging(messaging_pb2_grpc.MessagingServiceServicer):
     async def Send(self, request, context):
         self.sends += 1
         if request.text != "quick":
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # the slow service itself: these Sends take a minute
         await self.release.wait()
         return messaging_pb2.SendReceipt(
             accepted=True, message_id="m1", conversation_id="c1", inbox_id="i1"
