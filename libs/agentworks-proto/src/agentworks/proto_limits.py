@@ -29,6 +29,8 @@ FUNCTIONS_GET_STATUS_REQUEST_WAIT_SECONDS_GTE = 0
 FUNCTIONS_READ_FILE_REQUEST_LIMIT_LTE = 1048576
 # agentworks.functions.v1.ReadFileRequest.limit: int32.gte
 FUNCTIONS_READ_FILE_REQUEST_LIMIT_GTE = 1
+# agentworks.functions.v1.ReplyRequest.text: string.max_bytes, in bytes
+FUNCTIONS_REPLY_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.functions.v1.ListCallsRequest.limit: int32.lte
 FUNCTIONS_LIST_CALLS_REQUEST_LIMIT_LTE = 200
 # agentworks.functions.v1.ListCallsRequest.limit: int32.gte
@@ -39,16 +41,24 @@ FUNCTIONS_CLAIM_EXECUTION_REQUEST_TARGETS_MAX_ITEMS = 100
 FUNCTIONS_CLAIM_EXECUTION_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.functions.v1.ClaimExecutionRequest.wait_seconds: int32.gte
 FUNCTIONS_CLAIM_EXECUTION_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.functions.v1.ReportRequest.progress: string.max_bytes, in bytes
+FUNCTIONS_REPORT_REQUEST_PROGRESS_MAX_BYTES = 4096
 # agentworks.functions.v1.ReportRequest.messages: repeated.max_items, in items
 FUNCTIONS_REPORT_REQUEST_MESSAGES_MAX_ITEMS = 100
 # agentworks.functions.v1.ReportRequest.events: repeated.max_items, in items
 FUNCTIONS_REPORT_REQUEST_EVENTS_MAX_ITEMS = 100
 # agentworks.functions.v1.ReportRequest.steps: repeated.max_items, in items
 FUNCTIONS_REPORT_REQUEST_STEPS_MAX_ITEMS = 100
+# agentworks.functions.v1.AskInputRequest.question: string.max_bytes, in bytes
+FUNCTIONS_ASK_INPUT_REQUEST_QUESTION_MAX_BYTES = 8192
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.lte
 FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.gte
 FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.functions.v1.FinishExecutionRequest.final_message: string.max_bytes, in bytes
+FUNCTIONS_FINISH_EXECUTION_REQUEST_FINAL_MESSAGE_MAX_BYTES = 262144
+# agentworks.functions.v1.FinishExecutionRequest.error: string.max_bytes, in bytes
+FUNCTIONS_FINISH_EXECUTION_REQUEST_ERROR_MAX_BYTES = 16384
 # agentworks.messaging.v1.ListTargetsRequest.limit: int32.lte
 MESSAGING_LIST_TARGETS_REQUEST_LIMIT_LTE = 200
 # agentworks.messaging.v1.ListTargetsRequest.limit: int32.gte
