@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC
 
+import grpc
 import structlog
 
 from agentworks.core import capability as cap
@@ -80,16 +81,22 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             )
         return out
 
-    async def RegisterTarget(self, request, context):
+    async def RegisterTarget(
+        self, request: pb.RegisterTargetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Target:
         target = await self.service.register_target(
             caller(), target_key(request.ref, "ref"), request.owner, request.running_limit
         )
         return target_out(target)
 
-    async def GetTarget(self, request, context):
+    async def GetTarget(
+        self, request: pb.GetTargetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Target:
         return target_out(await self.service.get_target(caller(), target_key(request.ref, "ref")))
 
-    async def ListTargets(self, request, context):
+    async def ListTargets(
+        self, request: pb.ListTargetsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTargetsResponse:
         targets, cursor = await self.service.list_targets(
             caller(),
             target=target_key(request.target) if request.HasField("target") else None,
@@ -100,7 +107,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             targets=[target_summary_out(s) for s in targets], next_cursor=cursor
         )
 
-    async def ListCalls(self, request, context):
+    async def ListCalls(
+        self, request: pb.ListCallsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListCallsResponse:
         calls, cursor = await self.service.list_calls(
             caller(),
             target=target_key(request.target) if request.HasField("target") else None,
@@ -113,20 +122,28 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         )
         return pb.ListCallsResponse(calls=[call_summary_out(c) for c in calls], next_cursor=cursor)
 
-    async def DeclareFunction(self, request, context):
+    async def DeclareFunction(
+        self, request: pb.DeclareFunctionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Function:
         return function_out(
             await self.service.declare_function(caller(), function_in(request.function))
         )
 
-    async def RemoveFunction(self, request, context):
+    async def RemoveFunction(
+        self, request: pb.RemoveFunctionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RemoveFunctionResponse:
         await self.service.remove_function(caller(), target_key(request.target), request.name)
         return pb.RemoveFunctionResponse()
 
-    async def ListFunctions(self, request, context):
+    async def ListFunctions(
+        self, request: pb.ListFunctionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListFunctionsResponse:
         functions = await self.service.list_functions(caller(), target_key(request.target))
         return pb.ListFunctionsResponse(functions=[function_out(f) for f in functions])
 
-    async def Call(self, request, context):
+    async def Call(
+        self, request: pb.CallRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CallReceipt:
         identity = caller()
         # B7: a call is one of the principal's creations (a rate per replica), taken
         # before any work; B8: the inputs are measured before they are read.
@@ -163,7 +180,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             out.outcome.CopyFrom(status_out(receipt.outcome))
         return out
 
-    async def GetStatus(self, request, context):
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CallStatus:
         structlog.contextvars.bind_contextvars(call_id=request.call_id)
         identity = caller()
         with _waiting(identity.principal, request.wait_seconds):
@@ -180,7 +199,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             )
         return status_out(view)
 
-    async def ReadFile(self, request, context):
+    async def ReadFile(
+        self, request: pb.ReadFileRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FilePage:
         page = await self.service.read_file(
             caller(),
             call_id=request.call_id,
@@ -199,15 +220,21 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             out.next_offset = page.next_offset
         return out
 
-    async def Reply(self, request, context):
+    async def Reply(
+        self, request: pb.ReplyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CallStatus:
         return status_out(
             await self.service.reply(caller(), call_id=request.call_id, text=request.text)
         )
 
-    async def Cancel(self, request, context):
+    async def Cancel(
+        self, request: pb.CancelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CallStatus:
         return status_out(await self.service.cancel(caller(), call_id=request.call_id))
 
-    async def ClaimExecution(self, request, context):
+    async def ClaimExecution(
+        self, request: pb.ClaimExecutionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClaimExecutionResponse:
         identity = caller()  # targets counted by the proto's rule, before the handler
         with _waiting(identity.principal, request.wait_seconds):
             call = await self.service.claim_execution(
@@ -220,7 +247,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             return pb.ClaimExecutionResponse()
         return pb.ClaimExecutionResponse(execution=self._execution_out(call))
 
-    async def HeartbeatExecution(self, request, context):
+    async def HeartbeatExecution(
+        self, request: pb.HeartbeatExecutionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HeartbeatExecutionResponse:
         identity = caller()
         status, expires = await self.service.heartbeat(
             identity, call_id=request.call_id, lease_seconds=request.lease_seconds
@@ -234,7 +263,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             status=state_out(status), lease_expires_at=_ts(expires), capability=capability
         )
 
-    async def Report(self, request, context):
+    async def Report(
+        self, request: pb.ReportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReportResponse:
         # Messages, events and steps are counted by the proto's rules, before the handler.
         status = await self.service.report(
             caller(),
@@ -247,14 +278,18 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
         )
         return pb.ReportResponse(status=state_out(status))
 
-    async def UploadFile(self, request_iterator, context):
+    async def UploadFile(
+        self, request_iterator: AsyncIterator[pb.FileChunk], context: grpc.aio.ServicerContext
+    ) -> pb.FileInfo:
         async def chunks() -> AsyncIterator[tuple[str, str, str, bytes]]:
             async for chunk in request_iterator:
                 yield chunk.call_id, chunk.name, chunk.media_type, chunk.data
 
         return file_out(await self.service.upload_file(caller(), chunks()))
 
-    async def AskInput(self, request, context):
+    async def AskInput(
+        self, request: pb.AskInputRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AskInputResponse:
         identity = caller()
         with _waiting(identity.principal, 0 if request.withdraw else request.wait_seconds):
             answered, reply, status = await self.service.ask_input(
@@ -267,7 +302,9 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
             )
         return pb.AskInputResponse(answered=answered, reply=reply, status=state_out(status))
 
-    async def FinishExecution(self, request, context):
+    async def FinishExecution(
+        self, request: pb.FinishExecutionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FinishExecutionResponse:
         claim_next: list[TargetKey] | None = None
         lease_seconds = 0
         if request.HasField("claim_next"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grpc
 import structlog
 
 from agentworks.core import capability as cap
@@ -45,28 +46,38 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         # Mints each claimed turn's capability (T3); none without the service's key.
         self.capabilities = capabilities or CapabilityIssuer(None, cap.TURN)
 
-    async def RegisterTarget(self, request, context):
+    async def RegisterTarget(
+        self, request: pb.RegisterTargetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Target:
         target = await self.service.register_target(
             caller(), target_key(request.ref, "ref"), request.owner, caps_in(request.capabilities)
         )
         return target_out(target)
 
-    async def UpdateTarget(self, request, context):
+    async def UpdateTarget(
+        self, request: pb.UpdateTargetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Target:
         target = await self.service.update_target(
             caller(), target_key(request.ref, "ref"), caps_in(request.capabilities)
         )
         return target_out(target)
 
-    async def GetTarget(self, request, context):
+    async def GetTarget(
+        self, request: pb.GetTargetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Target:
         return target_out(await self.service.get_target(caller(), target_key(request.ref, "ref")))
 
-    async def ListTargets(self, request, context):
+    async def ListTargets(
+        self, request: pb.ListTargetsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTargetsResponse:
         targets, cursor = await self.service.list_targets(
             caller(), after=request.after, limit=request.limit
         )
         return pb.ListTargetsResponse(targets=[target_out(t) for t in targets], next_cursor=cursor)
 
-    async def Send(self, request, context):
+    async def Send(
+        self, request: pb.SendRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SendReceipt:
         destination = request.WhichOneof("destination")
         receipt = await self.service.send(
             caller(),
@@ -80,7 +91,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         structlog.contextvars.bind_contextvars(conversation_id=receipt.conversation_id)
         return receipt_out(receipt)
 
-    async def Read(self, request, context):
+    async def Read(
+        self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReadResponse:
         messages, cursor = await self.service.read(
             caller(),
             inbox_id=request.inbox_id,
@@ -90,7 +103,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return pb.ReadResponse(messages=[message_out(m) for m in messages], next_cursor=cursor)
 
-    async def GetTranscript(self, request, context):
+    async def GetTranscript(
+        self, request: pb.GetTranscriptRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTranscriptResponse:
         transcript = await self.service.transcript(
             caller(),
             conversation_id=request.conversation_id,
@@ -100,7 +115,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return transcript_out(transcript)
 
-    async def ListConversations(self, request, context):
+    async def ListConversations(
+        self, request: pb.ListConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListConversationsResponse:
         items, cursor, since = await self.service.list_conversations(
             caller(),
             target=target_key(request.target) if request.HasField("target") else None,
@@ -114,7 +131,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             since_cursor=since,
         )
 
-    async def ClaimTurn(self, request, context):
+    async def ClaimTurn(
+        self, request: pb.ClaimTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClaimTurnResponse:
         turn = await self.service.claim_turn(
             caller(),
             targets=[target_key(r, "targets[]") for r in request.targets],
@@ -129,7 +148,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return pb.ClaimTurnResponse(turn=out)
 
-    async def HeartbeatTurn(self, request, context):
+    async def HeartbeatTurn(
+        self, request: pb.HeartbeatTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HeartbeatTurnResponse:
         identity = caller()
         expires, conversation_id = await self.service.heartbeat_turn(
             identity, turn_id=request.turn_id, lease_seconds=request.lease_seconds
@@ -139,7 +160,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return pb.HeartbeatTurnResponse(lease_expires_at=timestamp(expires), capability=capability)
 
-    async def SendMessage(self, request, context):
+    async def SendMessage(
+        self, request: pb.SendMessageRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SendReceipt:
         receipt = await self.service.send_message(
             caller(),
             inbox_id=request.inbox_id,
@@ -150,7 +173,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return receipt_out(receipt)
 
-    async def SendFromTurn(self, request, context):
+    async def SendFromTurn(
+        self, request: pb.SendFromTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SendReceipt:
         destination = request.WhichOneof("destination")
         receipt = await self.service.send_from_turn(
             caller(),
@@ -163,18 +188,24 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         structlog.contextvars.bind_contextvars(conversation_id=receipt.conversation_id)
         return receipt_out(receipt)
 
-    async def CompleteTurn(self, request, context):
+    async def CompleteTurn(
+        self, request: pb.CompleteTurnRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CompleteTurnResponse:
         await self.service.complete_turn(
             caller(), turn_id=request.turn_id, interrupted=request.interrupted
         )
         return pb.CompleteTurnResponse()
 
-    async def EnqueueDelivery(self, request, context):
+    async def EnqueueDelivery(
+        self, request: pb.EnqueueDeliveryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EnqueueDeliveryResponse:
         fields = delivery_in(request)
         delivery_id, created = await self.service.enqueue_delivery(caller(), **fields)
         return pb.EnqueueDeliveryResponse(delivery_id=delivery_id, created=created)
 
-    async def EnqueueDeliveries(self, request, context):
+    async def EnqueueDeliveries(
+        self, request: pb.EnqueueDeliveriesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EnqueueDeliveriesResponse:
         items: list[NewDelivery | AgentWorksError] = []
         for item in request.items:
             refusal = field_rule_refusal(item)  # each item's rules, on its own (S6)

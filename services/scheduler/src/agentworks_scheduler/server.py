@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grpc
 import structlog
 
 from agentworks.core.identity import caller
@@ -27,7 +28,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self.service = service
 
     # wake-ups
-    async def CreateWakeUp(self, request, context):
+    async def CreateWakeUp(
+        self, request: pb.CreateWakeUpRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WakeUp:
         at, delay = when(request)
         structlog.contextvars.bind_contextvars(conversation_id=request.conversation_id)
         return wake_up_out(
@@ -42,10 +45,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
         )
 
-    async def GetWakeUp(self, request, context):
+    async def GetWakeUp(
+        self, request: pb.GetWakeUpRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WakeUp:
         return wake_up_out(await self.service.get_wake_up(caller(), request.wake_up_id))
 
-    async def ListWakeUps(self, request, context):
+    async def ListWakeUps(
+        self, request: pb.ListWakeUpsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWakeUpsResponse:
         items, cursor = await self.service.list_wake_ups(
             caller(),
             conversation_id=request.conversation_id,
@@ -56,10 +63,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         return pb.ListWakeUpsResponse(wake_ups=[wake_up_out(w) for w in items], next_cursor=cursor)
 
-    async def CancelWakeUp(self, request, context):
+    async def CancelWakeUp(
+        self, request: pb.CancelWakeUpRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WakeUp:
         return wake_up_out(await self.service.cancel_wake_up(caller(), request.wake_up_id))
 
-    async def RescheduleWakeUp(self, request, context):
+    async def RescheduleWakeUp(
+        self, request: pb.RescheduleWakeUpRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WakeUp:
         at, delay = when(request)
         return wake_up_out(
             await self.service.reschedule_wake_up(
@@ -68,7 +79,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
 
     # schedules
-    async def CreateSchedule(self, request, context):
+    async def CreateSchedule(
+        self, request: pb.CreateScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Schedule:
         structlog.contextvars.bind_contextvars(conversation_id=request.conversation_id)
         return schedule_out(
             await self.service.create_schedule(
@@ -86,10 +99,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
         )
 
-    async def GetSchedule(self, request, context):
+    async def GetSchedule(
+        self, request: pb.GetScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Schedule:
         return schedule_out(await self.service.get_schedule(caller(), request.schedule_id))
 
-    async def UpdateSchedule(self, request, context):
+    async def UpdateSchedule(
+        self, request: pb.UpdateScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Schedule:
         return schedule_out(
             await self.service.update_schedule(
                 caller(),
@@ -102,21 +119,29 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
         )
 
-    async def PauseSchedule(self, request, context):
+    async def PauseSchedule(
+        self, request: pb.PauseScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Schedule:
         return schedule_out(
             await self.service.set_schedule_paused(caller(), request.schedule_id, paused=True)
         )
 
-    async def ResumeSchedule(self, request, context):
+    async def ResumeSchedule(
+        self, request: pb.ResumeScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Schedule:
         return schedule_out(
             await self.service.set_schedule_paused(caller(), request.schedule_id, paused=False)
         )
 
-    async def DeleteSchedule(self, request, context):
+    async def DeleteSchedule(
+        self, request: pb.DeleteScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteScheduleResponse:
         await self.service.delete_schedule(caller(), request.schedule_id)
         return pb.DeleteScheduleResponse()
 
-    async def ListSchedules(self, request, context):
+    async def ListSchedules(
+        self, request: pb.ListSchedulesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSchedulesResponse:
         items, cursor = await self.service.list_schedules(
             caller(),
             conversation_id=request.conversation_id,
@@ -128,7 +153,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             schedules=[schedule_out(s) for s in items], next_cursor=cursor
         )
 
-    async def PreviewSchedule(self, request, context):
+    async def PreviewSchedule(
+        self, request: pb.PreviewScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PreviewScheduleResponse:
         source = request.WhichOneof("source")
         times = await self.service.preview_schedule(
             caller(),
@@ -140,22 +167,30 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return pb.PreviewScheduleResponse(fire_times=[ts(t) for t in times])
 
     # pauses
-    async def Pause(self, request, context):
+    async def Pause(
+        self, request: pb.PauseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseState:
         return pause_state_out(
             await self.service.pause(caller(), product=request.product, reason=request.reason)
         )
 
-    async def Resume(self, request, context):
+    async def Resume(
+        self, request: pb.ResumeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseState:
         resumed, entries = await self.service.resume(caller(), product=request.product)
         state = pause_state_out(entries)
         state.resumed = resumed
         return state
 
-    async def GetPauseState(self, request, context):
+    async def GetPauseState(
+        self, request: pb.GetPauseStateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseState:
         return pause_state_out(await self.service.pause_state(caller()))
 
     # webhooks
-    async def CreateWebhook(self, request, context):
+    async def CreateWebhook(
+        self, request: pb.CreateWebhookRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Webhook:
         structlog.contextvars.bind_contextvars(conversation_id=request.conversation_id)
         return webhook_out(
             await self.service.create_webhook(
@@ -167,10 +202,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
         )
 
-    async def GetWebhook(self, request, context):
+    async def GetWebhook(
+        self, request: pb.GetWebhookRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Webhook:
         return webhook_out(await self.service.get_webhook(caller(), request.webhook_id))
 
-    async def ListWebhooks(self, request, context):
+    async def ListWebhooks(
+        self, request: pb.ListWebhooksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWebhooksResponse:
         items, cursor = await self.service.list_webhooks(
             caller(),
             conversation_id=request.conversation_id,
@@ -180,14 +219,20 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         return pb.ListWebhooksResponse(webhooks=[webhook_out(h) for h in items], next_cursor=cursor)
 
-    async def RotateWebhookSecret(self, request, context):
+    async def RotateWebhookSecret(
+        self, request: pb.RotateWebhookSecretRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Webhook:
         return webhook_out(await self.service.rotate_webhook_secret(caller(), request.webhook_id))
 
-    async def DeleteWebhook(self, request, context):
+    async def DeleteWebhook(
+        self, request: pb.DeleteWebhookRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteWebhookResponse:
         await self.service.delete_webhook(caller(), request.webhook_id)
         return pb.DeleteWebhookResponse()
 
-    async def ReceiveWebhook(self, request, context):
+    async def ReceiveWebhook(
+        self, request: pb.ReceiveWebhookRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReceiveWebhookResponse:
         result = await self.service.receive_webhook(
             caller(),
             webhook_id=request.webhook_id,
