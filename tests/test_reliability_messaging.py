@@ -159,6 +159,7 @@ async def test_sigterm_drains_long_polls_and_keeps_leases_P4_C10(
     ):
         receipt = await alice.send("work", target="crew:drain")
         turn = await bot.claim_turn(["crew:drain"], wait_seconds=5, lease_seconds=60)
+        assert turn is not None
         waiting = asyncio.create_task(alice.read(receipt.inbox_id, wait_seconds=20))
         await asyncio.sleep(0.3)
         started = time.monotonic()

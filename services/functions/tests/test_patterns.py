@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ async def test_a_catastrophic_pattern_and_a_hostile_input_are_answered_at_once_F
             await owner.declare_function(
                 "crew:demo", name, input_schema=schema, allowed_callers=["user:*"]
             )
-        hostile = [
+        hostile: list[tuple[str, dict[str, Any], str]] = [
             ("redos", {"text": HOSTILE}, "inputs.text: 'aaaa"),
             ("redos", {"x_" + HOSTILE: 1}, f"inputs.x_{HOSTILE}: unknown (not in the schema)"),
             ("unevaluated", {"t_" + HOSTILE: "v"}, "unknown (not in the schema)"),
@@ -94,7 +95,7 @@ async def test_a_catastrophic_pattern_and_a_hostile_input_are_answered_at_once_F
         assert time.monotonic() - started < 5.0
         assert all(isinstance(r, InvalidArgument) for r in results[:-1])
         listed = results[-1]
-        assert not isinstance(listed, BaseException), listed
+        assert isinstance(listed, list), listed
         assert [f.name for f in listed] == ["redos", "unevaluated"]
 
         # The same patterns still accept what they describe.

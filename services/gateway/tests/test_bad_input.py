@@ -154,13 +154,13 @@ async def world(
             turn = await runtime.claim_turn(["crew:demo"], wait_seconds=10)
             assert turn is not None
             await runtime.complete_turn(turn.turn_id)
-        async with FunctionsClient(functions.address, identity=bot) as runtime:
-            execution = await runtime.claim_execution(
+        async with FunctionsClient(functions.address, identity=bot) as worker:
+            execution = await worker.claim_execution(
                 ["crew:demo"], wait_seconds=10, lease_seconds=300
             )
             assert execution is not None and execution.call_id == w.call_id
-            await runtime.upload_file(w.call_id, "out.txt", b"hello")
-            await runtime.ask_input(w.call_id, "q1", "which one?")
+            await worker.upload_file(w.call_id, "out.txt", b"hello")
+            await worker.ask_input(w.call_id, "q1", "which one?")
         async with SchedulerClient(scheduler.address, identity=bot) as agent:
             wake_up = await agent.create_wake_up(w.conversation_id, delay_seconds=3600)
             schedule = await agent.create_schedule(

@@ -239,6 +239,7 @@ async def test_functions_commands_declare_list_call_and_read_workflow_functions_
 
     async with FunctionsClient(functions.address, identity=identity("workflow:wf-1")) as flow:
         execution = await flow.claim_execution(["workflow:wf-1"], wait_seconds=10)
+        assert execution is not None
         assert execution.call_id == receipt["call_id"] and execution.run_id
         await flow.report(
             execution.call_id,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import grpc
 import structlog
@@ -126,10 +126,10 @@ class ServiceClient:
         if self._owns_channel:
             await self.channel.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:

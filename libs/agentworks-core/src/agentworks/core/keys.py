@@ -21,7 +21,7 @@ import os
 import pathlib
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,7 +180,7 @@ class TrustedKeys:
         raw = _raw(public_key)
         return next((k for k in self._keys.values() if _raw(k.public_key) == raw), None)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TrustedKey]:
         return iter(list(self._keys.values()))
 
     def __len__(self) -> int:

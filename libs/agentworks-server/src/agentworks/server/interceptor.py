@@ -15,7 +15,7 @@ import asyncio
 import contextvars
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,7 +236,11 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         self._methods: dict[str, _Method] = {}
         self.in_flight: set[asyncio.Task[Any]] = set()
 
-    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+    async def intercept_service(  # type: ignore[override]
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         method: str = handler_call_details.method
         handler = self._handlers.get(method)
         if handler is None:
@@ -285,7 +289,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_unary:
             inner = handler.unary_unary
 
-            async def unary_unary(request, context):
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 async with _Scope(rpc, context):
                     return await inner(checked(request), context)
 
@@ -297,7 +301,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_stream:
             inner_us = handler.unary_stream
 
-            async def unary_stream(request, context):
+            async def unary_stream(
+                request: Any, context: grpc.aio.ServicerContext
+            ) -> AsyncIterator[Any]:
                 async with _Scope(rpc, context):
                     async for item in inner_us(checked(request), context):
                         yield item
@@ -310,7 +316,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         if handler.stream_unary:
             inner_su = handler.stream_unary
 
-            async def stream_unary(request_iterator, context):
+            async def stream_unary(
+                request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
+            ) -> Any:
                 async with _Scope(rpc, context):
                     return await inner_su(checked_stream(request_iterator), context)
 

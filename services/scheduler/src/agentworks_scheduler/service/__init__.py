@@ -26,7 +26,7 @@ __all__ = ["Conversations", "Participation", "SchedulerService"]
 class SchedulerService(WakeUps, Schedules, Pauses, Webhooks):
     """The timer, schedule, pause and webhook contract (S1-S6) over a store and messaging."""
 
-    def __init__(self, store: SchedulerStore, conversations: Conversations, config: Config):
+    def __init__(self, store: SchedulerStore, conversations: Conversations, config: Config) -> None:
         super().__init__(store, conversations, config)
         self.draining = asyncio.Event()
         self.firing = Firing(store, conversations, config, self.draining)

@@ -66,7 +66,7 @@ class Attachment:
 class Access:
     """The store, messaging and settings every use case works with, and the access rules."""
 
-    def __init__(self, store: SchedulerStore, conversations: Conversations, config: Config):
+    def __init__(self, store: SchedulerStore, conversations: Conversations, config: Config) -> None:
         self.store = store
         self.conversations = conversations
         self.config = config
