@@ -43,8 +43,8 @@ UNITS = {
     ("string", "max_len"): "characters",
     ("string", "min_len"): "characters",
     ("string", "len"): "characters",
-    ("string", "max_bytes"): "bytes",
-    ("string", "min_bytes"): "bytes",
+    ("string", "max_bytes"): "bytes of UTF-8",
+    ("string", "min_bytes"): "bytes of UTF-8",
     ("bytes", "max_len"): "bytes",
     ("bytes", "min_len"): "bytes",
     ("repeated", "max_items"): "items",
@@ -179,7 +179,7 @@ def _say(field: descriptor_pb2.FieldDescriptorProto) -> str:
             side = (
                 "at most" if rule.startswith("max") else "at least" if "min" in rule else "exactly"
             )
-            said.append(f"{side} {value:,} {unit}")
+            said.append(f"{side} {value:,} {unit.rstrip('s') if value == 1 else unit}")
         else:
             names = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "const": "="}
             said.append(f"{names.get(rule, rule)} {value:,}")

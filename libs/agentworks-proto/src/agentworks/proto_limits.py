@@ -29,7 +29,7 @@ FUNCTIONS_GET_STATUS_REQUEST_WAIT_SECONDS_GTE = 0
 FUNCTIONS_READ_FILE_REQUEST_LIMIT_LTE = 1048576
 # agentworks.functions.v1.ReadFileRequest.limit: int32.gte
 FUNCTIONS_READ_FILE_REQUEST_LIMIT_GTE = 1
-# agentworks.functions.v1.ReplyRequest.text: string.max_bytes, in bytes
+# agentworks.functions.v1.ReplyRequest.text: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_REPLY_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.functions.v1.ListCallsRequest.limit: int32.lte
 FUNCTIONS_LIST_CALLS_REQUEST_LIMIT_LTE = 200
@@ -41,7 +41,7 @@ FUNCTIONS_CLAIM_EXECUTION_REQUEST_TARGETS_MAX_ITEMS = 100
 FUNCTIONS_CLAIM_EXECUTION_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.functions.v1.ClaimExecutionRequest.wait_seconds: int32.gte
 FUNCTIONS_CLAIM_EXECUTION_REQUEST_WAIT_SECONDS_GTE = 0
-# agentworks.functions.v1.ReportRequest.progress: string.max_bytes, in bytes
+# agentworks.functions.v1.ReportRequest.progress: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_REPORT_REQUEST_PROGRESS_MAX_BYTES = 4096
 # agentworks.functions.v1.ReportRequest.messages: repeated.max_items, in items
 FUNCTIONS_REPORT_REQUEST_MESSAGES_MAX_ITEMS = 100
@@ -49,21 +49,21 @@ FUNCTIONS_REPORT_REQUEST_MESSAGES_MAX_ITEMS = 100
 FUNCTIONS_REPORT_REQUEST_EVENTS_MAX_ITEMS = 100
 # agentworks.functions.v1.ReportRequest.steps: repeated.max_items, in items
 FUNCTIONS_REPORT_REQUEST_STEPS_MAX_ITEMS = 100
-# agentworks.functions.v1.AskInputRequest.question: string.max_bytes, in bytes
+# agentworks.functions.v1.AskInputRequest.question: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_ASK_INPUT_REQUEST_QUESTION_MAX_BYTES = 8192
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.lte
 FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.gte
 FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_GTE = 0
-# agentworks.functions.v1.FinishExecutionRequest.final_message: string.max_bytes, in bytes
+# agentworks.functions.v1.FinishExecutionRequest.final_message: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_FINISH_EXECUTION_REQUEST_FINAL_MESSAGE_MAX_BYTES = 262144
-# agentworks.functions.v1.FinishExecutionRequest.error: string.max_bytes, in bytes
+# agentworks.functions.v1.FinishExecutionRequest.error: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_FINISH_EXECUTION_REQUEST_ERROR_MAX_BYTES = 16384
 # agentworks.messaging.v1.ListTargetsRequest.limit: int32.lte
 MESSAGING_LIST_TARGETS_REQUEST_LIMIT_LTE = 200
 # agentworks.messaging.v1.ListTargetsRequest.limit: int32.gte
 MESSAGING_LIST_TARGETS_REQUEST_LIMIT_GTE = 1
-# agentworks.messaging.v1.SendRequest.text: string.max_bytes, in bytes
+# agentworks.messaging.v1.SendRequest.text: string.max_bytes, in bytes of UTF-8
 MESSAGING_SEND_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.SendRequest.submission_id: string.max_len, in characters
 MESSAGING_SEND_REQUEST_SUBMISSION_ID_MAX_LEN = 200
@@ -99,19 +99,19 @@ MESSAGING_CLAIM_TURN_REQUEST_LEASE_SECONDS_GTE = 5
 MESSAGING_HEARTBEAT_TURN_REQUEST_LEASE_SECONDS_LTE = 300
 # agentworks.messaging.v1.HeartbeatTurnRequest.lease_seconds: int32.gte
 MESSAGING_HEARTBEAT_TURN_REQUEST_LEASE_SECONDS_GTE = 5
-# agentworks.messaging.v1.SendMessageRequest.text: string.max_bytes, in bytes
+# agentworks.messaging.v1.SendMessageRequest.text: string.max_bytes, in bytes of UTF-8
 MESSAGING_SEND_MESSAGE_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.SendMessageRequest.submission_id: string.max_len, in characters
 MESSAGING_SEND_MESSAGE_REQUEST_SUBMISSION_ID_MAX_LEN = 200
-# agentworks.messaging.v1.SendFromTurnRequest.text: string.max_bytes, in bytes
+# agentworks.messaging.v1.SendFromTurnRequest.text: string.max_bytes, in bytes of UTF-8
 MESSAGING_SEND_FROM_TURN_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.SendFromTurnRequest.submission_id: string.max_len, in characters
 MESSAGING_SEND_FROM_TURN_REQUEST_SUBMISSION_ID_MAX_LEN = 200
-# agentworks.messaging.v1.EnqueueDeliveryRequest.text: string.max_bytes, in bytes
+# agentworks.messaging.v1.EnqueueDeliveryRequest.text: string.max_bytes, in bytes of UTF-8
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.EnqueueDeliveryRequest.payload: bytes.max_len, in bytes
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_PAYLOAD_MAX_LEN = 1048576
-# agentworks.messaging.v1.EnqueueDeliveryRequest.attributes_json: string.max_bytes, in bytes
+# agentworks.messaging.v1.EnqueueDeliveryRequest.attributes_json: string.max_bytes, in bytes of UTF-8
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_ATTRIBUTES_JSON_MAX_BYTES = 262144
 # agentworks.messaging.v1.EnqueueDeliveryRequest.idempotency_key: string.min_len, in characters
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_IDEMPOTENCY_KEY_MIN_LEN = 1
@@ -123,7 +123,7 @@ MESSAGING_ENQUEUE_DELIVERIES_REQUEST_ITEMS_MAX_ITEMS = 500
 SCHEDULER_CREATE_WAKE_UP_REQUEST_DELAY_SECONDS_LTE = 34560000
 # agentworks.scheduler.v1.CreateWakeUpRequest.delay_seconds: int64.gte
 SCHEDULER_CREATE_WAKE_UP_REQUEST_DELAY_SECONDS_GTE = 0
-# agentworks.scheduler.v1.CreateWakeUpRequest.note: string.max_bytes, in bytes
+# agentworks.scheduler.v1.CreateWakeUpRequest.note: string.max_bytes, in bytes of UTF-8
 SCHEDULER_CREATE_WAKE_UP_REQUEST_NOTE_MAX_BYTES = 16384
 # agentworks.scheduler.v1.CreateWakeUpRequest.submission_id: string.max_len, in characters
 SCHEDULER_CREATE_WAKE_UP_REQUEST_SUBMISSION_ID_MAX_LEN = 200
@@ -135,11 +135,11 @@ SCHEDULER_LIST_WAKE_UPS_REQUEST_LIMIT_GTE = 1
 SCHEDULER_RESCHEDULE_WAKE_UP_REQUEST_DELAY_SECONDS_LTE = 34560000
 # agentworks.scheduler.v1.RescheduleWakeUpRequest.delay_seconds: int64.gte
 SCHEDULER_RESCHEDULE_WAKE_UP_REQUEST_DELAY_SECONDS_GTE = 0
-# agentworks.scheduler.v1.CreateScheduleRequest.prompt: string.max_bytes, in bytes
+# agentworks.scheduler.v1.CreateScheduleRequest.prompt: string.max_bytes, in bytes of UTF-8
 SCHEDULER_CREATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES = 16384
 # agentworks.scheduler.v1.CreateScheduleRequest.submission_id: string.max_len, in characters
 SCHEDULER_CREATE_SCHEDULE_REQUEST_SUBMISSION_ID_MAX_LEN = 200
-# agentworks.scheduler.v1.UpdateScheduleRequest.prompt: string.max_bytes, in bytes
+# agentworks.scheduler.v1.UpdateScheduleRequest.prompt: string.max_bytes, in bytes of UTF-8
 SCHEDULER_UPDATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES = 16384
 # agentworks.scheduler.v1.ListSchedulesRequest.limit: int32.lte
 SCHEDULER_LIST_SCHEDULES_REQUEST_LIMIT_LTE = 200
