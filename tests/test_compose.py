@@ -53,6 +53,8 @@ PACKAGES = [
     "libs/agentworks-client",
     "libs/agentworks-server",
     "libs/agentworks-runtime",
+    "libs/agentworks-agents",
+    "libs/agentworks-runner",
     "services/messaging",
     "services/functions",
     "services/scheduler",
@@ -208,7 +210,7 @@ def test_services_are_wired_to_their_peers_a2(services):
 def test_demo_runtimes_build_their_config_and_commands_r1_r2_s1(services, tmp_path, pki):
     """R1/R2/S1: each demo runtime's command and env parse into a runnable configuration:
     turns with a scheduler for wake-ups, and function executions in a writable root."""
-    from agentworks.runtime.cli import _parser
+    from agentworks.runner.cli import _parser
     from agentworks.runtime.config import RuntimeConfig
 
     key = _credential_stand_in(tmp_path)
