@@ -15,7 +15,7 @@ The runner starts each command under bubblewrap (Debian's `bubblewrap` package):
   the sandbox then runs as the runner's uid (which owns its files on the host), with
   no view of the runner beyond what is mounted.
 - **Files**: a new root with only: `/usr`, `/bin`, `/sbin`, `/lib*` read-only (the system),
-  a few files of `/etc` read-only (`ETC_FILES`: users and groups, name resolution, TLS
+  a few files of `/etc` read-only (`sandbox_view.ETC_FILES`: users and groups, name resolution, TLS
   certificates, time zone, the linker cache; no keys, no shadow), a new `/proc` (its own
   processes only) and `/dev` (null, zero, random, tty...), a private `/tmp` and
   `/dev/shm` (tmpfs, at most the memory limit), the runner's Python installation
@@ -52,7 +52,6 @@ what it gives up.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import pathlib
@@ -69,33 +68,9 @@ from agentworks.agents.agent_mcp import bridge
 from agentworks.runner import _sandbox_init
 from agentworks.runner.cgroups import Cgroups
 from agentworks.runner.limits import MIB, Policy
-from agentworks.runtime.folders import HOME_FOLDER, RUNNER_FOLDERS, own_folders
+from agentworks.runner.sandbox_view import MountView, hidden_paths
+from agentworks.runtime.folders import RUNNER_FOLDERS, own_folders
 
-# The system's read-only part: bound as they are, or made the same symlinks.
-SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = (
-    "passwd",
-    "group",
-    "hosts",
-    "host.conf",
-    "resolv.conf",
-    "nsswitch.conf",
-    "gai.conf",
-    "services",
-    "protocols",
-    "localtime",
-    "timezone",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "ssl",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "pki",
-    "alternatives",
-    "mime.types",
-    "os-release",
-)
 INIT_PATH = "/run/agentworks/init.py"
 DEFAULT_UID = 65534  # "nobody": owns nothing on a usual system
 
@@ -288,7 +263,7 @@ class Sandbox:
         if cgroups is None or not cgroups.memory:
             rlimits["RLIMIT_AS"] = limits.memory_bytes
         python = os.path.realpath(sys.executable)
-        view = _View()
+        view = MountView()
         view.system()
         view.add("--proc", "/proc", "--dev", "/dev")
         view.tmpfs("/tmp", limits.memory_bytes, 0o1777)
@@ -307,7 +282,7 @@ class Sandbox:
         # mount point cannot be made, replaced or removed by the command.
         for name in RUNNER_FOLDERS:
             view.tmpfs(str(root / name), 1 * MIB, 0o755)
-        for path in _hidden(root, shown, hidden):
+        for path in hidden_paths(root, shown, hidden):
             if os.path.isdir(path):
                 view.tmpfs(path, 1 * MIB, 0o755)
             else:
@@ -351,73 +326,3 @@ class Sandbox:
             files = [str(f) for f in cgroups.procs_files]
             full = ["/bin/sh", "-c", joiner, "sh", *files, "--", *full]
         return full
-
-
-def _hidden(root: pathlib.Path, read_only: Sequence[str], secrets: Sequence[str]) -> list[str]:
-    """What of the suite's is inside something the sandbox sees: its home
-    (`AGENTWORKS_HOME`, the default `.agentworks` here; the root's own `.agentworks` is
-    always hidden, `RUNNER_FOLDERS`) and the `secrets` (files or folders). Each by where
-    it really is (links resolved: a mount through a link would follow it)."""
-    home = os.environ.get("AGENTWORKS_HOME") or HOME_FOLDER
-    candidates = [pathlib.Path(home), *(pathlib.Path(path) for path in secrets)]
-    seen = [root, *(pathlib.Path(os.path.realpath(p)) for p in read_only)]
-    always = {root / name for name in RUNNER_FOLDERS}
-    found: list[str] = []
-    for candidate in candidates:
-        path = pathlib.Path(os.path.realpath(candidate))
-        if path in always or str(path) in found or not path.exists():
-            continue
-        if any(path == s or s in path.parents for s in seen):
-            found.append(str(path))
-    return found
-
-
-@dataclasses.dataclass
-class _View:
-    """bubblewrap's mount arguments, in order, with the folders above each mount made
-    0755 (bubblewrap would copy the host's modes, 0700 for /root)."""
-
-    args: list[str] = dataclasses.field(default_factory=list)
-    # Host folders bound: what is under them exists already. (A tmpfs is empty.)
-    mounted: list[str] = dataclasses.field(default_factory=list)
-    made: set[str] = dataclasses.field(default_factory=set)
-
-    def add(self, *args: str) -> None:
-        self.args.extend(args)
-
-    def covers(self, path: str) -> bool:
-        return any(path == m or path.startswith(m.rstrip("/") + "/") for m in self.mounted)
-
-    def _parents(self, path: str) -> None:
-        parents = list(pathlib.PurePosixPath(path).parents)[::-1][1:]  # without "/"
-        for parent in map(str, parents):
-            if parent not in self.made and not self.covers(parent):
-                self.args += ["--perms", "0755", "--dir", parent]
-                self.made.add(parent)
-
-    def system(self) -> None:
-        for path in SYSTEM:
-            if os.path.islink(path):
-                self.args += ["--symlink", os.readlink(path), path]
-            elif os.path.isdir(path):
-                self.args += ["--ro-bind", path, path]
-                self.mounted.append(path)
-        self._parents("/etc/x")
-        for name in ETC_FILES:
-            self.args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-
-    def ro_bind(self, source: str, dest: str | None = None, *, try_: bool = False) -> None:
-        dest = dest or source
-        self._parents(dest)
-        self.args += ["--ro-bind-try" if try_ else "--ro-bind", source, dest]
-        self.mounted.append(dest)
-
-    def bind(self, path: str, dest: str | None = None) -> None:
-        dest = dest or path
-        self._parents(dest)
-        self.args += ["--bind", path, dest]
-        self.mounted.append(dest)
-
-    def tmpfs(self, path: str, size: int, mode: int) -> None:
-        self._parents(path)
-        self.args += ["--perms", f"{mode:04o}", "--size", str(size), "--tmpfs", path]
