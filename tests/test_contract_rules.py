@@ -11,6 +11,7 @@ import pytest
 
 from agentworks import proto_limits
 from agentworks.client import MessagingClient, delivery_request
+from agentworks.common.v1 import common_pb2
 from agentworks.core import limits
 from agentworks.core.errors import AgentWorksError, InvalidArgument, Reason
 from agentworks.functions.v1 import functions_pb2
@@ -149,4 +150,19 @@ async def test_the_identity_is_checked_before_the_field_rules_B8(messaging, data
             await send(request, timeout=10)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "text" not in (refused.value.details() or "")
+    assert _count(database_url, "messages") == 0
+
+
+async def test_a_request_past_its_size_as_sent_is_refused_before_it_is_parsed_B8(
+    alice, database_url
+):
+    """B8: messaging refuses a Send larger than its largest legal one from its size as
+    sent, before parsing it (so before any field rule), with the reason REQUEST_LIMIT and
+    the limit in metadata; nothing stored."""
+    parts = [common_pb2.Part(text="x" * 1000) for _ in range(400)]  # ~400 KB of parts
+    with pytest.raises(InvalidArgument) as refused:
+        await alice._unary("Send", pb.SendRequest(inbox_id="x", parts=parts))
+    assert refused.value.reason == Reason.REQUEST_LIMIT
+    assert refused.value.message.startswith("Send's request is ")
+    assert int(refused.value.metadata["limit"]) < 400_000
     assert _count(database_url, "messages") == 0

@@ -25,7 +25,7 @@ from buf.validate import validate_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.limits import (
     MAX_ATTRIBUTES_BYTES,
     MAX_PARTS_BYTES,
@@ -57,7 +57,8 @@ def _ruled(field: FieldDescriptor) -> bool:
 def _refuse(path: str, what: str, limit: int, unit: str) -> InvalidArgument:
     return InvalidArgument(
         f"{path} {what}; the limit is {limit} {unit} (refused before it was read)",
-        metadata={"field": path, "limit": str(limit)},
+        reason=Reason.FIELD_RULE,
+        metadata=rule_meta(path, "measured_size", limit),
     )
 
 
@@ -155,10 +156,12 @@ def _bounded(method: str, parse: Callable[[bytes], Any]) -> Callable[[bytes], An
 
     def deserialize(data: bytes) -> Any:
         if len(data) > limit:
-            # rpc.py's parser answers this INVALID_ARGUMENT with the message below.
+            # The interceptor's parser (agentworks.server.validation) answers with it.
             raise InvalidArgument(
                 f"{method}'s request is {len(data)} bytes as sent; the limit is {limit} "
-                "bytes (refused before it was read)"
+                "bytes (refused before it was read)",
+                reason=Reason.REQUEST_LIMIT,
+                metadata={"limit": str(limit)},
             )
         return parse(data)
 

@@ -25,10 +25,11 @@ _validator = protovalidate.Validator()
 
 
 class _Unparsable:
-    """A request message protobuf could not parse (too deeply nested, malformed bytes)."""
+    """A request message protobuf could not parse (too deeply nested, malformed bytes), or
+    that a service's own parser refused (`AgentWorksError`, e.g. from its size as sent)."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -41,7 +42,7 @@ def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], An
         try:
             return deserializer(data)
         except Exception as exc:
-            return _Unparsable(str(exc))
+            return _Unparsable(exc)
 
     return parse
 
@@ -49,8 +50,11 @@ def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], An
 def checked(request: Any) -> Any:
     """The parsed request, once it keeps its proto's field rules; else InvalidArgument."""
     if isinstance(request, _Unparsable):
+        if isinstance(request.error, errors.AgentWorksError):
+            raise request.error  # the service's parser said why, in its words
         raise errors.InvalidArgument(
-            f"the request could not be parsed as the method's message: {request.reason}"
+            f"the request could not be parsed as the method's message: {request.error}",
+            reason=errors.Reason.MALFORMED,
         )
     if isinstance(request, Message):  # not a handler's raw bytes
         refusal = field_rule_refusal(request)
