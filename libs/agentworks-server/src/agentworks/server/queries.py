@@ -21,14 +21,20 @@ is not in it fails there or in the service's query test, not in a request.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.rows import namedtuple_row
+
+# Set by `agentworks.server.tracing.trace_database` when tracing is on: then every named
+# query runs in a span of its own (its name, its statement), as SQLAlchemy's
+# instrumentation gave each statement of the engine.
+tracer: Any = None
 
 _HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*)( \(prepared\))? --[ \t]*$", re.MULTILINE)
 
@@ -65,6 +71,22 @@ def parse_queries(text: str, source: str = "queries.sql") -> dict[str, Query]:
             raise ValueError(f"{source}: query {name!r} is defined twice")
         found[name] = Query(name, statement, None if header[2] else False)
     return found
+
+
+@contextlib.contextmanager
+def _traced(query: Query) -> Iterator[None]:
+    if tracer is None:
+        yield
+        return
+    with tracer.start_as_current_span(
+        query.name,
+        attributes={
+            "db.system": "postgresql",
+            "db.operation.name": query.name,
+            "db.statement": query.text,
+        },
+    ):
+        yield
 
 
 class Queries:
@@ -106,21 +128,24 @@ class Queries:
         """Every row of a query."""
         query = self[name]
         async with conn.cursor(row_factory=namedtuple_row) as cur:
-            await cur.execute(query.text, params, prepare=query.prepare)
+            with _traced(query):
+                await cur.execute(query.text, params, prepare=query.prepare)
             return await cur.fetchall()
 
     async def one(self, conn: psycopg.AsyncConnection[Any], name: str, params: Any = None) -> Any:
         """The first row of a query, or None."""
         query = self[name]
         async with conn.cursor(row_factory=namedtuple_row) as cur:
-            await cur.execute(query.text, params, prepare=query.prepare)
+            with _traced(query):
+                await cur.execute(query.text, params, prepare=query.prepare)
             return await cur.fetchone()
 
     async def value(self, conn: psycopg.AsyncConnection[Any], name: str, params: Any = None) -> Any:
         """The first column of the first row of a query, or None when it has no row."""
         query = self[name]
         async with conn.cursor() as cur:
-            await cur.execute(query.text, params, prepare=query.prepare)
+            with _traced(query):
+                await cur.execute(query.text, params, prepare=query.prepare)
             row = await cur.fetchone()
             return None if row is None else row[0]
 
@@ -130,7 +155,8 @@ class Queries:
         """Run a query for its effect: the number of rows it changed."""
         query = self[name]
         async with conn.cursor() as cur:
-            await cur.execute(query.text, params, prepare=query.prepare)
+            with _traced(query):
+                await cur.execute(query.text, params, prepare=query.prepare)
             return cur.rowcount
 
     async def execute_many(
@@ -139,4 +165,5 @@ class Queries:
         """Run a query once per parameter set (psycopg pipelines them: one round trip)."""
         query = self[name]
         async with conn.cursor() as cur:
-            await cur.executemany(query.text, params)
+            with _traced(query):
+                await cur.executemany(query.text, params)

@@ -14,6 +14,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from agentworks.core.tracing import configure_tracing as configure_tracing
 from agentworks.core.tracing import shutdown_tracing as shutdown_tracing
 from agentworks.core.tracing import tracing_requested as tracing_requested
+from agentworks.server import queries
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 
@@ -38,3 +39,4 @@ def trace_database(database) -> None:
         engine=getattr(engine, "sync_engine", engine), skip_dep_check=True
     )
     database.tracer = trace.get_tracer("agentworks.db")
+    queries.tracer = database.tracer  # a span per named query
