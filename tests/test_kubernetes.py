@@ -69,6 +69,8 @@ PACKAGES = [
     "libs/agentworks-client",
     "libs/agentworks-server",
     "libs/agentworks-runtime",
+    "libs/agentworks-agents",
+    "libs/agentworks-runner",
     "services/messaging",
     "services/functions",
     "services/scheduler",
