@@ -12,7 +12,9 @@ from agentworks.server.schema import check_snapshot, declared_columns, migrated_
 from agentworks_functions import tables
 from agentworks_functions.store.base import Q
 
-STORE = pathlib.Path(tables.__file__).parent / "store"
+PACKAGE = pathlib.Path(tables.__file__).parent
+# What runs the named queries: the store, the blob storage and the gauges.
+RUNNERS = [*(PACKAGE / "store").glob("*.py"), PACKAGE / "blobs.py", PACKAGE / "metrics.py"]
 
 
 def test_migrating_an_empty_database_builds_schema_sql_P1(pg_server_url):
@@ -27,9 +29,10 @@ def test_tables_py_declares_the_migrated_columns_P1(database_url):
 
 
 def test_every_named_query_is_used_and_prepares_P1(database_url):
-    """P1: each query of queries.sql is run by the store, each name the store runs is
-    there, and PostgreSQL accepts each statement (PREPARE plans it, runs nothing)."""
-    source = "\n".join(p.read_text() for p in STORE.glob("*.py"))
+    """P1: each query of queries.sql is run by the store (or blobs.py, metrics.py), each
+    name they run is there, and PostgreSQL accepts each statement (PREPARE plans it, runs
+    nothing)."""
+    source = "\n".join(p.read_text() for p in RUNNERS)
     used = set(re.findall(r'"([a-z][a-z0-9_]*)"', source)) & Q.names
     named = set(re.findall(r'(?:Q\.\w+\(\s*pg,\s*|Q\.sql\(|name = )"([a-z0-9_]+)"', source))
     assert named <= Q.names

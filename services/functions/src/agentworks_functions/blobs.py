@@ -1,10 +1,11 @@
 """File bytes behind a small interface, stored chunked in PostgreSQL (an object store can
 replace it: implement `BlobStore` and pass it to `FunctionsStore`).
 
-A blob is written chunk by chunk while an upload streams in, each chunk in its own short
-transaction, so no transaction stays open for the length of an upload. It becomes visible
-only when the store links it to a file (marking it complete in that transaction); the
-sweeper deletes blobs that were never linked.
+A blob is written chunk by chunk while an upload streams in, each chunk in its own
+statement (autocommit), so no transaction stays open for the length of an upload. It
+becomes visible only when the store links it to a file (marking it complete in that
+transaction); the sweeper deletes blobs that were never linked. Its statements are named
+queries of queries.sql, run on `Database.raw()` as the store's are.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
-import sqlalchemy as sa
-
 from agentworks.server.db import Database
-from agentworks_functions import tables as t
+from agentworks.server.queries import Queries
+
+# The blob statements of ../queries.sql (the store loads the same file; blobs.py is
+# imported by the store, so it cannot take the store's `Q`).
+Q = Queries.load("agentworks_functions")
 
 # Every chunk but a blob's last has exactly this size, so a byte range maps to chunks.
 CHUNK_BYTES = 256 * 1024
@@ -57,9 +60,9 @@ class PostgresBlobWriter:
         self._sha = hashlib.sha256()
 
     async def _flush(self, data: bytes) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                t.blob_chunks.insert().values(blob_id=self._id, seq=self._seq, data=data)
+        async with self._db.raw() as pg:
+            await Q.execute(
+                pg, "add_blob_chunk", {"blob_id": self._id, "seq": self._seq, "data": data}
             )
         self._seq += 1
 
@@ -77,17 +80,15 @@ class PostgresBlobWriter:
             await self._flush(bytes(self._buffer))
             self._buffer.clear()
         digest = self._sha.hexdigest()
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                t.blobs.update()
-                .where(t.blobs.c.id == self._id)
-                .values(size=self._size, sha256=digest)
+        async with self._db.raw() as pg:
+            await Q.execute(
+                pg, "close_blob", {"blob_id": self._id, "size": self._size, "sha256": digest}
             )
         return Blob(str(self._id), self._size, digest)
 
     async def abort(self) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(t.blobs.delete().where(t.blobs.c.id == self._id))
+        async with self._db.raw() as pg:
+            await Q.execute(pg, "delete_blob", {"blob_id": self._id})
 
 
 class PostgresBlobStore:
@@ -98,33 +99,22 @@ class PostgresBlobStore:
 
     async def writer(self) -> PostgresBlobWriter:
         blob_id = uuid.uuid4()
-        async with self.db.transaction() as conn:
-            await conn.execute(t.blobs.insert().values(id=blob_id))
+        async with self.db.raw() as pg:
+            await Q.execute(pg, "new_blob", {"blob_id": blob_id})
         return PostgresBlobWriter(self.db, blob_id)
 
     async def read(self, blob_id: str, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
         first, last = offset // CHUNK_BYTES, (offset + length - 1) // CHUNK_BYTES
-        c = t.blob_chunks
-        async with self.db.transaction() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(c.c.seq, c.c.data)
-                    .where(c.c.blob_id == blob_id, c.c.seq >= first, c.c.seq <= last)
-                    .order_by(c.c.seq)
-                )
-            ).all()
+        async with self.db.raw() as pg:
+            rows = await Q.all(
+                pg, "blob_chunks", {"blob_id": blob_id, "first": first, "last": last}
+            )
         data = b"".join(bytes(r.data) for r in rows)
         start = offset - first * CHUNK_BYTES
         return data[start : start + length]
 
     async def purge_unlinked(self, older_than: timedelta) -> int:
-        async with self.db.transaction() as conn:
-            result = await conn.execute(
-                t.blobs.delete().where(
-                    t.blobs.c.complete.is_(False),
-                    t.blobs.c.created_at < sa.func.now() - older_than,
-                )
-            )
-        return result.rowcount or 0
+        async with self.db.raw() as pg:
+            return await Q.execute(pg, "purge_unlinked_blobs", {"older_than": older_than})

@@ -13,15 +13,14 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
-import sqlalchemy as sa
 from prometheus_client import Counter, Gauge
 
 from agentworks.core.errors import Busy
 from agentworks.server.db import Database
-from agentworks.server.metrics import inline_sql, publish, refresher
-from agentworks_functions import tables as t
+from agentworks.server.metrics import publish, refresher
 from agentworks_functions.config import Config
-from agentworks_functions.models import OPEN_STATUSES, RUNNING, TargetKey
+from agentworks_functions.models import TargetKey
+from agentworks_functions.store.base import Q
 
 CALLS_RUNNING = Gauge(
     "agentworks_functions_calls_running",
@@ -55,47 +54,11 @@ def counting_busy(target: TargetKey) -> Iterator[None]:
         raise
 
 
-def _running_calls() -> sa.Select:
-    """Per registered target: open calls, unclaimed ones, the stored limit.
-
-    Only open calls are read, through the partial index `calls_open` (the set the
-    running limits bound); ended calls are never scanned.
-    """
-    c, tg = t.calls, t.targets
-    open_calls = (
-        sa.select(
-            c.c.target_kind,
-            c.c.target_name,
-            sa.func.count().label("n"),
-            sa.func.count()
-            .filter(sa.and_(c.c.status == RUNNING, c.c.runtime.is_(None)))
-            .label("unclaimed"),
-        )
-        .where(c.c.status.in_(OPEN_STATUSES))
-        .group_by(c.c.target_kind, c.c.target_name)
-        .subquery("open_calls")
-    )
-    return sa.select(
-        tg.c.kind,
-        tg.c.name,
-        tg.c.running_limit,
-        sa.func.coalesce(open_calls.c.n, 0).label("running"),
-        sa.func.coalesce(open_calls.c.unclaimed, 0).label("unclaimed"),
-    ).select_from(
-        tg.outerjoin(
-            open_calls,
-            sa.and_(open_calls.c.target_kind == tg.c.kind, open_calls.c.target_name == tg.c.name),
-        )
-    )
-
-
-_SQL = inline_sql(_running_calls())
-
-
 async def refresh(db: Database, default_running_limit: int) -> None:
-    """Recompute the per-target gauges (one statement)."""
-    async with db.autocommit() as conn:
-        rows = (await conn.exec_driver_sql(_SQL)).all()
+    """Recompute the per-target gauges: one statement, `running_calls` of queries.sql
+    (open calls only, through the partial index calls_open)."""
+    async with db.raw() as pg:
+        rows = await Q.all(pg, "running_calls")
     publish(CALLS_RUNNING, {(f"{r.kind}:{r.name}",): r.running for r in rows})
     publish(CALLS_UNCLAIMED, {(f"{r.kind}:{r.name}",): r.unclaimed for r in rows})
     publish(

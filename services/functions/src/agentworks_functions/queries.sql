@@ -499,3 +499,48 @@ WHERE (target_kind, target_name) IN (
     SELECT kind, name FROM unnest(CAST(%(kinds)s AS text[]), CAST(%(names)s AS text[]))
         AS k (kind, name))
 ORDER BY target_kind, target_name, name;
+
+-- ================================================ file bytes (blobs.py; F8, T8)
+
+-- new_blob --
+-- A blob being written: incomplete until a file links it (complete_blob).
+INSERT INTO functions.blobs (id) VALUES (%(blob_id)s);
+
+-- add_blob_chunk --
+-- One chunk of a blob being written (each in its own statement: no transaction stays
+-- open for the length of an upload).
+INSERT INTO functions.blob_chunks (blob_id, seq, data)
+VALUES (%(blob_id)s, %(seq)s, %(data)s);
+
+-- close_blob --
+UPDATE functions.blobs SET size = %(size)s, sha256 = %(sha256)s WHERE id = %(blob_id)s;
+
+-- blob_chunks --
+-- The chunks %(first)s..%(last)s of a blob, in order (a byte range of it).
+SELECT seq, data FROM functions.blob_chunks
+WHERE blob_id = %(blob_id)s AND seq >= %(first)s AND seq <= %(last)s
+ORDER BY seq;
+
+-- purge_unlinked_blobs --
+-- Blobs never linked to a file, older than %(older_than)s (through blobs_incomplete).
+DELETE FROM functions.blobs
+WHERE NOT complete AND created_at < now() - CAST(%(older_than)s AS interval);
+
+-- ================================================================ gauges (metrics.py, P4)
+
+-- running_calls --
+-- Per registered target: open calls, unclaimed ones, the stored limit. Only open calls
+-- are read, through the partial index calls_open (its predicate's constants are written
+-- here, not passed); ended calls are never scanned.
+SELECT t.kind, t.name, t.running_limit,
+       coalesce(open_calls.n, 0) AS running,
+       coalesce(open_calls.unclaimed, 0) AS unclaimed
+FROM functions.targets t
+LEFT JOIN (
+    SELECT target_kind, target_name, count(*) AS n,
+           count(*) FILTER (WHERE status = 'running' AND runtime IS NULL) AS unclaimed
+    FROM functions.calls
+    WHERE status IN ('running', 'waiting_for_input')
+    GROUP BY target_kind, target_name
+) AS open_calls
+  ON open_calls.target_kind = t.kind AND open_calls.target_name = t.name;
