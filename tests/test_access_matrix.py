@@ -63,7 +63,7 @@ PRINCIPALS: dict[str, tuple[str, frozenset[str]]] = {
     "over_long": ("user:owner", frozenset()),
     "future": ("user:owner", frozenset()),
     "runtime_as_user": ("user:alice", frozenset()),
-    "runtime_as_operator": ("agent:demo/bot", frozenset({"operator"})),
+    "runtime_as_operator": ("service:runner", frozenset({"operator"})),
     "service_as_another": ("service:functions", frozenset()),
     # Identities exchanged for runtime credentials (T2): the gateway signs them with a
     # `targets` claim, the credential's own target only.
@@ -80,18 +80,19 @@ BAD_IDENTITIES = {
     "missing": "missing identity",
     "over_long": "lifetime is 3600 s, over the maximum of 300 s",
     "future": "s in the future",
-    "runtime_as_user": "signer runtime may not vouch for user:alice",
-    "runtime_as_operator": "signer runtime may not give agent:demo/bot the role(s) operator",
+    "runtime_as_user": "signer service:runner may not vouch for user:alice",
+    "runtime_as_operator": "signer service:runner may not give service:runner the role(s) operator",
     "service_as_another": "signer service:scheduler may not vouch for service:functions",
 }
-# Signed by the runtime key (T1: it vouches for agents and workflows); the rest of the
-# good principals by the gateway's.
-BY_RUNTIME = ("runtime", "other_runtime", "runtime_as_user", "runtime_as_operator")
+# Signed by the key of a runtime run as a service (T1: it vouches for itself only, with
+# the runtime role at most); the good principals by the gateway's (runtimes' identities
+# come from the gateway, T2).
+BY_RUNNER = ("runtime_as_user", "runtime_as_operator")
 
 
 def metadata(name: str, keys: KeyDirectory) -> tuple[tuple[str, str], ...]:
     principal, roles = PRINCIPALS[name]
-    key = keys.ensure("runtime" if name in BY_RUNTIME else "gateway")[0]
+    key = keys.ensure("service:runner" if name in BY_RUNNER else "gateway")[0]
     if name == "missing":
         return ()
     if name == "forged":

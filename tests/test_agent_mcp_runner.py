@@ -410,7 +410,7 @@ async def test_run_commands_serves_turn_commands_with_their_mcp_endpoint_L2_R2(
         functions.address,
         env={
             **os.environ,
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": AGENT,
             "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
             "LOG_JSON": "false",

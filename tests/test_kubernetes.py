@@ -228,7 +228,7 @@ def _env(workload: dict[str, Any], configmap: dict[str, str], bundle: str) -> di
         env["AGENTWORKS_RUNTIME_CREDENTIAL_FILE"] = str(CREDENTIAL_FILE)
         return env
     signer = secret.removeprefix("agentworks-signing-")
-    signer = signer if signer in ("gateway", "runtime") else f"service:{signer}"
+    signer = signer if signer == "gateway" else f"service:{signer}"
     if env.get("AGENTWORKS_SIGNING_KEY") == f"{signing_at}/signing-key.pem":
         env["AGENTWORKS_SIGNING_KEY"] = KEYS.env(signer)["AGENTWORKS_SIGNING_KEY"]
     if env.get("AGENTWORKS_TRUSTED_KEYS") == f"{trusted_at}/trusted-keys.json":

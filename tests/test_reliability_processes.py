@@ -271,7 +271,7 @@ async def test_kill_9_under_mixed_load_loses_duplicates_and_restarts_nothing(
         tmp_path,
         {
             **os.environ,
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
             "FUNCTIONS_ADDRESS": functions.address,
             "MESSAGING_ADDRESS": messaging.address,
             "RUNTIME_LEASE": str(LEASE),

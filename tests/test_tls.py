@@ -310,7 +310,7 @@ def test_tls_settings_are_read_once_and_refused_when_unusable_T5(tmp_path, pki, 
     assert Tls().describe(server=True) == "plain text"
     runtime = RuntimeConfig.from_env(
         {
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": BOT,
             "AGENTWORKS_RUNTIME_TARGETS": DEMO,
             **pki.client_env("AGENTWORKS", "runtime"),

@@ -61,18 +61,19 @@ def messaging_process(database_url, signing_keys):
 async def test_a_service_process_refuses_identities_their_signer_may_not_vouch_for_T1_A2(
     messaging_process, signing_keys
 ):
-    """T1 A2: a runtime key signing for user:bob or giving the operator role, a service
-    key signing for another service, and the gateway signing for a service are refused
-    UNAUTHENTICATED naming the signer and what it vouches for; what each may sign passes."""
+    """T1 A2: a runtime service's key signing for user:bob or giving the operator role, a
+    service key signing for another service, and the gateway signing for a service are
+    refused UNAUTHENTICATED naming the signer and what it vouches for; what each may sign
+    passes."""
     messaging = await asyncio.to_thread(messaging_process)
-    runtime = signing_keys.ensure("runtime")[0]
+    runtime = signing_keys.ensure("service:runner")[0]
     scheduler = signing_keys.ensure("service:scheduler")[0]
     gateway = signing_keys.ensure("gateway")[0]
     refused = [
-        (mint("user:bob", runtime), "signer runtime may not vouch for user:bob"),
+        (mint("user:bob", runtime), "signer service:runner may not vouch for user:bob"),
         (
-            mint("agent:demo/bot", runtime, roles={"operator"}),
-            "signer runtime may not give agent:demo/bot the role(s) operator",
+            mint("service:runner", runtime, roles={"operator"}),
+            "signer service:runner may not give service:runner the role(s) operator",
         ),
         (mint("service:functions", scheduler), "signer service:scheduler may not vouch for"),
         (mint("service:scheduler", gateway), "signer gateway may not vouch for service:"),
@@ -82,8 +83,9 @@ async def test_a_service_process_refuses_identities_their_signer_may_not_vouch_f
         assert code == grpc.StatusCode.UNAUTHENTICATED, details
         assert details.startswith("identity refused: ") and says in details, details
     for token in (
-        mint("agent:demo/bot", runtime),
-        mint("workflow:wf-1", runtime),
+        mint("agent:demo/bot", gateway),
+        mint("workflow:wf-1", gateway),
+        mint("service:runner", runtime, roles={"runtime"}),
         mint("user:bob", gateway, roles={"operator"}),
         mint("service:scheduler", scheduler),
     ):

@@ -13,7 +13,7 @@ from agentworks.core.keys import KeyDirectory
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory) -> KeyDirectory:
     directory = KeyDirectory(tmp_path_factory.mktemp("keys"))
-    for signer in ("gateway", "runtime", "service:messaging"):
+    for signer in ("gateway", "service:runner", "service:messaging"):
         directory.ensure(signer)
     return directory
 
@@ -39,12 +39,12 @@ def test_a_scope_never_widens_the_principal_rule_T2(keys):
     assert not identity.serves("crew", "a")
 
 
-@pytest.mark.parametrize("signer", ["runtime", "service:messaging"])
+@pytest.mark.parametrize("signer", ["service:runner", "service:messaging"])
 def test_only_the_gateway_may_issue_a_targets_claim_T2(keys, signer):
     """T2: a targets claim from any other signer is refused UNAUTHENTICATED saying why,
     and a Minter refuses to make one."""
     key = keys.ensure(signer)[0]
-    principal = "agent:a/bot" if signer == "runtime" else signer
+    principal = signer
     with pytest.raises(Unauthenticated, match="may not issue a targets claim"):
         verify(mint(principal, key, targets={"crew:a"}), keys.trusted())
     with pytest.raises(Unauthenticated, match="may not issue a targets claim"):

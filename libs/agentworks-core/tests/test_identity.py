@@ -13,7 +13,7 @@ import pytest
 from agentworks.core.errors import InvalidArgument, Unauthenticated
 from agentworks.core.identity import Minter, check_principal, mint, verify
 from agentworks.core.keys import KeyDirectory, SigningKey, TrustedKeys
-from agentworks.core.trust import CLOCK_SKEW_SECONDS, MAX_LIFETIME_SECONDS
+from agentworks.core.trust import CLOCK_SKEW_SECONDS, MAX_LIFETIME_SECONDS, STANDARD_SIGNERS
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +26,8 @@ def gateway(keys) -> SigningKey:
     return keys.ensure("gateway")[0]
 
 
-@pytest.fixture(scope="module")
-def runtime(keys) -> SigningKey:
-    return keys.ensure("runtime")[0]
-
-
 @pytest.fixture
-def trusted(keys, gateway, runtime) -> TrustedKeys:
+def trusted(keys, gateway) -> TrustedKeys:
     keys.ensure("service:scheduler")
     return keys.trusted()
 
@@ -109,9 +104,8 @@ def test_no_key_no_identity_A2():
 @pytest.mark.parametrize(
     ("signer", "principal", "roles", "says"),
     [
-        ("runtime", "user:bob", (), "signer runtime may not vouch for user:bob"),
-        ("runtime", "agent:demo/bot", ("operator",), "may not give agent:demo/bot the role"),
-        ("runtime", "service:functions", (), "signer runtime may not vouch for service:"),
+        ("service:runner", "agent:demo/bot", (), "signer service:runner may not vouch for agent:"),
+        ("service:runner", "service:runner", ("operator",), "may not give service:runner the"),
         ("service:scheduler", "service:functions", (), "may not vouch for service:functions"),
         ("service:scheduler", "user:bob", (), "may not vouch for user:bob"),
         ("service:scheduler", "service:scheduler", ("operator",), "may not give"),
@@ -131,10 +125,9 @@ def test_a_signer_vouches_only_for_whom_it_may_T1(keys, trusted, signer, princip
         Minter(principal, key, roles=set(roles))
 
 
-def test_who_each_signer_vouches_for_T1(keys, gateway, runtime):
-    """T1: the gateway for users, agents, workflows, itself and operators; the runtime
-    signer for agents and workflows; a service for itself; a runtime service itself with
-    the runtime role."""
+def test_who_each_signer_vouches_for_T1(keys, gateway):
+    """T1: the gateway for users, agents, workflows, itself and operators; a service for
+    itself; a runtime service itself with the runtime role. Nothing else signs."""
     runner = keys.ensure("service:runner")[0]
     trusted = keys.trusted()
     accepted = [
@@ -142,8 +135,6 @@ def test_who_each_signer_vouches_for_T1(keys, gateway, runtime):
         (gateway, "agent:demo/bot", set()),
         (gateway, "workflow:wf", set()),
         (gateway, "service:gateway", set()),
-        (runtime, "agent:demo/bot", set()),
-        (runtime, "workflow:wf", set()),
         (keys.ensure("service:scheduler")[0], "service:scheduler", set()),
         (runner, "service:runner", {"runtime"}),
     ]
@@ -180,8 +171,8 @@ def test_a_foreign_key_is_refused_even_under_a_trusted_kid_T1(gateway, trusted):
     posing = SigningKey(gateway.kid, "gateway", stranger.private_key)
     with pytest.raises(Unauthenticated, match=f"the signature is not by key '{gateway.kid}'"):
         verify(mint("user:alice", posing), trusted)
-    lying = SigningKey(gateway.kid, "runtime", gateway.private_key)
-    with pytest.raises(Unauthenticated, match="names issuer 'runtime'"):
+    lying = SigningKey(gateway.kid, "service:scheduler", gateway.private_key)
+    with pytest.raises(Unauthenticated, match="names issuer 'service:scheduler'"):
         verify(mint("agent:demo/bot", lying), trusted)
 
 
@@ -205,3 +196,22 @@ def test_two_keys_of_one_signer_are_both_accepted_and_a_removed_one_stops_T1(tmp
     with pytest.raises(Unauthenticated, match=f"key '{old.kid}' is not a trusted key"):
         verify(mint("user:alice", old), trusted)
     assert verify(mint("user:bob", new), trusted).principal == "user:bob"
+
+
+def test_the_retired_runtime_signer_signs_nothing_and_its_entries_are_skipped_T1_T2(tmp_path):
+    """T1 T2: `runtime` is no signer any more (runtimes get identities for their runtime
+    credentials): no key can be made for it, and a `runtime` entry left in a trusted-keys
+    file is skipped, so an identity its key signs is refused as by an unknown key."""
+    assert "runtime" not in STANDARD_SIGNERS
+    with pytest.raises(ValueError, match="signer 'runtime' is not one: use gateway or service:"):
+        SigningKey.generate("runtime")
+    keys = KeyDirectory(tmp_path)
+    gateway = keys.ensure("gateway")[0]
+    leftover = SigningKey("runtime-old", "runtime", SigningKey.generate("gateway").private_key)
+    entries = json.loads(keys.trusted_path.read_text())
+    keys.trusted_path.write_text(json.dumps([*entries, leftover.trusted.entry()]))
+    trusted = keys.trusted()
+    assert [key.signer for key in trusted] == ["gateway"]
+    with pytest.raises(Unauthenticated, match="key 'runtime-old' is not a trusted key"):
+        verify(mint("agent:demo/bot", leftover), trusted)
+    assert verify(mint("agent:demo/bot", gateway), trusted).principal == "agent:demo/bot"

@@ -24,7 +24,7 @@ def test_a_key_directory_keeps_one_private_key_per_signer_and_lists_them_all_T1(
     keys = KeyDirectory(tmp_path)
     gateway, made = keys.ensure("gateway")
     assert made and gateway.signer == "gateway" and gateway.kid.startswith("gateway-")
-    runtime, _ = keys.ensure("runtime")
+    runner, _ = keys.ensure("service:runner")
     assert keys.ensure("gateway") == (gateway, False)
     path = keys.key_path("gateway")
     assert path == tmp_path / "gateway" / "signing-key.pem"
@@ -32,16 +32,16 @@ def test_a_key_directory_keeps_one_private_key_per_signer_and_lists_them_all_T1(
     entries = json.loads(keys.trusted_path.read_text())
     assert [(e["kid"], e["signer"]) for e in entries] == [
         (gateway.kid, "gateway"),
-        (runtime.kid, "runtime"),
+        (runner.kid, "service:runner"),
     ]
     assert all("PRIVATE" not in e["public_key"] for e in entries)
-    env = keys.env("runtime")
+    env = keys.env("service:runner")
     assert env == {
-        "AGENTWORKS_SIGNING_KEY": str(keys.key_path("runtime")),
+        "AGENTWORKS_SIGNING_KEY": str(keys.key_path("service:runner")),
         "AGENTWORKS_TRUSTED_KEYS": str(keys.trusted_path),
     }
     loaded, trusted = keys_from_env(Env("AGENTWORKS", env))
-    assert loaded == runtime and trusted is not None and len(trusted) == 2
+    assert loaded == runner and trusted is not None and len(trusted) == 2
 
 
 @pytest.mark.parametrize(

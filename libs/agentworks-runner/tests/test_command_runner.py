@@ -681,7 +681,7 @@ async def start_cli_runner(
         functions.address,
         env={
             **os.environ,
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/runner",
             "AGENTWORKS_RUNTIME_WAIT_SECONDS": "2",
             "LOG_JSON": "false",
@@ -1041,7 +1041,7 @@ def test_run_commands_cli_refuses_bad_commands_R2(tmp_path, capsys, signing_keys
     """R2: a missing or malformed commands file is refused before anything starts (exit 2)."""
     from agentworks.runner.cli import main
 
-    env_key = {**signing_keys.env("runtime"), "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:x/y"}
+    env_key = {**signing_keys.env("gateway"), "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:x/y"}
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env_key.items():
             patch.setenv(name, value)

@@ -101,6 +101,7 @@ def test_the_defaults_are_stated_and_the_demo_crews_turns_end_after_120_s_B9(tmp
         )
         supervisor.database_url, supervisor.webhook_key = "postgresql://localhost/x", "whk"
         supervisor.keys = KeyDirectory(tmp_path / "keys")
+        supervisor.runtime_credential = "awr_" + "c" * 43  # the demo runtimes' (T2)
         turns = supervisor.runtime_children()[0]
         assert turns.env["AGENTWORKS_RUNTIME_TURN_SECONDS"] == seconds
 

@@ -14,9 +14,11 @@ from agentworks.runtime.config import RuntimeConfig
 
 @pytest.fixture
 def base(signing_keys) -> dict[str, str]:
-    """A usable runtime environment: the runtime signer's key, an agent, a crew."""
+    """A usable runtime environment: an agent, a crew, and a key that may sign for the
+    agent (the gateway's, standing in for the identity a runtime credential is exchanged
+    for, T2)."""
     return {
-        **signing_keys.env("runtime"),
+        **signing_keys.env("gateway"),
         "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
         "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
     }
@@ -61,22 +63,27 @@ def test_a_bad_setting_stops_the_runtime_with_one_line_P4(base):
 @pytest.mark.parametrize(
     ("principal", "says"),
     [
-        ("user:bob", "signer runtime may not vouch for user:bob"),
-        ("service:functions", "signer runtime may not vouch for service:functions"),
+        ("user:bob", "signer service:runner may not vouch for user:bob"),
+        ("agent:demo/bot", "signer service:runner may not vouch for agent:demo/bot"),
+        ("service:functions", "signer service:runner may not vouch for service:functions"),
     ],
 )
-def test_a_runtime_cannot_be_configured_to_act_as_a_user_or_a_service_T1(base, principal, says):
-    """T1: the runtime key vouches for agents and workflows only: a runtime told to act as
-    a user or a service does not start, saying so."""
+def test_a_runtime_cannot_be_configured_to_act_as_another_than_its_key_vouches_for_T1(
+    base, signing_keys, principal, says
+):
+    """T1: a runtime run as a service of the deployment signs with its own key, which
+    vouches for that service only: told to act as a user, an agent or another service,
+    it does not start, saying so."""
+    env = {**base, **signing_keys.env("service:runner"), "AGENTWORKS_RUNTIME_PRINCIPAL": principal}
     with pytest.raises(ValueError, match=says) as refused:
-        RuntimeConfig.from_env({**base, "AGENTWORKS_RUNTIME_PRINCIPAL": principal})
+        RuntimeConfig.from_env(env)
     assert str(refused.value).startswith(f"AGENTWORKS_RUNTIME_PRINCIPAL {principal} cannot be")
 
 
-def test_a_runtime_without_a_signing_key_does_not_start_T1(base):
-    """T1: no AGENTWORKS_SIGNING_KEY, no runtime."""
+def test_a_runtime_without_a_credential_or_a_key_does_not_start_T1_T2(base):
+    """T1 T2: no AGENTWORKS_RUNTIME_CREDENTIAL (nor a signing key), no runtime."""
     env = {k: v for k, v in base.items() if k != "AGENTWORKS_SIGNING_KEY"}
-    with pytest.raises(ValueError, match="AGENTWORKS_SIGNING_KEY is not set"):
+    with pytest.raises(ValueError, match="AGENTWORKS_RUNTIME_CREDENTIAL is not set"):
         RuntimeConfig.from_env(env)
 
 

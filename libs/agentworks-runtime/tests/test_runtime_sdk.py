@@ -518,7 +518,7 @@ async def test_a_killed_runtime_leaves_an_interrupted_call_with_its_evidence_F12
         env={
             **os.environ,
             "FUNCTIONS_ADDRESS": functions.address,
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
         },
     )
     try:
@@ -715,7 +715,7 @@ async def test_a_stopping_runtime_gives_up_what_it_cannot_finish_at_once_F12_F11
         env={
             **os.environ,
             "FUNCTIONS_ADDRESS": functions.address,
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
             "AGENTWORKS_RUNTIME_DRAIN_SECONDS": drain,
         },
     )

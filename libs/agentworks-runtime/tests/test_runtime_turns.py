@@ -352,7 +352,7 @@ async def test_unknown_key_is_fatal_and_reported_a2(messaging, clients):
     async def handler(ctx: TurnContext) -> None:  # pragma: no cover - never called
         raise AssertionError("no turn expected")
 
-    forged = Minter(AGENT, SigningKey.generate("runtime"))
+    forged = Minter(AGENT, SigningKey.generate("gateway"))
     worker = TurnWorker(messaging.address, forged, [CREW], handler)
     with pytest.raises(Unauthenticated):
         await asyncio.wait_for(worker.run(), WAIT)
@@ -583,7 +583,7 @@ def test_the_runtime_names_its_own_unknown_variables_only_p4_r1(signing_keys):
     runtime names only unread AGENTWORKS_RUNTIME_* variables."""
     config = RuntimeConfig.from_env(
         {
-            **signing_keys.env("runtime"),
+            **signing_keys.env("gateway"),
             "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
             "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
             "AGENTWORKS_RUNTIME_CONCURENCY": "4",
@@ -632,7 +632,7 @@ async def test_the_first_signal_drains_for_drain_seconds_then_cancels_r1_f12():
 def test_drain_seconds_come_from_the_environment_range_checked_r1(signing_keys):
     """R1: AGENTWORKS_RUNTIME_DRAIN_SECONDS is 0-3600 (default 30), refused otherwise."""
     base = {
-        **signing_keys.env("runtime"),
+        **signing_keys.env("gateway"),
         "AGENTWORKS_RUNTIME_PRINCIPAL": "agent:demo/bot",
         "AGENTWORKS_RUNTIME_TARGETS": "crew:demo",
     }

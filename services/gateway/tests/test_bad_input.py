@@ -149,7 +149,7 @@ async def world(
                 {"action": "call", "crew": "demo", "function": "echo", "inputs": {"text": "hi"}},
             )
             w.call_id = called["call_id"]
-        bot = Minter("agent:demo/bot", key.ensure("runtime")[0])
+        bot = Minter("agent:demo/bot", key.ensure("gateway")[0])
         async with MessagingClient(messaging.address, identity=bot) as runtime:
             turn = await runtime.claim_turn(["crew:demo"], wait_seconds=10)
             assert turn is not None

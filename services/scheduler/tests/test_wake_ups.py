@@ -122,7 +122,7 @@ async def test_only_the_conversations_agents_and_operators_attach_wake_ups_A2_A3
         await sched.create_wake_up("not-a-conversation", delay_seconds=0)
 
     forged = SchedulerClient(
-        scheduler.address, identity=Minter(BOT, SigningKey.generate("runtime"))
+        scheduler.address, identity=Minter(BOT, SigningKey.generate("gateway"))
     )
     try:
         with pytest.raises(Unauthenticated):

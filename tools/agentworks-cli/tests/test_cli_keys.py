@@ -22,7 +22,7 @@ def agentworks(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_keys_init_makes_a_key_per_signer_and_keeps_them_on_a_second_run_T1(tmp_path):
-    """T1: `keys init --dir` makes gateway, service and runtime keys (0600, a directory
+    """T1: `keys init --dir` makes the gateway's and the services' keys (0600, a directory
     each) and the trusted keys of their public halves; run again, it keeps them."""
     first = agentworks("keys", "init", "--dir", str(tmp_path / "keys"))
     assert first.returncode == 0, first.stderr
@@ -33,7 +33,6 @@ def test_keys_init_makes_a_key_per_signer_and_keeps_them_on_a_second_run_T1(tmp_
         "service:messaging",
         "service:functions",
         "service:scheduler",
-        "runtime",
     ]
     assert all(k["made"] for k in made["keys"])
     for key in made["keys"]:

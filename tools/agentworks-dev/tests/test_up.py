@@ -219,7 +219,7 @@ def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url
     tmp_path,
 ):
     """A3 P2 T1: the demo runtimes `up` starts talk to the services only: their environment
-    holds the runtime key that signs their identity and the services' addresses, but not
+    holds their runtime credential and the services' addresses, but not
     the database's address (with its password), whether `up` made it or it was given, nor
     the webhook key; each service gets its own signer's key only, and a signing key in
     `up`'s own environment reaches no child."""
@@ -237,13 +237,13 @@ def test_the_demo_runtimes_get_the_services_addresses_and_never_the_database_url
     )
     keys = KeyDirectory(tmp_path / "keys")
     supervisor.database_url, supervisor.keys, supervisor.webhook_key = given, keys, "whk"
+    supervisor.runtime_credential = "awr_" + "c" * 43
     children = supervisor.runtime_children()
     assert [c.name for c in children] == ["demo-runtime", "demo-funcs"]
     for child in children:
         assert "DATABASE_URL" not in child.env and "s3cret" not in json.dumps(child.env)
         assert "whk" not in json.dumps(child.env)
-        assert child.env["AGENTWORKS_SIGNING_KEY"] == str(keys.key_path("runtime"))
-        assert child.env["AGENTWORKS_TRUSTED_KEYS"] == str(keys.trusted_path)
+        assert "AGENTWORKS_SIGNING_KEY" not in child.env
     services = [c for c, _ in supervisor.plan()[0]]
     assert services and all(c.env["DATABASE_URL"] == given for c in services)
     for child in services:
@@ -276,6 +276,9 @@ def test_with_a_runtime_credential_the_demo_runtimes_get_it_and_no_signing_key_T
         assert child.env["AGENTWORKS_RUNTIME_CREDENTIAL"] == supervisor.runtime_credential
         assert child.env["AGENTWORKS_GATEWAY_URL"] == supervisor.gateway_url
         assert "AGENTWORKS_RUNTIME_CREDENTIAL_FILE" not in child.env
+    # Without a gateway there is no credential, and no key to fall back on (T1, T2).
+    supervisor.runtime_credential = ""
+    assert supervisor.runtime_children() == []
 
 
 def test_up_runs_grpc_in_plain_text_on_loopback_and_says_so_T5(tmp_path):
@@ -333,6 +336,7 @@ def test_every_child_gets_its_own_metrics_port_and_name_never_a_shared_one_P3_P4
     )
     supervisor.metrics = metrics_ports(9600, 2)
     supervisor.keys = KeyDirectory(tmp_path / "keys")
+    supervisor.runtime_credential = "awr_" + "c" * 43
     children = [c for c, _ in supervisor.plan()[0]] + supervisor.runtime_children()
     listen = {}
     for child in children:
@@ -378,6 +382,7 @@ def test_the_demo_crew_gets_the_llm_agent_only_with_llm_settings_and_the_banner_
         supervisor = Supervisor(parse_args(["--home", str(tmp_path)], {}), environ)
         supervisor.database_url = "postgresql://localhost/x"
         supervisor.keys, supervisor.webhook_key = KeyDirectory(tmp_path / "keys"), "whk"
+        supervisor.runtime_credential = "awr_" + "c" * 43
         [turns, _] = supervisor.runtime_children()
         assert turns.env["AGENTWORKS_FUNCTIONS_ADDRESS"] == ",".join(supervisor.addresses(1))
         # The model's key goes to the runtime, never to a service.

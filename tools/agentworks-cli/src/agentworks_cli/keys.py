@@ -84,10 +84,11 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Make an Ed25519 key pair for SIGNER: the private key goes to --out "
         "(0600, never overwritten), its public entry {kid, signer, public_key} is printed "
         "(and with --trusted added to that trusted-keys file). Signers: gateway (users, "
-        "agents, workflows, the operator role), service:<name> (itself), runtime (agents "
-        "and workflows).",
+        "agents, workflows, the operator role), service:<name> (itself; a runtime run as a "
+        "service of the deployment: itself with the runtime role). Runtimes otherwise hold "
+        "a runtime credential, not a key.",
     )
-    new_cmd.add_argument("--signer", required=True, help="gateway, runtime or service:<name>")
+    new_cmd.add_argument("--signer", required=True, help="gateway or service:<name>")
     new_cmd.add_argument("--out", required=True, help="where to write the private key (PEM)")
     new_cmd.add_argument("--kid", help="the key id (default: <signer>-<12 hex of its hash>)")
     new_cmd.add_argument(

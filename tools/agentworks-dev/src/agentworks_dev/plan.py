@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from agentworks.core.keys import KeyDirectory
 from agentworks.core.trust import GATEWAY as GATEWAY_SIGNER
-from agentworks.core.trust import RUNTIME as RUNTIME_SIGNER
 from agentworks_dev.agent import LLM_KEY, demo_agent_command
 from agentworks_dev.children import Child
 from agentworks_dev.database import SuiteDatabase, without_database
@@ -107,15 +106,13 @@ class SuitePlan:
         """A runtime's environment: it talks to the services only, so the database
         address (and its password) is not given to it, nor to the commands it runs. It
         holds the demo runtime credential (T2), exchanged at the gateway, and no signing
-        key; only without a gateway (none installed) the `runtime` key instead."""
-        credential = self.runtime_credential
-        env = self._child_env(None if credential else RUNTIME_SIGNER, **extra)
+        key."""
+        env = self._child_env(None, **extra)
         without_database(env)
         env.pop(METRICS_TOKEN_VARIABLE, None)  # nor to its commands
         env.pop("AGENTWORKS_RUNTIME_CREDENTIAL_FILE", None)
-        if credential:
-            env["AGENTWORKS_RUNTIME_CREDENTIAL"] = credential
-            env["AGENTWORKS_GATEWAY_URL"] = self.gateway_url
+        env["AGENTWORKS_RUNTIME_CREDENTIAL"] = self.runtime_credential
+        env["AGENTWORKS_GATEWAY_URL"] = self.gateway_url
         return env
 
     def _service_env(self, signer: str, prefix: str, **extra: str) -> dict[str, str]:
@@ -176,7 +173,11 @@ class SuitePlan:
 
     def runtime_children(self, skipped: Sequence[str] = ()) -> list[Child]:
         """The demo runtimes (agent:demo/demo-bot), each restarted on its own: crew:demo's
-        turns (the LLM agent with LLM settings, else the scripted demo) and executions."""
+        turns (the LLM agent with LLM settings, else the scripted demo) and executions.
+        None without the demo runtime credential (no gateway): a runtime's identity comes
+        from the gateway (T2)."""
+        if not self.runtime_credential:
+            return []
         common = {"AGENTWORKS_RUNTIME_PRINCIPAL": DEMO_PRINCIPAL}
         common["AGENTWORKS_RUNTIME_TARGETS"] = DEMO_TARGET
         messaging = ",".join(self.addresses(0))

@@ -5,7 +5,7 @@ kept across restarts) with a role per service, each with its own password (kept 
 `.agentworks/db/`) and owning only its own schema, and passes each service only its
 own `<NAME>_DATABASE_URL` (T9). It keeps a signing key per signer in
 `.agentworks/keys/` (and the webhook key in `.agentworks/webhook.key`), gives each
-child its own signer's key only (the demo runtimes the runtime key), starts messaging,
+child its own signer's key only (the demo runtimes none: a runtime credential), starts messaging,
 functions, scheduler and the gateway (`--replicas N` of each, on consecutive
 ports) as child processes, waits until each answers its health check, registers the demo
 crew with messaging and functions, declares its functions as the owner (`user:dev`),

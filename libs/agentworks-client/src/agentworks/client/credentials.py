@@ -225,5 +225,6 @@ class CredentialIdentity:
 
 
 # What a runtime's workers call the services with: a credential's exchanged identity, or
-# (a runtime still holding the runtime signer's key) its own signed one.
+# (a runtime run as a service of the deployment, with its own `service:<name>` key) its
+# own signed one.
 RuntimeIdentity = Minter | CredentialIdentity

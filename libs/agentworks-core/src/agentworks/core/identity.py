@@ -32,6 +32,7 @@ from agentworks.core.trust import (
     CLOCK_SKEW_SECONDS,
     MAX_LIFETIME_SECONDS,
     OPERATOR_ROLE,
+    RUNTIME_ROLE,
     capability_refusal,
     lifetime_refusal,
     targets_refusal,
@@ -112,7 +113,7 @@ class Identity:
         T2) serves only the targets in its set."""
         if self.targets is not None and f"{target_kind}:{target_name}" not in self.targets:
             return False
-        if self.is_service and "runtime" in self.roles:
+        if self.is_service and RUNTIME_ROLE in self.roles:
             return True
         if target_kind == "crew":
             return self.crew == target_name

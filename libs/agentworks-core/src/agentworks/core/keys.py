@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agentworks.core.settings import ConfigError, Env
-from agentworks.core.trust import check_signer, file_name
+from agentworks.core.trust import RETIRED_SIGNERS, check_signer, file_name
 
 log = structlog.get_logger("agentworks.keys")
 
@@ -89,6 +89,8 @@ def parse_trusted_keys(text: str, source: str) -> dict[str, TrustedKey]:
             raise ConfigError(f"{where}: kid must be a non-empty string of at most 128 characters")
         if kid in found:
             raise ConfigError(f"{where}: kid {kid!r} is listed twice")
+        if signer in RETIRED_SIGNERS:
+            continue  # trusted for nothing any more (agentworks.core.trust)
         try:
             check_signer(signer)
         except ValueError as exc:
@@ -278,8 +280,9 @@ def keys_from_env(env: Env) -> tuple[SigningKey | None, TrustedKeys | None]:
 
 
 def signing_key_from_env(environ: Mapping[str, str] | None = None) -> SigningKey:
-    """AGENTWORKS_SIGNING_KEY, found in AGENTWORKS_TRUSTED_KEYS: the key a runtime or a
-    script of one's own signs with. ConfigError when it is not set or not usable."""
+    """AGENTWORKS_SIGNING_KEY, found in AGENTWORKS_TRUSTED_KEYS: the key a service (or a
+    runtime the operator runs as `service:<name>`) signs with. ConfigError when it is not
+    set or not usable."""
     env = Env("AGENTWORKS", dict(os.environ if environ is None else environ))
     key, _ = keys_from_env(env)
     if key is None:

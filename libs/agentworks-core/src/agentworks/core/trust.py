@@ -12,12 +12,12 @@ signed it (agentworks.core.keys). Each signer vouches for:
 - another `service:<name>`: itself, with no role but `runtime` (a runtime the operator
   runs as a service of the deployment, its key put in the trusted set by the operator,
   serves every target).
-- `runtime`: `agent:*` and `workflow:*`, with no role.
 
-Only the gateway may issue a `targets` claim (a runtime credential's scope, T2).
-
-The `runtime` signer is the interim step before runtime credentials (T2): a runtime can
-act as any agent or workflow, never as a user, a service or an operator.
+Only the gateway may issue a `targets` claim (a runtime credential's scope, T2): a
+runtime acts with the identities the gateway gives for its runtime credential and holds
+no signing key. The interim `runtime` signer that came before is retired
+(`RETIRED_SIGNERS`): an entry of it left in a trusted-keys file is skipped, so what its
+key signs is refused as signed by an unknown key.
 
 An identity lives at most MAX_LIFETIME_SECONDS (exp - iat); the clocks of signer and
 verifier may differ by up to CLOCK_SKEW_SECONDS, no more: an identity issued further in
@@ -34,18 +34,19 @@ MAX_LIFETIME_SECONDS = 300
 CLOCK_SKEW_SECONDS = 30
 
 GATEWAY = "gateway"
-RUNTIME = "runtime"
 SERVICE_PREFIX = "service:"
 
 OPERATOR_ROLE = "operator"
 RUNTIME_ROLE = "runtime"
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}"
-SIGNER_RE = re.compile(rf"^(?:{GATEWAY}|{RUNTIME}|service:{_NAME})$")
+SIGNER_RE = re.compile(rf"^(?:{GATEWAY}|service:{_NAME})$")
+# Signers no longer trusted for anything; their entries in a trusted-keys file are skipped.
+RETIRED_SIGNERS = frozenset({"runtime"})
 
 # The principal kinds each signer may vouch for (besides a service itself, below).
-_KINDS = {GATEWAY: ("user", "agent", "workflow"), RUNTIME: ("agent", "workflow")}
-_ROLES = {GATEWAY: frozenset({OPERATOR_ROLE}), RUNTIME: frozenset()}
+_KINDS = {GATEWAY: ("user", "agent", "workflow")}
+_ROLES = {GATEWAY: frozenset({OPERATOR_ROLE})}
 # The platform services need no role; another service signer is a runtime the operator
 # runs as a service (its key is in the trusted set only if the operator put it there).
 PLATFORM_SERVICES = ("service:messaging", "service:functions", "service:scheduler")
@@ -57,14 +58,13 @@ STANDARD_SIGNERS = (
     "service:messaging",
     "service:functions",
     "service:scheduler",
-    RUNTIME,
 )
 
 
 def check_signer(signer: str) -> str:
-    """The signer name if it is one (gateway, runtime, service:<name>), else ValueError."""
+    """The signer name if it is one (gateway, service:<name>), else ValueError."""
     if not isinstance(signer, str) or not SIGNER_RE.match(signer):
-        raise ValueError(f"signer {signer!r} is not one: use gateway, runtime or service:<name>")
+        raise ValueError(f"signer {signer!r} is not one: use gateway or service:<name>")
     return signer
 
 
@@ -80,8 +80,6 @@ def vouches_for(signer: str) -> str:
             "user:<name>, agent:<crew>/<agent>, workflow:<id> and service:gateway, "
             "with the operator role"
         )
-    if signer == RUNTIME:
-        return "agent:<crew>/<agent> and workflow:<id>, with no role"
     if signer in PLATFORM_SERVICES:
         return f"{signer} itself only, with no role"
     return f"{signer} itself only, with no role but {RUNTIME_ROLE}"

@@ -82,9 +82,10 @@ class RuntimeConfig:
     """Where the runtime connects, who it is, and which targets it serves."""
 
     messaging_address: str
-    # The key this runtime signs its identity with (AGENTWORKS_SIGNING_KEY, found in
-    # AGENTWORKS_TRUSTED_KEYS): the `runtime` signer's, which vouches for agents and
-    # workflows only (agentworks.core.trust) — never a service's or the gateway's.
+    # Without a runtime credential, the key this runtime signs its identity with
+    # (AGENTWORKS_SIGNING_KEY, found in AGENTWORKS_TRUSTED_KEYS), whose signer must vouch
+    # for its principal (agentworks.core.trust): a runtime the operator runs as a service
+    # of the deployment signs as that `service:<name>`.
     signing_key: SigningKey | None
     principal: str
     targets: tuple[str, ...]
@@ -210,9 +211,10 @@ class RuntimeConfig:
             self._validate_credential()
         elif self.signing_key is None:
             raise ValueError(
-                f"{SIGNING_KEY_VARIABLE} is not set: the runtime signs its identity with the "
-                f"runtime signer's private key (PEM), found in {TRUSTED_KEYS_VARIABLE}; or "
-                f"give it a runtime credential ({CREDENTIAL_VARIABLE}) instead"
+                f"{CREDENTIAL_VARIABLE} is not set: the runtime exchanges its runtime "
+                "credential at the gateway for its identity (or, run as a service of the "
+                f"deployment, signs with its own key: {SIGNING_KEY_VARIABLE}, found in "
+                f"{TRUSTED_KEYS_VARIABLE})"
             )
         if self.signing_key is not None:
             self._validate_key(self.signing_key)
