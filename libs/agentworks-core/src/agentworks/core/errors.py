@@ -64,6 +64,29 @@ class Reason(enum.StrEnum):
     OUT_OF_SCOPE = "OUT_OF_SCOPE"
     # A retry key came back with a different request (C4, F6, S1); metadata `field`.
     KEY_REUSED = "KEY_REUSED"
+    # A retry key is held by the same request still being stored (sent twice at once):
+    # retry, and the first one's outcome comes back; metadata `field`.
+    KEY_IN_USE = "KEY_IN_USE"
+    # The name differs only by case from a registered one (B10): choose another;
+    # metadata `field` and the `existing` name.
+    NAME_TAKEN = "NAME_TAKEN"
+    # A webhook event (its delivery id or signature) was already received: nothing was
+    # delivered again; do not resend it. Metadata `delivery_key`, `received_at`.
+    REPLAYED = "REPLAYED"
+    # A bound on what is stored is reached (a call's files, messages, events or steps, a
+    # target's file bytes, a conversation's pending wake-ups or schedules): nothing was
+    # stored; metadata `limit`, what is counted (`counted`), and `setting` if any.
+    STORED_LIMIT = "STORED_LIMIT"
+    # The turn has ended (completed or failed): nothing more can be reported on it.
+    TURN_ENDED = "TURN_ENDED"
+    # The wake-up has fired or was cancelled: only a pending one can change.
+    NOT_PENDING = "NOT_PENDING"
+    # The call has no question waiting for a reply (answered, withdrawn, none asked).
+    NO_PENDING_QUESTION = "NO_PENDING_QUESTION"
+    # The call already has a question waiting for its reply: wait before asking another.
+    QUESTION_PENDING = "QUESTION_PENDING"
+    # The question of this ask_id was withdrawn: ask again with a new ask_id.
+    QUESTION_WITHDRAWN = "QUESTION_WITHDRAWN"
     # No credential (token, session, signature) was sent; metadata what was expected.
     CREDENTIALS_MISSING = "CREDENTIALS_MISSING"
     # The credential is unknown, malformed, of the wrong kind, or its signature does not
