@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from agentworks.core.errors import PreconditionFailed, Unavailable
+from agentworks.core.errors import PreconditionFailed, Reason, Unavailable
 from agentworks.server.db import Database, libpq_url
 from agentworks.server.queries import Queries
 from agentworks_gateway.metrics import database_failed
@@ -206,5 +206,7 @@ def ensure_token_sync(
             revoked: datetime | None = found[0] if found else None
             raise PreconditionFailed(
                 f"this token was revoked at {revoked}: it cannot be registered again; "
-                "mint a new one with agentworks_gateway.tokens.new_token()"
+                "mint a new one with agentworks_gateway.tokens.new_token()",
+                reason=Reason.CREDENTIALS_REVOKED,
+                metadata={"credential": "token"},
             )

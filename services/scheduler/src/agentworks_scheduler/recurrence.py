@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.limits import MAX_CRON_CHARS as MAX_CRON_CHARS
 from agentworks.core.limits import MAX_INTERVAL_SECONDS as MAX_INTERVAL_SECONDS
 from agentworks_scheduler.models import Recurrence
@@ -55,9 +55,14 @@ def zone(name: str) -> ZoneInfo:
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidArgument(
             f"time_zone {name!r} is not a known IANA time zone: use a name like "
-            "'Europe/Berlin', 'America/New_York' or 'UTC'"
+            "'Europe/Berlin', 'America/New_York' or 'UTC'",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": "recurrence.time_zone"},
         ) from None
 
+
+# The field a cron refusal names (the Recurrence of a schedule request).
+CRON = "recurrence.cron"
 
 # The five cron fields and their values, for saying which one is wrong.
 _FIELDS = (
@@ -73,13 +78,23 @@ def cron_fields(expr: str) -> str:
     """The five cron fields of `expr` (aliases expanded), or InvalidArgument."""
     text = " ".join(expr.split())
     if not text:
-        raise InvalidArgument("cron is empty: give five fields, e.g. '0 9 * * 1-5'")
+        raise InvalidArgument(
+            "cron is empty: give five fields, e.g. '0 9 * * 1-5'",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta(CRON, "required"),
+        )
     if len(text) > MAX_CRON_CHARS:
-        raise InvalidArgument(f"cron is longer than {MAX_CRON_CHARS} characters")
+        raise InvalidArgument(
+            f"cron is longer than {MAX_CRON_CHARS} characters",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta(CRON, "string.max_len", MAX_CRON_CHARS),
+        )
     if text.startswith("@"):
         if text.lower() not in _ALIASES:
             raise InvalidArgument(
-                f"cron {expr!r}: unknown alias; use one of {', '.join(sorted(_ALIASES))}"
+                f"cron {expr!r}: unknown alias; use one of {', '.join(sorted(_ALIASES))}",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": CRON},
             )
         return _ALIASES[text.lower()]
     fields = text.split(" ")
@@ -87,7 +102,9 @@ def cron_fields(expr: str) -> str:
         seconds = "; a sixth field (seconds) is not supported" if len(fields) == 6 else ""
         raise InvalidArgument(
             f"cron {expr!r} has {len(fields)} field{'s' * (len(fields) != 1)}; it needs "
-            f"five: minute hour day-of-month month day-of-week (e.g. '0 9 * * 1-5'){seconds}"
+            f"five: minute hour day-of-month month day-of-week (e.g. '0 9 * * 1-5'){seconds}",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": CRON},
         )
     if not croniter.is_valid(text):
         for index, (name, allowed) in enumerate(_FIELDS):
@@ -95,16 +112,26 @@ def cron_fields(expr: str) -> str:
             if not croniter.is_valid(alone):
                 raise InvalidArgument(
                     f"cron {expr!r}: the {name} field {fields[index]!r} is not valid "
-                    f"(allowed: {allowed}; with *, lists a,b, ranges a-b and steps */n)"
+                    f"(allowed: {allowed}; with *, lists a,b, ranges a-b and steps */n)",
+                    reason=Reason.INVALID_VALUE,
+                    metadata={"field": CRON, "cron_field": name},
                 )
-        raise InvalidArgument(f"cron {expr!r} is not a valid cron expression")
+        raise InvalidArgument(
+            f"cron {expr!r} is not a valid cron expression",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": CRON},
+        )
     return text
 
 
 def check(recurrence: Recurrence, *, min_interval_seconds: int) -> Recurrence:
     """A validated, normalized recurrence (the cron text is kept as given)."""
     if (recurrence.cron is None) == (recurrence.interval_seconds is None):
-        raise InvalidArgument("recurrence needs exactly one of cron or interval_seconds")
+        raise InvalidArgument(
+            "recurrence needs exactly one of cron or interval_seconds",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("recurrence", "oneof"),
+        )
     if recurrence.cron is not None:
         cron = " ".join(recurrence.cron.split())
         fields = cron_fields(cron)
@@ -112,13 +139,22 @@ def check(recurrence: Recurrence, *, min_interval_seconds: int) -> Recurrence:
         try:
             next(_cron_instants(fields, tz, datetime.now(UTC)))
         except (CroniterBadDateError, CroniterBadCronError, StopIteration):
-            raise InvalidArgument(f"cron {cron!r} never fires (no such date)") from None
+            raise InvalidArgument(
+                f"cron {cron!r} never fires (no such date)",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": CRON},
+            ) from None
         return Recurrence(cron=cron, time_zone=tz.key)
     interval = recurrence.interval_seconds or 0
     if not min_interval_seconds <= interval <= MAX_INTERVAL_SECONDS:
         raise InvalidArgument(
             f"interval_seconds must be between {min_interval_seconds} and "
-            f"{MAX_INTERVAL_SECONDS}, got {interval}"
+            f"{MAX_INTERVAL_SECONDS}, got {interval}",
+            reason=Reason.FIELD_RULE,
+            metadata={
+                **rule_meta("recurrence.interval_seconds", "int64.gte", min_interval_seconds),
+                "max": str(MAX_INTERVAL_SECONDS),
+            },
         )
     return Recurrence(interval_seconds=interval, time_zone=zone(recurrence.time_zone).key)
 

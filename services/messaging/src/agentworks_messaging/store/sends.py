@@ -17,13 +17,22 @@ from typing import Any
 import psycopg
 
 from agentworks.core.checks import is_retry
-from agentworks.core.errors import Conflict, NotFound
+from agentworks.core.errors import Conflict, NotFound, Reason
 from agentworks.server.batching import Batcher
 from agentworks.server.db import Database
 from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Receipt, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase, Q
 from agentworks_messaging.store.rows import jsonb, messaging_disabled, parse_uuid, reply_refused
+
+
+def key_in_use(submission_id: str) -> Conflict:
+    """The same retry key is being stored by a request still in flight: retry (C4)."""
+    return Conflict(
+        f"submission_id {submission_id!r} is being used concurrently; retry",
+        reason=Reason.KEY_IN_USE,
+        metadata={"field": "submission_id"},
+    )
 
 
 class SendQueries(MessagingStoreBase):
@@ -96,7 +105,7 @@ class SendQueries(MessagingStoreBase):
             raise NotFound(f"{key} is not registered")
         if not row.allowed:
             raise messaging_disabled(key)
-        raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
+        raise key_in_use(submission_id)
 
     async def _send_new_batch(self, sends: Sequence[dict[str, Any]]) -> list[Any]:
         """Store many new-conversation sends in one statement (see `Batcher`).
@@ -153,7 +162,7 @@ class SendQueries(MessagingStoreBase):
         if not row.allowed:
             kind, _, name = row.target.partition(":")
             raise messaging_disabled(TargetKey(kind, name))
-        raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
+        raise key_in_use(submission_id)
 
     async def inbox_target(self, inbox_id: str) -> tuple[str, TargetKey, str]:
         """(conversation_id, target, bound principal) of an inbox."""
@@ -231,7 +240,7 @@ class SendQueries(MessagingStoreBase):
         if not row.allowed:
             kind, _, name = row.origin_target.partition(":")
             raise reply_refused(TargetKey(kind, name))
-        raise Conflict(f"submission_id {submission_id!r} is being used concurrently; retry")
+        raise key_in_use(submission_id)
 
     async def purge_submissions(self, older_than: timedelta) -> int:
         """Forget retry keys older than the dedup window (C4)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentworks.core.errors import Conflict, NotFound
+from agentworks.core.errors import Conflict, NotFound, Reason
 from agentworks_messaging.models import Target, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase, Q
 from agentworks_messaging.store.rows import target_from
@@ -19,6 +19,7 @@ class TargetQueries(MessagingStoreBase):
                 raise Conflict(
                     f"{key} differs only by case from the registered {key.kind}:{other}; "
                     "names that look alike are refused (a spoofing aid): choose another",
+                    reason=Reason.NAME_TAKEN,
                     metadata={"field": "ref.name", "existing": f"{key.kind}:{other}"},
                 )
             row = await Q.one(pg, "put_target", {**params, "free_text_ask": free_text_ask})

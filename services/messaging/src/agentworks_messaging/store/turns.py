@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from agentworks.core.checks import key_reused
-from agentworks.core.errors import AgentWorksError, NotFound, PreconditionFailed
+from agentworks.core.errors import AgentWorksError, NotFound, PreconditionFailed, Reason
 from agentworks.server.tracing import current_traceparent
 from agentworks_messaging.models import Message, NewDelivery, TargetKey, Turn, TurnQueue
 from agentworks_messaging.store.base import MessagingStoreBase, Q
@@ -27,9 +27,15 @@ def _refuse_ended(turn_id: str, status: str) -> None:
         raise PreconditionFailed(
             f"turn {turn_id} was recorded as interrupted (its lease ran out, or its "
             "runtime gave it up); its deliveries are not resent — read the transcript "
-            "and decide whether to act"
+            "and decide whether to act",
+            reason=Reason.LEASE_LOST,
+            metadata={"turn_id": turn_id, "status": status},
         )
-    raise PreconditionFailed(f"turn {turn_id} is already {status}")
+    raise PreconditionFailed(
+        f"turn {turn_id} is already {status}",
+        reason=Reason.TURN_ENDED,
+        metadata={"turn_id": turn_id, "status": status},
+    )
 
 
 def _claimed_message(row: Any) -> Message:

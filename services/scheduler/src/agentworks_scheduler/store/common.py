@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from agentworks.core.checks import is_retry, key_reused
-from agentworks.core.errors import AgentWorksError, Busy, Conflict, NotFound
+from agentworks.core.errors import AgentWorksError, Busy, Conflict, NotFound, Reason
 from agentworks.server.db import Database
 from agentworks.server.queries import Queries
 from agentworks_scheduler.models import Page, Recurrence, Schedule, WakeUp, Webhook
@@ -236,7 +236,9 @@ async def within_limit(
     if count >= limit:
         raise Busy(
             f"conversation {conversation_id} already has {count} {what} (the limit is "
-            f"{limit}); {instead} first"
+            f"{limit}); {instead} first",
+            reason=Reason.STORED_LIMIT,
+            metadata={"conversation_id": conversation_id, "counted": what, "limit": str(limit)},
         )
 
 

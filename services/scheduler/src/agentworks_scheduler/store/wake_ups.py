@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from agentworks.core.errors import Busy, NotFound, PreconditionFailed
+from agentworks.core.errors import Busy, NotFound, PreconditionFailed, Reason
 from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.store.common import (
     WAKE_UP_LOCK,
@@ -64,7 +64,13 @@ class WakeUpStore(StoreBase):
                     raise Busy(
                         f"conversation {conversation_id} already has {pending} pending "
                         f"wake-ups (the limit is {max_pending}); cancel or reschedule one "
-                        "instead"
+                        "instead",
+                        reason=Reason.STORED_LIMIT,
+                        metadata={
+                            "conversation_id": conversation_id,
+                            "counted": "pending wake-ups",
+                            "limit": str(max_pending),
+                        },
                     )
                 row = await Q.one(
                     pg,
@@ -111,12 +117,16 @@ class WakeUpStore(StoreBase):
                     raise PreconditionFailed(
                         f"wake-up {wake_up_id} is {current.status}, not pending: only a "
                         "pending wake-up can be cancelled; nothing to do, it is no longer due "
-                        "to fire"
+                        "to fire",
+                        reason=Reason.NOT_PENDING,
+                        metadata={"wake_up_id": wake_up_id, "status": current.status},
                     )
                 raise PreconditionFailed(
                     f"wake-up {wake_up_id} is {current.status}, not pending: only a pending "
                     "wake-up can be rescheduled; to be woken again, create a new wake-up for "
-                    f"conversation {current.conversation_id}"
+                    f"conversation {current.conversation_id}",
+                    reason=Reason.NOT_PENDING,
+                    metadata={"wake_up_id": wake_up_id, "status": current.status},
                 )
         return wake_up(row)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from agentworks.core.errors import Conflict, NotFound
+from agentworks.core.errors import Conflict, NotFound, Reason
 from agentworks_scheduler.models import Delivered, Page, Webhook
 from agentworks_scheduler.store.common import (
     WEBHOOK_DELIVERY_LOCK,
@@ -147,7 +147,12 @@ class WebhookStore(StoreBase):
                     f"replayed webhook event: {what} was already received at "
                     f"{earlier.received_at.isoformat()}; nothing was delivered again — send "
                     "each new event with a new X-AgentWorks-Delivery id, a current timestamp "
-                    "and a fresh signature"
+                    "and a fresh signature",
+                    reason=Reason.REPLAYED,
+                    metadata={
+                        "delivery_key": earlier.delivery_key,
+                        "received_at": earlier.received_at.isoformat(),
+                    },
                 )
             delivered = await deliver()
             async with pg.transaction():
