@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any
 
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.jsontext import json_type, loads
 
 # The longest integer a JSON input, schema or result may hold, in digits: Python's own
@@ -33,7 +33,8 @@ def too_large(field: str, size: int, limit: int) -> InvalidArgument:
     return InvalidArgument(
         f"{field} {verb} larger than {limit} bytes as JSON ({size} bytes, refused before "
         "reading it)",
-        metadata={"field": field, "limit_bytes": str(limit)},
+        reason=Reason.FIELD_RULE,
+        metadata=rule_meta(field, "string.max_bytes", limit),
     )
 
 
@@ -72,12 +73,20 @@ def loads_sized(text: str, field: str, limit: int, default: Any = None) -> Any:
         words = number_refusal(field, text) if "digits" in exc.message else None
         if words is None:
             raise
-        raise InvalidArgument(words) from None
+        raise InvalidArgument(
+            words,
+            reason=Reason.REQUEST_LIMIT,
+            metadata={"field": field, "limit": str(MAX_INTEGER_DIGITS)},
+        ) from None
 
 
 def loads_object_sized(text: str, field: str, limit: int) -> dict[str, Any]:
     """A JSON object from `text` ("" is `{}`), measured before it is read."""
     value = loads_sized(text, field, limit, default={})
     if not isinstance(value, dict):
-        raise InvalidArgument(f"{field} must be a JSON object, got {json_type(value)}")
+        raise InvalidArgument(
+            f"{field} must be a JSON object, got {json_type(value)}",
+            reason=Reason.MALFORMED,
+            metadata={"field": field},
+        )
     return value

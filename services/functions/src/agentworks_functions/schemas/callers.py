@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentworks.core.checks import check_json_depth
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import PRINCIPAL_RE
 from agentworks_functions.models import WorkflowBinding, WorkflowVariable
 from agentworks_functions.schemas.validation import _json_type, check_storable
@@ -28,7 +28,9 @@ def check_caller_patterns(patterns: Sequence[str]) -> tuple[str, ...]:
             f"allowed_callers entries {bad} are not principals or patterns: use an exact "
             "principal (user:alice, agent:crew/bot, workflow:wf, service:x), '*' for everyone, "
             "'user:*' / 'agent:*' / 'workflow:*' / 'service:*' for a kind, or "
-            "'agent:<crew>/*' for every agent of a crew"
+            "'agent:<crew>/*' for every agent of a crew",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("allowed_callers", "string.pattern"),
         )
     return tuple(dict.fromkeys(patterns))
 
@@ -70,29 +72,45 @@ def check_workflow_binding(
     if not binding.route or len(binding.route) > 200 or not re.match(r"^[\w./-]+$", binding.route):
         raise InvalidArgument(
             f"workflow.route {binding.route!r} is not valid: 1-200 letters, digits, "
-            "'_', '.', '/' or '-'"
+            "'_', '.', '/' or '-'",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta("workflow.route", "string.pattern", 200),
         )
     for group in binding.allowed_groups:
         if not name_re.match(group):
             raise InvalidArgument(
-                f"workflow.allowed_groups entry {group!r} is not a valid group name"
+                f"workflow.allowed_groups entry {group!r} is not a valid group name",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("workflow.allowed_groups", "string.pattern"),
             )
     seen: set[str] = set()
     properties = input_schema.get("properties", {})
     for var in binding.variables:
         where = f"workflow.variables[{var.name!r}]"
         if not name_re.match(var.name):
-            raise InvalidArgument(f"workflow variable name {var.name!r} is not valid")
+            raise InvalidArgument(
+                f"workflow variable name {var.name!r} is not valid",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("workflow.variables.name", "string.pattern"),
+            )
         if var.name in seen:
-            raise InvalidArgument(f"{where} is declared twice")
+            raise InvalidArgument(
+                f"{where} is declared twice",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("workflow.variables.name", "repeated.unique"),
+            )
         seen.add(var.name)
         if var.type not in VARIABLE_TYPES:
             raise InvalidArgument(
-                f"{where}.type {var.type!r} is not one of {', '.join(VARIABLE_TYPES)}"
+                f"{where}.type {var.type!r} is not one of {', '.join(VARIABLE_TYPES)}",
+                reason=Reason.FIELD_RULE,
+                metadata=rule_meta("workflow.variables.type", "string.in"),
             )
         if var.has_default and not _type_ok(var.type, var.default):
             raise InvalidArgument(
-                f"{where}.default is {_json_type(var.default)}, but the variable is {var.type}"
+                f"{where}.default is {_json_type(var.default)}, but the variable is {var.type}",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": "workflow.variables.default", "variable": var.name},
             )
         if var.has_default:
             check_json_depth(var.default, f"{where}.default")
@@ -105,7 +123,9 @@ def check_workflow_binding(
         ):
             raise InvalidArgument(
                 f"{where} is {var.type} but input_schema declares {var.name!r} as {declared}; "
-                "make them agree"
+                "make them agree",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": "workflow.variables.type", "variable": var.name},
             )
     return WorkflowBinding(
         route=binding.route,

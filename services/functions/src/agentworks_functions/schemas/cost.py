@@ -31,7 +31,7 @@ import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason
 from agentworks.core.limits import MAX_JSON_DEPTH
 from agentworks_functions.patterns import DESCEND_STEPS, STEP_BUDGET, json_nodes
 
@@ -232,6 +232,8 @@ def check_cost(schema: dict[str, Any], field: str) -> int:
             f"{field} at {where or '(root)'}: checking one value of an input could cost "
             f"{worst:,} steps by this schema; the limit is {MAX_VALUE_STEPS:,} steps per value "
             "(nested anyOf/oneOf/allOf/$ref multiply the cost level by level; a large const "
-            "or enum member costs its size). Flatten the schema or use fewer alternatives"
+            "or enum member costs its size). Flatten the schema or use fewer alternatives",
+            reason=Reason.CHECK_BUDGET,
+            metadata={"field": field, "at": where or "(root)", "limit": str(MAX_VALUE_STEPS)},
         )
     return worst

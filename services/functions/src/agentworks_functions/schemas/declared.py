@@ -12,7 +12,7 @@ from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
 from agentworks.core.checks import check_json_depth
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason
 from agentworks_functions.patterns import (
     PatternError,
     compile_pattern,
@@ -50,7 +50,9 @@ def _check_references(schema: dict[str, Any], field: str) -> None:
         except Unresolvable:
             raise InvalidArgument(
                 f"{field} has a $ref that cannot be resolved: {ref!r}; use references inside "
-                "the schema (such as #/$defs/name) — remote schemas are never fetched"
+                "the schema (such as #/$defs/name) — remote schemas are never fetched",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": field, "ref": ref},
             ) from None
 
 
@@ -163,7 +165,9 @@ def _check_reference_cycles(schema: dict[str, Any], field: str) -> None:
                 raise InvalidArgument(
                     f"{field} has references that loop forever: {cycle}. Validation would "
                     "never end: a chain of $ref that comes back to a schema must first "
-                    "apply to a part of the value (through properties, items, ...)"
+                    "apply to a part of the value (through properties, items, ...)",
+                    reason=Reason.INVALID_VALUE,
+                    metadata={"field": field},
                 )
             on_path[id(node[0])] = len(path)
             path.append(node)
@@ -178,14 +182,20 @@ def _check_patterns(schema: dict[str, Any], field: str) -> None:
             compile_pattern(pattern)
         except PatternError as exc:
             raise InvalidArgument(
-                f"{field} at {where}: the pattern {pattern!r} cannot be used: {exc}"
+                f"{field} at {where}: the pattern {pattern!r} cannot be used: {exc}",
+                reason=Reason.INVALID_VALUE,
+                metadata={"field": field, "at": where},
             ) from None
 
 
 def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, Any]:
     """Check a declared schema against the 2020-12 metaschema (F1)."""
     if not isinstance(schema, dict):
-        raise InvalidArgument(f"{field} must be a JSON object (a JSON Schema 2020-12 document)")
+        raise InvalidArgument(
+            f"{field} must be a JSON object (a JSON Schema 2020-12 document)",
+            reason=Reason.MALFORMED,
+            metadata={"field": field},
+        )
     check_json_depth(schema, field)
     check_storable(schema, field)
     declared = schema.get("$schema")
@@ -194,7 +204,9 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
     ):
         raise InvalidArgument(
             f"{field} declares $schema {declared!r}; only JSON Schema 2020-12 "
-            f"({DRAFT_2020_12}) is supported — remove $schema or use that URI"
+            f"({DRAFT_2020_12}) is supported — remove $schema or use that URI",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field},
         )
     _check_patterns(schema, field)
     try:
@@ -202,11 +214,15 @@ def check_schema(schema: Any, field: str, *, require_object: bool) -> dict[str, 
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise InvalidArgument(
-            f"{field} is not a valid JSON Schema 2020-12 at {where}: {exc.message}"
+            f"{field} is not a valid JSON Schema 2020-12 at {where}: {exc.message}",
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field, "at": where},
         ) from None
     if require_object and schema.get("type") != "object":
         raise InvalidArgument(
-            f'{field} must describe an object ("type": "object"): inputs are named fields'
+            f'{field} must describe an object ("type": "object"): inputs are named fields',
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field},
         )
     _check_references(schema, field)
     _check_reference_cycles(schema, field)

@@ -17,7 +17,7 @@ from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
 from agentworks.core.checks import check_json_depth, nul_refusal
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason
 from agentworks_functions.jsonin import number_refusal
 from agentworks_functions.patterns import (
     MatchBudget,
@@ -84,7 +84,9 @@ def check_storable(value: Any, field: str) -> None:
                 f"{field} cannot be stored",
                 problems,
                 "Remove NUL characters and use finite numbers.",
-            )
+            ),
+            reason=Reason.INVALID_VALUE,
+            metadata={"field": field},
         )
 
 

@@ -14,6 +14,7 @@ from agentworks.core.errors import (
     Busy,
     NotFound,
     PreconditionFailed,
+    Reason,
 )
 from agentworks.server.tracing import current_traceparent
 from agentworks_functions.models import (
@@ -247,7 +248,9 @@ class CallQueries(FunctionsStoreBase):
                 return
             if row.status not in OPEN_STATUSES:
                 raise PreconditionFailed(
-                    f"call {call_id} has already ended ({row.status}); there is nothing to cancel"
+                    f"call {call_id} has already ended ({row.status}); there is nothing to cancel",
+                    reason=Reason.CALL_ENDED,
+                    metadata={"call_id": call_id, "status": row.status},
                 )
             await self._end(
                 pg,
@@ -262,12 +265,18 @@ class CallQueries(FunctionsStoreBase):
             if row.status != WAITING_FOR_INPUT:
                 raise PreconditionFailed(
                     f"call {call_id} is not waiting for input (status {row.status}); reply "
-                    "only while its status shows a question"
+                    "only while its status shows a question",
+                    reason=Reason.NO_PENDING_QUESTION,
+                    metadata={"call_id": call_id, "status": row.status},
                 )
             answered = await Q.all(
                 pg, "answer_question", {"call_id": row.id, "reply": text, "by": by}
             )
             if not answered:
-                raise PreconditionFailed(f"call {call_id} has no pending question")
+                raise PreconditionFailed(
+                    f"call {call_id} has no pending question",
+                    reason=Reason.NO_PENDING_QUESTION,
+                    metadata={"call_id": call_id, "status": row.status},
+                )
             await Q.execute(pg, "call_running_again", {"call_id": row.id})
             await notify(pg, CALL_CHANNEL, str(row.id))

@@ -7,6 +7,7 @@ from psycopg.types.json import Jsonb
 from agentworks.core.errors import (
     Conflict,
     NotFound,
+    Reason,
 )
 from agentworks_functions.models import (
     Function,
@@ -30,6 +31,7 @@ class DeclarationQueries(FunctionsStoreBase):
                 raise Conflict(
                     f"{key} differs only by case from the registered {key.kind}:{other}; "
                     "names that look alike are refused (a spoofing aid): choose another",
+                    reason=Reason.NAME_TAKEN,
                     metadata={"field": "ref.name", "existing": f"{key.kind}:{other}"},
                 )
             row = await Q.one(

@@ -13,6 +13,7 @@ from agentworks.core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
+    Reason,
 )
 from agentworks_functions.models import (
     CANCELLED,
@@ -104,7 +105,9 @@ class ExecutionQueries(FunctionsStoreBase):
                 if have + adding > most:
                     raise InvalidArgument(
                         f"call {call_id} would have {have + adding} {what}; the limit is {most} "
-                        "per call — report less detail"
+                        "per call — report less detail",
+                        reason=Reason.STORED_LIMIT,
+                        metadata={"call_id": call_id, "counted": what, "limit": str(most)},
                     )
             await _add_details(pg, row, messages, events, steps)
             # Reports sent concurrently may commit out of order: each one's messages,
@@ -141,14 +144,18 @@ class ExecutionQueries(FunctionsStoreBase):
                 if existing.withdrawn_at is not None:
                     raise PreconditionFailed(
                         f"question {ask_id!r} of call {call_id} was withdrawn; ask again "
-                        "with a new ask_id"
+                        "with a new ask_id",
+                        reason=Reason.QUESTION_WITHDRAWN,
+                        metadata={"call_id": call_id, "ask_id": ask_id},
                     )
                 return Question(ask_id, existing.question, existing.reply), row.status
             pending = await Q.one(pg, "pending_question", {"call_id": row.id})
             if pending is not None:
                 raise PreconditionFailed(
                     f"call {call_id} already has a pending question (ask_id {pending.ask_id!r}); "
-                    "wait for its reply before asking another"
+                    "wait for its reply before asking another",
+                    reason=Reason.QUESTION_PENDING,
+                    metadata={"call_id": call_id, "ask_id": pending.ask_id},
                 )
             seq = row.question_count + 1
             await Q.execute(

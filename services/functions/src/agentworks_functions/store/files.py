@@ -10,6 +10,7 @@ import psycopg
 from agentworks.core.errors import (
     Busy,
     InvalidArgument,
+    Reason,
 )
 from agentworks_functions.blobs import Blob
 from agentworks_functions.models import (
@@ -50,7 +51,9 @@ class FileQueries(FunctionsStoreBase):
                 if count >= max_files:
                     raise InvalidArgument(
                         f"call {call_id} already has {count} files, the limit is {max_files}; "
-                        "put results in fewer files (an archive, for instance)"
+                        "put results in fewer files (an archive, for instance)",
+                        reason=Reason.STORED_LIMIT,
+                        metadata={"call_id": call_id, "counted": "files", "limit": str(max_files)},
                     )
             await Q.execute(pg, "complete_blob", {"blob_id": blob.id})
             info = await Q.one(
@@ -101,5 +104,12 @@ class FileQueries(FunctionsStoreBase):
                 f"{call.target_kind}:{call.target_name} to {used + size} bytes, past its quota "
                 f"of {quota} bytes (FUNCTIONS_TARGET_FILE_QUOTA_BYTES); nothing was stored — "
                 "the target's owner can ask the operator for more, or its old calls' files "
-                "must go"
+                "must go",
+                reason=Reason.STORED_LIMIT,
+                metadata={
+                    "target": f"{call.target_kind}:{call.target_name}",
+                    "counted": "file_bytes",
+                    "limit": str(quota),
+                    "setting": "FUNCTIONS_TARGET_FILE_QUOTA_BYTES",
+                },
             )
