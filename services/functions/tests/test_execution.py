@@ -102,10 +102,21 @@ async def test_a_runtime_withdraws_a_question_it_stopped_waiting_for_F11(clients
     assert (withdrawn.answered, state_name(withdrawn.status)) == (False, "running")
     status = await alice.get_status(call_id)
     assert (state_name(status.status), status.question) == ("running", "")
-    with pytest.raises(errors.PreconditionFailed, match="is not waiting for input"):
+    with pytest.raises(errors.PreconditionFailed, match="is not waiting for input") as no_q:
         await alice.reply(call_id, "yes")
-    with pytest.raises(errors.PreconditionFailed, match="was withdrawn; ask again with a new"):
+    # Over gRPC the refusals carry their reasons (P6): a program branches on them.
+    assert (no_q.value.reason, no_q.value.metadata) == (
+        "NO_PENDING_QUESTION",
+        {"call_id": call_id, "status": "running"},
+    )
+    with pytest.raises(
+        errors.PreconditionFailed, match="was withdrawn; ask again with a new"
+    ) as withdrawn_q:
         await runtime.ask_input(call_id, "ask-1", "Deploy now?")
+    assert (withdrawn_q.value.reason, withdrawn_q.value.metadata) == (
+        "QUESTION_WITHDRAWN",
+        {"call_id": call_id, "ask_id": "ask-1"},
+    )
     with pytest.raises(errors.NotFound, match="has no question 'ask-9'"):
         await runtime.ask_input(call_id, "ask-9", "", withdraw=True)
 

@@ -145,6 +145,15 @@ async def test_a_targets_output_files_stop_at_its_quota_and_nothing_is_stored_T8
         assert "past its quota of 1000 bytes (FUNCTIONS_TARGET_FILE_QUOTA_BYTES)" in str(
             refused.value.message
         )
+        assert (refused.value.reason, refused.value.metadata) == (
+            "STORED_LIMIT",
+            {
+                "target": "crew:demo",
+                "counted": "file_bytes",
+                "limit": "1000",
+                "setting": "FUNCTIONS_TARGET_FILE_QUOTA_BYTES",
+            },
+        )
         assert [f.name for f in (await alice.get_status(second.call_id)).files] == []
         await bot.upload_file(first.call_id, "a.bin", b"x" * 100)  # replaced: 100 now
         await bot.upload_file(second.call_id, "b.bin", b"y" * 500)

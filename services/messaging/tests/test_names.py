@@ -41,8 +41,14 @@ async def test_a_name_stored_before_the_rule_stays_reachable_and_cannot_be_imita
     bot = await clients("agent:Legacy/bot")
     turn = await bot.claim_turn(["crew:Legacy"], wait_seconds=5)
     assert turn is not None and turn.conversation_id == receipt.conversation_id
-    with pytest.raises(Conflict, match="differs only by case from the registered crew:Legacy"):
+    with pytest.raises(
+        Conflict, match="differs only by case from the registered crew:Legacy"
+    ) as refused:
         await operator.register_target("crew:legacy", owner="user:owner")
+    assert (refused.value.reason, refused.value.metadata) == (
+        "NAME_TAKEN",
+        {"field": "ref.name", "existing": "crew:Legacy"},
+    )
 
 
 def test_the_shared_checks_refuse_upper_case_for_new_names_only_B10():

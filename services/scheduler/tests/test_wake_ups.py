@@ -84,10 +84,15 @@ async def test_cancel_and_reschedule_while_messages_change_nothing_S1(
     await service.wait_ticks(2)
     assert [row[1] for row in await deliveries(conversation, "wake_up")] == ["later"]
 
-    with pytest.raises(PreconditionFailed, match="cancelled, not pending"):
+    with pytest.raises(PreconditionFailed, match="cancelled, not pending") as not_pending:
         await sched.cancel_wake_up(dropped.wake_up_id)
-    with pytest.raises(PreconditionFailed, match="fired, not pending"):
+    assert (not_pending.value.reason, not_pending.value.metadata) == (
+        "NOT_PENDING",
+        {"wake_up_id": dropped.wake_up_id, "status": "cancelled"},
+    )
+    with pytest.raises(PreconditionFailed, match="fired, not pending") as fired:
         await sched.reschedule_wake_up(later.wake_up_id, delay_seconds=60)
+    assert fired.value.reason == "NOT_PENDING"
     assert (await sched.list_wake_ups(conversation_id=conversation)).wake_ups == []
     everything = await sched.list_wake_ups(conversation_id=conversation, include_finished=True)
     assert {w.note: w.status for w in everything.wake_ups} == {
@@ -172,8 +177,9 @@ async def test_wake_up_refusals_say_what_to_do_and_store_nothing_P6_S1(clients, 
         "FROM generate_series(1, 100)",
         conversation,
     )
-    with pytest.raises(Busy, match="100 pending wake-ups"):
+    with pytest.raises(Busy, match="100 pending wake-ups") as full:
         await sched.create_wake_up(conversation, delay_seconds=60)
+    assert (full.value.reason, full.value.metadata["limit"]) == ("STORED_LIMIT", "100")
     assert await sql("SELECT count(*) FROM scheduler.wake_ups") == [(100,)]
 
 

@@ -218,6 +218,7 @@ async def test_copies_of_one_event_arriving_at_once_deliver_it_once_S5(
     assert len(delivered) == 1 and delivered[0].created
     assert len(refused) == 6 and all(isinstance(r, Conflict) for r in refused)
     assert all(isinstance(r, Conflict) and "replayed webhook event" in r.message for r in refused)
+    assert {r.reason for r in refused if isinstance(r, Conflict)} == {"REPLAYED"}
     assert len(await deliveries(conversation, "webhook")) == 1
     assert await sql("SELECT count(*), count(delivery_id) FROM scheduler.webhook_receipts") == [
         (1, 1)

@@ -128,8 +128,9 @@ class ExecutionCalls(ServiceClient):
                 chunks(), metadata=self._metadata(), timeout=timeout or max(self.timeout, 120.0)
             )
         except grpc.aio.AioRpcError as exc:
-            reason = errors.reason_of(exc.trailing_metadata())
-            raise errors.from_status(exc.code(), exc.details() or exc.code().name, reason) from None
+            raise errors.from_trailers(
+                exc.code(), exc.details() or exc.code().name, exc.trailing_metadata()
+            ) from None
 
     async def ask_input(
         self,
