@@ -87,6 +87,9 @@ class Reason(enum.StrEnum):
     QUESTION_PENDING = "QUESTION_PENDING"
     # The question of this ask_id was withdrawn: ask again with a new ask_id.
     QUESTION_WITHDRAWN = "QUESTION_WITHDRAWN"
+    # The target has agent messaging turned off (free_text_ask = false, C8): call one of
+    # its declared functions instead; metadata `target`.
+    MESSAGING_DISABLED = "MESSAGING_DISABLED"
     # No credential (token, session, signature) was sent; metadata what was expected.
     CREDENTIALS_MISSING = "CREDENTIALS_MISSING"
     # The credential is unknown, malformed, of the wrong kind, or its signature does not
