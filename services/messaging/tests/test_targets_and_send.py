@@ -176,10 +176,16 @@ async def test_switch_off_refuses_every_programmatic_message_C8(clients, demo, d
     await owner.update_target(demo, free_text_ask=False)
     stored = count(database_url, "messages")
 
-    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+    with pytest.raises(PreconditionFailed, match="free_text_ask") as refused:
         await alice.send("new conversation", target=demo)
-    with pytest.raises(PreconditionFailed, match="free_text_ask"):
+    # A program tells this refusal by its reason (P6): call a declared function instead.
+    assert (refused.value.reason, refused.value.metadata) == (
+        "MESSAGING_DISABLED",
+        {"target": demo},
+    )
+    with pytest.raises(PreconditionFailed, match="free_text_ask") as refused:
         await alice.send("continuing", inbox_id=earlier.inbox_id)
+    assert refused.value.reason == "MESSAGING_DISABLED"
     with pytest.raises(PreconditionFailed, match="free_text_ask"):
         await bot.send("agent to agent", target=demo)
     assert count(database_url, "messages") == stored

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentworks.core.errors import NotFound, PreconditionFailed
+from agentworks.core.errors import NotFound, PreconditionFailed, Reason
 from agentworks_messaging.models import Delivery, Message, Target, TargetKey
 
 INBOX_CHANNEL = "messaging_inbox"
@@ -69,7 +69,9 @@ def jsonb(value: Any) -> Jsonb | None:
 def messaging_disabled(key: TargetKey) -> PreconditionFailed:
     return PreconditionFailed(
         f"{key} has agent messaging turned off (capabilities.free_text_ask = false): "
-        "conversational messages are refused; call one of its declared functions instead"
+        "conversational messages are refused; call one of its declared functions instead",
+        reason=Reason.MESSAGING_DISABLED,
+        metadata={"target": str(key)},
     )
 
 
@@ -79,5 +81,7 @@ def reply_refused(origin: TargetKey) -> PreconditionFailed:
         f"this conversation was started by {origin}, which has agent messaging turned off "
         "(capabilities.free_text_ask = false): replies to it are refused, as every "
         "incoming conversational message to it is; nothing was stored. Call one of its "
-        "declared functions instead"
+        "declared functions instead",
+        reason=Reason.MESSAGING_DISABLED,
+        metadata={"target": str(origin)},
     )
