@@ -204,8 +204,13 @@ async def test_lost_lease_records_interrupted_and_never_resends_C11(clients, dem
 
     # Not resent: no runtime gets the delivery again.
     assert await bot.claim_turn([demo], wait_seconds=1) is None
-    with pytest.raises(PreconditionFailed, match="interrupted"):
+    with pytest.raises(PreconditionFailed, match="interrupted") as lost:
         await bot.complete_turn(turn.turn_id)
+    # An interrupted turn is a lost lease to its runtime (the reason it branches on, P6).
+    assert (lost.value.reason, lost.value.metadata) == (
+        "LEASE_LOST",
+        {"turn_id": turn.turn_id, "status": "interrupted"},
+    )
     with pytest.raises(PreconditionFailed, match="interrupted"):
         await bot.heartbeat_turn(turn.turn_id)
     with psycopg.connect(database_url) as conn:
@@ -234,8 +239,13 @@ async def test_a_runtime_gives_a_turn_up_interrupted_and_a_retry_is_answered_ali
         await other.complete_turn(turn.turn_id, interrupted=True)
     await bot.complete_turn(turn.turn_id, interrupted=True)
     await bot.complete_turn(turn.turn_id, interrupted=True)
-    with pytest.raises(PreconditionFailed, match="interrupted"):
+    with pytest.raises(PreconditionFailed, match="interrupted") as lost:
         await bot.complete_turn(turn.turn_id)
+    # An interrupted turn is a lost lease to its runtime (the reason it branches on, P6).
+    assert (lost.value.reason, lost.value.metadata) == (
+        "LEASE_LOST",
+        {"turn_id": turn.turn_id, "status": "interrupted"},
+    )
     with pytest.raises(PreconditionFailed, match="interrupted"):
         await bot.heartbeat_turn(turn.turn_id)
 
@@ -251,8 +261,12 @@ async def test_a_runtime_gives_a_turn_up_interrupted_and_a_retry_is_answered_ali
     # And a handled turn completed twice (the first answer lost) is fine too.
     await bot.complete_turn(fresh.turn_id)
     await bot.complete_turn(fresh.turn_id)
-    with pytest.raises(PreconditionFailed, match="already completed"):
+    with pytest.raises(PreconditionFailed, match="already completed") as ended:
         await bot.complete_turn(fresh.turn_id, interrupted=True)
+    assert (ended.value.reason, ended.value.metadata) == (
+        "TURN_ENDED",
+        {"turn_id": fresh.turn_id, "status": "completed"},
+    )
 
 
 async def test_transcript_pages_messages_and_deliveries_for_participants_C12(clients, demo):
