@@ -405,7 +405,7 @@ async def test_a_turn_capability_asks_for_wake_ups_of_its_own_conversation_only_
 
 
 async def test_only_the_leasing_service_signs_a_capability_T3_T1(suite, signing_keys):
-    """T3 T1: a capability signed by the gateway or the runtime key, an execution one
+    """T3 T1: a capability signed by the gateway's key, an execution one
     signed by messaging, one with a role, and one for a user are UNAUTHENTICATED naming
     the rule; a capability with a malformed cap claim too."""
     clients, functions, _ = suite
@@ -415,7 +415,6 @@ async def test_only_the_leasing_service_signs_a_capability_T3_T1(suite, signing_
     key = signing_keys.ensure
     forged = [
         (mint("agent:demo/bot", key("gateway")[0], capability=bound), "signer gateway may not"),
-        (mint("agent:demo/bot", key("runtime")[0], capability=bound), "signer runtime may not"),
         (
             mint("agent:demo/bot", key("service:messaging")[0], capability=bound),
             "only service:functions does",
