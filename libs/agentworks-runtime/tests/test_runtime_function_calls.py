@@ -139,6 +139,7 @@ async def test_call_function_notice_returns_as_a_later_turn_of_the_conversation_
                 calls.append(receipt.call_id)
                 # What a retry after a lost answer sends: the same key, the same call
                 # (with the turn's capability, as call_function sends it: L6).
+                assert ctx.functions is not None
                 in_turn = FunctionsClient(
                     channel=ctx.functions.channel, identity=CapabilityIdentity(ctx.capability)
                 )

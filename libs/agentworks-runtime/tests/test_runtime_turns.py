@@ -14,8 +14,9 @@ import json
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import structlog
@@ -437,6 +438,7 @@ async def test_wake_me_requests_a_wake_up_that_returns_as_a_later_turn_s1_s2_c10
                 at = datetime.now(UTC) + timedelta(seconds=1)
                 requested.append(await ctx.wake_me(at=at, note="pong"))
                 # What a retry after a lost answer sends: the same key, the same wake-up.
+                assert ctx.scheduler is not None
                 retried.append(
                     await ctx.scheduler.create_wake_up(
                         ctx.conversation_id,
@@ -655,7 +657,7 @@ async def test_a_turn_worker_for_an_unregistered_target_logs_target_not_register
     async def handler(ctx: TurnContext) -> None:
         return None
 
-    async def started(targets: list[str]) -> list[dict]:
+    async def started(targets: list[str]) -> list[MutableMapping[str, Any]]:
         worker = TurnWorker(
             messaging.address, identity("agent:dmeo/bot"), targets, handler, wait_seconds=1
         )
