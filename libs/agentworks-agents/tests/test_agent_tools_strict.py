@@ -133,7 +133,7 @@ class Recorder:
         return method
 
 
-ARGUMENTS = {
+ARGUMENTS: dict[str, dict[str, Any]] = {
     "send_message": {"text": "hi"},
     "start_conversation": {"target": "crew:y", "text": "hi"},
     "continue_conversation": {"inbox_id": "i1", "text": "hi"},

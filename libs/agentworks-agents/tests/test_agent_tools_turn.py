@@ -157,7 +157,7 @@ async def test_bad_arguments_give_a_tool_error_naming_the_field_and_store_nothin
     after: dict[str, Any] = {}
     other = SchedulerClient(scheduler.address, identity=identity(AGENT))
 
-    bad = {
+    bad: dict[str, tuple[str, Any]] = {  # arguments of every shape, some not an object
         "unknown": ("send_message", {"txt": "hi"}),
         "too long": ("send_message", {"text": "x" * 70_000}),
         "mistyped": ("request_wake_up", {"after_seconds": "soon", "note": "n"}),

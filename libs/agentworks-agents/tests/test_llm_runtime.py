@@ -82,7 +82,7 @@ async def llm_executions(
     )
     agent = LlmAgent(config)
     [worker] = llm_workers(runtime, agent, ("executions",))
-    task = asyncio.create_task(worker.run())
+    task = asyncio.ensure_future(worker.run())  # a Worker's run() is an Awaitable
     try:
         yield agent
     finally:
@@ -311,14 +311,15 @@ def test_memory_shows_each_message_once_and_a_delivered_reply_as_someone_elses_L
     answered = message("m2", "to_inbox", AGENT, "hello")
     reply = message("m3", "to_inbox", "agent:tools/bot", "tools here")
     new = message("m4", "to_target", "user:alice", "and now?")
+    MESSAGE, WAKE_UP = pb.DELIVERY_KIND_MESSAGE, pb.DELIVERY_KIND_WAKE_UP
     entries = [
         pb.TranscriptEntry(message=asked),
-        pb.TranscriptEntry(delivery=pb.Delivery(kind=1, message=asked, turn_id="t1")),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=MESSAGE, message=asked, turn_id="t1")),
         pb.TranscriptEntry(message=answered),
-        pb.TranscriptEntry(delivery=pb.Delivery(kind=2, text="reminder: x", turn_id="t2")),
-        pb.TranscriptEntry(delivery=pb.Delivery(kind=1, message=reply, turn_id="t3")),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=WAKE_UP, text="reminder: x", turn_id="t2")),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=MESSAGE, message=reply, turn_id="t3")),
         pb.TranscriptEntry(message=new),
-        pb.TranscriptEntry(delivery=pb.Delivery(kind=1, message=new, turn_id="t4")),
+        pb.TranscriptEntry(delivery=pb.Delivery(kind=MESSAGE, message=new, turn_id="t4")),
     ]
     assert pb.DELIVERY_KIND_MESSAGE == 1 and pb.DELIVERY_KIND_WAKE_UP == 2
     assert render_transcript(entries, exclude_turn="t4") == [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -73,7 +74,7 @@ async def test_a_workflow_step_lists_calls_gets_and_replies_and_a_retried_step_g
     one, while the same call from another group is a new call. The step then calls
     `confirm`, answers its question with reply_function_call and polls both with
     get_function_call until they end."""
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
 
     async def shout(ctx: ExecutionContext) -> str:
         return ctx.inputs["text"].upper() + "!"
