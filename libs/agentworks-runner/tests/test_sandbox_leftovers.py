@@ -14,6 +14,7 @@ import os
 import pathlib
 import stat
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 import structlog
@@ -21,6 +22,7 @@ import structlog
 from agentworks.runner.limits import Limits, Policy
 from agentworks.runner.sandbox import RUNNER_FOLDERS, own_folders
 from agentworks.runner.turn_runner import TurnCommandRunner
+from agentworks.runtime import TurnContext
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/ns/pid"), reason="Linux only")
 
@@ -36,16 +38,19 @@ echo planted
 SMALL = Policy(limits=Limits(wall_seconds=20, cpu_seconds=5, processes=16))
 
 
-def turn(turn_id: str) -> SimpleNamespace:
-    """What a TurnCommandRunner reads of a turn (`TurnContext`)."""
-    return SimpleNamespace(
-        turn_id=turn_id,
-        conversation_id="c1",
-        target="crew:demo",
-        reply_inbox_id="i1",
-        capability="",
-        deliveries=[],
-        log=structlog.get_logger("test"),
+def turn(turn_id: str) -> TurnContext:
+    """What a TurnCommandRunner reads of a turn (`TurnContext`), in its place."""
+    return cast(
+        TurnContext,
+        SimpleNamespace(
+            turn_id=turn_id,
+            conversation_id="c1",
+            target="crew:demo",
+            reply_inbox_id="i1",
+            capability="",
+            deliveries=[],
+            log=structlog.get_logger("test"),
+        ),
     )
 
 
