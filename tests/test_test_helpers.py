@@ -24,7 +24,6 @@ COPIES = SHARED | {f"_{name}" for name in SHARED}
 # Copies in tests that belong to work in flight elsewhere, by file name (the files move):
 # each goes when its owner next edits the file; nothing else may join this list.
 IN_FLIGHT = {
-    ("test_command_runner.py", "until"),  # libs/agentworks-runtime, being split (issue 36)
     ("test_up.py", "free_port_block"),  # tools/agentworks-dev
 }
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import structlog.testing
@@ -33,6 +34,7 @@ from agentworks.runner.runner import (
 )
 from agentworks.runner.watch import descendants
 from agentworks.runtime.executions import ExecutionContext, ExecutionOutcome, ExecutionWorker
+from agentworks.server.testing import until
 
 # One script plays every command: its first argument says how to behave.
 COMMAND = textwrap.dedent(
@@ -337,8 +339,8 @@ def test_the_guard_records_no_process_that_is_not_its_unreaped_child_R2(tmp_path
     from agentworks.runner import guard as guard_module
 
     guard = guard_module._Guard()
-    sent: list[dict] = []
-    guard._send = sent.append  # type: ignore[method-assign]
+    sent: list[dict[str, Any]] = []
+    guard._send = lambda message: sent.append(message)  # type: ignore[method-assign]
     ctx = SimpleNamespace(root=tmp_path, call_id="c1", log=guard_module.log)
     not_ours = os.getppid()  # alive, with a start time, and not this process's child
     assert _watchdog.start_time(not_ours) is not None
@@ -444,7 +446,9 @@ async def test_cancel_stops_what_the_command_left_running_after_it_exited_R2_F15
                 break
             await asyncio.sleep(0.1)
         inner = [int(pid) for pid in pids.read_text().split()]
-        assert await until(lambda: records_of(tmp_path / "project", receipt.call_id), 10)
+        await until(
+            lambda: records_of(tmp_path / "project", receipt.call_id), 10, what="a running record"
+        )
         # The leader may be gone already (reaped at once in its sandbox): None.
         leader, child = in_host(tmp_path / "project", receipt.call_id, inner)
         assert child is not None
@@ -610,6 +614,7 @@ def test_commands_are_validated_and_loaded_from_json_R2(tmp_path):
     path.write_text(json.dumps({"hello": ["echo", "hello"]}))
     assert load_commands(str(path)) == {"hello": ("echo", "hello")}
     assert load_commands('{"x": "true"}') == {"x": ("/bin/sh", "-c", "true")}
+    bad: dict[str, Any]
     for bad in ({}, {"a": ""}, {"a": "  "}, {"a": [1]}, {"a": []}):
         with pytest.raises(ValueError):
             parse_commands(bad)
@@ -758,23 +763,13 @@ def in_host(root: pathlib.Path, call_id: str, pids: list[int]) -> list[int | Non
     return [found.get(pid) for pid in pids]
 
 
-async def until(check, timeout: float) -> bool:
-    """Poll `check()` until it is true (True) or `timeout` seconds pass (False)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(0.1)
-    return True
-
-
 async def started_tree(alice, root: pathlib.Path) -> tuple[str, list[int]]:
     """Call `tree` and wait until its command runs: (call_id, [leader pid, child pid])."""
     receipt = await alice.call("crew:demo", "tree", {"text": "x"})
     pids_file = root / ".calls" / receipt.call_id / "pids"
-    assert await until(pids_file.exists, 30), "the command did not start"
+    await until(pids_file.exists, 30, what="the command to start")
     # The command may write its pids before its runner has recorded it: wait for both.
-    assert await until(lambda: records_of(root, receipt.call_id), 10), "no running record"
+    await until(lambda: records_of(root, receipt.call_id), 10, what="a running record")
     inner = [int(pid) for pid in pids_file.read_text().split()]
     pids = [pid for pid in in_host(root, receipt.call_id, inner) if pid is not None]
     assert len(pids) == 2 and all(running(pid) for pid in pids)
@@ -820,10 +815,10 @@ async def test_a_command_dies_soon_after_its_runner_is_killed_with_sigkill_R2_F1
         assert pids[0] in descendants(json.loads(record.read_text())["pgid"])
         process.kill()
         await process.communicate()
-        assert await until(lambda: not any(running(pid) for pid in pids), 15), [
-            pid for pid in pids if running(pid)
-        ]
-        assert await until(lambda: not record.exists(), 5)
+        await until(
+            lambda: not any(running(pid) for pid in pids), 15, what=f"the end of processes {pids}"
+        )
+        await until(lambda: not record.exists(), 5, what="the record's removal")
         status = await alice.wait(call_id, timeout=30)
         assert state_name(status.status) == "interrupted" and not status.files
     finally:
@@ -884,17 +879,19 @@ async def test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_li
     try:
         _, pids = await started_tree(alice, root)
         # The runner holds the watchdog's pipe (the watchdog runs) before it forks.
-        assert await until(
-            lambda: any(b"_watchdog" in cmd for cmd in children(process.pid).values()), 5
+        await until(
+            lambda: any(b"_watchdog" in cmd for cmd in children(process.pid).values()),
+            5,
+            what="the runner's watchdog",
         )
         process.send_signal(signal.SIGUSR1)
-        assert await until(forked_file.exists, 5), "the runner did not fork"
+        await until(forked_file.exists, 5, what="the runner to fork")
         forked.append(int(forked_file.read_text()))
         process.kill()
         await process.communicate()
-        assert await until(lambda: not any(running(pid) for pid in pids), 10), [
-            pid for pid in pids if running(pid)
-        ]
+        await until(
+            lambda: not any(running(pid) for pid in pids), 10, what=f"the end of processes {pids}"
+        )
         assert running(forked[0]), "the forked child should outlive its runner"
     finally:
         kill_all(pids + forked, [process])
@@ -927,7 +924,7 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
         first = processes[0]
         (watchdog,) = [p for p, cmd in children(first.pid).items() if b"_watchdog" in cmd]
         os.kill(watchdog, signal.SIGKILL)
-        assert await until(lambda: not running(watchdog), 5)
+        await until(lambda: not running(watchdog), 5, what="the watchdog's end")
         first.kill()
         await first.communicate()
         await asyncio.sleep(1)
@@ -936,12 +933,12 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
         processes.append(
             await start_cli_runner(functions, signing_keys, tmp_path, ("tree",), **no_sandbox)
         )
-        assert await until(lambda: not any(running(pid) for pid in pids), 20), [
-            pid for pid in pids if running(pid)
-        ]
+        await until(
+            lambda: not any(running(pid) for pid in pids), 20, what=f"the end of processes {pids}"
+        )
         # The sweep removes the record once the group is gone (a moment after).
         records = root / RECORDS_FOLDER
-        assert await until(lambda: not list(records.iterdir()), 5), list(records.iterdir())
+        await until(lambda: not list(records.iterdir()), 5, what=f"no record left in {records}")
         second = processes[1]
         second.send_signal(signal.SIGTERM)
         output, _ = await asyncio.wait_for(second.communicate(), 15)
