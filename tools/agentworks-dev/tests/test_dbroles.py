@@ -131,7 +131,8 @@ def test_the_command_reads_each_service_url_and_refuses_shared_roles_T9(
     def url(role: ServiceRole) -> str:
         params = psycopg.conninfo.conninfo_to_dict(database_url)
         params.update(user=role.role, password=role.password)
-        return psycopg.conninfo.make_conninfo(**params)
+        # conninfo given ("", its default): else mypy reads **params as filling it too
+        return psycopg.conninfo.make_conninfo("", **params)
 
     environ = {"AGENTWORKS_ADMIN_DATABASE_URL": database_url}
     environ |= {f"{r.schema.upper()}_DATABASE_URL": url(r) for r in roles}
