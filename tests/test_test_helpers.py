@@ -21,12 +21,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = {"until", "until_sync", "free_port", "free_port_block", "scrape", "scrape_until"}
 COPIES = SHARED | {f"_{name}" for name in SHARED}
 
-# Copies in tests that belong to work in flight elsewhere, by file name (the files move):
-# each goes when its owner next edits the file; nothing else may join this list.
-IN_FLIGHT = {
-    ("test_up.py", "free_port_block"),  # tools/agentworks-dev
-}
-
 
 def _test_files() -> list[pathlib.Path]:
     """Every Python file of every test tree (the root `tests/`, each package's `tests/`)
@@ -39,13 +33,11 @@ def _test_files() -> list[pathlib.Path]:
 
 def _copies(path: pathlib.Path) -> list[str]:
     """`name:line` of each function this file defines under a helper's name (at any depth,
-    sync or async), copies in flight aside."""
+    sync or async)."""
     return [
         f"{node.name}:{node.lineno}"
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.name in COPIES
-        and (path.name, node.name.lstrip("_")) not in IN_FLIGHT
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in COPIES
     ]
 
 

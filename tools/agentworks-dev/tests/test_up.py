@@ -11,9 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -21,27 +19,13 @@ import psutil
 import pytest
 
 from agentworks.core.keys import KeyDirectory
+from agentworks.server.testing import free_port_block
 
 pytestmark = pytest.mark.timeout(240)
 
 AGENTWORKS = str(Path(sys.executable).with_name("agentworks"))
 READY_LINE = "AgentWorks is up."
 READY_SECONDS = 90
-
-
-def free_port_block(count: int) -> int:
-    """The first of `count` consecutive free TCP ports on 127.0.0.1."""
-    for _ in range(200):
-        base = random.randint(20000, 60000 - count)
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError("no block of free ports found")
 
 
 def up_env(**extra: str) -> dict[str, str]:
@@ -187,7 +171,7 @@ async def test_bootstrap_prints_the_dev_token_only_when_it_made_it_P2(
     itself (and keeps it in <home>/dev-token); a token from AGENTWORKS_DEV_TOKEN (a
     Secret) is named, never printed: a Job's log is readable more widely than a Secret."""
 
-    async def bootstrap(home: Path, **extra: str) -> tuple[int, str]:
+    async def bootstrap(home: Path, **extra: str) -> tuple[int | None, str]:
         env = up_env(
             **signing_keys.env("gateway"),
             AGENTWORKS_MESSAGING_ADDRESS=messaging.address,
@@ -301,7 +285,7 @@ def test_up_runs_grpc_in_plain_text_on_loopback_and_says_so_T5(tmp_path):
     assert children
     for child in children:
         assert not any("_TLS_" in name for name in child.env), child.name
-    lines = []
+    lines: list[str] = []
     supervisor._out = type("Out", (), {"write": lines.append, "flush": lambda self: None})()
     supervisor._banner("aw_token", [])
     banner = "".join(lines)
