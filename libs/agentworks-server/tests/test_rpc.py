@@ -37,6 +37,12 @@ async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         raise RuntimeError("a bug")
     if request == b"cancelled":
         raise errors.PreconditionFailed("call c1 has ended", reason=errors.Reason.CALL_CANCELLED)
+    if request == b"long":  # a refusal that quotes a long input, with reason and metadata
+        raise errors.InvalidArgument(
+            "inputs for crew:x f are not valid: " + "; ".join(["at /xs/0: -1 is not one of"] * 800),
+            reason=errors.Reason.FIELD_RULE,
+            metadata={"field": "inputs", "limit": "2"},
+        )
     context_vars = structlog.contextvars.get_contextvars()
     caller = current_identity.get()
     assert caller is not None
@@ -236,3 +242,26 @@ async def test_a_refusal_carries_its_machine_readable_reason_to_the_client_F15_F
     with pytest.raises(errors.NotFound) as refused:
         await client._unary("Echo", b"refuse")
     assert refused.value.reason == errors.Reason.NOT_FOUND  # every NotFound names it
+
+
+async def test_a_long_refusal_with_its_reason_arrives_whole_P6_B1(echo, signing_keys):
+    """P6, B1: a refusal whose message quotes a long input and that carries a reason and
+    metadata arrives as itself, message cut, reason and metadata intact; its message
+    travels twice (grpc-message and the status details), and together they once passed
+    the client's 8 KiB trailer limit, which turned it into RESOURCE_EXHAUSTED "Stream
+    removed" (the schema-bomb neighbour test's victim saw it)."""
+    from agentworks.client.rpc import ServiceClient
+
+    class Echo(ServiceClient):
+        class stub_class:
+            def __init__(self, channel):
+                self.Echo = channel.unary_unary(METHOD)
+
+    client = Echo(channel=echo, identity=Minter("user:alice", gateway_key(signing_keys)))
+    for _ in range(20):  # the 8 KiB soft limit refuses at random: try it often
+        with pytest.raises(errors.InvalidArgument) as refused:
+            await client._unary("Echo", b"long")
+        assert refused.value.reason == errors.Reason.FIELD_RULE
+        assert refused.value.metadata == {"field": "inputs", "limit": "2"}
+        assert refused.value.message.startswith("inputs for crew:x f are not valid: at /xs/0")
+        assert refused.value.message.endswith("(message truncated)")

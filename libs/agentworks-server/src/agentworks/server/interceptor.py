@@ -48,23 +48,29 @@ MAX_ERROR_MESSAGE_BYTES = 6000
 _OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
 
 
-def _trailers(exc: errors.AgentWorksError, message: str) -> tuple[tuple[str, Any], ...]:
-    """What a refusal carries besides its code and message: that our service answered, and
-    its reason and metadata (google.rpc.ErrorInfo) and retry delay when it has them."""
+def refusal(exc: errors.AgentWorksError) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """A refusal's message and trailers: that our service answered and, when it has them,
+    its reason and metadata (google.rpc.ErrorInfo) and retry delay, in a google.rpc.Status
+    that carries the message a second time (base64): then the message is cut to a third
+    of MAX_ERROR_MESSAGE_BYTES, so that both fit together (a 6 KB schema refusal with its
+    details came to 12 KB of trailers, and the client saw "Stream removed")."""
     if not exc.reason and not exc.metadata and exc.retry_after is None:
-        return _ANSWERED
-    return (*_ANSWERED, (errors.STATUS_DETAILS_KEY, errors.status_details(exc, message)))
+        return bounded_message(exc.message), _ANSWERED
+    message = bounded_message(exc.message, MAX_ERROR_MESSAGE_BYTES // 3)
+    details = errors.status_details(exc, message)
+    return message, (*_ANSWERED, (errors.STATUS_DETAILS_KEY, details))
 
 
-def bounded_message(message: str) -> str:
-    """The message, cut so that it reaches the client (see MAX_ERROR_MESSAGE_BYTES)."""
-    if len(message) * 9 <= MAX_ERROR_MESSAGE_BYTES:  # even all-non-ASCII fits
+def bounded_message(message: str, limit: int = MAX_ERROR_MESSAGE_BYTES) -> str:
+    """The message, cut so that its encoded form stays within `limit` bytes (see
+    MAX_ERROR_MESSAGE_BYTES)."""
+    if len(message) * 9 <= limit:  # even all-non-ASCII fits
         return message
     used = 0
     for index, char in enumerate(message):
         # Printable ASCII but '%' is sent as is; every other UTF-8 byte as %XX.
         used += 1 if " " <= char <= "~" and char != "%" else 3 * len(char.encode())
-        if used > MAX_ERROR_MESSAGE_BYTES - 40:
+        if used > limit - 40:
             return message[:index] + " ... (message truncated)"
     return message
 
@@ -91,7 +97,7 @@ def _refusing(rpc: _Method, exc: errors.AgentWorksError) -> grpc.RpcMethodHandle
     async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         rpc_started(rpc.grpc_type, rpc.grpc_service, rpc.short)
         observe_rpc(rpc.grpc_type, rpc.grpc_service, rpc.short, exc.code.name, 0.0)
-        await context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+        await context.abort(exc.code, *refusal(exc))
 
     if rpc.grpc_type in ("server_stream", "bidi_stream"):
         return grpc.stream_stream_rpc_method_handler(refuse)
@@ -158,7 +164,7 @@ class _Scope:
             except errors.AgentWorksError as exc:
                 log.info("rpc.unauthenticated", method=rpc.method, reason=exc.message)
                 self._observe(exc.code.name)
-                await self._context.abort(exc.code, bounded_message(exc.message), _ANSWERED)
+                await self._context.abort(exc.code, *refusal(exc))
                 raise  # abort() has raised already
         self._request_id = request_id = request_id or os.urandom(16).hex()
         if identity.capability is not None:
@@ -168,8 +174,7 @@ class _Scope:
         except errors.AgentWorksError as exc:
             log.info("rpc.share_refused", method=rpc.method, principal=identity.principal)
             self._observe(exc.code.name)
-            message = bounded_message(exc.message)
-            await self._context.abort(exc.code, message, _trailers(exc, message))
+            await self._context.abort(exc.code, *refusal(exc))
             raise  # abort() has raised already
         self._principal = identity.principal
         current_identity.set(identity)
@@ -198,8 +203,7 @@ class _Scope:
                 code = context.code().name if context.code() else "UNKNOWN"
             elif isinstance(exc, errors.AgentWorksError):
                 code = exc.code.name
-                message = bounded_message(exc.message)
-                await context.abort(exc.code, message, _trailers(exc, message))
+                await context.abort(exc.code, *refusal(exc))
             elif isinstance(exc, Exception):
                 code = "INTERNAL"
                 log.exception("rpc.internal_error", method=rpc.method, exc_info=exc)
