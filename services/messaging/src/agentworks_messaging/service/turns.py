@@ -15,7 +15,12 @@ import structlog
 from agentworks.core.checks import bounded
 from agentworks.core.errors import InvalidArgument, PermissionDenied, Reason, rule_meta
 from agentworks.core.identity import Identity
-from agentworks.core.limits import MAX_CLAIM_TARGETS, MAX_WAIT_SECONDS
+from agentworks.core.limits import (
+    MAX_CLAIM_TARGETS,
+    MAX_TURN_LEASE_SECONDS,
+    MAX_WAIT_SECONDS,
+    MIN_TURN_LEASE_SECONDS,
+)
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
 from agentworks.server.shares import shares
@@ -25,7 +30,9 @@ from agentworks_messaging.store import TURN_CHANNEL, MessagingStore
 log = structlog.get_logger("agentworks.messaging")
 
 # A turn's lease in seconds (C10): the default, and the bounds a runtime may ask for.
-LEASE_DEFAULT, LEASE_MIN, LEASE_MAX = 30, 5, 300
+# The lease's range is the proto's rule (ClaimTurnRequest.lease_seconds); 0 means this.
+LEASE_DEFAULT = 30
+LEASE_MIN, LEASE_MAX = MIN_TURN_LEASE_SECONDS, MAX_TURN_LEASE_SECONDS
 
 
 class TurnCases:
