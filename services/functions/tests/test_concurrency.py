@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import psycopg
 
@@ -23,10 +24,15 @@ async def count_calls(database_url: str) -> tuple[int, int]:
 
 
 async def test_100_concurrent_calls_on_two_replicas_respect_a_limit_of_5_exactly_F5_P3(
-    clients, operator, echo, functions, start_functions, database_url
+    clients, operator, echo, functions, start_functions, database_url, monkeypatch
 ):
     """F5 P3: 100 racing calls over two replicas -> exactly 5 accepted, 95 busy, 5 rows."""
     await operator.register_target("crew:demo", owner="user:owner", running_limit=5)
+    # Both replicas run in this process and so share one table of principal shares (B7):
+    # give alice the open requests two replica processes would give her, or a loaded
+    # machine keeps more than 64 of her 100 calls open at once and some are refused by
+    # her share instead of the running limit. Read by the second replica's start.
+    monkeypatch.setenv("AGENTWORKS_PRINCIPAL_SHARES", json.dumps({"user:alice": {"requests": 128}}))
     second = await start_functions()
     replicas = [
         await clients("user:alice", address=functions.address),
