@@ -204,6 +204,8 @@ async def test_schema_bombs_do_not_slow_another_tenant_B1_B2_B5(
         database_url,
         identity,
         {"enum": ENUM_BOMB, "anyof": ANY_OF_6, "unique": UNIQUE},
+        # the victim calls back to back, faster than the default creation share allows
+        AGENTWORKS_PRINCIPAL_SHARES=json.dumps({"user:alice": {"creates_per_second": 10_000}}),
     )
     bombs = [
         ("enum", json.dumps(ENUM_INPUTS)),

@@ -51,13 +51,12 @@ _OPEN_METHODS = ("/grpc.health.", "/grpc.reflection.")
 def refusal(exc: errors.AgentWorksError) -> tuple[str, tuple[tuple[str, Any], ...]]:
     """A refusal's message and trailers: that our service answered and, when it has them,
     its reason and metadata (google.rpc.ErrorInfo) and retry delay, in a google.rpc.Status
-    that carries the message a second time (base64): then the message is cut to a third
-    of MAX_ERROR_MESSAGE_BYTES, so that both fit together (a 6 KB schema refusal with its
-    details came to 12 KB of trailers, and the client saw "Stream removed")."""
+    whose message is left empty: clients read grpc-message, and a second, base64 copy made
+    a 6 KB schema refusal 12 KB of trailers, which the client refused ("Stream removed")."""
     if not exc.reason and not exc.metadata and exc.retry_after is None:
         return bounded_message(exc.message), _ANSWERED
-    message = bounded_message(exc.message, MAX_ERROR_MESSAGE_BYTES // 3)
-    details = errors.status_details(exc, message)
+    message = bounded_message(exc.message)
+    details = errors.status_details(exc, "")  # the message travels in grpc-message only
     return message, (*_ANSWERED, (errors.STATUS_DETAILS_KEY, details))
 
 
