@@ -25,6 +25,14 @@ FUNCTIONS_GET_STATUS_REQUEST_EVENT_LIMIT_GTE = 1
 FUNCTIONS_GET_STATUS_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.functions.v1.GetStatusRequest.wait_seconds: int32.gte
 FUNCTIONS_GET_STATUS_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.functions.v1.WatchCallRequest.heartbeat_seconds: int32.lte
+FUNCTIONS_WATCH_CALL_REQUEST_HEARTBEAT_SECONDS_LTE = 60
+# agentworks.functions.v1.WatchCallRequest.heartbeat_seconds: int32.gte
+FUNCTIONS_WATCH_CALL_REQUEST_HEARTBEAT_SECONDS_GTE = 5
+# agentworks.functions.v1.WatchCallEndsRequest.heartbeat_seconds: int32.lte
+FUNCTIONS_WATCH_CALL_ENDS_REQUEST_HEARTBEAT_SECONDS_LTE = 60
+# agentworks.functions.v1.WatchCallEndsRequest.heartbeat_seconds: int32.gte
+FUNCTIONS_WATCH_CALL_ENDS_REQUEST_HEARTBEAT_SECONDS_GTE = 5
 # agentworks.functions.v1.ReadFileRequest.limit: int32.lte
 FUNCTIONS_READ_FILE_REQUEST_LIMIT_LTE = 1048576
 # agentworks.functions.v1.ReadFileRequest.limit: int32.gte
@@ -75,6 +83,10 @@ MESSAGING_READ_REQUEST_LIMIT_GTE = 1
 MESSAGING_READ_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.messaging.v1.ReadRequest.wait_seconds: int32.gte
 MESSAGING_READ_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.messaging.v1.SubscribeRequest.heartbeat_seconds: int32.lte
+MESSAGING_SUBSCRIBE_REQUEST_HEARTBEAT_SECONDS_LTE = 60
+# agentworks.messaging.v1.SubscribeRequest.heartbeat_seconds: int32.gte
+MESSAGING_SUBSCRIBE_REQUEST_HEARTBEAT_SECONDS_GTE = 5
 # agentworks.messaging.v1.GetTranscriptRequest.limit: int32.lte
 MESSAGING_GET_TRANSCRIPT_REQUEST_LIMIT_LTE = 200
 # agentworks.messaging.v1.GetTranscriptRequest.limit: int32.gte

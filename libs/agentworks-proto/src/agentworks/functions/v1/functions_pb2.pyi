@@ -353,6 +353,38 @@ class CallStatus(_message.Message):
     starts_work: bool
     def __init__(self, call_id: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., starts_work: _Optional[bool] = ...) -> None: ...
 
+class WatchCallRequest(_message.Message):
+    __slots__ = ("call_id", "after", "after_event", "seen_version", "heartbeat_seconds")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_FIELD_NUMBER: _ClassVar[int]
+    SEEN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    after: int
+    after_event: int
+    seen_version: int
+    heartbeat_seconds: int
+    def __init__(self, call_id: _Optional[str] = ..., after: _Optional[int] = ..., after_event: _Optional[int] = ..., seen_version: _Optional[int] = ..., heartbeat_seconds: _Optional[int] = ...) -> None: ...
+
+class WatchCallEndsRequest(_message.Message):
+    __slots__ = ("after", "heartbeat_seconds")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    heartbeat_seconds: int
+    def __init__(self, after: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ...) -> None: ...
+
+class CallChange(_message.Message):
+    __slots__ = ("status", "heartbeat", "cursor")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    status: CallStatus
+    heartbeat: _common_pb2.Heartbeat
+    cursor: str
+    def __init__(self, status: _Optional[_Union[CallStatus, _Mapping]] = ..., heartbeat: _Optional[_Union[_common_pb2.Heartbeat, _Mapping]] = ..., cursor: _Optional[str] = ...) -> None: ...
+
 class ReadFileRequest(_message.Message):
     __slots__ = ("call_id", "file", "offset", "limit")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]

@@ -99,6 +99,16 @@ class FunctionsServiceStub:
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsRequest.SerializeToString,
                 response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsResponse.FromString,
                 _registered_method=True)
+        self.WatchCall = channel.unary_stream(
+                '/agentworks.functions.v1.FunctionsService/WatchCall',
+                request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.WatchCallRequest.SerializeToString,
+                response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CallChange.FromString,
+                _registered_method=True)
+        self.WatchCallEnds = channel.unary_stream(
+                '/agentworks.functions.v1.FunctionsService/WatchCallEnds',
+                request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.WatchCallEndsRequest.SerializeToString,
+                response_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CallChange.FromString,
+                _registered_method=True)
         self.ClaimExecution = channel.unary_unary(
                 '/agentworks.functions.v1.FunctionsService/ClaimExecution',
                 request_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ClaimExecutionRequest.SerializeToString,
@@ -222,6 +232,26 @@ class FunctionsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchCall(self, request, context):
+        """Push beside GetStatus (N1): the call's status now, then a status at each change
+        (progress, messages and events after the cursors, the question, files, the state),
+        heartbeats while nothing changes; the stream ends after the terminal status. Same
+        access rule as GetStatus (A3). Resume with the last status's next_after,
+        next_after_event and version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchCallEnds(self, request, context):
+        """The ends of the caller's own calls (N1, N2), in the order they ended, after a
+        cursor, then each new end as it happens; heartbeats while none does. Never ends on
+        its own; resumable from any event's cursor on any replica.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ClaimExecution(self, request, context):
         """Runtime side (R1): claim an execution, keep its lease, report, ask, finish.
         """
@@ -322,6 +352,16 @@ def add_FunctionsServiceServicer_to_server(servicer, server):
                     servicer.ListCalls,
                     request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsRequest.FromString,
                     response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsResponse.SerializeToString,
+            ),
+            'WatchCall': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchCall,
+                    request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.WatchCallRequest.FromString,
+                    response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CallChange.SerializeToString,
+            ),
+            'WatchCallEnds': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchCallEnds,
+                    request_deserializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.WatchCallEndsRequest.FromString,
+                    response_serializer=agentworks_dot_functions_dot_v1_dot_functions__pb2.CallChange.SerializeToString,
             ),
             'ClaimExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimExecution,
@@ -683,6 +723,60 @@ class FunctionsService:
             '/agentworks.functions.v1.FunctionsService/ListCalls',
             agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsRequest.SerializeToString,
             agentworks_dot_functions_dot_v1_dot_functions__pb2.ListCallsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentworks.functions.v1.FunctionsService/WatchCall',
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.WatchCallRequest.SerializeToString,
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.CallChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchCallEnds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentworks.functions.v1.FunctionsService/WatchCallEnds',
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.WatchCallEndsRequest.SerializeToString,
+            agentworks_dot_functions_dot_v1_dot_functions__pb2.CallChange.FromString,
             options,
             channel_credentials,
             insecure,

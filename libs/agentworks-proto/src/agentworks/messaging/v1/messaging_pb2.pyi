@@ -171,6 +171,26 @@ class ReadRequest(_message.Message):
     wait_seconds: int
     def __init__(self, inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
 
+class SubscribeRequest(_message.Message):
+    __slots__ = ("inbox_id", "after", "heartbeat_seconds")
+    INBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    inbox_id: str
+    after: str
+    heartbeat_seconds: int
+    def __init__(self, inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ...) -> None: ...
+
+class InboxEvent(_message.Message):
+    __slots__ = ("message", "heartbeat", "cursor")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    message: Message
+    heartbeat: _common_pb2.Heartbeat
+    cursor: str
+    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., heartbeat: _Optional[_Union[_common_pb2.Heartbeat, _Mapping]] = ..., cursor: _Optional[str] = ...) -> None: ...
+
 class ReadResponse(_message.Message):
     __slots__ = ("messages", "next_cursor")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]

@@ -66,6 +66,11 @@ class MessagingServiceStub:
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ReadRequest.SerializeToString,
                 response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ReadResponse.FromString,
                 _registered_method=True)
+        self.Subscribe = channel.unary_stream(
+                '/agentworks.messaging.v1.MessagingService/Subscribe',
+                request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.InboxEvent.FromString,
+                _registered_method=True)
         self.GetTranscript = channel.unary_unary(
                 '/agentworks.messaging.v1.MessagingService/GetTranscript',
                 request_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.GetTranscriptRequest.SerializeToString,
@@ -158,6 +163,16 @@ class MessagingServiceServicer:
 
     def Read(self, request, context):
         """Messages agents sent to an inbox, after a cursor, with optional long-poll (C7).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Subscribe(self, request, context):
+        """Push beside Read (N1): the inbox's messages after a cursor, then each new one as it
+        arrives, on one open stream with heartbeats while nothing does. Every event carries
+        the cursor to resume from (on any replica, after any disconnect) with no message
+        lost or repeated. Same access rule as Read (A3). Never ends on its own.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -263,6 +278,11 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.Read,
                     request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ReadRequest.FromString,
                     response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ReadResponse.SerializeToString,
+            ),
+            'Subscribe': grpc.unary_stream_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SubscribeRequest.FromString,
+                    response_serializer=agentworks_dot_messaging_dot_v1_dot_messaging__pb2.InboxEvent.SerializeToString,
             ),
             'GetTranscript': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTranscript,
@@ -474,6 +494,33 @@ class MessagingService:
             '/agentworks.messaging.v1.MessagingService/Read',
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ReadRequest.SerializeToString,
             agentworks_dot_messaging_dot_v1_dot_messaging__pb2.ReadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentworks.messaging.v1.MessagingService/Subscribe',
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.SubscribeRequest.SerializeToString,
+            agentworks_dot_messaging_dot_v1_dot_messaging__pb2.InboxEvent.FromString,
             options,
             channel_credentials,
             insecure,
