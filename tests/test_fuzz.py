@@ -12,6 +12,7 @@ that do not wait, so the run stays short. Deterministic (`derandomize=True`);
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -247,6 +248,20 @@ class Fuzzer:
                         yield chunk
 
                 await call(chunks(), metadata=metadata, timeout=10)
+            elif method.server_streaming:
+                # A stream (N1) stays open: its first event, or a stream still open after a
+                # second, is the answer; its refusal comes before any event.
+                stream = self.channel.unary_stream(
+                    path, request_serializer=serialize, response_deserializer=reply_cls.FromString
+                )(request, metadata=metadata)
+                try:
+                    async with asyncio.timeout(1):
+                        async for _ in stream:
+                            break
+                except TimeoutError:
+                    pass
+                finally:
+                    stream.cancel()
             else:
                 call = self.channel.unary_unary(
                     path, request_serializer=serialize, response_deserializer=reply_cls.FromString
