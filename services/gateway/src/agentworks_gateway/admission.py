@@ -6,7 +6,8 @@ what serves requests:
 - **requests** (`GATEWAY_MAX_REQUESTS`): authenticated API and MCP requests being served
   at once, a long-poll not counted while it waits;
 - **waits** (`GATEWAY_MAX_WAITS`): long-polls waiting at once (reads and status with
-  `wait_seconds`, waiting calls).
+  `wait_seconds`, waiting calls) and open event streams (`streams`, the console's live
+  pages), which never hold a request.
 
 Past a pool a request is answered 503 with `Retry-After` at once. Within them each
 principal holds its own share (`agentworks.server.shares`): requests open at once and
@@ -86,6 +87,22 @@ class Admission:
                 if moved is not None:
                     moved.counted = True
                     self.requests += 1
+
+    @contextlib.contextmanager
+    def stream(self, principal: str) -> Iterator[None]:
+        """Hold one of the wait pool's places and one of the principal's long-polls and
+        streams while an event stream is open (N1, N4); it holds no request. Unavailable
+        (503) past the pool, Busy (429) past the principal's share."""
+        if self.waits >= self.max_waits:
+            raise _full(
+                "waits", f"holds {self.max_waits} long-polls and streams", "; or poll instead"
+            )
+        with shares().wait(principal):
+            self.waits += 1
+            try:
+                yield
+            finally:
+                self.waits -= 1
 
 
 def _full(pool: str, holding: str, advice: str = "") -> errors.Unavailable:

@@ -1,5 +1,6 @@
 """The gateway's HTTP surface (G1, G4): `/mcp`, `POST /api/v1/tools/<tool>`,
 `GET /api/v1/tools`, `POST /api/v1/identity` (a runtime credential's exchange, T2),
+`GET /api/v1/streams/...` (event streams, N1: `streams`),
 `/healthz`, `POST /webhooks/<webhook_id>` (S5), and the web console at `/` (V3-V5,
 `agentworks_gateway.console`).
 
@@ -29,6 +30,7 @@ from starlette.routing import Route
 from agentworks.core import errors
 from agentworks.server.liveness import loop_healthy
 from agentworks_gateway import credentials, metrics, tools
+from agentworks_gateway.a2a import a2a_routes
 from agentworks_gateway.api import HTTP_STATUS, error_body, refusal_body
 from agentworks_gateway.bodies import (
     LARGE_BODY_BYTES,
@@ -42,6 +44,7 @@ from agentworks_gateway.console import console_routes
 from agentworks_gateway.mcp_server import build_http_server, tool_list
 from agentworks_gateway.middleware import DrainGuard, McpAuth, error_response, request_context
 from agentworks_gateway.service import Gateway
+from agentworks_gateway.streams import stream_routes
 
 log = structlog.get_logger("agentworks.gateway")
 
@@ -162,8 +165,10 @@ def build_app(gateway: Gateway) -> Starlette:
             Route("/api/v1/identity", exchange_identity, methods=["POST"]),
             Route("/api/v1/tools", list_tools, methods=["GET"]),
             Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
+            *stream_routes(gateway),
             Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),
             Route("/mcp", McpAuth(manager.handle_request, gateway)),
+            *a2a_routes(gateway),
             *console_routes(gateway),
         ],
         middleware=[Middleware(DrainGuard, gateway=gateway)],
