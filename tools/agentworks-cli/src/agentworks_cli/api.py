@@ -88,6 +88,11 @@ class ApiClient:
             timeout=timeout,
         )
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The HTTP client (its base URL and bearer token set), for the event streams."""
+        return self._http
+
     async def close(self) -> None:
         """Close the HTTP connections."""
         await self._http.aclose()

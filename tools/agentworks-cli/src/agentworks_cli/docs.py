@@ -67,6 +67,19 @@ goes to stdout: branch on `reason` and read `metadata` (the field, the limit, th
 reasons are in [errors.md](errors.md)), never on the message's words. `messages read
 --follow --json` prints one JSON page per line as messages arrive.
 
+## Watching by push
+
+`messages watch --inbox ID [--after CURSOR]` and `calls watch CALL_ID` read the
+gateway's event streams (`GET /api/v1/streams/...`, [mcp.md](mcp.md#event-streams-n1)):
+nothing polls, each message or change comes as it happens. `messages watch` prints each
+message as it arrives (its cursor on stderr; `--json`: one JSON object a line with its
+`cursor`) until Ctrl-C. `calls watch` shows progress, execution messages, events and the
+question on stderr as they come, then the call's final status, and exits as `call
+--wait` does: 0 completed, 8 failed, interrupted or cancelled (`--json`: every status
+as one JSON line). A dropped stream (the gateway restarted or drained, the network
+broke) is opened again from the last event's id, after 1 s doubling to 10 s, with a
+note on stderr: no message is lost or printed twice.
+
 - Times are shown in the local time zone (`TZ`, else the system's), with the zone's
   name: `2026-12-02 01:20 UTC` in tables, to the second in fields and messages. `--json`
   keeps the API's RFC 3339 UTC times.

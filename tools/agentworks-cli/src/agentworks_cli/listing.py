@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from agentworks_cli import call_watch
 from agentworks_cli.api import ApiClient
 from agentworks_cli.output import note, print_json, print_table, short_time
 from agentworks_cli.scheduler import cli_time
@@ -210,6 +211,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     cancel.add_argument("call_ids", nargs="+", metavar="CALL_ID", help="the calls to cancel")
     cancel.set_defaults(run=cancel_calls)
+    call_watch.add_parser(calls_cmds, common)
 
     for what, text in (
         ("conversations", "list your conversations (and your targets'), newest first"),

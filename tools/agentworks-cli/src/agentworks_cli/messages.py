@@ -1,5 +1,6 @@
-"""`agentworks messages send|read|transcript`: agent messaging through the `messages` tool
-(C1-C7, G3), and whole transcripts through the read-only `transcript` tool (V2, C12)."""
+"""`agentworks messages send|read|watch|transcript`: agent messaging through the `messages`
+tool (C1-C7, G3), an inbox's messages pushed as they arrive (`watch`, the gateway's inbox
+stream, N1), and whole transcripts through the read-only `transcript` tool (V2, C12)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import argparse
 import asyncio
 import json
 import sys
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
 from agentworks.core.limits import MAX_WAIT_SECONDS
+from agentworks_cli import streams
 from agentworks_cli.api import ApiClient, ApiError
 from agentworks_cli.errors import UsageError
 from agentworks_cli.output import local_time, note, print_fields, print_json
@@ -91,6 +94,27 @@ async def read(api: ApiClient, args: argparse.Namespace) -> None:
         call["after"] = page["next_cursor"]
         if not args.json and page["messages"]:
             note(f"next_cursor: {page['next_cursor']}")
+
+
+async def watch(api: ApiClient, args: argparse.Namespace) -> None:
+    """Print the inbox's messages as they arrive, until Ctrl-C; a dropped stream is
+    opened again from the last message's cursor (nothing lost or repeated)."""
+    args.on_interrupt = f"stopped watching inbox {args.inbox}"
+    path = f"{streams.STREAMS_PREFIX}/inboxes/{urllib.parse.quote(args.inbox, safe='')}"
+    if not args.json and sys.stderr.isatty():
+        note(f"watching inbox {args.inbox} (Ctrl-C to stop) ...")
+
+    def retrying(exc: ApiError, pause: float) -> None:
+        note(f"{exc.message}; reconnecting in {pause:g} s (Ctrl-C to stop)")
+
+    async for event in streams.resuming(api, path, last_id=args.after or "", on_retry=retrying):
+        if event.name != "message":
+            continue
+        if args.json:
+            print_json({**event.data, "cursor": event.id}, compact=True)
+        else:
+            _print_message(event.data)
+            note(f"cursor: {event.id}")
 
 
 def _print_entry(entry: Mapping[str, Any], target: str) -> None:
@@ -196,6 +220,21 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "retried, with a note on stderr",
     )
     read_cmd.set_defaults(run=read)
+
+    watch_cmd = messages_cmds.add_parser(
+        "watch",
+        parents=[common],
+        help="print an inbox's messages as they arrive (pushed), until Ctrl-C",
+        description="Print the messages agents send to an inbox as they arrive, pushed by "
+        "the gateway's event stream (no polling), until Ctrl-C; each message's cursor goes "
+        "to stderr (with --json: one JSON object a line, with its `cursor`). A dropped "
+        "connection is opened again from the last cursor: nothing lost or repeated.",
+    )
+    watch_cmd.add_argument("--inbox", required=True, metavar="ID", help="the inbox to watch")
+    watch_cmd.add_argument(
+        "--after", metavar="CURSOR", help="start after this cursor (else the first message)"
+    )
+    watch_cmd.set_defaults(run=watch)
 
     transcript_cmd = messages_cmds.add_parser(
         "transcript",
