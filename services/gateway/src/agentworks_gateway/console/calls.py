@@ -3,9 +3,8 @@ messages, events, files, its question), answering and cancelling it, reading and
 downloading its files; targets with their functions, schemas and running slots, and
 calling a function.
 
-Everything goes through the `list` and `functions` tools as the signed-in identity. A
-call's panel long-polls `functions action=status` with the version it shows, so it
-changes as soon as the call does.
+Everything goes through the `list` and `functions` tools as the signed-in identity. An
+open call's panel is redrawn by push at each change (`live`, N4).
 """
 
 from __future__ import annotations
@@ -35,8 +34,6 @@ STATUSES = (
     "interrupted",
     "cancelled",
 )
-# How long a call's panel waits for a change before it asks again.
-LIVE_WAIT_SECONDS = 20
 # A text file is shown up to this many bytes; download it for the rest.
 MAX_SHOWN_BYTES = 1024 * 1024
 # A download is read in pages of MAX_READ_BYTES, up to this many bytes.
@@ -61,7 +58,7 @@ async def calls_page(console: Console, request: Request, session: Session) -> Re
     )
 
 
-async def _status(console: Console, session: Session, call_id: str) -> dict[str, Any]:
+async def status_of(console: Console, session: Session, call_id: str) -> dict[str, Any]:
     args: dict[str, Any] = {
         "action": "status",
         "call_id": call_id,
@@ -71,39 +68,9 @@ async def _status(console: Console, session: Session, call_id: str) -> dict[str,
     return await console.tool(session, "functions", args)
 
 
-def _number(request: Request, name: str, default: int) -> int:
-    value = request.query_params.get(name, "")
-    return int(value) if value.lstrip("-").isdigit() else default
-
-
 async def call_page(console: Console, request: Request, session: Session) -> Response:
-    status = await _status(console, session, request.path_params["call_id"])
+    status = await status_of(console, session, request.path_params["call_id"])
     return console.render(request, "call.html", session, call=status, open=OPEN)
-
-
-async def call_live(console: Console, request: Request, session: Session) -> Response:
-    """The call's panel once it differs from version `seen` (or after the wait).
-
-    The wait is a status read after the panel's cursors (nothing new: it waits); the
-    panel is then drawn from the whole status.
-    """
-    call_id = request.path_params["call_id"]
-    await console.tool(
-        session,
-        "functions",
-        {
-            "action": "status",
-            "call_id": call_id,
-            "after": _number(request, "after", -1),
-            "after_event": _number(request, "after_event", -1),
-            "message_limit": 1,
-            "event_limit": 1,
-            "seen_version": max(0, _number(request, "seen", 0)),
-            "wait_seconds": LIVE_WAIT_SECONDS,
-        },
-    )
-    status = await _status(console, session, call_id)
-    return console.render(request, "_call_panel.html", session, call=status, open=OPEN)
 
 
 async def call_reply(console: Console, request: Request, session: Session) -> Response:
@@ -263,7 +230,6 @@ def routes(page: Any, action: Any) -> list[Route]:
     return [
         Route(base, page(calls_page), methods=["GET"]),
         Route(base + "/{call_id}", page(call_page), methods=["GET"]),
-        Route(base + "/{call_id}/live", page(call_live), methods=["GET"]),
         Route(base + "/{call_id}/reply", action(call_reply), methods=["POST"]),
         Route(base + "/{call_id}/cancel", action(call_cancel), methods=["POST"]),
         Route(base + "/{call_id}/files/{name:path}", page(call_file), methods=["GET"]),

@@ -4,8 +4,9 @@ chat passes the messaging switch, C8).
 
 The transcript comes from the `transcript` tool, the list from `list`, and a chat
 message goes through `messages send`'s arguments check and handler with the app
-channel (`tools.messages.app_chat`). The open transcript asks for what is new after its
-cursor every POLL_MS, and at once after the page sends a message.
+channel (`tools.messages.app_chat`). The open transcript is updated by push (`live`,
+N4): new entries appear and entries shown change in place; a message sent from the page
+wakes its stream at once.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agentworks.core import errors
+from agentworks_gateway.console import live
 from agentworks_gateway.console.web import PREFIX, Console, form_of, redirect
 from agentworks_gateway.sessions import Session
 from agentworks_gateway.tools import check_arguments, find_tool
 from agentworks_gateway.tools.messages import app_chat
 
 PAGE = 50
-TRANSCRIPT_PAGE = 200
 # A transcript page shows at most this many entries at first (the newest ones).
 MAX_ENTRIES = 2000
-POLL_MS = 1000
 
 
 def _destination(value: str) -> dict[str, str]:
@@ -80,24 +80,6 @@ async def new_chat(console: Console, request: Request, session: Session) -> Resp
     return redirect(f"{PREFIX}/conversations/{receipt['conversation_id']}")
 
 
-async def _transcript(
-    console: Console, session: Session, conversation_id: str, cursor: str = ""
-) -> dict[str, Any]:
-    """The transcript after `cursor` (all of it from the start), page by page."""
-    entries: list[dict[str, Any]] = []
-    result: dict[str, Any] = {}
-    while True:
-        args: dict[str, Any] = {"conversation_id": conversation_id, "limit": TRANSCRIPT_PAGE}
-        if cursor:
-            args["cursor"] = cursor
-        result = await console.tool(session, "transcript", args)
-        entries.extend(result["items"])
-        cursor = result.get("next_cursor") or cursor
-        if len(result["items"]) < TRANSCRIPT_PAGE:
-            break
-    return {**result, "items": entries[-MAX_ENTRIES:], "next_cursor": cursor}
-
-
 def _starter(entries: list[dict[str, Any]]) -> str:
     """Who started the conversation: the sender of its first message to the target."""
     for entry in entries:
@@ -108,36 +90,19 @@ def _starter(entries: list[dict[str, Any]]) -> str:
 
 async def conversation_page(console: Console, request: Request, session: Session) -> Response:
     conversation_id = request.path_params["conversation_id"]
-    transcript = await _transcript(console, session, conversation_id)
+    read, end, page = await live.read_from(console, session, conversation_id, "")
+    entries = [entry for _, entry in read]
     # Only the principal the inbox is bound to may write in it (C3); others read.
-    can_reply = _starter(transcript["items"]) == session.identity.principal
+    can_reply = _starter(entries) == session.identity.principal
     return console.render(
         request,
         "conversation.html",
         session,
         conversation_id=conversation_id,
-        transcript=transcript,
-        entries=transcript["items"],
-        cursor=transcript["next_cursor"],
+        transcript=page,
+        entries=entries[-MAX_ENTRIES:],
+        live_from=live.recheck_cursor(read, end),
         can_reply=can_reply,
-        poll_ms=POLL_MS,
-    )
-
-
-async def conversation_entries(console: Console, request: Request, session: Session) -> Response:
-    """The entries after a cursor, and the poller that asks for the next ones (htmx)."""
-    conversation_id = request.path_params["conversation_id"]
-    cursor = request.query_params.get("cursor", "")
-    transcript = await _transcript(console, session, conversation_id, cursor)
-    return console.render(
-        request,
-        "_entries.html",
-        session,
-        conversation_id=conversation_id,
-        entries=transcript["items"],
-        cursor=transcript["next_cursor"],
-        poll_ms=POLL_MS,
-        oob=True,
     )
 
 
@@ -147,16 +112,16 @@ async def conversation_send(console: Console, request: Request, session: Session
     await _send(
         console, session, {"inbox_id": form.get("inbox_id", ""), "message": form.get("message", "")}
     )
+    live.wake(conversation_id)  # this replica's streams of it read the transcript now
     if not request.headers.get("hx-request"):
         return redirect(f"{PREFIX}/conversations/{conversation_id}")
-    # A fresh form in place of the sent one, and the transcript asks for news now.
+    # A fresh form in place of the sent one.
     return console.render(
         request,
         "_send_form.html",
         session,
         conversation_id=conversation_id,
         inbox_id=form.get("inbox_id", ""),
-        headers={"HX-Trigger": "aw-sent"},
     )
 
 
@@ -166,6 +131,5 @@ def routes(page: Any, action: Any) -> list[Route]:
         Route(base, page(conversations_page), methods=["GET"]),
         Route(f"{PREFIX}/chat", action(new_chat), methods=["POST"]),
         Route(base + "/{conversation_id}", page(conversation_page), methods=["GET"]),
-        Route(base + "/{conversation_id}/entries", page(conversation_entries), methods=["GET"]),
         Route(base + "/{conversation_id}/send", action(conversation_send), methods=["POST"]),
     ]

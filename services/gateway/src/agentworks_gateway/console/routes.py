@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentworks.core import errors
-from agentworks_gateway.console import calls, conversations, timers
+from agentworks_gateway.console import calls, conversations, live, timers
 from agentworks_gateway.console.web import (
     PREFIX,
     SECURITY_HEADERS,
@@ -114,5 +114,6 @@ def console_routes(gateway: Gateway) -> list[BaseRoute]:
         *conversations.routes(page, action),
         *calls.routes(page, action),
         *timers.routes(page, action),
+        *live.routes(page),
         Mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static"),
     ]
