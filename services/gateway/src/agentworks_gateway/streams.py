@@ -21,8 +21,8 @@ before the stream is the API's JSON error with its HTTP status; after, an
 
 An open stream holds one of the gateway's waits (`GATEWAY_MAX_WAITS`, 503 past it) and
 one of its principal's (429 past it), never a request: idle streams do not use up what
-serves requests (B6, B7). When the gateway drains, its streams end; clients reconnect
-elsewhere from their last id.
+serves requests (B6, B7). When the gateway drains, its streams end and new ones are refused
+503 (`DRAINING`); clients reconnect elsewhere from their last id.
 """
 
 from __future__ import annotations
@@ -106,6 +106,12 @@ async def open_stream(gateway: Gateway, request: Request) -> tuple[Identity, con
     """The caller's identity, and its place in the wait pool held (B6, B7) until the
     returned stack is closed."""
     identity = await gateway.authenticate(request.headers.get("authorization"))
+    if gateway.draining.is_set():  # its streams just ended: open them on another replica
+        raise errors.Unavailable(
+            "the gateway is shutting down; reconnect (another replica takes the stream)",
+            retry_after=1.0,
+            reason=errors.Reason.DRAINING,
+        )
     held = contextlib.ExitStack()
     held.enter_context(gateway.admission.stream(identity.principal))
     return identity, held
