@@ -23,7 +23,7 @@ from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks.core.mcp_results import ok_result, refused_result, unknown_tool
-from agentworks_gateway import tools
+from agentworks_gateway import mcp_tasks, tools
 
 log = structlog.get_logger("agentworks.gateway.mcp")
 
@@ -154,17 +154,24 @@ def build_server(call: ToolCaller) -> Server[Any]:
     )
 
 
+def request_caller(ctx: ServerRequestContext[Any, Any]) -> Identity:
+    """The caller of an MCP request: the identity the bearer token names."""
+    identity = ctx.request.scope.get(IDENTITY_SCOPE_KEY) if ctx.request is not None else None
+    if not isinstance(identity, Identity):
+        raise errors.Unauthenticated(
+            "no authenticated caller on this MCP request",
+            reason=errors.Reason.CREDENTIALS_MISSING,
+            metadata={"credential": "API token"},
+        )
+    return identity
+
+
 def build_http_server(gateway: Any) -> Server[Any]:
-    """The gateway's own MCP server: calls run in-process as the token's principal."""
+    """The gateway's own MCP server: calls run in-process as the token's principal; calls
+    as tasks, questions as elicitations, files as resources (`mcp_tasks`, M1-M3)."""
 
     async def call(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any, Any]) -> dict:
-        identity = ctx.request.scope.get(IDENTITY_SCOPE_KEY) if ctx.request is not None else None
-        if not isinstance(identity, Identity):
-            raise errors.Unauthenticated(
-                "no authenticated caller on this MCP request",
-                reason=errors.Reason.CREDENTIALS_MISSING,
-                metadata={"credential": "API token"},
-            )
+        identity = request_caller(ctx)
         try:
             return await tools.call_tool(gateway, identity, name, args, mcp=True)
         except errors.AgentWorksError:
@@ -173,4 +180,6 @@ def build_http_server(gateway: Any) -> Server[Any]:
             log.exception("tool.internal_error", tool=name)
             raise errors.Internal(f"internal error in tool {name}: {type(exc).__name__}") from exc
 
-    return build_server(call)
+    server = build_server(call)
+    mcp_tasks.install(server, gateway, request_caller)
+    return server

@@ -1,0 +1,127 @@
+"""Calls as MCP tasks, questions as elicitations, files as resources, with the official
+MCP Python SDK client over the gateway's Streamable HTTP endpoint (M1, M2, M3, M5).
+
+A runtime (`agent:demo/bot`) runs each execution with plain FunctionsClient calls, so
+each step the MCP client sees is one the test made happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from agentworks.client import FunctionsClient
+from tests.fixtures.mcp_tasks_client import EXTENSION, TasksClient
+
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {"format": {"type": "string"}, "rows": {"type": "integer"}},
+    "required": ["format", "rows"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+async def report(functions, identity, demo) -> str:
+    """crew:demo's function `report`, with an output schema, callable by every user."""
+    async with FunctionsClient(functions.address, identity=identity("user:owner")) as owner:
+        await owner.declare_function(
+            demo,
+            "report",
+            description="Write a report.",
+            input_schema={"type": "object"},
+            output_schema=REPORT_SCHEMA,
+            allowed_callers=["user:*"],
+        )
+    return "report"
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
+    """The SDK's client, 5 s per request, with the bearer token on every request."""
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(5)
+    )
+    async with (
+        http,
+        Client(
+            streamable_http_client(url, http_client=http), read_timeout_seconds=5, **options
+        ) as client,
+    ):
+        yield client
+
+
+async def run_report(runtime: FunctionsClient, demo: str, question: str) -> str:
+    """Run one `report` execution: ask `question`, write the answer's file and result."""
+    execution = await runtime.claim_execution([demo], wait_seconds=20)
+    assert execution is not None
+    call_id = execution.call_id
+    await runtime.report(call_id, progress="halfway", sequence=1)
+    asked = await runtime.ask_input(call_id, "q1", question, wait_seconds=25)
+    await runtime.upload_file(call_id, "report.txt", f"format={asked.reply}\n".encode())
+    result = {"format": asked.reply, "rows": 3}
+    await runtime.upload_file(call_id, "result.json", json.dumps(result).encode())
+    await runtime.finish_execution(call_id, final_message=f"wrote {asked.reply}")
+    return asked.reply
+
+
+async def test_a_call_is_a_task_its_question_answered_with_tasks_update_M1_M2_M3_M5(
+    gateway, alice_token, demo, report, runtime
+):
+    """M1 M2 M3 M5: `functions` call from a client that declared the Tasks extension is a
+    task (taskId = call_id); tasks/get shows working, then input_required with the
+    question as an elicitation form; tasks/update posts the answer as the reply; the
+    completed task's result is the validated result, its file a resource_link the client
+    reads with resources/read."""
+    asked: list[tuple[str, dict]] = []
+
+    async def answer(key: str, request: dict) -> dict:
+        asked.append((key, request))
+        return {"action": "accept", "content": {"answer": "csv"}}
+
+    tasks = TasksClient(answer)
+    runner = asyncio.create_task(run_report(runtime, demo, "Which format?"))
+    async with mcp_client(gateway.mcp_url, alice_token, extensions=[tasks]) as mcp:
+        assert EXTENSION in (mcp.session.server_capabilities.extensions or {})
+        result = await mcp.call_tool("functions", {"action": "call", "crew": "demo",
+                                                   "function": "report", "inputs": {}})  # fmt: skip
+        assert await asyncio.wait_for(runner, 20) == "csv"
+        assert not result.is_error
+        (created,) = tasks.created
+        call_id = created.task_id
+        assert created.status == "working" and call_id
+        statuses = [t["status"] for t in tasks.seen]
+        assert statuses[-1] == "completed" and "input_required" in statuses
+        ((key, request),) = asked
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["message"] == "Which format?"
+        assert request["params"]["requestedSchema"]["required"] == ["answer"]
+        waiting = next(t for t in tasks.seen if t["status"] == "input_required")
+        assert list(waiting["inputRequests"]) == [key]
+        assert waiting["statusMessage"] == "Which format?"
+
+        status = result.structured_content
+        assert status["call_id"] == call_id and status["status"] == "completed"
+        assert status["result"] == {"format": "csv", "rows": 3}
+        links = {b.name: b for b in result.content if b.type == "resource_link"}
+        assert set(links) == {"report.txt", "result.json"}
+        assert str(links["report.txt"].uri) == f"agentworks://calls/{call_id}/files/report.txt"
+        read = await mcp.read_resource(str(links["report.txt"].uri))
+        assert read.contents[0].text == "format=csv\n"
+        assert read.contents[0].meta == {"offset": 0, "size": 11}
+        paged = await mcp.read_resource(f"{links['report.txt'].uri}?offset=7&limit=2")
+        assert paged.contents[0].text == "cs" and paged.contents[0].meta["next_offset"] == 9
+
+        templates = await mcp.list_resource_templates()
+        assert [t.uri_template for t in templates.resource_templates] == [
+            "agentworks://calls/{call_id}/files/{name}{?offset,limit}",
+            "agentworks://conversations/{conversation_id}/transcript{?cursor,limit}",
+        ]
