@@ -18,7 +18,7 @@ from tests.fixtures.console import QUESTION
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
 WAIT_MS = 20_000
-POLLS = ("/entries", "/live")
+POLLS = ("/entries?", "/live?")
 
 
 async def signed_in(browser: Any, suite: Any, who: str) -> tuple[Page, list[str]]:
