@@ -50,7 +50,7 @@ async def events(api: ApiClient, path: str, *, last_id: str = "") -> AsyncIterat
             if response.status_code != 200:
                 await response.aread()
                 raise _refusal(api, path, response)
-            name, event_id, data = "message", "", []
+            name, event_id, data = "message", "", list[str]()
             async for line in response.aiter_lines():
                 if not line:
                     if data:
