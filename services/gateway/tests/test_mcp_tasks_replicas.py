@@ -1,0 +1,159 @@
+"""A task outlives the gateway replica its client was polling (M1, M5, done-when of
+issue 42): two gateway processes over the same services, the official MCP Python SDK
+client with a 5 s per-request timeout, and a kill -9 of the replica it polls.
+
+The function runs about 15 s (the issue says 90 s: shortened to keep the suite fast;
+what is tested is that each request stays under 5 s and the task survives the replica,
+which does not depend on the length) and asks its question halfway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from agentworks.client import FunctionsClient
+from tests.fixtures.gateway import gateway_env
+from tests.fixtures.mcp_tasks_client import TasksClient
+
+RUN_SECONDS = 15.0
+REQUEST_TIMEOUT = 5.0
+
+
+class Failover(httpx2.AsyncBaseTransport):
+    """A client-side load balancer: each request goes to the first replica that is up;
+    a replica whose connection fails (refused, or dropped without an answer) is marked
+    down and the request sent to the next one."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = list(ports)
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.served: list[int] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        while True:
+            port = self.ports[0]
+            request.url = request.url.copy_with(port=port)
+            request.headers["host"] = f"{request.url.host}:{port}"
+            try:
+                response = await self.inner.handle_async_request(request)
+            except (httpx2.ConnectError, httpx2.ReadError, httpx2.RemoteProtocolError):
+                if len(self.ports) == 1:
+                    raise
+                self.ports.pop(0)
+                continue
+            self.served.append(port)
+            return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.fixture
+async def replicas(database_url, signing_keys, messaging, functions) -> AsyncIterator[list]:
+    """Two gateway processes (`python -m agentworks_gateway`): (process, port) each."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AGENTWORKS_", "GATEWAY_"))},
+        **gateway_env(database_url, signing_keys, messaging.address, functions.address),
+    }
+    started: list[tuple[asyncio.subprocess.Process, int]] = []
+    for _ in range(2):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentworks_gateway", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        assert process.stdout is not None
+        async with asyncio.timeout(30):
+            line = (await process.stdout.readline()).decode()
+        assert line.startswith("gateway listening on 127.0.0.1:"), line
+        started.append((process, int(line.split()[3].rsplit(":", 1)[1])))
+    yield started
+    for process, _ in started:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
+    replicas, make_token, demo, functions, identity, runtime
+):
+    """M1 M2 M3 M5: a 15 s function asks a question halfway; the client answers it with
+    tasks/update; the replica it polls is killed (-9) after the answer; the client still
+    gets the validated result from the other replica and reads the file as a resource,
+    no request taking more than 5 s."""
+    async with FunctionsClient(functions.address, identity=identity("user:owner")) as owner:
+        await owner.declare_function(
+            demo, "slow", input_schema={"type": "object"}, allowed_callers=["user:*"],
+            output_schema={"type": "object", "properties": {"answer": {"type": "string"}},
+                           "required": ["answer"]},
+        )  # fmt: skip
+    token = await make_token("user:alice")
+    (first, first_port), (_, second_port) = replicas
+    transport = Failover([first_port, second_port])
+    killed = asyncio.Event()
+
+    async def run() -> None:
+        execution = await runtime.claim_execution([demo], wait_seconds=20)
+        assert execution is not None
+        call_id, started = execution.call_id, time.monotonic()
+        for step in range(int(RUN_SECONDS / 2)):
+            await runtime.report(call_id, progress=f"step {step}", sequence=step + 1)
+            await asyncio.sleep(1)
+        asked = await runtime.ask_input(call_id, "q", "Which colour?", wait_seconds=25)
+        first.send_signal(signal.SIGKILL)  # the replica the client polls
+        await first.wait()
+        killed.set()
+        # The second half of the run: the function's own time, not a wait for a state.
+        await asyncio.sleep(max(0.0, RUN_SECONDS - (time.monotonic() - started)))
+        await runtime.upload_file(call_id, "colour.txt", asked.reply.encode())
+        await runtime.upload_file(
+            call_id, "result.json", json.dumps({"answer": asked.reply}).encode()
+        )
+        await runtime.finish_execution(call_id, final_message="painted")
+
+    async def answer(key: str, request: dict) -> dict:
+        return {"action": "accept", "content": {"answer": "blue"}}
+
+    tasks = TasksClient(answer)
+    runner = asyncio.create_task(run())
+    http = httpx2.AsyncClient(
+        base_url=f"http://127.0.0.1:{first_port}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=httpx2.Timeout(REQUEST_TIMEOUT),
+        transport=transport,
+    )
+    url = f"http://127.0.0.1:{first_port}/mcp"
+    async with (
+        http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            read_timeout_seconds=REQUEST_TIMEOUT,
+            extensions=[tasks],
+        ) as mcp,
+    ):
+        result = await mcp.call_tool(
+            "functions", {"action": "call", "crew": "demo", "function": "slow", "inputs": {}}
+        )
+        await asyncio.wait_for(runner, 30)
+        assert killed.is_set() and first.returncode == -signal.SIGKILL
+        assert not result.is_error, result.content
+        assert result.structured_content["result"] == {"answer": "blue"}
+        statuses = [t["status"] for t in tasks.seen]
+        assert "input_required" in statuses and statuses[-1] == "completed"
+        # Polled on the first replica, then (after the kill) on the second only.
+        assert first_port in transport.served and transport.served[-1] == second_port
+        link = next(
+            b for b in result.content if b.type == "resource_link" and b.name == "colour.txt"
+        )
+        read = await mcp.read_resource(str(link.uri))
+        assert read.contents[0].text == "blue"
