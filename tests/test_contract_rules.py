@@ -74,7 +74,8 @@ async def test_a_batch_item_past_its_rule_is_refused_alone_S6_P6(
     messaging, identity, alice, demo, database_url
 ):
     """S6 P6: in EnqueueDeliveries each item keeps its own rules: one whose key is past the
-    proto's 200 characters gets its own refusal and stores nothing; the others are
+    proto's 200 characters gets its own refusal (its ItemError carries the reason and
+    metadata EnqueueDelivery's ErrorInfo would) and stores nothing; the others are
     delivered."""
     conversation = (await alice.send("hi", target=demo)).conversation_id
     before = _count(database_url, "deliveries")
@@ -93,7 +94,35 @@ async def test_a_batch_item_past_its_rule_is_refused_alone_S6_P6(
     assert outcomes[1].message == (
         f"idempotency_key is {len(key)} characters; the limit is {len(key) - 1} characters"
     )
+    assert outcomes[1].reason == Reason.FIELD_RULE
+    assert outcomes[1].metadata == {
+        "field": "idempotency_key",
+        "rule": "string.max_len",
+        "limit": str(limits.MAX_IDEMPOTENCY_KEY),
+    }
     assert _count(database_url, "deliveries") == before + 1
+
+
+async def test_a_target_name_keeps_the_target_ref_pattern_in_every_request_C1_P6(alice, demo):
+    """C1 P6: a target's name is 1-128 letters, digits, '.', '_' or '-', a letter or digit
+    first: TargetRef.name's proto rule, so every request naming a target (a Send here,
+    over real gRPC) is refused FIELD_RULE naming the field and the rule."""
+    with pytest.raises(InvalidArgument) as refused:
+        await alice.send("hi", target="crew:-lead")
+    assert refused.value.reason == Reason.FIELD_RULE
+    assert refused.value.metadata == {"field": "target.name", "rule": "string.pattern"}
+    assert refused.value.message.startswith("target.name '-lead' does not match the pattern ")
+    good = ("demo", "w.1_x-" + "a" * 122, "Legacy")  # stored names keep their case (B10)
+    bad = ("", "-lead", "a b", "a" * 129, "crew/x")
+    for name in good + bad:
+        ref = common_pb2.TargetRef(kind=common_pb2.TARGET_KIND_CREW, name=name)
+        for request in (
+            pb.SendRequest(target=ref),
+            pb.ClaimTurnRequest(targets=[ref]),
+            functions_pb2.CallRequest(target=ref),
+        ):
+            refused_now = field_rule_refusal(request)
+            assert (refused_now is not None) == (name in bad), (request, refused_now)
 
 
 def test_limits_read_by_code_are_the_protos_own_numbers_P6():

@@ -183,6 +183,10 @@ def _say(field: descriptor_pb2.FieldDescriptorProto) -> str:
         else:
             names = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "const": "="}
             said.append(f"{names.get(rule, rule)} {value:,}")
+    if field.options.HasExtension(validate_pb2.field):
+        typed = field.options.Extensions[validate_pb2.field]
+        if typed.WhichOneof("type") == "string" and typed.string.pattern:
+            said.append(f"matches `{typed.string.pattern}`")
     return ", ".join(said)
 
 

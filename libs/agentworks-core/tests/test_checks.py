@@ -86,18 +86,13 @@ def test_a_retry_key_with_another_request_is_refused_in_one_wording_C4():
     )
 
 
-def test_a_target_is_a_crew_or_workflow_with_a_plain_name_C1_P6():
-    """C1 P6: crew and workflow targets with 1-128 letters, digits, '.', '_' or '-' (a
-    letter or digit first); anything else is refused naming target.kind or target.name."""
+def test_a_target_is_a_crew_or_workflow_C1_P6():
+    """C1 P6: a target is a crew or a workflow; any other kind is refused naming
+    target.kind. (The name's shape is TargetRef.name's proto rule: test_contract_rules.)"""
     assert str(check_target("crew", "demo")) == "crew:demo"
-    assert check_target("workflow", "w.1_x-" + "a" * 122) == TargetKey(
-        "workflow", "w.1_x-" + "a" * 122
-    )
+    assert check_target("workflow", "w.1_x") == TargetKey("workflow", "w.1_x")
     with pytest.raises(InvalidArgument, match=r"^target\.kind must be crew or workflow"):
         check_target("team", "demo")
-    for name in ("", "-lead", "a b", "a" * 129, "crew/x"):
-        with pytest.raises(InvalidArgument, match=r"^target\.name "):
-            check_target("crew", name)
 
 
 def nested(depth: int) -> object:

@@ -16,6 +16,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.common.v1 import common_pb2
+from agentworks.core.errors import AgentWorksError, from_trailers
 from agentworks.core.identity import METADATA_KEY
 from agentworks.functions.v1 import functions_pb2 as pb
 from agentworks.functions.v1 import functions_pb2_grpc
@@ -81,8 +82,8 @@ def read_file(name: str) -> Build:
     return lambda c: pb.ReadFileRequest(call_id=c.call_id, file=name)
 
 
-Case = tuple[str, str, Build, str, str]
-Row = tuple[Any, str]
+Case = tuple[str, str, Build, str, str | dict[str, str]]
+Row = tuple[Any, str | dict[str, str]]
 
 
 def cases(method: str, principal: str, code: str, *rows: Row) -> list[Case]:
@@ -148,9 +149,26 @@ def finish(**fields: Any) -> Build:
     return runtime_call(pb.FinishExecutionRequest, **fields)
 
 
+def as_expected(code: str, words: str | dict[str, str], got: str, refusal: Any) -> bool:
+    """Whether a refusal is the expected one: `words` in its message, or, for a field's
+    proto rule (`words` a dict), the reason FIELD_RULE with that field and rule in its
+    ErrorInfo metadata: the rule's numbers and wording are the validator's, not the test's."""
+    if got != code:
+        return False
+    if isinstance(words, dict):
+        return refusal.reason == "FIELD_RULE" and words.items() <= refusal.metadata.items()
+    return words in refusal.message
+
+
+def field_rule(field: str, rule: str) -> dict[str, str]:
+    """The ErrorInfo metadata a refusal by a field's proto rule names (see as_expected)."""
+    return {"field": field, "rule": rule}
+
+
 INVALID, NOT_FOUND, DENIED = "INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED"
 
-# (method, principal, request builder, expected code, words the message must contain)
+# (method, principal, request builder, expected code, words the message must contain or,
+# for a field's proto rule, the field_rule its ErrorInfo names)
 CASES: list[Case] = [
     # --------------------------------------------------------------- targets
     *cases(
@@ -160,7 +178,10 @@ CASES: list[Case] = [
         (pb.RegisterTargetRequest(owner=OWNER), "ref.kind"),
         (pb.RegisterTargetRequest(ref=BAD_KIND, owner=OWNER), "ref.kind"),
         *(
-            (pb.RegisterTargetRequest(ref=common_pb2.TargetRef(**ref), owner=OWNER), "target.name")
+            (
+                pb.RegisterTargetRequest(ref=common_pb2.TargetRef(**ref), owner=OWNER),
+                field_rule("ref.name", "string.pattern"),
+            )
             for ref in ({"kind": 1, "name": "../etc"}, {"kind": 1}, {"kind": 1, "name": "n" * 129})
         ),
         (pb.RegisterTargetRequest(ref=CREW, owner="nobody"), "owner"),
@@ -280,8 +301,8 @@ CASES: list[Case] = [
         (pb.ListTargetsRequest(target=BAD_KIND), "target.kind"),
         (pb.ListTargetsRequest(after="nope"), "after 'nope' is not a cursor of this list"),
         (pb.ListTargetsRequest(after="fc1:x"), "is not a cursor of this list"),
-        (pb.ListTargetsRequest(limit=-1), "limit must be between 1 and 200, got -1"),
-        (pb.ListTargetsRequest(limit=201), "limit must be between 1 and 200, got 201"),
+        (pb.ListTargetsRequest(limit=-1), field_rule("limit", "int32.gte_lte")),
+        (pb.ListTargetsRequest(limit=201), field_rule("limit", "int32.gte_lte")),
     ),
     *cases(
         "ListCalls",
@@ -293,7 +314,7 @@ CASES: list[Case] = [
         (pb.ListCallsRequest(statuses=[0]), "statuses: 0 is not a call state"),  # type: ignore[list-item]
         (pb.ListCallsRequest(statuses=[99]), "statuses: 99 is not a call state"),  # type: ignore[list-item]
         (pb.ListCallsRequest(after="ft1:x"), "after 'ft1:x' is not a cursor of this list"),
-        (pb.ListCallsRequest(limit=500), "limit must be between 1 and 200, got 500"),
+        (pb.ListCallsRequest(limit=500), field_rule("limit", "int32.gte_lte")),
         (
             pb.ListCallsRequest(
                 created_after=Timestamp(seconds=2_000_000_000),
@@ -391,11 +412,11 @@ CASES: list[Case] = [
         INVALID,
         (status(after=-2), "after must be"),
         (status(after_event=-9), "after_event"),
-        (status(message_limit=201), "message_limit"),
-        (status(message_limit=-1), "message_limit"),
-        (status(event_limit=2**31 - 1), "event_limit"),
-        (status(wait_seconds=26), "wait_seconds"),
-        (status(wait_seconds=-1), "wait_seconds"),
+        (status(message_limit=201), field_rule("message_limit", "int32.gte_lte")),
+        (status(message_limit=-1), field_rule("message_limit", "int32.gte_lte")),
+        (status(event_limit=2**31 - 1), field_rule("event_limit", "int32.gte_lte")),
+        (status(wait_seconds=26), field_rule("wait_seconds", "int32.gte_lte")),
+        (status(wait_seconds=-1), field_rule("wait_seconds", "int32.gte_lte")),
     ),
     *cases(
         "ReadFile",
@@ -420,8 +441,8 @@ CASES: list[Case] = [
         (read_file("n" * 256), "file name"),
         (page(offset=-1), "offset"),
         (page(offset=2**62), "offset"),
-        (page(limit=2 * 1024 * 1024), "limit"),
-        (page(limit=-1), "limit"),
+        (page(limit=2 * 1024 * 1024), field_rule("limit", "int32.gte_lte")),
+        (page(limit=-1), field_rule("limit", "int32.gte_lte")),
     ),
     *cases("ReadFile", ALICE, NOT_FOUND, (read_file("nope.txt"), "file 'nope.txt'")),
     *cases(
@@ -429,7 +450,7 @@ CASES: list[Case] = [
         ALICE,
         INVALID,
         (runtime_call(pb.ReplyRequest), "text is empty"),
-        (runtime_call(pb.ReplyRequest, text="r" * 70_000), "text is 70000 bytes"),
+        (runtime_call(pb.ReplyRequest, text="r" * 70_000), field_rule("text", "string.max_bytes")),
         (runtime_call(pb.ReplyRequest, text="r\x00"), "text"),
     ),
     *cases("Reply", ALICE, NOT_FOUND, (pb.ReplyRequest(call_id=UNKNOWN_UUID, text="r"), "call")),
@@ -439,8 +460,11 @@ CASES: list[Case] = [
         "ClaimExecution",
         BOT,
         INVALID,
-        (pb.ClaimExecutionRequest(), "targets is empty"),
-        (pb.ClaimExecutionRequest(targets=[CREW] * 101), "at most 100 targets"),
+        (pb.ClaimExecutionRequest(), field_rule("targets", "repeated.min_items")),
+        (
+            pb.ClaimExecutionRequest(targets=[CREW] * 101),
+            field_rule("targets", "repeated.max_items"),
+        ),
         (pb.ClaimExecutionRequest(targets=[NO_KIND]), "targets[].kind"),
         *(
             (pb.ClaimExecutionRequest(targets=[CREW], **fields), name)
@@ -470,9 +494,12 @@ CASES: list[Case] = [
         "Report",
         BOT,
         INVALID,
-        (report(progress="p" * 5000), "progress"),
+        (report(progress="p" * 5000), field_rule("progress", "string.max_bytes")),
         (report(progress="p\x00"), "progress"),
-        (report(messages=[pb.ExecutionMessage(text="m")] * 101), "101 messages"),
+        (
+            report(messages=[pb.ExecutionMessage(text="m")] * 101),
+            field_rule("messages", "repeated.max_items"),
+        ),
         (report(messages=[pb.ExecutionMessage(role="Bad Role", text="m")]), "role"),
         (report(messages=[pb.ExecutionMessage(text="m" * 70_000)]), "message text"),
         (
@@ -487,7 +514,7 @@ CASES: list[Case] = [
             report(steps=[pb.WorkflowStep(step="s", status="started")]),
             "workflow function executions only",
         ),
-        (report(sequence=-1), "sequence"),
+        (report(sequence=-1), field_rule("sequence", "int64.gte")),
     ),
     *cases(
         "UploadFile",
@@ -509,10 +536,10 @@ CASES: list[Case] = [
         BOT,
         INVALID,
         (ask(), "question is empty"),
-        (ask(question="q" * 9000), "question"),
+        (ask(question="q" * 9000), field_rule("question", "string.max_bytes")),
         (ask(question="q\x00"), "question"),
         *((ask(ask_id=ask_id, question="q"), "ask_id") for ask_id in ("", "a" * 101, "a\x00")),
-        (ask(question="q", wait_seconds=26), "wait_seconds"),
+        (ask(question="q", wait_seconds=26), field_rule("wait_seconds", "int32.gte_lte")),
     ),
     *cases("AskInput", BOT, "FAILED_PRECONDITION", (ask(question="another"), "pending question")),
     *cases(
@@ -520,9 +547,9 @@ CASES: list[Case] = [
         BOT,
         INVALID,
         (finish(correction_round=2), "correction_round"),
-        (finish(final_message="f" * 300_000), "final_message"),
+        (finish(final_message="f" * 300_000), field_rule("final_message", "string.max_bytes")),
         (finish(final_message="f\x00"), "final_message"),
-        (finish(failed=True, error="e" * 20_000), "error"),
+        (finish(failed=True, error="e" * 20_000), field_rule("error", "string.max_bytes")),
     ),
     # Another agent of the crew is not the runtime that holds the execution.
     *(
@@ -567,8 +594,11 @@ async def ctx(clients, operator, owner, echo, runtime, database_url) -> SimpleNa
     return SimpleNamespace(call_id=receipt.call_id)
 
 
-async def invoke(address: str, token: str, method: str, request: Any) -> tuple[str, str]:
-    """(status code name, details) of one RPC; ("OK", "") when it was accepted."""
+async def invoke(
+    address: str, token: str, method: str, request: Any
+) -> tuple[str, AgentWorksError | None]:
+    """(status code name, the refusal with its reason and metadata) of one RPC; ("OK",
+    None) when it was accepted."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = functions_pb2_grpc.FunctionsServiceStub(channel)
         metadata = ((METADATA_KEY, token),)
@@ -583,8 +613,9 @@ async def invoke(address: str, token: str, method: str, request: Any) -> tuple[s
             else:
                 await getattr(stub, method)(request, metadata=metadata, timeout=10)
         except grpc.aio.AioRpcError as exc:
-            return exc.code().name, exc.details() or ""
-    return "OK", ""
+            refusal = from_trailers(exc.code(), exc.details() or "", exc.trailing_metadata())
+            return exc.code().name, refusal
+    return "OK", None
 
 
 METHODS = list(dict.fromkeys(case[0] for case in CASES))
@@ -616,9 +647,10 @@ async def test_bad_input_is_refused_clearly_and_stores_nothing_P6_F3(
         before = snapshot(database_url)
         roles = {"operator"} if principal == OPS else set()
         token = identity(principal, roles).token()
-        got, details = await invoke(functions.address, token, method, request)
-        if got != code or words not in details:
-            problems.append(f"case {number}: expected {code} with {words!r}, got {got}: {details}")
+        got, refusal = await invoke(functions.address, token, method, request)
+        if not as_expected(code, words, got, refusal):
+            said = (refusal.message, refusal.reason, refusal.metadata) if refusal else ""
+            problems.append(f"case {number}: expected {code} with {words!r}, got {got}: {said}")
         if snapshot(database_url) != before:
             problems.append(f"case {number}: the database changed")
     assert not problems, "\n".join(problems)

@@ -529,7 +529,11 @@ rows(
     ("empty crew", {"action": "list", "crew": ""}, "crew: is empty"),
     ("unknown crew", {"action": "list", "crew": "nope"}, "crew:nope", "NOT_FOUND"),
     ("crew name with ..", {"action": "list", "crew": "../../etc"}, "name"),
-    ("NUL in crew", {"action": "list", "crew": "de\x00mo"}, "target.name 'de\\x00mo' is not valid"),
+    (
+        "NUL in crew",
+        {"action": "list", "crew": "de\x00mo"},
+        ("target.name 'de\\x00mo'", "does not match the pattern"),
+    ),
     ("oversized crew", {"action": "list", "crew": "c" * 300}, "name"),
 )
 rows(
@@ -810,7 +814,7 @@ rows(
     (
         "NUL in the target",
         {"action": "register", "target": "crew:a\x00", "owner": "user:o"},
-        "target.name 'a\\x00' is not valid",
+        ("ref.name 'a\\x00'", "does not match the pattern"),
     ),
     (
         "running_limit 1001",

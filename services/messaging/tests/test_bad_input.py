@@ -4,11 +4,13 @@ things that are not there), names what was wrong, and stores nothing (P6, C7).""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import grpc
 import pytest
 
 from agentworks.common.v1 import common_pb2
+from agentworks.core.errors import from_trailers
 from agentworks.core.identity import METADATA_KEY
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks.messaging.v1 import messaging_pb2_grpc
@@ -23,8 +25,16 @@ for _ in range(25):  # 27 deep as stored ([part, data, ...]): parses, but too de
     _deep = {"a": _deep}
 DEEP_PART = common_pb2.Part(data_json=json.dumps(_deep))
 
-# (method, principal, request, expected code, words the message must contain)
-CASES = [
+
+def field_rule(field: str, rule: str) -> dict[str, str]:
+    """The ErrorInfo metadata a refusal by a field's proto rule names: the rule's numbers
+    and wording are the validator's (agentworks.server.validation), not this table's."""
+    return {"field": field, "rule": rule}
+
+
+# (method, principal, request, expected code, words the message must contain or, for a
+# field's proto rule, the field_rule its ErrorInfo names with the reason FIELD_RULE)
+CASES: list[tuple[str, str, Any, str, str | dict[str, str]]] = [
     (
         "Send",
         "user:alice",
@@ -134,7 +144,13 @@ CASES = [
     ),
     ("Send", "user:alice", pb.SendRequest(inbox_id="not-a-uuid", text="x"), "NOT_FOUND", "inbox"),
     ("Send", "user:alice", pb.SendRequest(inbox_id=UNKNOWN_UUID, text="x"), "NOT_FOUND", "inbox"),
-    ("Read", "user:alice", pb.ReadRequest(), "INVALID_ARGUMENT", "inbox_id is required"),
+    (
+        "Read",
+        "user:alice",
+        pb.ReadRequest(),
+        "INVALID_ARGUMENT",
+        field_rule("inbox_id", "string.min_len"),
+    ),
     (
         "Read",
         "user:alice",
@@ -144,13 +160,19 @@ CASES = [
     ),
     ("Read", "user:alice", pb.ReadRequest(inbox_id=UNKNOWN_UUID), "NOT_FOUND", "inbox"),
     ("Read", "user:alice", pb.ReadRequest(inbox_id="x", after="%%%"), "INVALID_ARGUMENT", "cursor"),
-    ("Read", "user:alice", pb.ReadRequest(inbox_id="x", limit=1000), "INVALID_ARGUMENT", "limit"),
+    (
+        "Read",
+        "user:alice",
+        pb.ReadRequest(inbox_id="x", limit=1000),
+        "INVALID_ARGUMENT",
+        field_rule("limit", "int32.gte_lte"),
+    ),
     (
         "Read",
         "user:alice",
         pb.ReadRequest(inbox_id="x", wait_seconds=60),
         "INVALID_ARGUMENT",
-        "wait_seconds",
+        field_rule("wait_seconds", "int32.gte_lte"),
     ),
     (
         "GetTranscript",
@@ -164,22 +186,28 @@ CASES = [
         "user:alice",
         pb.GetTranscriptRequest(conversation_id=UNKNOWN_UUID, limit=500),
         "INVALID_ARGUMENT",
-        "limit",
+        field_rule("limit", "int32.gte_lte"),
     ),
-    ("ClaimTurn", "agent:demo/bot", pb.ClaimTurnRequest(), "INVALID_ARGUMENT", "targets"),
+    (
+        "ClaimTurn",
+        "agent:demo/bot",
+        pb.ClaimTurnRequest(),
+        "INVALID_ARGUMENT",
+        field_rule("targets", "repeated.min_items"),
+    ),
     (
         "ClaimTurn",
         "agent:demo/bot",
         pb.ClaimTurnRequest(targets=[CREW], lease_seconds=1),
         "INVALID_ARGUMENT",
-        "lease_seconds",
+        field_rule("lease_seconds", "int32.gte_lte"),
     ),
     (
         "ClaimTurn",
         "agent:demo/bot",
         pb.ClaimTurnRequest(targets=[CREW], wait_seconds=-1),
         "INVALID_ARGUMENT",
-        "wait_seconds",
+        field_rule("wait_seconds", "int32.gte_lte"),
     ),
     (
         "ClaimTurn",
@@ -194,7 +222,7 @@ CASES = [
         "agent:demo/bot",
         pb.HeartbeatTurnRequest(turn_id=UNKNOWN_UUID, lease_seconds=100_000),
         "INVALID_ARGUMENT",
-        "lease_seconds",
+        field_rule("lease_seconds", "int32.gte_lte"),
     ),
     ("CompleteTurn", "agent:demo/bot", pb.CompleteTurnRequest(turn_id="x"), "NOT_FOUND", "turn"),
     (
@@ -244,7 +272,7 @@ CASES = [
             conversation_id=UNKNOWN_UUID, kind=pb.DELIVERY_KIND_WAKE_UP, idempotency_key="k" * 300
         ),
         "INVALID_ARGUMENT",
-        "idempotency_key",
+        field_rule("idempotency_key", "string.max_len"),
     ),
     (
         "EnqueueDelivery",
@@ -256,7 +284,7 @@ CASES = [
             payload=b"x" * (1024 * 1024 + 1),
         ),
         "INVALID_ARGUMENT",
-        "payload",
+        field_rule("payload", "bytes.max_len"),
     ),
     (
         "RegisterTarget",
@@ -270,7 +298,7 @@ CASES = [
         "user:ops",
         pb.RegisterTargetRequest(ref=BAD_NAME, owner="user:x"),
         "INVALID_ARGUMENT",
-        "name",
+        field_rule("ref.name", "string.pattern"),
     ),
     ("GetTarget", "user:alice", pb.GetTargetRequest(ref=NO_KIND), "INVALID_ARGUMENT", "kind"),
     (
@@ -307,7 +335,12 @@ async def test_bad_input_is_refused_clearly_and_stores_nothing_P6(
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await getattr(stub, method)(request_, metadata=((METADATA_KEY, token),))
     assert err.value.code().name == code, err.value.details()
-    assert words in err.value.details()
+    refusal = from_trailers(err.value.code(), err.value.details(), err.value.trailing_metadata())
+    if isinstance(words, dict):
+        assert refusal.reason == "FIELD_RULE", refusal
+        assert words.items() <= refusal.metadata.items(), refusal.metadata
+    else:
+        assert words in refusal.message
     assert snapshot(database_url) == before
 
 

@@ -16,6 +16,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.client.scheduler import signed_webhook_headers, webhook_signature
+from agentworks.core.errors import AgentWorksError, from_trailers
 from agentworks.core.identity import METADATA_KEY
 from agentworks.scheduler.v1 import scheduler_pb2 as pb
 from agentworks.scheduler.v1 import scheduler_pb2_grpc
@@ -68,8 +69,25 @@ def cron(rule: str, time_zone: str = "") -> Build:
     return schedule(recurrence=pb.Recurrence(cron=rule, time_zone=time_zone))
 
 
-# (method, principal, request builder, expected code, words the message must contain)
-CASES: list[tuple[str, str, Build, str, str]] = [
+def as_expected(code: str, words: str | dict[str, str], got: str, refusal: Any) -> bool:
+    """Whether a refusal is the expected one: `words` in its message, or, for a field's
+    proto rule (`words` a dict), the reason FIELD_RULE with that field and rule in its
+    ErrorInfo metadata: the rule's numbers and wording are the validator's, not the test's."""
+    if got != code:
+        return False
+    if isinstance(words, dict):
+        return refusal.reason == "FIELD_RULE" and words.items() <= refusal.metadata.items()
+    return words in refusal.message
+
+
+def field_rule(field: str, rule: str) -> dict[str, str]:
+    """The ErrorInfo metadata a refusal by a field's proto rule names (see as_expected)."""
+    return {"field": field, "rule": rule}
+
+
+# (method, principal, request builder, expected code, words the message must contain or,
+# for a field's proto rule, the field_rule its ErrorInfo names)
+CASES: list[tuple[str, str, Build, str, str | dict[str, str]]] = [
     # ----------------------------------------------------------- wake-ups
     (
         "CreateWakeUp",
@@ -93,7 +111,13 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         "conversation",
     ),
     ("CreateWakeUp", BOT, wake(), "INVALID_ARGUMENT", "when is missing"),
-    ("CreateWakeUp", BOT, wake(delay_seconds=-1), "INVALID_ARGUMENT", "delay_seconds"),
+    (
+        "CreateWakeUp",
+        BOT,
+        wake(delay_seconds=-1),
+        "INVALID_ARGUMENT",
+        field_rule("delay_seconds", "int64.gte_lte"),
+    ),
     ("CreateWakeUp", BOT, wake(delay_seconds=2**62), "INVALID_ARGUMENT", "delay_seconds"),
     ("CreateWakeUp", BOT, wake(at=at(-timedelta(hours=2))), "INVALID_ARGUMENT", "in the past"),
     ("CreateWakeUp", BOT, wake(at=at(timedelta(days=401))), "INVALID_ARGUMENT", "days ahead"),
@@ -104,7 +128,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         BOT,
         wake(delay_seconds=1, note="n" * 17_000),
         "INVALID_ARGUMENT",
-        "note is 17000 bytes",
+        field_rule("note", "string.max_bytes"),
     ),
     ("CreateWakeUp", BOT, wake(delay_seconds=1, note="n\x00"), "INVALID_ARGUMENT", "note"),
     (
@@ -152,7 +176,13 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         "INVALID_ARGUMENT",
         "not a cursor",
     ),
-    ("ListWakeUps", BOT, lambda c: pb.ListWakeUpsRequest(limit=201), "INVALID_ARGUMENT", "limit"),
+    (
+        "ListWakeUps",
+        BOT,
+        lambda c: pb.ListWakeUpsRequest(limit=201),
+        "INVALID_ARGUMENT",
+        field_rule("limit", "int32.gte_lte"),
+    ),
     ("ListWakeUps", BOT, lambda c: pb.ListWakeUpsRequest(limit=-1), "INVALID_ARGUMENT", "limit"),
     (
         "ListWakeUps",
@@ -211,7 +241,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         BOT,
         schedule(prompt="p" * 17_000),
         "INVALID_ARGUMENT",
-        "prompt is 17000 bytes",
+        field_rule("prompt", "string.max_bytes"),
     ),
     ("CreateSchedule", BOT, schedule(prompt="p\x00"), "INVALID_ARGUMENT", "prompt"),
     (
@@ -286,7 +316,13 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         "INVALID_ARGUMENT",
         "interval_seconds",
     ),
-    ("CreateSchedule", BOT, schedule(name="n" * 201), "INVALID_ARGUMENT", "name is longer"),
+    (
+        "CreateSchedule",
+        BOT,
+        schedule(name="n" * 201),
+        "INVALID_ARGUMENT",
+        field_rule("name", "string.max_len"),
+    ),
     ("CreateSchedule", BOT, schedule(name="n\x00"), "INVALID_ARGUMENT", "name"),
     (
         "CreateSchedule",
@@ -330,7 +366,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         BOT,
         lambda c: pb.UpdateScheduleRequest(schedule_id=c.schedule_id, name="n" * 201),
         "INVALID_ARGUMENT",
-        "name",
+        field_rule("name", "string.max_len"),
     ),
     (
         "UpdateSchedule",
@@ -395,7 +431,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         BOT,
         lambda c: pb.ListSchedulesRequest(limit=1000),
         "INVALID_ARGUMENT",
-        "limit",
+        field_rule("limit", "int32.gte_lte"),
     ),
     (
         "PreviewSchedule",
@@ -409,7 +445,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         BOT,
         lambda c: pb.PreviewScheduleRequest(recurrence=HOUR, count=101),
         "INVALID_ARGUMENT",
-        "count",
+        field_rule("count", "int32.gte_lte"),
     ),
     (
         "PreviewSchedule",
@@ -495,7 +531,7 @@ CASES: list[tuple[str, str, Build, str, str]] = [
         BOT,
         lambda c: pb.CreateWebhookRequest(conversation_id=c.conversation, name="n" * 201),
         "INVALID_ARGUMENT",
-        "name",
+        field_rule("name", "string.max_len"),
     ),
     (
         "CreateWebhook",
@@ -651,16 +687,20 @@ async def ctx(clients, conversation) -> SimpleNamespace:
     )
 
 
-async def invoke(address: str, token: str, method: str, request: Any) -> tuple[str, str]:
-    """(status code name, details) of one RPC; ("OK", "") when it was accepted."""
+async def invoke(
+    address: str, token: str, method: str, request: Any
+) -> tuple[str, AgentWorksError | None]:
+    """(status code name, the refusal with its reason and metadata) of one RPC; ("OK",
+    None) when it was accepted."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         try:
             metadata = ((METADATA_KEY, token),) if token else ()
             await getattr(stub, method)(request, metadata=metadata, timeout=10)
         except grpc.aio.AioRpcError as exc:
-            return exc.code().name, exc.details() or ""
-    return "OK", ""
+            refusal = from_trailers(exc.code(), exc.details() or "", exc.trailing_metadata())
+            return exc.code().name, refusal
+    return "OK", None
 
 
 METHODS = list(dict.fromkeys(case[0] for case in CASES))
@@ -691,9 +731,10 @@ async def test_bad_input_is_refused_clearly_and_stores_nothing_P6_S1_S4_S5(
         before = snapshot(database_url)
         roles = {"operator"} if principal == OPS else set()
         token = identity(principal, roles).token() if principal else ""
-        got, details = await invoke(scheduler.address, token, method, request)
-        if got != code or words not in details:
-            problems.append(f"case {number}: expected {code} with {words!r}, got {got}: {details}")
+        got, refusal = await invoke(scheduler.address, token, method, request)
+        if not as_expected(code, words, got, refusal):
+            said = (refusal.message, refusal.reason, refusal.metadata) if refusal else ""
+            problems.append(f"case {number}: expected {code} with {words!r}, got {got}: {said}")
         if snapshot(database_url) != before:
             problems.append(f"case {number}: the database changed")
     assert not problems, "\n".join(problems)

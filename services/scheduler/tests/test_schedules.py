@@ -10,7 +10,15 @@ import pytest
 import structlog
 
 from agentworks.client.messaging import attributes_json
-from agentworks.core.errors import Busy, Conflict, InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import (
+    Busy,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+)
+from agentworks.core.limits import MAX_NAME_CHARS, MAX_PROMPT_BYTES
 from agentworks.messaging.v1 import messaging_pb2 as m
 
 BOT = "agent:demo/bot"
@@ -146,15 +154,22 @@ async def test_schedule_refusals_store_nothing_S4_P6(clients, conversation, sql)
         ({"interval_seconds": 0}, "interval_seconds must be between 1"),
         ({}, "recurrence is required"),
         ({"cron": "* * * * *", "start_at": datetime.now(UTC)}, "interval schedules only"),
-        ({"cron": "* * * * *", "name": "n" * 201}, "name is longer"),
     ]
     for kwargs, message in refusals:
         with pytest.raises(InvalidArgument, match=message):
             await sched.create_schedule(conversation, "prompt", **kwargs)
     with pytest.raises(InvalidArgument, match="prompt is empty"):
         await sched.create_schedule(conversation, "  ", cron="* * * * *")
-    with pytest.raises(InvalidArgument, match="prompt is 16385 bytes"):
-        await sched.create_schedule(conversation, "p" * (16 * 1024 + 1), cron="* * * * *")
+    # The proto's rules: the name's characters and the prompt's bytes.
+    for kwargs, field, rule, limit in (
+        ({"name": "n" * (MAX_NAME_CHARS + 1)}, "name", "string.max_len", MAX_NAME_CHARS),
+        ({"prompt": "p" * (MAX_PROMPT_BYTES + 1)}, "prompt", "string.max_bytes", MAX_PROMPT_BYTES),
+    ):
+        arguments: dict[str, Any] = {"prompt": "prompt", "cron": "* * * * *", **kwargs}
+        with pytest.raises(InvalidArgument) as refused:
+            await sched.create_schedule(conversation, arguments.pop("prompt"), **arguments)
+        assert refused.value.reason == Reason.FIELD_RULE
+        assert refused.value.metadata == {"field": field, "rule": rule, "limit": str(limit)}
     assert await sql("SELECT count(*) FROM scheduler.schedules") == [(0,)]
 
 

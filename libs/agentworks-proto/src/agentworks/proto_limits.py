@@ -43,6 +43,8 @@ FUNCTIONS_REPLY_REQUEST_TEXT_MAX_BYTES = 65536
 FUNCTIONS_LIST_CALLS_REQUEST_LIMIT_LTE = 200
 # agentworks.functions.v1.ListCallsRequest.limit: int32.gte
 FUNCTIONS_LIST_CALLS_REQUEST_LIMIT_GTE = 1
+# agentworks.functions.v1.ClaimExecutionRequest.targets: repeated.min_items, in items
+FUNCTIONS_CLAIM_EXECUTION_REQUEST_TARGETS_MIN_ITEMS = 1
 # agentworks.functions.v1.ClaimExecutionRequest.targets: repeated.max_items, in items
 FUNCTIONS_CLAIM_EXECUTION_REQUEST_TARGETS_MAX_ITEMS = 100
 # agentworks.functions.v1.ClaimExecutionRequest.wait_seconds: int32.lte
@@ -57,6 +59,8 @@ FUNCTIONS_REPORT_REQUEST_MESSAGES_MAX_ITEMS = 100
 FUNCTIONS_REPORT_REQUEST_EVENTS_MAX_ITEMS = 100
 # agentworks.functions.v1.ReportRequest.steps: repeated.max_items, in items
 FUNCTIONS_REPORT_REQUEST_STEPS_MAX_ITEMS = 100
+# agentworks.functions.v1.ReportRequest.sequence: int64.gte
+FUNCTIONS_REPORT_REQUEST_SEQUENCE_GTE = 0
 # agentworks.functions.v1.AskInputRequest.question: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_ASK_INPUT_REQUEST_QUESTION_MAX_BYTES = 8192
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.lte
@@ -75,6 +79,8 @@ MESSAGING_LIST_TARGETS_REQUEST_LIMIT_GTE = 1
 MESSAGING_SEND_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.SendRequest.submission_id: string.max_len, in characters
 MESSAGING_SEND_REQUEST_SUBMISSION_ID_MAX_LEN = 200
+# agentworks.messaging.v1.ReadRequest.inbox_id: string.min_len, in characters
+MESSAGING_READ_REQUEST_INBOX_ID_MIN_LEN = 1
 # agentworks.messaging.v1.ReadRequest.limit: int32.lte
 MESSAGING_READ_REQUEST_LIMIT_LTE = 100
 # agentworks.messaging.v1.ReadRequest.limit: int32.gte
@@ -129,6 +135,8 @@ MESSAGING_ENQUEUE_DELIVERY_REQUEST_ATTRIBUTES_JSON_MAX_BYTES = 262144
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_IDEMPOTENCY_KEY_MIN_LEN = 1
 # agentworks.messaging.v1.EnqueueDeliveryRequest.idempotency_key: string.max_len, in characters
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_IDEMPOTENCY_KEY_MAX_LEN = 200
+# agentworks.messaging.v1.EnqueueDeliveriesRequest.items: repeated.min_items, in items
+MESSAGING_ENQUEUE_DELIVERIES_REQUEST_ITEMS_MIN_ITEMS = 1
 # agentworks.messaging.v1.EnqueueDeliveriesRequest.items: repeated.max_items, in items
 MESSAGING_ENQUEUE_DELIVERIES_REQUEST_ITEMS_MAX_ITEMS = 500
 # agentworks.scheduler.v1.CreateWakeUpRequest.delay_seconds: int64.lte
@@ -149,10 +157,14 @@ SCHEDULER_RESCHEDULE_WAKE_UP_REQUEST_DELAY_SECONDS_LTE = 34560000
 SCHEDULER_RESCHEDULE_WAKE_UP_REQUEST_DELAY_SECONDS_GTE = 0
 # agentworks.scheduler.v1.CreateScheduleRequest.prompt: string.max_bytes, in bytes of UTF-8
 SCHEDULER_CREATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES = 16384
+# agentworks.scheduler.v1.CreateScheduleRequest.name: string.max_len, in characters
+SCHEDULER_CREATE_SCHEDULE_REQUEST_NAME_MAX_LEN = 200
 # agentworks.scheduler.v1.CreateScheduleRequest.submission_id: string.max_len, in characters
 SCHEDULER_CREATE_SCHEDULE_REQUEST_SUBMISSION_ID_MAX_LEN = 200
 # agentworks.scheduler.v1.UpdateScheduleRequest.prompt: string.max_bytes, in bytes of UTF-8
 SCHEDULER_UPDATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES = 16384
+# agentworks.scheduler.v1.UpdateScheduleRequest.name: string.max_len, in characters
+SCHEDULER_UPDATE_SCHEDULE_REQUEST_NAME_MAX_LEN = 200
 # agentworks.scheduler.v1.ListSchedulesRequest.limit: int32.lte
 SCHEDULER_LIST_SCHEDULES_REQUEST_LIMIT_LTE = 200
 # agentworks.scheduler.v1.ListSchedulesRequest.limit: int32.gte
@@ -161,6 +173,8 @@ SCHEDULER_LIST_SCHEDULES_REQUEST_LIMIT_GTE = 1
 SCHEDULER_PREVIEW_SCHEDULE_REQUEST_COUNT_LTE = 100
 # agentworks.scheduler.v1.PreviewScheduleRequest.count: int32.gte
 SCHEDULER_PREVIEW_SCHEDULE_REQUEST_COUNT_GTE = 1
+# agentworks.scheduler.v1.CreateWebhookRequest.name: string.max_len, in characters
+SCHEDULER_CREATE_WEBHOOK_REQUEST_NAME_MAX_LEN = 200
 # agentworks.scheduler.v1.CreateWebhookRequest.submission_id: string.max_len, in characters
 SCHEDULER_CREATE_WEBHOOK_REQUEST_SUBMISSION_ID_MAX_LEN = 200
 # agentworks.scheduler.v1.ListWebhooksRequest.limit: int32.lte

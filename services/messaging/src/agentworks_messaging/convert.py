@@ -220,7 +220,12 @@ def delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:
 def result_out(outcome: tuple[str, bool] | AgentWorksError) -> pb.EnqueueDeliveryResult:
     if isinstance(outcome, AgentWorksError):
         return pb.EnqueueDeliveryResult(
-            error=pb.ItemError(code=outcome.code.value[0], message=outcome.message)
+            error=pb.ItemError(
+                code=outcome.code.value[0],
+                message=outcome.message,
+                reason=str(outcome.reason),
+                metadata=outcome.metadata,
+            )
         )
     delivery_id, created = outcome
     return pb.EnqueueDeliveryResult(

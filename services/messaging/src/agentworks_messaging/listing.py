@@ -7,14 +7,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from agentworks.core.checks import (
-    bounded,
     decode_key_cursor,
     decode_time_cursor,
     encode_key_cursor,
     encode_time_cursor,
 )
 from agentworks.core.identity import Identity
-from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
+from agentworks.core.limits import LIST_PAGE_DEFAULT
 from agentworks_messaging.models import ConversationSummary, Target, TargetKey
 from agentworks_messaging.store import MessagingStore
 
@@ -37,7 +36,7 @@ class ConversationListing:
     ) -> tuple[list[ConversationSummary], str, str]:
         """A page of the conversations `identity` may see, newest first; the next cursor
         ("" after the last page) and a `since` cursor to ask later what is new."""
-        limit = bounded(limit, "limit", 1, MAX_LIST_PAGE, LIST_PAGE_DEFAULT)
+        limit = limit or LIST_PAGE_DEFAULT  # its range is the proto's rule
         key = decode_time_cursor(after, _LIST_CURSOR)
         since_key = decode_time_cursor(since, _SINCE_CURSOR, "since")
         items, now = await self.store.list_conversations(
@@ -63,7 +62,7 @@ class ConversationListing:
     ) -> tuple[list[Target], str]:
         """A page of the targets `identity` owns (the operator: all) by (kind, name), and
         the next cursor ("" after the last page)."""
-        limit = bounded(limit, "limit", 1, MAX_LIST_PAGE, LIST_PAGE_DEFAULT)
+        limit = limit or LIST_PAGE_DEFAULT  # its range is the proto's rule
         key = decode_key_cursor(after, _TARGETS_CURSOR, (str, str))
         targets = await self.store.list_targets(
             viewer=None if identity.is_operator else identity.principal,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentworks.core.errors import REFUSED_FOR_GOOD, AgentWorksError, Conflict
+from agentworks.core.errors import REFUSED_FOR_GOOD, AgentWorksError, Reason
 from agentworks_scheduler import metrics
 from agentworks_scheduler import recurrence as rec
 from agentworks_scheduler.config import Config
@@ -116,7 +116,7 @@ class Firing:
 
     def _outcome(self, key: str, result: tuple[str, bool] | AgentWorksError) -> FireOutcome:
         """One occurrence's answer from messaging, as delivered, failed or retry."""
-        if isinstance(result, Conflict):
+        if isinstance(result, AgentWorksError) and result.reason == Reason.KEY_REUSED:
             # Messaging already holds a delivery under this occurrence's key, which only
             # the scheduler mints (the wake-up's or schedule's id and the occurrence): an
             # earlier attempt was stored and its answer lost, and the content changed
@@ -124,15 +124,15 @@ class Firing:
             # once, with the first attempt's text: delivered (S6). Messaging's refusal
             # carries no delivery id, so none is recorded.
             self.stats["duplicates"] += 1
-            log.warning("occurrence.delivered_earlier", key=key, error=result.message)
+            log.warning("occurrence.delivered_earlier", key=key, reason=result.reason)
             return Delivered(None, created=False)
         if isinstance(result, REFUSED_FOR_GOOD):
             self.stats["failed"] += 1
-            log.warning("occurrence.refused", key=key, error=result.message)
+            log.warning("occurrence.refused", key=key, reason=result.reason, error=result.message)
             return Failed(result.message)
         if isinstance(result, AgentWorksError):
             self.stats["retries"] += 1
-            log.warning("occurrence.retry", key=key, error=result.message)
+            log.warning("occurrence.retry", key=key, reason=result.reason, error=result.message)
             return Retry(result.message)
         delivery_id, created = result
         self.stats["delivered" if created else "duplicates"] += 1

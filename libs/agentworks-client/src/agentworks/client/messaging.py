@@ -231,7 +231,10 @@ class MessagingClient(ServiceClient):
             r.delivered
             if r.HasField("delivered")
             else from_status(
-                _STATUS_BY_NUMBER.get(r.error.code, grpc.StatusCode.UNKNOWN), r.error.message
+                _STATUS_BY_NUMBER.get(r.error.code, grpc.StatusCode.UNKNOWN),
+                r.error.message,
+                r.error.reason,
+                metadata=dict(r.error.metadata),
             )
             for r in response.results
         ]

@@ -86,8 +86,8 @@ MAX_RESULT_BYTES = 1 * MIB
 # -- scheduler (S1-S6) -------------------------------------------------------------------
 MAX_NOTE_BYTES = rules.SCHEDULER_CREATE_WAKE_UP_REQUEST_NOTE_MAX_BYTES
 MAX_PROMPT_BYTES = rules.SCHEDULER_CREATE_SCHEDULE_REQUEST_PROMPT_MAX_BYTES
-# Schedule and webhook names (not a proto rule yet: its refusal's wording is the service's).
-MAX_NAME_CHARS = 200
+# Schedule and webhook names, in characters.
+MAX_NAME_CHARS = rules.SCHEDULER_CREATE_SCHEDULE_REQUEST_NAME_MAX_LEN
 MAX_REASON_CHARS = 500
 MAX_DELAY = timedelta(seconds=rules.SCHEDULER_CREATE_WAKE_UP_REQUEST_DELAY_SECONDS_LTE)
 MAX_PAST = timedelta(hours=1)

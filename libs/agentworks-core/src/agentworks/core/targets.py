@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from agentworks.core.checks import check_lower_case
 from agentworks.core.errors import InvalidArgument
 
 KINDS = ("crew", "workflow")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -22,14 +20,11 @@ class TargetKey:
 
 
 def check_target(kind: str, name: str) -> TargetKey:
-    """A target's kind and name as a key, or InvalidArgument saying what is wrong."""
+    """A target's kind and name as a key, or InvalidArgument saying what is wrong. The
+    name's shape is the proto's rule (`TargetRef.name`'s pattern), checked before the
+    handler on every request that names a target."""
     if kind not in KINDS:
         raise InvalidArgument("target.kind must be crew or workflow")
-    if not _NAME_RE.match(name or ""):
-        raise InvalidArgument(
-            f"target.name {name!r} is not valid: 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
     return TargetKey(kind, name)
 
 

@@ -118,6 +118,8 @@ def _wording(path: str, rule_id: str, limit: Any, value: Any, descriptor: Any, s
         return f"{path} is {size} {unit}; the limit is {limit} {unit}"
     if rule_id in ("string.min_len", "bytes.min_len") and limit == 1:
         return f"{path} is required (it is empty)"
+    if rule_id == "string.pattern":
+        return f"{path} {value!r} does not match the pattern {limit}"
     low, high = _bounds(descriptor)
     if rule_id.startswith("repeated."):
         count, noun = len(value), path.rpartition(".")[2]

@@ -37,14 +37,11 @@ from agentworks_functions.service.finishing import Finishing
 from agentworks_functions.service.listing import Listing
 from agentworks_functions.service.rules import (
     EVENT_LIMIT_DEFAULT,
-    EVENT_LIMIT_MAX,
     LEASE_DEFAULT,
     MAX_MESSAGE_BYTES,
     MAX_UPLOAD_DRAIN_BYTES,
     MESSAGE_LIMIT_DEFAULT,
-    MESSAGE_LIMIT_MAX,
     READ_LIMIT_DEFAULT,
-    READ_LIMIT_MAX,
     TOOL_EVENT_KINDS,
     NoticeSender,
     _ClaimGate,
@@ -67,7 +64,6 @@ class FunctionsService(Declarations, Calls, Executions, Finishing, Listing):
 
 __all__ = [
     "EVENT_LIMIT_DEFAULT",
-    "EVENT_LIMIT_MAX",
     "LEASE_DEFAULT",
     "MAX_ALLOWED_CALLERS",
     "MAX_ASK_ID",
@@ -98,9 +94,7 @@ __all__ = [
     "MAX_UPLOAD_DRAIN_BYTES",
     "MAX_WAIT_SECONDS",
     "MESSAGE_LIMIT_DEFAULT",
-    "MESSAGE_LIMIT_MAX",
     "READ_LIMIT_DEFAULT",
-    "READ_LIMIT_MAX",
     "TOOL_EVENT_KINDS",
     "FunctionsService",
     "NoticeSender",

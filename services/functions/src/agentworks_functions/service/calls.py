@@ -11,7 +11,6 @@ from typing import Any
 import structlog
 
 from agentworks.core.checks import (
-    bounded,
     check_json_depth,
     check_no_nul,
     check_retry_key,
@@ -27,7 +26,6 @@ from agentworks.core.errors import (
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
     MAX_INPUTS_BYTES,
-    MAX_WAIT_SECONDS,
 )
 from agentworks.server.capabilities import require_conversation
 from agentworks_functions.jsonin import loads_object_sized
@@ -88,7 +86,6 @@ class Calls(Following):
         before, so no earlier call is looked for and a full target refuses at once.
         """
         source_call_id = await self._capability_caller(identity, notify_conversation_id, source)
-        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
         deadline = time.monotonic() + wait_seconds
         call_id = uuid.uuid4()
         # Listening for the end before the call exists: the end cannot be missed, and

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import (
     InvalidArgument,
     PermissionDenied,
@@ -14,8 +15,6 @@ from agentworks.core.errors import (
 )
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
-    MAX_ERROR_BYTES,
-    MAX_FINAL_MESSAGE_BYTES,
     MAX_RESULT_BYTES,
 )
 from agentworks_functions.models import (
@@ -41,7 +40,6 @@ from agentworks_functions.service.base import FunctionsServiceBase
 from agentworks_functions.service.rules import (
     NoticeSender,
     check_claim_targets,
-    check_size,
     log,
     notice_text,
     plain_ending,
@@ -120,8 +118,9 @@ class Finishing(FunctionsServiceBase):
         interrupted: bool = False,
     ) -> tuple[FinishOutcome, bool]:
         """The finish; True when its statement already tried `claim` (one target)."""
-        check_size(final_message, "final_message", MAX_FINAL_MESSAGE_BYTES)
-        check_size(error, "error", MAX_ERROR_BYTES)
+        # Their sizes are the proto's rules (FinishExecutionRequest).
+        check_no_nul(final_message, "final_message")
+        check_no_nul(error, "error")
         if correction_round not in (0, 1):
             raise InvalidArgument(
                 "correction_round must be 0, or 1 after the correction turn",

@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import time
 
-from agentworks.core.checks import bounded
+from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import InvalidArgument, NotFound, Reason, rule_meta
 from agentworks.core.identity import Identity
-from agentworks.core.limits import MAX_REPLY_BYTES, MAX_WAIT_SECONDS
 from agentworks_functions.models import FilePage, StatusView
 from agentworks_functions.service.base import FunctionsServiceBase
 from agentworks_functions.service.rules import (
     EVENT_LIMIT_DEFAULT,
-    EVENT_LIMIT_MAX,
     MESSAGE_LIMIT_DEFAULT,
-    MESSAGE_LIMIT_MAX,
     READ_LIMIT_DEFAULT,
-    READ_LIMIT_MAX,
     check_file_name,
-    check_size,
     log,
     notice_text,
     sees_call,
@@ -55,11 +50,10 @@ class Following(FunctionsServiceBase):
                     reason=Reason.FIELD_RULE,
                     metadata=rule_meta(field, "gte", -1),
                 )
-        message_limit = bounded(
-            message_limit, "message_limit", 1, MESSAGE_LIMIT_MAX, MESSAGE_LIMIT_DEFAULT
-        )
-        event_limit = bounded(event_limit, "event_limit", 1, EVENT_LIMIT_MAX, EVENT_LIMIT_DEFAULT)
-        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
+        # The pages' and the wait's ranges are the proto's rules (GetStatusRequest); 0 is
+        # the default.
+        message_limit = message_limit or MESSAGE_LIMIT_DEFAULT
+        event_limit = event_limit or EVENT_LIMIT_DEFAULT
         deadline = time.monotonic() + wait_seconds
         page = (after, message_limit, after_event, event_limit)
         keys = [ended_key(call_id) if until_ended else call_id]
@@ -96,7 +90,7 @@ class Following(FunctionsServiceBase):
         self, identity: Identity, *, call_id: str, file: str, offset: int, limit: int
     ) -> FilePage:
         """A bounded page of one output file, by byte offset (F8)."""
-        limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
+        limit = limit or READ_LIMIT_DEFAULT  # its range is the proto's rule (ReadFileRequest)
         if offset < 0:
             raise InvalidArgument(
                 f"offset must be 0 or more, got {offset}",
@@ -143,7 +137,7 @@ class Following(FunctionsServiceBase):
                 reason=Reason.FIELD_RULE,
                 metadata=rule_meta("text", "required"),
             )
-        check_size(text, "text", MAX_REPLY_BYTES)
+        check_no_nul(text, "text")  # its size is the proto's rule (ReplyRequest)
         await self._check_reader(identity, call_id, owners_only="answer its question")
         await self._check_capability_sees(identity, await self.store.get_call(call_id))
         await self.store.reply(call_id, identity.principal, text)

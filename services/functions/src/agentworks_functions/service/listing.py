@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from agentworks.core.checks import (
-    bounded,
     decode_key_cursor,
     decode_time_cursor,
     encode_key_cursor,
@@ -16,7 +15,7 @@ from agentworks.core.checks import (
 )
 from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import Identity, check_principal
-from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
+from agentworks.core.limits import LIST_PAGE_DEFAULT
 from agentworks_functions.models import CallSummary, TargetKey, TargetSummary
 from agentworks_functions.schemas.callers import may_call, patterns_admitting
 from agentworks_functions.service.base import FunctionsServiceBase
@@ -40,7 +39,7 @@ class Listing(FunctionsServiceBase):
     ) -> tuple[list[CallSummary], str]:
         """A page of the calls `identity` may see, newest first, and the next cursor
         ("" after the last page)."""
-        limit = bounded(limit, "limit", 1, MAX_LIST_PAGE, LIST_PAGE_DEFAULT)
+        limit = limit or LIST_PAGE_DEFAULT  # its range is the proto's rule
         key = decode_time_cursor(after, _CALLS_CURSOR)
         if caller:
             check_principal(caller, "caller")
@@ -72,7 +71,7 @@ class Listing(FunctionsServiceBase):
     ) -> tuple[list[TargetSummary], str]:
         """A page of the targets `identity` may see by (kind, name), each with the
         functions it may see and its running slots, and the next cursor."""
-        limit = bounded(limit, "limit", 1, MAX_LIST_PAGE, LIST_PAGE_DEFAULT)
+        limit = limit or LIST_PAGE_DEFAULT  # its range is the proto's rule
         key = decode_key_cursor(after, _TARGETS_CURSOR, (str, str))
         viewer = None if identity.is_operator else identity.principal
         targets = await self.store.list_targets(

@@ -14,11 +14,8 @@ from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied
 from agentworks.core.identity import Identity
 from agentworks.core.limits import (
-    MAX_EVENT_PAGE,
     MAX_EXECUTION_MESSAGE_BYTES,
     MAX_FILE_NAME_BYTES,
-    MAX_MESSAGE_PAGE,
-    MAX_READ_BYTES,
 )
 from agentworks_functions.models import (
     COMPLETED,
@@ -43,11 +40,11 @@ MAX_MESSAGE_BYTES = MAX_EXECUTION_MESSAGE_BYTES
 MAX_UPLOAD_DRAIN_BYTES = 64 * 1024 * 1024
 
 
-MESSAGE_LIMIT_DEFAULT, MESSAGE_LIMIT_MAX = 50, MAX_MESSAGE_PAGE
-
-EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX = 50, MAX_EVENT_PAGE
-
-READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 64 * 1024, MAX_READ_BYTES
+# A page's size when the request leaves it 0; the ranges are the protos' rules
+# (GetStatusRequest, ReadFileRequest), checked before the handler.
+MESSAGE_LIMIT_DEFAULT = 50
+EVENT_LIMIT_DEFAULT = 50
+READ_LIMIT_DEFAULT = 64 * 1024
 
 
 # The pages (after, message_limit, after_event, event_limit) of a Call's `outcome`.
@@ -81,6 +78,8 @@ NoticeSender = Callable[[list[Notice]], Awaitable[list[NoticeOutcome]]]
 
 
 def check_size(value: str, field: str, limit: int) -> str:
+    """No NUL, at most `limit` bytes of UTF-8: for a field no proto rule states a size of
+    (a report's items, which the validator does not walk; a function's description)."""
     check_no_nul(value, field)
     size = len(value.encode())
     if size > limit:
@@ -181,10 +180,9 @@ class _ClaimGate:
 
 
 def check_claim_targets(identity: Identity, targets: Sequence[TargetKey], field: str) -> None:
-    """The targets of a claim: some, and all served by this runtime (R1). How many at most
-    is the proto's rule (ClaimExecutionRequest.targets), checked before the handler."""
-    if not targets:
-        raise InvalidArgument(f"{field} is empty: name the crews or workflows this runtime serves")
+    """The targets of a claim are all served by this runtime (R1). How many (1 to
+    limits.MAX_CLAIM_TARGETS) is the proto's rule (ClaimExecutionRequest.targets, also as
+    a finish's claim_next), checked before the handler."""
     for key in targets:
         if not identity.serves(key.kind, key.name):
             raise PermissionDenied(f"{identity.principal} may not run executions of {key}")

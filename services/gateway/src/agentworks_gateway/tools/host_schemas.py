@@ -37,7 +37,7 @@ FORMATS = frozenset(
 MAX_DEPTH = 10
 MAX_PROPERTIES = 5000
 MAX_ENUM_VALUES = 1000
-MAX_NAME_CHARS = 120_000
+MAX_SCHEMA_TEXT_CHARS = 120_000
 
 
 def function_calling_faults(schema: Any) -> list[str]:
@@ -50,7 +50,7 @@ def function_calling_faults(schema: Any) -> list[str]:
         faults.append(f"{counts['properties']} properties; at most {MAX_PROPERTIES}")
     if counts["enum"] > MAX_ENUM_VALUES:
         faults.append(f"{counts['enum']} enum values; at most {MAX_ENUM_VALUES}")
-    if counts["chars"] > MAX_NAME_CHARS:
+    if counts["chars"] > MAX_SCHEMA_TEXT_CHARS:
         faults.append(f"{counts['chars']} characters of names and values; at most 120000")
     return faults
 

@@ -10,7 +10,6 @@ from typing import Any
 import structlog
 
 from agentworks.core.checks import (
-    bounded,
     check_lower_case,
     check_no_nul,
     check_retry_key,
@@ -25,10 +24,6 @@ from agentworks.core.errors import (
     rule_meta,
 )
 from agentworks.core.identity import Identity, check_new_principal
-from agentworks.core.limits import (
-    MAX_INBOX_PAGE,
-    MAX_WAIT_SECONDS,
-)
 from agentworks.server.db import Listener
 from agentworks.server.shares import shares
 from agentworks_messaging.cursors import decode_cursor, encode_cursor
@@ -51,11 +46,10 @@ from agentworks_messaging.store import INBOX_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
 
-# Limits (P6), stated in docs/messaging.md; the sizes and counts the gateway shares come
-# from agentworks.core.limits (imported above), the rest (transcript pages, leases) are
-# messaging's.
-READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 20, MAX_INBOX_PAGE
-TRANSCRIPT_LIMIT_DEFAULT, TRANSCRIPT_LIMIT_MAX = 50, 200
+# A page's size when the request leaves it 0; the ranges (and the wait's) are the protos'
+# field rules (ReadRequest, GetTranscriptRequest), checked before the handler.
+READ_LIMIT_DEFAULT = 20
+TRANSCRIPT_LIMIT_DEFAULT = 50
 
 
 class MessagingService(TurnCases, DeliveryCases, ConversationListing):
@@ -299,14 +293,7 @@ class MessagingService(TurnCases, DeliveryCases, ConversationListing):
     ) -> tuple[list[Message], str]:
         """Messages agents sent to the caller's inbox after the cursor (C7)."""
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", 1, READ_LIMIT_MAX, READ_LIMIT_DEFAULT)
-        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
-        if not inbox_id:
-            raise InvalidArgument(
-                "inbox_id is required: the inbox to read, from a send receipt",
-                reason=Reason.FIELD_RULE,
-                metadata=rule_meta("inbox_id", "required"),
-            )
+        limit = limit or READ_LIMIT_DEFAULT
         check_no_nul(inbox_id, "inbox_id")
         refuse_runtime_inbox_read(identity)
         deadline = time.monotonic() + wait_seconds
@@ -339,7 +326,7 @@ class MessagingService(TurnCases, DeliveryCases, ConversationListing):
         """A conversation's messages and delivery records, both directions and every
         delivery kind, for its participants (C12, V2); by conversation or by its inbox."""
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", 1, TRANSCRIPT_LIMIT_MAX, TRANSCRIPT_LIMIT_DEFAULT)
+        limit = limit or TRANSCRIPT_LIMIT_DEFAULT
         if inbox_id:
             if conversation_id:
                 raise InvalidArgument(

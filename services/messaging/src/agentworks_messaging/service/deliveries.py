@@ -17,11 +17,6 @@ from agentworks.core.errors import (
     rule_meta,
 )
 from agentworks.core.identity import Identity
-from agentworks.core.limits import (
-    MAX_DELIVERIES_PER_REQUEST,
-    MAX_PAYLOAD_BYTES,
-    MAX_TEXT_BYTES,
-)
 from agentworks_messaging.models import NewDelivery
 from agentworks_messaging.store import MessagingStore
 
@@ -59,15 +54,10 @@ class DeliveryCases:
     ) -> list[tuple[str, bool] | AgentWorksError]:
         """Queue many deliveries in one statement; each item succeeds or fails alone.
 
-        `items` are checked deliveries, or the error an item's checks already gave.
+        `items` are checked deliveries, or the error an item's checks already gave. Their
+        count (1 to limits.MAX_DELIVERIES_PER_REQUEST) is the proto's rule.
         """
         _check_enqueuer(identity)
-        if not 1 <= len(items) <= MAX_DELIVERIES_PER_REQUEST:
-            raise InvalidArgument(
-                f"give 1 to {MAX_DELIVERIES_PER_REQUEST} deliveries; got {len(items)}",
-                reason=Reason.FIELD_RULE,
-                metadata=rule_meta("deliveries", "repeated.max_items", MAX_DELIVERIES_PER_REQUEST),
-            )
         outcomes: dict[int, tuple[str, bool] | AgentWorksError] = {}
         fresh: list[tuple[int, NewDelivery]] = []
         first: dict[str, int] = {}
@@ -80,7 +70,7 @@ class DeliveryCases:
                     f"request (items {first[item.idempotency_key]} and {n}); one key per "
                     "occurrence",
                     reason=Reason.INVALID_VALUE,
-                    metadata=rule_meta(f"deliveries[{n}].idempotency_key"),
+                    metadata=rule_meta(f"items[{n}].idempotency_key"),
                 )
             else:
                 first[item.idempotency_key] = n
@@ -124,38 +114,23 @@ def check_delivery(
     attributes: dict[str, Any] | None,
     idempotency_key: str,
 ) -> NewDelivery:
-    """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong."""
+    """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong. The
+    sizes of text, payload and attributes and the key's presence and length are the
+    proto's field rules (EnqueueDeliveryRequest), checked before: by the interceptor, and
+    for each item of EnqueueDeliveries by the servicer (`field_rule_refusal`)."""
     if kind not in ENQUEUED_KINDS:
         raise InvalidArgument(
             f"kind must be one of {', '.join(ENQUEUED_KINDS)}",
             reason=Reason.FIELD_RULE,
             metadata=rule_meta("kind", "enum"),
         )
-    if not idempotency_key:
-        raise InvalidArgument(
-            "idempotency_key is required: one key per occurrence",
-            reason=Reason.FIELD_RULE,
-            metadata=rule_meta("idempotency_key", "required"),
-        )
     check_retry_key(idempotency_key, "idempotency_key")
-    if len(text.encode()) > MAX_TEXT_BYTES:
-        raise InvalidArgument(
-            f"text is longer than {MAX_TEXT_BYTES} bytes",
-            reason=Reason.FIELD_RULE,
-            metadata=rule_meta("text", "string.max_bytes", MAX_TEXT_BYTES),
-        )
     for field, value in (
         ("text", text),
         ("attributes", attributes),
     ):
         check_no_nul(value, field)
     check_json_depth(attributes, "attributes")
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise InvalidArgument(
-            f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes",
-            reason=Reason.FIELD_RULE,
-            metadata=rule_meta("payload", "bytes.max_len", MAX_PAYLOAD_BYTES),
-        )
     return NewDelivery(
         conversation_id=conversation_id,
         kind=kind,

@@ -12,15 +12,8 @@ from typing import Any
 
 import structlog
 
-from agentworks.core.checks import bounded
-from agentworks.core.errors import InvalidArgument, PermissionDenied, Reason, rule_meta
+from agentworks.core.errors import PermissionDenied, Reason
 from agentworks.core.identity import Identity
-from agentworks.core.limits import (
-    MAX_CLAIM_TARGETS,
-    MAX_TURN_LEASE_SECONDS,
-    MAX_WAIT_SECONDS,
-    MIN_TURN_LEASE_SECONDS,
-)
 from agentworks.server.capabilities import ended_refusal, require_item
 from agentworks.server.db import Listener
 from agentworks.server.shares import shares
@@ -29,10 +22,10 @@ from agentworks_messaging.store import TURN_CHANNEL, MessagingStore
 
 log = structlog.get_logger("agentworks.messaging")
 
-# A turn's lease in seconds (C10): the default, and the bounds a runtime may ask for.
-# The lease's range is the proto's rule (ClaimTurnRequest.lease_seconds); 0 means this.
+# A turn's lease in seconds when the request leaves it 0 (C10). Its range
+# (limits.MIN/MAX_TURN_LEASE_SECONDS), the wait's and the count of targets are the
+# protos' field rules (ClaimTurnRequest, HeartbeatTurnRequest), checked before the handler.
 LEASE_DEFAULT = 30
-LEASE_MIN, LEASE_MAX = MIN_TURN_LEASE_SECONDS, MAX_TURN_LEASE_SECONDS
 
 
 class TurnCases:
@@ -52,18 +45,6 @@ class TurnCases:
         lease_seconds: int,
     ) -> Turn | None:
         """Claim one conversation's pending deliveries as a turn, waiting if none (C10)."""
-        if not targets:
-            raise InvalidArgument(
-                "targets is empty: name the crews or workflows this runtime serves",
-                reason=Reason.FIELD_RULE,
-                metadata=rule_meta("targets", "required"),
-            )
-        if len(targets) > MAX_CLAIM_TARGETS:
-            raise InvalidArgument(
-                f"at most {MAX_CLAIM_TARGETS} targets per claim",
-                reason=Reason.FIELD_RULE,
-                metadata=rule_meta("targets", "repeated.max_items", MAX_CLAIM_TARGETS),
-            )
         for key in targets:
             if not identity.serves(key.kind, key.name):
                 raise PermissionDenied(
@@ -71,10 +52,7 @@ class TurnCases:
                     reason=Reason.OUT_OF_SCOPE,
                     metadata={"target": str(key)},
                 )
-        wait_seconds = bounded(wait_seconds, "wait_seconds", 0, MAX_WAIT_SECONDS, 0)
-        lease = timedelta(
-            seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
-        )
+        lease = timedelta(seconds=lease_seconds or LEASE_DEFAULT)
         deadline = time.monotonic() + wait_seconds
         # One idle claim of a target is woken per notice (`one`), and a claim that takes
         # a turn while more are claimable wakes the next: one claim statement per turn,
@@ -127,9 +105,7 @@ class TurnCases:
         """Extend the caller's turn's lease: (new expiry, conversation id)."""
         require_item(identity, "turn", turn_id)
         await self._check_turn_capability(identity)
-        lease = timedelta(
-            seconds=bounded(lease_seconds, "lease_seconds", LEASE_MIN, LEASE_MAX, LEASE_DEFAULT)
-        )
+        lease = timedelta(seconds=lease_seconds or LEASE_DEFAULT)
         return await self.store.heartbeat(turn_id, identity.principal, lease)
 
     async def complete_turn(

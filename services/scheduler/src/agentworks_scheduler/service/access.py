@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentworks.core.checks import bounded
 from agentworks.core.errors import (
     InvalidArgument,
     NotFound,
@@ -44,7 +43,6 @@ from agentworks_scheduler.config import Config
 from agentworks_scheduler.models import Conversations, Page, Schedule, WakeUp, Webhook
 from agentworks_scheduler.service.rules import (
     LIST_LIMIT_DEFAULT,
-    LIST_LIMIT_MAX,
     check_conversation_id,
     check_product,
     decode_cursor,
@@ -196,7 +194,7 @@ class Access:
         """One page of the schedules or webhooks the caller created or that are on
         targets it owns (an operator's: anyone's)."""
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        limit = limit or LIST_LIMIT_DEFAULT  # its range is the proto's rule
         check_product(product)
         page = await listing(
             conversation_id=conversation_id,

@@ -14,17 +14,13 @@ from agentworks.core import checks
 from agentworks.core.checks import check_no_nul
 from agentworks.core.checks import check_retry_key as check_retry_key
 from agentworks.core.checks import request_hash as request_hash
-from agentworks.core.errors import InvalidArgument, NotFound
+from agentworks.core.errors import InvalidArgument, NotFound, Reason, rule_meta
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_DELAY as MAX_DELAY
 from agentworks.core.limits import MAX_DELIVERY_ID_CHARS as MAX_DELIVERY_ID_CHARS
-from agentworks.core.limits import MAX_LIST_PAGE, MAX_PREVIEW
-from agentworks.core.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
-from agentworks.core.limits import MAX_NOTE_BYTES as MAX_NOTE_BYTES
 from agentworks.core.limits import MAX_PAST as MAX_PAST
 from agentworks.core.limits import MAX_PENDING_WAKE_UPS as MAX_PENDING_WAKE_UPS
 from agentworks.core.limits import MAX_PREVIEW_SPAN as MAX_PREVIEW_SPAN
-from agentworks.core.limits import MAX_PROMPT_BYTES as MAX_PROMPT_BYTES
 from agentworks.core.limits import MAX_REASON_CHARS as MAX_REASON_CHARS
 from agentworks.core.limits import (
     MAX_SCHEDULES_PER_CONVERSATION as MAX_SCHEDULES_PER_CONVERSATION,
@@ -34,8 +30,10 @@ from agentworks_scheduler.store import When
 
 # The limits (P6) are stated once in agentworks.core.limits (imported above; the
 # scheduler modules take them from here).
-LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, MAX_LIST_PAGE
-PREVIEW_DEFAULT, PREVIEW_MAX = 5, MAX_PREVIEW
+# A page's size and a preview's count when the request leaves them 0; their ranges are
+# the proto's rules (List*Request.limit, PreviewScheduleRequest.count).
+LIST_LIMIT_DEFAULT = 50
+PREVIEW_DEFAULT = 5
 # A retried CreateWebhook gives the secret again only this long after the create, and
 # only while it was not rotated (docs/scheduler.md, Webhooks).
 RETRY_SECRET_WINDOW = timedelta(hours=24)
@@ -73,21 +71,17 @@ def check_pause_scope(product: str) -> str:
     return product
 
 
-def check_text(value: str, field: str, limit: int, *, required: bool = False) -> str:
-    check_no_nul(value, field)
-    if required and not value.strip():
-        raise InvalidArgument(f"{field} is empty: give the text to deliver")
-    size = len(value.encode())
-    if size > limit:
-        raise InvalidArgument(f"{field} is {size} bytes; the limit is {limit} bytes")
-    return value
-
-
-def check_name(name: str, field: str = "name") -> str:
-    check_no_nul(name, field)
-    if len(name) > MAX_NAME_CHARS:
-        raise InvalidArgument(f"{field} is longer than {MAX_NAME_CHARS} characters")
-    return name
+def check_prompt(prompt: str, field: str = "prompt") -> str:
+    """A schedule's prompt: not blank (a rule no proto annotation states: whitespace is
+    not text to deliver), no NUL. Its size is the proto's rule (CreateScheduleRequest)."""
+    check_no_nul(prompt, field)
+    if not prompt.strip():
+        raise InvalidArgument(
+            f"{field} is empty: give the text to deliver",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta(field, "required"),
+        )
+    return prompt
 
 
 def check_conversation_id(conversation_id: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 
-from agentworks.core.checks import bounded
+from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import Identity
 from agentworks_scheduler import recurrence as rec
@@ -16,13 +16,10 @@ from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (
     MAX_DELAY,
     MAX_PREVIEW_SPAN,
-    MAX_PROMPT_BYTES,
     MAX_SCHEDULES_PER_CONVERSATION,
     PREVIEW_DEFAULT,
-    PREVIEW_MAX,
-    check_name,
+    check_prompt,
     check_retry_key,
-    check_text,
     legacy_request_hash,
     request_hash,
 )
@@ -57,8 +54,8 @@ class Schedules(Access):
 
         With a `submission_id`, a retry of the same request gets the same schedule.
         """
-        check_text(prompt, "prompt", MAX_PROMPT_BYTES, required=True)
-        check_name(name)
+        check_prompt(prompt)
+        check_no_nul(name, "name")  # its length is the proto's rule
         check_retry_key(submission_id)
         rule = self._check_recurrence(recurrence)
         now = datetime.now(UTC)
@@ -132,9 +129,9 @@ class Schedules(Access):
     ) -> Schedule:
         """Change prompt, name or rule; a new rule restarts from now (S4)."""
         if prompt is not None:
-            check_text(prompt, "prompt", MAX_PROMPT_BYTES, required=True)
+            check_prompt(prompt)
         if name is not None:
-            check_name(name)
+            check_no_nul(name, "name")  # its length is the proto's rule
         rule = self._check_recurrence(recurrence) if recurrence is not None else None
         await self._owned_schedule(identity, schedule_id, change=True)
 
@@ -206,7 +203,7 @@ class Schedules(Access):
         after: datetime | None,
     ) -> list[datetime]:
         """The next `count` fire times of a saved schedule or of a rule (S4)."""
-        count = bounded(count, "count", 1, PREVIEW_MAX, PREVIEW_DEFAULT)
+        count = count or PREVIEW_DEFAULT  # its range is the proto's rule
         now = datetime.now(UTC)
         if after is not None and abs(after - now) > MAX_PREVIEW_SPAN:
             # Far enough out, fire times run past the year 9999 that datetime can hold.

@@ -6,19 +6,16 @@ from datetime import UTC, datetime
 
 import structlog
 
-from agentworks.core.checks import bounded
+from agentworks.core.checks import check_no_nul
 from agentworks.core.identity import Identity
 from agentworks.server.capabilities import require_conversation
 from agentworks_scheduler.models import Page, WakeUp
 from agentworks_scheduler.service.access import Access
 from agentworks_scheduler.service.rules import (
     LIST_LIMIT_DEFAULT,
-    LIST_LIMIT_MAX,
-    MAX_NOTE_BYTES,
     MAX_PENDING_WAKE_UPS,
     check_product,
     check_retry_key,
-    check_text,
     check_when,
     decode_cursor,
     encode_cursor,
@@ -49,7 +46,7 @@ class WakeUps(Access):
         """
         require_conversation(identity, conversation_id)  # a turn's capability: its own
         when = check_when(at, delay_seconds, datetime.now(UTC))
-        check_text(note, "note", MAX_NOTE_BYTES)
+        check_no_nul(note, "note")  # its size is the proto's rule
         check_retry_key(submission_id)
         place = await self._attach(identity, conversation_id, product)
         asked = (conversation_id, at.isoformat() if at else None, delay_seconds, note, product)
@@ -87,7 +84,7 @@ class WakeUps(Access):
     ) -> tuple[list[WakeUp], str]:
         require_conversation(identity, conversation_id)  # a turn's capability: its own
         position = decode_cursor(after)
-        limit = bounded(limit, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT)
+        limit = limit or LIST_LIMIT_DEFAULT  # its range is the proto's rule
         check_product(product)
         visible_to = None
         if not trusted(identity):

@@ -20,6 +20,7 @@ from agentworks.client.scheduler import (
     TIMESTAMP_HEADER,
     webhook_signature,
 )
+from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import (
     REFUSED_FOR_GOOD,
     InvalidArgument,
@@ -37,7 +38,6 @@ from agentworks_scheduler.service.rules import (
     MAX_DELIVERY_ID_CHARS,
     MAX_WEBHOOKS_PER_CONVERSATION,
     RETRY_SECRET_WINDOW,
-    check_name,
     check_retry_key,
     fingerprint,
     legacy_request_hash,
@@ -68,7 +68,7 @@ class Webhooks(Access):
         not rotated since (the caller is its creator, who was given that secret already);
         otherwise without it.
         """
-        check_name(name)
+        check_no_nul(name, "name")  # its length is the proto's rule
         check_retry_key(submission_id)
         place = await self._attach(identity, conversation_id, product)
         webhook_id = str(uuid.uuid4())

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentworks.client.messaging import attributes_json
+from agentworks.core.limits import MAX_LIST_PAGE
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.turn_context import TurnContext, delivery_kind
 
-# GetTranscript's largest page (messaging: TRANSCRIPT_LIMIT_MAX).
-PAGE = 200
+# GetTranscript's largest page.
+PAGE = MAX_LIST_PAGE
 # The turn tool that answers another target's reply (L9).
 CONTINUE_TOOL = "continue_conversation"
 # A webhook payload shown to the model is cut here.

@@ -22,22 +22,25 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from buf.validate import validate_pb2 as buf_dot_validate_dot_validate__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentworks/common/v1/common.proto\x12\x14\x61gentworks.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"I\n\tTargetRef\x12.\n\x04kind\x18\x01 \x01(\x0e\x32 .agentworks.common.v1.TargetKind\x12\x0c\n\x04name\x18\x02 \x01(\t\"B\n\x04Part\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\x13\n\tdata_json\x18\x03 \x01(\tH\x00\x42\t\n\x07\x63ontentJ\x04\x08\x02\x10\x03R\x04\x64\x61ta\"3\n\tHeartbeat\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*Y\n\nTargetKind\x12\x1b\n\x17TARGET_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10TARGET_KIND_CREW\x10\x01\x12\x18\n\x14TARGET_KIND_WORKFLOW\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentworks/common/v1/common.proto\x12\x14\x61gentworks.common.v1\x1a\x1b\x62uf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"t\n\tTargetRef\x12.\n\x04kind\x18\x01 \x01(\x0e\x32 .agentworks.common.v1.TargetKind\x12\x37\n\x04name\x18\x02 \x01(\tB)\xbaH&r$2\"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$\"B\n\x04Part\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\x13\n\tdata_json\x18\x03 \x01(\tH\x00\x42\t\n\x07\x63ontentJ\x04\x08\x02\x10\x03R\x04\x64\x61ta\"3\n\tHeartbeat\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*Y\n\nTargetKind\x12\x1b\n\x17TARGET_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10TARGET_KIND_CREW\x10\x01\x12\x18\n\x14TARGET_KIND_WORKFLOW\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentworks.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TARGETKIND']._serialized_start=288
-  _globals['_TARGETKIND']._serialized_end=377
-  _globals['_TARGETREF']._serialized_start=92
-  _globals['_TARGETREF']._serialized_end=165
-  _globals['_PART']._serialized_start=167
-  _globals['_PART']._serialized_end=233
-  _globals['_HEARTBEAT']._serialized_start=235
-  _globals['_HEARTBEAT']._serialized_end=286
+  _globals['_TARGETREF'].fields_by_name['name']._loaded_options = None
+  _globals['_TARGETREF'].fields_by_name['name']._serialized_options = b'\272H&r$2\"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'
+  _globals['_TARGETKIND']._serialized_start=360
+  _globals['_TARGETKIND']._serialized_end=449
+  _globals['_TARGETREF']._serialized_start=121
+  _globals['_TARGETREF']._serialized_end=237
+  _globals['_PART']._serialized_start=239
+  _globals['_PART']._serialized_end=305
+  _globals['_HEARTBEAT']._serialized_start=307
+  _globals['_HEARTBEAT']._serialized_end=358
 # @@protoc_insertion_point(module_scope)
