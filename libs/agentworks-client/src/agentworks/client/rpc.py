@@ -15,8 +15,15 @@ from agentworks.core.limits import MAX_MESSAGE_BYTES, MAX_REQUEST_BYTES
 from agentworks.core.tls import Tls
 from agentworks.core.wire import ANSWERED_KEY, REQUEST_ID_KEY
 
-# What gRPC's connection errors say when TLS is at fault (not worth a retry).
+# What gRPC's connection errors say when TLS is at fault (not worth a retry). A transport
+# error's text is all gRPC gives: no ErrorInfo (no service answered) and no status code of
+# its own (UNAVAILABLE, as for a server that is down), so these words are read. Every
+# status one of our services sends is read by its code and ErrorInfo instead (`_answered`).
 _TLS_FAILURE_WORDS = ("handshake", "ssl_error", "certificate_verify", "hostname verification")
+# gRPC's own refusal of a message past a receive limit (either side's): RESOURCE_EXHAUSTED
+# with these words and nothing else; the same code without them is another transport
+# limit (e.g. trailers past their budget: "Stream removed").
+_TOO_LARGE_WORDS = "larger than max"
 
 _RETRY_SERVICE_CONFIG = """{
   "methodConfig": [{
@@ -81,6 +88,11 @@ def _tls_failure(details: str) -> bool:
     """Whether the channel's words say that a TLS handshake or check failed."""
     lowered = details.lower()
     return any(word in lowered for word in _TLS_FAILURE_WORDS)
+
+
+def _too_large(exc: grpc.aio.AioRpcError, details: str) -> bool:
+    """Whether gRPC itself (not a service) refused a message past a receive limit."""
+    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE_WORDS in details
 
 
 def _answered(exc: grpc.aio.AioRpcError) -> bool:
@@ -161,14 +173,16 @@ class ServiceClient:
             if _answered(exc):  # the service's own words, already saying what to do
                 raise errors.from_trailers(exc.code(), details, exc.trailing_metadata()) from None
             # The channel's own words ("connections to all backends failing", "Deadline
-            # Exceeded"): say which service, and that a retry is the remedy.
+            # Exceeded"): say which service, and that a retry is the remedy. Only TLS
+            # failures and gRPC's size refusal are told apart by their words: gRPC gives
+            # a transport error no reason (see _TLS_FAILURE_WORDS).
             service = self._service()
             if exc.code() == grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
                 details = (
                     f"no TLS connection to the {service} service ({details}); check the TLS "
                     "settings (certificates, CA, server name) of both sides"
                 )
-            elif exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
+            elif _too_large(exc, details):
                 # gRPC's own refusal of a message past a receive limit: not busy, too big.
                 raise errors.InvalidArgument(
                     f"{method}'s request is larger than the {service} service receives "
