@@ -31,6 +31,7 @@ from agentworks_gateway.connections import ConnectionGuard, guarded_protocol
 from agentworks_gateway.server import build_app
 from agentworks_gateway.service import Gateway
 from agentworks_gateway.store import TokenStore
+from agentworks_gateway.webhooks_out.worker import WebhooksOut
 
 log = structlog.get_logger("agentworks.gateway")
 
@@ -98,6 +99,8 @@ class RunningGateway:
         self.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
             await self.task
+        if self.gateway.webhooks_out is not None:
+            await self.gateway.webhooks_out.stop()
         await self.gateway.close()
         await self.database.close()
         log.info("server.stopped", service="gateway")
@@ -126,6 +129,7 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
     database = Database(config.database_url, pool_size=config.service.pool_size, schema="gateway")
     metrics.watch_pool(database)
     gateway = Gateway(config, TokenStore(database))
+    webhooks_out = gateway.webhooks_out = WebhooksOut(gateway, database, config.webhooks_out)
     host, port = config.host_port
     app = build_app(gateway)
     server = _Uvicorn(
@@ -155,12 +159,14 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
     await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
     if not server.listening.is_set():
         listening.cancel()
+        await webhooks_out.sender.close()
         await gateway.close()
         await database.close()
         exc = task.exception() if not task.cancelled() else None
         reason = f": {exc}" if exc is not None else ""
         raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
     port = server.servers[0].sockets[0].getsockname()[1]
+    webhooks_out.start()
     log.info(
         "server.started",
         service="gateway",

@@ -11,6 +11,7 @@ from agentworks.core.limits import MAX_WEBHOOK_BODY_BYTES, WEBHOOK_BODY_BYTES_DE
 from agentworks.core.settings import Env
 from agentworks.core.trust import MAX_LIFETIME_SECONDS
 from agentworks.server.config import ServiceConfig
+from agentworks_gateway.webhooks_out.settings import WebhooksOutConfig
 
 DEFAULT_PORT = 8080
 # Hosts and origins the MCP endpoint accepts by default (DNS-rebinding protection).
@@ -77,6 +78,8 @@ class Config:
     # How long a web console session lasts after sign-in (V3); its token's revocation
     # or expiry ends it sooner.
     console_session_seconds: int = DEFAULT_CONSOLE_SESSION_SECONDS
+    # Webhooks out (N2): the address policy, retries and bounds (GATEWAY_WEBHOOKS_*).
+    webhooks_out: WebhooksOutConfig = dataclasses.field(default_factory=WebhooksOutConfig)
 
     @property
     def listen(self) -> str:
@@ -168,4 +171,5 @@ class Config:
                 minimum=60,
                 maximum=30 * 24 * 3600,
             ),
+            webhooks_out=WebhooksOutConfig.from_env(env),
         )

@@ -94,3 +94,168 @@ WHERE s.session_hash = %(session_hash)s;
 
 -- delete_session --
 DELETE FROM gateway.console_sessions WHERE session_hash = %(session_hash)s;
+
+-- ============================================================= webhooks out (N2)
+
+-- endpoint_insert --
+INSERT INTO gateway.webhook_endpoints (endpoint_id, principal, url, description, secret)
+VALUES (%(endpoint_id)s, %(principal)s, %(url)s, %(description)s, %(secret)s)
+RETURNING endpoint_id, principal, url, description, secret, created_at, secret_rotated_at;
+
+-- feed_insert --
+INSERT INTO gateway.webhook_feeds (endpoint_id, source) VALUES (%(endpoint_id)s, %(source)s);
+
+-- endpoint_lock --
+-- One principal's registrations one at a time (its cap holds), until the commit.
+SELECT pg_advisory_xact_lock(hashtext('gateway.webhook_endpoints:' || %(principal)s));
+
+-- endpoint_count --
+-- How many endpoints a principal has (its cap).
+SELECT count(*) FROM gateway.webhook_endpoints WHERE principal = %(principal)s;
+
+-- endpoint_page --
+-- A principal's endpoints oldest first after the key (%(after_at)s, %(after_id)s).
+SELECT endpoint_id, principal, url, description, secret, created_at, secret_rotated_at
+FROM gateway.webhook_endpoints
+WHERE principal = %(principal)s
+  AND (CAST(%(after_at)s AS timestamptz) IS NULL
+       OR (created_at, endpoint_id) > (CAST(%(after_at)s AS timestamptz), CAST(%(after_id)s AS text)))
+ORDER BY created_at, endpoint_id
+LIMIT %(limit)s;
+
+-- endpoint_get --
+-- One endpoint of a principal (another's is not found: A3).
+SELECT endpoint_id, principal, url, description, secret, created_at, secret_rotated_at
+FROM gateway.webhook_endpoints
+WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s;
+
+-- endpoint_feeds --
+-- The feeds of these endpoints.
+SELECT endpoint_id, source, cursor, created_at, leased_by, lease_until, last_error
+FROM gateway.webhook_feeds
+WHERE endpoint_id = ANY(%(endpoint_ids)s)
+ORDER BY endpoint_id, source;
+
+-- endpoint_delete --
+DELETE FROM gateway.webhook_endpoints
+WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s
+RETURNING endpoint_id;
+
+-- endpoint_rotate --
+UPDATE gateway.webhook_endpoints SET secret = %(secret)s, secret_rotated_at = now()
+WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s
+RETURNING endpoint_id, principal, url, description, secret, created_at, secret_rotated_at;
+
+-- delivery_insert --
+-- A delivery before its first attempt; an event read twice is inserted once.
+INSERT INTO gateway.webhook_deliveries
+    (delivery_id, endpoint_id, event_type, event_key, payload, give_up_at)
+VALUES (%(delivery_id)s, %(endpoint_id)s, %(event_type)s, %(event_key)s, %(payload)s,
+        now() + make_interval(secs => %(retry_seconds)s))
+ON CONFLICT (delivery_id) DO NOTHING
+RETURNING delivery_id;
+
+-- feed_advance --
+-- The feed's cursor after what was read, only while this replica holds its lease
+-- (no row: the lease is lost, and the transaction is rolled back).
+UPDATE gateway.webhook_feeds SET cursor = %(cursor)s, last_error = ''
+WHERE endpoint_id = %(endpoint_id)s AND source = %(source)s AND leased_by = %(replica)s
+RETURNING endpoint_id;
+
+-- feed_error --
+-- Why following a feed failed just now (shown with the endpoint).
+UPDATE gateway.webhook_feeds SET last_error = %(error)s
+WHERE endpoint_id = %(endpoint_id)s AND source = %(source)s AND leased_by = %(replica)s;
+
+-- feeds_claim --
+-- Up to %(limit)s feeds no replica follows (none, or its lease ran out) whose principal
+-- still has a usable API token: this replica follows them until its lease ends.
+UPDATE gateway.webhook_feeds f
+SET leased_by = %(replica)s, lease_until = now() + make_interval(secs => %(lease_seconds)s)
+FROM gateway.webhook_endpoints e
+WHERE e.endpoint_id = f.endpoint_id
+  AND (f.endpoint_id, f.source) IN (
+    SELECT c.endpoint_id, c.source
+    FROM gateway.webhook_feeds c JOIN gateway.webhook_endpoints ce USING (endpoint_id)
+    WHERE (c.lease_until IS NULL OR c.lease_until < now())
+      AND EXISTS (
+        SELECT 1 FROM gateway.api_tokens t
+        WHERE t.principal = ce.principal AND t.targets IS NULL AND t.revoked_at IS NULL
+          AND (t.expires_at IS NULL OR t.expires_at > now()))
+    ORDER BY c.lease_until NULLS FIRST
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED)
+RETURNING f.endpoint_id, f.source, f.cursor, f.created_at, e.principal;
+
+-- feeds_renew --
+-- Extend this replica's leases; the feeds it no longer holds are not returned.
+UPDATE gateway.webhook_feeds
+SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
+WHERE leased_by = %(replica)s
+RETURNING endpoint_id, source;
+
+-- feed_release --
+UPDATE gateway.webhook_feeds SET leased_by = NULL, lease_until = NULL
+WHERE endpoint_id = %(endpoint_id)s AND source = %(source)s AND leased_by = %(replica)s;
+
+-- deliveries_claim --
+-- Up to %(limit)s due deliveries for this replica: each attempt counted, and not due
+-- again until its lease has passed (another replica retries it only then).
+UPDATE gateway.webhook_deliveries d
+SET leased_by = %(replica)s, attempts = d.attempts + 1, last_attempt_at = now(),
+    next_attempt_at = now() + make_interval(secs => %(lease_seconds)s)
+FROM gateway.webhook_endpoints e
+WHERE e.endpoint_id = d.endpoint_id
+  AND d.delivery_id IN (
+    SELECT delivery_id FROM gateway.webhook_deliveries
+    WHERE status IN ('pending', 'failing') AND next_attempt_at <= now()
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING d.delivery_id, d.endpoint_id, d.event_type, d.payload, d.attempts, d.give_up_at,
+          e.url, e.secret;
+
+-- delivery_delivered --
+UPDATE gateway.webhook_deliveries
+SET status = 'delivered', delivered_at = now(), last_status = %(http_status)s,
+    last_error = '', leased_by = NULL
+WHERE delivery_id = %(delivery_id)s AND leased_by = %(replica)s AND attempts = %(attempts)s;
+
+-- delivery_failed --
+-- A failed attempt: retried after %(retry_seconds)s, or given up past give_up_at.
+UPDATE gateway.webhook_deliveries
+SET status = CASE WHEN now() + make_interval(secs => %(retry_seconds)s) > give_up_at
+                  THEN 'gave_up' ELSE 'failing' END,
+    next_attempt_at = now() + make_interval(secs => %(retry_seconds)s),
+    last_status = %(http_status)s, last_error = %(error)s, leased_by = NULL
+WHERE delivery_id = %(delivery_id)s AND leased_by = %(replica)s AND attempts = %(attempts)s;
+
+-- delivery_page --
+-- An endpoint's deliveries newest first before the key (%(before_at)s, %(before_id)s),
+-- of one status when %(status)s is set.
+SELECT delivery_id, endpoint_id, event_type, event_key, status, attempts, created_at,
+       next_attempt_at, give_up_at, last_attempt_at, last_error, last_status, delivered_at
+FROM gateway.webhook_deliveries
+WHERE endpoint_id = %(endpoint_id)s
+  AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
+  AND (CAST(%(before_at)s AS timestamptz) IS NULL
+       OR (created_at, delivery_id) < (CAST(%(before_at)s AS timestamptz), CAST(%(before_id)s AS text)))
+ORDER BY created_at DESC, delivery_id DESC
+LIMIT %(limit)s;
+
+-- delivery_redeliver --
+-- Send a delivery again now under its id, with a new retry window (the caller's own
+-- endpoint's only: A3).
+UPDATE gateway.webhook_deliveries d
+SET status = 'pending', next_attempt_at = now(), leased_by = NULL,
+    give_up_at = now() + make_interval(secs => %(retry_seconds)s)
+FROM gateway.webhook_endpoints e
+WHERE e.endpoint_id = d.endpoint_id AND d.delivery_id = %(delivery_id)s
+  AND e.principal = %(principal)s
+RETURNING d.delivery_id, d.endpoint_id, d.event_type, d.event_key, d.status, d.attempts,
+          d.created_at, d.next_attempt_at, d.give_up_at, d.last_attempt_at, d.last_error,
+          d.last_status, d.delivered_at;
+
+-- next_delivery_due --
+-- When the next delivery is due (the dispatcher sleeps until then, or a poll).
+SELECT min(next_attempt_at) FROM gateway.webhook_deliveries WHERE status IN ('pending', 'failing');

@@ -27,6 +27,56 @@ CREATE TABLE console_sessions (
     CONSTRAINT console_sessions_token_id_fkey FOREIGN KEY (token_id) REFERENCES api_tokens(token_id) ON DELETE CASCADE
 );
 
+CREATE TABLE webhook_deliveries (
+    delivery_id text NOT NULL,
+    endpoint_id text NOT NULL,
+    event_type text NOT NULL,
+    event_key text NOT NULL,
+    payload bytea NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    give_up_at timestamp with time zone NOT NULL,
+    last_attempt_at timestamp with time zone,
+    last_error text DEFAULT ''::text NOT NULL,
+    last_status integer,
+    delivered_at timestamp with time zone,
+    leased_by text,
+    CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(endpoint_id) ON DELETE CASCADE,
+    CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (delivery_id),
+    CONSTRAINT webhook_deliveries_status_check CHECK (status = ANY (ARRAY['pending'::text, 'delivered'::text, 'failing'::text, 'gave_up'::text]))
+);
+
+CREATE TABLE webhook_endpoints (
+    endpoint_id text NOT NULL,
+    principal text NOT NULL,
+    url text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    secret text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    secret_rotated_at timestamp with time zone,
+    CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (endpoint_id)
+);
+
+CREATE TABLE webhook_feeds (
+    endpoint_id text NOT NULL,
+    source text NOT NULL,
+    cursor text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    leased_by text,
+    lease_until timestamp with time zone,
+    last_error text DEFAULT ''::text NOT NULL,
+    CONSTRAINT webhook_feeds_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(endpoint_id) ON DELETE CASCADE,
+    CONSTRAINT webhook_feeds_pkey PRIMARY KEY (endpoint_id, source)
+);
+
 CREATE INDEX api_tokens_runtime_listed ON gateway.api_tokens USING btree (created_at, token_id) WHERE (targets IS NOT NULL);
 
 CREATE INDEX console_sessions_expires_at ON gateway.console_sessions USING btree (expires_at);
+
+CREATE INDEX webhook_deliveries_due ON gateway.webhook_deliveries USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['pending'::text, 'failing'::text]));
+
+CREATE INDEX webhook_deliveries_listed ON gateway.webhook_deliveries USING btree (endpoint_id, created_at, delivery_id);
+
+CREATE INDEX webhook_endpoints_principal ON gateway.webhook_endpoints USING btree (principal, created_at);

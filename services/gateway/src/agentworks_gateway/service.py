@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import structlog
@@ -41,6 +41,9 @@ from agentworks_gateway.tokens import (
     new_token_id,
 )
 
+if TYPE_CHECKING:
+    from agentworks_gateway.webhooks_out.worker import WebhooksOut
+
 log = structlog.get_logger("agentworks.gateway")
 
 CREATE_TOKEN_HINT = "create one with `agentworks tokens create` (operator) or `agentworks up`"
@@ -57,6 +60,9 @@ T = TypeVar("T")
 
 class Gateway:
     """One gateway process: its token store and its channels to the services."""
+
+    # Webhooks out (N2), set by `app.start` (None in a Gateway built without one).
+    webhooks_out: WebhooksOut | None = None
 
     def __init__(self, config: Config, tokens: TokenStore) -> None:
         self.config = config

@@ -48,3 +48,70 @@ console_sessions = sa.Table(
     ),
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+# Webhooks out (N2): endpoints, the feeds each follows, and the deliveries made from them
+# (migrations/0005_webhook_endpoints.sql says what each column holds).
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("endpoint_id", sa.Text, primary_key=True),
+    sa.Column("principal", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False, server_default=""),
+    sa.Column("secret", sa.Text, nullable=False),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("secret_rotated_at", sa.DateTime(timezone=True)),
+)
+
+webhook_feeds = sa.Table(
+    "webhook_feeds",
+    metadata,
+    sa.Column(
+        "endpoint_id",
+        sa.Text,
+        sa.ForeignKey("gateway.webhook_endpoints.endpoint_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("source", sa.Text, primary_key=True),
+    sa.Column("cursor", sa.Text, nullable=False, server_default=""),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("leased_by", sa.Text),
+    sa.Column("lease_until", sa.DateTime(timezone=True)),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
+)
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("delivery_id", sa.Text, primary_key=True),
+    sa.Column(
+        "endpoint_id",
+        sa.Text,
+        sa.ForeignKey("gateway.webhook_endpoints.endpoint_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("event_type", sa.Text, nullable=False),
+    sa.Column("event_key", sa.Text, nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="pending"),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "next_attempt_at",
+        sa.DateTime(timezone=True),
+        nullable=False,
+        server_default=sa.func.now(),
+    ),
+    sa.Column("give_up_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_attempt_at", sa.DateTime(timezone=True)),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
+    sa.Column("last_status", sa.Integer),
+    sa.Column("delivered_at", sa.DateTime(timezone=True)),
+    sa.Column("leased_by", sa.Text),
+)

@@ -21,6 +21,7 @@ from agentworks.core.identity import Identity
 from agentworks_gateway.admission import CALLER
 from agentworks_gateway.tools.arguments import check_arguments
 from agentworks_gateway.tools.declarations import DECLARATION_TOOLS
+from agentworks_gateway.tools.endpoints import ENDPOINTS_TOOL
 from agentworks_gateway.tools.functions import FUNCTION_TOOLS
 from agentworks_gateway.tools.host_schemas import function_calling_faults
 from agentworks_gateway.tools.listing import LIST_TOOL
@@ -62,6 +63,7 @@ TOOLS: dict[str, Tool] = {
         SCHEDULE_TOOL,
         PAUSE_TOOL,
         WEBHOOK_TOOL,
+        ENDPOINTS_TOOL,
         RUNTIME_CREDENTIALS_TOOL,
     )
 }

@@ -1,0 +1,177 @@
+"""Following the feeds (N2): each feed (an endpoint's call ends or inbox) is read by one
+replica at a time, under a lease, from the cursor stored with it.
+
+Each event becomes a delivery row written in the transaction that moves the feed's
+cursor past it (`WebhookStore.record`): a restart or a kill -9 resumes from the stored
+cursor, so no event is lost, and a delivery's id is derived from the event, so an event
+read twice (a lease taken over mid-event) is stored once. A replica renews its leases
+every few seconds; a feed whose lease it lost (another took it over) stops here. Feeds
+are read as the principal that registered them, and only while that principal has an
+API token that is not revoked or expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import structlog
+
+from agentworks.core import errors
+from agentworks.core.identity import Identity
+from agentworks_gateway.webhooks_out import events
+from agentworks_gateway.webhooks_out.models import CALL_ENDS, INBOX_PREFIX, Feed
+from agentworks_gateway.webhooks_out.settings import WebhooksOutConfig
+from agentworks_gateway.webhooks_out.store import WebhookStore
+
+log = structlog.get_logger("agentworks.gateway.webhooks_out")
+
+# Feeds one replica follows at most (each holds one stream to a service).
+MAX_FEEDS_PER_REPLICA = 1000
+# Events from before a feed's registration are skipped; their cursor is stored every
+# this many (and at each heartbeat), not once per event.
+SKIPPED_PER_WRITE = 100
+MAX_BACKOFF_SECONDS = 60.0
+
+Event = tuple[str, dict[str, Any] | None]
+
+
+class Feeds:
+    """One replica's followers of the feeds it holds the lease of."""
+
+    def __init__(
+        self,
+        store: WebhookStore,
+        gateway: Any,
+        config: WebhooksOutConfig,
+        replica: str,
+        delivered: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.gateway = gateway
+        self.config = config
+        self.replica = replica
+        self.delivered = delivered  # wakes the dispatcher: new deliveries are stored
+        self._wake = asyncio.Event()
+        self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    def wake(self) -> None:
+        """A feed may be new (an endpoint was registered): look for it now."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Renew, claim and follow until cancelled; then give the feeds up."""
+        every = min(self.config.poll_seconds, self.config.lease_seconds / 3)
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    await self._round()
+                except errors.Unavailable as exc:
+                    log.warning("webhooks.feeds_failed", error=exc.message)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(every):
+                        await self._wake.wait()
+        finally:
+            followers = list(self._followers.values())
+            for task in followers:
+                task.cancel()
+            if followers:
+                await asyncio.wait(followers)
+
+    async def _round(self) -> None:
+        lease = self.config.lease_seconds
+        held = await self.store.renew_feeds(self.replica, lease_seconds=lease)
+        for key, task in list(self._followers.items()):
+            if key not in held or task.done():
+                task.cancel()
+                del self._followers[key]
+        room = MAX_FEEDS_PER_REPLICA - len(self._followers)
+        if room <= 0:
+            return
+        for feed in await self.store.claim_feeds(self.replica, lease_seconds=lease, limit=room):
+            key = (feed.endpoint_id, feed.source)
+            old = self._followers.pop(key, None)
+            if old is not None:
+                old.cancel()
+            self._followers[key] = asyncio.create_task(
+                self._follow(feed), name=f"webhook-feed-{feed.endpoint_id}-{feed.source}"
+            )
+            log.info("webhook_feed.following", endpoint_id=feed.endpoint_id, source=feed.source)
+
+    async def release_all(self) -> None:
+        """Give up every feed this replica held, for another replica to take at once."""
+        for endpoint_id, source in list(self._followers):
+            with contextlib.suppress(errors.AgentWorksError):
+                await self.store.release_feed(endpoint_id, source, self.replica)
+
+    async def _follow(self, feed: Feed) -> None:
+        """Read the feed's events into delivery rows until the lease is lost."""
+        saved = [feed.cursor]  # the cursor stored last, kept across a broken stream
+        backoff = 1.0
+        while True:
+            try:
+                await self._read(feed, saved)
+                return  # the lease was lost
+            except asyncio.CancelledError:
+                raise
+            except errors.AgentWorksError as exc:
+                error = exc.message
+            except Exception as exc:  # a stream that broke in a way the client did not handle
+                log.exception("webhook_feed.broken", endpoint_id=feed.endpoint_id)
+                error = f"{type(exc).__name__}: {exc}"
+            log.info(
+                "webhook_feed.failed", endpoint_id=feed.endpoint_id, source=feed.source, error=error
+            )
+            with contextlib.suppress(errors.AgentWorksError):
+                await self.store.feed_error(feed, self.replica, error[:300])
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    async def _read(self, feed: Feed, saved: list[str]) -> None:
+        """Follow the stream from the stored cursor `saved[0]`, storing each delivery
+        with the cursor after it; returns when the lease is lost."""
+        skipped = 0
+        unsaved = saved[0]
+        retry = self.config.retry_seconds
+        async for event_cursor, delivery in self._events(feed, saved[0]):
+            if event_cursor:
+                unsaved = event_cursor
+            if delivery is None:  # a heartbeat, or an event from before the feed
+                skipped += 1 if event_cursor else 0
+                if unsaved != saved[0] and (not event_cursor or skipped >= SKIPPED_PER_WRITE):
+                    if not await self.store.record(feed, self.replica, unsaved, (), retry):
+                        return
+                    saved[0], skipped = unsaved, 0
+                continue
+            if not await self.store.record(feed, self.replica, unsaved, [delivery], retry):
+                return
+            saved[0], skipped = unsaved, 0
+            self.delivered()
+
+    async def _events(self, feed: Feed, after: str) -> AsyncIterator[Event]:
+        """The feed's stream as (cursor, delivery or None); ("", None) for a heartbeat."""
+        identity = Identity(principal=feed.principal)
+        if feed.source == CALL_ENDS:
+            calls = self.gateway.functions(identity)
+            async for change in calls.watch_call_ends(after=after):
+                if change.WhichOneof("change") != "status":
+                    yield "", None
+                    continue
+                yield (
+                    change.cursor,
+                    events.call_ended(feed.endpoint_id, change.status, feed.created_at),
+                )
+        elif feed.source.startswith(INBOX_PREFIX):
+            inbox_id = feed.source[len(INBOX_PREFIX) :]
+            inbox = self.gateway.messaging(identity)
+            async for event in inbox.subscribe(inbox_id, after=after):
+                if event.WhichOneof("event") != "message":
+                    yield "", None
+                    continue
+                yield (
+                    event.cursor,
+                    events.message_created(feed.endpoint_id, event.message, feed.created_at),
+                )
