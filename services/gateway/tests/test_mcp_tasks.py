@@ -14,12 +14,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from agentworks.client import FunctionsClient
-from tests.fixtures.mcp_tasks_client import EXTENSION, TasksClient
+from tests.fixtures.mcp_tasks_client import (
+    ANY,
+    EXTENSION,
+    CancelTask,
+    GetTask,
+    TaskIdParams,
+    TasksClient,
+)
 
 REPORT_SCHEMA = {
     "type": "object",
@@ -125,3 +134,71 @@ async def test_a_call_is_a_task_its_question_answered_with_tasks_update_M1_M2_M3
             "agentworks://calls/{call_id}/files/{name}{?offset,limit}",
             "agentworks://conversations/{conversation_id}/transcript{?cursor,limit}",
         ]
+
+
+async def test_a_question_reaches_the_sdk_elicitation_callback_decline_leaves_it_open_M2_M5(
+    gateway, alice_token, demo, report, runtime
+):
+    """M2 M5: a status read of a call waiting for an answer, from a 2026-07-28 client with
+    an elicitation callback, asks the question (InputRequiredResult): a decline returns
+    the status with the question still open; an accept posts the answer as the reply."""
+    actions = ["decline", "accept"]
+    asked: list[str] = []
+
+    async def elicit(context, params):  # the SDK's elicitation callback
+        asked.append(params.message)
+        action = actions.pop(0)
+        content = {"answer": "tsv"} if action == "accept" else None
+        return types.ElicitResult(action=action, content=content)
+
+    runner = asyncio.create_task(run_report(runtime, demo, "Which separator?"))
+    async with mcp_client(gateway.mcp_url, alice_token, elicitation_callback=elicit) as mcp:
+        assert mcp.protocol_version == "2026-07-28"
+        made = await mcp.call_tool(
+            "functions", {"action": "call", "crew": "demo", "function": "report", "inputs": {}}
+        )
+        call_id = made.structured_content["call_id"]  # no extension: today's receipt
+        assert made.structured_content["status"] == "running"
+        read = {"action": "status", "call_id": call_id, "wait_seconds": 3}
+        status = (await mcp.call_tool("functions", read)).structured_content
+        while status["status"] != "waiting_for_input":  # long-polls, woken by the question
+            seen = {**read, "seen_version": status["version"]}
+            status = (await mcp.call_tool("functions", seen)).structured_content
+        assert asked == ["Which separator?"] and status["question"] == "Which separator?"
+        again = await mcp.call_tool("get_crew_function_call", {"call_id": call_id})
+        assert asked == ["Which separator?"] * 2
+        assert again.structured_content["status"] in ("running", "completed")
+        assert await asyncio.wait_for(runner, 20) == "tsv"
+
+
+async def test_clients_without_the_extension_see_todays_results_and_tasks_are_A3_M1_M4(
+    gateway, alice_token, make_token, demo, report
+):
+    """M1 M4 A3: a client that did not declare the extension gets the receipt of today
+    (no task) and no elicitation, and its tasks/get is refused -32021; another user's
+    tasks/get of alice's call is invalid params (not found, A3); tasks/cancel cancels;
+    the server's instructions say which tool returns a task."""
+    bob_token = await make_token("user:bob", label="bob")
+    async with mcp_client(gateway.mcp_url, alice_token) as plain:
+        assert "task" in (plain.session.instructions or "")
+        made = await plain.call_tool(
+            "functions", {"action": "call", "crew": "demo", "function": "report", "inputs": {}}
+        )
+        assert not made.is_error and made.structured_content["status"] == "running"
+        call_id = made.structured_content["call_id"]
+        get = GetTask(params=TaskIdParams(taskId=call_id))
+        with pytest.raises(MCPError) as refused:
+            await plain.session.send_request(get, ANY)
+        assert refused.value.code == -32021
+
+    tasks = TasksClient()
+    async with mcp_client(gateway.mcp_url, bob_token, extensions=[tasks]) as bob:
+        with pytest.raises(MCPError) as hidden:
+            await bob.session.send_request(get, ANY)
+        assert hidden.value.code == -32602 and call_id in hidden.value.message
+    async with mcp_client(gateway.mcp_url, alice_token, extensions=[tasks]) as alice:
+        assert (await alice.session.send_request(get, ANY))["status"] == "working"
+        cancel = CancelTask(params=TaskIdParams(taskId=call_id))
+        await alice.session.send_request(cancel, ANY)
+        task = await alice.session.send_request(get, ANY)
+        assert task["status"] == "cancelled" and task["statusMessage"]

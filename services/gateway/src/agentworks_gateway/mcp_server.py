@@ -19,7 +19,7 @@ import mcp_types as types
 import structlog
 from mcp.server import Server, ServerRequestContext
 
-from agentworks.core import errors
+from agentworks.core import errors, mcp_progress, progress
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks.core.mcp_results import ok_result, refused_result, unknown_tool
@@ -44,7 +44,14 @@ INSTRUCTIONS = (
     "produced files with "
     "action read. To look around, `list` (what: calls, conversations, inboxes, targets, "
     "wake_ups, schedules, webhooks, runtimes) pages through what you may see, and "
-    "`transcript` reads a conversation whole, both directions, with every delivery."
+    "`transcript` reads a conversation whole, both directions, with every delivery. "
+    "Clients that declare the Tasks extension (io.modelcontextprotocol/tasks) get a task "
+    "from `functions` action call (and from no other tool): its taskId is the call_id; "
+    "poll tasks/get (a call may run for hours, each poll answers at once), answer its "
+    "question with tasks/update, stop it with tasks/cancel. Clients with elicitation are "
+    "asked a call's pending question when they read its status. A call's files are "
+    "resources: agentworks://calls/{call_id}/files/{name}; a conversation's transcript is "
+    "agentworks://conversations/{conversation_id}/transcript."
 )
 
 ToolCaller = Callable[[str, dict[str, Any], ServerRequestContext[Any, Any]], Awaitable[dict]]
@@ -173,7 +180,9 @@ def build_http_server(gateway: Any) -> Server[Any]:
     async def call(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any, Any]) -> dict:
         identity = request_caller(ctx)
         try:
-            return await tools.call_tool(gateway, identity, name, args, mcp=True)
+            # The tools that wait send progress while they do, when the client asked (N3).
+            with progress.reporting(mcp_progress.reporter(ctx)):
+                return await tools.call_tool(gateway, identity, name, args, mcp=True)
         except errors.AgentWorksError:
             raise
         except Exception as exc:
