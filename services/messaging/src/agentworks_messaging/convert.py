@@ -15,6 +15,7 @@ from agentworks_messaging.cursors import encode_cursor
 from agentworks_messaging.models import (
     ConversationSummary,
     Delivery,
+    InboxEvent,
     Message,
     Receipt,
     Target,
@@ -125,6 +126,14 @@ def message_out(m: Message) -> pb.Message:
         created_at=timestamp(m.created_at),
         direction=m.direction,
     )
+
+
+def inbox_event_out(event: InboxEvent) -> pb.InboxEvent:
+    """A subscription's event (N1): its message or a heartbeat, with its cursor."""
+    if event.message is not None:
+        return pb.InboxEvent(message=message_out(event.message), cursor=event.cursor)
+    at = timestamp(event.at) if event.at is not None else None
+    return pb.InboxEvent(heartbeat=common_pb2.Heartbeat(at=at), cursor=event.cursor)
 
 
 def delivery_out(d: Delivery) -> pb.Delivery:

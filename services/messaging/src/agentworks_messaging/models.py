@@ -44,6 +44,16 @@ class Message:
 
 
 @dataclass(frozen=True)
+class InboxEvent:
+    """One event of a subscription (N1): a message, or a heartbeat (`message` None) sent
+    at `at`; `cursor` is where to resume after it."""
+
+    cursor: str
+    message: Message | None = None
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Delivery:
     id: str
     conversation_id: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import grpc
 import structlog
 
@@ -17,6 +19,7 @@ from agentworks_messaging.convert import (
     channel_in,
     conversation_out,
     delivery_in,
+    inbox_event_out,
     message_out,
     parts_in,
     receipt_out,
@@ -102,6 +105,18 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             wait_seconds=request.wait_seconds,
         )
         return pb.ReadResponse(messages=[message_out(m) for m in messages], next_cursor=cursor)
+
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.InboxEvent]:
+        events = self.service.subscribe(
+            caller(),
+            inbox_id=request.inbox_id,
+            after=request.after,
+            heartbeat_seconds=request.heartbeat_seconds,
+        )
+        async for event in events:
+            yield inbox_event_out(event)
 
     async def GetTranscript(
         self, request: pb.GetTranscriptRequest, context: grpc.aio.ServicerContext

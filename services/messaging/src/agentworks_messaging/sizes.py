@@ -17,7 +17,8 @@ again; the rest get the generic bounds below. Parts as JSON and NUL characters s
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import inspect
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -117,6 +118,16 @@ def measured(cls: _Servicer) -> _Servicer:
 
 
 def _measuring(handler: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isasyncgenfunction(handler):  # a server stream (Subscribe): one request too
+
+        @functools.wraps(handler)
+        async def streaming(self: Any, request: Message, context: Any) -> AsyncIterator[Any]:
+            measure(request)
+            async for item in handler(self, request, context):
+                yield item
+
+        return streaming
+
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Message, context: Any) -> Any:
         measure(request)
@@ -176,7 +187,12 @@ def add_to_server(servicer: Any, server: grpc.aio.Server) -> None:
     for method in service.methods:
         request = getattr(pb, method.input_type.name)
         response = getattr(pb, method.output_type.name)
-        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+        make = (
+            grpc.unary_stream_rpc_method_handler  # Subscribe (N1)
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
             getattr(servicer, method.name),
             request_deserializer=_bounded(method.name, request.FromString),
             response_serializer=response.SerializeToString,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -13,11 +13,15 @@ from agentworks.client.common import (
     target_ref,
 )
 from agentworks.client.rpc import ServiceClient
+from agentworks.client.streams import SILENCE_SLACK_SECONDS, resuming
 from agentworks.common.v1 import common_pb2
 from agentworks.core.errors import AgentWorksError, from_status
 from agentworks.core.jsontext import loads
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.messaging.v1 import messaging_pb2_grpc
+
+# The server's heartbeat interval when the request leaves it 0 (SubscribeRequest).
+HEARTBEAT_DEFAULT_SECONDS = 15
 
 
 def parts(items: Iterable[Mapping[str, Any]]) -> list[common_pb2.Part]:
@@ -104,6 +108,39 @@ class MessagingClient(ServiceClient):
             m.ReadRequest(inbox_id=inbox_id, after=after, limit=limit, wait_seconds=wait_seconds),
             timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
         )
+
+    async def subscribe(
+        self,
+        inbox_id: str,
+        *,
+        after: str = "",
+        heartbeat_seconds: int = 0,
+        heartbeats: bool = False,
+    ) -> AsyncIterator[m.InboxEvent]:
+        """Your inbox's messages after `after`, then each new one as it arrives (N1).
+
+        Never ends on its own: the stream is opened again from the last event's cursor
+        whenever it breaks (a replica drained or killed, a connection reset), so each
+        message is yielded exactly once. Each event's `cursor` resumes after it (here or
+        in `read`). Heartbeats (sent every `heartbeat_seconds`, 5-60, default 15, while
+        nothing arrives, and once the backlog is through) are yielded only with
+        `heartbeats`. A refusal (NOT_FOUND for an inbox not yours, INVALID_ARGUMENT,
+        RESOURCE_EXHAUSTED past your share of open streams) is raised.
+        """
+        events = resuming(
+            self,
+            "Subscribe",
+            lambda cursor: m.SubscribeRequest(
+                inbox_id=inbox_id, after=cursor, heartbeat_seconds=heartbeat_seconds
+            ),
+            lambda event: event.cursor,
+            cursor=after,
+            silence_seconds=(heartbeat_seconds or HEARTBEAT_DEFAULT_SECONDS)
+            + SILENCE_SLACK_SECONDS,
+        )
+        async for event in events:
+            if heartbeats or event.WhichOneof("event") == "message":
+                yield event
 
     async def get_transcript(
         self, conversation_id: str = "", *, inbox_id: str = "", after: str = "", limit: int = 0

@@ -40,7 +40,9 @@ from agentworks_messaging.service.deliveries import DeliveryCases
 from agentworks_messaging.service.rules import (
     check_text,
     check_turn_to_complete,
+    refuse_runtime_inbox_read,
 )
+from agentworks_messaging.service.subscriptions import SubscriptionCases
 from agentworks_messaging.service.turns import TurnCases
 from agentworks_messaging.store import INBOX_CHANNEL, MessagingStore
 
@@ -52,7 +54,7 @@ READ_LIMIT_DEFAULT = 20
 TRANSCRIPT_LIMIT_DEFAULT = 50
 
 
-class MessagingService(TurnCases, DeliveryCases, ConversationListing):
+class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, ConversationListing):
     """The conversation contract (A3, A4, C1-C12) over a store and a NOTIFY listener."""
 
     def __init__(
@@ -357,17 +359,4 @@ class MessagingService(TurnCases, DeliveryCases, ConversationListing):
         page: Page = await self.store.transcript(conversation_id, position, limit)
         return Transcript(
             page.items, encode_cursor(page.last_position), key, inbox_id, conversation_id
-        )
-
-
-def refuse_runtime_inbox_read(identity: Identity) -> None:
-    """A runtime's scoped identity (T2) reads no inbox: it works on turns, whose
-    deliveries it claims; inboxes are its callers' (A3)."""
-    if identity.targets is not None:
-        raise PermissionDenied(
-            f"{identity.principal} acts with a runtime credential's identity (scoped to "
-            f"{', '.join(sorted(identity.targets))}), and a runtime reads no inbox: read "
-            "inboxes with an API token",
-            reason=Reason.OUT_OF_SCOPE,
-            metadata={"targets": ",".join(sorted(identity.targets))},
         )

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from agentworks.core.checks import check_json_depth, check_no_nul
-from agentworks.core.errors import InvalidArgument, PreconditionFailed
+from agentworks.core.errors import InvalidArgument, PermissionDenied, PreconditionFailed, Reason
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_PARTS_BYTES
 from agentworks.server.capabilities import require_item
@@ -50,4 +50,17 @@ def check_turn_to_complete(
         raise PreconditionFailed(
             f"turn {turn_id} is already {status}; the reply was not stored (send it "
             "without complete_turn_id if it should still go out)"
+        )
+
+
+def refuse_runtime_inbox_read(identity: Identity) -> None:
+    """A runtime's scoped identity (T2) reads no inbox: it works on turns, whose
+    deliveries it claims; inboxes are its callers' (A3)."""
+    if identity.targets is not None:
+        raise PermissionDenied(
+            f"{identity.principal} acts with a runtime credential's identity (scoped to "
+            f"{', '.join(sorted(identity.targets))}), and a runtime reads no inbox: read "
+            "inboxes with an API token",
+            reason=Reason.OUT_OF_SCOPE,
+            metadata={"targets": ",".join(sorted(identity.targets))},
         )
