@@ -2,50 +2,37 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from agentworks.server.db import Database
 from agentworks.server.testing import until
 
 
-async def test_engine_statements_are_never_prepared_so_partial_indexes_stay_usable_S2_C10(
-    database_url,
-):
+async def test_hot_statements_keep_their_partial_index_once_prepared_S2_C10(database_url):
     """S2 C10: due timers and claimable turns are found through partial indexes. A
     prepared statement's generic plan cannot use one whose predicate a parameter must
-    meet (`status = $1` for `WHERE status = 'pending'`); PostgreSQL then scans the whole
-    table, and the scheduler's claim grew with every timer ever fired. SQLAlchemy's
-    connections therefore never prepare: each run is planned with its values."""
+    meet (`status = $1` for `WHERE status = 'pending'`); PostgreSQL would then scan the
+    whole table, and the scheduler's claim grew with every timer ever fired. So the named
+    queries (`raw()`, prepared by psycopg after five runs) write the predicate's constant
+    into their text: prepared, they still use the index."""
     db = Database(database_url, pool_size=2)
-    jobs = sa.table("jobs", sa.column("id"), sa.column("status"), sa.column("due"))
-    pending_first = sa.select(jobs.c.id).where(jobs.c.status == "pending").order_by(jobs.c.due)
+    pending_first = "SELECT id FROM jobs WHERE status = 'pending' ORDER BY due LIMIT %(n)s"
     try:
-        async with db.transaction() as conn:  # one connection throughout
+        async with db.raw(transaction=True) as conn:  # one connection throughout
+            await conn.execute("CREATE TEMP TABLE jobs (id int, status text NOT NULL, due int)")
             await conn.execute(
-                sa.text("CREATE TEMP TABLE jobs (id int, status text NOT NULL, due int NOT NULL)")
+                "INSERT INTO jobs SELECT g, CASE WHEN g % 1000 = 0 THEN 'pending' "
+                "ELSE 'done' END, g FROM generate_series(1, 50000) g"
             )
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO jobs SELECT g, CASE WHEN g % 1000 = 0 THEN 'pending' "
-                    "ELSE 'done' END, g FROM generate_series(1, 50000) g"
-                )
-            )
-            await conn.execute(
-                sa.text("CREATE INDEX jobs_due ON jobs (due) WHERE status = 'pending'")
-            )
-            await conn.execute(sa.text("ANALYZE jobs"))
+            await conn.execute("CREATE INDEX jobs_due ON jobs (due) WHERE status = 'pending'")
+            await conn.execute("ANALYZE jobs")
             # Past psycopg's prepare threshold (5) and PostgreSQL's five custom plans.
             for _ in range(12):
-                assert len((await conn.execute(pending_first.limit(5))).all()) == 5
-            prepared = await conn.execute(sa.text("SELECT name FROM pg_prepared_statements"))
-            assert prepared.all() == []
-            plan = "\n".join(
-                row[0]
-                for row in await conn.exec_driver_sql(
-                    "EXPLAIN SELECT id FROM jobs WHERE status = %(status)s ORDER BY due LIMIT 5",
-                    {"status": "pending"},
-                )
-            )
+                cur = await conn.execute(pending_first, {"n": 5})
+                assert len(await cur.fetchall()) == 5
+            cur = await conn.execute("SELECT name, statement FROM pg_prepared_statements")
+            [name] = [n for n, statement in await cur.fetchall() if "jobs" in statement]
+            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            cur = await conn.execute(f"EXPLAIN EXECUTE {name}(5)")
+            plan = "\n".join(row[0] for row in await cur.fetchall())
             assert "Index Scan using jobs_due" in plan, plan
     finally:
         await db.close()

@@ -1,4 +1,5 @@
-"""One connection pool per process: the hot statements (`raw()`) and SQLAlchemy share it."""
+"""One connection pool per process, of at most pool_size connections, that every store's
+statements (`raw()`) share."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import uuid
 
 import psycopg
 import pytest
-import sqlalchemy as sa
 
 from agentworks.client import MessagingClient
 from agentworks.core.errors import Unavailable
@@ -31,54 +31,41 @@ async def connections_named(url: str, application_name: str) -> list[tuple[str, 
         return [(str(r[0]), str(r[1])) for r in await cur.fetchall()]
 
 
-async def test_raw_and_sqlalchemy_take_turns_on_the_same_connections_P5(database_url):
-    """P5: with a pool of one, the hot path and SQLAlchemy use the same backend: while
-    `raw()` holds it, a SQLAlchemy transaction waits for it, then gets it."""
+async def test_checkouts_take_turns_on_the_pools_connections_P5(database_url):
+    """P5: with a pool of one, a second checkout (a transaction here) waits while the
+    first holds the connection, opens no second one, then gets the same backend."""
     db = Database(database_url, pool_size=1)
     try:
         async with db.raw() as pg:
             raw_pid = (await (await pg.execute(PID)).fetchall())[0][0]
 
-            async def engine_pid() -> int:
-                async with db.transaction() as conn:
-                    return (await conn.execute(sa.text(PID))).scalar_one()
+            async def transaction_pid() -> int:
+                async with db.raw(transaction=True) as conn:
+                    return int((await (await conn.execute(PID)).fetchall())[0][0])
 
-            waiting = asyncio.create_task(engine_pid())
+            waiting = asyncio.create_task(transaction_pid())
             await asyncio.sleep(0.2)  # time to open a second connection: none may come
             assert not waiting.done()  # no second connection was opened for it
             assert db.pool.checked_out == 1
         assert await waiting == raw_pid
-        async with db.autocommit() as conn:
-            assert (await conn.execute(sa.text(PID))).scalar_one() == raw_pid
         assert db.pool.checked_out == 0
     finally:
         await db.close()
 
 
-async def test_each_side_gets_its_own_mode_on_a_shared_connection_P5_S2(database_url):
-    """P5 S2: on the one connection of the pool, `raw()` stays autocommit and prepares
-    its fixed statements (after five runs), a SQLAlchemy transaction is a transaction
-    (a failure rolls it back) whose statements are never prepared, whichever side used
-    the connection before."""
+async def test_each_checkout_gets_its_own_mode_on_a_shared_connection_P5_S2(database_url):
+    """P5 S2: on the one connection of the pool, `raw()` stays autocommit (each
+    statement committed) and prepares its fixed statements (after five runs), and
+    `raw(transaction=True)` is a transaction (a failure rolls it back), whichever mode
+    the connection had before."""
     db = Database(database_url, pool_size=1)
     try:
         async with db.raw() as pg:
             await pg.execute("CREATE TABLE pool_modes (n int)")
-            for _ in range(6):
-                await pg.execute("SELECT count(*) FROM pool_modes WHERE n > %(n)s", {"n": 0})
         with pytest.raises(RuntimeError):
-            async with db.transaction() as conn:
-                await conn.execute(sa.text("INSERT INTO pool_modes VALUES (1)"))
+            async with db.raw(transaction=True) as conn:
+                await conn.execute("INSERT INTO pool_modes VALUES (1)")
                 raise RuntimeError("rolled back")
-        async with db.transaction() as conn:
-            for _ in range(12):
-                await conn.execute(
-                    sa.text("SELECT count(*) FROM pool_modes WHERE n < :n"), {"n": 9}
-                )
-            prepared = (
-                await conn.execute(sa.text("SELECT statement FROM pg_prepared_statements"))
-            ).scalars()
-            assert not [s for s in prepared if "n <" in s]
         async with db.raw() as pg:
             assert (await (await pg.execute("SELECT count(*) FROM pool_modes")).fetchone()) == (0,)
             await pg.execute("INSERT INTO pool_modes VALUES (2)")  # autocommit: committed
@@ -86,28 +73,29 @@ async def test_each_side_gets_its_own_mode_on_a_shared_connection_P5_S2(database
                 await pg.execute("SELECT count(*) FROM pool_modes WHERE n > %(n)s", {"n": 1})
             cur = await pg.execute("SELECT statement FROM pg_prepared_statements")
             assert [s for (s,) in await cur.fetchall() if "n >" in s]
+        async with db.raw(transaction=True) as conn:
+            await conn.execute("INSERT INTO pool_modes VALUES (3)")
         async with await psycopg.AsyncConnection.connect(database_url) as other:
-            assert await (await other.execute("SELECT n FROM pool_modes")).fetchall() == [(2,)]
+            cur = await other.execute("SELECT n FROM pool_modes ORDER BY n")
+            assert await cur.fetchall() == [(2,), (3,)]
     finally:
         await db.close()
 
 
-async def test_a_full_pool_refuses_either_side_after_its_timeout_and_loses_no_slot_P4_P5(
-    database_url,
-):
-    """P4 P5: with every connection in use, a checkout from either side waits at most
-    the pool timeout, then fails with UNAVAILABLE "database busy"; a checkout cancelled
-    while waiting leaves no slot behind, and every slot can be used again."""
+async def test_a_full_pool_refuses_after_its_timeout_and_loses_no_slot_P4_P5(database_url):
+    """P4 P5: with every connection in use, a checkout (plain or a transaction) waits at
+    most the pool timeout, then fails with UNAVAILABLE "database busy"; a checkout
+    cancelled while waiting leaves no slot behind, and every slot can be used again."""
     db = Database(database_url, pool_size=2, pool_timeout=0.3)
     try:
         async with contextlib.AsyncExitStack() as held:
             await held.enter_async_context(db.raw())
-            await held.enter_async_context(db.transaction())
+            await held.enter_async_context(db.raw(transaction=True))
             with pytest.raises(Unavailable, match="database busy: no connection free"):
                 async with db.raw():
                     pass
             with pytest.raises(Unavailable, match="database busy: no connection free"):
-                async with db.autocommit():
+                async with db.raw(transaction=True):
                     pass
             cancelled = asyncio.create_task(db.raw().__aenter__())
             await asyncio.sleep(0.05)  # into the pool's queue (private state: not awaited)
@@ -115,17 +103,17 @@ async def test_a_full_pool_refuses_either_side_after_its_timeout_and_loses_no_sl
             with pytest.raises(asyncio.CancelledError):
                 await cancelled
         assert db.pool.checked_out == 0
-        async with db.raw() as one, db.transaction() as two:
+        async with db.raw() as one, db.raw(transaction=True) as two:
             first = (await (await one.execute(PID)).fetchall())[0][0]
-            assert (await two.execute(sa.text(PID))).scalar_one() != first
+            assert (await (await two.execute(PID)).fetchall())[0][0] != first
         assert db.pool.checkedin() == 2
     finally:
         await db.close()
 
 
 async def test_a_connection_left_in_a_transaction_by_raw_is_closed_not_reused_P4(database_url):
-    """P4: a hot-path connection given back inside a transaction (a cancelled request)
-    is closed; SQLAlchemy's next checkout opens a fresh one."""
+    """P4: a connection given back inside a transaction (a cancelled request) is closed;
+    the next checkout opens a fresh one."""
     db = Database(database_url, pool_size=1)
     try:
         async with db.raw() as pg:
@@ -133,8 +121,8 @@ async def test_a_connection_left_in_a_transaction_by_raw_is_closed_not_reused_P4
             pid = (await (await pg.execute(PID)).fetchall())[0][0]
             await pg.execute("BEGIN")
         assert left.closed
-        async with db.transaction() as conn:
-            assert (await conn.execute(sa.text(PID))).scalar_one() != pid
+        async with db.raw() as fresh:
+            assert (await (await fresh.execute(PID)).fetchall())[0][0] != pid
     finally:
         await db.close()
 

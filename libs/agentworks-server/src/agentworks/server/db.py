@@ -1,13 +1,13 @@
 """PostgreSQL access: the async engine and its one pool, and per-service migrations.
 
-One `Database` per process owns the SQLAlchemy engine (psycopg 3) on one pool of at most
-`pool_size` connections (`agentworks.server.pool.SharedPool`), and one `Listener`
-connection (`agentworks.server.listener`). Stores run their named queries
-(`agentworks.server.queries`, each service's `queries.sql`) on `Database.raw()`, which
-takes plain psycopg connections from that pool, one statement or one transaction at a
-time; driver errors that mean "the database is not reachable" become `Unavailable`.
-SQLAlchemy declares the tables (each service's tables.py) and serves the few callers
-that still use `Database.transaction()`.
+One `Database` per process owns one pool of at most `pool_size` connections
+(`agentworks.server.pool.SharedPool`, SQLAlchemy's pool class for its engine, which only
+the tracing instrumentation hooks) and one `Listener` connection
+(`agentworks.server.listener`). Stores run their named queries (`agentworks.server.queries`,
+each service's `queries.sql`) on `Database.raw()`, which takes plain psycopg connections
+from that pool, one statement or one transaction at a time; a full pool or an outage is
+`Unavailable`. SQLAlchemy only declares the tables (each service's tables.py, checked
+against the migrated schema).
 """
 
 from __future__ import annotations
@@ -16,16 +16,14 @@ import contextlib
 import hashlib
 import importlib.resources
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
 import psycopg
 import structlog
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from agentworks.core.errors import Unavailable
 from agentworks.server.dburl import (
     CONNECT_TIMEOUT_SECONDS,
     START_CONNECT_TIMEOUT_SECONDS,
@@ -54,20 +52,10 @@ __all__ = [
     "migrate",
     "sa_quote_listen",
     "sqlalchemy_url",
-    "translate_outages",
     "with_database",
 ]
 
 log = structlog.get_logger("agentworks.db")
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    orig = getattr(exc, "orig", exc)
-    return isinstance(orig, psycopg.OperationalError | psycopg.errors.AdminShutdown) or (
-        isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
-    )
 
 
 class Database:
@@ -145,38 +133,6 @@ class Database:
                     yield conn
             else:
                 yield conn
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncConnection]:
-        """A connection in a transaction, committed on success; outages -> Unavailable."""
-        with translate_outages():
-            async with self.engine.begin() as conn:
-                yield conn
-
-    @contextlib.asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        """A connection where each statement commits on its own.
-
-        For reads and for use cases written as one statement (data-modifying CTEs are
-        atomic): no BEGIN and COMMIT round trips.
-        """
-        with translate_outages():
-            async with self.engine.connect() as conn:
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-                yield conn
-
-
-@contextlib.contextmanager
-def translate_outages() -> Iterator[None]:
-    """Database outages as `Unavailable`, so callers get UNAVAILABLE and may retry."""
-    try:
-        yield
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as exc:
-        if is_disconnect(exc) or isinstance(exc, OSError):
-            raise Unavailable("database unavailable, retry shortly") from exc
-        raise
-    except sa_exc.TimeoutError as exc:
-        raise Unavailable("database busy: no connection free, retry shortly") from exc
 
 
 # ---------------------------------------------------------------------------- migrations

@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 import structlog
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -149,20 +148,6 @@ def publish(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
     for labels in _published.get(gauge, set()) - values.keys():
         gauge.remove(*labels)
     _published[gauge] = set(values)
-
-
-def inline_sql(statement: sa.ClauseElement) -> str:
-    """`statement` as PostgreSQL text with its constants written in (no parameters).
-
-    The gauges' queries rely on partial indexes, and PostgreSQL matches an index's
-    predicate only against constants: with parameters, a generic prepared plan could
-    scan the whole table. Run the text with `exec_driver_sql`.
-    """
-    from sqlalchemy.dialects import postgresql
-
-    return str(
-        statement.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
-    )
 
 
 async def refresh_every(

@@ -21,10 +21,9 @@ is not in it fails there or in the service's query test, not in a request.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,20 +72,26 @@ def parse_queries(text: str, source: str = "queries.sql") -> dict[str, Query]:
     return found
 
 
-@contextlib.contextmanager
-def _traced(query: Query) -> Iterator[None]:
-    if tracer is None:
-        yield
-        return
-    with tracer.start_as_current_span(
+def _span(query: Query) -> Any:
+    """The span a named query runs in when tracing is on."""
+    return tracer.start_as_current_span(
         query.name,
         attributes={
             "db.system": "postgresql",
             "db.operation.name": query.name,
             "db.statement": query.text,
         },
-    ):
-        yield
+    )
+
+
+async def _execute(cur: psycopg.AsyncCursor[Any], query: Query, params: Any) -> None:
+    """Run `query` on `cur`, in a span of its own when tracing is on; with tracing off
+    (the usual case) no context manager is entered per statement."""
+    if tracer is None:
+        await cur.execute(query.text, params, prepare=query.prepare)
+        return
+    with _span(query):
+        await cur.execute(query.text, params, prepare=query.prepare)
 
 
 class Queries:
@@ -128,24 +133,21 @@ class Queries:
         """Every row of a query."""
         query = self[name]
         async with conn.cursor(row_factory=namedtuple_row) as cur:
-            with _traced(query):
-                await cur.execute(query.text, params, prepare=query.prepare)
+            await _execute(cur, query, params)
             return await cur.fetchall()
 
     async def one(self, conn: psycopg.AsyncConnection[Any], name: str, params: Any = None) -> Any:
         """The first row of a query, or None."""
         query = self[name]
         async with conn.cursor(row_factory=namedtuple_row) as cur:
-            with _traced(query):
-                await cur.execute(query.text, params, prepare=query.prepare)
+            await _execute(cur, query, params)
             return await cur.fetchone()
 
     async def value(self, conn: psycopg.AsyncConnection[Any], name: str, params: Any = None) -> Any:
         """The first column of the first row of a query, or None when it has no row."""
         query = self[name]
         async with conn.cursor() as cur:
-            with _traced(query):
-                await cur.execute(query.text, params, prepare=query.prepare)
+            await _execute(cur, query, params)
             row = await cur.fetchone()
             return None if row is None else row[0]
 
@@ -155,8 +157,7 @@ class Queries:
         """Run a query for its effect: the number of rows it changed."""
         query = self[name]
         async with conn.cursor() as cur:
-            with _traced(query):
-                await cur.execute(query.text, params, prepare=query.prepare)
+            await _execute(cur, query, params)
             return cur.rowcount
 
     async def execute_many(
@@ -165,5 +166,8 @@ class Queries:
         """Run a query once per parameter set (psycopg pipelines them: one round trip)."""
         query = self[name]
         async with conn.cursor() as cur:
-            with _traced(query):
+            if tracer is None:
                 await cur.executemany(query.text, params)
+            else:
+                with _span(query):
+                    await cur.executemany(query.text, params)
