@@ -250,3 +250,31 @@ async def test_an_attempt_is_bounded_in_time_and_in_what_it_reads_N2_B():
         silent.close()
         await silent.wait_closed()
         await loud.stop()
+
+
+async def test_the_cli_registers_lists_and_deletes_an_endpoint_N2_G3(
+    start_gateway, alice_token, cli, receiver
+):
+    """N2 G3: `agentworks endpoints register` prints the id and the secret once, `list`
+    and `deliveries` show the endpoint and its (no) deliveries, a refused address exits
+    2 with the policy's words, `delete` removes it."""
+    gateway = await start_gateway(**LOOPBACK)
+    env = {"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token}
+    code, out, err = await cli(
+        "endpoints", "register", receiver.url, "--events", "call_ends", "--json", env=env
+    )
+    assert code == 0, (out, err)
+    made = json.loads(out)
+    assert made["secret"].startswith("whsec_")
+    code, out, err = await cli("endpoints", "list", env=env)
+    assert code == 0 and made["endpoint_id"] in out and "call_ends" in out, err
+    code, out, err = await cli("endpoints", "deliveries", made["endpoint_id"], env=env)
+    assert code == 0 and "no deliveries" in out + err
+    code, out, err = await cli(
+        "endpoints", "register", "http://169.254.169.254/", "--events", "call_ends", env=env
+    )
+    assert code == 2 and "link-local" in err and "GATEWAY_WEBHOOKS_ALLOW" in err
+    code, out, err = await cli("endpoints", "delete", made["endpoint_id"], env=env)
+    assert code == 0 and "deleted endpoint" in out
+    code, out, err = await cli("endpoints", "get", made["endpoint_id"], env=env)
+    assert code == 4, (out, err)

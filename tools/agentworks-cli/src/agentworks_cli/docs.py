@@ -35,6 +35,7 @@ only `keys` is local:
 | `tokens create`, `list`, `revoke` (operator) | `tokens` |
 | `runtimes credentials create`, `list`, `revoke` (owner or operator) | `runtime_credentials` |
 | `wake-ups`, `schedules`, `pauses`, `webhooks` | `wake_ups`, `schedules`, `pauses`, `webhooks` |
+| `endpoints` (webhooks out, [webhooks-out.md](webhooks-out.md)) | `endpoints` |
 | `keys new`, `init` | none (local): the keys that sign identities, see operations.md |
 
 `crews` commands name a crew; `functions list` and `call` take `--workflow <id>` (or

@@ -12,6 +12,7 @@ from typing import Any
 from agentworks_cli import (
     calls,
     completion,
+    endpoints,
     keys,
     listing,
     mcp,
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         schedules,
         pauses,
         webhooks,
+        endpoints,
         mcp,
         keys,
     )

@@ -73,6 +73,8 @@ class Dispatcher:
                         delay = min(delay, max(wait, 0.01))
                 except errors.Unavailable as exc:
                     log.warning("webhooks.dispatch_failed", error=exc.message)
+                except Exception:  # never stop sending for one bad round
+                    log.exception("webhooks.dispatch_failed")
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
                         await self._wake.wait()
@@ -87,10 +89,10 @@ class Dispatcher:
         self._wake.set()
 
     async def _attempt(self, attempt: Attempt) -> None:
-        outcome = await self.sender.send(
-            attempt.url, attempt.secret, attempt.delivery_id, attempt.payload
-        )
         try:
+            outcome = await self.sender.send(
+                attempt.url, attempt.secret, attempt.delivery_id, attempt.payload
+            )
             if outcome.delivered:
                 await self.store.delivered(attempt, self.replica, outcome.http_status)
                 log.info(

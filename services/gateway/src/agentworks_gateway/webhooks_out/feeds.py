@@ -71,6 +71,8 @@ class Feeds:
                     await self._round()
                 except errors.Unavailable as exc:
                     log.warning("webhooks.feeds_failed", error=exc.message)
+                except Exception:  # never stop following for one bad round
+                    log.exception("webhooks.feeds_failed")
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(every):
                         await self._wake.wait()
@@ -167,7 +169,7 @@ class Feeds:
         elif feed.source.startswith(INBOX_PREFIX):
             inbox_id = feed.source[len(INBOX_PREFIX) :]
             inbox = self.gateway.messaging(identity)
-            async for event in inbox.subscribe(inbox_id, after=after):
+            async for event in inbox.subscribe(inbox_id, after=after, heartbeats=True):
                 if event.WhichOneof("event") != "message":
                     yield "", None
                     continue
