@@ -396,6 +396,11 @@ ORDER BY dlv.position;
 
 -- claim_turn_of_targets (prepared) --
 -- claim_turn_of_target for any of several targets (%(kinds)s and %(names)s pairwise).
+-- Kept apart from the one-target claim (most runtimes serve one target), measured with
+-- generic plans: one target's claim with one caller's backlog queued reads 53 blocks in
+-- 0.6 ms at 8,000 conversations as at 2,000 (an ordered scan that stops at its first
+-- row); this statement given that one target reads 92 blocks at 2,000 and 264 (4.3 ms) at
+-- 8,000: the IN list cannot stop early, so it sorts every claimable conversation.
 WITH conv AS (
     SELECT id, target_kind, target_name FROM messaging.conversations
     WHERE (target_kind, target_name) IN (
