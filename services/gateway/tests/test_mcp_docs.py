@@ -1,0 +1,131 @@
+"""docs/mcp.md's tasks and elicitation exchanges, sent to `/mcp` as written (M4, M1, M2).
+
+Each `→` block of the section is posted as it stands (the example call_id replaced by
+the real one); each `←` block must be part of the answer: every key it shows is there
+with the value it shows, except the times and the status text, which differ per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentworks.client import FunctionsClient
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "mcp.md"
+EXAMPLE_CALL = "0f8e5c0a-8a9b-4c1e-9d7a-2b3c4d5e6f70"
+# Values that differ per run: times, the JSON text of a status, a file's hash.
+VARYING = {"createdAt", "lastUpdatedAt", "text"}
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {"format": {"type": "string"}, "rows": {"type": "integer"}},
+    "required": ["format", "rows"],
+}
+
+
+def exchanges(heading: str) -> list[tuple[dict, dict]]:
+    """The (request, response) pairs of a docs/mcp.md section, in order."""
+    text = DOC.read_text()
+    section = text.split(f"### {heading}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    blocks = re.findall(r"^(→|←).*?\n\n```json\n(.*?)```", section, re.S | re.M)
+    pairs = []
+    for (arrow_in, request), (arrow_out, response) in zip(blocks[::2], blocks[1::2], strict=True):
+        assert (arrow_in, arrow_out) == ("→", "←")
+        pairs.append((json.loads(request), json.loads(response)))
+    return pairs
+
+
+def contains(actual: Any, shown: Any, where: str = "") -> None:
+    """Every key `shown` has, `actual` has with the same value (VARYING keys: present)."""
+    if isinstance(shown, dict):
+        assert isinstance(actual, dict), where
+        for key, value in shown.items():
+            assert key in actual, f"{where}.{key} missing from {actual}"
+            if key not in VARYING:
+                contains(actual[key], value, f"{where}.{key}")
+    elif isinstance(shown, list):
+        assert isinstance(actual, list) and len(actual) == len(shown), (where, actual)
+        for i, (a, s) in enumerate(zip(actual, shown, strict=True)):
+            contains(a, s, f"{where}[{i}]")
+    else:
+        assert actual == shown, (where, actual, shown)
+
+
+async def post(client: httpx.AsyncClient, request: dict) -> dict:
+    """One 2026-07-28 request to /mcp with the headers the protocol asks for."""
+    params = request["params"]
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": request["method"],
+    }
+    if name := params.get("name", params.get("taskId")):
+        headers["Mcp-Name"] = name
+    response = await client.post("/mcp", json=request, headers=headers)
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return json.loads(data[-1])
+    return response.json()
+
+
+def real(block: dict, call_id: str) -> Any:
+    return json.loads(json.dumps(block).replace(EXAMPLE_CALL, call_id))
+
+
+@pytest.fixture
+async def report(functions, identity, demo) -> str:
+    async with FunctionsClient(functions.address, identity=identity("user:owner")) as owner:
+        await owner.declare_function(
+            demo, "report", input_schema={"type": "object"}, output_schema=REPORT_SCHEMA,
+            allowed_callers=["user:*"],
+        )  # fmt: skip
+    return "report"
+
+
+async def run_report(runtime: FunctionsClient, demo: str) -> None:
+    execution = await runtime.claim_execution([demo], wait_seconds=20)
+    assert execution is not None
+    call_id = execution.call_id
+    asked = await runtime.ask_input(call_id, "q", "Which format?", wait_seconds=25)
+    await runtime.upload_file(call_id, "report.txt", f"format={asked.reply}\n".encode())
+    result = {"format": asked.reply, "rows": 3}
+    await runtime.upload_file(call_id, "result.json", json.dumps(result).encode())
+    await runtime.finish_execution(call_id, final_message=f"wrote {asked.reply}")
+
+
+async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
+    gateway, api, alice_token, demo, report, runtime, functions, identity
+):
+    """M4 M1 M2: docs/mcp.md's two exchanges, request by request."""
+    client = api(alice_token)
+    async with FunctionsClient(functions.address, identity=identity("user:alice")) as alice:
+
+        async def until(call_id: str, state: str) -> None:
+            await alice.wait(call_id, until=[state], timeout=20)
+
+        tasks = exchanges("A tasks exchange")
+        runner = asyncio.create_task(run_report(runtime, demo))
+        (call, created), (get, waiting), (update, ack), (last, completed) = tasks
+        answer = await post(client, call)
+        call_id = answer["result"]["taskId"]
+        contains(answer, real(created, call_id))
+        await until(call_id, "waiting_for_input")
+        contains(await post(client, real(get, call_id)), real(waiting, call_id))
+        contains(await post(client, real(update, call_id)), real(ack, call_id))
+        await asyncio.wait_for(runner, 20)
+        contains(await post(client, real(last, call_id)), real(completed, call_id))
+
+        (status, asked), (retry, answered) = exchanges("An elicitation exchange")
+        runner = asyncio.create_task(run_report(runtime, demo))
+        made = await alice.call(demo, "report", {})
+        await until(made.call_id, "waiting_for_input")
+        contains(await post(client, real(status, made.call_id)), real(asked, made.call_id))
+        contains(await post(client, real(retry, made.call_id)), real(answered, made.call_id))
+        await asyncio.wait_for(runner, 20)
