@@ -223,3 +223,50 @@ def test_a_number_the_protos_state_is_read_not_copied_P6():
             if id(node) not in parts and _folded(node, names) in distinctive:
                 copies.append(f"{path}:{getattr(node, 'lineno', '?')}")
     assert copies == []
+
+
+def _proto_rule_checks() -> list[str]:
+    """Where messaging, functions or the scheduler compare a value with a limit a proto
+    rule states (a name limits.py reads from proto_limits), or pass one to a check."""
+    named = set(_read_from_protos())
+    hits = []
+    for path, tree in _sources().items():
+        if not path.startswith(
+            ("services/messaging/", "services/functions/", "services/scheduler/")
+        ):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare | ast.Call):
+                continue
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            hits += [f"{path}:{name}" for name in sorted(names & named)]
+    return sorted(set(hits))
+
+
+def test_a_field_rule_is_checked_by_the_validator_not_again_by_a_service_P6():
+    """P6: a field's proto rule (a size, a range, a count, required, a pattern) is checked
+    once, by the interceptor's validator, before the handler runs; the services the
+    interceptor fronts do not check it again, by comparing with the rule's number or by
+    bounded(). Left: MAX_DELAY bounds `at`, a timestamp no field rule can bound (now + 400
+    days), and the scheduler pages through targets MAX_LIST_PAGE at a time."""
+    assert _proto_rule_checks() == [
+        "services/scheduler/src/agentworks_scheduler/deliveries.py:MAX_LIST_PAGE",
+        "services/scheduler/src/agentworks_scheduler/service/rules.py:MAX_DELAY",
+        "services/scheduler/src/agentworks_scheduler/service/schedules.py:MAX_DELAY",
+    ]
+    bounded_calls = [
+        path
+        for path, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "bounded"
+        and path.startswith(("services/messaging/", "services/functions/", "services/scheduler/"))
+    ]
+    # The execution lease's bounds are the functions service's settings, not a proto rule.
+    assert bounded_calls == ["services/functions/src/agentworks_functions/service/base.py"]
+    assert _functions("check_name") == []
+    assert _functions("check_text") == [
+        "services/messaging/src/agentworks_messaging/service/rules.py"  # NUL, parts, JSON size
+    ]
