@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -28,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentworks.core import errors
+from agentworks.core.mcp_progress import McpTransport
 from agentworks.server.liveness import loop_healthy
 from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.a2a import a2a_routes
@@ -53,16 +53,15 @@ def build_app(gateway: Gateway) -> Starlette:
     """The gateway's ASGI application."""
     config = gateway.config
     protect = "*" not in config.allowed_hosts
-    manager = StreamableHTTPSessionManager(
-        app=build_http_server(gateway),
-        json_response=True,
-        stateless=True,
+    # JSON answers; an event stream for a tools/call asking for progress (N3).
+    manager = McpTransport(
+        build_http_server(gateway),
         security_settings=TransportSecuritySettings(
             enable_dns_rebinding_protection=protect,
             allowed_hosts=list(config.allowed_hosts),
             allowed_origins=list(config.allowed_origins),
         ),
-        max_request_body_size=config.max_body_bytes,
+        max_body_bytes=config.max_body_bytes,
     )
 
     async def healthz(request: Request) -> Response:

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from agentworks.client import target_str
-from agentworks.core import errors
+from agentworks.core import errors, progress
 from agentworks.core.identity import Identity
 from agentworks_gateway.tools.function_schemas import (
     FUNCTIONS_ACTIONS,
@@ -36,17 +36,22 @@ def _function_target(args: Args) -> str:
 
 
 async def _status(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
-    status = await gateway.long_poll(
-        lambda wait: client.get_status(
-            args["call_id"],
-            after=args.get("after", -1),
-            message_limit=args.get("message_limit", 0),
-            after_event=args.get("after_event", -1),
-            event_limit=args.get("event_limit", 0),
-            wait_seconds=wait,
-            seen_version=args.get("seen_version"),
+    wait = args.get("wait_seconds", 0)
+    status = await progress.waiting(  # progress over MCP when asked (N3)
+        gateway.long_poll(
+            lambda wait: client.get_status(
+                args["call_id"],
+                after=args.get("after", -1),
+                message_limit=args.get("message_limit", 0),
+                after_event=args.get("after_event", -1),
+                event_limit=args.get("event_limit", 0),
+                wait_seconds=wait,
+                seen_version=args.get("seen_version"),
+            ),
+            wait,
         ),
-        args.get("wait_seconds", 0),
+        "waiting for the call to change",
+        bound=wait,
     )
     return status_dict(status)
 
@@ -82,7 +87,9 @@ async def _call(gateway: Any, client: Any, args: Args) -> dict[str, Any]:
             fresh_submission_id=fresh,
         )
 
-    receipt = await gateway.long_poll(ask, wait)
+    receipt = await progress.waiting(  # progress over MCP when asked (N3)
+        gateway.long_poll(ask, wait), "waiting for the call to end", bound=wait
+    )
     out = receipt_dict(receipt, target, args["function"])
     if own_key:
         out["created"] = True  # nobody else knows this key: this request created it

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentworks.client.messaging import parts, parts_json
-from agentworks.core import errors
+from agentworks.core import errors, progress
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_INBOX_PAGE, MAX_SUBMISSION_ID, MAX_WAIT_SECONDS
 from agentworks.messaging.v1 import messaging_pb2 as m
@@ -129,14 +129,19 @@ async def messages(gateway: Any, identity: Identity, args: Args) -> dict[str, An
     check_fields("messages", action, args, _READ_FIELDS)
     require("messages", action, args, "inbox_id")
     client = gateway.messaging(identity)
-    response = await gateway.long_poll(
-        lambda wait: client.read(
-            args["inbox_id"],
-            after=args.get("after", ""),
-            limit=args.get("limit", 0),
-            wait_seconds=wait,
+    wait = args.get("wait_seconds", 0)
+    response = await progress.waiting(  # progress over MCP when asked (N3)
+        gateway.long_poll(
+            lambda wait: client.read(
+                args["inbox_id"],
+                after=args.get("after", ""),
+                limit=args.get("limit", 0),
+                wait_seconds=wait,
+            ),
+            wait,
         ),
-        args.get("wait_seconds", 0),
+        "waiting for a message in the inbox",
+        bound=wait,
     )
     return {
         "messages": [message_dict(msg) for msg in response.messages],
