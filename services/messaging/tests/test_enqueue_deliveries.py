@@ -9,7 +9,8 @@ import psycopg
 import pytest
 
 from agentworks.client import delivery_request
-from agentworks.core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from agentworks.core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied, Reason
+from agentworks.core.limits import MAX_DELIVERIES_PER_REQUEST
 from agentworks.messaging.v1 import messaging_pb2 as pb
 
 WAKE_UP = pb.DELIVERY_KIND_WAKE_UP
@@ -119,14 +120,25 @@ async def test_the_request_is_for_services_and_holds_1_to_500_items_S6(clients, 
     one = [delivery_request(conversation, kind=WAKE_UP, idempotency_key="k")]
     with pytest.raises(PermissionDenied):
         await alice.enqueue_deliveries(one)
-    with pytest.raises(InvalidArgument, match="give 1 to 500 deliveries; got 0"):
+    # The count is the proto's rule (1 to MAX_DELIVERIES_PER_REQUEST items).
+    with pytest.raises(InvalidArgument) as refused:
         await functions.enqueue_deliveries([])
+    assert (refused.value.reason, refused.value.metadata) == (
+        Reason.FIELD_RULE,
+        {"field": "items", "rule": "repeated.min_items", "limit": "1"},
+    )
     too_many = [
-        delivery_request(conversation, kind=WAKE_UP, idempotency_key=f"k{n}") for n in range(501)
+        delivery_request(conversation, kind=WAKE_UP, idempotency_key=f"k{n}")
+        for n in range(MAX_DELIVERIES_PER_REQUEST + 1)
     ]
-    with pytest.raises(InvalidArgument, match="got 501"):
+    with pytest.raises(InvalidArgument) as refused:
         await functions.enqueue_deliveries(too_many)
-    assert [r.created for r in await functions.enqueue_deliveries(too_many[:500])] == [True] * 500
+    assert (refused.value.reason, refused.value.metadata) == (
+        Reason.FIELD_RULE,
+        {"field": "items", "rule": "repeated.max_items", "limit": str(MAX_DELIVERIES_PER_REQUEST)},
+    )
+    stored = await functions.enqueue_deliveries(too_many[:-1])
+    assert [r.created for r in stored] == [True] * MAX_DELIVERIES_PER_REQUEST
 
 
 async def test_concurrent_overlapping_requests_store_each_key_once_S6(clients, demo, database_url):
