@@ -3,7 +3,8 @@
 It serves what the gateway's `/mcp` serves: the instructions and the MCP tools that
 `GET /api/v1/tools` lists (asked once, when it starts; if the gateway did not answer
 then, again on the first tools/list or tools/call), and forwards each call to
-`POST /api/v1/tools/<tool>` with the user's token. Results are shaped as over `/mcp`
+`POST /api/v1/tools/<tool>` with the user's token; tasks, questions as elicitations and
+resources go to `/mcp` itself (`agentworks_cli.mcp_forward`). Results are shaped as over `/mcp`
 (`agentworks.core.mcp_results`): a refused call is a tool result with `isError: true`
 whose text is the service's own message.
 """
@@ -13,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from agentworks.core import mcp_progress
 from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
+from agentworks_cli import mcp_forward
 from agentworks_cli.api import ApiClient, ApiError
 
 # How long the start waits for the gateway's listing: an MCP client waits for the
@@ -80,6 +83,13 @@ def build_server(listed: GatewayTools) -> Server[Any]:
             return _error_result(exc)
         if params.name not in {t.name for t in known}:
             raise unknown_tool(params.name, (t.name for t in known))
+        capabilities = mcp_forward.declared(ctx)
+        if mcp_forward.wants_gateway(params, capabilities):  # a task or a form (M1, M2)
+            raw = params.model_dump(by_alias=True, exclude_none=True, mode="json")
+            answer = await mcp_forward.forward(listed.api, "tools/call", raw, capabilities)
+            # The gateway's answer as it is: a tool result, a task or an input request
+            # (the server serializes whatever it is given).
+            return cast(types.CallToolResult, answer)
         try:
             return ok_result(await listed.api.call(params.name, params.arguments or {}))
         except ApiError as exc:
@@ -91,8 +101,10 @@ def build_server(listed: GatewayTools) -> Server[Any]:
         title="AgentWorks",
         instructions=listed.instructions,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        # Progress while the gateway's answer is on its way, when asked (N3).
+        on_call_tool=mcp_progress.reporting_calls(call_tool, "waiting for the gateway's answer"),
     )
+    mcp_forward.install(server, listed.api)
     return server
 
 
