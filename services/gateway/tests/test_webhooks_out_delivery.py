@@ -6,6 +6,7 @@ delivered; redeliver; another tenant cannot list or redeliver (A3)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -169,3 +170,46 @@ async def test_a_receiver_that_was_down_gets_every_event_once_per_id_N2_A3(
     again = await receiver.wait_for(seen + 1)
     assert again[-1].headers["webhook-id"] == first
     assert json.loads(again[-1].body) == dict(got)[first]
+
+
+async def test_the_console_lists_deliveries_and_redelivers_one_N2_V4(
+    gateway, api, alice_token, demo, bot, receiver
+):
+    """N2 V4: the console's Endpoints page shows the signed-in principal's endpoint and
+    its delivery with its status; its Redeliver button (the console's Origin and CSRF
+    token) sends the delivery again under its id."""
+    alice = api(alice_token)
+    inbox_id = await _inbox(api, alice_token)
+    made = (await _tool(alice, action="register", url=receiver.url, events=[f"inbox:{inbox_id}"]))[
+        1
+    ]
+    await _reply(bot, demo, inbox_id, "shown in the console")
+    (first,) = await receiver.wait_for(1)
+    delivery_id = first.headers["webhook-id"]
+    await until(
+        lambda: _deliveries(alice, made["endpoint_id"], status="delivered"),
+        timeout=10,
+        what="the delivery recorded as delivered",
+    )
+
+    http = api(None)
+    signed = await http.post(
+        "/console/sign-in", data={"token": alice_token}, headers={"Origin": gateway.url}
+    )
+    assert signed.status_code == 303, signed.text
+    cookie = f"aw_console={signed.cookies['aw_console']}"
+    http.cookies.clear()
+    page = await http.get("/console/endpoints", headers={"Cookie": cookie})
+    assert page.status_code == 200, page.text
+    assert made["endpoint_id"] in page.text and receiver.url in page.text
+    assert delivery_id in page.text and '<td data-testid="delivery-status">delivered' in page.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    redone = await http.post(
+        f"/console/deliveries/{delivery_id}/redeliver",
+        data={"csrf": csrf[1]},
+        headers={"Origin": gateway.url, "Cookie": cookie},
+    )
+    assert redone.status_code == 303, redone.text
+    again = await receiver.wait_for(2)
+    assert again[1].headers["webhook-id"] == delivery_id and again[1].body == first.body

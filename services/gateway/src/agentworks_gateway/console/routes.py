@@ -1,5 +1,5 @@
 """The console's routes (V3, V4): `/` leads to `/console/`; sign-in, sign-out, and the
-pages of `conversations`, `calls` and `timers`.
+pages of `conversations`, `calls`, `timers` and `endpoints`.
 
 Sign-in turns an API token into a session cookie: HttpOnly (no script reads it),
 SameSite=Strict (no other site's page, link or form sends it), Secure when served over
@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentworks.core import errors
-from agentworks_gateway.console import calls, conversations, live, timers
+from agentworks_gateway.console import calls, conversations, endpoints, live, timers
 from agentworks_gateway.console.web import (
     PREFIX,
     SECURITY_HEADERS,
@@ -114,6 +114,7 @@ def console_routes(gateway: Gateway) -> list[BaseRoute]:
         *conversations.routes(page, action),
         *calls.routes(page, action),
         *timers.routes(page, action),
+        *endpoints.routes(page, action),
         *live.routes(page),
         Mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static"),
     ]
