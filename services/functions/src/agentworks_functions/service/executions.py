@@ -63,7 +63,7 @@ class Executions(FunctionsServiceBase):
         lease_seconds: int,
     ) -> Call | None:
         """Claim the oldest unclaimed call of these targets, waiting if none (R1)."""
-        check_claim_targets(identity, targets, "targets")
+        check_claim_targets(identity, targets)
         lease = self._lease(lease_seconds)
         deadline = time.monotonic() + wait_seconds
         names = sorted({str(k) for k in targets})

@@ -81,7 +81,7 @@ class Finishing(FunctionsServiceBase):
             )
         claim: Claim | None = None
         if claim_next is not None:
-            check_claim_targets(identity, claim_next, "claim_next.targets")
+            check_claim_targets(identity, claim_next)
             lease = self._lease(lease_seconds)
             # None while this replica shuts down: the runtime claims from another.
             claim = None if self.draining.is_set() else Claim(claim_next, lease)

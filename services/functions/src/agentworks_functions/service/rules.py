@@ -179,7 +179,7 @@ class _ClaimGate:
     users: int = 0
 
 
-def check_claim_targets(identity: Identity, targets: Sequence[TargetKey], field: str) -> None:
+def check_claim_targets(identity: Identity, targets: Sequence[TargetKey]) -> None:
     """The targets of a claim are all served by this runtime (R1). How many (1 to
     limits.MAX_CLAIM_TARGETS) is the proto's rule (ClaimExecutionRequest.targets, also as
     a finish's claim_next), checked before the handler."""
