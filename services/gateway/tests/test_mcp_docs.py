@@ -129,3 +129,48 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
         contains(await post(client, real(status, made.call_id)), real(asked, made.call_id))
         contains(await post(client, real(retry, made.call_id)), real(answered, made.call_id))
         await asyncio.wait_for(runner, 20)
+
+
+async def test_listen_sends_a_task_at_each_change_of_the_call_until_it_ends_M1(
+    gateway, api, alice_token, demo, report, functions, identity
+):
+    """M1: subscriptions/listen with taskIds acknowledges them, then sends
+    notifications/tasks (a full task) as the call changes, the last one cancelled."""
+    client = api(alice_token)
+    async with FunctionsClient(functions.address, identity=identity("user:alice")) as alice:
+        made = await alice.call(demo, "report", {})
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": {"io.modelcontextprotocol/tasks": {}}
+            },
+        }
+        request = {
+            "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+            "params": {"notifications": {"taskIds": [made.call_id]}, "_meta": meta},
+        }  # fmt: skip
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "subscriptions/listen",
+        }
+        frames: list[dict] = []
+        async with client.stream("POST", "/mcp", json=request, headers=headers) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                frames.append(json.loads(line[5:]))
+                if frames[-1].get("method") == "notifications/tasks":
+                    if frames[-1]["params"]["status"] == "working":
+                        await alice.cancel(made.call_id)
+                if "result" in frames[-1] or "error" in frames[-1]:
+                    break
+    methods = [f.get("method") for f in frames]
+    assert methods[0] == "notifications/subscriptions/acknowledged", frames
+    assert frames[0]["params"]["notifications"]["taskIds"] == [made.call_id]
+    tasks = [f["params"] for f in frames if f.get("method") == "notifications/tasks"]
+    assert [t["status"] for t in tasks] == ["working", "cancelled"]
+    assert all(t["taskId"] == made.call_id for t in tasks)
+    assert frames[-1]["id"] == 9 and "result" in frames[-1]

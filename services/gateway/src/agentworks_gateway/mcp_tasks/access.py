@@ -18,6 +18,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.client.functions import PAST_EVERY_PAGE
 from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_WAIT_SECONDS
@@ -62,9 +63,16 @@ def as_protocol_errors(what: str) -> Any:
 
 async def status(client: FunctionsClient, call_id: str, *, wait: int = 0,
                  seen_version: int | None = None) -> f.CallStatus:  # fmt: skip
-    """A call's status without its message and event pages (the task needs neither)."""
+    """A call's status without its message and event pages (the task needs neither): the
+    cursors past every page, so a wait is woken by a change of the call alone."""
     return await client.get_status(
-        call_id, message_limit=1, event_limit=1, wait_seconds=wait, seen_version=seen_version
+        call_id,
+        after=PAST_EVERY_PAGE,
+        message_limit=1,
+        after_event=PAST_EVERY_PAGE,
+        event_limit=1,
+        wait_seconds=wait,
+        seen_version=seen_version,
     )
 
 
@@ -76,7 +84,9 @@ async def changes(client: FunctionsClient, call_id: str) -> AsyncIterator[f.Call
     """
     seen: int | None = None
     while True:
-        current = await status(client, call_id, wait=MAX_WAIT_SECONDS, seen_version=seen)
+        # The first read answers at once; each later one waits for the call to move on.
+        wait = 0 if seen is None else MAX_WAIT_SECONDS
+        current = await status(client, call_id, wait=wait, seen_version=seen)
         if seen is None or current.version != seen:
             seen = current.version
             yield current
