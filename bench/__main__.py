@@ -23,7 +23,7 @@ import sys
 import traceback
 
 from agentworks.core.logging import configure_logging
-from bench import a2a_binding, conversation, functions, gateway, growth, messaging
+from bench import a2a_binding, conversation, functions, gateway, growth, messaging, push
 from bench.harness import Processes, Report, postgres
 
 
@@ -53,6 +53,11 @@ async def run(args: argparse.Namespace) -> Report:
             lambda p: messaging.wake_latency(p, report, sends, readers, 2),
         ),
         ("idle reader memory", lambda p: messaging.idle_reader_memory(p, report, idle)),
+        ("push wake latency", lambda p: push.wake_latency(p, report, sends // 2, readers)),
+        (
+            "idle stream cost",
+            lambda p: push.idle_stream_cost(p, report, idle, 6.0 if args.quick else 30.0),
+        ),
         (
             "call round trip and throughput",
             lambda p: functions.call_round_trip(p, report, calls, call_seconds),
@@ -108,7 +113,11 @@ async def run(args: argparse.Namespace) -> Report:
 
 
 # Scenarios that count SQL statements: their database server loads pg_stat_statements.
-STATEMENT_COUNTS = {"conversation round trip", "call round trip and throughput"}
+STATEMENT_COUNTS = {
+    "conversation round trip",
+    "call round trip and throughput",
+    "idle stream cost",
+}
 
 # What the profiling-led changes bought, measured back to back (before, then after) on
 # this machine with the scenarios above; kept here so the page says it next to the table.
