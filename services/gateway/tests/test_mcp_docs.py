@@ -162,9 +162,11 @@ async def test_listen_sends_a_task_at_each_change_of_the_call_until_it_ends_M1(
                 if not line.startswith("data:"):
                     continue
                 frames.append(json.loads(line[5:]))
-                if frames[-1].get("method") == "notifications/tasks":
-                    if frames[-1]["params"]["status"] == "working":
-                        await alice.cancel(made.call_id)
+                frame = frames[-1]
+                if frame.get("method") == "notifications/tasks" and (
+                    frame["params"]["status"] == "working"
+                ):
+                    await alice.cancel(made.call_id)
                 if "result" in frames[-1] or "error" in frames[-1]:
                     break
     methods = [f.get("method") for f in frames]
