@@ -1,6 +1,8 @@
-"""Webhooks out through a kill -9 of the gateway that was following the feed and sending
-(N2, P4): the deliveries it stored and the events that came while no gateway ran all
-reach the receiver, each event under one id."""
+"""Webhooks out when things go wrong (N2, P4): a kill -9 of the gateway that was following
+the feed and sending (the deliveries it stored and the events that came while no gateway
+ran all reach the receiver, each under one id), and a receiver down past the retry time
+(the delivery gives up, and a redeliver still sends it). Each test runs only gateways of
+its own settings."""
 
 from __future__ import annotations
 
@@ -122,3 +124,58 @@ async def test_a_kill_9_of_the_sending_gateway_loses_no_event_N2_P4(
             process.kill()
             await process.wait()
         await receiver.stop()
+
+
+async def test_a_delivery_gives_up_after_its_retry_time_and_can_be_redelivered_N2(
+    start_gateway, make_token, bot
+):
+    """N2: with GATEWAY_WEBHOOKS_RETRY_SECONDS=1 a reply whose receiver stays down is
+    retried, then listed gave_up with its last error and no next attempt; a redeliver
+    once the receiver is up sends it under the same id and it turns delivered."""
+    gateway = await start_gateway(**FAST, GATEWAY_WEBHOOKS_RETRY_SECONDS="1")
+    operator = await make_token("user:ops", operator=True)
+    alice_token = await make_token("user:alice")
+    receiver = Receiver()  # down: never started yet
+    async with (
+        httpx.AsyncClient(
+            base_url=gateway.url, headers={"Authorization": f"Bearer {operator}"}
+        ) as ops,
+        httpx.AsyncClient(
+            base_url=gateway.url, headers={"Authorization": f"Bearer {alice_token}"}
+        ) as alice,
+    ):
+        await _post(ops, "targets", action="register", target="crew:demo", owner="user:owner")
+        inbox_id = (await _post(alice, "messages", action="send", crew="demo", message="hi"))[
+            "inbox_id"
+        ]
+        made = await _post(
+            alice, "endpoints", action="register", url=receiver.url, events=[f"inbox:{inbox_id}"]
+        )
+        await _replies(bot, inbox_id, "too late")
+
+        async def gave_up() -> list[dict[str, Any]]:
+            page = await _post(
+                alice,
+                "endpoints",
+                action="deliveries",
+                endpoint_id=made["endpoint_id"],
+                status="gave_up",
+            )
+            return list(page["deliveries"])
+
+        (delivery,) = await until(gave_up, timeout=15, what="the delivery listed gave_up")
+        assert delivery["attempts"] >= 2 and delivery["last_error"]
+        assert delivery["next_attempt_at"] is None and delivery["delivered_at"] is None
+
+        await receiver.start()
+        try:
+            again = await _post(
+                alice, "endpoints", action="redeliver", delivery_id=delivery["delivery_id"]
+            )
+            assert again["status"] == "pending"
+            (got,) = await receiver.wait_for(1)
+            assert got.headers["webhook-id"] == delivery["delivery_id"]
+            event = Webhook(made["secret"]).verify(got.body, got.headers)
+            assert event["data"]["text"] == "too late"
+        finally:
+            await receiver.stop()

@@ -213,3 +213,30 @@ async def test_the_console_lists_deliveries_and_redelivers_one_N2_V4(
     assert redone.status_code == 303, redone.text
     again = await receiver.wait_for(2)
     assert again[1].headers["webhook-id"] == delivery_id and again[1].body == first.body
+
+
+async def test_two_replicas_never_send_one_delivery_twice_N2_P4(
+    gateway, start_gateway, api, alice_token, demo, bot, receiver
+):
+    """N2 P4: with two gateway replicas following and sending (each claims due
+    deliveries with SKIP LOCKED and a lease), twenty replies that all succeed at the
+    first attempt reach the receiver once each: no webhook-id twice."""
+    await start_gateway(**FAST)  # a second replica with the same settings
+    alice = api(alice_token)
+    inbox_id = await _inbox(api, alice_token)
+    made = (await _tool(alice, action="register", url=receiver.url, events=[f"inbox:{inbox_id}"]))[
+        1
+    ]
+    texts = [f"reply {i}" for i in range(20)]
+    await _reply(bot, demo, inbox_id, *texts)
+    await receiver.wait_for(20)
+
+    async def all_delivered() -> bool:
+        listed = await _deliveries(alice, made["endpoint_id"], limit=50)
+        return len(listed) == 20 and all(d["status"] == "delivered" for d in listed)
+
+    await until(all_delivered, timeout=15, what="twenty deliveries recorded as delivered")
+    ids = [r.headers["webhook-id"] for r in receiver.requests]
+    assert len(ids) == len(set(ids)) == 20
+    listed = await _deliveries(alice, made["endpoint_id"], limit=50)
+    assert all(d["attempts"] == 1 for d in listed)
