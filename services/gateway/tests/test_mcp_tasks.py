@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import mcp_types as types
@@ -22,12 +22,13 @@ from mcp.shared.exceptions import MCPError
 
 from agentworks.client import FunctionsClient
 from tests.fixtures.mcp_tasks_client import (
-    ANY,
     EXTENSION,
     CancelTask,
     GetTask,
     TaskIdParams,
     TasksClient,
+    resource_text,
+    send,
 )
 
 REPORT_SCHEMA = {
@@ -99,7 +100,8 @@ async def test_a_call_is_a_task_its_question_answered_with_tasks_update_M1_M2_M3
     tasks = TasksClient(answer)
     runner = asyncio.create_task(run_report(runtime, demo, "Which format?"))
     async with mcp_client(gateway.mcp_url, alice_token, extensions=[tasks]) as mcp:
-        assert EXTENSION in (mcp.session.server_capabilities.extensions or {})
+        capabilities = mcp.session.server_capabilities
+        assert capabilities is not None and EXTENSION in (capabilities.extensions or {})
         result = await mcp.call_tool("functions", {"action": "call", "crew": "demo",
                                                    "function": "report", "inputs": {}})  # fmt: skip
         assert await asyncio.wait_for(runner, 20) == "csv"
@@ -124,10 +126,9 @@ async def test_a_call_is_a_task_its_question_answered_with_tasks_update_M1_M2_M3
         assert set(links) == {"report.txt", "result.json"}
         assert str(links["report.txt"].uri) == f"agentworks://calls/{call_id}/files/report.txt"
         read = await mcp.read_resource(str(links["report.txt"].uri))
-        assert read.contents[0].text == "format=csv\n"
-        assert read.contents[0].meta == {"offset": 0, "size": 11}
+        assert resource_text(read) == ("format=csv\n", {"offset": 0, "size": 11})
         paged = await mcp.read_resource(f"{links['report.txt'].uri}?offset=7&limit=2")
-        assert paged.contents[0].text == "cs" and paged.contents[0].meta["next_offset"] == 9
+        assert resource_text(paged) == ("cs", {"offset": 7, "size": 11, "next_offset": 9})
 
         templates = await mcp.list_resource_templates()
         assert [t.uri_template for t in templates.resource_templates] == [
@@ -142,14 +143,15 @@ async def test_a_question_reaches_the_sdk_elicitation_callback_decline_leaves_it
     """M2 M5: a status read of a call waiting for an answer, from a 2026-07-28 client with
     an elicitation callback, asks the question (InputRequiredResult): a decline returns
     the status with the question still open; an accept posts the answer as the reply."""
-    actions = ["decline", "accept"]
+    actions: list[Literal["decline", "accept"]] = ["decline", "accept"]
     asked: list[str] = []
 
     async def elicit(context, params):  # the SDK's elicitation callback
         asked.append(params.message)
         action = actions.pop(0)
-        content = {"answer": "tsv"} if action == "accept" else None
-        return types.ElicitResult(action=action, content=content)
+        if action == "accept":
+            return types.ElicitResult(action=action, content={"answer": "tsv"})
+        return types.ElicitResult(action=action)
 
     runner = asyncio.create_task(run_report(runtime, demo, "Which separator?"))
     async with mcp_client(gateway.mcp_url, alice_token, elicitation_callback=elicit) as mcp:
@@ -188,17 +190,17 @@ async def test_clients_without_the_extension_see_todays_results_and_tasks_are_A3
         call_id = made.structured_content["call_id"]
         get = GetTask(params=TaskIdParams(taskId=call_id))
         with pytest.raises(MCPError) as refused:
-            await plain.session.send_request(get, ANY)
+            await send(plain.session, get)
         assert refused.value.code == -32021
 
     tasks = TasksClient()
     async with mcp_client(gateway.mcp_url, bob_token, extensions=[tasks]) as bob:
         with pytest.raises(MCPError) as hidden:
-            await bob.session.send_request(get, ANY)
+            await send(bob.session, get)
         assert hidden.value.code == -32602 and call_id in hidden.value.message
     async with mcp_client(gateway.mcp_url, alice_token, extensions=[tasks]) as alice:
-        assert (await alice.session.send_request(get, ANY))["status"] == "working"
+        assert (await send(alice.session, get))["status"] == "working"
         cancel = CancelTask(params=TaskIdParams(taskId=call_id))
-        await alice.session.send_request(cancel, ANY)
-        task = await alice.session.send_request(get, ANY)
+        await send(alice.session, cancel)
+        task = await send(alice.session, get)
         assert task["status"] == "cancelled" and task["statusMessage"]

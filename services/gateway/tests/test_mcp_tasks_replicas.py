@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from agentworks.client import FunctionsClient
 from tests.fixtures.gateway import gateway_env
-from tests.fixtures.mcp_tasks_client import TasksClient
+from tests.fixtures.mcp_tasks_client import TasksClient, resource_text
 
 RUN_SECONDS = 15.0
 REQUEST_TIMEOUT = 5.0
@@ -156,4 +156,4 @@ async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
             b for b in result.content if b.type == "resource_link" and b.name == "colour.txt"
         )
         read = await mcp.read_resource(str(link.uri))
-        assert read.contents[0].text == "blue"
+        assert resource_text(read)[0] == "blue"

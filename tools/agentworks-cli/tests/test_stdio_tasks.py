@@ -13,7 +13,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 from agentworks.client import FunctionsClient
-from tests.fixtures.mcp_tasks_client import EXTENSION, TasksClient
+from tests.fixtures.mcp_tasks_client import EXTENSION, TasksClient, resource_text
 
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 
@@ -61,7 +61,8 @@ async def test_the_stdio_proxy_serves_tasks_elicitation_and_resources_M1_M2_M3_M
     async with Client(
         server, read_timeout_seconds=5, extensions=[tasks], elicitation_callback=elicit
     ) as mcp:
-        assert EXTENSION in (mcp.session.server_capabilities.extensions or {})
+        capabilities = mcp.session.server_capabilities
+        assert capabilities is not None and EXTENSION in (capabilities.extensions or {})
         runner = asyncio.create_task(run_report(runtime, demo, "Which format?"))
         result = await mcp.call_tool("functions", call)
         assert await asyncio.wait_for(runner, 20) == "csv"
@@ -72,7 +73,7 @@ async def test_the_stdio_proxy_serves_tasks_elicitation_and_resources_M1_M2_M3_M
             b for b in result.content if b.type == "resource_link" and b.name == "report.txt"
         )
         read = await mcp.read_resource(str(link.uri))
-        assert read.contents[0].text == "format=csv\n"
+        assert resource_text(read)[0] == "format=csv\n"
 
     async with Client(server, read_timeout_seconds=5, elicitation_callback=elicit) as mcp:
         runner = asyncio.create_task(run_report(runtime, demo, "Which separator?"))
