@@ -10,13 +10,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
+from pathlib import Path
 
 import httpx2
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.fixtures.mcp_progress import assert_steady, call_plain, call_resetting
+
+AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 
 
 @contextlib.asynccontextmanager
@@ -136,3 +141,30 @@ async def test_progress_only_when_asked_the_answer_is_json_otherwise_N3_G1(
     assert {n["params"]["progressToken"] for n in notes} == {"tok-3"}
     assert all(n["params"]["total"] == 3 for n in notes)
     assert answer["id"] == 3 and answer["result"]["structuredContent"]["messages"] == []
+
+
+async def test_the_stdio_proxy_sends_progress_while_the_gateway_answers_N3_G1(
+    gateway, alice_token, demo
+):
+    """N3 G1: `agentworks mcp stdio` forwards a waiting read to the HTTP API (which sends
+    no progress) and sends progress itself every 2 s meanwhile, to a client that asked,
+    so a 5 s timeout reset by progress lasts the 8 s wait; without a token, none."""
+    params = StdioServerParameters(
+        command=AGENTWORKS_BIN,
+        args=["mcp", "stdio"],
+        env={"AGENTWORKS_URL": gateway.url, "AGENTWORKS_TOKEN": alice_token},
+        cwd=os.getcwd(),
+    )
+    async with Client(params) as mcp:
+        sent = await mcp.call_tool("ask_crew", {"crew": "demo", "message": "via stdio"})
+        read = {"action": "read", "inbox_id": sent.structured_content["inbox_id"]}
+        outcome, cut = await asyncio.gather(
+            call_resetting(mcp, "messages", {**read, "wait_seconds": 8}),
+            call_plain(mcp, "messages", {**read, "wait_seconds": 8}),
+            return_exceptions=True,
+        )
+    assert not isinstance(outcome, BaseException), outcome
+    assert outcome.result.structured_content["messages"] == [], outcome.result
+    assert outcome.seconds >= 7.9 and len(outcome.notes) >= 3, outcome
+    assert_steady(outcome, "waiting for the gateway's answer", total=8)
+    assert isinstance(cut, TimeoutError), cut

@@ -3,6 +3,8 @@ endpoint and the CLI's stdio proxy.
 
 - `reporter(ctx)`: the `progress.Report` of one MCP request, or None when its client gave
   no `progressToken` (then nothing is ever sent for it).
+- `reporting_calls(handler, doing)`: a `tools/call` handler that reports progress while
+  the whole call runs (the CLI's stdio proxy, whose HTTP API answer comes in one piece).
 - `McpTransport`: Streamable HTTP (stateless) that answers a request with one JSON body,
   as before, unless it is a `tools/call` with a `progressToken`: that one is answered as
   an event stream, so its progress notifications reach the client before the result.
@@ -17,15 +19,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from starlette.types import Message, Receive, Scope, Send
 
+from agentworks.core import progress
 from agentworks.core.progress import Report
+
+R = TypeVar("R")
 
 # What a request asking for progress has in its body (a cheap look before parsing it).
 _MARK = b'"progressToken"'
@@ -36,6 +41,21 @@ def reporter(ctx: ServerRequestContext[Any, Any]) -> Report | None:
     if progress_token_from_params(ctx.params) is None:
         return None
     return ctx.session.report_progress
+
+
+def reporting_calls(
+    handler: Callable[[ServerRequestContext[Any, Any], Any], Awaitable[R]], doing: str
+) -> Callable[[ServerRequestContext[Any, Any], Any], Awaitable[R]]:
+    """`handler` (an `on_call_tool`) sending progress every 2 s while a call runs, when
+    its client gave a `progressToken`; `total` is the call's `wait_seconds`, if any."""
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: Any) -> R:
+        wait = (getattr(params, "arguments", None) or {}).get("wait_seconds")
+        bound = wait if isinstance(wait, int) and not isinstance(wait, bool) else None
+        with progress.reporting(reporter(ctx)):
+            return await progress.waiting(handler(ctx, params), doing, bound=bound)
+
+    return call_tool
 
 
 def asks_progress(body: bytes) -> bool:
