@@ -5,6 +5,7 @@ delivered; redeliver; another tenant cannot list or redeliver (A3)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
+from agentworks.client import MessagingClient
 from agentworks.server.testing.waiting import until
 from tests.fixtures.webhook_receiver import Received, Receiver
 
@@ -240,3 +242,34 @@ async def test_two_replicas_never_send_one_delivery_twice_N2_P4(
     assert len(ids) == len(set(ids)) == 20
     listed = await _deliveries(alice, made["endpoint_id"], limit=50)
     assert all(d["attempts"] == 1 for d in listed)
+
+
+async def test_an_endpoint_stops_with_its_principal_s_last_token_N2_A1(
+    gateway, api, alice_token, operator_token, demo, bot, receiver, messaging, identity
+):
+    """N2 A1: once alice's only API token is revoked, her endpoint's feed is no longer
+    followed (the lease is not renewed) and a later reply is not posted."""
+    alice = api(alice_token)
+    inbox_id = await _inbox(api, alice_token)
+    await _tool(alice, action="register", url=receiver.url, events=[f"inbox:{inbox_id}"])
+    await _reply(bot, demo, inbox_id, "while allowed")
+    await receiver.wait_for(1)
+
+    ops = api(operator_token)
+    tokens = (await ops.post("/api/v1/tools/tokens", json={"action": "list"})).json()["tokens"]
+    (token_id,) = [t["token_id"] for t in tokens if t["principal"] == "user:alice"]
+    revoked = await ops.post(
+        "/api/v1/tools/tokens", json={"action": "revoke", "token_id": token_id}
+    )
+    assert revoked.status_code == 200, revoked.text
+    webhooks_out = gateway.gateway.webhooks_out
+    assert webhooks_out is not None
+    await until(
+        lambda: not webhooks_out.feeds.following, timeout=10, what="the feed no longer followed"
+    )
+    # alice writes through messaging itself (her token is gone), and the agent replies
+    async with MessagingClient(messaging.address, identity=identity("user:alice")) as direct:
+        await direct.send("still there?", inbox_id=inbox_id)
+    await _reply(bot, demo, inbox_id, "after the revocation")
+    await asyncio.sleep(1.0)  # five polls and renewals of this gateway's settings
+    assert [json.loads(r.body)["data"]["text"] for r in receiver.requests] == ["while allowed"]

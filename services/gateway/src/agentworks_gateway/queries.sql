@@ -188,11 +188,17 @@ WHERE e.endpoint_id = f.endpoint_id
 RETURNING f.endpoint_id, f.source, f.cursor, f.created_at, e.principal;
 
 -- feeds_renew --
--- Extend this replica's leases; the feeds it no longer holds are not returned.
-UPDATE gateway.webhook_feeds
+-- Extend this replica's leases; the feeds it no longer holds, and those whose principal
+-- has no usable API token any more (revoked, expired), are not returned.
+UPDATE gateway.webhook_feeds f
 SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
-WHERE leased_by = %(replica)s
-RETURNING endpoint_id, source;
+FROM gateway.webhook_endpoints e
+WHERE e.endpoint_id = f.endpoint_id AND f.leased_by = %(replica)s
+  AND EXISTS (
+    SELECT 1 FROM gateway.api_tokens t
+    WHERE t.principal = e.principal AND t.targets IS NULL AND t.revoked_at IS NULL
+      AND (t.expires_at IS NULL OR t.expires_at > now()))
+RETURNING f.endpoint_id, f.source;
 
 -- feed_release --
 UPDATE gateway.webhook_feeds SET leased_by = NULL, lease_until = NULL

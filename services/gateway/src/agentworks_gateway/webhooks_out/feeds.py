@@ -57,6 +57,11 @@ class Feeds:
         self._wake = asyncio.Event()
         self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
 
+    @property
+    def following(self) -> list[tuple[str, str]]:
+        """The (endpoint_id, source) of the feeds this replica follows now."""
+        return [key for key, task in self._followers.items() if not task.done()]
+
     def wake(self) -> None:
         """A feed may be new (an endpoint was registered): look for it now."""
         self._wake.set()
