@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+from typing import Any
 
 import pytest
 from standardwebhooks import Webhook
@@ -278,3 +280,33 @@ async def test_the_cli_registers_lists_and_deletes_an_endpoint_N2_G3(
     assert code == 0 and "deleted endpoint" in out
     code, out, err = await cli("endpoints", "get", made["endpoint_id"], env=env)
     assert code == 4, (out, err)
+
+
+async def test_an_attempt_resolves_once_and_connects_to_the_checked_address_N2(
+    receiver, monkeypatch
+):
+    """N2, DNS rebinding: the host name is resolved once per attempt and the attempt
+    connects to the address that was checked (a second answer pointing elsewhere is
+    never asked for); the name still goes in the Host header."""
+    loop = asyncio.get_running_loop()
+    answers: list[str] = []
+    real = loop.getaddrinfo
+
+    async def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "rebind.test":
+            return await real(host, port, *args, **kwargs)
+        answers.append(host)
+        address = "127.0.0.1" if len(answers) == 1 else "169.254.169.254"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(loop, "getaddrinfo", rebinding)
+    sender = _sender()
+    try:
+        url = f"http://rebind.test:{receiver.port}/hook"
+        outcome = await sender.send(url, new_secret(), "msg_dns", b"{}")
+    finally:
+        await sender.close()
+    assert outcome.delivered, outcome
+    assert answers == ["rebind.test"]
+    (got,) = receiver.requests
+    assert got.headers["host"] == f"rebind.test:{receiver.port}"
