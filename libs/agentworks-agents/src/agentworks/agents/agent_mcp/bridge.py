@@ -162,16 +162,6 @@ class Bridge:
                 headers["Mcp-Name"] = _header_value(name)
         return headers
 
-    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
-        """(status, content type, body) of one POST; OSError when unreachable."""
-        connection, path = self._connection()
-        try:
-            connection.request("POST", path, body=body, headers=headers)
-            response = connection.getresponse()
-            return response.status, response.getheader("Content-Type", ""), response.read()
-        finally:
-            connection.close()
-
     def write(self, message: Any) -> None:
         line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
         with self._out:
@@ -179,40 +169,53 @@ class Bridge:
             sys.stdout.flush()
 
     def relay(self, line: bytes) -> None:
-        """Send one message on; write what comes back (or the error saying why not)."""
+        """Send one message on; write what comes back (or the error saying why not).
+
+        An event-stream answer (a tool call that asked for progress) is written event
+        by event as it arrives, so the progress reaches the agent while the tool waits.
+        """
         try:
             message = json.loads(line)
         except ValueError as exc:
             self.write(_error(None, -32700, f"not JSON: {exc}"))
             return
-        ids = [m.get("id") for m in _messages(message) if "method" in m and "id" in m]
+        unanswered = {m.get("id") for m in _messages(message) if "method" in m and "id" in m}
         try:
-            status, kind, body = self.post(line, self.headers(message))
+            connection, path = self._connection()
+            try:
+                connection.request("POST", path, body=line, headers=self.headers(message))
+                response = connection.getresponse()
+                status, kind = response.status, response.getheader("Content-Type", "")
+                if status == 200 and kind.startswith("text/event-stream"):
+                    for answer in _events(response):
+                        self.answer(answer, unanswered)
+                    return
+                body = response.read()
+            finally:
+                connection.close()
         except OSError as exc:
-            for request_id in ids:
+            for request_id in unanswered:
                 self.write(_error(request_id, ENDPOINT_ERROR, _gone(exc)))
             return
         if status == 202 or not body.strip():
             return
         if status != 200:
             text = body.decode(errors="replace").strip()[:500]
-            for request_id in ids:
+            for request_id in unanswered:
                 refused = f"the endpoint refused ({status}): {text}"
                 self.write(_error(request_id, ENDPOINT_ERROR, refused))
             return
-        answers: list[Any] = []
-        if kind.startswith("text/event-stream"):
-            for event in body.decode(errors="replace").split("\n"):
-                if event.startswith("data:") and event[5:].strip():
-                    answers.append(json.loads(event[5:]))
-        else:
-            answers.append(json.loads(body))
-        for answer in answers:
-            for reply in _messages(answer):
-                version = (reply.get("result") or {}).get("protocolVersion")
-                if isinstance(version, str):
-                    self.protocol_version = version
-            self.write(answer)
+        self.answer(json.loads(body), unanswered)
+
+    def answer(self, answer: Any, unanswered: set[Any]) -> None:
+        """Write one message from the endpoint (noting the protocol version it agreed)."""
+        for reply in _messages(answer):
+            if "method" not in reply:
+                unanswered.discard(reply.get("id"))
+            version = (reply.get("result") or {}).get("protocolVersion")
+            if isinstance(version, str):
+                self.protocol_version = version
+        self.write(answer)
 
     def run(self, stdin: Any) -> None:
         """Relay until stdin ends, each message in a thread of its own (a tool call that
@@ -236,6 +239,23 @@ def _header_value(value: str) -> str:
     if plain and not (value.startswith("=?base64?") and value.endswith("?=")):
         return value
     return f"=?base64?{base64.b64encode(value.encode()).decode()}?="
+
+
+def _events(response: Any) -> Iterator[Any]:
+    """The JSON messages of a server-sent event stream, each as soon as its event ends
+    (comments, such as keep-alive pings, and the other fields are skipped)."""
+    data: list[str] = []
+    for raw in response:
+        text = raw.decode(errors="replace").rstrip("\r\n")
+        if text:
+            if text.startswith("data:"):
+                data.append(text[5:].removeprefix(" "))
+            continue
+        if data and "".join(data).strip():
+            yield json.loads("\n".join(data))
+        data = []
+    if data and "".join(data).strip():
+        yield json.loads("\n".join(data))
 
 
 def _messages(message: Any) -> list[dict[str, Any]]:

@@ -10,7 +10,10 @@ server answers (`agentworks.core.mcp_results`).
 `Endpoint` serves it over Streamable HTTP (stateless, JSON responses) on a Unix socket
 or on a loopback TCP port, for as long as its `async with` lasts: one turn or one
 execution. Every request must carry the endpoint's bearer token (`Authorization:
-Bearer <token>`), a random secret made for that endpoint only.
+Bearer <token>`), a random secret made for that endpoint only. A tool that waits
+(`ask_human`, `call_function` with `wait_seconds`) sends MCP progress every 2 s while it
+does when the call has a `progressToken`; that call is answered as an event stream
+(`agentworks.core.mcp_progress`, N3).
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ import mcp.types as types
 import structlog
 import uvicorn
 from mcp.server import Server, ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from agentworks.agents.agent_mcp.bridge import bind_unix
 from agentworks.agents.agent_tools import AgentTool, Toolbox, ToolError
+from agentworks.core import mcp_progress, progress
 from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
 from agentworks.runtime.execution_context import ExecutionStopped
 
@@ -100,7 +103,8 @@ def build_server(toolbox: Toolbox, *, instructions: str | None = None) -> Server
         if params.name not in names:
             raise unknown_tool(params.name, names)
         try:
-            return ok_result(await toolbox.call(params.name, params.arguments or {}))
+            with progress.reporting(mcp_progress.reporter(ctx)):  # N3, when asked
+                return ok_result(await toolbox.call(params.name, params.arguments or {}))
         except ToolError as exc:
             return error_result(exc.code, exc.message)
         except ExecutionStopped as exc:
@@ -187,13 +191,11 @@ class Endpoint:
         self.owner = owner
         self.token = secrets.token_urlsafe(32)
         self.url = ""
-        manager = StreamableHTTPSessionManager(
-            app=build_server(toolbox, instructions=instructions),
-            json_response=True,
-            stateless=True,
+        manager = mcp_progress.McpTransport(
+            build_server(toolbox, instructions=instructions),
             # A Unix socket has no Host to rebind; on TCP the bearer token guards it.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            max_request_body_size=MAX_BODY_BYTES,
+            max_body_bytes=MAX_BODY_BYTES,
         )
         self._manager = manager
         self._stack = contextlib.AsyncExitStack()

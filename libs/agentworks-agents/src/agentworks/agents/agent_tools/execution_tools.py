@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentworks.agents.agent_tools.function_tools import function_tools
 from agentworks.agents.agent_tools.schemas import OK, enum, integer, obj, text
 from agentworks.agents.agent_tools.toolbox import AgentTool, Toolbox
-from agentworks.core import limits
+from agentworks.core import limits, progress
 
 if TYPE_CHECKING:
     from agentworks.runtime.execution_context import ExecutionContext
@@ -174,7 +174,11 @@ def execution_toolbox(ctx: ExecutionContext) -> Toolbox:
     async def ask_human(args: dict[str, Any]) -> dict[str, Any]:
         timeout = args.get("timeout_seconds", ASK_DEFAULT_SECONDS)
         try:
-            reply = await ctx.ask(args["question"], timeout=timeout)
+            reply = await progress.waiting(  # progress over MCP when asked (N3)
+                ctx.ask(args["question"], timeout=timeout),
+                "waiting for a human's answer",
+                bound=timeout,
+            )
         except TimeoutError:
             return {
                 "answered": False,

@@ -18,7 +18,7 @@ from agentworks.agents.agent_tools.schemas import (
     text,
 )
 from agentworks.agents.agent_tools.toolbox import AgentTool, ToolError, ToolHandler, unavailable
-from agentworks.core import errors, limits
+from agentworks.core import errors, limits, progress
 from agentworks.core.jsontext import loads
 
 LIST_FUNCTIONS = AgentTool(
@@ -194,8 +194,12 @@ def function_tools(ctx: Any, *, execution: bool) -> list[tuple[AgentTool, ToolHa
         for key in ("submission_id", "step", "group"):
             if args.get(key):
                 options[key] = args[key]
-        receipt = await method("call_function")(
-            args["target"], args["function"], inputs(args.get("inputs")), **options
+        receipt = await progress.waiting(  # progress over MCP when asked (N3)
+            method("call_function")(
+                args["target"], args["function"], inputs(args.get("inputs")), **options
+            ),
+            "waiting for the call to end",
+            bound=options["wait_seconds"],
         )
         return views.call_receipt(receipt)
 
