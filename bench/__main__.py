@@ -23,7 +23,7 @@ import sys
 import traceback
 
 from agentworks.core.logging import configure_logging
-from bench import a2a_binding, conversation, functions, gateway, growth, messaging, push
+from bench import a2a_binding, conversation, functions, gateway, growth, mcp_tasks, messaging, push
 from bench.harness import Processes, Report, postgres
 
 
@@ -73,6 +73,7 @@ async def run(args: argparse.Namespace) -> Report:
         ),
         ("timer drain", lambda p: growth.timer_drain(p, report, *timers)),
         ("mcp vs grpc", lambda p: gateway.mcp_vs_grpc(p, report, mcp_ops)),
+        ("mcp tasks", lambda p: mcp_tasks.task_poll_and_notify(p, report, mcp_ops)),
         ("a2a round trip", lambda p: a2a_binding.a2a_round_trip(p, report, conversation_seconds)),
     ]
     for name, scenario in scenarios:

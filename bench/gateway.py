@@ -28,8 +28,9 @@ USER = "user:mcp-bench"
 REPLIES = 5
 
 
-def start_gateway(procs: Processes, messaging: str) -> str:
-    """The gateway process on a free port; its base URL once /healthz answers."""
+def start_gateway(procs: Processes, messaging: str, **settings: str) -> str:
+    """The gateway process on a free port (with `settings` on top); its base URL once
+    /healthz answers."""
     port = free_port()
     env = {
         **os.environ,
@@ -38,6 +39,7 @@ def start_gateway(procs: Processes, messaging: str) -> str:
         "GATEWAY_MESSAGING_ADDRESS": messaging,
         **procs.keys.env("gateway"),
         "LOG_LEVEL": "warning",
+        **settings,
     }
     child = subprocess.Popen(
         [sys.executable, "-m", "agentworks_gateway"], env=env, stdout=subprocess.DEVNULL
