@@ -10,16 +10,19 @@ which does not depend on the length) and asks its question halfway.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from agentworks.client import FunctionsClient
@@ -59,6 +62,48 @@ class Failover(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class TcpFailover:
+    """The same balancer at the TCP level, for a client that takes a URL (the stdio
+    proxy): each new connection goes to the first replica that accepts it."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = list(ports)
+        self.served: list[int] = []
+        self.port = 0
+
+    async def __aenter__(self) -> TcpFailover:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.ports[0])
+                break
+            except OSError:
+                if len(self.ports) == 1:
+                    writer.close()
+                    return
+                self.ports.pop(0)
+        self.served.append(self.ports[0])
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except OSError:
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
 @pytest.fixture
 async def replicas(database_url, signing_keys, messaging, functions) -> AsyncIterator[list]:
     """Two gateway processes (`python -m agentworks_gateway`): (process, port) each."""
@@ -84,13 +129,15 @@ async def replicas(database_url, signing_keys, messaging, functions) -> AsyncIte
         await process.wait()
 
 
+@pytest.mark.parametrize("transport_kind", ["http", "stdio"])
 async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
-    replicas, make_token, demo, functions, identity, runtime
+    replicas, make_token, demo, functions, identity, runtime, transport_kind, tmp_path
 ):
     """M1 M2 M3 M5: a 15 s function asks a question halfway; the client answers it with
     tasks/update; the replica it polls is killed (-9) after the answer; the client still
     gets the validated result from the other replica and reads the file as a resource,
-    no request taking more than 5 s."""
+    no request taking more than 5 s. Over Streamable HTTP, and over stdio through
+    `agentworks mcp stdio` (its gateway URL behind a TCP balancer)."""
     async with FunctionsClient(functions.address, identity=identity("user:owner")) as owner:
         await owner.declare_function(
             demo, "slow", input_schema={"type": "object"}, allowed_callers=["user:*"],
@@ -99,7 +146,6 @@ async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
         )  # fmt: skip
     token = await make_token("user:alice")
     (first, first_port), (_, second_port) = replicas
-    transport = Failover([first_port, second_port])
     killed = asyncio.Event()
 
     async def run() -> None:
@@ -126,21 +172,31 @@ async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
 
     tasks = TasksClient(answer)
     runner = asyncio.create_task(run())
-    http = httpx2.AsyncClient(
-        base_url=f"http://127.0.0.1:{first_port}",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=httpx2.Timeout(REQUEST_TIMEOUT),
-        transport=transport,
-    )
-    url = f"http://127.0.0.1:{first_port}/mcp"
-    async with (
-        http,
-        Client(
-            streamable_http_client(url, http_client=http),
-            read_timeout_seconds=REQUEST_TIMEOUT,
-            extensions=[tasks],
-        ) as mcp,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        if transport_kind == "http":
+            balancer: Failover | TcpFailover = Failover([first_port, second_port])
+            http = httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx2.Timeout(REQUEST_TIMEOUT),
+                transport=balancer,
+            )
+            await stack.enter_async_context(http)
+            url = f"http://127.0.0.1:{first_port}/mcp"
+            server: Any = streamable_http_client(url, http_client=http)
+        else:
+            balancer = await stack.enter_async_context(TcpFailover([first_port, second_port]))
+            server = StdioServerParameters(
+                command=str(Path(sys.executable).with_name("agentworks")),
+                args=["mcp", "stdio"],
+                env={
+                    "AGENTWORKS_URL": f"http://127.0.0.1:{balancer.port}",
+                    "AGENTWORKS_TOKEN": token,
+                },
+                cwd=str(tmp_path),
+            )
+        mcp = await stack.enter_async_context(
+            Client(server, read_timeout_seconds=REQUEST_TIMEOUT, extensions=[tasks])
+        )
         result = await mcp.call_tool(
             "functions", {"action": "call", "crew": "demo", "function": "slow", "inputs": {}}
         )
@@ -151,7 +207,7 @@ async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
         statuses = [t["status"] for t in tasks.seen]
         assert "input_required" in statuses and statuses[-1] == "completed"
         # Polled on the first replica, then (after the kill) on the second only.
-        assert first_port in transport.served and transport.served[-1] == second_port
+        assert first_port in balancer.served and balancer.served[-1] == second_port
         link = next(
             b for b in result.content if b.type == "resource_link" and b.name == "colour.txt"
         )
