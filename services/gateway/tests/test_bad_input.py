@@ -1528,6 +1528,84 @@ for action in ("get", "rotate", "delete"):
         who="bot",
     )
 
+# Webhooks out (N2): registration checks the URL against the address policy (no
+# allow-list here) before it reads an inbox as the caller; ids of others are unknown.
+rows(
+    "endpoints",
+    None,
+    ("no action", {"url": "https://8.8.8.8/"}, "'action' is a required property"),
+)
+rows(
+    "endpoints",
+    "register",
+    ("no url", {"action": "register", "events": ["call_ends"]}, "action 'register' needs url"),
+    ("no events", {"action": "register", "url": "https://8.8.8.8/"}, "needs events"),
+    (
+        "a loopback url",
+        {"action": "register", "url": "http://127.0.0.1:9/x", "events": ["call_ends"]},
+        ("127.0.0.1", "loopback", "GATEWAY_WEBHOOKS_ALLOW"),
+    ),
+    (
+        "the metadata address",
+        {"action": "register", "url": "http://169.254.169.254/", "events": ["call_ends"]},
+        ("link-local", "GATEWAY_WEBHOOKS_ALLOW"),
+    ),
+    (
+        "not https",
+        {"action": "register", "url": "ftp://8.8.8.8/", "events": ["call_ends"]},
+        "must start with https://",
+    ),
+    (
+        "an unknown source",
+        {"action": "register", "url": "https://8.8.8.8/", "events": ["all"]},
+        "is not an event source",
+    ),
+    (
+        "NUL in description",
+        {
+            "action": "register",
+            "url": "https://8.8.8.8/",
+            "events": ["call_ends"],
+            "description": "d\x00",
+        },
+        "description" + NUL,
+    ),
+    (
+        "an inbox not yours",
+        {"action": "register", "url": "https://8.8.8.8/", "events": [f"inbox:{UNKNOWN_UUID}"]},
+        "inbox",
+        "NOT_FOUND",
+    ),
+)
+rows(
+    "endpoints",
+    "list",
+    ("limit 0", {"action": "list", "limit": 0}, "limit: 0 is less"),
+    ("malformed cursor", {"action": "list", "after": "%%%"}, "cursor"),
+)
+for action in ("get", "rotate", "delete", "deliveries"):
+    rows(
+        "endpoints",
+        action,
+        ("no id", {"action": action}, f"action '{action}' needs endpoint_id"),
+        ("unknown endpoint", {"action": action, "endpoint_id": "ep_0"}, "endpoint", "NOT_FOUND"),
+    )
+rows(
+    "endpoints",
+    "deliveries",
+    (
+        "an unknown status",
+        {"action": "deliveries", "endpoint_id": "ep_0", "status": "lost"},
+        "'lost' is not one of",
+    ),
+)
+rows(
+    "endpoints",
+    "redeliver",
+    ("no id", {"action": "redeliver"}, "action 'redeliver' needs delivery_id"),
+    ("unknown delivery", {"action": "redeliver", "delivery_id": "msg_0"}, "delivery", "NOT_FOUND"),
+)
+
 # Handler-level checks the published schemas cannot express (these tools have no
 # per-action rules): arguments of another action.
 rows(
