@@ -174,11 +174,12 @@ async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
     runner = asyncio.create_task(run())
     async with contextlib.AsyncExitStack() as stack:
         if transport_kind == "http":
-            balancer: Failover | TcpFailover = Failover([first_port, second_port])
+            failover = Failover([first_port, second_port])
+            balancer: Failover | TcpFailover = failover
             http = httpx2.AsyncClient(
                 headers={"Authorization": f"Bearer {token}"},
                 timeout=httpx2.Timeout(REQUEST_TIMEOUT),
-                transport=balancer,
+                transport=failover,
             )
             await stack.enter_async_context(http)
             url = f"http://127.0.0.1:{first_port}/mcp"
