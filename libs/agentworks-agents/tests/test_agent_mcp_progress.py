@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import pathlib
 from typing import Any
 
@@ -33,10 +34,14 @@ from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
 )
 from tests.fixtures.mcp_progress import Outcome, assert_steady, call_plain, call_resetting
 
-pytestmark = pytest.mark.timeout(120)
-
-HUMAN_SECONDS = 20  # how long the human takes to answer: four 5 s timeouts
+# How long the human takes to answer: four 5 s timeouts. The "a 60 s ask_human"
+# as it is: AGENTWORKS_TEST_HUMAN_SECONDS=60 (kept at 20 s in the suite: the spacing of
+# the notifications, asserted, is what makes any length work).
+HUMAN_SECONDS = int(os.environ.get("AGENTWORKS_TEST_HUMAN_SECONDS", "20"))
 SLOW_SECONDS = 7  # how long the called function runs
+ASK_SECONDS = 3 * HUMAN_SECONDS  # ask_human's timeout_seconds: the person is in time
+
+pytestmark = pytest.mark.timeout(60 + 2 * HUMAN_SECONDS)
 
 
 def server_entry(config: pathlib.Path) -> dict[str, Any]:
@@ -80,7 +85,7 @@ async def test_ask_human_and_a_waiting_call_send_progress_through_the_bridge_N3_
                     return_exceptions=True,
                 )
             async with Client(params) as client:
-                asked = {"question": "ship it?", "timeout_seconds": 60}
+                asked = {"question": "ship it?", "timeout_seconds": ASK_SECONDS}
                 seen["asked"] = await call_resetting(client, "ask_human", asked)
         return "asked"
 
@@ -110,4 +115,4 @@ async def test_ask_human_and_a_waiting_call_send_progress_through_the_bridge_N3_
     asked: Outcome = seen["asked"]
     assert asked.result.structured_content == {"answered": True, "reply": "yes"}, asked.result
     assert asked.seconds >= HUMAN_SECONDS and len(asked.notes) >= HUMAN_SECONDS // 2 - 1, asked
-    assert_steady(asked, "waiting for a human's answer", total=60)
+    assert_steady(asked, "waiting for a human's answer", total=ASK_SECONDS)
