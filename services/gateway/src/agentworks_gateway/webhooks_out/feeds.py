@@ -35,7 +35,8 @@ MAX_FEEDS_PER_REPLICA = 1000
 SKIPPED_PER_WRITE = 100
 MAX_BACKOFF_SECONDS = 60.0
 
-Event = tuple[str, dict[str, Any] | None]
+# (cursor after the event, its delivery or None, whether it is a heartbeat)
+Event = tuple[str, dict[str, Any] | None, bool]
 
 
 class Feeds:
@@ -95,6 +96,8 @@ class Feeds:
             if key not in held or task.done():
                 task.cancel()
                 del self._followers[key]
+                if key in held:  # it stopped on its own: claimable again at once
+                    await self.store.release_feed(*key, self.replica)
         room = MAX_FEEDS_PER_REPLICA - len(self._followers)
         if room <= 0:
             return
@@ -143,12 +146,12 @@ class Feeds:
         skipped = 0
         unsaved = saved[0]
         retry = self.config.retry_seconds
-        async for event_cursor, delivery in self._events(feed, saved[0]):
+        async for event_cursor, delivery, heartbeat in self._events(feed, saved[0]):
             if event_cursor:
                 unsaved = event_cursor
             if delivery is None:  # a heartbeat, or an event from before the feed
-                skipped += 1 if event_cursor else 0
-                if unsaved != saved[0] and (not event_cursor or skipped >= SKIPPED_PER_WRITE):
+                skipped += 0 if heartbeat else 1
+                if unsaved != saved[0] and (heartbeat or skipped >= SKIPPED_PER_WRITE):
                     if not await self.store.record(feed, self.replica, unsaved, (), retry):
                         return
                     saved[0], skipped = unsaved, 0
@@ -159,26 +162,22 @@ class Feeds:
             self.delivered()
 
     async def _events(self, feed: Feed, after: str) -> AsyncIterator[Event]:
-        """The feed's stream as (cursor, delivery or None); ("", None) for a heartbeat."""
+        """The feed's stream as (cursor, delivery or None, heartbeat)."""
         identity = Identity(principal=feed.principal)
         if feed.source == CALL_ENDS:
             calls = self.gateway.functions(identity)
-            async for change in calls.watch_call_ends(after=after):
+            async for change in calls.watch_call_ends(after=after, heartbeats=True):
                 if change.WhichOneof("change") != "status":
-                    yield "", None
+                    yield change.cursor, None, True
                     continue
-                yield (
-                    change.cursor,
-                    events.call_ended(feed.endpoint_id, change.status, feed.created_at),
-                )
+                ended = events.call_ended(feed.endpoint_id, change.status, feed.created_at)
+                yield change.cursor, ended, False
         elif feed.source.startswith(INBOX_PREFIX):
             inbox_id = feed.source[len(INBOX_PREFIX) :]
             inbox = self.gateway.messaging(identity)
             async for event in inbox.subscribe(inbox_id, after=after, heartbeats=True):
                 if event.WhichOneof("event") != "message":
-                    yield "", None
+                    yield event.cursor, None, True
                     continue
-                yield (
-                    event.cursor,
-                    events.message_created(feed.endpoint_id, event.message, feed.created_at),
-                )
+                created = events.message_created(feed.endpoint_id, event.message, feed.created_at)
+                yield event.cursor, created, False
