@@ -33,7 +33,7 @@ def exchanges(heading: str) -> list[tuple[dict, dict]]:
     """The (request, response) pairs of a docs/mcp.md section, in order."""
     text = DOC.read_text()
     section = text.split(f"### {heading}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
-    blocks = re.findall(r"^(→|←).*?\n\n```json\n(.*?)```", section, re.S | re.M)
+    blocks = re.findall(r"^(→|←).*?\n\n```jsonc\n(.*?)```", section, re.S | re.M)
     pairs = []
     for (arrow_in, request), (arrow_out, response) in zip(blocks[::2], blocks[1::2], strict=True):
         assert (arrow_in, arrow_out) == ("→", "←")
