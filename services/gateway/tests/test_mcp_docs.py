@@ -107,7 +107,7 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
     client = api(alice_token)
     async with FunctionsClient(functions.address, identity=identity("user:alice")) as alice:
 
-        async def until(call_id: str, state: str) -> None:
+        async def reach(call_id: str, state: str) -> None:
             await alice.wait(call_id, until=[state], timeout=20)
 
         tasks = exchanges("A tasks exchange")
@@ -116,7 +116,7 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
         answer = await post(client, call)
         call_id = answer["result"]["taskId"]
         contains(answer, real(created, call_id))
-        await until(call_id, "waiting_for_input")
+        await reach(call_id, "waiting_for_input")
         contains(await post(client, real(get, call_id)), real(waiting, call_id))
         contains(await post(client, real(update, call_id)), real(ack, call_id))
         await asyncio.wait_for(runner, 20)
@@ -125,7 +125,7 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
         (status, asked), (retry, answered) = exchanges("An elicitation exchange")
         runner = asyncio.create_task(run_report(runtime, demo))
         made = await alice.call(demo, "report", {})
-        await until(made.call_id, "waiting_for_input")
+        await reach(made.call_id, "waiting_for_input")
         contains(await post(client, real(status, made.call_id)), real(asked, made.call_id))
         contains(await post(client, real(retry, made.call_id)), real(answered, made.call_id))
         await asyncio.wait_for(runner, 20)

@@ -36,7 +36,7 @@ async def _line(stream: asyncio.StreamReader | None, timeout: float = 15) -> str
     return line.decode().rstrip("\n")
 
 
-async def _until(stream: asyncio.StreamReader | None, needle: str) -> list[str]:
+async def _lines_up_to(stream: asyncio.StreamReader | None, needle: str) -> list[str]:
     """Lines of a piped stream up to one containing `needle`."""
     seen = []
     while True:
@@ -66,7 +66,7 @@ async def test_messages_watch_prints_each_reply_and_resumes_after_a_drop_N1_G3(
         assert json.loads(await _line(watch.stdout))["text"] == "two"
 
         gateway.gateway.draining.set()  # its streams end; new ones are refused 503
-        said = await _until(watch.stderr, "reconnecting")
+        said = await _lines_up_to(watch.stderr, "reconnecting")
         assert "shutting down" in said[-1]
         await bot.send_message(turn.reply_inbox_id, "three")
         gateway.gateway.draining.clear()  # serving again: the CLI's next try gets through
@@ -95,8 +95,8 @@ async def test_calls_watch_shows_the_changes_and_exits_with_the_outcome_N1_G3(
             execution = await runtime.claim_execution([demo], wait_seconds=10)
             assert execution is not None and execution.call_id == call_id
             await runtime.report(call_id, progress="halfway", messages=["working on it"])
-            await _until(watch.stderr, "progress: halfway")
-            await _until(watch.stderr, "working on it")
+            await _lines_up_to(watch.stderr, "progress: halfway")
+            await _lines_up_to(watch.stderr, "working on it")
             await runtime.finish_execution(
                 call_id, final_message="done", failed=failed, error="broke" if failed else ""
             )
