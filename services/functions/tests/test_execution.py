@@ -848,7 +848,7 @@ async def test_a_claim_reads_a_few_rows_however_long_the_targets_history_R1(
         await conn.execute(
             "INSERT INTO functions.calls SELECT (jsonb_populate_record(NULL::functions.calls, "
             "to_jsonb(c) || jsonb_build_object('id', gen_random_uuid(), 'submission_key', "
-            "NULL, 'created_at', now() - interval '1 hour'))).* "
+            "NULL, 'end_seq', NULL, 'created_at', now() - interval '1 hour'))).* "
             "FROM functions.calls c, generate_series(1, 2000) WHERE c.id = %s",
             (first.call_id,),
         )

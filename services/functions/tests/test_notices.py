@@ -420,7 +420,8 @@ async def test_a_backlog_of_due_notices_takes_only_a_batch_of_locks_F13(
         await conn.execute(
             "INSERT INTO functions.calls SELECT (jsonb_populate_record(NULL::functions.calls, "
             "to_jsonb(c) || jsonb_build_object('id', gen_random_uuid(), "
-            "'submission_key', NULL))).* FROM functions.calls c, generate_series(1, 3000) "
+            "'submission_key', NULL, 'end_seq', NULL))).* "
+            "FROM functions.calls c, generate_series(1, 3000) "
             "WHERE c.id = %s",
             (call_id,),
         )

@@ -20,6 +20,7 @@ from agentworks_functions.models import (
     RUNNING,
     WAITING_FOR_INPUT,
     Call,
+    CallChange,
     CallSource,
     CallSummary,
     FileInfo,
@@ -236,6 +237,13 @@ def status_out(view: StatusView) -> pb.CallStatus:
             )
         )
     return out
+
+
+def call_change_out(change: CallChange) -> pb.CallChange:
+    """A WatchCall / WatchCallEnds event (N1): a status or a heartbeat, with its cursor."""
+    if change.view is not None:
+        return pb.CallChange(status=status_out(change.view), cursor=change.cursor)
+    return pb.CallChange(heartbeat=common_pb2.Heartbeat(at=_ts(change.at)), cursor=change.cursor)
 
 
 def execution_out(call: Call) -> pb.Execution:

@@ -258,6 +258,16 @@ class StatusView:
 
 
 @dataclass(frozen=True)
+class CallChange:
+    """One event of WatchCall or WatchCallEnds (N1): a status, or a heartbeat (`view`
+    None) sent at `at`; `cursor` (WatchCallEnds only) is where to resume after it."""
+
+    view: StatusView | None = None
+    at: datetime | None = None
+    cursor: str = ""
+
+
+@dataclass(frozen=True)
 class FilePage:
     name: str
     data: bytes

@@ -145,6 +145,15 @@ SET status = %(status)s, answer = %(answer)s, has_result = %(has_result)s,
 WHERE id = ANY(%(ids)s) AND status IN ('running', 'waiting_for_input')
 RETURNING *;
 
+-- lock_caller_ends --
+-- Before a batch of calls ends: the callers' caller_ends rows, locked in caller order.
+-- Each end takes its caller's row (migrations/0013_call_ends.sql's trigger) in the order
+-- the update meets the calls; taken here first, in one order, two batches of the same
+-- callers cannot each hold a row the other waits for (a deadlock).
+INSERT INTO functions.caller_ends AS e (caller, last_end)
+SELECT DISTINCT caller, 0 FROM functions.calls WHERE id = ANY(%(ids)s) ORDER BY caller
+ON CONFLICT (caller) DO UPDATE SET last_end = e.last_end;
+
 -- queue_notice --
 -- The completion notice of an ended call (F13), once.
 INSERT INTO functions.notices (call_id, conversation_id, text, attributes)
@@ -544,3 +553,25 @@ LEFT JOIN (
     GROUP BY target_kind, target_name
 ) AS open_calls
   ON open_calls.target_kind = t.kind AND open_calls.target_name = t.name;
+
+-- ========================================================= watching calls (N1, N5)
+
+-- call_ends_page (prepared) --
+-- WatchCallEnds: the caller's calls that ended after end %(after)s, in the order they
+-- ended (calls.end_seq, numbered per caller by migrations/0013_call_ends.sql), through
+-- the index calls_ends_of_caller, as status pages without messages or events.
+SELECT c.*, CAST('[]' AS json) AS page_messages, CAST('[]' AS json) AS page_events,
+    (SELECT coalesce(json_agg(f ORDER BY f.name), '[]')
+     FROM (SELECT name, size, media_type, sha256, is_text, created_at, blob_id
+           FROM functions.files WHERE call_id = c.id) f
+    ) AS page_files,
+    CASE WHEN c.run_id IS NOT NULL THEN
+        (SELECT coalesce(json_agg(s ORDER BY s.index), '[]')
+         FROM (SELECT index, step, group_name, status, detail, created_at
+               FROM functions.workflow_steps WHERE call_id = c.id) s)
+    END AS page_steps,
+    CAST(NULL AS text) AS pending_question
+FROM functions.calls c
+WHERE c.caller = %(caller)s AND c.end_seq > %(after)s AND c.end_seq IS NOT NULL
+ORDER BY c.end_seq
+LIMIT %(limit)s;

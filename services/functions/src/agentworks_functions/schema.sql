@@ -17,6 +17,12 @@ CREATE TABLE blobs (
     CONSTRAINT blobs_pkey PRIMARY KEY (id)
 );
 
+CREATE TABLE caller_ends (
+    caller text NOT NULL,
+    last_end bigint NOT NULL,
+    CONSTRAINT caller_ends_pkey PRIMARY KEY (caller)
+);
+
 CREATE TABLE calls (
     id uuid NOT NULL,
     target_kind text NOT NULL,
@@ -55,6 +61,7 @@ CREATE TABLE calls (
     ended_at timestamp with time zone,
     traceparent text DEFAULT ''::text NOT NULL,
     source_call_id uuid,
+    end_seq bigint,
     CONSTRAINT calls_pkey PRIMARY KEY (id),
     CONSTRAINT calls_status_check CHECK (status = ANY (ARRAY['running'::text, 'waiting_for_input'::text, 'completed'::text, 'failed'::text, 'interrupted'::text, 'cancelled'::text])),
     CONSTRAINT calls_target_kind_target_name_fkey FOREIGN KEY (target_kind, target_name) REFERENCES targets(kind, name)
@@ -184,6 +191,8 @@ CREATE TABLE workflow_steps (
 
 CREATE INDEX blobs_incomplete ON functions.blobs USING btree (created_at) WHERE (NOT complete);
 
+CREATE UNIQUE INDEX calls_ends_of_caller ON functions.calls USING btree (caller, end_seq) WHERE (end_seq IS NOT NULL);
+
 CREATE INDEX calls_leased ON functions.calls USING btree (lease_expires_at) WHERE ((runtime IS NOT NULL) AND (status = ANY (ARRAY['running'::text, 'waiting_for_input'::text])));
 
 CREATE INDEX calls_listed ON functions.calls USING btree (created_at, id);
@@ -261,6 +270,19 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION functions.number_call_end_v1()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    INSERT INTO functions.caller_ends AS e (caller, last_end) VALUES (NEW.caller, 1)
+    ON CONFLICT (caller) DO UPDATE SET last_end = e.last_end + 1
+    RETURNING last_end INTO NEW.end_seq;
+    PERFORM pg_notify('functions_calls', 'ends:' || NEW.caller);
+    RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION functions.queue_call()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -281,6 +303,8 @@ BEGIN
     RETURN NULL;
 END
 $function$;
+
+CREATE TRIGGER calls_number_end BEFORE UPDATE OF status ON calls FOR EACH ROW WHEN ((old.status = ANY (ARRAY['running'::text, 'waiting_for_input'::text])) AND (new.status <> ALL (ARRAY['running'::text, 'waiting_for_input'::text]))) EXECUTE FUNCTION number_call_end_v1();
 
 CREATE TRIGGER calls_queue AFTER INSERT ON calls FOR EACH ROW WHEN (new.status = 'running'::text AND new.runtime IS NULL) EXECUTE FUNCTION queue_call();
 

@@ -20,6 +20,7 @@ from agentworks.server.capabilities import CapabilityIssuer
 from agentworks.server.shares import shares
 from agentworks_functions.convert import (
     _ts,
+    call_change_out,
     call_summary_out,
     execution_out,
     file_out,
@@ -198,6 +199,30 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
                 until_ended=request.until_ended,
             )
         return status_out(view)
+
+    async def WatchCall(
+        self, request: pb.WatchCallRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.CallChange]:
+        structlog.contextvars.bind_contextvars(call_id=request.call_id)
+        changes = self.service.watch_call(
+            caller(),
+            call_id=request.call_id,
+            after=request.after if request.HasField("after") else -1,
+            after_event=request.after_event if request.HasField("after_event") else -1,
+            seen_version=request.seen_version if request.HasField("seen_version") else None,
+            heartbeat_seconds=request.heartbeat_seconds,
+        )
+        async for change in changes:
+            yield call_change_out(change)
+
+    async def WatchCallEnds(
+        self, request: pb.WatchCallEndsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.CallChange]:
+        changes = self.service.watch_call_ends(
+            caller(), after=request.after, heartbeat_seconds=request.heartbeat_seconds
+        )
+        async for change in changes:
+            yield call_change_out(change)
 
     async def ReadFile(
         self, request: pb.ReadFileRequest, context: grpc.aio.ServicerContext

@@ -76,6 +76,16 @@ calls = sa.Table(
     sa.Column("traceparent", sa.Text, nullable=False, server_default=""),
     # The execution whose capability made the call (T3, L8; migration 0010).
     sa.Column("source_call_id", UUID),
+    # The end's number among the caller's calls' ends (N1: WatchCallEnds; migration 0013).
+    sa.Column("end_seq", sa.BigInteger),
+)
+
+# Each caller's last end number, kept by the trigger that numbers ends (migration 0013).
+caller_ends = sa.Table(
+    "caller_ends",
+    metadata,
+    sa.Column("caller", sa.Text, primary_key=True),
+    sa.Column("last_end", sa.BigInteger, nullable=False),
 )
 
 # The running, unclaimed calls, kept by triggers on calls (migration 0011): what a

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from agentworks.client.call_watch import ENDED_STATES, CallWatching
 from agentworks.client.common import (
     LONG_POLL_SLACK_SECONDS,
     aware_timestamp,
@@ -37,9 +38,6 @@ _STATE_NAMES: dict[f.CallState, str] = {
 }
 _STATES = {name: state for state, name in _STATE_NAMES.items()}
 STATE_NAMES = tuple(_STATE_NAMES.values())
-ENDED_STATES = frozenset(
-    {f.CALL_STATE_COMPLETED, f.CALL_STATE_FAILED, f.CALL_STATE_INTERRUPTED, f.CALL_STATE_CANCELLED}
-)
 
 
 def state_name(state: int) -> str:
@@ -98,7 +96,7 @@ def call_result(status: f.CallStatus) -> Any:
     return loads(status.result_json, "result", None)
 
 
-class FunctionsClient(ExecutionCalls):
+class FunctionsClient(ExecutionCalls, CallWatching):
     """Client of `agentworks.functions.v1.FunctionsService`."""
 
     stub_class = functions_pb2_grpc.FunctionsServiceStub

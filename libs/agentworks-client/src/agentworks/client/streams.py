@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -24,6 +24,8 @@ from agentworks.client.rpc import ServiceClient, _answered, _tls_failure
 from agentworks.core import errors
 
 log = structlog.get_logger("agentworks.client")
+
+C = TypeVar("C")  # a stream's resume cursor
 
 RESUME_BACKOFF_FIRST_SECONDS = 0.1
 RESUME_BACKOFF_MAX_SECONDS = 5.0
@@ -73,16 +75,23 @@ def stream_error(client: ServiceClient, method: str, exc: grpc.aio.AioRpcError) 
 async def resuming(
     client: ServiceClient,
     method: str,
-    request_for: Callable[[str], Any],
-    cursor_of: Callable[[Any], str],
+    request_for: Callable[[C], Any],
+    cursor_of: Callable[[Any], C | None],
     *,
-    cursor: str,
+    cursor: C,
     silence_seconds: float,
+    ends: Callable[[Any], bool] | None = None,
 ) -> AsyncIterator[Any]:
     """The events of `client.stub.<method>(request_for(cursor))`, opened again from the
-    last event's cursor (`cursor_of`) whenever the stream breaks (see the module)."""
+    last event's cursor (`cursor_of`; a falsy one keeps the cursor) whenever the stream
+    breaks (see the module). The cursor may be any value: WatchCall's is its three
+    positions. A stream that ends on its own (WatchCall, after the terminal status and
+    the last pages of messages) names the event after which the server's end of the
+    stream is the iterator's end (`ends`); before one, an end is a break like any other.
+    """
     backoff = RESUME_BACKOFF_FIRST_SECONDS
     streamed = False  # whether any attempt has received an event
+    finished = False  # whether an event said the stream's end is the end (`ends`)
     while True:
         call = getattr(client.stub, method)(request_for(cursor), metadata=client._metadata())
         why = "ended"
@@ -91,10 +100,13 @@ async def resuming(
                 async with asyncio.timeout(silence_seconds):
                     event = await call.read()
                 if event is grpc.aio.EOF:
-                    break  # the server ended it (these streams never end on their own)
+                    if finished:
+                        return
+                    break  # the server ended it early (a stream that never ends on its own)
                 streamed = True
                 backoff = RESUME_BACKOFF_FIRST_SECONDS
                 cursor = cursor_of(event) or cursor
+                finished = finished or (ends is not None and ends(event))
                 yield event
         except TimeoutError:
             why = f"silent for {silence_seconds:g} s"

@@ -56,10 +56,12 @@ from agentworks_functions.service.rules import (
     same_finish,
     text_page,
 )
+from agentworks_functions.service.watching import Watching
 
 
-class FunctionsService(Declarations, Calls, Executions, Finishing, Listing):
-    """The function contract (A3, F1-F15) and the execution protocol (R1)."""
+class FunctionsService(Declarations, Calls, Watching, Executions, Finishing, Listing):
+    """The function contract (A3, F1-F15), its push streams (N1) and the execution
+    protocol (R1)."""
 
 
 __all__ = [

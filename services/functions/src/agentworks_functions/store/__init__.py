@@ -39,10 +39,17 @@ from agentworks_functions.store.rows import (
     ended_message,
 )
 from agentworks_functions.store.sql import BUSY_SQLSTATE
+from agentworks_functions.store.watching import WatchQueries, ends_key
 
 
 class FunctionsStore(
-    DeclarationQueries, CallQueries, ExecutionQueries, FileQueries, NoticeQueries, ListingQueries
+    DeclarationQueries,
+    CallQueries,
+    ExecutionQueries,
+    FileQueries,
+    NoticeQueries,
+    ListingQueries,
+    WatchQueries,
 ):
     """All SQL of the functions service."""
 
@@ -61,4 +68,5 @@ __all__ = [
     "call_not_found",
     "ended_key",
     "ended_message",
+    "ends_key",
 ]

@@ -78,6 +78,8 @@ class FunctionsStoreBase:
         notice_text: Callable,
     ) -> None:
         """End open calls once (guarded by status) and queue their completion notices."""
+        if len(rows) > 1:  # a batch: its callers' end counters in one order (no deadlock)
+            await Q.execute(pg, "lock_caller_ends", {"ids": [r.id for r in rows]})
         ended = await Q.all(
             pg,
             "end_calls",

@@ -25,28 +25,22 @@ from agentworks_functions.models import (
     Call,
     CallSource,
     Ending,
-    ExecutionEvent,
-    ExecutionMessage,
-    FileInfo,
     Function,
     Receipt,
     StatusView,
     TargetKey,
-    WorkflowStep,
 )
 from agentworks_functions.store.base import FunctionsStoreBase, Q, notify
 from agentworks_functions.store.rows import (
     CALL_CHANNEL,
     DIFFERENT_CALL,
-    PAGE_TEXT_BUDGET,
-    _budgeted,
     _call,
     _function,
     _uuid,
-    _when,
     busy,
     call_not_found,
     caller_busy,
+    status_view,
 )
 from agentworks_functions.store.sql import BUSY_SQLSTATE, CALLER_BUSY_SQLSTATE
 
@@ -198,48 +192,7 @@ class CallQueries(FunctionsStoreBase):
             )
         if row is None:
             raise call_not_found(call_id)
-        messages = _budgeted(row.page_messages, PAGE_TEXT_BUDGET)
-        events = _budgeted(row.page_events, PAGE_TEXT_BUDGET)
-        view = StatusView(
-            call=_call(row),
-            messages=[
-                ExecutionMessage(r["index"], r["role"], r["text"], _when(r["created_at"]))
-                for r in messages
-            ],
-            next_after=messages[-1]["index"] if messages else after,
-            events=[
-                ExecutionEvent(
-                    r["index"], r["kind"], r["text"], r["tool_name"], _when(r["created_at"])
-                )
-                for r in events
-            ],
-            next_after_event=events[-1]["index"] if events else after_event,
-            files=[
-                FileInfo(
-                    name=r["name"],
-                    size=r["size"],
-                    media_type=r["media_type"],
-                    sha256=r["sha256"],
-                    is_text=r["is_text"],
-                    created_at=_when(r["created_at"]),
-                    blob_id=r["blob_id"],
-                )
-                for r in row.page_files
-            ],
-            steps=[
-                WorkflowStep(
-                    r["index"],
-                    r["step"],
-                    r["group_name"],
-                    r["status"],
-                    r["detail"],
-                    _when(r["created_at"]),
-                )
-                for r in row.page_steps or ()
-            ],
-            question=row.pending_question or "",
-        )
-        return view, row.target_owner
+        return status_view(row, after, after_event), row.target_owner
 
     async def cancel(self, call_id: str, by: str, notice_text: Callable) -> None:
         async with self.db.raw(transaction=True) as pg:

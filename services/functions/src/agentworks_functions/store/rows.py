@@ -13,11 +13,15 @@ from agentworks_functions.models import (
     INTERRUPTED,
     Call,
     CallSource,
+    ExecutionEvent,
+    ExecutionMessage,
     FileInfo,
     Function,
+    StatusView,
     Target,
     TargetKey,
     WorkflowBinding,
+    WorkflowStep,
 )
 
 EXECUTION_CHANNEL = "functions_executions"  # payload: "crew:<name>" — a call to claim
@@ -192,3 +196,46 @@ def caller_busy(key: TargetKey, mine: int, share: int, limit: int) -> Busy:
 
 # What a retry key reused with another request stood for (checks.key_reused, F6).
 DIFFERENT_CALL = "a call of a different function or with different inputs"
+
+
+def status_view(row: Any, after: int, after_event: int) -> StatusView:
+    """A status page's row (call_status_page, call_ends_page) as a `StatusView` (F7)."""
+    messages = _budgeted(row.page_messages, PAGE_TEXT_BUDGET)
+    events = _budgeted(row.page_events, PAGE_TEXT_BUDGET)
+    return StatusView(
+        call=_call(row),
+        messages=[
+            ExecutionMessage(r["index"], r["role"], r["text"], _when(r["created_at"]))
+            for r in messages
+        ],
+        next_after=messages[-1]["index"] if messages else after,
+        events=[
+            ExecutionEvent(r["index"], r["kind"], r["text"], r["tool_name"], _when(r["created_at"]))
+            for r in events
+        ],
+        next_after_event=events[-1]["index"] if events else after_event,
+        files=[
+            FileInfo(
+                name=r["name"],
+                size=r["size"],
+                media_type=r["media_type"],
+                sha256=r["sha256"],
+                is_text=r["is_text"],
+                created_at=_when(r["created_at"]),
+                blob_id=r["blob_id"],
+            )
+            for r in row.page_files
+        ],
+        steps=[
+            WorkflowStep(
+                r["index"],
+                r["step"],
+                r["group_name"],
+                r["status"],
+                r["detail"],
+                _when(r["created_at"]),
+            )
+            for r in row.page_steps or ()
+        ],
+        question=row.pending_question or "",
+    )
