@@ -273,3 +273,61 @@ async def test_an_endpoint_stops_with_its_principal_s_last_token_N2_A1(
     await _reply(bot, demo, inbox_id, "after the revocation")
     await asyncio.sleep(1.0)  # five polls and renewals of this gateway's settings
     assert [json.loads(r.body)["data"]["text"] for r in receiver.requests] == ["while allowed"]
+
+
+async def test_each_call_end_arrives_signed_under_one_id_after_the_receiver_was_down_N2(
+    gateway, api, alice_token, echo, runtime, demo, receiver
+):
+    """N2 (the issue's done-when, the downtime scaled to seconds by the settings): alice's
+    endpoint for call_ends gets call.ended for each of her calls — completed with its
+    answer, failed with its error — signed (standardwebhooks' verifier); the calls that
+    end while the receiver is down arrive once it is up, each call under one id."""
+    alice = api(alice_token)
+    made = (await _tool(alice, action="register", url=receiver.url, events=["call_ends"]))[1]
+    await receiver.stop()  # down while the calls end
+
+    call_ids = []
+    for i in range(4):
+        response = await alice.post(
+            "/api/v1/tools/functions",
+            json={
+                "action": "call",
+                "crew": "demo",
+                "function": "echo",
+                "inputs": {"text": f"t{i}"},
+            },
+        )
+        assert response.status_code == 200, response.text
+        call_ids.append(response.json()["call_id"])
+        execution = await runtime.claim_execution([demo], wait_seconds=10)
+        assert execution is not None
+        if i == 3:
+            await runtime.finish_execution(execution.call_id, failed=True, error="broken")
+        else:
+            await runtime.finish_execution(execution.call_id, final_message=f"done {i}")
+
+    async def failing() -> bool:
+        listed = await _deliveries(alice, made["endpoint_id"])
+        return len(listed) == 4 and all(d["status"] == "failing" for d in listed)
+
+    await until(failing, timeout=15, what="four call ends stored and failing")
+    await receiver.start()
+
+    async def all_delivered() -> bool:
+        listed = await _deliveries(alice, made["endpoint_id"])
+        return all(d["status"] == "delivered" for d in listed)
+
+    await until(all_delivered, timeout=15, what="every call end recorded as delivered")
+    by_call: dict[str, set[str]] = {}
+    ends: dict[str, dict[str, Any]] = {}
+    for wid, event in _verified(made["secret"], receiver.requests):
+        assert event["type"] == "call.ended"
+        by_call.setdefault(event["data"]["call_id"], set()).add(wid)
+        ends[event["data"]["call_id"]] = event["data"]
+    assert sorted(by_call) == sorted(call_ids)
+    assert all(len(ids) == 1 for ids in by_call.values())  # each call end under one id
+    assert [ends[c]["state"] for c in call_ids] == ["completed"] * 3 + ["failed"]
+    assert [ends[c]["answer"] for c in call_ids[:3]] == ["done 0", "done 1", "done 2"]
+    assert ends[call_ids[3]]["error"] == "broken"
+    assert all(ends[c]["target"] == "crew:demo" and ends[c]["function"] == "echo" for c in call_ids)
+    assert all(ends[c]["caller"] == "user:alice" and ends[c]["ended_at"] for c in call_ids)
