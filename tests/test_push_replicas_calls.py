@@ -21,12 +21,12 @@ pytestmark = pytest.mark.timeout(120)
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
 
 
-async def _retried(action: Callable[[], Awaitable[Any]]) -> Any:
+async def _retried(action: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
     """A request retried until acknowledged while a replica is down (each is idempotent:
     a call with its submission_id, a cancel, a report with its sequence, a finish)."""
     for _ in range(100):
         try:
-            return await action()
+            return await action(*args, **kwargs)
         except (Unavailable, DeadlineExceeded):
             await asyncio.sleep(0.1)
     raise AssertionError("never acknowledged")
@@ -82,18 +82,14 @@ async def test_call_ends_survive_a_kill_9_of_the_replica_streaming_them_N1_P3(
             for n in range(count):
                 key = f"{label}-{n}"
                 call = await _retried(
-                    lambda key=key, n=n: platform.call(
-                        "crew:demo", "job", {"n": n}, submission_id=key
-                    )
+                    platform.call, "crew:demo", "job", {"n": n}, submission_id=key
                 )
                 if n % 2:
-                    await _retried(lambda call=call: platform.cancel(call.call_id))
+                    await _retried(platform.cancel, call.call_id)
                 else:
-                    claimed = await _retried(lambda: bot.claim_execution(["crew:demo"]))
+                    claimed = await _retried(bot.claim_execution, ["crew:demo"])
                     assert claimed is not None and claimed.call_id == call.call_id
-                    await _retried(
-                        lambda call=call: bot.finish_execution(call.call_id, final_message="ok")
-                    )
+                    await _retried(bot.finish_execution, call.call_id, final_message="ok")
                 ended.append(call.call_id)
 
         with capture_logs() as logs:
@@ -161,11 +157,7 @@ async def test_a_call_watch_survives_a_kill_9_of_its_replica_N1_P3(
             for n in range(3):
                 sequence += 1
                 sent.append(f"{label}-{n}")
-                await _retried(
-                    lambda text=sent[-1], seq=sequence: bot.report(
-                        call_id, messages=[text], sequence=seq
-                    )
-                )
+                await _retried(bot.report, call_id, messages=[sent[-1]], sequence=sequence)
 
         with capture_logs() as logs:
             follower = asyncio.create_task(follow())
@@ -176,7 +168,7 @@ async def test_a_call_watch_survives_a_kill_9_of_its_replica_N1_P3(
                 await report(f"after-kill-{number}")
                 await until_messages(len(sent))
                 await asyncio.to_thread(victim.start)
-            await _retried(lambda: bot.finish_execution(call_id, final_message="done"))
+            await _retried(bot.finish_execution, call_id, final_message="done")
             await asyncio.wait_for(follower, 30)  # the iterator ends after the terminal status
     assert messages() == sent  # each once, in order, across both kills
     assert state_name(statuses[-1].status) == "completed"
