@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,11 @@ FAST = {
     "GATEWAY_WEBHOOKS_POLL_SECONDS": "0.2",
     "GATEWAY_WEBHOOKS_LEASE_SECONDS": "2",
 }
+
+
+# How much longer the receiver stays down in the call-ends test (the minute:
+# AGENTWORKS_WEBHOOKS_DOWN_SECONDS=60; the suite does not wait).
+DOWN_SECONDS = float(os.environ.get("AGENTWORKS_WEBHOOKS_DOWN_SECONDS", "0"))
 
 
 @pytest.fixture
@@ -311,6 +317,7 @@ async def test_each_call_end_arrives_signed_under_one_id_after_the_receiver_was_
         return len(listed) == 4 and all(d["status"] == "failing" for d in listed)
 
     await until(failing, timeout=15, what="four call ends stored and failing")
+    await asyncio.sleep(DOWN_SECONDS)  # the receiver stays down this much longer
     await receiver.start()
 
     async def all_delivered() -> bool:
