@@ -18,19 +18,16 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
     Role,
-    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
 
 from agentworks.server.testing import until
+from tests.fixtures.a2a_messages import call_message, send_once, text_message
 
 INPUT_SCHEMAS = "urn:agentworks:a2a:input-schemas:v1"
 
@@ -52,28 +49,6 @@ async def a2a(gateway) -> AsyncIterator[Callable]:
     yield make
     for item in reversed(made):
         await (item.aclose() if isinstance(item, httpx.AsyncClient) else item.close())
-
-
-def call_message(message_id: str, skill: str, inputs: dict) -> Message:
-    data = Struct()
-    data.update(inputs)
-    message = Message(role=Role.ROLE_USER, message_id=message_id)
-    message.parts.add().data.struct_value.CopyFrom(data)
-    message.metadata.update({"skill": skill})
-    return message
-
-
-def text_message(message_id: str, text: str, **ids: str) -> Message:
-    return Message(role=Role.ROLE_USER, message_id=message_id, parts=[Part(text=text)], **ids)
-
-
-async def send_once(client, message: Message, *, immediately: bool = False) -> StreamResponse:
-    request = SendMessageRequest(
-        message=message, configuration=SendMessageConfiguration(return_immediately=immediately)
-    )
-    events = [event async for event in client.send_message(request)]
-    assert len(events) == 1
-    return events[0]
 
 
 async def test_agent_cards_list_the_functions_and_the_conversation_X1_X5(

@@ -147,21 +147,21 @@ class McpAuth:
                         body = await bounded_body(
                             Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
                         )
-                        await self.app(scope, _replay(body, receive), send)
+                        await self.app(scope, replay(body, receive), send)
                 except errors.AgentWorksError as exc:
                     metrics.refused("mcp", exc)
                     await error_response(exc)(scope, receive, send)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that gives `body` whole, then what the connection says next."""
     sent = False
 
-    async def replay() -> Message:
+    async def replayed() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
 
-    return replay
+    return replayed

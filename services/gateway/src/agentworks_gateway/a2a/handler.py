@@ -300,13 +300,15 @@ class TargetHandler(RequestHandler):
             return status
         client = self._functions(context)
         try:
-            async with asyncio.timeout(BLOCKING_SECONDS):
-                async for change in call_changes(
-                    self.gateway, client, status.call_id, seen_version=status.version
-                ):
-                    status = change
-                    if task_view(change).phase in _PAUSED:
-                        break
+            # The wait leaves the request pool for the wait pool, as a long-poll does.
+            with self.gateway.admission.wait():
+                async with asyncio.timeout(BLOCKING_SECONDS):
+                    async for change in call_changes(
+                        self.gateway, client, status.call_id, seen_version=status.version
+                    ):
+                        status = change
+                        if task_view(change).phase in _PAUSED:
+                            break
         except TimeoutError:
             pass
         return status

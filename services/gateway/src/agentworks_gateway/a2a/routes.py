@@ -13,6 +13,7 @@ A target the caller may not see has no card (404) and its tasks are not found.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import structlog
@@ -37,12 +38,14 @@ from agentworks_gateway.a2a.errors import rewrite
 from agentworks_gateway.a2a.handler import TargetHandler
 from agentworks_gateway.admission import CALLER
 from agentworks_gateway.bodies import bounded_body, check_declared_size
-from agentworks_gateway.middleware import _replay, error_response, request_context
+from agentworks_gateway.middleware import error_response, replay, request_context
 from agentworks_gateway.service import Gateway
 
 log = structlog.get_logger("agentworks.gateway")
 
 _KINDS = ("crew", "workflow")
+# The JSON-RPC methods answered with an event stream.
+STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 
 
 class _Context(DefaultServerCallContextBuilder):
@@ -78,8 +81,6 @@ async def _rewritten(stream: Any) -> Any:
 
 
 def _json(response: JSONResponse) -> dict[str, Any]:
-    import json
-
     return json.loads(bytes(response.body))
 
 
@@ -183,21 +184,37 @@ class A2ABinding:
             scope["agentworks.identity"] = identity
             token = CALLER.set(identity.principal)
             try:
-                with (
-                    structlog.contextvars.bound_contextvars(principal=identity.principal),
-                    self.gateway.admission.request(identity.principal),
-                ):
-                    body = await bounded_body(
-                        Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
+                with structlog.contextvars.bound_contextvars(principal=identity.principal):
+                    with self.gateway.admission.request(identity.principal):
+                        body = await bounded_body(
+                            Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
+                        )
+                    # A streaming method's answer is an event stream that may stay open
+                    # for long: it holds one of the waits, never a request (B6, B7).
+                    held = (
+                        self.gateway.admission.stream(identity.principal)
+                        if _streaming(body)
+                        else self.gateway.admission.request(identity.principal)
                     )
-                    request = Request(scope, _replay(body, receive))
-                    response = await self.dispatcher.handle_requests(request)
-                    await response(scope, receive, send)
+                    with held:
+                        request = Request(scope, replay(body, receive))
+                        response = await self.dispatcher.handle_requests(request)
+                        await response(scope, receive, send)
             except errors.AgentWorksError as exc:
                 metrics.refused("a2a", exc)
                 await error_response(exc)(scope, receive, send)
             finally:
                 CALLER.reset(token)
+
+
+def _streaming(body: bytes) -> bool:
+    """Whether a JSON-RPC body calls one of A2A's streaming methods (a2a-sdk's
+    dispatcher parses and refuses what is not a request)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(request, dict) and request.get("method") in STREAMING_METHODS
 
 
 def _limit(text: str) -> int:
