@@ -164,12 +164,13 @@ def project(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-async def test_an_mcp_agent_holds_a_conversation_under_the_command_runner_L2_T3_C6_S1_F13(
+async def test_an_mcp_agent_holds_a_conversation_under_the_command_runner_L2_L11_T3_C6_S1_F13(
     services, alice, identity, tmp_path
 ):
-    """L2 T3 C6 S1 F13: a message starts a turn whose command (an MCP client, in the
-    sandbox, with no network) finds its tools in the mcpServers file and, through the
-    stdio bridge, replies, asks for a wake-up and calls crew:tools' `shout`; the
+    """L2 L11 T3 C6 S1 F13: a message starts a turn whose command (an MCP client, in the
+    sandbox, with no network) finds its tools in the mcpServers file, reads its turn from
+    the endpoint's resource the instructions name (the turn file's document) and, through
+    the stdio bridge, replies, asks for a wake-up and calls crew:tools' `shout`; the
     wake-up comes back as a later turn (answered over Streamable HTTP on the socket) and
     so does the call's completion. Only the explicit replies reach alice, as the
     agent; the stdout is not forwarded; each turn's folder is gone after it."""
@@ -219,14 +220,15 @@ async def test_an_mcp_agent_lists_calls_reads_and_answers_a_function_in_its_turn
     assert call.caller == AGENT and call.answer == "you said blue"
 
 
-async def test_a_workflow_steps_command_uses_the_function_tools_over_its_endpoint_L8_L2_T3_F14(
+async def test_a_workflow_steps_command_uses_the_function_tools_over_its_endpoint_L8_L2_L11_T3_F14(
     services, identity, tmp_path
 ):
-    """L8 L2 T3 F14: a workflow function's command, over its execution's MCP endpoint,
-    lists crew:tools' functions (only `interview`: workflow:wf may not call `shout`),
-    calls `interview` as step `ask` of its run, reads the
-    call until it asks, answers it and reads it until it ends; the retried step gets the
-    same call. The call names workflow:wf and the run as its source."""
+    """L8 L2 L11 T3 F14: a workflow function's command, over its execution's MCP endpoint,
+    reads its call from agentworks://execution/input (named in the instructions), lists
+    crew:tools' functions (only `interview`: workflow:wf may not call `shout`), calls
+    `interview` as step `ask` of its run, reads the call until it asks, answers it and
+    reads it until it ends; the retried step gets the same call. The call names
+    workflow:wf and the run as its source."""
     _, _, functions = services
     root = project(tmp_path)
     runner = CommandRunner(

@@ -208,3 +208,70 @@ async def test_the_endpoint_serves_loopback_streamable_http_with_its_bearer_toke
         async with httpx2.AsyncClient(timeout=5) as bare:
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
             assert (await bare.post(endpoint.url, json=body)).status_code == 401
+
+
+def a_turn() -> Any:
+    """A turn as the endpoint's resources read it: one message delivered."""
+    from types import SimpleNamespace
+
+    from agentworks.messaging.v1 import messaging_pb2 as m
+
+    delivery = m.Delivery(
+        delivery_id="d1",
+        kind=m.DELIVERY_KIND_MESSAGE,
+        message=m.Message(message_id="m1", sender="user:alice", text="hello"),
+    )
+    return SimpleNamespace(
+        turn_id="t1",
+        conversation_id="c1",
+        target="crew:demo",
+        reply_inbox_id="i1",
+        deliveries=[delivery],
+    )
+
+
+async def test_the_endpoint_gives_instructions_and_the_turns_input_as_a_resource_L11(tmp_path):
+    """L11: a turn's endpoint gives the host instructions naming the input resource and
+    how to answer; resources/list lists agentworks://turn/input, whose JSON is the turn
+    file's document (turn_input); an unknown URI is refused naming the ones there are;
+    the same through the stdio bridge, in both protocol eras."""
+    from mcp.shared.exceptions import MCPError
+
+    from agentworks.agents.agent_mcp.resources import (
+        TURN_INPUT,
+        AgentResource,
+        turn_input,
+        turn_instructions,
+    )
+
+    turn = a_turn()
+
+    async def read() -> str:
+        return json.dumps(turn_input(turn))
+
+    resource = AgentResource(TURN_INPUT, "turn_input", "This turn's input", "The turn.", read)
+    instructions = turn_instructions(turn)
+    assert TURN_INPUT in instructions and "send_message" in instructions
+    assert "continue_conversation" in instructions
+    async with serve_agent(
+        toolbox(), tmp_path, sandboxed=False, instructions=instructions, resources=[resource]
+    ) as env:
+        entry = read_json(pathlib.Path(env["AGENTWORKS_MCP_CONFIG"]))["mcpServers"]["agentworks"]
+        params = StdioServerParameters(
+            command=entry["command"], args=entry["args"], env=entry["env"], cwd=str(tmp_path)
+        )
+        for mode in ("auto", "legacy"):
+            async with Client(params, mode=mode) as client:
+                assert client.instructions == instructions, mode
+                listed = (await client.list_resources()).resources
+                assert [(str(r.uri), r.name, r.mime_type) for r in listed] == [
+                    (TURN_INPUT, "turn_input", "application/json")
+                ]
+                (content,) = (await client.read_resource(TURN_INPUT)).contents
+                shown = json.loads(content.text)  # type: ignore[union-attr]
+                assert shown["turn_id"] == "t1" and shown["reply_inbox_id"] == "i1"
+                (delivery,) = shown["deliveries"]
+                assert delivery["kind"] == "message"
+                assert delivery["message"]["text"] == "hello"
+                with pytest.raises(MCPError, match="agentworks://turn/input"):
+                    await client.read_resource("agentworks://turn/other")

@@ -290,15 +290,12 @@ def _serve(
     ctx: ExecutionContext, prepared: Prepared, socket: tuple[pathlib.Path, str]
 ) -> contextlib.AbstractAsyncContextManager[dict[str, str]]:
     """The execution's MCP endpoint while its command runs (L2, `agent_mcp.handout`)."""
-    from agentworks.agents.agent_mcp.handout import execution_tools, serve_agent
+    from agentworks.agents.agent_mcp.handout import execution_offer
 
-    return serve_agent(
-        execution_tools(ctx),
-        ctx.output_dir,
-        socket=socket,
-        owner=prepared.file_owner,
-        sandboxed=prepared.sandboxed,
+    served: contextlib.AbstractAsyncContextManager[dict[str, str]] = execution_offer(ctx).serve(
+        ctx.output_dir, socket=socket, owner=prepared.file_owner, sandboxed=prepared.sandboxed
     )
+    return served
 
 
 def base_environment(configured: Mapping[str, str]) -> dict[str, str]:

@@ -21,7 +21,8 @@ sandbox shows it alone of all the calls' and turns' folders). The command gets:
   the file rewritten as heartbeats renew it;
 - its MCP endpoint (`agent_mcp.handout`): `AGENTWORKS_MCP_CONFIG` (an `mcp.json`-form
   file), `AGENTWORKS_MCP_COMMAND`, `AGENTWORKS_MCP_SOCKET`, `AGENTWORKS_MCP_TOKEN`, the
-  turn's tools acting with its capability only, served until the command ends.
+  turn's tools acting with its capability only, served until the command ends, with
+  instructions and the turn's input as the resource `agentworks://turn/input` (L11).
 
 Replies are explicit (C6): the agent sends them with the `send_message` tool. The
 command's stdout is never forwarded; it is counted and its last line logged. A command
@@ -41,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentworks.agents.agent_tools import views
+from agentworks.agents.agent_mcp.resources import turn_input
 from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
 from agentworks.runner.command_config import RunnerConfig, parse_turn_commands
 from agentworks.runner.command_process import CommandFailed, ProcessRunner
@@ -91,20 +92,9 @@ class _TurnOutput:
 
 
 def turn_description(ctx: TurnContext) -> dict[str, Any]:
-    """The turn and its deliveries as JSON (AGENTWORKS_TURN_FILE)."""
-    deliveries = []
-    for delivery in ctx.deliveries:
-        shown = views.delivery(delivery)
-        if delivery.HasField("message"):
-            shown["message"] = views.message(delivery.message)
-        deliveries.append(shown)
-    return {
-        "turn_id": ctx.turn_id,
-        "conversation_id": ctx.conversation_id,
-        "target": ctx.target,
-        "reply_inbox_id": ctx.reply_inbox_id,
-        "deliveries": deliveries,
-    }
+    """The turn and its deliveries as JSON (AGENTWORKS_TURN_FILE; the endpoint's
+    `agentworks://turn/input` resource is the same document, L11)."""
+    return turn_input(ctx)
 
 
 class TurnCommandRunner(ProcessRunner):
@@ -190,14 +180,10 @@ class TurnCommandRunner(ProcessRunner):
                     if ctx.capability:
                         stack.enter_context(_kept_current(ctx, folder, owner))
                     if socket is not None:
-                        from agentworks.agents.agent_mcp.handout import serve_agent, turn_tools
+                        from agentworks.agents.agent_mcp.handout import turn_offer
 
-                        served = serve_agent(
-                            turn_tools(ctx),
-                            folder,
-                            socket=socket,
-                            owner=owner,
-                            sandboxed=prepared.sandboxed,
+                        served = turn_offer(ctx).serve(
+                            folder, socket=socket, owner=owner, sandboxed=prepared.sandboxed
                         )
                         prepared.env.update(await stack.enter_async_context(served))
                     output = _TurnOutput()

@@ -18,6 +18,9 @@ itself, with the bearer token of the file's `env`). The token is in the file onl
 in the environment, which the process's children inherit. When the item ends, the
 endpoint stops, and the socket and the file are removed (before the folder is uploaded).
 The configuration names the socket as the process sees it.
+
+`turn_offer(ctx)` and `execution_offer(ctx)` are what an item's endpoint serves: its
+tools acting with its capability, its instructions and its resources (`resources`, L11).
 """
 
 from __future__ import annotations
@@ -27,10 +30,18 @@ import json
 import os
 import pathlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentworks.agents.agent_mcp import bridge
+from agentworks.agents.agent_mcp.resources import (
+    AgentResource,
+    execution_instructions,
+    execution_resources,
+    turn_instructions,
+    turn_resources,
+)
 from agentworks.agents.agent_mcp.server import Endpoint
 from agentworks.agents.agent_tools import Toolbox
 
@@ -101,14 +112,17 @@ async def serve_agent(
     owner: int | None = None,
     sandboxed: bool = True,
     instructions: str | None = None,
+    resources: Sequence[AgentResource] = (),
 ) -> AsyncIterator[dict[str, str]]:
-    """Serve `toolbox` to the process that runs in `folder` (an absolute path, as the
-    process sees it too); yields its variables. `socket`: where the endpoint listens on
-    the host and where the process sees it (`ProcessRunner.mcp_socket`); default a
-    socket in `folder`."""
+    """Serve `toolbox` (with `instructions` and `resources`, L11) to the process that
+    runs in `folder` (an absolute path, as the process sees it too); yields its
+    variables. `socket`: where the endpoint listens on the host and where the process
+    sees it (`ProcessRunner.mcp_socket`); default a socket in `folder`."""
     host, inside = socket or (folder / SOCKET_FILE, str(folder / SOCKET_FILE))
     config_path = folder / CONFIG_FILE
-    endpoint = Endpoint(toolbox, socket_path=host, owner=owner, instructions=instructions)
+    endpoint = Endpoint(
+        toolbox, socket_path=host, owner=owner, instructions=instructions, resources=resources
+    )
     async with endpoint:
         command = bridge_command(sandboxed=sandboxed)
         try:
@@ -138,3 +152,33 @@ def execution_tools(ctx: Any) -> Toolbox:
     from agentworks.agents.agent_tools import execution_toolbox
 
     return execution_toolbox(capability_view(ctx, f"execution {ctx.call_id}"))
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What one item's endpoint serves: its tools, instructions and resources (L11)."""
+
+    toolbox: Toolbox
+    instructions: str
+    resources: list[AgentResource]
+
+    def serve(self, folder: pathlib.Path, **kwargs: Any) -> Any:
+        """`serve_agent` with this offer (kwargs: its socket, owner and sandboxed)."""
+        return serve_agent(
+            self.toolbox,
+            folder,
+            instructions=self.instructions,
+            resources=self.resources,
+            **kwargs,
+        )
+
+
+def turn_offer(ctx: Any) -> Offer:
+    """A turn's endpoint: its tools, instructions and resources, with its capability."""
+    toolbox = turn_tools(ctx)
+    return Offer(toolbox, turn_instructions(ctx), turn_resources(ctx, toolbox))
+
+
+def execution_offer(ctx: Any) -> Offer:
+    """An execution's endpoint: its tools, instructions and resources."""
+    return Offer(execution_tools(ctx), execution_instructions(ctx), execution_resources(ctx))

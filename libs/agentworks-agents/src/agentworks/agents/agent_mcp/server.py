@@ -7,6 +7,10 @@ A refusal (`ToolError`) is a tool result with `isError: true` whose text is the 
 and whose structured content is `{"error": {"code", "message"}}`, as the gateway's MCP
 server answers (`agentworks.core.mcp_results`).
 
+It gives the host `instructions` and `resources` when given (L11: a turn's or
+execution's, `resources.py`): `resources/list` lists them and `resources/read` reads
+one by its URI; there are no templates and no subscriptions.
+
 `Endpoint` serves it over Streamable HTTP (stateless, JSON responses) on a Unix socket
 or on a loopback TCP port, for as long as its `async with` lasts: one turn or one
 execution. Every request must carry the endpoint's bearer token (`Authorization:
@@ -25,7 +29,7 @@ import os
 import pathlib
 import secrets
 import socket
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -34,9 +38,11 @@ import structlog
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from starlette.types import Receive, Scope, Send
 
 from agentworks.agents.agent_mcp.bridge import bind_unix
+from agentworks.agents.agent_mcp.resources import AgentResource
 from agentworks.agents.agent_tools import AgentTool, Toolbox, ToolError
 from agentworks.core import mcp_progress, progress
 from agentworks.core.mcp_results import error_result, ok_result, unknown_tool
@@ -85,8 +91,47 @@ def tool_definition(tool: AgentTool) -> types.Tool:
     )
 
 
-def build_server(toolbox: Toolbox, *, instructions: str | None = None) -> Server[Any]:
-    """An MCP server listing `toolbox`'s tools and running each call through it."""
+def build_server(
+    toolbox: Toolbox,
+    *,
+    instructions: str | None = None,
+    resources: Sequence[AgentResource] = (),
+) -> Server[Any]:
+    """An MCP server listing `toolbox`'s tools and running each call through it, with
+    `instructions` and `resources` (L11)."""
+    by_uri = {r.uri: r for r in resources}
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=r.uri,
+                    name=r.name,
+                    title=r.title,
+                    description=r.description,
+                    mime_type=r.mime_type,
+                )
+                for r in resources
+            ]
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        resource = by_uri.get(uri)
+        if resource is None:
+            known = ", ".join(by_uri)
+            raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}: there are {known}")
+        try:
+            text = await resource.read()
+        except ToolError as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"cannot read {uri}: {exc.message}") from exc
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=resource.mime_type, text=text)]
+        )
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -120,6 +165,8 @@ def build_server(toolbox: Toolbox, *, instructions: str | None = None) -> Server
         instructions=instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources if resources else None,
+        on_read_resource=read_resource if resources else None,
         get_tool_input_schema=input_schema,
     )
 
@@ -184,6 +231,7 @@ class Endpoint:
         port: int = 0,
         owner: int | None = None,
         instructions: str | None = None,
+        resources: Sequence[AgentResource] = (),
     ) -> None:
         self.toolbox = toolbox
         self.socket_path = socket_path
@@ -192,7 +240,7 @@ class Endpoint:
         self.token = secrets.token_urlsafe(32)
         self.url = ""
         manager = mcp_progress.McpTransport(
-            build_server(toolbox, instructions=instructions),
+            build_server(toolbox, instructions=instructions, resources=resources),
             # A Unix socket has no Host to rebind; on TCP the bearer token guards it.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_body_bytes=MAX_BODY_BYTES,
