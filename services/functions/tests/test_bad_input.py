@@ -398,6 +398,38 @@ CASES: list[Case] = [
         INVALID,
         (call(source=pb.CallSource(run_id="r", step="s\x00")), "source.step"),
     ),
+    # ------------------------------------------------------------------ push (N1)
+    *cases(
+        "WatchCall",
+        ALICE,
+        NOT_FOUND,
+        (pb.WatchCallRequest(), "call ''"),
+        (pb.WatchCallRequest(call_id=UNKNOWN_UUID), "call"),
+    ),
+    *cases(
+        "WatchCall",
+        ALICE,
+        INVALID,
+        (
+            lambda c: pb.WatchCallRequest(call_id=c.call_id, heartbeat_seconds=4),
+            field_rule("heartbeat_seconds", "int32.gte_lte"),
+        ),
+        (
+            lambda c: pb.WatchCallRequest(call_id=c.call_id, heartbeat_seconds=61),
+            field_rule("heartbeat_seconds", "int32.gte_lte"),
+        ),
+        (lambda c: pb.WatchCallRequest(call_id=c.call_id, after=-2), "after"),
+    ),
+    *cases(
+        "WatchCallEnds",
+        ALICE,
+        INVALID,
+        (
+            pb.WatchCallEndsRequest(heartbeat_seconds=-1),
+            field_rule("heartbeat_seconds", "int32.gte_lte"),
+        ),
+        (pb.WatchCallEndsRequest(after="not-a-cursor"), "not-a-cursor"),
+    ),
     *cases(
         "GetStatus",
         ALICE,
@@ -610,6 +642,14 @@ async def invoke(
                         yield chunk
 
                 await stub.UploadFile(chunks(), metadata=metadata, timeout=10)
+            elif method in ("WatchCall", "WatchCallEnds"):
+                # A stream (N1): its refusal comes before any event.
+                stream = getattr(stub, method)(request, metadata=metadata, timeout=10)
+                try:
+                    async for _ in stream:
+                        break
+                finally:
+                    stream.cancel()
             else:
                 await getattr(stub, method)(request, metadata=metadata, timeout=10)
         except grpc.aio.AioRpcError as exc:
