@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from agentworks.server.shares import Share, Shares, configure
+from agentworks.server.shares import Share, Shares, configure, shares
+from agentworks.server.testing import until
 
 STREAMS = "/api/v1/streams"
 SEND = "/api/v1/tools/messages"
@@ -237,6 +238,9 @@ async def test_a_principals_streams_are_capped_by_its_share_429_others_unaffecte
             assert answer.json()["error"]["reason"] == "PRINCIPAL_SHARE"
             async with stream(api(bob_token), f"{STREAMS}/inboxes/{bob_inbox}"):
                 pass
+        # Closed streams give their waits back once each side has seen the close (here the
+        # gateway and messaging share one table: each of her streams held two).
+        await until(lambda: shares().waits_held("user:alice") == 0, what="alice's waits given back")
         async with stream(alice, path):
             pass
     finally:

@@ -111,6 +111,11 @@ class Shares:
     def share(self, principal: str) -> Share:
         return self.own.get(principal.lower(), self.default)
 
+    def waits_held(self, principal: str) -> int:
+        """The long-polls and streams the principal holds open now."""
+        held = self._held.get(principal)
+        return held.waits if held is not None else 0
+
     def _state(self, principal: str) -> _Held:
         held = self._held.get(principal)
         if held is None:
