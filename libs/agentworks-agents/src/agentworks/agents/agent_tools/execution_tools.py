@@ -135,9 +135,17 @@ ASK_HUMAN = AgentTool(
     output_schema={
         "type": "object",
         "properties": {
-            "answered": {"type": "boolean"},
-            "reply": {"type": "string"},
-            "note": {"type": "string"},
+            "answered": {
+                "type": "boolean",
+                "description": "true: a human answered (reply); false: the question timed "
+                "out and was withdrawn (note).",
+            },
+            "reply": {"type": "string", "description": "The human's answer, when answered."},
+            "note": {
+                "type": "string",
+                "description": "When not answered: how long it waited, and that the "
+                "question was withdrawn.",
+            },
         },
         "required": ["answered"],
     },

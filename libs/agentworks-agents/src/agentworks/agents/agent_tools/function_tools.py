@@ -32,7 +32,14 @@ LIST_FUNCTIONS = AgentTool(
     input_schema=obj({"target": TARGET}, ("target",)),
     output_schema={
         "type": "object",
-        "properties": {"functions": {"type": "array", "items": {"type": "object"}}},
+        "properties": {
+            "functions": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "Each function you may call: target, name, description, "
+                "input_schema, output_schema, starts_work.",
+            }
+        },
         "required": ["functions"],
     },
     read_only=True,

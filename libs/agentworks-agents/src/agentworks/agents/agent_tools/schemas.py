@@ -107,10 +107,46 @@ WAIT_SECONDS = integer(
 )
 
 
+# What each field of a result means (the output schemas' descriptions, L11).
+RESULT_FIELDS = {
+    "accepted": "true: the message was stored (a receipt, never an answer).",
+    "message_id": "The stored message's id.",
+    "conversation_id": "The conversation the message is in.",
+    "inbox_id": "Where its replies come back; continue_conversation takes it.",
+    "wake_up_id": "The wake-up's id.",
+    "due_at": "When it is (or was) due, RFC 3339 UTC.",
+    "note": "Its note.",
+    "call_id": "The call's id (get_function_call reads it).",
+    "created": "false: a retry with the same submission_id got the existing call.",
+    "output_folder": "Where the call's files are kept.",
+    "outcome": "The call as it ended, when wait_seconds saw it end.",
+    "progress": "Its latest progress line.",
+    "question": "The question it is waiting_for_input on (reply_function_call answers).",
+    "answer": "Its final message (the last stdout line of a command).",
+    "result": "Its validated result JSON, for a function with an output schema.",
+    "error": "Why it failed.",
+    "files": "Its files: name, size, media_type.",
+    "target": "The crew or workflow called.",
+    "function": "The function called.",
+    "messages": "Its execution messages after the cursor: index, role, text.",
+    "next_after": "Pass as after to read the messages that follow.",
+    "ended_at": "When it ended, RFC 3339 UTC.",
+    "next_cursor": "Pass as after for the next page.",
+}
+CALL_STATES = "running, waiting_for_input, completed, failed, interrupted or cancelled"
+
+
+def described(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with the description RESULT_FIELDS has for `name`."""
+    return {**schema, "description": RESULT_FIELDS[name]}
+
+
 def receipt_schema(*fields: str) -> dict[str, Any]:
     """An output schema: an object with these string/boolean fields always there."""
     props: dict[str, Any] = {
-        name: {"type": "boolean"} if name in ("accepted", "created") else {"type": "string"}
+        name: described(
+            name, {"type": "boolean"} if name in ("accepted", "created") else {"type": "string"}
+        )
         for name in fields
     }
     return {"type": "object", "properties": props, "required": list(fields)}
@@ -120,36 +156,49 @@ SEND_RECEIPT = receipt_schema("accepted", "message_id", "conversation_id", "inbo
 WAKE_UP = {
     "type": "object",
     "properties": {
-        "wake_up_id": {"type": "string"},
-        "status": {"type": "string", "enum": ["pending", "fired", "cancelled", "failed"]},
-        "due_at": {"type": "string"},
-        "note": {"type": "string"},
+        "wake_up_id": described("wake_up_id", {"type": "string"}),
+        "status": {
+            "type": "string",
+            "enum": ["pending", "fired", "cancelled", "failed"],
+            "description": "pending until it fires; cancelled by cancel_wake_up.",
+        },
+        "due_at": described("due_at", {"type": "string"}),
+        "note": described("note", {"type": "string"}),
     },
     "required": ["wake_up_id", "status", "due_at"],
 }
 CALL_STATUS = {
     "type": "object",
     "properties": {
-        "call_id": {"type": "string"},
-        "status": {"type": "string"},
-        "progress": {"type": "string"},
-        "question": {"type": "string"},
-        "answer": {"type": "string"},
-        "result": {},
-        "error": {"type": "string"},
-        "files": {"type": "array", "items": {"type": "object"}},
+        "call_id": described("call_id", {"type": "string"}),
+        "target": described("target", {"type": "string"}),
+        "function": described("function", {"type": "string"}),
+        "status": {"type": "string", "description": f"{CALL_STATES}; the last four are ends."},
+        "progress": described("progress", {"type": "string"}),
+        "question": described("question", {"type": "string"}),
+        "answer": described("answer", {"type": "string"}),
+        "result": described("result", {}),
+        "error": described("error", {"type": "string"}),
+        "messages": described("messages", {"type": "array", "items": {"type": "object"}}),
+        "next_after": described("next_after", {"type": "integer"}),
+        "files": described("files", {"type": "array", "items": {"type": "object"}}),
+        "ended_at": described("ended_at", {"type": "string"}),
     },
     "required": ["call_id", "status"],
 }
 CALL_RECEIPT = {
     "type": "object",
     "properties": {
-        "call_id": {"type": "string"},
-        "status": {"type": "string"},
-        "created": {"type": "boolean"},
-        "output_folder": {"type": "string"},
-        "outcome": CALL_STATUS,
+        "call_id": described("call_id", {"type": "string"}),
+        "status": {"type": "string", "description": f"{CALL_STATES} (running unless waited)."},
+        "created": described("created", {"type": "boolean"}),
+        "output_folder": described("output_folder", {"type": "string"}),
+        "outcome": described("outcome", CALL_STATUS),
     },
     "required": ["call_id", "status", "created"],
 }
-OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+OK = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean", "description": "true: it was recorded."}},
+    "required": ["ok"],
+}

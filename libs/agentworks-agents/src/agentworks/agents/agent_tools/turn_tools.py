@@ -15,6 +15,7 @@ from agentworks.agents.agent_tools.schemas import (
     TARGET,
     WAKE_UP,
     WAKE_UP_ID,
+    described,
     identifier,
     integer,
     obj,
@@ -135,8 +136,8 @@ LIST_WAKE_UPS = AgentTool(
     output_schema={
         "type": "object",
         "properties": {
-            "wake_ups": {"type": "array", "items": WAKE_UP},
-            "next_cursor": {"type": "string"},
+            "wake_ups": {"type": "array", "items": WAKE_UP, "description": "One page."},
+            "next_cursor": described("next_cursor", {"type": "string"}),
         },
         "required": ["wake_ups", "next_cursor"],
     },
@@ -191,8 +192,13 @@ READ_TRANSCRIPT = AgentTool(
     output_schema={
         "type": "object",
         "properties": {
-            "entries": {"type": "array", "items": {"type": "object"}},
-            "next_cursor": {"type": "string"},
+            "entries": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "One page, oldest first: each a message or a delivery (its "
+                "kind, status, text, attributes and, for a message it carries, message).",
+            },
+            "next_cursor": described("next_cursor", {"type": "string"}),
         },
         "required": ["entries", "next_cursor"],
     },
