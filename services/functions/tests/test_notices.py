@@ -39,7 +39,7 @@ async def ended_calls(clients, echo, conversations: list[str], turn_caller) -> l
     return call_ids
 
 
-async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F13(
+async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F13_L9(
     messaging, identity, clients, echo, functions, start_functions, database_url, turn_caller
 ):
     """F13: an agent's call ends -> one function_completed delivery in its conversation,
@@ -76,7 +76,9 @@ async def test_completion_notice_reaches_the_callers_conversation_exactly_once_F
         assert delivery.kind == m.DELIVERY_KIND_FUNCTION_COMPLETED
         assert attributes_json(delivery)["call_id"] == call_id
         assert attributes_json(delivery)["status"] == "completed"
-        assert call_id in delivery.text and "functions status" in delivery.text
+        # It names the tool the turn reads the call with, not a command (L9).
+        assert call_id in delivery.text and "get_function_call" in delivery.text
+        assert "functions status" not in delivery.text
         await scout_chat.complete_turn(notice_turn.turn_id)
 
         async with await psycopg.AsyncConnection.connect(database_url) as conn:

@@ -152,12 +152,13 @@ def start_receipt(call: Call) -> bool:
 
 def notice_text(call: Call) -> str:
     """The completion notice: a reference to the saved terminal output, no verdict (F13);
-    a start receipt says so (L7)."""
+    a start receipt says so (L7). It is read by the turn it starts, so it names the
+    model's tool that reads the call (get_function_call, L9), not a command."""
     ended = f"{call.status} ({START_RECEIPT_NOTE})" if start_receipt(call) else call.status
     return (
         f"Function call {call.id} ({call.target} {call.function}) ended: {ended}. "
         f"Its saved output (answer, result, error and files in {call.output_folder}) is "
-        f"readable with functions status call_id={call.id}."
+        f"readable with the get_function_call tool, call_id {call.id}."
     )
 
 
