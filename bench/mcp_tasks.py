@@ -148,6 +148,6 @@ async def task_poll_and_notify(procs: Processes, report: Report, count: int) -> 
         "lookup, one at a time from the official `mcp` client declaring the Tasks "
         "extension. The notification delay runs from the runtime's progress report (its "
         "gRPC call) to the `notifications/tasks` frame on an open `subscriptions/listen` "
-        "stream, which long-polls the call's status (GetStatus with seen_version) until "
-        "FunctionsClient.watch_call (N1) replaces it."
+        "stream, which follows the call's push stream (FunctionsClient.watch_call, N1); "
+        "the figures were measured when it still long-polled GetStatus with seen_version."
     )

@@ -21,7 +21,6 @@ from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import PAST_EVERY_PAGE
 from agentworks.core import errors
 from agentworks.core.identity import Identity
-from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks.functions.v1 import functions_pb2 as f
 
 Ctx = ServerRequestContext[Any, Any]
@@ -77,28 +76,10 @@ async def status(client: FunctionsClient, call_id: str, *, wait: int = 0,
 
 
 async def changes(client: FunctionsClient, call_id: str) -> AsyncIterator[f.CallStatus]:
-    """The call's status now and after each change, until it ends (N1).
-
-    Long-polls GetStatus past the last version seen; the swap point for
-    `FunctionsClient.watch_call` once that stream is there.
-    """
-    seen: int | None = None
-    while True:
-        # The first read answers at once; each later one waits for the call to move on.
-        wait = 0 if seen is None else MAX_WAIT_SECONDS
-        current = await status(client, call_id, wait=wait, seen_version=seen)
-        if seen is None or current.version != seen:
-            seen = current.version
-            yield current
-        if current.status in _ENDED:
-            return
-
-
-_ENDED = frozenset(
-    {
-        f.CALL_STATE_COMPLETED,
-        f.CALL_STATE_FAILED,
-        f.CALL_STATE_INTERRUPTED,
-        f.CALL_STATE_CANCELLED,
-    }
-)
+    """The call's status now and after each change, until it ends (N1): the call's
+    push stream (`FunctionsClient.watch_call`), past every message and event page (the
+    task needs neither), resumed by the client on any replica."""
+    async for change in client.watch_call(
+        call_id, after=PAST_EVERY_PAGE, after_event=PAST_EVERY_PAGE
+    ):
+        yield change.status
