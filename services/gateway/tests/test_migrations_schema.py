@@ -29,7 +29,11 @@ def test_tables_py_declares_the_migrated_columns_P1(database_url):
 def test_every_named_query_is_used_and_prepares_P1(database_url):
     """P1: each query of queries.sql is run by the store, each name the store runs is
     there, and PostgreSQL accepts each statement (PREPARE plans it, runs nothing)."""
-    stores = [STORE / "store.py", STORE / "webhooks_out" / "store.py"]
+    stores = [
+        STORE / "store.py",
+        STORE / "webhooks_out" / "store.py",
+        STORE / "a2a_out" / "store.py",
+    ]
     source = "\n".join(p.read_text() for p in stores)
     used = set(re.findall(r'"([a-z][a-z0-9_]*)"', source)) & Q.names
     named = set(re.findall(r'(?:Q\.\w+\(\s*pg,\s*|Q\.sql\(|name = )"([a-z0-9_]+)"', source))

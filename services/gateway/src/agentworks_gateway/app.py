@@ -26,6 +26,7 @@ from agentworks.server.service import (
     warn_unknown_settings,
 )
 from agentworks_gateway import metrics
+from agentworks_gateway.a2a_out import A2AOut
 from agentworks_gateway.config import Config
 from agentworks_gateway.connections import ConnectionGuard, guarded_protocol
 from agentworks_gateway.server import build_app
@@ -101,6 +102,9 @@ class RunningGateway:
             await self.task
         if self.gateway.webhooks_out is not None:
             await self.gateway.webhooks_out.stop()
+        a2a_out = getattr(self.gateway, "a2a_out", None)
+        if a2a_out is not None:
+            await a2a_out.stop()
         await self.gateway.close()
         await self.database.close()
         log.info("server.stopped", service="gateway")
@@ -130,6 +134,7 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
     metrics.watch_pool(database)
     gateway = Gateway(config, TokenStore(database))
     webhooks_out = gateway.webhooks_out = WebhooksOut(gateway, database, config.webhooks_out)
+    a2a_out = gateway.a2a_out = A2AOut(gateway, database, config.a2a_out)  # type: ignore[attr-defined]
     host, port = config.host_port
     app = build_app(gateway)
     server = _Uvicorn(
@@ -167,6 +172,7 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
         raise StartFailed(f"cannot listen on {config.listen} (GATEWAY_LISTEN){reason}")
     port = server.servers[0].sockets[0].getsockname()[1]
     webhooks_out.start()
+    a2a_out.start()
     log.info(
         "server.started",
         service="gateway",

@@ -11,6 +11,7 @@ from agentworks.core.limits import MAX_WEBHOOK_BODY_BYTES, WEBHOOK_BODY_BYTES_DE
 from agentworks.core.settings import Env
 from agentworks.core.trust import MAX_LIFETIME_SECONDS
 from agentworks.server.config import ServiceConfig
+from agentworks_gateway.a2a_out.settings import A2AOutConfig
 from agentworks_gateway.webhooks_out.settings import WebhooksOutConfig
 
 DEFAULT_PORT = 8080
@@ -80,6 +81,8 @@ class Config:
     console_session_seconds: int = DEFAULT_CONSOLE_SESSION_SECONDS
     # Webhooks out (N2): the address policy, retries and bounds (GATEWAY_WEBHOOKS_*).
     webhooks_out: WebhooksOutConfig = dataclasses.field(default_factory=WebhooksOutConfig)
+    # A2A outbound (X4): the operator's allow-list of external agents (GATEWAY_A2A_*).
+    a2a_out: A2AOutConfig = dataclasses.field(default_factory=A2AOutConfig)
 
     @property
     def listen(self) -> str:
@@ -172,4 +175,5 @@ class Config:
                 maximum=30 * 24 * 3600,
             ),
             webhooks_out=WebhooksOutConfig.from_env(env),
+            a2a_out=A2AOutConfig.from_env(env),
         )

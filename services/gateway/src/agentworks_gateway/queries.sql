@@ -265,3 +265,34 @@ RETURNING d.delivery_id, d.endpoint_id, d.event_type, d.event_key, d.status, d.a
 -- next_delivery_due --
 -- When the next delivery is due (the dispatcher sleeps until then, or a poll).
 SELECT min(next_attempt_at) FROM gateway.webhook_deliveries WHERE status IN ('pending', 'failing');
+
+-- ============================================================= A2A outbound (X4)
+
+-- a2a_task_insert --
+-- An external task a turn started, to follow until it ends (a second insert is a no-op).
+INSERT INTO gateway.a2a_out_tasks
+    (agent, task_id, kind, skill, conversation_id, target, context_id, state, delivered)
+VALUES (%(agent)s, %(task_id)s, %(kind)s, %(skill)s, %(conversation_id)s, %(target)s,
+        %(context_id)s, %(state)s, %(delivered)s)
+ON CONFLICT (agent, task_id) DO NOTHING;
+
+-- a2a_tasks_claim --
+-- Open tasks nobody follows (or this replica does), oldest news first, held for a lease.
+UPDATE gateway.a2a_out_tasks t
+SET leased_by = %(replica)s, lease_until = now() + make_interval(secs => %(lease_seconds)s)
+WHERE (t.agent, t.task_id) IN (
+    SELECT agent, task_id FROM gateway.a2a_out_tasks
+    WHERE done_at IS NULL
+      AND (lease_until IS NULL OR lease_until < now() OR leased_by = %(replica)s)
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING t.agent, t.task_id, t.kind, t.skill, t.conversation_id, t.target, t.context_id,
+          t.state, t.delivered;
+
+-- a2a_task_update --
+-- What following a task found: its state, the messages delivered, whether it ended.
+UPDATE gateway.a2a_out_tasks
+SET state = %(state)s, delivered = %(delivered)s, last_error = %(last_error)s,
+    updated_at = now(), done_at = CASE WHEN %(done)s THEN now() END
+WHERE agent = %(agent)s AND task_id = %(task_id)s AND leased_by = %(replica)s;

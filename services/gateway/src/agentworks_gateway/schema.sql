@@ -1,5 +1,24 @@
 -- The gateway schema as its migrations build it (agentworks.server.schema).
 
+CREATE TABLE a2a_out_tasks (
+    agent text NOT NULL,
+    task_id text NOT NULL,
+    kind text NOT NULL,
+    skill text DEFAULT ''::text NOT NULL,
+    conversation_id text NOT NULL,
+    target text NOT NULL,
+    context_id text DEFAULT ''::text NOT NULL,
+    state text DEFAULT ''::text NOT NULL,
+    delivered text[] DEFAULT '{}'::text[] NOT NULL,
+    last_error text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    done_at timestamp with time zone,
+    leased_by text,
+    lease_until timestamp with time zone,
+    CONSTRAINT a2a_out_tasks_pkey PRIMARY KEY (agent, task_id)
+);
+
 CREATE TABLE api_tokens (
     token_id text NOT NULL,
     label text DEFAULT ''::text NOT NULL,
@@ -70,6 +89,8 @@ CREATE TABLE webhook_feeds (
     CONSTRAINT webhook_feeds_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(endpoint_id) ON DELETE CASCADE,
     CONSTRAINT webhook_feeds_pkey PRIMARY KEY (endpoint_id, source)
 );
+
+CREATE INDEX a2a_out_tasks_open ON gateway.a2a_out_tasks USING btree (updated_at) WHERE (done_at IS NULL);
 
 CREATE INDEX api_tokens_runtime_listed ON gateway.api_tokens USING btree (created_at, token_id) WHERE (targets IS NOT NULL);
 

@@ -31,6 +31,7 @@ from agentworks.core.mcp_progress import McpTransport
 from agentworks.server.liveness import loop_healthy
 from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.a2a import a2a_routes
+from agentworks_gateway.a2a_out import a2a_out_routes
 from agentworks_gateway.api import HTTP_STATUS, error_body, refusal_body
 from agentworks_gateway.bodies import (
     LARGE_BODY_BYTES,
@@ -164,6 +165,7 @@ def build_app(gateway: Gateway) -> Starlette:
             Route("/api/v1/identity", exchange_identity, methods=["POST"]),
             Route("/api/v1/tools", list_tools, methods=["GET"]),
             Route("/api/v1/tools/{tool}", call_tool, methods=["POST"]),
+            *a2a_out_routes(gateway),
             *stream_routes(gateway),
             Route("/webhooks/{webhook_id}", webhook, methods=["POST"]),
             Route("/mcp", McpAuth(manager.handle_request, gateway)),

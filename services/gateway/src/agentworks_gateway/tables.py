@@ -115,3 +115,29 @@ webhook_deliveries = sa.Table(
     sa.Column("delivered_at", sa.DateTime(timezone=True)),
     sa.Column("leased_by", sa.Text),
 )
+
+# A2A outbound (X4): external tasks followed until they end
+# (migrations/0006_a2a_out_tasks.sql says what each column holds).
+a2a_out_tasks = sa.Table(
+    "a2a_out_tasks",
+    metadata,
+    sa.Column("agent", sa.Text, primary_key=True),
+    sa.Column("task_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("skill", sa.Text, nullable=False, server_default=""),
+    sa.Column("conversation_id", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("context_id", sa.Text, nullable=False, server_default=""),
+    sa.Column("state", sa.Text, nullable=False, server_default=""),
+    sa.Column("delivered", pg.ARRAY(sa.Text), nullable=False, server_default="{}"),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("done_at", sa.DateTime(timezone=True)),
+    sa.Column("leased_by", sa.Text),
+    sa.Column("lease_until", sa.DateTime(timezone=True)),
+)

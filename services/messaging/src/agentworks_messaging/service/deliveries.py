@@ -19,12 +19,17 @@ from agentworks.core.errors import (
 from agentworks.core.identity import Identity
 from agentworks_messaging.models import NewDelivery
 from agentworks_messaging.store import MessagingStore
+from agentworks_messaging.store.rows import reply_refused
 
 log = structlog.get_logger("agentworks.messaging")
 
 # The kinds other services enqueue; messages come by Send, and `conversation_reply`
-# deliveries (L5) are messaging's own, queued with the reply they carry.
+# deliveries (L5) are messaging's own, queued with the reply they carry, except an
+# external A2A agent's reply (X4), which only the gateway brings, one at a time.
 ENQUEUED_KINDS = ("wake_up", "schedule", "webhook", "function_completed")
+EXTERNAL_REPLY = "conversation_reply"
+# The one signer that holds the operator's allow-list of external agents (X4, T1).
+EXTERNAL_REPLIER = "service:gateway"
 
 
 class DeliveryCases:
@@ -35,7 +40,9 @@ class DeliveryCases:
     async def enqueue_delivery(self, identity: Identity, **fields: Any) -> tuple[str, bool]:
         """Queue a wake-up, schedule prompt, webhook event or completion notice (S6, F13)."""
         _check_enqueuer(identity)
-        delivery = check_delivery(**fields)
+        delivery = check_delivery(**fields, kinds=(*ENQUEUED_KINDS, EXTERNAL_REPLY))
+        if delivery.kind == EXTERNAL_REPLY:
+            await self._check_external_reply(identity, delivery)
         [outcome] = await self.store.enqueue_deliveries([delivery])
         if isinstance(outcome, AgentWorksError):
             raise outcome
@@ -48,6 +55,20 @@ class DeliveryCases:
             created=created,
         )
         return delivery_id, created
+
+    async def _check_external_reply(self, identity: Identity, delivery: NewDelivery) -> None:
+        """An external agent's reply (X4): from the gateway only, and refused like any
+        incoming conversational message while the conversation's target has agent
+        messaging off (C8, L5)."""
+        if identity.principal != EXTERNAL_REPLIER:
+            raise PermissionDenied(
+                f"only {EXTERNAL_REPLIER} brings external agents' replies",
+                reason=Reason.ROLE_REQUIRED,
+                metadata={"role": EXTERNAL_REPLIER},
+            )
+        key, *_ = await self.store.conversation(delivery.conversation_id)
+        if not (await self.store.get_target(key)).messaging_enabled:
+            raise reply_refused(key)
 
     async def enqueue_deliveries(
         self, identity: Identity, items: Sequence[NewDelivery | AgentWorksError]
@@ -113,14 +134,15 @@ def check_delivery(
     payload: bytes,
     attributes: dict[str, Any] | None,
     idempotency_key: str,
+    kinds: Sequence[str] = ENQUEUED_KINDS,
 ) -> NewDelivery:
     """A delivery's fields checked (S6, F13); InvalidArgument says what is wrong. The
     sizes of text, payload and attributes and the key's presence and length are the
     proto's field rules (EnqueueDeliveryRequest), checked before: by the interceptor, and
     for each item of EnqueueDeliveries by the servicer (`field_rule_refusal`)."""
-    if kind not in ENQUEUED_KINDS:
+    if kind not in kinds:
         raise InvalidArgument(
-            f"kind must be one of {', '.join(ENQUEUED_KINDS)}",
+            f"kind must be one of {', '.join(kinds)}",
             reason=Reason.FIELD_RULE,
             metadata=rule_meta("kind", "enum"),
         )
