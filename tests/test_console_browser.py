@@ -51,7 +51,7 @@ async def test_sign_in_sets_an_httponly_strict_cookie_and_sign_out_ends_the_sess
     ctx = await browser.new_context(base_url=suite.url, viewport={"width": 390, "height": 800})
     page = await ctx.new_page()
     await page.goto("/")
-    assert page.url.endswith("/console/")
+    assert page.url.endswith("/console/sign-in?next=%2Fconsole%2F")  # V7: no 401
     await screenshot(page, "sign-in-narrow")
     await page.get_by_label("API token").fill("aw_not-a-real-token-aaaaaaaaaaaaaaaaaaaaaaaaaaaa")
     await page.get_by_role("button", name="Sign in").click()

@@ -47,14 +47,17 @@ async def calls_page(console: Console, request: Request, session: Session) -> Re
         if query.get(name):
             args[name] = query[name]
     page = await console.tool(session, "list", args)
+    filters = {name: query.get(name, "") for name in ("target", "status", "caller")}
     return console.render(
         request,
         "calls.html",
         session,
         calls=page["items"],
         next_cursor=page.get("next_cursor", ""),
+        first_page=bool(query.get("cursor")),
+        filter_query=urllib.parse.urlencode({k: v for k, v in filters.items() if v}),
         statuses=STATUSES,
-        filters={name: query.get(name, "") for name in ("target", "status", "caller")},
+        filters=filters,
     )
 
 

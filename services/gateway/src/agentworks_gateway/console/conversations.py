@@ -11,6 +11,8 @@ wakes its stream at once.
 
 from __future__ import annotations
 
+import urllib.parse
+import uuid
 from typing import Any
 
 from starlette.requests import Request
@@ -51,13 +53,57 @@ async def _send(console: Console, session: Session, args: dict[str, Any]) -> dic
     return await app_chat(console.gateway, session.identity, checked)
 
 
+async def _found_by_id(console: Console, session: Session, value: str) -> str:
+    """The page of the conversation, inbox or call with this id that the session may
+    see, or "" (A3: one it may not see is not found, as any other)."""
+    for tool, args in (
+        ("transcript", {"conversation_id": value, "limit": 1}),
+        ("transcript", {"inbox_id": value, "limit": 1}),
+        ("functions", {"action": "status", "call_id": value, "message_limit": 1}),
+    ):
+        try:
+            found = await console.tool(session, tool, args)
+        except (errors.NotFound, errors.InvalidArgument):
+            continue
+        if tool == "functions":
+            return f"{PREFIX}/calls/{found['call_id']}"
+        return f"{PREFIX}/conversations/{found['conversation_id']}"
+    return ""
+
+
+def _page_size(value: str) -> int:
+    """`?limit=`: how many conversations a page shows, 1 to PAGE (PAGE by default)."""
+    return min(PAGE, max(1, int(value))) if value.isdigit() else PAGE
+
+
+def _as_target(value: str) -> str:
+    """A search word as a target filter: crew:<name>, workflow:<id>, or a crew's name."""
+    kind, sep, _ = value.partition(":")
+    return value if sep and kind in ("crew", "workflow") else f"crew:{value}"
+
+
 async def conversations_page(console: Console, request: Request, session: Session) -> Response:
-    args: dict[str, Any] = {"what": "conversations", "limit": PAGE}
-    if request.query_params.get("cursor"):
-        args["cursor"] = request.query_params["cursor"]
-    if request.query_params.get("target"):
-        args["target"] = request.query_params["target"]
-    page = await console.tool(session, "list", args)
+    """The list (V7): a search by id (conversation, inbox or call: opens it) or by
+    target, a target filter, and the list's own pages (its cursors)."""
+    query = request.query_params
+    search = query.get("q", "").strip()
+    target = query.get("target", "").strip()
+    missing = ""
+    if search:
+        try:
+            uuid.UUID(search)
+        except ValueError:
+            target = _as_target(search)
+        else:
+            if found := await _found_by_id(console, session, search):
+                return redirect(found)
+            missing = search
+    args: dict[str, Any] = {"what": "conversations", "limit": _page_size(query.get("limit", ""))}
+    if query.get("cursor"):
+        args["cursor"] = query["cursor"]
+    if target:
+        args["target"] = target
+    page = {"items": []} if missing else await console.tool(session, "list", args)
     targets = await console.tool(session, "list", {"what": "targets", "limit": 200})
     return console.render(
         request,
@@ -65,8 +111,14 @@ async def conversations_page(console: Console, request: Request, session: Sessio
         session,
         conversations=page["items"],
         next_cursor=page.get("next_cursor", ""),
+        first_page=bool(query.get("cursor")),
+        filter_query=urllib.parse.urlencode(
+            {k: v for k, v in (("target", target), ("limit", query.get("limit", ""))) if v}
+        ),
         targets=targets["items"],
-        filter_target=request.query_params.get("target", ""),
+        filter_target=target,
+        search=search,
+        missing=missing,
     )
 
 
@@ -88,12 +140,36 @@ def _starter(entries: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _calls_of(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls made from the conversation that have ended: each one's completion
+    notice (a `function_completed` delivery, F13) names it. An open call is not linked
+    yet: a call's status does not name the conversation it notifies."""
+    calls = []
+    for entry in entries:
+        attributes = entry.get("attributes") or {}
+        if entry.get("kind") == "function_completed" and attributes.get("call_id"):
+            calls.append({**attributes, "created_at": entry.get("created_at")})
+    return calls
+
+
+async def _timers_of(
+    console: Console, session: Session, conversation_id: str
+) -> dict[str, list[dict[str, Any]]]:
+    """The conversation's schedules and pending wake-ups the session may see."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for what in ("schedules", "wake_ups"):
+        args = {"what": what, "conversation_id": conversation_id, "limit": 100}
+        found[what] = (await console.tool(session, "list", args))["items"]
+    return found
+
+
 async def conversation_page(console: Console, request: Request, session: Session) -> Response:
     conversation_id = request.path_params["conversation_id"]
     read, end, page = await live.read_from(console, session, conversation_id, "")
     entries = [entry for _, entry in read]
     # Only the principal the inbox is bound to may write in it (C3); others read.
     can_reply = _starter(entries) == session.identity.principal
+    timers = await _timers_of(console, session, conversation_id)
     return console.render(
         request,
         "conversation.html",
@@ -103,6 +179,9 @@ async def conversation_page(console: Console, request: Request, session: Session
         entries=entries[-MAX_ENTRIES:],
         live_from=live.recheck_cursor(read, end),
         can_reply=can_reply,
+        calls=_calls_of(entries),
+        schedules=timers["schedules"],
+        wake_ups=timers["wake_ups"],
     )
 
 

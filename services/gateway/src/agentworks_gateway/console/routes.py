@@ -39,16 +39,21 @@ def _next_page(value: str) -> str:
 
 
 async def sign_in_form(console: Console, request: Request) -> Response:
+    """The sign-in form; `?next=` is where signing in leads (the home by default), and
+    a session that is already signed in goes there at once (V7)."""
+    target = _next_page(request.query_params.get("next", ""))
     try:
         console.check_host(request)
-        session = await console.sessions.resume(request.cookies.get(SESSION_COOKIE))
+        await console.sessions.resume(request.cookies.get(SESSION_COOKIE))
     except errors.AgentWorksError:
-        return console.sign_in_page(request)
-    return console.render(request, "signed_in.html", session)
+        return console.render(request, "sign_in.html", None, error="", next=target)
+    return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
 
 
 async def sign_in(console: Console, request: Request) -> Response:
-    """POST sign-in: the token from the form becomes a session cookie."""
+    """POST sign-in: the token from the form becomes a session cookie, and the browser
+    goes on to the page it asked for (`next`), or the home."""
+    form: dict[str, str] = {}
     try:
         console.check_host(request)
         console.check_origin(request)  # no login CSRF: only the console's own form signs in
@@ -62,7 +67,7 @@ async def sign_in(console: Console, request: Request) -> Response:
             None,
             status=status,
             error=exc.message,
-            next=f"{PREFIX}/",
+            next=_next_page(form.get("next", "")),
         )
     response = RedirectResponse(
         _next_page(form.get("next", "")), status_code=303, headers=SECURITY_HEADERS
@@ -97,6 +102,9 @@ def console_routes(gateway: Gateway) -> list[BaseRoute]:
     async def root(request: Request) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
+    async def favicon(request: Request) -> Response:
+        return RedirectResponse(f"{PREFIX}/static/favicon.svg", status_code=301)
+
     async def sign_in_get(request: Request) -> Response:
         return await sign_in_form(console, request)
 
@@ -106,6 +114,7 @@ def console_routes(gateway: Gateway) -> list[BaseRoute]:
     page, action = console.page, console.action
     return [
         Route("/", root, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Route(f"{PREFIX}", root, methods=["GET"]),
         Route(f"{PREFIX}/", page(home), methods=["GET"]),
         Route(f"{PREFIX}/sign-in", sign_in_get, methods=["GET"]),

@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from agentworks.core import errors
 from agentworks_gateway import tools
 from agentworks_gateway.api import HTTP_STATUS
+from agentworks_gateway.console import present
 from agentworks_gateway.service import Gateway
 from agentworks_gateway.sessions import Session, Sessions
 
@@ -85,7 +86,11 @@ class Console:
         self.templates.filters["pretty"] = lambda value: json.dumps(value, indent=2)
         self.templates.filters["short"] = lambda value, n=12: (value or "")[:n]
         self.templates.filters["quote"] = lambda value: urllib.parse.quote(str(value), safe="")
+        self.templates.filters["when"] = present.when
+        self.templates.filters["copy_id"] = present.copy_id
+        self.templates.filters["seconds"] = present.duration
         self.templates.globals["prefix"] = PREFIX
+        self.templates.globals["timeline"] = present.timeline
 
     # ------------------------------------------------------------------ rendering
 
@@ -201,9 +206,28 @@ class Console:
                 with structlog.contextvars.bound_contextvars(principal=session.identity.principal):
                     return await handler(self, request, session)
             except errors.AgentWorksError as exc:
+                signed_out = exc.code.name == "UNAUTHENTICATED" and not request.cookies.get(
+                    SESSION_COOKIE
+                )
+                if signed_out and (to_sign_in := self.to_sign_in(request)):
+                    return to_sign_in
                 return self.refusal(request, session, exc)
 
         return endpoint
+
+    def to_sign_in(self, request: Request) -> Response | None:
+        """Never signed in (no cookie): a page is a redirect to the sign-in form, which
+        comes back here after, instead of a 401 (a browser logs that as an error). Not
+        for htmx or an event stream, which are told as before."""
+        if request.headers.get("hx-request") or "text/event-stream" in request.headers.get(
+            "accept", ""
+        ):
+            return None
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        query = urllib.parse.urlencode({"next": target})
+        return RedirectResponse(
+            f"{PREFIX}/sign-in?{query}", status_code=303, headers=SECURITY_HEADERS
+        )
 
     def action(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """A state-changing POST: signed in, from the console's Origin, with the CSRF token."""
