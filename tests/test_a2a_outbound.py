@@ -216,3 +216,54 @@ async def test_refusals_off_the_list_out_of_scope_C8_and_without_a_turn_X4_C8_T3
     ended = await as_turn.post("/api/v1/a2a/call", json={"agent": "peer", "skill": "double"})
     assert ended.status_code in (401, 403, 409), ended.text
     assert external["seen"] == []
+
+
+async def test_the_agent_tools_reach_the_agent_and_never_hold_the_credential_X4_L1_T3(
+    outbound, external, api, alice_token, messaging, identity
+):
+    """X4 L1 T3 (an attacker's view): a turn's a2a_send and a2a_call tools, acting with
+    the turn's capability only, reach the external agent; no tool result, no turn
+    context field and no log line of the runtime holds the operator's credential."""
+    from structlog.testing import capture_logs
+
+    from agentworks.agents.agent_mcp.acting import capability_view
+    from agentworks.agents.agent_tools import turn_toolbox
+    from agentworks.runtime import TurnWorker
+
+    results: list[dict[str, Any]] = []
+    contexts: list[str] = []
+    done = asyncio.Event()
+
+    async def handle(ctx: Any) -> None:
+        if done.is_set():
+            return
+        box = turn_toolbox(capability_view(ctx, "turn"))
+        results.append(await box.call("a2a_send", {"agent": "peer", "text": "tools"}))
+        results.append(
+            await box.call("a2a_call", {"agent": "peer", "skill": "double", "inputs": {"n": 1}})
+        )
+        contexts.append(repr(ctx) + repr(vars(ctx)))
+        done.set()
+
+    worker = TurnWorker(
+        messaging.address,
+        identity("agent:demo/bot"),
+        [CREW],
+        handle,
+        wait_seconds=2,
+        lease_seconds=10,
+        gateway_url=outbound.url,
+    )
+    with capture_logs() as logs:
+        running = asyncio.create_task(worker.run())
+        sent = await api(alice_token).post(
+            "/api/v1/tools/messages", json={"action": "send", "crew": "demo", "message": "go"}
+        )
+        assert sent.status_code == 200, sent.text
+        await asyncio.wait_for(done.wait(), 30)
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+    assert [r["agent"] for r in results] == ["peer", "peer"] and all(r["task_id"] for r in results)
+    assert f"Bearer {SECRET}" in external["seen"]
+    for text in (json.dumps(results), *contexts, repr(logs)):
+        assert SECRET not in text

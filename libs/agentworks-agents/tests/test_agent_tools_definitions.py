@@ -35,6 +35,8 @@ TURN_TOOLS = [
     "get_function_call",
     "reply_function_call",
     "read_transcript",
+    "a2a_send",
+    "a2a_call",
 ]
 EXECUTION_TOOLS = [
     "report_progress",

@@ -91,6 +91,7 @@ def turn_worker(config: RuntimeConfig, handler: TurnHandler) -> TurnWorker:
         turn_seconds=config.turn_seconds,
         health_file=config.health_file,
         tls=config.tls,
+        gateway_url=config.gateway_url,
     )
 
 

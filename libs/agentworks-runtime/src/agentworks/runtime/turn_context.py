@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentworks.client import FunctionsClient, MessagingClient, SchedulerClient, target_str
+from agentworks.client.a2a_out import a2a_request
 from agentworks.client.messaging import attributes_json
 from agentworks.common.v1 import common_pb2
 from agentworks.core import errors
@@ -67,6 +68,9 @@ class TurnContext(WakeUps):
     started: list[m.SendReceipt] = field(default_factory=list)  # start/continue_conversation
     _capability: str = field(default="", repr=False)  # renewed by the heartbeats (T3)
     ended: bool = False  # a reply completed the turn (send_message(end_turn=True))
+    # The gateway (AGENTWORKS_GATEWAY_URL): external A2A agents are reached through it (X4).
+    gateway_url: str = ""
+    a2a_requests: int = 0
 
     @property
     def turn_id(self) -> str:
@@ -196,6 +200,24 @@ class TurnContext(WakeUps):
             message_id=receipt.message_id,
         )
         return receipt
+
+    async def a2a(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`send` or `call` an external A2A agent on the operator's allow-list through
+        the gateway, with this turn's capability (X4); its replies and a call's end come
+        back as later `conversation_reply` / `function_completed` turns. The gateway holds
+        the agent's credential: nothing here sees it."""
+        if not self.gateway_url or not self.capability:
+            raise errors.PreconditionFailed(
+                "external A2A agents are reached through the gateway with the turn's "
+                "capability: set AGENTWORKS_GATEWAY_URL for this runtime"
+            )
+        self.a2a_requests += 1
+        key = f"turn:{self.turn_id}:a2a:{self.a2a_requests}"
+        answer = await a2a_request(
+            self.gateway_url, self.capability, action, {**body, "submission_id": key}
+        )
+        self.log.info("a2a.sent", action=action, agent=answer.get("agent"))
+        return answer
 
     async def transcript(self, *, after: str = "", limit: int = 0) -> m.GetTranscriptResponse:
         """A page of this conversation's transcript, oldest first: messages both ways

@@ -140,6 +140,7 @@ class TurnWorker(LeaseWorker):
         health_file: str = "",
         on_finished: Callable[[TurnOutcome], None] | None = None,
         tls: Tls | None = None,
+        gateway_url: str = "",
     ) -> None:
         heartbeat_seconds = heartbeat_seconds or max(1.0, lease_seconds / 3)
         super().__init__(
@@ -178,6 +179,7 @@ class TurnWorker(LeaseWorker):
         self.turn_seconds = turn_seconds
         self.on_finished = on_finished
         self._tls = tls
+        self.gateway_url = gateway_url  # external A2A agents, through the gateway (X4)
 
     async def run(self) -> None:
         """Serve turns until `stop()`; raises on configuration errors (bad key, targets)."""
@@ -254,6 +256,7 @@ class TurnWorker(LeaseWorker):
             log=bound,
             scheduler=self.scheduler,
             functions=self.functions,
+            gateway_url=self.gateway_url,
         )
         bound.info(
             "turn.started",

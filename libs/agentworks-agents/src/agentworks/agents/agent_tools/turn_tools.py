@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentworks.agents.agent_tools import views
+from agentworks.agents.agent_tools.a2a_tools import a2a_tools
 from agentworks.agents.agent_tools.function_tools import function_tools
 from agentworks.agents.agent_tools.schemas import (
     AFTER_SECONDS,
@@ -286,5 +287,6 @@ def turn_toolbox(ctx: TurnContext) -> Toolbox:
             (RESCHEDULE_WAKE_UP, reschedule_wake_up),
             *functions,
             (READ_TRANSCRIPT, read_transcript),
+            *a2a_tools(ctx),
         ]
     )
