@@ -175,7 +175,8 @@ async def test_another_principals_inbox_is_not_found_and_a_runtime_reads_none_A3
 
 async def test_bad_subscribe_requests_are_refused_with_their_field_N1(chat):
     """N1 C7: heartbeat_seconds outside 5-60 is refused by the proto's rule (FIELD_RULE,
-    naming the field); a malformed cursor and a missing inbox_id are INVALID_ARGUMENT."""
+    naming the field), as is a missing inbox_id (its min_len rule); a malformed cursor is
+    INVALID_ARGUMENT."""
     alice, _, inbox = chat
     for seconds in (4, 61, -1):
         with pytest.raises(InvalidArgument) as refused:
@@ -184,8 +185,10 @@ async def test_bad_subscribe_requests_are_refused_with_their_field_N1(chat):
         assert refused.value.metadata.get("field") == "heartbeat_seconds"
     with pytest.raises(InvalidArgument):
         await anext(alice.subscribe(inbox, after="not-a-cursor"))
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as refused:
         await anext(alice.subscribe(""))
+    assert refused.value.reason == Reason.FIELD_RULE
+    assert refused.value.metadata.get("field") == "inbox_id"
 
 
 async def test_a_draining_replica_ends_its_streams_unavailable_at_once_N1_P4(chat, messaging):

@@ -89,6 +89,8 @@ MESSAGING_READ_REQUEST_LIMIT_GTE = 1
 MESSAGING_READ_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.messaging.v1.ReadRequest.wait_seconds: int32.gte
 MESSAGING_READ_REQUEST_WAIT_SECONDS_GTE = 0
+# agentworks.messaging.v1.SubscribeRequest.inbox_id: string.min_len, in characters
+MESSAGING_SUBSCRIBE_REQUEST_INBOX_ID_MIN_LEN = 1
 # agentworks.messaging.v1.SubscribeRequest.heartbeat_seconds: int32.lte
 MESSAGING_SUBSCRIBE_REQUEST_HEARTBEAT_SECONDS_LTE = 60
 # agentworks.messaging.v1.SubscribeRequest.heartbeat_seconds: int32.gte
@@ -125,6 +127,8 @@ MESSAGING_SEND_MESSAGE_REQUEST_SUBMISSION_ID_MAX_LEN = 200
 MESSAGING_SEND_FROM_TURN_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.SendFromTurnRequest.submission_id: string.max_len, in characters
 MESSAGING_SEND_FROM_TURN_REQUEST_SUBMISSION_ID_MAX_LEN = 200
+# agentworks.messaging.v1.CompleteTurnRequest.error: string.max_bytes, in bytes of UTF-8
+MESSAGING_COMPLETE_TURN_REQUEST_ERROR_MAX_BYTES = 4096
 # agentworks.messaging.v1.EnqueueDeliveryRequest.text: string.max_bytes, in bytes of UTF-8
 MESSAGING_ENQUEUE_DELIVERY_REQUEST_TEXT_MAX_BYTES = 65536
 # agentworks.messaging.v1.EnqueueDeliveryRequest.payload: bytes.max_len, in bytes

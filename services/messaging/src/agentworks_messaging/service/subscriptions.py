@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import structlog
 
 from agentworks.core.checks import check_no_nul
-from agentworks.core.errors import InvalidArgument, Reason, Unavailable, rule_meta
+from agentworks.core.errors import Reason, Unavailable
 from agentworks.core.identity import Identity
 from agentworks.server.db import Listener, Waiter
 from agentworks.server.shares import shares
@@ -58,12 +58,6 @@ class SubscriptionCases:
     ) -> AsyncIterator[InboxEvent]:
         """The caller's inbox's messages after the cursor, then each new one as it
         arrives, with heartbeats while none does (N1); never ends on its own."""
-        if not inbox_id:
-            raise InvalidArgument(
-                "inbox_id is required: the inbox to subscribe to, from a send receipt",
-                reason=Reason.FIELD_RULE,
-                metadata=rule_meta("inbox_id", "required"),
-            )
         check_no_nul(inbox_id, "inbox_id")
         position = decode_cursor(after)
         refuse_runtime_inbox_read(identity)

@@ -200,7 +200,7 @@ class ReadResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("delivery_id", "conversation_id", "kind", "status", "message", "text", "payload", "attributes_json", "turn_id", "created_at")
+    __slots__ = ("delivery_id", "conversation_id", "kind", "status", "message", "text", "payload", "attributes_json", "turn_id", "created_at", "turn_error")
     DELIVERY_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +211,7 @@ class Delivery(_message.Message):
     ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TURN_ERROR_FIELD_NUMBER: _ClassVar[int]
     delivery_id: str
     conversation_id: str
     kind: DeliveryKind
@@ -221,7 +222,8 @@ class Delivery(_message.Message):
     attributes_json: str
     turn_id: str
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, delivery_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes_json: _Optional[str] = ..., turn_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    turn_error: str
+    def __init__(self, delivery_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes_json: _Optional[str] = ..., turn_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_error: _Optional[str] = ...) -> None: ...
 
 class GetTranscriptRequest(_message.Message):
     __slots__ = ("conversation_id", "inbox_id", "after", "limit")
@@ -384,12 +386,14 @@ class SendFromTurnRequest(_message.Message):
     def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ...) -> None: ...
 
 class CompleteTurnRequest(_message.Message):
-    __slots__ = ("turn_id", "interrupted")
+    __slots__ = ("turn_id", "interrupted", "error")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
     interrupted: bool
-    def __init__(self, turn_id: _Optional[str] = ..., interrupted: _Optional[bool] = ...) -> None: ...
+    error: str
+    def __init__(self, turn_id: _Optional[str] = ..., interrupted: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class CompleteTurnResponse(_message.Message):
     __slots__ = ()
