@@ -25,6 +25,7 @@ import traceback
 from agentworks.core.logging import configure_logging
 from bench import a2a_binding, conversation, functions, gateway, growth, mcp_tasks, messaging, push
 from bench.harness import Processes, Report, postgres
+from bench.notes_issue40 import ISSUE_40
 
 
 async def run(args: argparse.Namespace) -> Report:
@@ -110,6 +111,7 @@ async def run(args: argparse.Namespace) -> Report:
         "receipt (NOTIFY is sent at commit, in parallel with the receipt)."
     )
     report.notes.extend(OPTIMISATIONS)
+    report.notes.extend(ISSUE_40)
     return report
 
 

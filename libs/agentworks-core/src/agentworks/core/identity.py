@@ -22,7 +22,6 @@ from agentworks.core.capability import Capability
 from agentworks.core.checks import check_lower_case
 from agentworks.core.errors import InvalidArgument, Unauthenticated
 from agentworks.core.keys import (
-    REMEMBERED_MAX,
     SIGNING_KEY_VARIABLE,
     TRUSTED_KEYS_VARIABLE,
     SigningKey,
@@ -166,23 +165,22 @@ def verify(token: str | None, trusted: TrustedKeys, now: float | None = None) ->
     The token's `kid` names the trusted key that must have signed it; that key's signer
     must be the token's `iss` and may vouch only for what `agentworks.core.trust`
     allows. A caller reuses its token for minutes, so a verified token is remembered
-    (bounded, per trusted-keys set, forgotten when the keys change) and only its expiry
-    is checked again: the signature check is most of the cost of an identity, and
-    nothing else about it changes.
+    (agentworks.core.remembered: bounded, least recently used first out, per
+    trusted-keys set and forgotten when the keys change) until its expiry or
+    REMEMBER_SECONDS, whichever is first; after that it is verified again in full,
+    which refuses it once it has expired.
     """
     if not token:
         raise Unauthenticated(f"missing identity: send a signed {METADATA_KEY} metadata entry")
     moment = time.time() if now is None else now
     trusted.refresh()
-    remembered = trusted.remembered.get(token)
-    if remembered is None:
-        remembered = _verified(token, trusted, moment)
-        if len(trusted.remembered) >= REMEMBERED_MAX:
-            trusted.remembered.clear()
-        trusted.remembered[token] = remembered
-    identity, expires = remembered
-    if moment >= expires + CLOCK_SKEW_SECONDS:
-        raise Unauthenticated("identity expired: mint a new one and retry")
+    # Taken before verifying: a reload meanwhile replaces the store, and what was
+    # verified with the old keys lands in the old one, which nothing reads any more.
+    remembered = trusted.remembered
+    identity: Identity | None = remembered.get(token, moment)
+    if identity is None:
+        identity, expires = _verified(token, trusted, moment)
+        remembered.put(token, identity, moment, expires + CLOCK_SKEW_SECONDS)
     return identity
 
 

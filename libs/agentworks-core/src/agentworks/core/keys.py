@@ -23,12 +23,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from agentworks.core.remembered import Remembered
 from agentworks.core.settings import ConfigError, Env
 from agentworks.core.trust import RETIRED_SIGNERS, check_signer, file_name
 
@@ -40,8 +40,6 @@ TRUSTED_KEYS_FILE = "trusted-keys.json"
 SIGNING_KEY_FILE = "signing-key.pem"
 # How often a verifier looks whether the trusted-keys file changed.
 RELOAD_SECONDS = 5.0
-# Verified identities a verifier remembers (see agentworks.core.identity.verify).
-REMEMBERED_MAX = 4096
 
 
 def _raw(public_key: Ed25519PublicKey) -> bytes:
@@ -120,8 +118,9 @@ class TrustedKeys:
         self._stamp = self._stat() if path else None
         self._next_check = time.monotonic() + RELOAD_SECONDS
         self._lock = threading.Lock()
-        # token -> what verifying it found; emptied whenever the keys change.
-        self.remembered: dict[str, Any] = {}
+        # The tokens verified with these keys (agentworks.core.remembered); replaced by
+        # an empty store whenever the keys change, so nothing verified before outlives it.
+        self.remembered = Remembered()
 
     @classmethod
     def load(cls, path: str, variable: str = TRUSTED_KEYS_VARIABLE) -> TrustedKeys:
@@ -165,7 +164,7 @@ class TrustedKeys:
                 for kid, k in keys.items()
             ):
                 self._keys = keys
-                self.remembered = {}
+                self.remembered = Remembered(self.remembered.max_entries)
                 log.info("trusted_keys.reloaded", path=self.path, kids=",".join(sorted(keys)))
 
     def get(self, kid: str) -> TrustedKey | None:
