@@ -146,6 +146,7 @@ def delivery_out(d: Delivery) -> pb.Delivery:
         payload=d.payload or b"",
         turn_id=d.turn_id or "",
         created_at=timestamp(d.created_at),
+        turn_error=d.turn_error,
     )
     if d.message is not None:
         out.message.CopyFrom(message_out(d.message))

@@ -66,6 +66,8 @@ class Delivery:
     turn_id: str | None
     created_at: datetime
     message: Message | None = None
+    # Why the delivery's turn failed (L12), for those who may read it (A3); "" otherwise.
+    turn_error: str = ""
 
 
 @dataclass(frozen=True)

@@ -288,9 +288,12 @@ WHERE conversation_id = %(conversation_id)s AND position > %(after)s
 ORDER BY position LIMIT %(limit)s;
 
 -- transcript_deliveries --
-SELECT * FROM messaging.deliveries
-WHERE conversation_id = %(conversation_id)s AND position > %(after)s
-ORDER BY position LIMIT %(limit)s;
+-- With why the delivery's turn failed (L12); the service shows it to whom it may (A3).
+SELECT d.*, coalesce(t.error, '') AS turn_error
+FROM messaging.deliveries d
+LEFT JOIN messaging.turns t ON t.id = d.turn_id
+WHERE d.conversation_id = %(conversation_id)s AND d.position > %(after)s
+ORDER BY d.position LIMIT %(limit)s;
 
 -- messages_by_id --
 SELECT * FROM messaging.messages WHERE id = ANY(CAST(%(message_ids)s AS uuid[]));
@@ -472,7 +475,7 @@ SELECT * FROM messaging.turns WHERE id = %(turn_id)s FOR UPDATE;
 WITH t AS (
     SELECT id, runtime, status FROM messaging.turns WHERE id = %(turn_id)s FOR UPDATE
 ), ended AS (
-    UPDATE messaging.turns tu SET status = %(status)s, ended_at = now()
+    UPDATE messaging.turns tu SET status = %(status)s, ended_at = now(), error = %(error)s
     FROM t WHERE tu.id = t.id AND t.runtime = %(runtime)s AND t.status = 'active'
     RETURNING tu.id
 ), dlv AS (

@@ -103,6 +103,7 @@ CREATE TABLE turns (
     lease_expires_at timestamp with time zone NOT NULL,
     claimed_at timestamp with time zone DEFAULT now() NOT NULL,
     ended_at timestamp with time zone,
+    error text DEFAULT ''::text NOT NULL,
     CONSTRAINT turns_conversation_id_fkey FOREIGN KEY (conversation_id) REFERENCES conversations(id),
     CONSTRAINT turns_pkey PRIMARY KEY (id),
     CONSTRAINT turns_status_check CHECK (status = ANY (ARRAY['active'::text, 'completed'::text, 'interrupted'::text]))

@@ -207,7 +207,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self, request: pb.CompleteTurnRequest, context: grpc.aio.ServicerContext
     ) -> pb.CompleteTurnResponse:
         await self.service.complete_turn(
-            caller(), turn_id=request.turn_id, interrupted=request.interrupted
+            caller(),
+            turn_id=request.turn_id,
+            interrupted=request.interrupted,
+            error=request.error,
         )
         return pb.CompleteTurnResponse()
 

@@ -85,6 +85,7 @@ turns = sa.Table(
     sa.Column("lease_expires_at", TS, nullable=False),
     sa.Column("claimed_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("ended_at", TS),
+    sa.Column("error", sa.Text, nullable=False, server_default=""),
 )
 
 deliveries = sa.Table(

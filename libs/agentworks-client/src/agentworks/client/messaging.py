@@ -225,10 +225,14 @@ class MessagingClient(ServiceClient):
             request.target.CopyFrom(target_ref(target))
         return await self._unary("SendFromTurn", request)
 
-    async def complete_turn(self, turn_id: str, *, interrupted: bool = False) -> None:
-        """End a claimed turn: handled, or with `interrupted` given up unhandled (C11)."""
+    async def complete_turn(
+        self, turn_id: str, *, interrupted: bool = False, error: str = ""
+    ) -> None:
+        """End a claimed turn: handled, or with `interrupted` given up unhandled (C11);
+        `error` (at most 4 KiB) says why it failed, for the target's owner (L12)."""
         await self._unary(
-            "CompleteTurn", m.CompleteTurnRequest(turn_id=turn_id, interrupted=interrupted)
+            "CompleteTurn",
+            m.CompleteTurnRequest(turn_id=turn_id, interrupted=interrupted, error=error),
         )
 
     async def enqueue_delivery(

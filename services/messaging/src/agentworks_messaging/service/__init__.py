@@ -41,6 +41,7 @@ from agentworks_messaging.service.rules import (
     check_text,
     check_turn_to_complete,
     refuse_runtime_inbox_read,
+    without_turn_error,
 )
 from agentworks_messaging.service.subscriptions import SubscriptionCases
 from agentworks_messaging.service.turns import TurnCases
@@ -357,6 +358,11 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
                 metadata=kind_meta("conversation", conversation_id),
             )
         page: Page = await self.store.transcript(conversation_id, position, limit)
+        entries = page.items
+        if not (identity.principal == owner or identity.is_operator):
+            # A failed turn's stderr is the crew's (L12): its owner and the operator read
+            # it, the conversation's outside caller (and the crew's turns) never (A3).
+            entries = [without_turn_error(e) for e in entries]
         return Transcript(
-            page.items, encode_cursor(page.last_position), key, inbox_id, conversation_id
+            entries, encode_cursor(page.last_position), key, inbox_id, conversation_id
         )

@@ -1,9 +1,11 @@
 """Pure checks of messaging's use cases: a message's text and parts (C2, P6); the turn a
-reply completes (C10). The text's size and the retry key's length are field rules of the
-proto, checked before the handler (`agentworks.server.validation`)."""
+reply completes (C10); who reads a failed turn's error (L12). The text's size and the
+retry key's length are field rules of the proto, checked before the handler
+(`agentworks.server.validation`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -12,6 +14,7 @@ from agentworks.core.errors import InvalidArgument, PermissionDenied, Preconditi
 from agentworks.core.identity import Identity
 from agentworks.core.limits import MAX_PARTS_BYTES
 from agentworks.server.capabilities import require_item
+from agentworks_messaging.models import Delivery, Message
 
 
 def check_text(text: str, parts: list[dict[str, Any]] | None) -> None:
@@ -64,3 +67,11 @@ def refuse_runtime_inbox_read(identity: Identity) -> None:
             reason=Reason.OUT_OF_SCOPE,
             metadata={"targets": ",".join(sorted(identity.targets))},
         )
+
+
+def without_turn_error(entry: Message | Delivery) -> Message | Delivery:
+    """A transcript entry as a reader who is neither the target's owner nor the operator
+    sees it: without its turn's error (L12, A3), the crew's stderr."""
+    if isinstance(entry, Delivery) and entry.turn_error:
+        return dataclasses.replace(entry, turn_error="")
+    return entry

@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from agentworks.core.checks import check_no_nul
 from agentworks.core.errors import PermissionDenied, Reason
 from agentworks.core.identity import Identity
 from agentworks.server.capabilities import ended_refusal, require_item
@@ -109,16 +110,20 @@ class TurnCases:
         return await self.store.heartbeat(turn_id, identity.principal, lease)
 
     async def complete_turn(
-        self, identity: Identity, *, turn_id: str, interrupted: bool = False
+        self, identity: Identity, *, turn_id: str, interrupted: bool = False, error: str = ""
     ) -> None:
-        """End the caller's turn: handled, or given up unhandled (`interrupted`, C11)."""
+        """End the caller's turn: handled, or given up unhandled (`interrupted`, C11);
+        `error` says why it failed (L12), kept on the turn for the target's owner."""
         require_item(identity, "turn", turn_id)
+        check_no_nul(error, "error")
         await self._check_turn_capability(identity)
-        await self.store.complete_turn(turn_id, identity.principal, interrupted=interrupted)
+        await self.store.complete_turn(
+            turn_id, identity.principal, interrupted=interrupted, error=error
+        )
         if interrupted:
             log.warning("turn.interrupted", turn_id=turn_id, reason="given up by its runtime")
         else:
-            log.info("turn.completed", turn_id=turn_id)
+            log.info("turn.completed", turn_id=turn_id, failed=bool(error))
 
     async def interrupt_expired_turns(self) -> int:
         count = await self.store.interrupt_expired_turns()

@@ -51,6 +51,7 @@ def delivery_from(row: Any, message: Message | None = None) -> Delivery:
         turn_id=str(row.turn_id) if row.turn_id else None,
         created_at=row.created_at,
         message=message,
+        turn_error=getattr(row, "turn_error", None) or "",
     )
 
 

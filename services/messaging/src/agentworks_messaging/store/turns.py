@@ -122,11 +122,14 @@ class TurnQueries(MessagingStoreBase):
         status = "expired" if row.status == "active" and not row.live else row.status
         return str(row.conversation_id), status
 
-    async def complete_turn(self, turn_id: str, runtime: str, *, interrupted: bool) -> None:
+    async def complete_turn(
+        self, turn_id: str, runtime: str, *, interrupted: bool, error: str = ""
+    ) -> None:
         """End the runtime's active turn: `completed` (deliveries `handled`), or given up
-        unhandled, `interrupted` like a lapsed lease (C11). Asking for the ending the turn
-        already has again (a retry after a lost answer) changes nothing and succeeds.
-        One statement in autocommit."""
+        unhandled, `interrupted` like a lapsed lease (C11), with why it failed (`error`,
+        L12; "" when it did not). Asking for the ending the turn already has again (a
+        retry after a lost answer) changes nothing and succeeds. One statement in
+        autocommit."""
         ending = "interrupted" if interrupted else "completed"
         turn_uuid = parse_uuid(turn_id, "turn")
         async with self.db.raw() as pg:
@@ -138,6 +141,7 @@ class TurnQueries(MessagingStoreBase):
                     "runtime": runtime,
                     "status": ending,
                     "delivery_status": ending if interrupted else "handled",
+                    "error": error,
                 },
             )
         if row is None or row.runtime != runtime:
