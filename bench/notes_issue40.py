@@ -53,4 +53,18 @@ ISSUE_40 = [
     "2.94. With an empty HTTP request at 0.56 ms and the MCP client at 0.5 ms, MCP "
     "send and read at 2x the gRPC operation (about 1.4 ms) are out of reach by caching "
     "in the gateway; what is left is in the MCP SDK on both sides.",
+    "Issue 40's targets after levers 1-3, one full-size run each of `python -m bench "
+    "--only 'call round trip' --update docs/performance.md` and `python -m bench --only "
+    "'mcp vs grpc' --update docs/performance.md` (the table's rows above; the target "
+    "column there still shows the last issue's 1.5x): calls at 32 callers 460.8 against "
+    "procrastinate's 550.6 calls/s, 0.84x (target >= 1.0x: not met); CPU per round trip "
+    "3.64 against 1.66 ms, 2.19x (target <= 1.3x: not met); 0.30 of our floor (target "
+    ">= 0.6: not met; the floor itself ran 1,524 calls/s against 970 on the last full "
+    "page); at 1 caller p50 6.54 against 3.67 ms, 1.78x (target <= 1.3x: not met). MCP "
+    "send p50 4.48 against 1.93 ms over gRPC, 2.32x, and read 3.24 against 0.81 ms, "
+    "3.99x (target <= 2x: not met; lever 3's note says where the time goes). The "
+    "conversation rows were not re-run in this round (their last run: 2.13x and 2.68x "
+    "a2a-sdk, CPU 0.64x and 0.65x, against targets of >= 2x and <= 0.7x). Not taken "
+    "on: the long-lived runtime stream (the lever the twelfth round sized at 0.3-0.6 ms "
+    "of a round trip's CPU per request saved).",
 ]
