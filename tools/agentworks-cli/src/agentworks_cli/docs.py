@@ -154,7 +154,9 @@ fetches every page. `conversations list` also prints a `--since` cursor: pass it
 to see only the conversations with new messages and how many (`NEW`).
 `messages transcript --conversation ID` (or `--inbox ID`) prints a conversation whole:
 the messages both ways (`sender → crew:x`, `agent → inbox`) and every delivery record
-(`[wake_up · handled] ...`), then `next_cursor`.
+(`[wake_up · handled] ...`), then `next_cursor`. To the target's owner and the operator,
+a delivery whose turn failed also shows `its turn failed:` with the turn command's exit
+status and stderr tail (L12); its caller never sees that.
 
 `call-file` writes the file's bytes, page by page, to `--out PATH` or stdout (binary
 files byte for byte); `--offset` and `--limit` read a part. `call-status` pages the

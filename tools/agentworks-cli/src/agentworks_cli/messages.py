@@ -138,6 +138,12 @@ def _print_entry(entry: Mapping[str, Any], target: str) -> None:
     else:
         detail = entry.get("text", "")
     print(f"{when}  {label} " + detail.replace("\n", "\n    "))
+    if entry.get("turn_error"):  # its turn failed (L12): the target's owner reads why
+        print(
+            paint("    its turn failed:", "bold")
+            + "\n      "
+            + entry["turn_error"].replace("\n", "\n      ")
+        )
 
 
 async def transcript(api: ApiClient, args: argparse.Namespace) -> None:

@@ -43,7 +43,12 @@ STDERR_EVENT_LINES = 40
 
 
 class CommandFailed(Exception):
-    """The command exited with a non-zero status or was killed by a signal."""
+    """The command exited with a non-zero status or was killed by a signal. `summary`
+    says so without the stderr tail the message may end with."""
+
+    def __init__(self, message: str, *, summary: str = "") -> None:
+        super().__init__(message)
+        self.summary = summary or message
 
 
 class Job(Protocol):
@@ -269,10 +274,11 @@ class ProcessRunner:
             if status is None or "error" in status:
                 metrics.SANDBOX_FAILURES.labels("sandbox" if status is None else "exec").inc()
             if status is None:
-                raise CommandFailed(
+                summary = (
                     f"the sandbox did not run command {argv[0]} (bubblewrap exited with "
-                    f"status {returncode})" + (f": {tail}" if tail else "")
+                    f"status {returncode})"
                 )
+                raise CommandFailed(summary + (f": {tail}" if tail else ""), summary=summary)
             if "error" in status:
                 raise CommandFailed(f"command {argv[0]} could not start: {status['error']}")
             returncode = int(status.get("returncode", returncode))
@@ -282,7 +288,8 @@ class ProcessRunner:
                 if returncode < 0
                 else f"exited with status {returncode}"
             )
-            raise CommandFailed(f"command {argv[0]} {how}" + (f": {tail}" if tail else ""))
+            summary = f"command {argv[0]} {how}"
+            raise CommandFailed(summary + (f": {tail}" if tail else ""), summary=summary)
         return lines.last_line
 
     async def _watch(

@@ -27,7 +27,11 @@ sandbox shows it alone of all the calls' and turns' folders). The command gets:
 Replies are explicit (C6): the agent sends them with the `send_message` tool. The
 command's stdout is never forwarded; it is counted and its last line logged. A command
 that fails (non-zero status, a limit) is logged and the turn is completed all the same,
-as for any turn handler that raises (`turns.py`).
+as for any turn handler that raises (`turns.py`), with why it failed (L12): its exit
+status or limit and its stderr's last 40 lines (at most 4 KiB, `failure_text`), which
+the target's owner and the operator read on the turn's deliveries (the transcript, the
+console's conversation page, `agentworks conversations show`) and its caller never
+(A3).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from agentworks.agents.agent_mcp.resources import turn_input
 from agentworks.core.capability import CAPABILITY_FILE_VARIABLE, CAPABILITY_VARIABLE
 from agentworks.runner.command_config import RunnerConfig, parse_turn_commands
 from agentworks.runner.command_process import CommandFailed, ProcessRunner
-from agentworks.runner.limits import Policy
+from agentworks.runner.limits import LimitExceeded, Policy
 from agentworks.runner.line_reports import MAX_LINE_BYTES, _lines, _text
 from agentworks.runner.runner import base_environment, secret_files
 from agentworks.runner.sandbox import Sandbox
@@ -189,11 +193,21 @@ class TurnCommandRunner(ProcessRunner):
                     output = _TurnOutput()
                     await self.start_and_run(job, prepared, policy, output)
                     ctx.log.info("turn.command_ended", lines=output.count, last=output.last_line)
-            except BaseException:
+            except BaseException as exc:
                 await self.discard(prepared)
+                if isinstance(exc, CommandFailed | LimitExceeded):
+                    ctx.error_detail = failure_text(exc, prepared.stderr_tail)
                 raise
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def failure_text(exc: CommandFailed | LimitExceeded, stderr_tail: str) -> str:
+    """Why a turn command failed, for the target's owner (L12): what ended it (its status
+    or the limit it passed) and its stderr's last 40 lines (at most 4 KiB), as it wrote
+    them; the worker cleans and cuts it (`turns.turn_error`)."""
+    summary = exc.summary if isinstance(exc, CommandFailed) else str(exc)
+    return f"{summary}\n{stderr_tail}" if stderr_tail else summary
 
 
 def _write(path: pathlib.Path, text: str, owner: int | None) -> None:

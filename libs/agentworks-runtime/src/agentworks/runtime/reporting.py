@@ -24,6 +24,24 @@ def clean_text(text: str) -> str:
     return _UNSENDABLE.sub("\ufffd", text)
 
 
+def fit_tail(text: str, limit: int) -> str:
+    """`text` cleaned (`clean_text`) and at most `limit` UTF-8 bytes, for an error whose
+    end matters most (a stderr tail): its first line (at most a quarter of `limit`), a note
+    saying what was cut, and as much of its end as fits."""
+    text = clean_text(text)
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    head, newline, _ = text.partition("\n")
+    head = fit_text(head, limit // 4) + "\n" if newline else ""
+    note = f"[... cut: {len(data)} bytes in all]\n"
+    room = max(0, limit - len(head.encode()) - len(note.encode()))
+    kept = data[len(data) - room :].decode("utf-8", "ignore")
+    if "\n" in kept:  # from the first whole line kept
+        kept = kept.split("\n", 1)[1]
+    return head + note + kept
+
+
 def fit_text(text: str, limit: int) -> str:
     """`text` cleaned (`clean_text`) and at most `limit` UTF-8 bytes, cut at a character
     boundary with a note saying so."""

@@ -71,6 +71,9 @@ class TurnContext(WakeUps):
     # The gateway (AGENTWORKS_GATEWAY_URL): external A2A agents are reached through it (X4).
     gateway_url: str = ""
     a2a_requests: int = 0
+    # Why the handler failed, when it knows more than its exception says (a turn
+    # command's stderr tail): sent with CompleteTurn for the target's owner (L12).
+    error_detail: str = ""
 
     @property
     def turn_id(self) -> str:

@@ -29,6 +29,11 @@ Failure policy:
   and chose to end the turn, so the conversation's queue is freed at once instead of
   being blocked until the lease expires; the deliveries are not resent (C5, C11). A
   handler that wants the caller to know about a failure says so with `send_message`.
+  The completion carries why it failed (L12): `TurnContext.error_detail` when the
+  handler set it (a turn command's stderr tail, `agentworks.runner.turn_runner`), else
+  the exception as `Type: message`, at most 4 KiB (its end kept); the target's owner
+  and the operator read it on the turn's deliveries in the transcript, the
+  conversation's caller does not (A3).
 - A lost lease (`FAILED_PRECONDITION` on heartbeat or complete) is logged and not
   retried: the service has recorded the turn as `interrupted` (C11). The handler may
   watch `TurnContext.lease_lost`.
@@ -59,10 +64,12 @@ from agentworks.client.common import target_str
 from agentworks.client.credentials import RuntimeIdentity
 from agentworks.client.rpc import open_channel
 from agentworks.core import errors
+from agentworks.core.limits import MAX_TURN_ERROR_BYTES
 from agentworks.core.tls import Tls
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.config import DEFAULT_TURN_SECONDS
 from agentworks.runtime.lease import Backoff, LeaseWorker, Work
+from agentworks.runtime.reporting import describe, fit_tail
 from agentworks.runtime.serving import GIVE_UP_SECONDS, unless_stopped
 from agentworks.runtime.startup import check_turn_targets
 from agentworks.runtime.turn_context import (
@@ -284,7 +291,7 @@ class TurnWorker(LeaseWorker):
                     bound.exception("turn.handler_failed", error=repr(exc))
         completed = ctx.ended  # a reply that ended the turn completed it
         if not completed and not ctx.lease_lost.is_set():
-            completed = await self._complete(ctx)
+            completed = await self._complete(ctx, turn_error(ctx, error))
         if ctx.lease_lost.is_set():
             work.outcome = "lease_lost"
         elif not completed:
@@ -322,11 +329,11 @@ class TurnWorker(LeaseWorker):
     async def _end_interrupted(self, ctx: TurnContext, reason: str) -> None:
         await self.client.complete_turn(ctx.turn_id, interrupted=True)
 
-    async def _complete(self, ctx: TurnContext) -> bool:
+    async def _complete(self, ctx: TurnContext, error: str = "") -> bool:
         backoff = Backoff(initial=0.2, maximum=2.0)
         for attempt in range(1, 4):
             try:
-                await self.client.complete_turn(ctx.turn_id)
+                await self.client.complete_turn(ctx.turn_id, error=error)
                 return True
             except errors.PreconditionFailed as exc:
                 ctx.lease_lost.set()
@@ -341,6 +348,14 @@ class TurnWorker(LeaseWorker):
                 ctx.log.error("turn.complete_failed", code=exc.code.name, error=exc.message)
                 return False
         return False
+
+
+def turn_error(ctx: TurnContext, error: BaseException | None) -> str:
+    """Why the turn failed, as CompleteTurn takes it (L12): "" when it did not; the
+    handler's own detail or the exception, cleaned and cut to the limit (its end kept)."""
+    if error is None:
+        return ""
+    return fit_tail(ctx.error_detail or describe(error), MAX_TURN_ERROR_BYTES)
 
 
 # What `agentworks.runtime.turns` has always offered (moved to modules of their own).

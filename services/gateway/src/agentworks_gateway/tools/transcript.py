@@ -44,6 +44,8 @@ def delivery_dict(delivery: m.Delivery) -> dict[str, Any]:
         "payload_base64": payload_base64,
         "attributes": loads(delivery.attributes_json, "attributes", None),
         "turn_id": delivery.turn_id or None,
+        # Why its turn failed (L12): for the target's owner and operators only (A3).
+        "turn_error": delivery.turn_error or None,
         "created_at": timestamp(delivery.created_at),
     }
 
@@ -116,7 +118,8 @@ TRANSCRIPT_TOOL = Tool(
     "ways (direction to_target: sent to the crew or workflow; to_inbox: an agent's reply) "
     "and the delivery records of every kind (message, wake_up, schedule, webhook, "
     "function_completed, conversation_reply) with their status (pending, in_turn, handled, "
-    "interrupted). "
+    "interrupted); a delivery whose turn failed has turn_error (its command's exit status "
+    "and stderr tail) when you own the target or are an operator, else null. "
     "Returns {conversation_id, target, inbox_id, items, next_cursor}; next_cursor is always "
     "set: pass it back as cursor, and an empty page means nothing new yet.",
     TRANSCRIPT_SCHEMA,
