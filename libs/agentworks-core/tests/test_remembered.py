@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from agentworks.core.remembered import REMEMBER_SECONDS, Remembered
 from agentworks.core.trust import CLOCK_SKEW_SECONDS
 
 
-def _trusted(tmp_path, *keys: SigningKey) -> tuple[TrustedKeys, object]:
+def _trusted(tmp_path: Path, *keys: SigningKey) -> tuple[TrustedKeys, Path]:
     path = tmp_path / "trusted-keys.json"
     write_trusted_keys(path, [key.trusted for key in keys])
     return TrustedKeys.load(str(path)), path
