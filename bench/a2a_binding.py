@@ -146,6 +146,8 @@ async def a2a_round_trip(procs: Processes, report: Report, seconds: float) -> No
             "trips/s",
             baseline,
             median(theirs.throughputs),
+            "≥ 1.0 x a2a-sdk",
+            median(ours.throughputs) >= median(theirs.throughputs),
         )
     )
     report.add(

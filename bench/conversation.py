@@ -296,8 +296,8 @@ def _report(
                 "trips/s",
                 baseline,
                 their_tput,
-                "≥ 1.5 x a2a-sdk",
-                (tput >= 1.5 * their_tput) if have_peer else None,
+                "≥ 2 x a2a-sdk",
+                (tput >= 2 * their_tput) if have_peer else None,
             )
         )
         cpu, their_cpu = median(us.cpu), peer(median(them.cpu))
@@ -309,8 +309,8 @@ def _report(
                 "ms",
                 baseline,
                 their_cpu,
-                "≤ a2a-sdk",
-                (cpu <= their_cpu) if have_peer else None,
+                "≤ 0.7 x a2a-sdk",
+                (cpu <= 0.7 * their_cpu) if have_peer else None,
             )
         )
         report.add(

@@ -158,6 +158,7 @@ async def mcp_vs_grpc(procs: Processes, report: Report, count: int) -> None:
                     "ms",
                     "the same through gRPC",
                     percentile(results[f"grpc {action}"], pct),
+                    *mcp_target(pct, results[f"mcp {action}"], results[f"grpc {action}"]),
                 )
             )
     report.notes.append(
@@ -167,3 +168,10 @@ async def mcp_vs_grpc(procs: Processes, report: Report, count: int) -> None:
         "calling messaging directly as the same principal. One call at a time, alternating "
         "rounds."
     )
+
+
+def mcp_target(pct: int, mcp: list[float], grpc: list[float]) -> tuple[str, bool | None]:
+    """Issue 40: MCP's p50 at most twice the same operation's over gRPC."""
+    if pct != 50:
+        return "", None
+    return "≤ 2 x gRPC", percentile(mcp, 50) <= 2 * percentile(grpc, 50)
