@@ -283,7 +283,9 @@ def test_make_run_suite_serves_the_demo_crew_and_stops_cleanly_p2_p4_r2_c6_c7_a2
         # V3: the banner names the console; it answers at / with its sign-in page.
         assert up.count(f"console   {config['url']}/") == 1
         console = httpx.get(f"{config['url']}/", timeout=5, follow_redirects=True)
-        assert console.status_code == 401 and "API token" in console.text
+        # Signed out, it redirects to its sign-in page (V7: a page, not a 401).
+        assert console.status_code == 200 and "API token" in console.text
+        assert console.url.path == "/console/sign-in"
 
         # C2/C6/C7/R2 through the CLI: the demo runtime replies explicitly to the inbox.
         receipt = cli(tmp_path, "messages", "send", "--crew", "demo", "hello")

@@ -448,9 +448,21 @@ async def test_worker_logs_and_serves_on_when_the_service_refuses_both_finishes_
 
     With this service and this SDK both finishes are never refused (the SDK fits the
     error to the limits the service states); a service with stricter limits (an older or
-    newer version) would. So this test runs the real service with a 40-byte error limit.
+    newer version) would. So this test runs the real service with a 40-byte error limit
+    (the proto's rule is larger; a stricter service is stood in for at its finish).
     """
-    monkeypatch.setattr("agentworks_functions.service.finishing.MAX_ERROR_BYTES", 40)
+    from agentworks.core.errors import InvalidArgument
+    from agentworks_functions.service.finishing import Finishing
+
+    finish = Finishing.finish
+
+    async def stricter(self, identity, **kwargs):
+        if len(kwargs["error"].encode()) > 40:
+            size = len(kwargs["error"].encode())
+            raise InvalidArgument(f"error is {size} bytes; the limit is 40 bytes")
+        return await finish(self, identity, **kwargs)
+
+    monkeypatch.setattr(Finishing, "finish", stricter)
 
     async def handler(ctx: ExecutionContext) -> str:
         if ctx.inputs["text"] == "boom":

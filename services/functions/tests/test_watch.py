@@ -49,7 +49,7 @@ class Collected:
     def last(self) -> pb.CallStatus:
         return self.statuses[-1]
 
-    async def until(self, check, timeout: float = 5.0) -> pb.CallStatus:
+    async def wait_for(self, check, timeout: float = 5.0) -> pb.CallStatus:
         await until(lambda: self.statuses and check(self.last), timeout)
         return self.last
 
@@ -67,25 +67,25 @@ async def test_a_watch_streams_a_call_from_start_to_end_then_ends_N1_F7_F11(clie
     call_id = (await alice.call("crew:demo", echo, {"text": "hi"})).call_id
     watch = Collected(alice.watch_call(call_id))
     try:
-        first = await watch.until(lambda s: True)
+        first = await watch.wait_for(lambda s: True)
         assert state_name(first.status) == "running" and not first.started
         execution = await runtime.claim_execution(["crew:demo"])
         assert execution is not None and execution.call_id == call_id
-        await watch.until(lambda s: s.started)
+        await watch.wait_for(lambda s: s.started)
 
         await runtime.report(call_id, progress="reading", messages=["m0", "m1"])
-        await watch.until(lambda s: s.progress == "reading" and s.next_after == 1)
+        await watch.wait_for(lambda s: s.progress == "reading" and s.next_after == 1)
         await runtime.report(call_id, messages=["m2"], events=[{"kind": "note", "text": "e0"}])
-        await watch.until(lambda s: s.next_after == 2 and s.next_after_event == 0)
+        await watch.wait_for(lambda s: s.next_after == 2 and s.next_after_event == 0)
 
         await runtime.ask_input(call_id, "ask-1", "Which colour?")
-        asked = await watch.until(lambda s: s.question == "Which colour?")
+        asked = await watch.wait_for(lambda s: s.question == "Which colour?")
         assert state_name(asked.status) == "waiting_for_input"
         await alice.reply(call_id, "blue")
-        await watch.until(lambda s: state_name(s.status) == "running" and not s.question)
+        await watch.wait_for(lambda s: state_name(s.status) == "running" and not s.question)
 
         await runtime.upload_file(call_id, "out.txt", b"done\n", media_type="text/plain")
-        await watch.until(lambda s: [f.name for f in s.files] == ["out.txt"])
+        await watch.wait_for(lambda s: [f.name for f in s.files] == ["out.txt"])
         await runtime.finish_execution(call_id, final_message="all done")
         await until(lambda: watch.ended, 5)
     finally:

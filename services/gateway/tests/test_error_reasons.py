@@ -115,7 +115,7 @@ MATCHING_WORDS = re.compile(
     r"\.message\.(startswith|endswith|removeprefix|removesuffix|find|index|split|partition)\("
     r"|\bin\s+(exc|error|err|e|refused)\.message\b"
     r"|\bin\s+str\((exc|error|err|e)\)"
-    r"|re\.\w+\([^)]*\b(exc|error|err)\.message\b"
+    r"|\bre\.\w+\([^)]*\b(exc|error|err)\.message\b"
 )
 NO_MATCHING = ("services/gateway/src", "tools/agentworks-cli/src", "libs/agentworks-client/src")
 

@@ -46,13 +46,29 @@ MAX_FIELD_CHARS = 1024
 MAX_ITEMS = 1024
 
 
+# The rules that bound a field's size; a field whose rule states only a minimum or a
+# pattern (e.g. `min_len: 1` on an id) is still measured here.
+_BOUNDING = {
+    "string": ("max_len", "max_bytes", "len", "len_bytes", "const"),
+    "bytes": ("max_len", "len", "const"),
+    "repeated": ("max_items",),
+}
+
+
 @functools.cache
 def _ruled(field: FieldDescriptor) -> bool:
-    """Whether the proto states a rule of this field (checked by the validator already)."""
+    """Whether the proto bounds this field's size (checked by the validator already)."""
     options = field.GetOptions()
-    return options.HasExtension(validate_pb2.field) and bool(
-        options.Extensions[validate_pb2.field].WhichOneof("type")
-    )
+    if not options.HasExtension(validate_pb2.field):
+        return False
+    rules = options.Extensions[validate_pb2.field]
+    kind = rules.WhichOneof("type")
+    if kind not in _BOUNDING:
+        return kind is not None and not (
+            field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
+        )
+    typed = getattr(rules, kind)
+    return any(typed.HasField(name) for name in _BOUNDING[kind])
 
 
 def _refuse(path: str, what: str, limit: int, unit: str) -> InvalidArgument:
