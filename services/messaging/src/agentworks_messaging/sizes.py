@@ -64,8 +64,9 @@ def _ruled(field: FieldDescriptor) -> bool:
     rules = options.Extensions[validate_pb2.field]
     kind = rules.WhichOneof("type")
     if kind not in _BOUNDING:
-        return kind is not None and not (
-            field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
+        return kind is not None and field.type not in (
+            FieldDescriptor.TYPE_STRING,
+            FieldDescriptor.TYPE_BYTES,
         )
     typed = getattr(rules, kind)
     return any(typed.HasField(name) for name in _BOUNDING[kind])
