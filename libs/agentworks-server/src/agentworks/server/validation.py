@@ -102,6 +102,9 @@ def _path(message: Message, elements: Any) -> tuple[str, Any]:
     return path or "request", descriptor
 
 
+# A value longer than this is not quoted in a refusal.
+QUOTED_CHARS = 200
+
 _UNITS = {
     "string.max_len": "characters",
     "string.max_bytes": "bytes",
@@ -119,6 +122,9 @@ def _wording(path: str, rule_id: str, limit: Any, value: Any, descriptor: Any, s
     if rule_id in ("string.min_len", "bytes.min_len") and limit == 1:
         return f"{path} is required (it is empty)"
     if rule_id == "string.pattern":
+        if len(value) > QUOTED_CHARS:  # never echo a long input back (P6): its size says it
+            size = len(value.encode())
+            return f"{path} is {size} bytes; it must match the pattern {limit}"
         return f"{path} {value!r} does not match the pattern {limit}"
     low, high = _bounds(descriptor)
     if rule_id.startswith("repeated."):
