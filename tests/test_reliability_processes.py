@@ -130,7 +130,9 @@ async def turns():
             continue
         note("turn", turn.turn_id, *[d.delivery_id for d in turn.deliveries])
         try:
-            await asyncio.sleep(rng.uniform(0, 0.2))
+            # A turn's work: short, so the backlog the senders leave drains in seconds
+            # (0-0.2 s took 45 s of the run), long enough that kills land mid-turn.
+            await asyncio.sleep(rng.uniform(0, 0.04))
             await retry(lambda: ms.send_message(
                 turn.reply_inbox_id, "re " + turn.turn_id, submission_id=turn.turn_id))
             await retry(lambda: ms.complete_turn(turn.turn_id))
