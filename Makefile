@@ -162,9 +162,11 @@ test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_
 	@# database server each; a module stays on one worker), then the reliability tests
 	@# (faults, kills, noisy neighbours: they time a victim) alone, one at a time.
 	@# Exit status 5 (no test selected, e.g. PYTEST_ARGS naming one file) is no failure.
+	@# --durations: the slowest tests are named in every run, to keep the suite lean.
 	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
-	  -m "not reliability" $(PYTEST_ARGS) || test $$? -eq 5
-	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -m reliability $(PYTEST_ARGS) || test $$? -eq 5
+	  --durations=15 -m "not reliability" $(PYTEST_ARGS) || test $$? -eq 5
+	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest --durations=10 -m reliability $(PYTEST_ARGS) \
+	  || test $$? -eq 5
 
 run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home, a model)
 	$(BIN)/agentworks up --replicas $(REPLICAS) \
