@@ -4,7 +4,8 @@ Every URL the gateway asks (the card's, and each interface the card names) passe
 deployment's outbound address policy first (`webhooks_out.policy`, GATEWAY_WEBHOOKS_ALLOW):
 an agent card cannot point the gateway at a private or metadata address. The operator's
 credential rides in the HTTP client's headers to that agent only; refusals name the
-agent, never the credential.
+agent, never the credential. Each request is sent to the address its check resolved
+(`webhooks_out.pinned`): no second DNS look-up can point it elsewhere.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from google.protobuf.json_format import MessageToDict
 
 from agentworks.core import errors
 from agentworks_gateway.a2a_out.settings import AllowedAgent
+from agentworks_gateway.webhooks_out.pinned import PinnedTransport
 from agentworks_gateway.webhooks_out.policy import AddressPolicy
 
 ENDED = {
@@ -138,7 +140,12 @@ async def connect(
     parts = urllib.parse.urlsplit(agent.card_url)
     base = f"{parts.scheme}://{parts.netloc}"
     path = parts.path + (f"?{parts.query}" if parts.query else "")
-    http = httpx.AsyncClient(headers=agent.headers(), timeout=timeout, follow_redirects=False)
+    http = httpx.AsyncClient(
+        headers=agent.headers(),
+        timeout=timeout,
+        follow_redirects=False,
+        transport=PinnedTransport(policy),  # no second DNS look-up after the check
+    )
     client: Client | None = None
     try:
         try:
