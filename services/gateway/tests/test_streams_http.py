@@ -245,3 +245,42 @@ async def test_a_principals_streams_are_capped_by_its_share_429_others_unaffecte
             pass
     finally:
         configure(None)
+
+
+async def test_an_open_stream_ends_when_its_token_is_revoked_on_another_replica_A1_N1(
+    start_gateway, api, operator_token, demo, bot
+):
+    """A1 G1 N1, as an attacker: carol opens an inbox stream and a call stream on one
+    replica; the operator revokes her token on the other. Her streams end within the
+    re-check (an `event: error` naming the revoked token, then the end of the stream),
+    and a reply sent after the revocation never reaches her."""
+    settings = {"GATEWAY_STREAM_RECHECK_SECONDS": "0.3"}
+    first, second = await start_gateway(**settings), await start_gateway(**settings)
+    operator = api(operator_token, base_url=second.url)
+    created = await operator.post(
+        "/api/v1/tools/tokens", json={"action": "create", "principal": "user:carol"}
+    )
+    token, token_id = created.json()["token"], created.json()["token_id"]
+    carol = api(token, base_url=first.url)
+    sent = await carol.post(SEND, json={"action": "send", "crew": "demo", "message": "hi"})
+    inbox_id = sent.json()["inbox_id"]
+    turn = await bot.claim_turn([demo], wait_seconds=10)
+    assert turn is not None
+    async with stream(carol, f"{STREAMS}/inboxes/{inbox_id}") as events:
+        await bot.send_message(turn.reply_inbox_id, "before")
+        assert (await events.next())["data"]["text"] == "before"
+        revoked = await operator.post(
+            "/api/v1/tools/tokens", json={"action": "revoke", "token_id": token_id}
+        )
+        assert revoked.status_code == 200
+        await bot.send_message(turn.reply_inbox_id, "after the revocation")
+        ended = await events.next(timeout=5)
+        assert ended["event"] == "error", ended
+        assert ended["data"]["reason"] == "CREDENTIALS_REVOKED"
+        assert f"API token {token_id} was revoked" in ended["data"]["message"]
+        rest = [line async for line in events.lines]  # the stream ends: nothing after
+        assert not any("after the revocation" in line for line in rest), rest
+    assert first.gateway.open_tokens._held == {}  # its hold went with the stream
+    # Opening again is refused as any request would be.
+    again = await refused(carol, f"{STREAMS}/inboxes/{inbox_id}")
+    assert again.status_code == 401

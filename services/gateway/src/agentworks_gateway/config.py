@@ -74,6 +74,9 @@ class Config:
     # own share of them is AGENTWORKS_PRINCIPAL_SHARES' (B7): past it 429.
     max_requests: int = 256
     max_waits: int = 512
+    # How often the tokens behind open event streams are checked again, all in one
+    # statement per replica: a revoked or expired token's streams end within this (A1).
+    stream_recheck_seconds: float = 10.0
     # Lifetime of an identity exchanged for a runtime credential (POST /api/v1/identity).
     runtime_identity_ttl_seconds: int = DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS
     # How long a web console session lasts after sign-in (V3); its token's revocation
@@ -162,6 +165,9 @@ class Config:
             ),
             max_requests=env.get_int("MAX_REQUESTS", 256, minimum=1, maximum=100_000),
             max_waits=env.get_int("MAX_WAITS", 512, minimum=1, maximum=100_000),
+            stream_recheck_seconds=env.get_float(
+                "STREAM_RECHECK_SECONDS", 10.0, minimum=0.1, maximum=60
+            ),
             runtime_identity_ttl_seconds=env.get_int(
                 "RUNTIME_IDENTITY_TTL_SECONDS",
                 DEFAULT_RUNTIME_IDENTITY_TTL_SECONDS,

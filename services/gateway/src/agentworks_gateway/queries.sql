@@ -48,6 +48,12 @@ WHERE targets IS NOT NULL
 ORDER BY created_at, token_id
 LIMIT %(limit)s;
 
+-- tokens_by_ids --
+-- The tokens behind a replica's open event streams, checked again together (A1).
+SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by,
+       targets, expires_at, last_seen_at
+FROM gateway.api_tokens WHERE token_id = ANY(%(token_ids)s);
+
 -- get_token --
 SELECT token_id, label, principal, roles, created_by, created_at, revoked_at, revoked_by,
        targets, expires_at, last_seen_at

@@ -33,6 +33,7 @@ from agentworks_gateway.admission import Admission
 from agentworks_gateway.config import Config
 from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.store import TokenStore
+from agentworks_gateway.stream_auth import OpenTokens
 from agentworks_gateway.tokens import (
     TOKEN_PREFIX,
     check_roles,
@@ -78,6 +79,8 @@ class Gateway:
         self._webhook_identity = Minter(
             WEBHOOK_PRINCIPAL, config.signing_key, ttl_seconds=config.identity_ttl_seconds
         )
+        # The tokens behind open event streams, checked again together (A1).
+        self.open_tokens = OpenTokens(tokens, self.identity_of, config.stream_recheck_seconds)
         # Set when the process starts to stop (SIGTERM): long-polls return at once.
         self.draining = asyncio.Event()
         # When the drain's grace ends (loop time): what still runs then is cut.

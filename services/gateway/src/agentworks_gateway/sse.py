@@ -27,6 +27,7 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from agentworks.core import errors
+from agentworks_gateway.stream_auth import Held
 
 log = structlog.get_logger("agentworks.gateway")
 
@@ -107,33 +108,61 @@ async def until(stop: asyncio.Event, source: AsyncIterator[T]) -> AsyncIterator[
 
 
 class EventStream:
-    """An ASGI response streaming `events`; `release()` runs once when it ends."""
+    """An ASGI response streaming `events`; `release()` runs once when it ends. With
+    `held` (its token's hold, `stream_auth`), a token found revoked or expired ends the
+    stream with `event: error` saying so (A1)."""
 
-    def __init__(self, events: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        events: AsyncIterator[bytes],
+        release: Callable[[], None],
+        held: Held | None = None,
+    ) -> None:
         self.events = events
         self.release = release
+        self.held = held
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             body = asyncio.ensure_future(self._body(send))
             gone = asyncio.ensure_future(_disconnected(receive))
+            ended = asyncio.ensure_future(
+                self.held.ended.wait() if self.held else asyncio.Event().wait()
+            )
+            left = False
             try:
-                await asyncio.wait({body, gone}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({body, gone, ended}, return_when=asyncio.FIRST_COMPLETED)
+                left = gone.done()
             finally:
-                for task in (body, gone):
+                for task in (body, gone, ended):
                     task.cancel()
-                await asyncio.gather(body, gone, return_exceptions=True)
+                await asyncio.gather(body, gone, ended, return_exceptions=True)
+            if self.held and self.held.ended.is_set() and not left:
+                await self._refuse(send, self.held)
         finally:
             self.release()
+
+    async def _refuse(self, send: Send, held: Held) -> None:
+        refusal = held.refusal or errors.Unauthenticated("the stream's token no longer lets in")
+        log.info("stream.ended", reason=refusal.reason, token_id=held.token_id)
+        with contextlib.suppress(OSError):
+            await send(
+                {"type": "http.response.body", "body": error_event(refusal), "more_body": True}
+            )
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _body(self, send: Send) -> None:
         try:
             async for chunk in self.events:
+                if self.held is not None and chunk.startswith(b"event: "):
+                    await self.held.verify()  # raises once the token no longer lets in
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             return  # the client went away while we wrote
+        except errors.AgentWorksError:
+            return  # the token ended: __call__ sends the refusal
         finally:
             aclose = getattr(self.events, "aclose", None)
             if aclose is not None:

@@ -132,6 +132,12 @@ class TokenStore:
             row = await Q.one(pg, "get_token", {"token_id": token_id})
         return _record(row) if row else None
 
+    async def by_ids(self, token_ids: list[str]) -> list[TokenRecord]:
+        """The tokens with these ids that still exist, revoked or not (one statement)."""
+        async with _watched("tokens"), self.database.raw() as pg:
+            rows = await Q.all(pg, "tokens_by_ids", {"token_ids": token_ids})
+        return [_record(r) for r in rows]
+
     async def revoke(self, token_id: str, *, revoked_by: str) -> TokenRecord | None:
         """Mark a token revoked (keeping the first revocation); None if there is no such id."""
         async with _watched("tokens"), self.database.raw(transaction=True) as pg:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -41,7 +42,8 @@ from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks_gateway import metrics, sse
 from agentworks_gateway.middleware import error_response, request_context
-from agentworks_gateway.service import Gateway
+from agentworks_gateway.service import Gateway, bearer_token
+from agentworks_gateway.stream_auth import Held
 from agentworks_gateway.tools.function_views import status_dict
 from agentworks_gateway.tools.messages import message_dict
 
@@ -102,19 +104,36 @@ def call_event_id(status: dict[str, Any]) -> str:
     return f"{status['next_after']}.{status['next_after_event']}"
 
 
-async def open_stream(gateway: Gateway, request: Request) -> tuple[Identity, contextlib.ExitStack]:
-    """The caller's identity, and its place in the wait pool held (B6, B7) until the
-    returned stack is closed."""
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+@dataclass
+class Opened:
+    """An accepted stream's caller, its token's hold (A1: the stream ends when the token
+    does) and what it holds until `close()` (its place in the wait pool, B6, B7)."""
+
+    identity: Identity
+    token: Held
+    stack: contextlib.ExitStack
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+async def open_stream(gateway: Gateway, request: Request) -> Opened:
+    """The caller's identity, its token followed and its place in the wait pool held
+    (B6, B7) until the returned `close()`."""
+    record = await gateway.token_record(
+        bearer_token(request.headers.get("authorization"), "API token")
+    )
+    identity = gateway.identity_of(record)
     if gateway.draining.is_set():  # its streams just ended: open them on another replica
         raise errors.Unavailable(
             "the gateway is shutting down; reconnect (another replica takes the stream)",
             retry_after=1.0,
             reason=errors.Reason.DRAINING,
         )
-    held = contextlib.ExitStack()
-    held.enter_context(gateway.admission.stream(identity.principal))
-    return identity, held
+    stack = contextlib.ExitStack()
+    stack.enter_context(gateway.admission.stream(identity.principal))
+    token = stack.enter_context(gateway.open_tokens.hold(record.token_id))
+    return Opened(identity, token, stack)
 
 
 async def inbox_stream(gateway: Gateway, request: Request) -> Response | sse.EventStream:
@@ -124,10 +143,11 @@ async def inbox_stream(gateway: Gateway, request: Request) -> Response | sse.Eve
     with request_context(request.scope):
         try:
             heartbeat = heartbeat_seconds(request)
-            identity, held = await open_stream(gateway, request)
+            held = await open_stream(gateway, request)
         except errors.AgentWorksError as exc:
             metrics.refused("api", exc)
             return error_response(exc)
+        identity = held.identity
         try:
             client = gateway.messaging(identity)
             # The inbox and cursor are checked here (A3: 404 as `messages read`), while
@@ -153,7 +173,7 @@ async def inbox_stream(gateway: Gateway, request: Request) -> Response | sse.Eve
                 else:
                     yield sse.heartbeat()
 
-        return sse.EventStream(sse.guarded(events()), held.close)
+        return sse.EventStream(sse.guarded(events()), held.close, held.token)
 
 
 async def call_stream(gateway: Gateway, request: Request) -> Response | sse.EventStream:
@@ -163,10 +183,11 @@ async def call_stream(gateway: Gateway, request: Request) -> Response | sse.Even
         try:
             heartbeat = heartbeat_seconds(request)
             after, after_event = call_cursors(request)
-            identity, held = await open_stream(gateway, request)
+            held = await open_stream(gateway, request)
         except errors.AgentWorksError as exc:
             metrics.refused("api", exc)
             return error_response(exc)
+        identity = held.identity
         source = gateway.functions(identity).watch_call(
             call_id,
             after=after,
@@ -202,7 +223,7 @@ async def call_stream(gateway: Gateway, request: Request) -> Response | sse.Even
                     yield sse.event("end", {"call_id": call_id, "status": status["status"]})
                     return
 
-        return sse.EventStream(sse.guarded(events()), held.close)
+        return sse.EventStream(sse.guarded(events()), held.close, held.token)
 
 
 def stream_routes(gateway: Gateway) -> list[Route]:

@@ -38,6 +38,7 @@ from agentworks_gateway import sse
 from agentworks_gateway.console.calls import OPEN, status_of
 from agentworks_gateway.console.web import PREFIX, Console
 from agentworks_gateway.sessions import Session
+from agentworks_gateway.stream_auth import Held
 
 log = structlog.get_logger("agentworks.gateway.console")
 
@@ -101,10 +102,12 @@ def _render(console: Console, request: Request, template: str, **context: Any) -
     return html
 
 
-def _hold(console: Console, session: Session) -> contextlib.ExitStack:
+def _hold(console: Console, session: Session) -> tuple[contextlib.ExitStack, Held]:
+    """The stream's place in the wait pool (B6, B7) and its token's hold (A1: a revoked
+    or expired token ends the stream), until the stack is closed."""
     held = contextlib.ExitStack()
     held.enter_context(console.gateway.admission.stream(session.identity.principal))
-    return held
+    return held, held.enter_context(console.gateway.open_tokens.hold(session.token_id))
 
 
 def _session_left(session: Session) -> float:
@@ -116,7 +119,7 @@ async def transcript_stream(console: Console, request: Request, session: Session
     conversation_id = request.path_params["conversation_id"]
     start = request.query_params.get("from", "")
     entries, end, page = await read_from(console, session, conversation_id, start)  # A3 here
-    held = _hold(console, session)
+    held, token = _hold(console, session)
     subscribe = page.get("inbox_id", "")
 
     async def events() -> AsyncIterator[bytes]:
@@ -171,7 +174,7 @@ async def transcript_stream(console: Console, request: Request, session: Session
             if not _WAKES.get(conversation_id):
                 _WAKES.pop(conversation_id, None)
 
-    return sse.EventStream(sse.guarded(events()), held.close)
+    return sse.EventStream(sse.guarded(events()), held.close, token)
 
 
 async def _woken(woken: asyncio.Event, stop: asyncio.Event, seconds: float) -> bool:
@@ -214,7 +217,7 @@ async def call_stream(console: Console, request: Request, session: Session) -> A
         call_id, heartbeat_seconds=int(HEARTBEAT_SECONDS), heartbeats=True
     )
     first = await anext(source)  # the status now, or the refusal (A3: as the page's)
-    held = _hold(console, session)
+    held, token = _hold(console, session)
 
     async def changes() -> AsyncIterator[Any]:
         yield first
@@ -236,7 +239,7 @@ async def call_stream(console: Console, request: Request, session: Session) -> A
                 yield sse.event("end", call_id)
                 return
 
-    return sse.EventStream(sse.guarded(events()), held.close)
+    return sse.EventStream(sse.guarded(events()), held.close, token)
 
 
 def routes(page: Any) -> list[Route]:

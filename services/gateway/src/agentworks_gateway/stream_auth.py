@@ -1,0 +1,115 @@
+"""Open event streams end when their token does (A1, G1, T4).
+
+A request checks its token when it is made; an event stream is one request that lasts
+for hours. `OpenTokens` keeps the tokens behind the replica's open streams and checks
+them again every `GATEWAY_STREAM_RECHECK_SECONDS` (10), all of them in one statement
+however many streams are open (an idle stream costs no statement of its own, N5). A
+token found revoked, expired or gone sets the `ended` event of each of its streams,
+with the refusal a new request would get; `sse.EventStream` then sends it as
+`event: error` and closes the stream. Before an event is sent its stream's token is
+checked too (one statement per event, as a read's), so nothing is delivered after a
+revocation; heartbeats are not checked one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import structlog
+
+from agentworks.core import errors
+from agentworks_gateway.models import TokenRecord
+from agentworks_gateway.store import TokenStore
+
+log = structlog.get_logger("agentworks.gateway")
+
+
+@dataclass(eq=False)  # each hold is itself (hashed by identity)
+class Held:
+    """One open stream's hold on its token: `ended` is set, with `refusal`, when the
+    token no longer lets its holder in."""
+
+    token_id: str
+    tokens: OpenTokens
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    refusal: errors.AgentWorksError | None = None
+
+    async def verify(self) -> None:
+        """Check the token now (before an event is sent: no event leaves after a
+        revocation, as no read answers after one); end the stream if it no longer
+        lets in."""
+        if not self.ended.is_set():
+            await self.tokens.recheck([self.token_id])
+        if self.ended.is_set():
+            raise self.refusal or errors.Unauthenticated("the stream's token no longer lets in")
+
+
+class OpenTokens:
+    """The tokens of the replica's open streams, checked again together."""
+
+    def __init__(
+        self,
+        tokens: TokenStore,
+        check: Callable[[TokenRecord], object],
+        interval: float,
+    ) -> None:
+        self.tokens = tokens
+        self.check = check  # raises Unauthenticated for a token that no longer lets in
+        self.interval = interval
+        self._held: dict[str, set[Held]] = {}
+        self._loop: asyncio.Task[None] | None = None
+
+    @contextlib.contextmanager
+    def hold(self, token_id: str) -> Iterator[Held]:
+        """Follow `token_id` while the stream is open."""
+        held = Held(token_id, self)
+        self._held.setdefault(token_id, set()).add(held)
+        if self._loop is None or self._loop.done():
+            self._loop = asyncio.get_running_loop().create_task(self._recheck())
+        try:
+            yield held
+        finally:
+            holders = self._held.get(token_id, set())
+            holders.discard(held)
+            if not holders:
+                self._held.pop(token_id, None)
+
+    async def _recheck(self) -> None:
+        while self._held:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.recheck()
+            except errors.AgentWorksError as exc:  # the database away: try again later
+                log.warning("stream.recheck_failed", code=exc.code.name, message=exc.message)
+
+    async def recheck(self, ids: list[str] | None = None) -> None:
+        """Check every held token (or these) once; end the streams of those that no
+        longer let in."""
+        ids = list(self._held) if ids is None else ids
+        if not ids:
+            return
+        found = {record.token_id: record for record in await self.tokens.by_ids(ids)}
+        for token_id in ids:
+            refusal = self._refusal(found.get(token_id), token_id)
+            if refusal is None:
+                continue
+            for held in list(self._held.get(token_id, ())):
+                held.refusal = refusal
+                held.ended.set()
+            log.info("stream.token_ended", token_id=token_id, reason=refusal.reason)
+
+    def _refusal(self, record: TokenRecord | None, token_id: str) -> errors.AgentWorksError | None:
+        if record is None:
+            return errors.Unauthenticated(
+                f"API token {token_id} no longer exists: use another token",
+                reason=errors.Reason.CREDENTIALS_INVALID,
+                metadata={"credential": "API token", "token_id": token_id},
+            )
+        try:
+            self.check(record)
+        except errors.AgentWorksError as exc:
+            return exc
+        return None
