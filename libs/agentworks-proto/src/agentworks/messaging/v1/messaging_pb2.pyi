@@ -52,10 +52,12 @@ DELIVERY_STATUS_HANDLED: DeliveryStatus
 DELIVERY_STATUS_INTERRUPTED: DeliveryStatus
 
 class Capabilities(_message.Message):
-    __slots__ = ("free_text_ask",)
+    __slots__ = ("free_text_ask", "a2a_card")
     FREE_TEXT_ASK_FIELD_NUMBER: _ClassVar[int]
+    A2A_CARD_FIELD_NUMBER: _ClassVar[int]
     free_text_ask: bool
-    def __init__(self, free_text_ask: _Optional[bool] = ...) -> None: ...
+    a2a_card: bool
+    def __init__(self, free_text_ask: _Optional[bool] = ..., a2a_card: _Optional[bool] = ...) -> None: ...
 
 class Target(_message.Message):
     __slots__ = ("ref", "owner", "capabilities", "created_at", "updated_at")

@@ -126,7 +126,8 @@ class MessagingServiceServicer:
     def RegisterTarget(self, request, context):
         """Targets (C1). RegisterTarget is for operators; it creates the target, or gives an
         existing one this owner and any capability set in the request (a capability left
-        unset keeps its stored value). UpdateTarget lets the owner change capabilities.
+        unset keeps its stored value). UpdateTarget lets the owner change capabilities (the
+        same rule: a capability left unset keeps its stored value).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
