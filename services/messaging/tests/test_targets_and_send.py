@@ -71,6 +71,28 @@ async def test_registering_again_keeps_the_owners_setting_unless_given_C1_C8(
     assert replaced.capabilities.free_text_ask is True
 
 
+async def test_the_owner_turns_the_a2a_card_off_and_on_X1_C1(clients, operator, demo):
+    """X1 C1: the A2A card switch is on unless set false; only the owner (or the operator)
+    changes it; changing one capability keeps the other; registering again keeps it."""
+    owner = await clients("user:owner")
+    assert not (await owner.get_target(demo)).capabilities.HasField("a2a_card")  # on
+    with pytest.raises(PermissionDenied):
+        await (await clients("user:mallory")).update_target(demo, a2a_card=False)
+    assert not (await owner.get_target(demo)).capabilities.HasField("a2a_card")
+
+    await owner.update_target(demo, free_text_ask=False)
+    off = await owner.update_target(demo, a2a_card=False)
+    assert off.capabilities.a2a_card is False
+    assert off.capabilities.free_text_ask is False  # left unset: kept
+    both = await owner.update_target(demo, free_text_ask=True)
+    assert (both.capabilities.free_text_ask, both.capabilities.a2a_card) == (True, False)
+
+    again = await operator.register_target(demo, owner="user:owner")
+    assert again.capabilities.a2a_card is False
+    on = await operator.register_target(demo, owner="user:owner", a2a_card=True)
+    assert on.capabilities.a2a_card is True
+
+
 async def test_send_creates_conversation_and_inbox_bound_to_caller_C2_C3(clients, demo):
     """C2 C3: a send without inbox_id starts a conversation with a new inbox."""
     alice = await clients("user:alice")

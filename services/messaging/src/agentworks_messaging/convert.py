@@ -13,6 +13,7 @@ from agentworks.core.targets import check_target
 from agentworks.messaging.v1 import messaging_pb2 as pb
 from agentworks_messaging.cursors import encode_cursor
 from agentworks_messaging.models import (
+    Capabilities,
     ConversationSummary,
     Delivery,
     InboxEvent,
@@ -106,6 +107,8 @@ def target_out(target: Target) -> pb.Target:
     caps = pb.Capabilities()
     if target.free_text_ask is not None:
         caps.free_text_ask = target.free_text_ask
+    if target.a2a_card is not None:
+        caps.a2a_card = target.a2a_card
     return pb.Target(
         ref=target_ref(target.key),
         owner=target.owner,
@@ -209,8 +212,11 @@ def turn_out(turn: Turn) -> pb.Turn:
     )
 
 
-def caps_in(caps: pb.Capabilities) -> bool | None:
-    return caps.free_text_ask if caps.HasField("free_text_ask") else None
+def caps_in(caps: pb.Capabilities) -> Capabilities:
+    return Capabilities(
+        free_text_ask=caps.free_text_ask if caps.HasField("free_text_ask") else None,
+        a2a_card=caps.a2a_card if caps.HasField("a2a_card") else None,
+    )
 
 
 def delivery_in(request: pb.EnqueueDeliveryRequest) -> dict[str, Any]:

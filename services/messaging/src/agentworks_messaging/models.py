@@ -16,11 +16,20 @@ class Target:
     free_text_ask: bool | None
     created_at: datetime
     updated_at: datetime
+    a2a_card: bool | None = None
 
     @property
     def messaging_enabled(self) -> bool:
         """C1: on unless explicitly false."""
         return self.free_text_ask is not False
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """A target's switches as a request gives them; None is "not given" (C1, C8, X1)."""
+
+    free_text_ask: bool | None = None
+    a2a_card: bool | None = None
 
 
 @dataclass(frozen=True)

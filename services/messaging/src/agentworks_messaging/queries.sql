@@ -11,12 +11,13 @@
 -- put_target --
 -- Create the target, or give an existing one this owner; a capability given as NULL
 -- keeps the stored value.
-INSERT INTO messaging.targets AS t (kind, name, owner, free_text_ask)
-VALUES (%(kind)s, %(name)s, %(owner)s, %(free_text_ask)s)
+INSERT INTO messaging.targets AS t (kind, name, owner, free_text_ask, a2a_card)
+VALUES (%(kind)s, %(name)s, %(owner)s, %(free_text_ask)s, %(a2a_card)s)
 ON CONFLICT (kind, name) DO UPDATE
 SET owner = excluded.owner,
     updated_at = now(),
-    free_text_ask = coalesce(excluded.free_text_ask, t.free_text_ask)
+    free_text_ask = coalesce(excluded.free_text_ask, t.free_text_ask),
+    a2a_card = coalesce(excluded.a2a_card, t.a2a_card)
 RETURNING *;
 
 -- look_alike --
@@ -41,7 +42,11 @@ ORDER BY kind, name
 LIMIT %(limit)s;
 
 -- update_target --
-UPDATE messaging.targets SET free_text_ask = %(free_text_ask)s, updated_at = now()
+-- A capability given as NULL keeps the stored value.
+UPDATE messaging.targets
+SET free_text_ask = coalesce(CAST(%(free_text_ask)s AS boolean), free_text_ask),
+    a2a_card = coalesce(CAST(%(a2a_card)s AS boolean), a2a_card),
+    updated_at = now()
 WHERE kind = %(kind)s AND name = %(name)s
 RETURNING *;
 

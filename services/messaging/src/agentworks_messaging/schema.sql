@@ -91,6 +91,7 @@ CREATE TABLE targets (
     free_text_ask boolean,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    a2a_card boolean,
     CONSTRAINT targets_kind_check CHECK (kind = ANY (ARRAY['crew'::text, 'workflow'::text])),
     CONSTRAINT targets_pkey PRIMARY KEY (kind, name)
 );

@@ -17,6 +17,7 @@ targets = sa.Table(
     sa.Column("free_text_ask", sa.Boolean),
     sa.Column("created_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("updated_at", TS, nullable=False, server_default=sa.func.now()),
+    sa.Column("a2a_card", sa.Boolean),  # NULL: never set, which means on (X1)
 )
 
 conversations = sa.Table(

@@ -50,26 +50,40 @@ def attributes_json(delivery: m.Delivery) -> dict[str, Any]:
     return loads(delivery.attributes_json, "attributes", {})
 
 
+def _capabilities(free_text_ask: bool | None, a2a_card: bool | None) -> m.Capabilities:
+    caps = m.Capabilities()
+    if free_text_ask is not None:
+        caps.free_text_ask = free_text_ask
+    if a2a_card is not None:
+        caps.a2a_card = a2a_card
+    return caps
+
+
 class MessagingClient(ServiceClient):
     """Client of `agentworks.messaging.v1.MessagingService`."""
 
     stub_class = messaging_pb2_grpc.MessagingServiceStub
 
     async def register_target(
-        self, target: str, *, owner: str, free_text_ask: bool | None = None
+        self,
+        target: str,
+        *,
+        owner: str,
+        free_text_ask: bool | None = None,
+        a2a_card: bool | None = None,
     ) -> m.Target:
-        caps = m.Capabilities()
-        if free_text_ask is not None:
-            caps.free_text_ask = free_text_ask
+        """Register `target` (operator); a capability left None keeps its stored value."""
+        caps = _capabilities(free_text_ask, a2a_card)
         return await self._unary(
             "RegisterTarget",
             m.RegisterTargetRequest(ref=target_ref(target), owner=owner, capabilities=caps),
         )
 
-    async def update_target(self, target: str, *, free_text_ask: bool | None = None) -> m.Target:
-        caps = m.Capabilities()
-        if free_text_ask is not None:
-            caps.free_text_ask = free_text_ask
+    async def update_target(
+        self, target: str, *, free_text_ask: bool | None = None, a2a_card: bool | None = None
+    ) -> m.Target:
+        """Change the target's capabilities (owner, operator); None keeps the stored value."""
+        caps = _capabilities(free_text_ask, a2a_card)
         return await self._unary(
             "UpdateTarget", m.UpdateTargetRequest(ref=target_ref(target), capabilities=caps)
         )

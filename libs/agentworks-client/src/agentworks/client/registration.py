@@ -1,9 +1,10 @@
 """Registering a target (C1, F5) with every service that keeps a copy of it, in one place.
 
 Messaging and functions each keep their own registration of a crew or workflow: messaging
-the owner and free_text_ask, functions the owner and running limit. Register writes to
-messaging first, then to functions; registering again replaces both, so a retry after a
-partial failure is safe. The gateway's `targets register` and `agentworks up` both use this.
+the owner and capabilities (free_text_ask, a2a_card), functions the owner and running
+limit. Register writes to messaging first, then to functions; registering again replaces
+both, so a retry after a partial failure is safe. The gateway's `targets register` and
+`agentworks up` both use this.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ async def register_target(
     *,
     owner: str,
     free_text_ask: bool | None = None,
+    a2a_card: bool | None = None,
     running_limit: int = 0,
 ) -> tuple[m.Target, f.Target | None]:
     """Register `target` for messaging, then (unless `functions` is None) with functions.
@@ -32,7 +34,9 @@ async def register_target(
     messaging is raised as it is; a refusal by functions is raised as the same error class
     saying that the target is registered for messaging but not with the functions service.
     """
-    registered = await messaging.register_target(target, owner=owner, free_text_ask=free_text_ask)
+    registered = await messaging.register_target(
+        target, owner=owner, free_text_ask=free_text_ask, a2a_card=a2a_card
+    )
     if functions is None:
         return registered, None
     try:

@@ -29,6 +29,7 @@ from agentworks.server.shares import shares
 from agentworks_messaging.cursors import decode_cursor, encode_cursor
 from agentworks_messaging.listing import ConversationListing
 from agentworks_messaging.models import (
+    Capabilities,
     Message,
     Page,
     Receipt,
@@ -69,7 +70,7 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
     # ------------------------------------------------------------------ targets
 
     async def register_target(
-        self, identity: Identity, key: TargetKey, owner: str, free_text_ask: bool | None
+        self, identity: Identity, key: TargetKey, owner: str, caps: Capabilities
     ) -> Target:
         if not identity.is_operator:
             raise PermissionDenied(
@@ -80,13 +81,17 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
         # B10: new names are lower-case (names stored before keep their spelling).
         check_lower_case(key.name, "ref.name")
         check_new_principal(owner, "owner")
-        target = await self.store.put_target(key, owner, free_text_ask)
-        log.info("target.registered", target=str(key), owner=owner, free_text_ask=free_text_ask)
+        target = await self.store.put_target(key, owner, caps)
+        log.info(
+            "target.registered",
+            target=str(key),
+            owner=owner,
+            free_text_ask=caps.free_text_ask,
+            a2a_card=caps.a2a_card,
+        )
         return target
 
-    async def update_target(
-        self, identity: Identity, key: TargetKey, free_text_ask: bool | None
-    ) -> Target:
+    async def update_target(self, identity: Identity, key: TargetKey, caps: Capabilities) -> Target:
         target = await self.store.get_target(key)
         if not (identity.is_operator or identity.principal == target.owner):
             raise PermissionDenied(
@@ -94,8 +99,13 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
                 reason=Reason.NOT_OWNER,
                 metadata={"target": str(key), "owner": target.owner},
             )
-        updated = await self.store.update_target(key, free_text_ask)
-        log.info("target.updated", target=str(key), free_text_ask=free_text_ask)
+        updated = await self.store.update_target(key, caps)
+        log.info(
+            "target.updated",
+            target=str(key),
+            free_text_ask=caps.free_text_ask,
+            a2a_card=caps.a2a_card,
+        )
         return updated
 
     async def get_target(self, identity: Identity, key: TargetKey) -> Target:

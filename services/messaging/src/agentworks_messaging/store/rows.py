@@ -21,6 +21,7 @@ def target_from(row: Any) -> Target:
         free_text_ask=row.free_text_ask,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        a2a_card=row.a2a_card,
     )
 
 

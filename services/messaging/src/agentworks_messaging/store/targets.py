@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from agentworks.core.errors import Conflict, NotFound, Reason
-from agentworks_messaging.models import Target, TargetKey
+from agentworks_messaging.models import Capabilities, Target, TargetKey
 from agentworks_messaging.store.base import MessagingStoreBase, Q
 from agentworks_messaging.store.rows import target_from
 
 
 class TargetQueries(MessagingStoreBase):
-    async def put_target(self, key: TargetKey, owner: str, free_text_ask: bool | None) -> Target:
+    async def put_target(self, key: TargetKey, owner: str, caps: Capabilities) -> Target:
         """Create the target, or give an existing one this owner. A capability not given
         (None) keeps its stored value: registering again never undoes an owner's setting."""
         params = {"kind": key.kind, "name": key.name, "owner": owner}
@@ -22,7 +22,7 @@ class TargetQueries(MessagingStoreBase):
                     reason=Reason.NAME_TAKEN,
                     metadata={"field": "ref.name", "existing": f"{key.kind}:{other}"},
                 )
-            row = await Q.one(pg, "put_target", {**params, "free_text_ask": free_text_ask})
+            row = await Q.one(pg, "put_target", {**params, **_caps(caps)})
             return target_from(row)
 
     async def get_target(self, key: TargetKey) -> Target:
@@ -32,8 +32,9 @@ class TargetQueries(MessagingStoreBase):
             raise NotFound(f"{key} is not registered")
         return target_from(row)
 
-    async def update_target(self, key: TargetKey, free_text_ask: bool | None) -> Target:
-        params = {"kind": key.kind, "name": key.name, "free_text_ask": free_text_ask}
+    async def update_target(self, key: TargetKey, caps: Capabilities) -> Target:
+        """Change the capabilities given; one not given (None) keeps its stored value."""
+        params = {"kind": key.kind, "name": key.name, **_caps(caps)}
         async with self.db.raw() as pg:
             row = await Q.one(pg, "update_target", params)
         if row is None:
@@ -53,3 +54,7 @@ class TargetQueries(MessagingStoreBase):
         async with self.db.raw() as pg:
             rows = await Q.all(pg, "list_targets", params)
         return [target_from(r) for r in rows]
+
+
+def _caps(caps: Capabilities) -> dict[str, bool | None]:
+    return {"free_text_ask": caps.free_text_ask, "a2a_card": caps.a2a_card}
