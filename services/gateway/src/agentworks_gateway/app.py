@@ -100,6 +100,9 @@ class RunningGateway:
         self.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
             await self.task
+        a2a_push = getattr(self.gateway, "a2a_push", None)
+        if a2a_push is not None:
+            await a2a_push.stop()
         if self.gateway.webhooks_out is not None:
             await self.gateway.webhooks_out.stop()
         a2a_out = getattr(self.gateway, "a2a_out", None)
@@ -135,6 +138,12 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
     gateway = Gateway(config, TokenStore(database))
     webhooks_out = gateway.webhooks_out = WebhooksOut(gateway, database, config.webhooks_out)
     a2a_out = gateway.a2a_out = A2AOut(gateway, database, config.a2a_out)  # type: ignore[attr-defined]
+    # A2A push configs (X2) ride webhooks out; off: the cards say so and the methods refuse.
+    # (Imported here: the A2A package is importable once the gateway's service module is.)
+    from agentworks_gateway.a2a.push import A2APush
+
+    a2a_push = A2APush(gateway, database, webhooks_out) if config.webhooks_out.a2a_push else None
+    gateway.a2a_push = a2a_push  # type: ignore[attr-defined]
     host, port = config.host_port
     app = build_app(gateway)
     server = _Uvicorn(
@@ -173,6 +182,8 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
     port = server.servers[0].sockets[0].getsockname()[1]
     webhooks_out.start()
     a2a_out.start()
+    if a2a_push is not None:
+        a2a_push.start()
     log.info(
         "server.started",
         service="gateway",

@@ -102,6 +102,8 @@ WHERE s.session_hash = %(session_hash)s;
 DELETE FROM gateway.console_sessions WHERE session_hash = %(session_hash)s;
 
 -- ============================================================= webhooks out (N2)
+-- The endpoints tool reads and changes endpoints of kind 'webhook' only; those of kind
+-- 'a2a_push' are A2A push configs' (their queries are under A2A push, below).
 
 -- endpoint_insert --
 INSERT INTO gateway.webhook_endpoints (endpoint_id, principal, url, description, secret)
@@ -117,13 +119,13 @@ SELECT pg_advisory_xact_lock(hashtext('gateway.webhook_endpoints:' || %(principa
 
 -- endpoint_count --
 -- How many endpoints a principal has (its cap).
-SELECT count(*) FROM gateway.webhook_endpoints WHERE principal = %(principal)s;
+SELECT count(*) FROM gateway.webhook_endpoints WHERE principal = %(principal)s AND kind = 'webhook';
 
 -- endpoint_page --
 -- A principal's endpoints oldest first after the key (%(after_at)s, %(after_id)s).
 SELECT endpoint_id, principal, url, description, secret, created_at, secret_rotated_at
 FROM gateway.webhook_endpoints
-WHERE principal = %(principal)s
+WHERE principal = %(principal)s AND kind = 'webhook'
   AND (CAST(%(after_at)s AS timestamptz) IS NULL
        OR (created_at, endpoint_id) > (CAST(%(after_at)s AS timestamptz), CAST(%(after_id)s AS text)))
 ORDER BY created_at, endpoint_id
@@ -133,7 +135,7 @@ LIMIT %(limit)s;
 -- One endpoint of a principal (another's is not found: A3).
 SELECT endpoint_id, principal, url, description, secret, created_at, secret_rotated_at
 FROM gateway.webhook_endpoints
-WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s;
+WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s AND kind = 'webhook';
 
 -- endpoint_feeds --
 -- The feeds of these endpoints.
@@ -144,12 +146,12 @@ ORDER BY endpoint_id, source;
 
 -- endpoint_delete --
 DELETE FROM gateway.webhook_endpoints
-WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s
+WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s AND kind = 'webhook'
 RETURNING endpoint_id;
 
 -- endpoint_rotate --
 UPDATE gateway.webhook_endpoints SET secret = %(secret)s, secret_rotated_at = now()
-WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s
+WHERE endpoint_id = %(endpoint_id)s AND principal = %(principal)s AND kind = 'webhook'
 RETURNING endpoint_id, principal, url, description, secret, created_at, secret_rotated_at;
 
 -- delivery_insert --
@@ -225,7 +227,7 @@ WHERE e.endpoint_id = d.endpoint_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 RETURNING d.delivery_id, d.endpoint_id, d.event_type, d.payload, d.attempts, d.give_up_at,
-          e.url, e.secret;
+          e.url, e.secret, e.headers;
 
 -- delivery_delivered --
 UPDATE gateway.webhook_deliveries
@@ -302,3 +304,104 @@ UPDATE gateway.a2a_out_tasks
 SET state = %(state)s, delivered = %(delivered)s, last_error = %(last_error)s,
     updated_at = now(), done_at = CASE WHEN %(done)s THEN now() END
 WHERE agent = %(agent)s AND task_id = %(task_id)s AND leased_by = %(replica)s;
+
+-- ============================================================= A2A push (X2, N2)
+
+-- push_lock --
+-- One task's configs are set one at a time (its cap holds), until the commit.
+SELECT pg_advisory_xact_lock(hashtext('gateway.a2a_push_configs:' || %(call_id)s));
+
+-- push_replace_old --
+-- Setting a config id again replaces it: the old one's endpoint (and deliveries) go.
+DELETE FROM gateway.webhook_endpoints
+WHERE endpoint_id IN (
+    SELECT endpoint_id FROM gateway.a2a_push_configs
+    WHERE call_id = %(call_id)s AND config_id = %(config_id)s AND principal = %(principal)s);
+
+-- push_count --
+-- How many configs a task has (its cap).
+SELECT count(*) FROM gateway.a2a_push_configs WHERE call_id = %(call_id)s;
+
+-- push_endpoint_insert --
+INSERT INTO gateway.webhook_endpoints
+    (endpoint_id, principal, url, description, secret, kind, headers)
+VALUES (%(endpoint_id)s, %(principal)s, %(url)s, %(description)s, %(secret)s, 'a2a_push',
+        CAST(%(headers)s AS jsonb));
+
+-- push_config_insert --
+INSERT INTO gateway.a2a_push_configs
+    (endpoint_id, call_id, config_id, principal, token, auth_scheme)
+VALUES (%(endpoint_id)s, %(call_id)s, %(config_id)s, %(principal)s, %(token)s, %(auth_scheme)s)
+RETURNING endpoint_id, call_id, config_id, principal, token, auth_scheme, created_at,
+          last_state, done_at, last_error, CAST(%(url)s AS text) AS url;
+
+-- push_configs_of --
+-- A task's configs of one principal (all of them, or the one with %(config_id)s).
+SELECT p.endpoint_id, p.call_id, p.config_id, p.principal, p.token, p.auth_scheme,
+       p.created_at, p.last_state, p.done_at, p.last_error, e.url
+FROM gateway.a2a_push_configs p JOIN gateway.webhook_endpoints e USING (endpoint_id)
+WHERE p.call_id = %(call_id)s AND p.principal = %(principal)s
+  AND (CAST(%(config_id)s AS text) IS NULL OR p.config_id = CAST(%(config_id)s AS text))
+ORDER BY p.created_at, p.config_id;
+
+-- push_delete --
+DELETE FROM gateway.webhook_endpoints
+WHERE endpoint_id IN (
+    SELECT endpoint_id FROM gateway.a2a_push_configs
+    WHERE call_id = %(call_id)s AND config_id = %(config_id)s AND principal = %(principal)s)
+RETURNING endpoint_id;
+
+-- push_claim --
+-- Up to %(limit)s configs whose call has not ended and that no replica follows (none, or
+-- its lease ran out), whose principal still has a usable API token: this replica follows
+-- them until its lease ends.
+UPDATE gateway.a2a_push_configs p
+SET leased_by = %(replica)s, lease_until = now() + make_interval(secs => %(lease_seconds)s)
+FROM gateway.webhook_endpoints e
+WHERE e.endpoint_id = p.endpoint_id
+  AND p.endpoint_id IN (
+    SELECT c.endpoint_id FROM gateway.a2a_push_configs c
+    WHERE c.done_at IS NULL AND (c.lease_until IS NULL OR c.lease_until < now())
+      AND EXISTS (
+        SELECT 1 FROM gateway.api_tokens t
+        WHERE t.principal = c.principal AND t.targets IS NULL AND t.revoked_at IS NULL
+          AND (t.expires_at IS NULL OR t.expires_at > now()))
+    ORDER BY c.lease_until NULLS FIRST
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED)
+RETURNING p.endpoint_id, p.call_id, p.config_id, p.principal, p.token, p.auth_scheme,
+          p.created_at, p.last_state, p.done_at, p.last_error, e.url;
+
+-- push_renew --
+-- Extend this replica's leases; the configs it no longer holds, that are done, or whose
+-- principal has no usable API token any more are not returned.
+UPDATE gateway.a2a_push_configs p
+SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
+WHERE p.leased_by = %(replica)s AND p.done_at IS NULL
+  AND EXISTS (
+    SELECT 1 FROM gateway.api_tokens t
+    WHERE t.principal = p.principal AND t.targets IS NULL AND t.revoked_at IS NULL
+      AND (t.expires_at IS NULL OR t.expires_at > now()))
+RETURNING p.endpoint_id;
+
+-- push_release --
+UPDATE gateway.a2a_push_configs SET leased_by = NULL, lease_until = NULL
+WHERE endpoint_id = %(endpoint_id)s AND leased_by = %(replica)s;
+
+-- push_advance --
+-- The state just stored for delivery (and done once it is the end), only while this
+-- replica holds the lease (no row: the lease is lost, the transaction rolls back).
+UPDATE gateway.a2a_push_configs
+SET last_state = %(state)s, last_error = '',
+    done_at = CASE WHEN %(done)s THEN now() ELSE NULL END,
+    leased_by = CASE WHEN %(done)s THEN NULL ELSE leased_by END,
+    lease_until = CASE WHEN %(done)s THEN NULL ELSE lease_until END
+WHERE endpoint_id = %(endpoint_id)s AND leased_by = %(replica)s
+RETURNING endpoint_id;
+
+-- push_error --
+-- Why following a config's task failed just now; `done` when it never can (the call
+-- is gone or no longer the principal's to see).
+UPDATE gateway.a2a_push_configs
+SET last_error = %(error)s, done_at = CASE WHEN %(done)s THEN now() ELSE done_at END
+WHERE endpoint_id = %(endpoint_id)s AND leased_by = %(replica)s;

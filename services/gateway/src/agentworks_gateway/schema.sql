@@ -19,6 +19,24 @@ CREATE TABLE a2a_out_tasks (
     CONSTRAINT a2a_out_tasks_pkey PRIMARY KEY (agent, task_id)
 );
 
+CREATE TABLE a2a_push_configs (
+    endpoint_id text NOT NULL,
+    call_id text NOT NULL,
+    config_id text NOT NULL,
+    principal text NOT NULL,
+    token text DEFAULT ''::text NOT NULL,
+    auth_scheme text DEFAULT ''::text NOT NULL,
+    last_state text DEFAULT ''::text NOT NULL,
+    last_error text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    done_at timestamp with time zone,
+    leased_by text,
+    lease_until timestamp with time zone,
+    CONSTRAINT a2a_push_configs_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(endpoint_id) ON DELETE CASCADE,
+    CONSTRAINT a2a_push_configs_pkey PRIMARY KEY (endpoint_id),
+    CONSTRAINT a2a_push_configs_task_id UNIQUE (call_id, config_id)
+);
+
 CREATE TABLE api_tokens (
     token_id text NOT NULL,
     label text DEFAULT ''::text NOT NULL,
@@ -75,6 +93,9 @@ CREATE TABLE webhook_endpoints (
     secret text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     secret_rotated_at timestamp with time zone,
+    kind text DEFAULT 'webhook'::text NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT webhook_endpoints_kind_check CHECK (kind = ANY (ARRAY['webhook'::text, 'a2a_push'::text])),
     CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (endpoint_id)
 );
 
@@ -91,6 +112,8 @@ CREATE TABLE webhook_feeds (
 );
 
 CREATE INDEX a2a_out_tasks_open ON gateway.a2a_out_tasks USING btree (updated_at) WHERE (done_at IS NULL);
+
+CREATE INDEX a2a_push_configs_open ON gateway.a2a_push_configs USING btree (lease_until) WHERE (done_at IS NULL);
 
 CREATE INDEX api_tokens_runtime_listed ON gateway.api_tokens USING btree (created_at, token_id) WHERE (targets IS NOT NULL);
 

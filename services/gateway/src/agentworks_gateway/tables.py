@@ -63,6 +63,10 @@ webhook_endpoints = sa.Table(
         "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
     sa.Column("secret_rotated_at", sa.DateTime(timezone=True)),
+    # 'webhook' (the endpoints tool's) or 'a2a_push' (an A2A push config's, 0007) and
+    # the headers each attempt carries besides the signed ones.
+    sa.Column("kind", sa.Text, nullable=False, server_default="webhook"),
+    sa.Column("headers", pg.JSONB, nullable=False, server_default="{}"),
 )
 
 webhook_feeds = sa.Table(
@@ -140,4 +144,31 @@ a2a_out_tasks = sa.Table(
     sa.Column("done_at", sa.DateTime(timezone=True)),
     sa.Column("leased_by", sa.Text),
     sa.Column("lease_until", sa.DateTime(timezone=True)),
+)
+
+# A2A push-notification configs (X2, N2) on calls' tasks, each with its webhooks-out
+# endpoint (migrations/0007_a2a_push_configs.sql says what each column holds).
+a2a_push_configs = sa.Table(
+    "a2a_push_configs",
+    metadata,
+    sa.Column(
+        "endpoint_id",
+        sa.Text,
+        sa.ForeignKey("gateway.webhook_endpoints.endpoint_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("call_id", sa.Text, nullable=False),
+    sa.Column("config_id", sa.Text, nullable=False),
+    sa.Column("principal", sa.Text, nullable=False),
+    sa.Column("token", sa.Text, nullable=False, server_default=""),
+    sa.Column("auth_scheme", sa.Text, nullable=False, server_default=""),
+    sa.Column("last_state", sa.Text, nullable=False, server_default=""),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("done_at", sa.DateTime(timezone=True)),
+    sa.Column("leased_by", sa.Text),
+    sa.Column("lease_until", sa.DateTime(timezone=True)),
+    sa.UniqueConstraint("call_id", "config_id", name="a2a_push_configs_task_id"),
 )

@@ -52,10 +52,12 @@ def agent_card(
     base_url: str,
     *,
     conversation: bool = True,
+    push_notifications: bool = False,
 ) -> AgentCard:
     """The card of one target as the caller sees it: `functions` are those the caller
     may call (the owner and the operator: every one); `conversation`: the target takes
-    conversational messages (C8's switch is on)."""
+    conversational messages (C8's switch is on); `push_notifications`: this gateway
+    serves push-notification configs on function tasks."""
     kind, _, name = target.partition(":")
     schemas = Struct()
     skills = []
@@ -108,7 +110,7 @@ def agent_card(
         ],
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=push_notifications,
             extensions=[
                 AgentExtension(
                     uri=INPUT_SCHEMAS_EXTENSION,

@@ -20,19 +20,14 @@ from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
-    TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
@@ -50,6 +45,7 @@ from agentworks_gateway.a2a.card import CONVERSATION_SKILL, SKILL_KEY
 from agentworks_gateway.a2a.conversation import Conversations, conversation_task
 from agentworks_gateway.a2a.errors import a2a_error, not_cancelable
 from agentworks_gateway.a2a.listing import list_call_tasks
+from agentworks_gateway.a2a.push.methods import CONVERSATION_PUSH, PushMethods
 from agentworks_gateway.a2a.tasks import artifact_events, call_task, small_files, status_event
 from agentworks_gateway.a2a.watch import call_changes
 from agentworks_gateway.call_tasks import TERMINAL, Phase, task_view
@@ -99,9 +95,10 @@ def _text(message: Message) -> str:
     return "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
 
 
-class TargetHandler(RequestHandler):
+class TargetHandler(PushMethods, RequestHandler):
     """Every target's A2A requests; which target and caller come from the call context
-    (`state["target"]`, `state["identity"]`, set by the route after authentication)."""
+    (`state["target"]`, `state["identity"]`, set by the route after authentication).
+    The push-notification config methods are `PushMethods`'."""
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
@@ -224,6 +221,7 @@ class TargetHandler(RequestHandler):
         message = params.message
         skill = _skill(params)
         status: f.CallStatus | None = None
+        push = params.configuration.HasField("task_push_notification_config")
         if message.task_id:
             status = await self._call(context, message.task_id)
             if status is None:
@@ -232,13 +230,21 @@ class TargetHandler(RequestHandler):
                     raise TaskNotFoundError(
                         f"no task {message.task_id} here", {"code": "NOT_FOUND"}
                     )
+                if push:
+                    raise PushNotificationNotSupportedError(CONVERSATION_PUSH)
                 async for event in self._converse(params, context, message.task_id, streaming):
                     yield event
                 return
+            checked = None
+            if push:
+                await self._own_call(context, message.task_id)
+                checked = await self.push_checked(params)
             # The answer to the call's open question (F11); the service refuses when
             # there is none.
             status = await self._functions(context).reply(message.task_id, _text(message))
+            await self.push_set(context, status.call_id, checked)
         elif skill and skill != CONVERSATION_SKILL:
+            checked = await self.push_checked(params)  # before the call: nothing if refused
             client = self._functions(context)
             receipt = await client.call(
                 context.state["target"],
@@ -246,8 +252,11 @@ class TargetHandler(RequestHandler):
                 _inputs(message),
                 submission_id=message.message_id,
             )
+            await self.push_set(context, receipt.call_id, checked)
             status = await client.get_status(receipt.call_id, message_limit=1, event_limit=1)
         else:
+            if push:
+                raise PushNotificationNotSupportedError(CONVERSATION_PUSH)
             async for event in self._converse(params, context, message.context_id, streaming):
                 yield event
             return
@@ -360,26 +369,6 @@ class TargetHandler(RequestHandler):
             raise a2a_error(exc, about_task=True) from exc
 
     # ------------------------------------------------------------------ not served
-
-    async def on_create_task_push_notification_config(
-        self, params: TaskPushNotificationConfig, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
-
-    async def on_get_task_push_notification_config(
-        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
-
-    async def on_list_task_push_notification_configs(
-        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
-    ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
-
-    async def on_delete_task_push_notification_config(
-        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> None:
-        raise PushNotificationNotSupportedError()
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

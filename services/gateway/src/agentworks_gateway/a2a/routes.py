@@ -36,6 +36,7 @@ from agentworks_gateway import metrics
 from agentworks_gateway.a2a.card import A2A_PREFIX, agent_card
 from agentworks_gateway.a2a.errors import rewrite
 from agentworks_gateway.a2a.handler import TargetHandler
+from agentworks_gateway.a2a.push import push_of
 from agentworks_gateway.admission import CALLER
 from agentworks_gateway.bodies import bounded_body, check_declared_size
 from agentworks_gateway.middleware import error_response, replay, request_context
@@ -127,7 +128,14 @@ class A2ABinding:
         known = await self.gateway.messaging(identity).get_target(target)
         switch = known.capabilities
         conversation = not switch.HasField("free_text_ask") or switch.free_text_ask
-        return agent_card(target, known.owner, functions, base_url, conversation=conversation)
+        return agent_card(
+            target,
+            known.owner,
+            functions,
+            base_url,
+            conversation=conversation,
+            push_notifications=push_of(self.gateway) is not None,
+        )
 
     async def card(self, scope: Scope, receive: Receive, send: Send) -> None:
         """`GET /a2a/{kind}/{name}/.well-known/agent-card.json` (X1)."""

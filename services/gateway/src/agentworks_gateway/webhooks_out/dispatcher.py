@@ -91,7 +91,7 @@ class Dispatcher:
     async def _attempt(self, attempt: Attempt) -> None:
         try:
             outcome = await self.sender.send(
-                attempt.url, attempt.secret, attempt.delivery_id, attempt.payload
+                attempt.url, attempt.secret, attempt.delivery_id, attempt.payload, attempt.headers
             )
             if outcome.delivered:
                 await self.store.delivered(attempt, self.replica, outcome.http_status)

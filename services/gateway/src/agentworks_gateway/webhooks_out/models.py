@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 # A feed's source: the principal's call ends, or one inbox's new messages.
@@ -73,3 +73,5 @@ class Attempt:
     give_up_at: datetime
     url: str
     secret: str
+    # Sent besides the signed headers (an A2A push config's token and authentication).
+    headers: dict[str, str] = field(default_factory=dict)

@@ -86,12 +86,23 @@ class Sender:
     async def close(self) -> None:
         await self._client.aclose()
 
-    async def send(self, url: str, secret: str, delivery_id: str, body: bytes) -> Outcome:
-        """One attempt: check the address again, post the signed body, read the answer."""
+    async def send(
+        self,
+        url: str,
+        secret: str,
+        delivery_id: str,
+        body: bytes,
+        extra_headers: dict[str, str] | None = None,
+    ) -> Outcome:
+        """One attempt: check the address again, post the signed body (with
+        `extra_headers` besides the signed ones), read the answer."""
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 target = await self.policy.check(url)
-                headers = signed_headers(secret, delivery_id, body, datetime.now(UTC))
+                headers = {
+                    **(extra_headers or {}),
+                    **signed_headers(secret, delivery_id, body, datetime.now(UTC)),
+                }
                 headers["host"] = target.host_header
                 request = self._client.build_request(
                     "POST",

@@ -51,6 +51,9 @@ class WebhooksOutConfig:
     # Endpoints one principal may have, and attempts one replica makes at once.
     max_endpoints: int = 20
     concurrency: int = 16
+    # A2A push-notification configs (X2), delivered by webhooks out: served, and
+    # advertised in the agent cards, when on (`GATEWAY_A2A_PUSH`).
+    a2a_push: bool = True
 
     @classmethod
     def from_env(cls, env: Env) -> WebhooksOutConfig:
@@ -76,6 +79,7 @@ class WebhooksOutConfig:
             lease_seconds=env.get_float("WEBHOOKS_LEASE_SECONDS", 30.0, minimum=1, maximum=3600),
             max_endpoints=env.get_int("WEBHOOKS_MAX_ENDPOINTS", 20, minimum=1, maximum=10_000),
             concurrency=env.get_int("WEBHOOKS_CONCURRENCY", 16, minimum=1, maximum=1000),
+            a2a_push=env.get_bool("A2A_PUSH", True),
         )
 
     def retry_delay(self, attempts: int) -> float:

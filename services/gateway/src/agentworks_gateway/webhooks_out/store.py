@@ -184,6 +184,7 @@ class WebhookStore:
                 give_up_at=r.give_up_at,
                 url=r.url,
                 secret=r.secret,
+                headers=dict(r.headers or {}),
             )
             for r in rows
         ]
