@@ -24,6 +24,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.types.a2a_pb2 import (
     AuthenticationInfo,
+    DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
@@ -243,6 +244,50 @@ async def test_only_the_caller_sets_or_reads_configs_and_a_refused_url_stores_no
         await client.create_task_push_notification_config(
             TaskPushNotificationConfig(task_id=talk.task.id, url=receiver.url)
         )
+
+    with pytest.raises(TaskNotFoundError):
+        await bob.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="c1")
+        )
+    await client.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="c1")
+    )
+    listed = await client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=task_id)
+    )
+    assert list(listed.configs) == []
+    with pytest.raises(TaskNotFoundError):
+        await client.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="c1")
+        )
+
+
+async def test_push_off_the_card_says_so_and_configs_are_refused_X2_X1(
+    start_gateway, alice_token, demo, echo
+):
+    """X2 X1: with GATEWAY_A2A_PUSH=false the card says pushNotifications false and a
+    config is PushNotificationNotSupported (on its own and on SendMessage)."""
+    off = await start_gateway(GATEWAY_A2A_PUSH="false")
+    async with httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {alice_token}"}, timeout=60
+    ) as http:
+        card = await A2ACardResolver(http, f"{off.url}/a2a/crew/demo").get_agent_card()
+        assert not card.capabilities.push_notifications
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        sent = await send_once(client, call_message("o-1", "echo", {"text": "x"}), immediately=True)
+        with pytest.raises(PushNotificationNotSupportedError):
+            await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=sent.task.id, url="https://example.com/")
+            )
+        request = SendMessageRequest(
+            message=call_message("o-2", "echo", {"text": "y"}),
+            configuration=SendMessageConfiguration(
+                task_push_notification_config=TaskPushNotificationConfig(url="https://example.com/")
+            ),
+        )
+        with pytest.raises(PushNotificationNotSupportedError):
+            [event async for event in client.send_message(request)]
+        await client.close()
 
 
 async def test_a_receiver_down_then_up_still_gets_the_end_X2_N2(
