@@ -288,7 +288,7 @@ async def test_targets_are_registered_updated_and_read_through_the_api_C1_C8(
         json={"action": "register", "target": "workflow:wf-1", "owner": "user:alice"},
     )
     assert registered.status_code == 200, registered.text
-    assert registered.json()["capabilities"] == {"free_text_ask": True}
+    assert registered.json()["capabilities"] == {"free_text_ask": True, "a2a_card": True}
     assert registered.json()["owner"] == "user:alice"
 
     updated = await api(alice_token).post(
@@ -296,7 +296,7 @@ async def test_targets_are_registered_updated_and_read_through_the_api_C1_C8(
         json={"action": "update", "target": "workflow:wf-1", "free_text_ask": False},
     )
     assert updated.status_code == 200
-    assert updated.json()["capabilities"] == {"free_text_ask": False}
+    assert updated.json()["capabilities"] == {"free_text_ask": False, "a2a_card": True}
 
     refused = await api(alice_token).post(
         SEND, json={"action": "send", "workflow": "wf-1", "message": "hi"}

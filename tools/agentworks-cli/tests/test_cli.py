@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -116,7 +117,13 @@ async def test_operator_registers_targets_and_manages_tokens_from_the_cli_G3_A1_
     assert "crew:research" in out and "user:dana" in out
     code, out, err = await cli("targets", "get", "crew:research", "--json")
     assert code == 0, err
-    assert json.loads(out)["capabilities"] == {"free_text_ask": False}
+    assert json.loads(out)["capabilities"] == {"free_text_ask": False, "a2a_card": True}
+    # X1: the A2A card switch, alone; the messaging switch keeps its value.
+    code, out, err = await cli("targets", "update", "crew:research", "--no-a2a-card")
+    assert code == 0, err
+    assert re.search(r"^a2a_card +false$", out, re.M), out
+    code, out, err = await cli("targets", "get", "crew:research", "--json")
+    assert json.loads(out)["capabilities"] == {"free_text_ask": False, "a2a_card": False}
     code, out, err = await cli("targets", "get", "crew:unknown")
     assert code == 4, (out, err)
 

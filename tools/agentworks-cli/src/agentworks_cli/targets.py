@@ -39,6 +39,7 @@ def _print_target(result: Mapping[str, Any]) -> None:
         ("target", result["target"]),
         ("owner", result["owner"]),
         ("free_text_ask", result["capabilities"]["free_text_ask"]),
+        ("a2a_card", result["capabilities"].get("a2a_card", True)),
     ]
     if "running_limit" in result:  # not after `update`, which changes messaging only
         pairs.append(("running_limit", _running_limit(result)))
@@ -73,10 +74,14 @@ async def targets(api: ApiClient, args: argparse.Namespace) -> None:
         call["owner"] = args.owner
     if args.action in ("register", "set_limit") and args.running_limit is not None:
         call["running_limit"] = args.running_limit
-    if args.action in ("register", "update") and args.free_text_ask is not None:
-        call["free_text_ask"] = args.free_text_ask
-    if args.action == "update" and args.free_text_ask is None:
-        raise UsageError("targets update: say --free-text-ask or --no-free-text-ask")
+    for name in ("free_text_ask", "a2a_card"):
+        if args.action in ("register", "update") and getattr(args, name) is not None:
+            call[name] = getattr(args, name)
+    if args.action == "update" and args.free_text_ask is None and args.a2a_card is None:
+        raise UsageError(
+            "targets update: say --free-text-ask or --no-free-text-ask, "
+            "--a2a-card or --no-a2a-card (or both)"
+        )
     result = await api.call("targets", call)
     print_json(result) if args.json else _print_target(result)
 
@@ -110,12 +115,19 @@ def _target_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--workflow", metavar="ID", help="the workflow ID (instead of TARGET)")
 
 
-def _free_text_ask_flags(parser: argparse.ArgumentParser) -> None:
+def _capability_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--free-text-ask",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the 'Agent messaging' setting: accept programmatic messages (on unless turned off)",
+    )
+    parser.add_argument(
+        "--a2a-card",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the target as an A2A agent: its agent card, the /a2a/agents listing and "
+        "A2A requests (on unless turned off; off answers as for an unknown target)",
     )
 
 
@@ -132,7 +144,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     register.add_argument(
         "--owner", required=True, metavar="PRINCIPAL", help="owner, e.g. user:alice"
     )
-    _free_text_ask_flags(register)
+    _capability_flags(register)
     register.add_argument(
         "--running-limit",
         type=int,
@@ -145,7 +157,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "update", parents=[common], help="change a target's capabilities (owner or operator)"
     )
     _target_arguments(update)
-    _free_text_ask_flags(update)
+    _capability_flags(update)
     update.set_defaults(run=targets, action="update")
     set_limit = targets_cmds.add_parser(
         "set-limit",

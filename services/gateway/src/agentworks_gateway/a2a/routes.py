@@ -7,7 +7,9 @@
 
 Every route takes the gateway's bearer API token (the card's security scheme) and acts
 as its principal; the body is read bounded in size and time before a2a-sdk parses it.
-A target the caller may not see has no card (404) and its tasks are not found.
+A target the caller may not see has no card (404) and its tasks are not found. A target
+whose owner turned its card off (`capabilities.a2a_card = false`, `a2a.switch`) is, to
+this binding, one that does not exist: no card, not listed, every request 404.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from agentworks_gateway.a2a.card import A2A_PREFIX, agent_card
 from agentworks_gateway.a2a.errors import rewrite
 from agentworks_gateway.a2a.handler import TargetHandler
 from agentworks_gateway.a2a.push import push_of
+from agentworks_gateway.a2a.switch import served_target
 from agentworks_gateway.admission import CALLER
 from agentworks_gateway.bodies import bounded_body, check_declared_size
 from agentworks_gateway.middleware import error_response, replay, request_context
@@ -125,7 +128,7 @@ class A2ABinding:
     async def _card(
         self, identity: Identity, target: str, functions: Any, base_url: str
     ) -> AgentCard:
-        known = await self.gateway.messaging(identity).get_target(target)
+        known = await served_target(self.gateway.messaging(identity), target)
         switch = known.capabilities
         conversation = not switch.HasField("free_text_ask") or switch.free_text_ask
         return agent_card(
@@ -136,6 +139,15 @@ class A2ABinding:
             conversation=conversation,
             push_notifications=push_of(self.gateway) is not None,
         )
+
+    async def _listed(
+        self, identity: Identity, target: str, functions: Any, base_url: str
+    ) -> AgentCard | None:
+        """A listed target's card; None when it has none (its card is off, X1)."""
+        try:
+            return await self._card(identity, target, functions, base_url)
+        except errors.NotFound:
+            return None
 
     async def card(self, scope: Scope, receive: Receive, send: Send) -> None:
         """`GET /a2a/{kind}/{name}/.well-known/agent-card.json` (X1)."""
@@ -162,7 +174,7 @@ class A2ABinding:
                 base = _base_url(scope)
                 cards = await asyncio.gather(
                     *(
-                        self._card(identity, target_str(t.target.ref), t.functions, base)
+                        self._listed(identity, target_str(t.target.ref), t.functions, base)
                         for t in listed.targets
                     )
                 )
@@ -171,7 +183,7 @@ class A2ABinding:
                 await error_response(exc)(scope, receive, send)
                 return
             body = {
-                "agents": [agent_card_to_dict(card) for card in cards],
+                "agents": [agent_card_to_dict(card) for card in cards if card is not None],
                 "next_cursor": listed.next_cursor,
             }
             await JSONResponse(body)(scope, receive, send)
@@ -185,6 +197,8 @@ class A2ABinding:
                 check_declared_size(headers.get(b"content-length", b"").decode("latin-1"), limit)
                 identity = await self._identity(scope)
                 scope["agentworks.target"] = _target(scope)
+                # No agent, no requests (X1): unknown, or its owner turned its card off.
+                await served_target(self.gateway.messaging(identity), scope["agentworks.target"])
             except errors.AgentWorksError as exc:
                 metrics.refused("a2a", exc)
                 await error_response(exc)(scope, receive, send)

@@ -28,13 +28,14 @@ from agentworks_gateway.tools.toolkit import (
 
 
 def target_dict(target: m.Target) -> dict[str, Any]:
-    """A crew or workflow registration (C1) as JSON; free_text_ask is on unless false."""
+    """A crew or workflow registration (C1) as JSON; each capability is on unless false."""
     caps = target.capabilities
     return {
         "target": target_str(target.ref),
         "owner": target.owner,
         "capabilities": {
-            "free_text_ask": caps.free_text_ask if caps.HasField("free_text_ask") else True
+            "free_text_ask": caps.free_text_ask if caps.HasField("free_text_ask") else True,
+            "a2a_card": caps.a2a_card if caps.HasField("a2a_card") else True,
         },
         "created_at": timestamp(target.created_at),
         "updated_at": timestamp(target.updated_at),
@@ -42,6 +43,9 @@ def target_dict(target: m.Target) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------- handlers
+
+# The switches a target's owner sets (C1, C8, X1), each on unless false.
+_CAPABILITIES = ("free_text_ask", "a2a_card")
 
 
 async def _functions_registration(gateway: Any, identity: Identity, target: str) -> Any:
@@ -65,14 +69,14 @@ async def targets(gateway: Any, identity: Identity, args: Args) -> dict[str, Any
     """`targets`: register, update, set_limit or get a crew or workflow (C1, F5).
 
     Each service keeps its own copy of a target: register writes the owner and
-    free_text_ask to messaging, then the owner and running limit to functions
-    (`agentworks.client.registration`, which `agentworks up` uses too).
+    capabilities (free_text_ask, a2a_card) to messaging, then the owner and running limit
+    to functions (`agentworks.client.registration`, which `agentworks up` uses too).
     """
     action = args["action"]
     target = check_target(args.get("target", ""))
     client = gateway.messaging(identity)
     if action == "register":
-        check_fields("targets", action, args, ("target", "owner", "free_text_ask", "running_limit"))
+        check_fields("targets", action, args, ("target", "owner", *_CAPABILITIES, "running_limit"))
         require("targets", action, args, "owner")
         result, registration = await register_target(
             client,
@@ -80,14 +84,24 @@ async def targets(gateway: Any, identity: Identity, args: Args) -> dict[str, Any
             target,
             owner=args["owner"],
             free_text_ask=args.get("free_text_ask"),
+            a2a_card=args.get("a2a_card"),
             running_limit=args.get("running_limit", 0),
         )
         return _with_limits(target_dict(result), registration)
     if action == "update":
-        check_fields("targets", action, args, ("target", "free_text_ask"))
-        require("targets", action, args, "free_text_ask")
-        # Messaging's setting only: a functions outage must not hide that it changed.
-        return target_dict(await client.update_target(target, free_text_ask=args["free_text_ask"]))
+        check_fields("targets", action, args, ("target", *_CAPABILITIES))
+        if all(args.get(name) is None for name in _CAPABILITIES):
+            raise errors.InvalidArgument(
+                "targets action 'update' needs free_text_ask or a2a_card (or both)",
+                reason=errors.Reason.FIELD_RULE,
+                metadata=errors.rule_meta(", ".join(_CAPABILITIES), "required"),
+            )
+        # Messaging's settings only: a functions outage must not hide that they changed.
+        # A capability not given keeps its stored value.
+        updated = await client.update_target(
+            target, free_text_ask=args.get("free_text_ask"), a2a_card=args.get("a2a_card")
+        )
+        return target_dict(updated)
     if action == "set_limit":
         check_fields("targets", action, args, ("target", "running_limit"))
         require("targets", action, args, "running_limit")
@@ -155,6 +169,12 @@ TARGETS_SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": "register, update: the 'Agent messaging' setting; on unless false. "
             "When false, programmatic messages to the target are refused.",
+        },
+        "a2a_card": {
+            "type": "boolean",
+            "description": "register, update: whether the gateway serves the target as an A2A "
+            "agent (its agent card, the /a2a/agents listing, A2A requests); on unless false. "
+            "When false the A2A binding answers as for a target that does not exist.",
         },
         "running_limit": {
             "type": "integer",
