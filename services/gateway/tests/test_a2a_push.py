@@ -322,3 +322,30 @@ async def test_a_receiver_down_then_up_still_gets_the_end_X2_N2(
     tasks = await _pushes_until(receiver, "TASK_STATE_COMPLETED")
     assert tasks[-1]["id"] == task_id
     assert _states(tasks).count("TASK_STATE_COMPLETED") == 1
+
+
+async def test_a_replica_that_stops_hands_the_config_over_and_the_end_comes_once_X2_N2(
+    start_gateway, gateway, alice_token, demo, echo, runtime, receiver
+):
+    """X2 N2: the config is set on one replica, which then stops; the call ends while
+    only the other runs: it takes the config over and the receiver gets the end, once."""
+    await start_gateway(**FAST)  # the other replica
+    async with httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {alice_token}"}, timeout=60
+    ) as http:
+        card = await A2ACardResolver(http, f"{gateway.url}/a2a/crew/demo").get_agent_card()
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        sent = await send_once(client, call_message("r-1", "echo", {"text": "x"}), immediately=True)
+        task_id = sent.task.id
+        await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task_id, url=receiver.url)
+        )
+        await _pushes_until(receiver, "TASK_STATE_SUBMITTED")
+        await client.close()
+    await gateway.stop()
+    execution = await runtime.claim_execution([demo], wait_seconds=10)
+    assert execution is not None
+    await runtime.finish_execution(task_id, final_message="went")
+    tasks = await _pushes_until(receiver, "TASK_STATE_COMPLETED")
+    assert _states(tasks).count("TASK_STATE_COMPLETED") == 1
+    assert len({r.headers["webhook-id"] for r in receiver.requests}) == len(receiver.requests)
