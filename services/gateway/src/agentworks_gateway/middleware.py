@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import structlog
+from mcp_types import INVALID_REQUEST
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.core import errors
-from agentworks_gateway import metrics
+from agentworks_gateway import metrics, stream_auth
 from agentworks_gateway.api import HTTP_STATUS, error_body, refusal_body
 from agentworks_gateway.bodies import (
     BodyTooLarge,
@@ -25,7 +28,8 @@ from agentworks_gateway.bodies import (
     check_declared_size,
 )
 from agentworks_gateway.mcp_server import IDENTITY_SCOPE_KEY
-from agentworks_gateway.service import Gateway
+from agentworks_gateway.models import TokenRecord
+from agentworks_gateway.service import Gateway, bearer_token
 
 log = structlog.get_logger("agentworks.gateway")
 
@@ -131,9 +135,12 @@ class McpAuth:
             authorization = headers.get(b"authorization")
             try:
                 check_declared_size(headers.get(b"content-length", b"").decode("latin-1"), limit)
-                identity = await self.gateway.authenticate(
-                    authorization.decode("latin-1") if authorization else None
+                record = await self.gateway.token_record(
+                    bearer_token(
+                        authorization.decode("latin-1") if authorization else None, "API token"
+                    )
                 )
+                identity = self.gateway.identity_of(record)
             except errors.AgentWorksError as exc:
                 metrics.refused("mcp", exc)
                 await error_response(exc)(scope, receive, send)
@@ -147,10 +154,66 @@ class McpAuth:
                         body = await bounded_body(
                             Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
                         )
-                        await self.app(scope, replay(body, receive), send)
+                        listen = _listen_id(body)
+                        if listen is None:
+                            await self.app(scope, replay(body, receive), send)
+                    if listen is not None:
+                        await self._listen(scope, replay(body, receive), send, record, listen)
                 except errors.AgentWorksError as exc:
                     metrics.refused("mcp", exc)
                     await error_response(exc)(scope, receive, send)
+
+    async def _listen(
+        self, scope: Scope, receive: Receive, send: Send, record: TokenRecord, request_id: Any
+    ) -> None:
+        """A `subscriptions/listen`, which may stay open for hours: it holds one of the
+        waits, not a request (B6, B7), and ends with a JSON-RPC error once its token is
+        revoked or expires (A1), nothing sent after that."""
+        principal = self.gateway.identity_of(record).principal
+        with (
+            self.gateway.admission.stream(principal),
+            self.gateway.open_tokens.hold(record.token_id) as held,
+        ):
+            await stream_auth.respond(
+                held,
+                self.app,
+                scope,
+                receive,
+                send,
+                final=lambda exc: _mcp_refusal(request_id, exc),
+            )
+
+
+# The MCP method whose answer stays open while the calls it follows run (M1).
+LISTEN = "subscriptions/listen"
+
+
+def _listen_id(body: bytes) -> Any:
+    """The JSON-RPC id of a `subscriptions/listen` request; None for anything else (the
+    MCP transport parses and refuses what is not a request)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(request, dict) and request.get("method") == LISTEN:
+        return request.get("id")
+    return None
+
+
+def _mcp_refusal(request_id: Any, exc: errors.AgentWorksError) -> bytes:
+    """The last event of a listen whose token ended: the request's JSON-RPC error
+    (invalid request: its credential no longer lets in), the refusal's reason and
+    metadata in `data` as in the task methods' errors."""
+    error = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": exc.message,
+            "data": {"reason": str(exc.reason or ""), "metadata": exc.metadata},
+        },
+    }
+    return f"event: message\r\ndata: {json.dumps(error, separators=(',', ':'))}\r\n\r\n".encode()
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

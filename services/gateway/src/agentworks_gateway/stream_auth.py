@@ -8,7 +8,10 @@ token found revoked, expired or gone sets the `ended` event of each of its strea
 with the refusal a new request would get; `sse.EventStream` then sends it as
 `event: error` and closes the stream. Before an event is sent its stream's token is
 checked too (one statement per event, as a read's), so nothing is delivered after a
-revocation; heartbeats are not checked one by one.
+revocation; heartbeats are not checked one by one. `respond` does the same for an
+ASGI answer that may stay open (an MCP `subscriptions/listen`): each chunk but a
+comment is checked before it leaves, and the token's end cancels the answer and sends
+the protocol's own refusal as its last chunk.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentworks.core import errors
 from agentworks_gateway.models import TokenRecord
@@ -113,3 +117,58 @@ class OpenTokens:
         except errors.AgentWorksError as exc:
             return exc
         return None
+
+
+# A chunk a stream sends that carries no event (an SSE comment: a ping, a heartbeat):
+# sent without a check of its own.
+_COMMENT = b":"
+
+
+async def respond(
+    held: Held,
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    final: Callable[[errors.AgentWorksError], bytes],
+) -> None:
+    """Run the ASGI `app` (a response that may stay open for long: an MCP
+    `subscriptions/listen`) while `held`'s token lets in (A1). Each chunk but a comment
+    is sent only after the token is checked again; once the token no longer lets in,
+    `app` is cancelled and, its answer started, `final(refusal)` is its last chunk.
+    Raises the refusal when nothing was sent yet (the caller answers it)."""
+    started = finished = False
+
+    async def checked(message: Message) -> None:
+        nonlocal started, finished
+        if message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            if body and not body.startswith(_COMMENT):
+                try:
+                    await held.verify()
+                except errors.AgentWorksError:
+                    await asyncio.Event().wait()  # never sent: the token's end cancels us
+            finished = not message.get("more_body", False)
+        await send(message)
+        started = True
+
+    answer = asyncio.ensure_future(app(scope, receive, checked))
+    ended = asyncio.ensure_future(held.ended.wait())
+    try:
+        await asyncio.wait({answer, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        if not answer.done():
+            answer.cancel()
+        await asyncio.gather(answer, ended, return_exceptions=True)
+    if not held.ended.is_set() or not answer.cancelled():
+        answer.result()  # the answer ended first: its exception, if any, is the caller's
+        return
+    refusal = held.refusal or errors.Unauthenticated("the token no longer lets in")
+    log.info("stream.ended", reason=refusal.reason, token_id=held.token_id)
+    if not started:
+        raise refusal
+    if not finished:
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.body", "body": final(refusal), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
