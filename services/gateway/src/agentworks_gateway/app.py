@@ -26,7 +26,8 @@ from agentworks.server.service import (
     warn_unknown_settings,
 )
 from agentworks_gateway import metrics
-from agentworks_gateway.a2a_out import A2AOut
+from agentworks_gateway.a2a.push import A2APush
+from agentworks_gateway.a2a_out.replica import A2AOut
 from agentworks_gateway.config import Config
 from agentworks_gateway.connections import ConnectionGuard, guarded_protocol
 from agentworks_gateway.server import build_app
@@ -139,9 +140,6 @@ async def start(config: Config, *, traced: bool = False) -> RunningGateway:
     webhooks_out = gateway.webhooks_out = WebhooksOut(gateway, database, config.webhooks_out)
     a2a_out = gateway.a2a_out = A2AOut(gateway, database, config.a2a_out)  # type: ignore[attr-defined]
     # A2A push configs (X2) ride webhooks out; off: the cards say so and the methods refuse.
-    # (Imported here: the A2A package is importable once the gateway's service module is.)
-    from agentworks_gateway.a2a.push import A2APush
-
     a2a_push = A2APush(gateway, database, webhooks_out) if config.webhooks_out.a2a_push else None
     gateway.a2a_push = a2a_push  # type: ignore[attr-defined]
     host, port = config.host_port

@@ -31,7 +31,7 @@ from agentworks.core.mcp_progress import McpTransport
 from agentworks.server.liveness import loop_healthy
 from agentworks_gateway import credentials, metrics, tools
 from agentworks_gateway.a2a import a2a_routes
-from agentworks_gateway.a2a_out import a2a_out_routes
+from agentworks_gateway.a2a_out.routes import a2a_out_routes
 from agentworks_gateway.api import HTTP_STATUS, error_body, refusal_body
 from agentworks_gateway.bodies import (
     LARGE_BODY_BYTES,
