@@ -107,7 +107,7 @@ class Rule:
 
     @property
     def unit(self) -> str:
-        return UNITS.get((self.kind, self.rule), "")
+        return UNITS.get((self.kind, self.rule.removeprefix("items_")), "")
 
     @property
     def constant(self) -> str:
@@ -128,6 +128,12 @@ def _field_rules(field: descriptor_pb2.FieldDescriptorProto) -> Iterator[tuple[s
         if isinstance(value, bool) or not isinstance(value, int):
             continue
         yield kind, descriptor.name, value
+    # A repeated field's rules on each item: (the item's kind, "items_<rule>", number).
+    item_kind = typed.items.WhichOneof("type") if kind == "repeated" else None
+    if item_kind is not None:
+        for descriptor, value in getattr(typed.items, item_kind).ListFields():
+            if isinstance(value, int) and not isinstance(value, bool):
+                yield item_kind, f"items_{descriptor.name}", value
 
 
 def read_rules(files: descriptor_pb2.FileDescriptorSet) -> list[Rule]:
@@ -174,12 +180,14 @@ def _say(field: descriptor_pb2.FieldDescriptorProto) -> str:
             + (" (0: the default)" if ignore else "")
         )
     for rule, value in rules.items():
+        each = "each " if rule.startswith("items_") else ""
+        rule = rule.removeprefix("items_")
         unit = next((UNITS[(k, rule)] for k in kinds if (k, rule) in UNITS), "")
         if unit:
             side = (
                 "at most" if rule.startswith("max") else "at least" if "min" in rule else "exactly"
             )
-            said.append(f"{side} {value:,} {unit.rstrip('s') if value == 1 else unit}")
+            said.append(f"{each}{side} {value:,} {unit.rstrip('s') if value == 1 else unit}")
         else:
             names = {"gte": "≥", "gt": ">", "lte": "≤", "lt": "<", "const": "="}
             said.append(f"{names.get(rule, rule)} {value:,}")
@@ -187,6 +195,8 @@ def _say(field: descriptor_pb2.FieldDescriptorProto) -> str:
         typed = field.options.Extensions[validate_pb2.field]
         if typed.WhichOneof("type") == "string" and typed.string.pattern:
             said.append(f"matches `{typed.string.pattern}`")
+        if typed.WhichOneof("type") == "repeated" and typed.repeated.unique:
+            said.append("no two the same")
     return ", ".join(said)
 
 

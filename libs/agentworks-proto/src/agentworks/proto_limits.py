@@ -63,6 +63,12 @@ FUNCTIONS_REPORT_REQUEST_STEPS_MAX_ITEMS = 100
 FUNCTIONS_REPORT_REQUEST_SEQUENCE_GTE = 0
 # agentworks.functions.v1.AskInputRequest.question: string.max_bytes, in bytes of UTF-8
 FUNCTIONS_ASK_INPUT_REQUEST_QUESTION_MAX_BYTES = 8192
+# agentworks.functions.v1.AskInputRequest.choices: repeated.max_items, in items
+FUNCTIONS_ASK_INPUT_REQUEST_CHOICES_MAX_ITEMS = 20
+# agentworks.functions.v1.AskInputRequest.choices: string.items_min_len, in characters
+FUNCTIONS_ASK_INPUT_REQUEST_CHOICES_ITEMS_MIN_LEN = 1
+# agentworks.functions.v1.AskInputRequest.choices: string.items_max_len, in characters
+FUNCTIONS_ASK_INPUT_REQUEST_CHOICES_ITEMS_MAX_LEN = 200
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.lte
 FUNCTIONS_ASK_INPUT_REQUEST_WAIT_SECONDS_LTE = 25
 # agentworks.functions.v1.AskInputRequest.wait_seconds: int32.gte

@@ -302,7 +302,7 @@ class FileInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., media_type: _Optional[str] = ..., sha256: _Optional[str] = ..., text: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CallStatus(_message.Message):
-    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result_json", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "version", "starts_work")
+    __slots__ = ("call_id", "status", "progress", "messages", "next_after", "events", "next_after_event", "answer", "result_json", "error", "files", "question", "target", "function", "caller", "output_folder", "started", "correction_turn", "run", "source", "created_at", "ended_at", "version", "starts_work", "pending_question", "questions", "claimed_at", "updated_at")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +327,10 @@ class CallStatus(_message.Message):
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTS_WORK_FIELD_NUMBER: _ClassVar[int]
+    PENDING_QUESTION_FIELD_NUMBER: _ClassVar[int]
+    QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     status: CallState
     progress: str
@@ -351,7 +355,27 @@ class CallStatus(_message.Message):
     ended_at: _timestamp_pb2.Timestamp
     version: int
     starts_work: bool
-    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., starts_work: _Optional[bool] = ...) -> None: ...
+    pending_question: Question
+    questions: _containers.RepeatedCompositeFieldContainer[Question]
+    claimed_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, call_id: _Optional[str] = ..., status: _Optional[_Union[CallState, str]] = ..., progress: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ExecutionMessage, _Mapping]]] = ..., next_after: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., next_after_event: _Optional[int] = ..., answer: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., question: _Optional[str] = ..., target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., function: _Optional[str] = ..., caller: _Optional[str] = ..., output_folder: _Optional[str] = ..., started: _Optional[bool] = ..., correction_turn: _Optional[bool] = ..., run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., source: _Optional[_Union[CallSource, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., starts_work: _Optional[bool] = ..., pending_question: _Optional[_Union[Question, _Mapping]] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Question(_message.Message):
+    __slots__ = ("ask_id", "text", "choices", "asked_at", "answered_at", "withdrawn_at")
+    ASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    ASKED_AT_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_AT_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAWN_AT_FIELD_NUMBER: _ClassVar[int]
+    ask_id: str
+    text: str
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    asked_at: _timestamp_pb2.Timestamp
+    answered_at: _timestamp_pb2.Timestamp
+    withdrawn_at: _timestamp_pb2.Timestamp
+    def __init__(self, ask_id: _Optional[str] = ..., text: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., asked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., answered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., withdrawn_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WatchCallRequest(_message.Message):
     __slots__ = ("call_id", "after", "after_event", "seen_version", "heartbeat_seconds")
@@ -582,18 +606,20 @@ class FileChunk(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., data: _Optional[bytes] = ..., media_type: _Optional[str] = ...) -> None: ...
 
 class AskInputRequest(_message.Message):
-    __slots__ = ("call_id", "ask_id", "question", "wait_seconds", "withdraw")
+    __slots__ = ("call_id", "ask_id", "question", "choices", "wait_seconds", "withdraw")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     ASK_ID_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     WITHDRAW_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     ask_id: str
     question: str
+    choices: _containers.RepeatedScalarFieldContainer[str]
     wait_seconds: int
     withdraw: bool
-    def __init__(self, call_id: _Optional[str] = ..., ask_id: _Optional[str] = ..., question: _Optional[str] = ..., wait_seconds: _Optional[int] = ..., withdraw: _Optional[bool] = ...) -> None: ...
+    def __init__(self, call_id: _Optional[str] = ..., ask_id: _Optional[str] = ..., question: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., wait_seconds: _Optional[int] = ..., withdraw: _Optional[bool] = ...) -> None: ...
 
 class AskInputResponse(_message.Message):
     __slots__ = ("answered", "reply", "status")
