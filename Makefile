@@ -175,7 +175,7 @@ down: ## docker compose down
 docs: $(BIN)/.installed browser ## Regenerate generated docs (docs/cli.md, docs/agents.md's tool reference, the console's screenshots in docs/console/)
 	$(BIN)/python -m agentworks_cli.docs > docs/cli.md
 	$(BIN)/python -m agentworks.agents.agent_tools.reference --write docs/agents.md
-	AGENTWORKS_WRITE_SCREENSHOTS=1 AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q tests/test_console_browser.py tests/test_console_workplace.py
+	AGENTWORKS_WRITE_SCREENSHOTS=1 AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q tests/test_console_browser.py tests/test_console_workplace.py tests/test_console_endpoints.py
 
 clean: ## Remove the venv and caches (keeps .agentworks data)
 	rm -rf $(VENV) .pytest_cache .ruff_cache

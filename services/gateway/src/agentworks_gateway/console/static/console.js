@@ -2,7 +2,8 @@
 // ("3 min ago", "in 2 h") in the browser's language, with the local absolute time as
 // its title; they are refreshed each minute on the page (no request is made). Each
 // button.copy[data-copy] copies its value. Content swapped in later (live.js, htmx) is
-// formatted as it arrives.
+// formatted as it arrives. A page answering a form (data-replace-url) is reloaded as
+// that URL, not by sending the form again.
 (function () {
   "use strict";
 
@@ -75,6 +76,12 @@
   }
 
   function start() {
+    // A page that answers a form (an endpoint's secret, shown once) names the page it
+    // stands for: reloading then reads that page instead of sending the form again.
+    var answer = document.querySelector("[data-replace-url]");
+    if (answer && window.history && window.history.replaceState) {
+      window.history.replaceState(null, "", answer.getAttribute("data-replace-url"));
+    }
     format(document);
     setInterval(function () { format(document); }, 60000);
     new MutationObserver(function (changes) {
