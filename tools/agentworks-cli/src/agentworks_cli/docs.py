@@ -100,13 +100,33 @@ note on stderr: no message is lost or printed twice.
 
 `agentworks completion bash|zsh|fish` prints a completion script made from the CLI's own
 parser (commands, actions, options, choices; file names after an option that takes a
-value). It runs nothing on TAB and needs no gateway:
+value), which the shell completes by itself, with no gateway.
 
 | shell | load it |
 | --- | --- |
 | bash | `source <(agentworks completion bash)` in `~/.bashrc` |
 | zsh | `source <(agentworks completion zsh)` in `~/.zshrc`, after `compinit` |
 | fish | `agentworks completion fish > ~/.config/fish/completions/agentworks.fish` |
+
+Where an argument takes a name the gateway knows, the bash and zsh scripts also ask the
+gateway, as you, with the URL and token the CLI would use (`--url`/`--token` typed on the
+line, else `AGENTWORKS_URL`/`AGENTWORKS_TOKEN`, else the cli.json of `agentworks up`):
+
+- a crew, workflow or target (`crews call de<TAB>`, `--crew`, `--workflow`,
+  `targets get crew:<TAB>`, `--target`): the crews and workflows you own or may call a
+  function of;
+- a function (`crews call demo <TAB>`, `functions call --crew demo <TAB>`): that
+  target's functions you may call;
+- a call id (`calls cancel <TAB>`, `calls watch`, `--call`): your 50 newest calls (and
+  those of the targets you own);
+- an inbox or conversation id (`--inbox <TAB>`, `--conversation <TAB>`): your 50 newest.
+
+They run the hidden `agentworks __complete <words typed so far>`, which makes one
+request to the gateway's `list` tool (what it offers is what `agentworks targets list`,
+`calls list`, `inboxes list` and `conversations list` would show you, A3) and prints the
+matches; it gives up after a second and prints nothing and exits 0 on any error, so a
+gateway that is down or a missing token just completes nothing. fish completes commands
+and options only.
 
 ## Calling functions
 

@@ -71,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv[:1] == ["up"]:
             return _run_up(argv[1:])
+        if argv[:1] == ["__complete"]:  # hidden: the completion scripts' names (V8)
+            from agentworks_cli import complete
+
+            return complete.print_names(build_parser(), argv[1:])
         parser = build_parser()
         parsed = _parse(parser, argv)
         if isinstance(parsed, int):
