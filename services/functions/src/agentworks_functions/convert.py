@@ -26,6 +26,7 @@ from agentworks_functions.models import (
     FileInfo,
     Function,
     FunctionSpec,
+    QuestionRecord,
     StatusView,
     Target,
     TargetKey,
@@ -217,7 +218,13 @@ def status_out(view: StatusView) -> pb.CallStatus:
         result_json=dumps_value(call.result) if call.has_result else "",
         version=call.version,
         starts_work=call.starts_work,
+        questions=[question_out(q) for q in view.questions],
+        claimed_at=_ts(call.claimed_at),
+        updated_at=_ts(call.updated_at),
     )
+    pending = view.pending
+    if pending is not None:
+        out.pending_question.CopyFrom(question_out(pending))
     if call.run_id is not None:
         out.run.CopyFrom(
             pb.WorkflowRun(
@@ -237,6 +244,18 @@ def status_out(view: StatusView) -> pb.CallStatus:
             )
         )
     return out
+
+
+def question_out(question: QuestionRecord) -> pb.Question:
+    """One of a call's questions, with its choices and times (F11, V7)."""
+    return pb.Question(
+        ask_id=question.ask_id,
+        text=question.text,
+        choices=question.choices,
+        asked_at=_ts(question.asked_at),
+        answered_at=_ts(question.answered_at),
+        withdrawn_at=_ts(question.withdrawn_at),
+    )
 
 
 def call_change_out(change: CallChange) -> pb.CallChange:

@@ -167,6 +167,9 @@ class Call:
     traceparent: str = ""
     # The execution whose capability made this call (T3, L8), else None.
     source_call_id: str | None = None
+    # When a runtime claimed the execution, and when the call last changed (V7, M1).
+    claimed_at: datetime | None = None
+    updated_at: datetime | None = None
 
     @property
     def is_open(self) -> bool:
@@ -244,6 +247,26 @@ class FileInfo:
 
 
 @dataclass(frozen=True)
+class QuestionRecord:
+    """One human-input question of a call as its status shows it (F11, V7)."""
+
+    ask_id: str
+    text: str
+    choices: tuple[str, ...]
+    asked_at: datetime
+    answered_at: datetime | None = None
+    withdrawn_at: datetime | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.answered_at is None and self.withdrawn_at is None
+
+
+# How many of a call's latest questions its status carries (CallStatus.questions).
+QUESTIONS_IN_STATUS = 20
+
+
+@dataclass(frozen=True)
 class StatusView:
     """Everything `status` returns for one call (F7)."""
 
@@ -254,7 +277,22 @@ class StatusView:
     next_after_event: int
     files: list[FileInfo]
     steps: list[WorkflowStep]
-    question: str
+    # The latest questions, oldest first (at most QUESTIONS_IN_STATUS).
+    questions: list[QuestionRecord] = field(default_factory=list)
+
+    @property
+    def pending(self) -> QuestionRecord | None:
+        """The question the call waits on, while waiting_for_input (F11)."""
+        if self.call.status != WAITING_FOR_INPUT or not self.questions:
+            return None
+        last = self.questions[-1]
+        return last if last.open else None
+
+    @property
+    def question(self) -> str:
+        """The pending question's text, else ""."""
+        pending = self.pending
+        return pending.text if pending is not None else ""
 
 
 @dataclass(frozen=True)

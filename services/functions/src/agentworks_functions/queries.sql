@@ -109,11 +109,11 @@ SELECT c.*, t.owner AS target_owner,
          FROM (SELECT index, step, group_name, status, detail, created_at
                FROM functions.workflow_steps WHERE call_id = c.id) s)
     END AS page_steps,
-    CASE WHEN c.status = 'waiting_for_input' THEN
-        (SELECT question FROM functions.questions
-         WHERE call_id = c.id AND reply IS NULL AND withdrawn_at IS NULL
-         ORDER BY seq DESC LIMIT 1)
-    END AS pending_question
+    (SELECT coalesce(json_agg(q ORDER BY q.seq), '[]')
+     FROM (SELECT ask_id, seq, question, choices, asked_at, answered_at, withdrawn_at
+           FROM functions.questions WHERE call_id = c.id
+           ORDER BY seq DESC LIMIT %(question_limit)s) q
+    ) AS page_questions
 FROM functions.calls c
 JOIN functions.targets t ON t.kind = c.target_kind AND t.name = c.target_name
 WHERE c.id = %(call_id)s;
@@ -282,12 +282,12 @@ WHERE id = %(call_id)s;
 SELECT * FROM functions.questions WHERE call_id = %(call_id)s AND ask_id = %(ask_id)s;
 
 -- pending_question --
-SELECT ask_id FROM functions.questions
+SELECT ask_id, choices FROM functions.questions
 WHERE call_id = %(call_id)s AND reply IS NULL AND withdrawn_at IS NULL;
 
 -- add_question --
-INSERT INTO functions.questions (call_id, ask_id, seq, question)
-VALUES (%(call_id)s, %(ask_id)s, %(seq)s, %(question)s);
+INSERT INTO functions.questions (call_id, ask_id, seq, question, choices)
+VALUES (%(call_id)s, %(ask_id)s, %(seq)s, %(question)s, %(choices)s);
 
 -- call_waiting_for_input --
 UPDATE functions.calls
@@ -570,7 +570,7 @@ SELECT c.*, CAST('[]' AS json) AS page_messages, CAST('[]' AS json) AS page_even
          FROM (SELECT index, step, group_name, status, detail, created_at
                FROM functions.workflow_steps WHERE call_id = c.id) s)
     END AS page_steps,
-    CAST(NULL AS text) AS pending_question
+    CAST('[]' AS json) AS page_questions
 FROM functions.calls c
 WHERE c.caller = %(caller)s AND c.end_seq > %(after)s AND c.end_seq IS NOT NULL
 ORDER BY c.end_seq

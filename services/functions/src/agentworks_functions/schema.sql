@@ -62,6 +62,7 @@ CREATE TABLE calls (
     traceparent text DEFAULT ''::text NOT NULL,
     source_call_id uuid,
     end_seq bigint,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT calls_pkey PRIMARY KEY (id),
     CONSTRAINT calls_status_check CHECK (status = ANY (ARRAY['running'::text, 'waiting_for_input'::text, 'completed'::text, 'failed'::text, 'interrupted'::text, 'cancelled'::text])),
     CONSTRAINT calls_target_kind_target_name_fkey FOREIGN KEY (target_kind, target_name) REFERENCES targets(kind, name)
@@ -152,6 +153,7 @@ CREATE TABLE questions (
     asked_at timestamp with time zone DEFAULT now() NOT NULL,
     answered_at timestamp with time zone,
     withdrawn_at timestamp with time zone,
+    choices text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT questions_call_id_fkey FOREIGN KEY (call_id) REFERENCES calls(id),
     CONSTRAINT questions_call_id_seq_key UNIQUE (call_id, seq),
     CONSTRAINT questions_pkey PRIMARY KEY (call_id, ask_id)
@@ -294,6 +296,16 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION functions.touch_call_v1()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    NEW.updated_at := now();
+    RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION functions.unqueue_call()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -307,5 +319,7 @@ $function$;
 CREATE TRIGGER calls_number_end BEFORE UPDATE OF status ON calls FOR EACH ROW WHEN ((old.status = ANY (ARRAY['running'::text, 'waiting_for_input'::text])) AND (new.status <> ALL (ARRAY['running'::text, 'waiting_for_input'::text]))) EXECUTE FUNCTION number_call_end_v1();
 
 CREATE TRIGGER calls_queue AFTER INSERT ON calls FOR EACH ROW WHEN (new.status = 'running'::text AND new.runtime IS NULL) EXECUTE FUNCTION queue_call();
+
+CREATE TRIGGER calls_touch BEFORE UPDATE OF version ON calls FOR EACH ROW WHEN (new.version IS DISTINCT FROM old.version) EXECUTE FUNCTION touch_call_v1();
 
 CREATE TRIGGER calls_unqueue AFTER UPDATE OF status, runtime ON calls FOR EACH ROW WHEN (old.status = 'running'::text AND old.runtime IS NULL AND (new.status <> 'running'::text OR new.runtime IS NOT NULL)) EXECUTE FUNCTION unqueue_call();

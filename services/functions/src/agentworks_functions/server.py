@@ -324,6 +324,7 @@ class FunctionsServicer(functions_pb2_grpc.FunctionsServiceServicer):
                 question=request.question,
                 wait_seconds=request.wait_seconds,
                 withdraw=request.withdraw,
+                choices=tuple(request.choices),
             )
         return pb.AskInputResponse(answered=answered, reply=reply, status=state_out(status))
 

@@ -78,6 +78,8 @@ calls = sa.Table(
     sa.Column("source_call_id", UUID),
     # The end's number among the caller's calls' ends (N1: WatchCallEnds; migration 0013).
     sa.Column("end_seq", sa.BigInteger),
+    # When the call last changed: set by a trigger whenever version increases (0014).
+    sa.Column("updated_at", TS, nullable=False, server_default=sa.func.now()),
 )
 
 # Each caller's last end number, kept by the trigger that numbers ends (migration 0013).
@@ -152,6 +154,8 @@ questions = sa.Table(
     sa.Column("asked_at", TS, nullable=False, server_default=sa.func.now()),
     sa.Column("answered_at", TS),
     sa.Column("withdrawn_at", TS),
+    # The answers the question offers; empty: any text (F11; migration 0014).
+    sa.Column("choices", ARRAY(sa.Text), nullable=False, server_default="{}"),
 )
 
 blobs = sa.Table(

@@ -4,7 +4,7 @@ claim an execution, keep its lease, report, upload files, ask for input and fini
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -140,9 +140,11 @@ class ExecutionCalls(ServiceClient):
         *,
         wait_seconds: int = 0,
         withdraw: bool = False,
+        choices: Sequence[str] = (),
     ) -> f.AskInputResponse:
         """Ask a human-input question (once per ask_id) and wait for the reply (F11); with
-        `withdraw`, stop waiting for it (a reply that came first is returned)."""
+        `choices`, the reply is one of them; with `withdraw`, stop waiting for it (a reply
+        that came first is returned)."""
         return await self._unary(
             "AskInput",
             f.AskInputRequest(
@@ -151,6 +153,7 @@ class ExecutionCalls(ServiceClient):
                 question=question,
                 wait_seconds=wait_seconds,
                 withdraw=withdraw,
+                choices=list(choices),
             ),
             timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
         )

@@ -87,6 +87,8 @@ class Reason(enum.StrEnum):
     QUESTION_PENDING = "QUESTION_PENDING"
     # The question of this ask_id was withdrawn: ask again with a new ask_id.
     QUESTION_WITHDRAWN = "QUESTION_WITHDRAWN"
+    # The reply is not one of the pending question's choices; metadata `choices` (JSON).
+    NOT_A_CHOICE = "NOT_A_CHOICE"
     # The target has agent messaging turned off (free_text_ask = false, C8): call one of
     # its declared functions instead; metadata `target`.
     MESSAGING_DISABLED = "MESSAGING_DISABLED"

@@ -306,9 +306,11 @@ class Executions(FunctionsServiceBase):
         question: str,
         wait_seconds: int,
         withdraw: bool = False,
+        choices: Sequence[str] = (),
     ) -> tuple[bool, str, str]:
         """Ask a human-input question and wait for the reply; (answered, reply, status).
-        With `withdraw`, stop waiting for question `ask_id` instead (F11)."""
+        With `choices`, the reply must be one of them. With `withdraw`, stop waiting for
+        question `ask_id` instead (F11)."""
         await self._check_capability(identity, call_id)
         if withdraw:
             if not ask_id:
@@ -327,6 +329,8 @@ class Executions(FunctionsServiceBase):
                 metadata=rule_meta("question", "required"),
             )
         check_no_nul(question, "question")  # its size is the proto's rule
+        for choice in choices:  # their count, sizes and uniqueness are the proto's rules
+            check_no_nul(choice, "choices")
         if not ask_id or len(ask_id) > MAX_ASK_ID:
             raise InvalidArgument(
                 f"ask_id is required (at most {MAX_ASK_ID} characters)",
@@ -336,7 +340,9 @@ class Executions(FunctionsServiceBase):
         check_no_nul(ask_id, "ask_id")
         deadline = time.monotonic() + wait_seconds
         with self.listener.subscribe(CALL_CHANNEL, [call_id]) as waiter:
-            asked, status = await self.store.ask(call_id, identity.principal, ask_id, question)
+            asked, status = await self.store.ask(
+                call_id, identity.principal, ask_id, question, choices
+            )
             if asked.reply is not None or status == CANCELLED:
                 return asked.reply is not None, asked.reply or "", status
             log.info("execution.asked", call_id=call_id, ask_id=ask_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ from psycopg.types.json import Jsonb
 from agentworks.core.checks import is_retry
 from agentworks.core.errors import (
     Busy,
+    InvalidArgument,
     NotFound,
     PreconditionFailed,
     Reason,
@@ -20,6 +22,7 @@ from agentworks.server.tracing import current_traceparent
 from agentworks_functions.models import (
     CANCELLED,
     OPEN_STATUSES,
+    QUESTIONS_IN_STATUS,
     RUNNING,
     WAITING_FOR_INPUT,
     Call,
@@ -188,6 +191,7 @@ class CallQueries(FunctionsStoreBase):
                     "message_limit": message_limit,
                     "after_event": after_event,
                     "event_limit": event_limit,
+                    "question_limit": QUESTIONS_IN_STATUS,
                 },
             )
         if row is None:
@@ -221,6 +225,18 @@ class CallQueries(FunctionsStoreBase):
                     "only while its status shows a question",
                     reason=Reason.NO_PENDING_QUESTION,
                     metadata={"call_id": call_id, "status": row.status},
+                )
+            pending = await Q.one(pg, "pending_question", {"call_id": row.id})
+            if pending is not None and pending.choices and text not in pending.choices:
+                raise InvalidArgument(
+                    f"the reply is not one of the question's choices; reply with one of: "
+                    f"{', '.join(repr(c) for c in pending.choices)}",
+                    reason=Reason.NOT_A_CHOICE,
+                    metadata={
+                        "field": "text",
+                        "choices": json.dumps(pending.choices),
+                        "call_id": call_id,
+                    },
                 )
             answered = await Q.all(
                 pg, "answer_question", {"call_id": row.id, "reply": text, "by": by}

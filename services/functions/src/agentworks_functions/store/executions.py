@@ -130,9 +130,15 @@ class ExecutionQueries(FunctionsStoreBase):
             return row.status
 
     async def ask(
-        self, call_id: str, runtime: str, ask_id: str, question: str
+        self,
+        call_id: str,
+        runtime: str,
+        ask_id: str,
+        question: str,
+        choices: Sequence[str] = (),
     ) -> tuple[Question, str]:
-        """Record a human-input question (once per ask_id); (question, call status) (F11)."""
+        """Record a human-input question (once per ask_id) with the answers it offers, if
+        any; (question, call status) (F11)."""
         async with self.db.raw(transaction=True) as pg:
             row = await self._lock_execution(pg, call_id, runtime)
             if row.status == CANCELLED:
@@ -161,7 +167,13 @@ class ExecutionQueries(FunctionsStoreBase):
             await Q.execute(
                 pg,
                 "add_question",
-                {"call_id": row.id, "ask_id": ask_id, "seq": seq, "question": question},
+                {
+                    "call_id": row.id,
+                    "ask_id": ask_id,
+                    "seq": seq,
+                    "question": question,
+                    "choices": list(choices),
+                },
             )
             await Q.execute(
                 pg, "call_waiting_for_input", {"call_id": row.id, "question_count": seq}

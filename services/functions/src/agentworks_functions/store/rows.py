@@ -17,6 +17,7 @@ from agentworks_functions.models import (
     ExecutionMessage,
     FileInfo,
     Function,
+    QuestionRecord,
     StatusView,
     Target,
     TargetKey,
@@ -124,6 +125,8 @@ def _call(row: Any) -> Call:
         ended_at=row.ended_at,
         traceparent=getattr(row, "traceparent", ""),
         source_call_id=str(row.source_call_id) if row.source_call_id else None,
+        claimed_at=row.claimed_at,
+        updated_at=row.updated_at,
     )
 
 
@@ -237,5 +240,15 @@ def status_view(row: Any, after: int, after_event: int) -> StatusView:
             )
             for r in row.page_steps or ()
         ],
-        question=row.pending_question or "",
+        questions=[
+            QuestionRecord(
+                ask_id=r["ask_id"],
+                text=r["question"],
+                choices=tuple(r["choices"] or ()),
+                asked_at=_when(r["asked_at"]),
+                answered_at=_when(r["answered_at"]) if r["answered_at"] else None,
+                withdrawn_at=_when(r["withdrawn_at"]) if r["withdrawn_at"] else None,
+            )
+            for r in row.page_questions
+        ],
     )
