@@ -56,6 +56,10 @@ async def run(args: argparse.Namespace) -> Report:
         ("idle reader memory", lambda p: messaging.idle_reader_memory(p, report, idle)),
         ("push wake latency", lambda p: push.wake_latency(p, report, sends // 2, readers)),
         (
+            "call change stream vs GetStatus poll",
+            lambda p: push.call_watch_latency(p, report, sends // 2, readers),
+        ),
+        (
             "idle stream cost",
             lambda p: push.idle_stream_cost(p, report, idle, 6.0 if args.quick else 30.0),
         ),

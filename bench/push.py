@@ -1,5 +1,6 @@
 """Push benchmarks (N5): a Subscribe stream's wake latency beside the long-poll's, in the
-same run; what an idle stream costs (memory, SQL statements)."""
+same run; what an idle stream costs (memory, SQL statements); a WatchCall stream's
+latency beside a GetStatus long-poll's, for a call's changes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from collections.abc import AsyncIterator
 import psutil
 import psycopg
 
-from agentworks.client import MessagingClient
+from agentworks.client import FunctionsClient, MessagingClient
+from agentworks.client.functions import PAST_EVERY_PAGE
 from agentworks.core.identity import Minter
+from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from bench.harness import Processes, Report, Row, percentile
 
@@ -21,6 +24,9 @@ _STATEMENTS = (
     "JOIN pg_database d ON d.oid = s.dbid "
     "WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%'"
 )
+
+# The target whose calls the call-watch benchmark follows.
+WATCHED = "crew:watch"
 
 
 async def _register(address: str, key: object, target: str) -> None:
@@ -206,4 +212,111 @@ async def idle_stream_cost(procs: Processes, report: Report, streams: int, secon
         "and minute. Memory is the replica's RSS growth when the streams open (after "
         "warm-up), beside a second replica's growth when as many long-polling Reads park: "
         "each figure is one process's, so neither reuses the other's freed memory."
+    )
+
+
+async def call_watch_latency(procs: Processes, report: Report, changes: int, calls: int) -> None:
+    """A change of a call (its runtime's progress report) -> the watcher has it: a
+    WatchCall stream's next status beside a GetStatus long-poll's return (`seen_version`),
+    in alternation on one replica (N1, N5)."""
+    key = procs.key
+    messaging = procs.start("agentworks_messaging", "MESSAGING")
+    functions = procs.start(
+        "agentworks_functions", "FUNCTIONS", FUNCTIONS_MESSAGING_ADDRESS=messaging
+    )
+    async with FunctionsClient(
+        functions, identity=Minter("user:ops", key, roles={"operator"})
+    ) as ops:
+        await ops.register_target(WATCHED, owner="user:owner", running_limit=2 * calls)
+    async with FunctionsClient(functions, identity=Minter("user:owner", key)) as owner:
+        await owner.declare_function(
+            WATCHED, "long", input_schema={"type": "object"}, allowed_callers=["user:*"]
+        )
+    async with (
+        FunctionsClient(functions, identity=Minter("user:watcher", key)) as watcher,
+        FunctionsClient(functions, identity=Minter("agent:watch/bot", key)) as runtime,
+    ):
+        polled = [(await watcher.call(WATCHED, "long", {})).call_id for _ in range(calls)]
+        streamed = [(await watcher.call(WATCHED, "long", {})).call_id for _ in range(calls)]
+        for _ in range(2 * calls):  # every call running: its changes are progress reports
+            if await runtime.claim_execution([WATCHED], wait_seconds=10) is None:
+                raise RuntimeError("a call was not claimed")
+        arrived: dict[str, asyncio.Event] = {c: asyncio.Event() for c in polled + streamed}
+        arrived_at: dict[str, float] = {}
+
+        def got(call_id: str) -> None:
+            arrived_at[call_id] = time.perf_counter()
+            arrived[call_id].set()
+
+        async def poll(call_id: str, version: int) -> None:
+            while True:  # the task's loop: the status past every message and event page
+                status = await watcher.get_status(
+                    call_id,
+                    after=PAST_EVERY_PAGE,
+                    message_limit=1,
+                    after_event=PAST_EVERY_PAGE,
+                    event_limit=1,
+                    wait_seconds=25,
+                    seen_version=version,
+                )
+                if status.version > version:
+                    version = status.version
+                    got(call_id)
+
+        async def follow(call_id: str, stream: AsyncIterator[f.CallChange]) -> None:
+            async for change in stream:
+                if change.WhichOneof("change") == "status":
+                    got(call_id)
+
+        streams = [
+            watcher.watch_call(c, after=PAST_EVERY_PAGE, after_event=PAST_EVERY_PAGE)
+            for c in streamed
+        ]
+        for stream in streams:
+            await anext(stream)  # the status now: the stream is open
+        versions = [(await watcher.get_status(c)).version for c in polled]
+        tasks = [asyncio.create_task(poll(c, v)) for c, v in zip(polled, versions, strict=True)]
+        tasks += [asyncio.create_task(follow(c, s)) for c, s in zip(streamed, streams, strict=True)]
+        await asyncio.sleep(1.0)  # every long-poll is parked too
+        latencies: dict[str, list[float]] = {"stream": [], "long-poll": []}
+        for n in range(2 * changes):
+            kind = "stream" if n % 2 else "long-poll"
+            call_id = (streamed if n % 2 else polled)[(n // 2) % calls]
+            arrived[call_id].clear()
+            await runtime.report(call_id, progress=f"step {n}", sequence=n + 1)
+            receipt_at = time.perf_counter()
+            await asyncio.wait_for(arrived[call_id].wait(), 30)
+            latencies[kind].append(max(0.0, arrived_at[call_id] - receipt_at) * 1000)
+            await asyncio.sleep(0.002)  # let the watcher park again
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    scenario = (
+        f"call change stream vs GetStatus poll, {calls} WatchCall streams + {calls} "
+        "long-polls, one replica"
+    )
+    for pct in (50, 99):
+        stream = percentile(latencies["stream"], pct)
+        poll_ = percentile(latencies["long-poll"], pct)
+        report.add(
+            Row(
+                scenario,
+                f"progress report receipt -> WatchCall status, p{pct}",
+                stream,
+                "ms",
+                f"receipt -> GetStatus long-poll returns, p{pct}",
+                poll_,
+                "as fast as the long-poll (≤ it + 1 ms)",
+                stream <= poll_ + 1.0,
+            )
+        )
+    report.notes.append(
+        "Call change stream: the change is a runtime's progress report on a running call "
+        "(the report's gRPC call returned: its receipt), learnt by the caller from a "
+        "WatchCall stream (FunctionsClient.watch_call) or from a GetStatus long-poll with "
+        "`seen_version` (wait_seconds 25, the loop a task poller runs), in alternation, "
+        "on calls that each have one watcher; both past every message and event page, "
+        "so only the call's own change wakes them. Clamped at 0 like the inboxes' wake "
+        "latency."
     )
