@@ -87,7 +87,8 @@ def test_the_turn_and_execution_toolboxes_offer_the_contract_tools_and_no_return
 @pytest.mark.parametrize("kind,tool", [(k, t) for k, box in toolboxes() for t in box.tools])
 def test_each_tool_schema_is_flat_valid_2020_12_and_annotated_l1(kind: str, tool: AgentTool):
     """L1: each tool's input schema passes the JSON Schema 2020-12 meta-schema, is a flat
-    object (no composition keywords, unknown fields refused, every property described),
+    object (simple types or typed lists of them, no composition keywords, unknown fields
+    refused, every property described),
     and the tool has a title, a description written for a model, an output schema and
     consistent read-only / destructive / idempotent annotations."""
     assert re.fullmatch(r"[a-z][a-z0-9_]{2,63}", tool.name)
@@ -98,6 +99,9 @@ def test_each_tool_schema_is_flat_valid_2020_12_and_annotated_l1(kind: str, tool
     for name, prop in schema["properties"].items():
         kinds = prop.get("type")
         kinds = kinds if isinstance(kinds, list) else [kinds]
+        if "array" in kinds:  # a list of simple values, items typed (ask_human's choices)
+            assert prop["items"]["type"] in ("string", "integer"), name
+            kinds = [k for k in kinds if k != "array"]
         assert set(kinds) - {"null"} <= {"string", "integer", "boolean"}, name
         assert len(prop.get("description", "")) >= 10, f"{tool.name}.{name} has no description"
     assert schema["required"] == list(schema["properties"])  # L10: all listed

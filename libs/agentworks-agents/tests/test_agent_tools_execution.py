@@ -12,6 +12,7 @@ from typing import Any
 from agentworks.agents.agent_tools import ToolError, execution_toolbox
 from agentworks.client import FunctionsClient
 from agentworks.client.functions import state_name
+from agentworks.core import errors
 from agentworks.runtime import ExecutionContext
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     WAIT,
@@ -82,3 +83,36 @@ async def test_an_execution_handler_reports_asks_and_is_refused_through_the_tool
     # The list is what agent:tools/bot may call (F2): `work` names crew demo's agents
     # and alice as its callers, not it (the function tools' own test is L8's).
     assert seen["functions"] == {"functions": []}
+
+
+async def test_ask_human_offers_choices_and_the_reply_is_one_of_them_F11_L1_L10(
+    functions, tools_crew, identity
+):
+    """F11 L1 L10: ask_human with choices (as a strict model sends it, timeout null) shows
+    them in the call's pending question; a reply outside them is refused and the
+    question stays; the chosen one comes back as the tool's reply."""
+    seen: dict[str, Any] = {}
+
+    async def work(ctx: ExecutionContext) -> str:
+        box = checked(execution_toolbox(ctx))
+        seen["answer"] = await box.call(
+            "ask_human",
+            {"question": "Which format?", "timeout_seconds": None, "choices": ["csv", "json"]},
+        )
+        return seen["answer"]["reply"]
+
+    tools = await tools_crew({"work": work})
+    async with FunctionsClient(functions.address, identity=identity("user:alice")) as alice:
+        receipt = await alice.call(tools, "work", {"text": "x"})
+        asking = await alice.wait(receipt.call_id, until=["waiting_for_input"], timeout=WAIT)
+        assert list(asking.pending_question.choices) == ["csv", "json"]
+        try:
+            await alice.reply(receipt.call_id, "xml")
+        except errors.InvalidArgument as exc:
+            assert exc.reason == errors.Reason.NOT_A_CHOICE
+        else:
+            raise AssertionError("a reply outside the choices was taken")
+        await alice.reply(receipt.call_id, "json")
+        ended = await alice.wait(receipt.call_id, timeout=WAIT)
+    assert (state_name(ended.status), ended.answer) == ("completed", "json")
+    assert seen["answer"] == {"answered": True, "reply": "json"}

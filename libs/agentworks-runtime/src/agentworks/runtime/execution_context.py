@@ -277,11 +277,15 @@ class ExecutionContext(FunctionCalls):
             self._stats[name] = stat
         return info
 
-    async def ask(self, question: str, *, timeout: float | None = None) -> str:
+    async def ask(
+        self, question: str, *, timeout: float | None = None, choices: Sequence[str] = ()
+    ) -> str:
         """Ask a human-input question and wait for the caller's or owner's reply (F11).
-        The question is cleaned (`clean_text`). With `timeout`, TimeoutError when no
-        reply came in time: the question is withdrawn first (the status stops showing
-        it, and another may be asked), unless a reply came meanwhile: that is returned."""
+        The question is cleaned (`clean_text`). With `choices` (at most 20, each 1-200
+        characters, no two the same) the reply is one of them. With `timeout`,
+        TimeoutError when no reply came in time: the question is withdrawn first (the
+        status stops showing it, and another may be asked), unless a reply came
+        meanwhile: that is returned."""
         question = clean_text(question)
         self._asks += 1
         ask_id = f"ask-{self._asks}"
@@ -301,7 +305,12 @@ class ExecutionContext(FunctionCalls):
                 wait = max(0, min(wait, int(remaining)))
             response = await self._retrying(
                 functools.partial(
-                    self.client.ask_input, self.call_id, ask_id, question, wait_seconds=wait
+                    self.client.ask_input,
+                    self.call_id,
+                    ask_id,
+                    question,
+                    wait_seconds=wait,
+                    choices=choices,
                 )
             )
             self._check(response.status)

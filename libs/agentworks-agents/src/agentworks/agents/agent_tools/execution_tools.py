@@ -123,12 +123,20 @@ ASK_HUMAN = AgentTool(
         "Ask the caller or the target's owner a question and wait for the answer. The "
         "call shows waiting_for_input with your question meanwhile. After "
         f"timeout_seconds (default {ASK_DEFAULT_SECONDS}) without an answer the question "
-        "is withdrawn and this returns answered=false: go on without it, or ask again."
+        "is withdrawn and this returns answered=false: go on without it, or ask again. "
+        "With choices, the human picks one of them and the reply is that choice, as written."
     ),
     input_schema=obj(
         {
             "question": text("The question, complete on its own.", limits.MAX_QUESTION_BYTES),
             "timeout_seconds": integer("How long to wait for the answer.", 1, ASK_MAX_SECONDS),
+            "choices": {
+                "type": "array",
+                "description": "The answers to offer, no two the same; the reply is then "
+                "exactly one of them. Null: any text answers.",
+                "items": text("One answer to offer.", limits.MAX_CHOICE_CHARS),
+                "maxItems": limits.MAX_CHOICES,
+            },
         },
         ("question",),
     ),
@@ -183,7 +191,7 @@ def execution_toolbox(ctx: ExecutionContext) -> Toolbox:
         timeout = args.get("timeout_seconds", ASK_DEFAULT_SECONDS)
         try:
             reply = await progress.waiting(  # progress over MCP when asked (N3)
-                ctx.ask(args["question"], timeout=timeout),
+                ctx.ask(args["question"], timeout=timeout, choices=args.get("choices") or ()),
                 "waiting for a human's answer",
                 bound=timeout,
             )

@@ -1,11 +1,11 @@
 """Pieces of the agent tools' JSON Schemas, built from the contract's limits (L1, P6).
 
 Every input schema is flat and OpenAI-strict as given (L10): `type: object`, properties
-of simple types, every property listed in `required`, `additionalProperties: false`, no
-composition keywords; an optional field is nullable (`"type": ["integer", "null"]`) and
-`null` means "not given"; closed sets are enums. OpenAI (strict or not) and Anthropic
-take it as it is. Lengths are in characters (JSON Schema's unit); the services check
-bytes.
+of simple types (or arrays of them, items typed), every property listed in `required`,
+`additionalProperties: false`, no composition keywords; an optional field is nullable
+(`"type": ["integer", "null"]`) and `null` means "not given"; closed sets are enums.
+OpenAI (strict or not) and Anthropic take it as it is. Lengths are in characters (JSON
+Schema's unit); the services check bytes.
 """
 
 from __future__ import annotations
