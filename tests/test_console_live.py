@@ -104,3 +104,40 @@ async def test_a_calls_panel_follows_it_to_its_end_by_push_with_no_poll_request_
     assert len([r for r in requests if "/stream" in r]) == 1, requests
     assert not [r for r in requests if any(poll in r for poll in POLLS)]
     await page.context.close()
+
+
+async def test_a_live_page_stops_when_its_sessions_token_is_revoked_A1_N4_V3(
+    browser, console_suite, signing_keys
+):
+    """A1 N4 V3, as an attacker: dave's open transcript follows his conversation by push;
+    his token is revoked and the agent then replies. The page's stream ends with the
+    refusal shown as an alert (within the suite's 1 s re-check, or before the reply is
+    sent), and the reply never reaches the page."""
+    suite = console_suite
+    created = await suite.tool("ops", "tokens", {"action": "create", "principal": "user:dave"})
+    suite.tokens["dave"] = created["token"]
+    await suite.tool(
+        "ops", "targets", {"action": "register", "target": "crew:gone", "owner": "user:owner"}
+    )
+    sent = await suite.tool("dave", "messages", {"action": "send", "crew": "gone", "message": "hi"})
+    page, _ = await signed_in(browser, suite, "dave")
+    await page.goto(f"/console/conversations/{sent['conversation_id']}")
+    transcript = page.get_by_role("list", name="Transcript")
+    admission = suite.gateway.gateway.admission
+    await until(lambda: admission.waits == 1, what="the page's stream is open")
+
+    key = signing_keys.ensure("gateway")[0]
+    address = suite.gateway.gateway.config.messaging_address
+    async with MessagingClient(address, identity=Minter("agent:gone/bot", key)) as bot:
+        turn = await bot.claim_turn(["crew:gone"], wait_seconds=10)
+        assert turn is not None
+        await expect(transcript.get_by_test_id("delivery").first.locator(".status")).to_have_text(
+            "in_turn", timeout=WAIT_MS
+        )
+        await suite.tool("ops", "tokens", {"action": "revoke", "token_id": created["token_id"]})
+        await bot.send_message(turn.reply_inbox_id, "after the revocation")
+        await bot.complete_turn(turn.turn_id)
+    await expect(page.get_by_role("alert")).to_contain_text("was revoked", timeout=WAIT_MS)
+    await until(lambda: admission.waits == 0, what="the ended stream's wait given back")
+    await expect(transcript).not_to_contain_text("after the revocation")
+    await page.context.close()
