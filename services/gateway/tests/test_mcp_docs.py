@@ -89,11 +89,11 @@ async def report(functions, identity, demo) -> str:
     return "report"
 
 
-async def run_report(runtime: FunctionsClient, demo: str) -> None:
+async def run_report(runtime: FunctionsClient, demo: str, choices: tuple[str, ...] = ()) -> None:
     execution = await runtime.claim_execution([demo], wait_seconds=20)
     assert execution is not None
     call_id = execution.call_id
-    asked = await runtime.ask_input(call_id, "q", "Which format?", wait_seconds=25)
+    asked = await runtime.ask_input(call_id, "q", "Which format?", wait_seconds=25, choices=choices)
     await runtime.upload_file(call_id, "report.txt", f"format={asked.reply}\n".encode())
     result = {"format": asked.reply, "rows": 3}
     await runtime.upload_file(call_id, "result.json", json.dumps(result).encode())
@@ -103,7 +103,8 @@ async def run_report(runtime: FunctionsClient, demo: str) -> None:
 async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
     gateway, api, alice_token, demo, report, runtime, functions, identity
 ):
-    """M4 M1 M2: docs/mcp.md's two exchanges, request by request."""
+    """M4 M1 M2: docs/mcp.md's two exchanges, request by request (the second question
+    offers choices: its form's answer is an enum)."""
     client = api(alice_token)
     async with FunctionsClient(functions.address, identity=identity("user:alice")) as alice:
 
@@ -123,7 +124,7 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
         contains(await post(client, real(last, call_id)), real(completed, call_id))
 
         (status, asked), (retry, answered) = exchanges("An elicitation exchange")
-        runner = asyncio.create_task(run_report(runtime, demo))
+        runner = asyncio.create_task(run_report(runtime, demo, ("csv", "json")))
         made = await alice.call(demo, "report", {})
         await reach(made.call_id, "waiting_for_input")
         contains(await post(client, real(status, made.call_id)), real(asked, made.call_id))

@@ -69,13 +69,16 @@ async def mcp_client(url: str, token: str, **options: Any) -> AsyncIterator[Clie
         yield client
 
 
-async def run_report(runtime: FunctionsClient, demo: str, question: str) -> str:
-    """Run one `report` execution: ask `question`, write the answer's file and result."""
+async def run_report(
+    runtime: FunctionsClient, demo: str, question: str, choices: tuple[str, ...] = ()
+) -> str:
+    """Run one `report` execution: ask `question` (offering `choices`), write the
+    answer's file and result."""
     execution = await runtime.claim_execution([demo], wait_seconds=20)
     assert execution is not None
     call_id = execution.call_id
     await runtime.report(call_id, progress="halfway", sequence=1)
-    asked = await runtime.ask_input(call_id, "q1", question, wait_seconds=25)
+    asked = await runtime.ask_input(call_id, "q1", question, wait_seconds=25, choices=choices)
     await runtime.upload_file(call_id, "report.txt", f"format={asked.reply}\n".encode())
     result = {"format": asked.reply, "rows": 3}
     await runtime.upload_file(call_id, "result.json", json.dumps(result).encode())
@@ -171,6 +174,56 @@ async def test_a_question_reaches_the_sdk_elicitation_callback_decline_leaves_it
         assert asked == ["Which separator?"] * 2
         assert again.structured_content["status"] in ("running", "completed")
         assert await asyncio.wait_for(runner, 20) == "tsv"
+
+
+async def test_a_question_with_choices_reaches_the_sdk_callback_as_an_enum_M2_M5_F11(
+    gateway, alice_token, demo, report, runtime
+):
+    """M2 M5 F11: a question offering choices reaches the SDK's elicitation callback as a
+    form whose answer is a string enum of them; the callback picks one, and that choice
+    is the reply the execution gets. A task poll (Tasks extension) shows the same enum
+    and lists the choices in its statusMessage."""
+    schemas: list[dict] = []
+
+    async def elicit(context, params):  # the SDK's elicitation callback
+        schemas.append(params.requested_schema)
+        choice = params.requested_schema["properties"]["answer"]["enum"][-1]
+        return types.ElicitResult(action="accept", content={"answer": choice})
+
+    choices = ("comma", "tab")
+    runner = asyncio.create_task(run_report(runtime, demo, "Which separator?", choices))
+    async with mcp_client(gateway.mcp_url, alice_token, elicitation_callback=elicit) as mcp:
+        made = await mcp.call_tool(
+            "functions", {"action": "call", "crew": "demo", "function": "report", "inputs": {}}
+        )
+        call_id = made.structured_content["call_id"]
+        read = {"action": "status", "call_id": call_id, "wait_seconds": 3}
+        status = (await mcp.call_tool("functions", read)).structured_content
+        while not schemas:  # long-polls until the question is asked, then elicits
+            seen = {**read, "seen_version": status["version"]}
+            status = (await mcp.call_tool("functions", seen)).structured_content
+        assert await asyncio.wait_for(runner, 20) == "tab"
+    (schema,) = schemas
+    assert schema["required"] == ["answer"]
+    assert schema["properties"]["answer"]["type"] == "string"
+    assert schema["properties"]["answer"]["enum"] == list(choices)
+
+    tasks = TasksClient(lambda key, request: _pick_first(request))
+    runner = asyncio.create_task(run_report(runtime, demo, "Which separator?", choices))
+    async with mcp_client(gateway.mcp_url, alice_token, extensions=[tasks]) as mcp:
+        await mcp.call_tool("functions", {"action": "call", "crew": "demo",
+                                          "function": "report", "inputs": {}})  # fmt: skip
+        assert await asyncio.wait_for(runner, 20) == "comma"
+    waiting = next(t for t in tasks.seen if t["status"] == "input_required")
+    assert waiting["statusMessage"] == "Which separator?\nAnswer with one of: comma, tab"
+    (request,) = waiting["inputRequests"].values()
+    assert request["params"]["requestedSchema"]["properties"]["answer"]["enum"] == list(choices)
+
+
+async def _pick_first(request: dict) -> dict:
+    """A tasks client's answer: the first choice the form offers."""
+    first = request["params"]["requestedSchema"]["properties"]["answer"]["enum"][0]
+    return {"action": "accept", "content": {"answer": first}}
 
 
 async def test_clients_without_the_extension_see_todays_results_and_tasks_are_A3_M1_M4(

@@ -3,13 +3,17 @@
 A function call already is a durable task: it has an id (`call_id`, which is the task id
 in both protocols), a state machine, a pending question, a result and files, and it
 survives restarts and replicas. This module says once how a call's status reads as a
-task; each protocol's binding only renames the phase into its own enum.
+task; each protocol's binding only renames the phase into its own enum. A question's
+choices are listed in the status message (A2A shows it as is); MCP also builds its
+elicitation form from `TaskView.question` (an enum when it offers choices, M2).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentworks.functions.v1 import functions_pb2 as f
 
@@ -68,14 +72,19 @@ class TaskView:
     phase: Phase
     # Set when the call was interrupted (reported as failed, saying so).
     interrupted: bool
-    # What the task says about itself now: the question while input is required, the
-    # error (or the interruption) once failed, the progress line while working.
+    # What the task says about itself now: the question while input is required (with
+    # its choices, when it offers some), the error (or the interruption) once failed, the
+    # progress line while working.
     message: str
     # The execution's final message and its validated result (JSON text, "" for none).
     answer: str
     result_json: str
     files: tuple[f.FileInfo, ...]
     version: int
+    # The open question while input is required (ask id, text, choices), else None.
+    question: f.Question | None = None
+    # When the call last changed (unset on a status from before it was kept).
+    updated_at: Timestamp | None = None
 
     @property
     def terminal(self) -> bool:
@@ -88,8 +97,9 @@ def task_view(status: f.CallStatus) -> TaskView:
     if phase is Phase.WORKING and not status.started:
         phase = Phase.SUBMITTED
     interrupted = status.status == f.CALL_STATE_INTERRUPTED
+    question = status.pending_question if status.HasField("pending_question") else None
     if phase is Phase.INPUT_REQUIRED:
-        message = status.question
+        message = question_message(question) if question is not None else status.question
     elif interrupted:
         message = status.error or INTERRUPTED_MESSAGE
     elif phase is Phase.FAILED:
@@ -107,4 +117,13 @@ def task_view(status: f.CallStatus) -> TaskView:
         result_json=status.result_json,
         files=tuple(status.files),
         version=status.version,
+        question=question if phase is Phase.INPUT_REQUIRED else None,
+        updated_at=status.updated_at if status.HasField("updated_at") else None,
     )
+
+
+def question_message(question: f.Question) -> str:
+    """A question as the task's status message: its text, then its choices, if any."""
+    if not question.choices:
+        return question.text
+    return f"{question.text}\nAnswer with one of: " + ", ".join(question.choices)

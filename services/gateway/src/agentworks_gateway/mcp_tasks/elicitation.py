@@ -4,7 +4,8 @@ A client reading a call's status (`functions` action=status, `get_crew_function_
 while the call waits for an answer (F11) is asked the question in its own terms: on
 2026-07-28 connections an `InputRequiredResult` whose answer, on the retry, is posted
 as the reply; on older connections with a back-channel (stdio, a session) an
-`elicitation/create` request. Declining or cancelling leaves the question open: the
+`elicitation/create` request. The form asks for free text, or for one of the question's
+choices (a string enum) when it offers some. Declining or cancelling leaves the question open: the
 status comes back as it is, and the question can be answered later (action=reply,
 `tasks/update`, the console). Clients without elicitation see today's results.
 """
@@ -17,6 +18,7 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.mcp_tasks import access, wire
 from agentworks_gateway.mcp_tasks.access import Access, Ctx, as_protocol_errors
 
@@ -44,14 +46,13 @@ def _elicits(ctx: Ctx) -> bool:
     return bool(capabilities and capabilities.elicitation)
 
 
-def _pending_question(result: HandlerResult) -> str | None:
+def _pending_question(result: HandlerResult) -> f.Question | None:
     if not isinstance(result, types.CallToolResult) or result.is_error:
         return None
     content = result.structured_content or {}
     if content.get("status") != "waiting_for_input":
         return None
-    question = content.get("question")
-    return question if isinstance(question, str) and question else None
+    return wire.question_of(content)
 
 
 async def elicit_pending(
@@ -70,7 +71,10 @@ async def elicit_pending(
             client = calls.functions(ctx)
             with as_protocol_errors("the answer could not be posted"):
                 status = await access.status(client, call_id)
-                if status.question and wire.question_key(status.question) == key:
+                if (
+                    status.HasField("pending_question")
+                    and wire.question_key(status.pending_question) == key
+                ):
                     await client.reply(call_id, answer)
     result = await call_next(ctx)
     question = _pending_question(result)

@@ -107,9 +107,9 @@ class CallTasks(Extension):
         client = self.calls.functions(ctx)
         with as_protocol_errors("Failed to update task"):
             status = await access.status(client, params.task_id)
-            if not status.question:
+            if not status.HasField("pending_question"):
                 return {}  # nothing outstanding: responses to unknown keys are ignored
-            response = params.input_responses.get(wire.question_key(status.question))
+            response = params.input_responses.get(wire.question_key(status.pending_question))
             answer = answer_from(response)
             if answer is not None:
                 await client.reply(params.task_id, answer)

@@ -35,40 +35,64 @@ def iso(ts: Any) -> str:
     return str(ts.ToDatetime(tzinfo=UTC).isoformat())
 
 
-def question_key(question: str) -> str:
-    """The `inputRequests` key of a pending question: the same for the same question, so
-    a client deduplicates it across polls."""
-    return "question-" + hashlib.sha256(question.encode()).hexdigest()[:16]
+def question_key(question: f.Question) -> str:
+    """The `inputRequests` key of a pending question, from its ask id: the same across
+    polls, so a client deduplicates it, and another for the next question even when its
+    text is the same."""
+    return "question-" + hashlib.sha256(question.ask_id.encode()).hexdigest()[:16]
 
 
-def question_form(question: str) -> dict[str, Any]:
-    """The `elicitation/create` params a question becomes: free text (a call's question
-    offers no choices), the answer posted as the call's reply (F11)."""
+def question_of(content: dict[str, Any]) -> f.Question | None:
+    """The pending question of a status as the tools return it (`pending_question`)."""
+    pending = content.get("pending_question")
+    if not isinstance(pending, dict) or not pending.get("text"):
+        return None
+    return f.Question(
+        ask_id=str(pending.get("ask_id", "")),
+        text=str(pending["text"]),
+        choices=[str(c) for c in pending.get("choices") or ()],
+    )
+
+
+def answer_schema(question: f.Question) -> dict[str, Any]:
+    """The form field of the answer: one of the question's choices (an enum, M2), or free
+    text when it offers none."""
+    if question.choices:
+        return {
+            "type": "string",
+            "title": "Answer",
+            "description": "Pick one; it is posted as the reply.",
+            "enum": list(question.choices),
+        }
+    return {
+        "type": "string",
+        "title": "Answer",
+        "description": "Your answer to the question; it is posted as the reply.",
+    }
+
+
+def question_form(question: f.Question) -> dict[str, Any]:
+    """The `elicitation/create` params a question becomes (M2): its text, and a form of
+    one required field, the answer, posted as the call's reply (F11)."""
     return {
         "mode": "form",
-        "message": question,
+        "message": question.text,
         "requestedSchema": {
             "type": "object",
-            "properties": {
-                ANSWER_FIELD: {
-                    "type": "string",
-                    "title": "Answer",
-                    "description": "Your answer to the question; it is posted as the reply.",
-                }
-            },
+            "properties": {ANSWER_FIELD: answer_schema(question)},
             "required": [ANSWER_FIELD],
         },
     }
 
 
-def input_requests(question: str) -> dict[str, Any]:
+def input_requests(question: f.Question) -> dict[str, Any]:
     """The `inputRequests` of a call waiting for an answer."""
     return {
         question_key(question): {"method": "elicitation/create", "params": question_form(question)}
     }
 
 
-def elicit_request(question: str) -> types.ElicitRequest:
+def elicit_request(question: f.Question) -> types.ElicitRequest:
     """The question as a typed elicitation request (for `InputRequiredResult`)."""
     return types.ElicitRequest(params=types.ElicitRequestFormParams.model_validate(
         question_form(question)
@@ -108,16 +132,15 @@ def task_dict(status: f.CallStatus) -> dict[str, Any]:
         "taskId": view.task_id,
         "status": MCP_STATUSES[view.phase],
         "createdAt": iso(status.created_at),
-        # A call has no last-change time of its own: its end, else its start.
-        "lastUpdatedAt": iso(status.ended_at if status.HasField("ended_at") else status.created_at),
+        "lastUpdatedAt": iso(view.updated_at or status.created_at),
         # A call is kept as long as the functions service keeps calls.
         "ttlMs": None,
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
     if view.message:
         out["statusMessage"] = view.message
-    if view.phase is Phase.INPUT_REQUIRED:
-        out["inputRequests"] = input_requests(status.question)
+    if view.question is not None:  # input required
+        out["inputRequests"] = input_requests(view.question)
     elif view.phase is Phase.COMPLETED:
         out["result"] = call_result(status).model_dump(
             by_alias=True, mode="json", exclude_none=True

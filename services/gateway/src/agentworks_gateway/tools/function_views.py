@@ -70,6 +70,12 @@ def status_dict(status: f.CallStatus) -> dict[str, Any]:
         "status": state_name(status.status),
         "progress": status.progress,
         "question": status.question or None,
+        # The pending question with its ask id, choices and time (F11, M2), else None.
+        "pending_question": (
+            question_dict(status.pending_question) if status.HasField("pending_question") else None
+        ),
+        # The last questions with their times, oldest first (V7).
+        "questions": [question_dict(q) for q in status.questions],
         "messages": [
             {
                 "index": m.index,
@@ -111,6 +117,8 @@ def status_dict(status: f.CallStatus) -> dict[str, Any]:
         "started": status.started,
         "correction_turn": status.correction_turn,
         "created_at": timestamp(status.created_at),
+        "claimed_at": timestamp(status.claimed_at),
+        "updated_at": timestamp(status.updated_at),
         "ended_at": timestamp(status.ended_at),
         "version": status.version,
         # L7: a function declared to start work completes with a start receipt.
@@ -142,6 +150,19 @@ def status_dict(status: f.CallStatus) -> dict[str, Any]:
             "group": status.source.group,
         }
     return out
+
+
+def question_dict(question: f.Question) -> dict[str, Any]:
+    """One of a call's questions (F11, V7): its ask id, text, choices (empty: any text)
+    and times; the reply's text is not in a status."""
+    return {
+        "ask_id": question.ask_id,
+        "text": question.text,
+        "choices": list(question.choices),
+        "asked_at": timestamp(question.asked_at),
+        "answered_at": timestamp(question.answered_at),
+        "withdrawn_at": timestamp(question.withdrawn_at),
+    }
 
 
 def page_dict(page: f.FilePage, call_id: str) -> dict[str, Any]:
