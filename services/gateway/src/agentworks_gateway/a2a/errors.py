@@ -12,6 +12,7 @@ retries a busy target later instead of reading "internal error".
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from a2a.utils.errors import (
@@ -70,3 +71,20 @@ def rewrite(response: dict[str, Any]) -> dict[str, Any]:
         info["reason"] = metadata.get("reason") or metadata["code"]
         info["domain"] = ERROR_DOMAIN
     return response
+
+
+def stream_refusal(request_id: Any, exc: errors.AgentWorksError) -> bytes:
+    """The last event of a streaming method whose token ended (A1): the request's JSON-RPC
+    error, as `rewrite` shapes a refusal (SERVER_ERROR, our reason in the ErrorInfo)."""
+    info = {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": str(exc.reason or exc.code.name),
+        "domain": ERROR_DOMAIN,
+        "metadata": error_data(exc),
+    }
+    answer = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": SERVER_ERROR, "message": exc.message, "data": [info]},
+    }
+    return f"data: {json.dumps(answer, separators=(',', ':'))}\r\n\r\n".encode()

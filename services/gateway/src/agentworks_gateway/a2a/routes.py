@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -34,16 +35,17 @@ from agentworks.client import target_str
 from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks.core.limits import LIST_PAGE_DEFAULT, MAX_LIST_PAGE
-from agentworks_gateway import metrics
+from agentworks_gateway import metrics, stream_auth
 from agentworks_gateway.a2a.card import A2A_PREFIX, agent_card
-from agentworks_gateway.a2a.errors import rewrite
+from agentworks_gateway.a2a.errors import rewrite, stream_refusal
 from agentworks_gateway.a2a.handler import TargetHandler
 from agentworks_gateway.a2a.push import push_of
 from agentworks_gateway.a2a.switch import served_target
 from agentworks_gateway.admission import CALLER
 from agentworks_gateway.bodies import bounded_body, check_declared_size
 from agentworks_gateway.middleware import error_response, replay, request_context
-from agentworks_gateway.service import Gateway
+from agentworks_gateway.models import TokenRecord
+from agentworks_gateway.service import Gateway, bearer_token
 
 log = structlog.get_logger("agentworks.gateway")
 
@@ -111,11 +113,13 @@ class A2ABinding:
         self.dispatcher = _Dispatcher(TargetHandler(gateway), context_builder=_Context())
 
     async def _identity(self, scope: Scope) -> Identity:
+        return self.gateway.identity_of(await self._token(scope))
+
+    async def _token(self, scope: Scope) -> TokenRecord:
         headers = dict(scope.get("headers") or ())
         authorization = headers.get(b"authorization")
-        return await self.gateway.authenticate(
-            authorization.decode("latin-1") if authorization else None
-        )
+        value = authorization.decode("latin-1") if authorization else None
+        return await self.gateway.token_record(bearer_token(value, "API token"))
 
     async def card_of(self, identity: Identity, target: str, base_url: str) -> AgentCard:
         """The target's card as the caller sees it (the functions they may call; the
@@ -195,7 +199,8 @@ class A2ABinding:
             headers = dict(scope.get("headers") or ())
             try:
                 check_declared_size(headers.get(b"content-length", b"").decode("latin-1"), limit)
-                identity = await self._identity(scope)
+                record = await self._token(scope)
+                identity = self.gateway.identity_of(record)
                 scope["agentworks.target"] = _target(scope)
                 # No agent, no requests (X1): unknown, or its owner turned its card off.
                 await served_target(self.gateway.messaging(identity), scope["agentworks.target"])
@@ -211,17 +216,29 @@ class A2ABinding:
                         body = await bounded_body(
                             Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
                         )
+                    request = Request(scope, replay(body, receive))
+                    streaming = _streaming(body)
+                    if streaming is None:
+                        with self.gateway.admission.request(identity.principal):
+                            response = await self.dispatcher.handle_requests(request)
+                            await response(scope, receive, send)
+                        return
                     # A streaming method's answer is an event stream that may stay open
-                    # for long: it holds one of the waits, never a request (B6, B7).
-                    held = (
-                        self.gateway.admission.stream(identity.principal)
-                        if _streaming(body)
-                        else self.gateway.admission.request(identity.principal)
-                    )
-                    with held:
-                        request = Request(scope, replay(body, receive))
+                    # for long: it holds one of the waits, never a request (B6, B7), and
+                    # ends with a JSON-RPC error once its token is revoked or expires (A1).
+                    with (
+                        self.gateway.admission.stream(identity.principal),
+                        self.gateway.open_tokens.hold(record.token_id) as token_held,
+                    ):
                         response = await self.dispatcher.handle_requests(request)
-                        await response(scope, receive, send)
+                        await stream_auth.respond(
+                            token_held,
+                            response,
+                            scope,
+                            receive,
+                            send,
+                            final=lambda exc: stream_refusal(streaming.id, exc),
+                        )
             except errors.AgentWorksError as exc:
                 metrics.refused("a2a", exc)
                 await error_response(exc)(scope, receive, send)
@@ -229,14 +246,23 @@ class A2ABinding:
                 CALLER.reset(token)
 
 
-def _streaming(body: bytes) -> bool:
-    """Whether a JSON-RPC body calls one of A2A's streaming methods (a2a-sdk's
-    dispatcher parses and refuses what is not a request)."""
+@dataclass(frozen=True)
+class Streaming:
+    """A call of one of A2A's streaming methods: its JSON-RPC id."""
+
+    id: Any
+
+
+def _streaming(body: bytes) -> Streaming | None:
+    """The call, when a JSON-RPC body calls one of A2A's streaming methods (a2a-sdk's
+    dispatcher parses and refuses what is not a request); None for anything else."""
     try:
         request = json.loads(body)
     except ValueError:
-        return False
-    return isinstance(request, dict) and request.get("method") in STREAMING_METHODS
+        return None
+    if isinstance(request, dict) and request.get("method") in STREAMING_METHODS:
+        return Streaming(request.get("id"))
+    return None
 
 
 def _limit(text: str) -> int:
