@@ -343,3 +343,34 @@ async def test_crews_call_status_says_a_start_receipt_L7_F9(
     shown = json.loads(out)
     assert (shown["status"], shown["start_receipt"]) == ("completed", True)
     assert "start receipt" in shown["note"]
+
+
+async def test_call_status_lists_a_questions_choices_and_reply_takes_one_by_number_F11_G3(
+    gateway, cli, alice_token, demo, echo, runtime
+):
+    """F11 G3: `crews call-status` prints the pending question's choices, numbered, and
+    when the call was claimed; `crews reply --choice N` answers with choice N; a TEXT
+    that is none of them is refused with the service's words, the question still open."""
+    env = _env(gateway, alice_token)
+    code, out, err = await cli("crews", "call", "demo", "echo", "-i", "text=a", "--json", env=env)
+    assert code == 0, err
+    call_id = json.loads(out)["call_id"]
+    assert (await runtime.claim_execution([demo], wait_seconds=20)) is not None
+    await runtime.ask_input(call_id, "q", "Which format?", choices=["csv", "json"])
+
+    code, out, err = await cli("crews", "call-status", "--call", call_id, env=env)
+    assert code == 0, err
+    fields = _fields(out)
+    assert fields["question"] == "Which format?"
+    assert fields["choices"] == "[1] csv  [2] json"
+    assert fields["claimed_at"] and fields["updated_at"]
+
+    code, out, err = await cli("crews", "reply", "--call", call_id, "xml", env=env)
+    assert code != 0 and "not one of the question's choices" in err, err
+    code, out, err = await cli("crews", "reply", "--call", call_id, "--choice", "3", env=env)
+    assert code != 0 and "--choice must be 1 to 2" in err, err
+    ask = asyncio.create_task(runtime.ask_input(call_id, "q", "Which format?", wait_seconds=20))
+    code, out, err = await cli("crews", "reply", "--call", call_id, "--choice", "2", env=env)
+    assert code == 0, err
+    async with asyncio.timeout(20):
+        assert (await ask).reply == "json"

@@ -49,6 +49,30 @@ def _status_words(status: Mapping[str, Any]) -> str:
     return paint(status["status"], STATUS_STYLES.get(status["status"], "bold"))
 
 
+def choices_of(status: Mapping[str, Any]) -> list[str]:
+    """The answers the pending question offers (empty: any text answers it)."""
+    pending = status.get("pending_question") or {}
+    return list(pending.get("choices") or ())
+
+
+def _choices(status: Mapping[str, Any]) -> str | None:
+    listed = choices_of(status)
+    return "  ".join(f"[{i}] {c}" for i, c in enumerate(listed, 1)) or None
+
+
+def question_note(status: Mapping[str, Any], group: str) -> str:
+    """How a waiting call's question reads on the terminal, with how to answer it."""
+    call_id = status["call_id"]
+    lines = [f"{paint('question:', 'bold yellow', sys.stderr)} {status['question']}"]
+    listed = choices_of(status)
+    if listed:
+        lines.append(f"  choices: {_choices(status)}")
+        lines.append(f"  answer with: agentworks {group} reply --call {call_id} --choice N")
+    else:
+        lines.append(f"  answer with: agentworks {group} reply --call {call_id} 'your answer'")
+    return "\n".join(lines)
+
+
 def print_status(status: Mapping[str, Any]) -> None:
     """A call's status for people: fields, then the message and event pages."""
     print_fields(
@@ -59,12 +83,15 @@ def print_status(status: Mapping[str, Any]) -> None:
             ("status", _status_words(status)),
             ("progress", status["progress"] or None),
             ("question", status["question"]),
+            ("choices", _choices(status)),
             ("answer", status["answer"]),
             ("result", _result(status)),
             ("error", status["error"]),
             ("files", _files(status) or None),
             ("caller", status["caller"]),
             ("created_at", status["created_at"]),
+            ("claimed_at", status.get("claimed_at")),
+            ("updated_at", status.get("updated_at")),
             ("ended_at", status["ended_at"]),
         ]
     )

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_cli.api import ApiClient
-from agentworks_cli.call_output import print_status
+from agentworks_cli.call_output import print_status, question_note
 from agentworks_cli.errors import EXIT_CALL_ENDED
 from agentworks_cli.output import error, note, print_json
 from agentworks_cli.terminal import paint
@@ -161,10 +161,7 @@ async def _follow(api: ApiClient, call_id: str, group: str, line: StateLine) -> 
             line.say(f"{message['role']}: {message['text']}")
         if status["question"] and status["question"] != question:
             question = status["question"]
-            line.say(
-                f"{paint('question:', 'bold yellow', sys.stderr)} {question}\n"
-                f"  answer with: agentworks {group} reply --call {call_id} 'your answer'"
-            )
+            line.say(question_note(status, group))
         if status["status"] in END_STATUSES:
             return
         line.update(state_of(status), quiet=version is not None and not new)

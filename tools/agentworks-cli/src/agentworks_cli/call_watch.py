@@ -12,18 +12,16 @@ dropped stream is opened again after the last message and event seen.
 from __future__ import annotations
 
 import argparse
-import sys
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
 from agentworks_cli import streams
 from agentworks_cli.api import ApiClient, ApiError
-from agentworks_cli.call_output import print_status
+from agentworks_cli.call_output import print_status, question_note
 from agentworks_cli.call_wait import END_STATUSES, StateLine, state_of
 from agentworks_cli.errors import EXIT_CALL_ENDED
 from agentworks_cli.output import error, note, print_json
-from agentworks_cli.terminal import paint
 
 
 class _Shown:
@@ -50,10 +48,7 @@ class _Shown:
         group = "crews" if str(status["target"]).startswith("crew:") else "functions"
         if status["question"] and status["question"] != self.question:
             self.question = status["question"]
-            line.say(
-                f"{paint('question:', 'bold yellow', sys.stderr)} {self.question}\n"
-                f"  answer with: agentworks {group} reply --call {call_id} 'your answer'"
-            )
+            line.say(question_note(status, group))
 
 
 async def watch(api: ApiClient, args: argparse.Namespace) -> int | None:

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 from agentworks.core.limits import MAX_WAIT_SECONDS
 from agentworks_cli import declarations
 from agentworks_cli.api import ApiClient
-from agentworks_cli.call_output import print_functions, print_status
+from agentworks_cli.call_output import choices_of, print_functions, print_status
 from agentworks_cli.call_wait import wait_for_call
 from agentworks_cli.errors import UsageError
 from agentworks_cli.inputs import INPUTS_HELP, call_inputs
@@ -133,12 +133,32 @@ async def call_file(api: ApiClient, args: argparse.Namespace) -> None:
 
 
 async def reply(api: ApiClient, args: argparse.Namespace) -> None:
-    text = sys.stdin.read() if args.text == "-" else args.text
+    if args.choice is not None:
+        text = await _chosen(api, args)
+    elif args.text is None:
+        raise UsageError("give the answer as TEXT (- reads stdin), or --choice N")
+    else:
+        text = sys.stdin.read() if args.text == "-" else args.text
     status = await api.call("functions", {"action": "reply", **_named_call(args), "text": text})
     if args.json:
         print_json(status)
     else:
         print(f"answered call {status['call_id']}; it is {status['status']}", flush=True)
+
+
+async def _chosen(api: ApiClient, args: argparse.Namespace) -> str:
+    """The pending question's choice number `--choice` (as `call-status` lists them)."""
+    status = await api.call("functions", {"action": "status", **_named_call(args)})
+    listed = choices_of(status)
+    if not listed:
+        raise UsageError(f"call {args.call} has no question with choices; answer with TEXT instead")
+    if not 1 <= args.choice <= len(listed):
+        raise UsageError(f"--choice must be 1 to {len(listed)}: {_listed(listed)}")
+    return listed[args.choice - 1]
+
+
+def _listed(choices: list[str]) -> str:
+    return ", ".join(f"{i} = {c!r}" for i, c in enumerate(choices, 1))
 
 
 async def cancel(api: ApiClient, args: argparse.Namespace) -> None:
@@ -274,7 +294,14 @@ def _add_call_reads(sub: Any, common: argparse.ArgumentParser, group: str) -> No
         description="Answer the question a waiting call (status waiting_for_input) asked.",
     )
     _call_id(answer, group)
-    answer.add_argument("text", metavar="TEXT", help="the answer; - reads stdin")
+    given = answer.add_mutually_exclusive_group()
+    given.add_argument("text", nargs="?", metavar="TEXT", help="the answer; - reads stdin")
+    given.add_argument(
+        "--choice",
+        type=int,
+        metavar="N",
+        help="answer with the question's choice N (1 = the first call-status lists)",
+    )
     answer.set_defaults(run=reply, group=group)
 
     stop = sub.add_parser("cancel", parents=[common], help="cancel an open call")

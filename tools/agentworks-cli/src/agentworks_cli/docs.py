@@ -148,7 +148,10 @@ follows the call's status on stderr, with the time since the call was accepted: 
 first read answers at once, so while no runtime has claimed the call it says so straight
 away (`waiting for a runtime to claim it (0s)`); later reads long-poll for a change.
 Progress, execution messages and a pending question show as they happen (answer with
-`crews reply --call <id> TEXT`). On a terminal the state is one line redrawn every
+`crews reply --call <id> TEXT`; a question that offers choices lists them numbered, and
+`crews reply --call <id> --choice N` answers with choice N, while a TEXT that is none of
+them is refused; `call-status` shows them too, with `claimed_at` and `updated_at`). On a
+terminal the state is one line redrawn every
 second (`… waiting for a runtime to claim it · 12s`); into a pipe it is a line when it
 changes and one after each long-poll that brought nothing new (`still running (50s)`).
 At the end it prints the final status (with `--json`, what `call-status --json` prints)
