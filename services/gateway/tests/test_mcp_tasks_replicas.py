@@ -151,7 +151,9 @@ async def test_a_task_survives_a_kill_9_of_the_replica_it_polls_M1_M2_M3_M5(
     killed = asyncio.Event()
 
     async def run() -> None:
-        execution = await runtime.claim_execution([demo], wait_seconds=20)
+        # The lease outlives the run (the test sends no heartbeats; a runtime would).
+        lease = int(RUN_SECONDS) + 30
+        execution = await runtime.claim_execution([demo], wait_seconds=20, lease_seconds=lease)
         assert execution is not None
         call_id, started = execution.call_id, time.monotonic()
         for step in range(int(RUN_SECONDS / 2)):
