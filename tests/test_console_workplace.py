@@ -160,3 +160,61 @@ async def signed_in(browser: Any, suite: Any, who: str) -> Any:
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_test_id("principal")).to_be_visible()
     return page
+
+
+async def test_a_question_with_choices_is_answered_with_a_button_and_timed_V7_F11(
+    browser, console_suite, signing_keys, screenshot
+):
+    """V7 F11: a call's question that offers choices shows one button per choice in the
+    reply form (no free text); clicking one posts it as the reply, which the runtime
+    gets; the timeline has the claim, the question asked and its answer, each with its
+    time and durations (no "time not recorded" once claimed)."""
+    import asyncio
+
+    from agentworks.client import FunctionsClient
+    from agentworks.core.identity import Minter
+
+    suite = console_suite
+    await suite.tool(
+        "ops", "targets", {"action": "register", "target": "crew:picker", "owner": "user:owner"}
+    )
+    await suite.tool("owner", "declarations", {
+        "action": "declare", "target": "crew:picker", "name": "pick",
+        "description": "Asks which format, offering choices.",
+        "input_schema": {"type": "object"}, "allowed_callers": ["user:*"],
+    })  # fmt: skip
+    made = await suite.tool(
+        "alice", "functions", {"action": "call", "crew": "picker", "function": "pick", "inputs": {}}
+    )
+    call_id = made["call_id"]
+    bot = Minter("agent:picker/bot", signing_keys.ensure("gateway")[0])
+    address = suite.gateway.gateway.config.functions_address
+    async with FunctionsClient(address, identity=bot) as runtime:
+        assert await runtime.claim_execution(["crew:picker"], wait_seconds=10) is not None
+        asked = asyncio.create_task(
+            runtime.ask_input(call_id, "fmt", "Which format?", choices=["PDF", "HTML"],
+                              wait_seconds=25)
+        )  # fmt: skip
+        page = await signed_in(browser, suite, "alice")
+        errors = _errors_of(page)
+        await page.goto(f"/console/calls/{call_id}")
+        await expect(page.get_by_test_id("call-question")).to_have_text(
+            "Which format?", timeout=WAIT_MS
+        )
+        choices = page.get_by_test_id("call-choices").get_by_role("button")
+        await expect(choices).to_have_text(["PDF", "HTML"])
+        assert await page.locator("#reply-text").count() == 0
+        timeline = page.get_by_test_id("call-timeline")
+        await expect(timeline).to_contain_text("question asked")
+        await expect(timeline).not_to_contain_text("time not recorded")
+        await screenshot(page, "call-choices")
+        await choices.filter(has_text="HTML").click()
+        async with asyncio.timeout(20):
+            assert (await asked).reply == "HTML"
+        await runtime.finish_execution(call_id, final_message="made HTML")
+    await expect(page.get_by_test_id("call-status")).to_have_text("completed", timeout=WAIT_MS)
+    await page.reload()
+    for step in ("claimed", "question asked", "answered", "completed"):
+        await expect(timeline).to_contain_text(step)
+    assert errors == []
+    await page.context.close()

@@ -69,17 +69,18 @@ def duration(seconds: float) -> str:
 
 
 def timeline(call: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
-    """A call's `steps` in time order: created, claimed, each message and event, the
-    question waiting, ended; each with `at` (ISO or None), `after_start` and
-    `after_previous` (durations, or "" when a time is missing); and the call's `total`
-    duration (so far, while `open`)."""
+    """A call's `steps` in time order: created, claimed, each message and event, each
+    question asked and its answer (or withdrawal), ended; each with `at` (ISO or None),
+    `after_start` and `after_previous` (durations, or "" when a time is missing); and
+    the call's `total` duration (so far, while `open`)."""
     created = parse(call.get("created_at"))
     steps: list[dict[str, Any]] = [{"label": "created", "text": "", "at": call.get("created_at")}]
+    record: list[dict[str, Any]] = []
     if call.get("started"):
-        steps.append({"label": "claimed", "text": "by a runtime", "at": None})
+        record.append({"label": "claimed", "text": "by a runtime", "at": call.get("claimed_at")})
     else:
         steps.append({"label": "not claimed", "text": "no runtime has taken it yet", "at": None})
-    record = [
+    record += [
         {"label": m.get("role") or "message", "text": m.get("text", ""), "at": m.get("created_at")}
         for m in call.get("messages", [])
     ]
@@ -91,10 +92,12 @@ def timeline(call: dict[str, Any], now: datetime | None = None) -> dict[str, Any
         }
         for e in call.get("events", [])
     ]
+    for question in call.get("questions") or []:
+        record += _question_steps(question)
     record.sort(key=lambda s: s["at"] or "")
     steps += record
-    if call.get("status") == "waiting_for_input" and call.get("question"):
-        steps.append({"label": "question", "text": call["question"], "at": None})
+    if call.get("status") == "waiting_for_input" and not call.get("questions"):
+        steps.append({"label": "question", "text": call.get("question") or "", "at": None})
     ended = call.get("status") in ENDED
     if ended:
         steps.append({"label": call["status"], "text": "", "at": call.get("ended_at") or None})
@@ -109,3 +112,22 @@ def timeline(call: dict[str, Any], now: datetime | None = None) -> dict[str, Any
     end = parse(call.get("ended_at")) if ended else (now or datetime.now(UTC))
     total = duration((end - created).total_seconds()) if end and created else ""
     return {"steps": steps, "total": total, "open": not ended}
+
+
+def _question_steps(question: dict[str, Any]) -> list[dict[str, Any]]:
+    """A question's steps: asked (with its choices), then answered or withdrawn, saying
+    how long it waited for its human."""
+    text = question.get("text") or ""
+    choices = question.get("choices") or []
+    asked = {
+        "label": "question asked",
+        "text": text + (f" (choices: {', '.join(choices)})" if choices else ""),
+        "at": question.get("asked_at"),
+    }
+    for label, key in (("answered", "answered_at"), ("withdrawn", "withdrawn_at")):
+        at = question.get(key)
+        if at:
+            start, end = parse(question.get("asked_at")), parse(at)
+            waited = f" after {duration((end - start).total_seconds())}" if start and end else ""
+            return [asked, {"label": label, "text": f"{text}{waited}", "at": at}]
+    return [asked]
