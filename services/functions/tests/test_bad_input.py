@@ -322,6 +322,10 @@ CASES: list[Case] = [
             ),
             "is not before created_before",
         ),
+        (
+            pb.ListCallsRequest(created_before=Timestamp(seconds=1_600_000_000, nanos=-1)),
+            "created_before is not a valid timestamp: nanos must be 0-999,999,999",
+        ),
     ),
     # ------------------------------------------------------------------ calls
     *cases(

@@ -11,7 +11,7 @@ import grpc
 import structlog
 
 from agentworks.core import capability as cap
-from agentworks.core.errors import InvalidArgument
+from agentworks.core.errors import InvalidArgument, Reason, rule_meta
 from agentworks.core.identity import caller
 from agentworks.core.limits import MAX_INPUTS_BYTES
 from agentworks.functions.v1 import functions_pb2 as pb
@@ -52,10 +52,21 @@ READ_IN_PLACE_CHARS = 16 * 1024
 
 
 def _when(request, field: str):
-    """A request's optional timestamp as a UTC datetime, None when unset."""
+    """A request's optional timestamp as a UTC datetime, None when unset; one out of
+    protobuf's range (nanos outside 0-999,999,999, seconds past year 9999) is refused."""
     if not request.HasField(field):
         return None
-    return getattr(request, field).ToDatetime(tzinfo=UTC)
+    ts = getattr(request, field)
+    try:
+        if not 0 <= ts.nanos <= 999_999_999:  # ToDatetime would take some of these
+            raise ValueError(f"nanos must be 0-999,999,999, got {ts.nanos}")
+        return ts.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument(
+            f"{field} is not a valid timestamp: {exc}",
+            reason=Reason.FIELD_RULE,
+            metadata=rule_meta(field, "timestamp.valid"),
+        ) from None
 
 
 def _waiting(principal: str, wait_seconds: int) -> contextlib.AbstractContextManager[None]:
