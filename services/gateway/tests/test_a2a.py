@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -147,6 +148,12 @@ async def test_a_function_call_asks_and_is_answered_X2_X5_A3(
     assert list((await other.list_tasks(ListTasksRequest())).tasks) == []
 
 
+def statuses(events: list[StreamResponse]) -> list[Any]:
+    """The task statuses a stream told, in order: its first task's, then each update's."""
+    told = [e.task.status for e in events if e.HasField("task")]
+    return told + [e.status_update.status for e in events if e.HasField("status_update")]
+
+
 async def test_a_streamed_call_and_a_cancel_X2_X5_F15(
     gateway, alice_token, demo, echo, runtime, a2a
 ):
@@ -161,7 +168,7 @@ async def test_a_streamed_call_and_a_cancel_X2_X5_F15(
         assert execution is not None
         await runtime.report(execution.call_id, progress="halfway", sequence=1)
         await until(
-            lambda: any(e.status_update.status.message.parts for e in events),
+            lambda: any(status.message.parts for status in statuses(events)),
             timeout=10,
             what="the progress on the stream",
         )
@@ -176,12 +183,12 @@ async def test_a_streamed_call_and_a_cancel_X2_X5_F15(
         TaskState.TASK_STATE_SUBMITTED,
         TaskState.TASK_STATE_WORKING,
     )
-    progress = [e.status_update.status for e in events if e.HasField("status_update")]
-    # A stream that began while the call was still submitted says "working" (no message)
-    # when it is claimed; the progress is the first update with words.
-    said = [status for status in progress if status.message.parts]
+    # The progress is the first status with words: in an update, or already in the
+    # first event's task when the stream began after the report (a stream begun while
+    # the call was submitted says "working", with no message, when it is claimed).
+    said = [status for status in statuses(events) if status.message.parts]
     assert said[0].message.parts[0].text == "halfway"
-    assert progress[-1].state == TaskState.TASK_STATE_COMPLETED
+    assert statuses(events)[-1].state == TaskState.TASK_STATE_COMPLETED
     (artifact,) = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
     assert artifact.parts[0].text == "went"
 

@@ -205,7 +205,9 @@ async def test_streams_wait_in_the_wait_pool_not_the_request_pool_503_past_it_B6
         read = await alice.post(SEND, json={"action": "read", "inbox_id": inbox_id})
         assert read.status_code == 200  # the one request place is free: the stream waits
         assert gateway.gateway.admission.waits == 1
-    async with stream(alice, path):  # its place came back when it closed
+    # Its place comes back when the gateway sees the client close the stream.
+    await until(lambda: gateway.gateway.admission.waits == 0, timeout=5)
+    async with stream(alice, path):
         pass
 
 
