@@ -241,8 +241,13 @@ async def test_a_principals_streams_are_capped_by_its_share_429_others_unaffecte
             async with stream(api(bob_token), f"{STREAMS}/inboxes/{bob_inbox}"):
                 pass
         # Closed streams give their waits back once each side has seen the close (here the
-        # gateway and messaging share one table: each of her streams held two).
-        await until(lambda: shares().waits_held("user:alice") == 0, what="alice's waits given back")
+        # gateway and messaging share one table: each of her streams held two) — at once,
+        # not at the services' next heartbeat (15 s): the pending read is cancelled.
+        await until(
+            lambda: shares().waits_held("user:alice") == 0,
+            timeout=3,
+            what="alice's waits given back",
+        )
         async with stream(alice, path):
             pass
     finally:

@@ -86,21 +86,27 @@ async def until(stop: asyncio.Event, source: AsyncIterator[T]) -> AsyncIterator[
     """The items of `source` until it ends or `stop` is set (the gateway drains: the
     client reconnects to another replica from its last event id)."""
     stopped = asyncio.ensure_future(stop.wait())
+    item: asyncio.Future[T] | None = None
     try:
         while not stop.is_set():
             item = asyncio.ensure_future(anext(source))  # type: ignore[arg-type]
             await asyncio.wait({item, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if not item.done():
-                item.cancel()
-                with contextlib.suppress(BaseException):
-                    await item
                 return
             try:
                 yield item.result()
             except StopAsyncIteration:
                 return
+            item = None
     finally:
         stopped.cancel()
+        # Ended from outside too (the client went away: this generator is cancelled or
+        # closed while it waits): the pending read is cancelled, so the source's stream
+        # ends now, not at its next event or heartbeat (it held a wait until then).
+        if item is not None and not item.done():
+            item.cancel()
+            with contextlib.suppress(BaseException):
+                await item
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
