@@ -11,5 +11,6 @@ operator's policy allows.
 - `events`: a stream's event as a delivery's body;
 - `feeds`: one follower per feed across replicas (a lease), writing delivery rows and
   the cursor in one transaction;
+- `leased`: the lease loop feeds and A2A push configs share (renew, claim, follow);
 - `dispatcher`: claims due deliveries (no two senders for one) and sends them.
 """

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 import structlog
@@ -22,6 +22,7 @@ import structlog
 from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks_gateway.webhooks_out import events
+from agentworks_gateway.webhooks_out.leased import LeasedFollowers
 from agentworks_gateway.webhooks_out.models import CALL_ENDS, INBOX_PREFIX, Feed
 from agentworks_gateway.webhooks_out.settings import WebhooksOutConfig
 from agentworks_gateway.webhooks_out.store import WebhookStore
@@ -39,8 +40,11 @@ MAX_BACKOFF_SECONDS = 60.0
 Event = tuple[str, dict[str, Any] | None, bool]
 
 
-class Feeds:
+class Feeds(LeasedFollowers[tuple[str, str], Feed]):
     """One replica's followers of the feeds it holds the lease of."""
+
+    max_followed = MAX_FEEDS_PER_REPLICA
+    round_failed = "webhooks.feeds_failed"
 
     def __init__(
         self,
@@ -50,72 +54,28 @@ class Feeds:
         replica: str,
         delivered: Callable[[], None],
     ) -> None:
+        super().__init__(config, replica)
         self.store = store
         self.gateway = gateway
-        self.config = config
-        self.replica = replica
         self.delivered = delivered  # wakes the dispatcher: new deliveries are stored
-        self._wake = asyncio.Event()
-        self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
 
-    @property
-    def following(self) -> list[tuple[str, str]]:
-        """The (endpoint_id, source) of the feeds this replica follows now."""
-        return [key for key, task in self._followers.items() if not task.done()]
+    async def renew(self, lease_seconds: float) -> Collection[tuple[str, str]]:
+        return await self.store.renew_feeds(self.replica, lease_seconds=lease_seconds)
 
-    def wake(self) -> None:
-        """A feed may be new (an endpoint was registered): look for it now."""
-        self._wake.set()
+    async def claim(self, lease_seconds: float, limit: int) -> list[Feed]:
+        return await self.store.claim_feeds(self.replica, lease_seconds=lease_seconds, limit=limit)
 
-    async def run(self) -> None:
-        """Renew, claim and follow until cancelled; then give the feeds up."""
-        every = min(self.config.poll_seconds, self.config.lease_seconds / 3)
-        try:
-            while True:
-                self._wake.clear()
-                try:
-                    await self._round()
-                except errors.Unavailable as exc:
-                    log.warning("webhooks.feeds_failed", error=exc.message)
-                except Exception:  # never stop following for one bad round
-                    log.exception("webhooks.feeds_failed")
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(every):
-                        await self._wake.wait()
-        finally:
-            followers = list(self._followers.values())
-            for task in followers:
-                task.cancel()
-            if followers:
-                await asyncio.wait(followers)
+    async def release(self, key: tuple[str, str]) -> None:
+        await self.store.release_feed(*key, self.replica)
 
-    async def _round(self) -> None:
-        lease = self.config.lease_seconds
-        held = await self.store.renew_feeds(self.replica, lease_seconds=lease)
-        for key, task in list(self._followers.items()):
-            if key not in held or task.done():
-                task.cancel()
-                del self._followers[key]
-                if key in held:  # it stopped on its own: claimable again at once
-                    await self.store.release_feed(*key, self.replica)
-        room = MAX_FEEDS_PER_REPLICA - len(self._followers)
-        if room <= 0:
-            return
-        for feed in await self.store.claim_feeds(self.replica, lease_seconds=lease, limit=room):
-            key = (feed.endpoint_id, feed.source)
-            old = self._followers.pop(key, None)
-            if old is not None:
-                old.cancel()
-            self._followers[key] = asyncio.create_task(
-                self._follow(feed), name=f"webhook-feed-{feed.endpoint_id}-{feed.source}"
-            )
-            log.info("webhook_feed.following", endpoint_id=feed.endpoint_id, source=feed.source)
+    def key_of(self, row: Feed) -> tuple[str, str]:
+        return (row.endpoint_id, row.source)
 
-    async def release_all(self) -> None:
-        """Give up every feed this replica held, for another replica to take at once."""
-        for endpoint_id, source in list(self._followers):
-            with contextlib.suppress(errors.AgentWorksError):
-                await self.store.release_feed(endpoint_id, source, self.replica)
+    def start(self, row: Feed) -> asyncio.Task[None]:
+        log.info("webhook_feed.following", endpoint_id=row.endpoint_id, source=row.source)
+        return asyncio.create_task(
+            self._follow(row), name=f"webhook-feed-{row.endpoint_id}-{row.source}"
+        )
 
     async def _follow(self, feed: Feed) -> None:
         """Read the feed's events into delivery rows until the lease is lost."""

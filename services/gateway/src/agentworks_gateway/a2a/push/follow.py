@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import structlog
@@ -30,6 +30,7 @@ from agentworks_gateway.a2a.tasks import call_task, small_files
 from agentworks_gateway.a2a.watch import call_changes
 from agentworks_gateway.call_tasks import task_view
 from agentworks_gateway.webhooks_out.events import delivery_id
+from agentworks_gateway.webhooks_out.leased import LeasedFollowers
 from agentworks_gateway.webhooks_out.settings import WebhooksOutConfig
 
 log = structlog.get_logger("agentworks.gateway.a2a_push")
@@ -39,8 +40,11 @@ MAX_FOLLOWED_PER_REPLICA = 1000
 MAX_BACKOFF_SECONDS = 60.0
 
 
-class PushFollowers:
+class PushFollowers(LeasedFollowers[str, PushConfig]):
     """One replica's followers of the push configs it holds the lease of."""
+
+    max_followed = MAX_FOLLOWED_PER_REPLICA
+    round_failed = "a2a_push.round_failed"
 
     def __init__(
         self,
@@ -50,71 +54,26 @@ class PushFollowers:
         replica: str,
         stored: Callable[[], None],
     ) -> None:
+        super().__init__(config, replica)
         self.store = store
         self.gateway = gateway
-        self.config = config
-        self.replica = replica
         self.stored = stored  # wakes the dispatcher: a delivery is stored
-        self._wake = asyncio.Event()
-        self._followers: dict[str, asyncio.Task[None]] = {}
 
-    @property
-    def following(self) -> list[str]:
-        """The endpoint ids of the configs this replica follows now."""
-        return [key for key, task in self._followers.items() if not task.done()]
+    async def renew(self, lease_seconds: float) -> Collection[str]:
+        return await self.store.renew(self.replica, lease_seconds=lease_seconds)
 
-    def wake(self) -> None:
-        """A config may be new: look for it now."""
-        self._wake.set()
+    async def claim(self, lease_seconds: float, limit: int) -> list[PushConfig]:
+        return await self.store.claim(self.replica, lease_seconds=lease_seconds, limit=limit)
 
-    async def run(self) -> None:
-        """Renew, claim and follow until cancelled."""
-        every = min(self.config.poll_seconds, self.config.lease_seconds / 3)
-        try:
-            while True:
-                self._wake.clear()
-                try:
-                    await self._round()
-                except errors.Unavailable as exc:
-                    log.warning("a2a_push.round_failed", error=exc.message)
-                except Exception:  # never stop following for one bad round
-                    log.exception("a2a_push.round_failed")
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(every):
-                        await self._wake.wait()
-        finally:
-            followers = list(self._followers.values())
-            for task in followers:
-                task.cancel()
-            if followers:
-                await asyncio.wait(followers)
+    async def release(self, key: str) -> None:
+        await self.store.release(key, self.replica)
 
-    async def _round(self) -> None:
-        lease = self.config.lease_seconds
-        held = await self.store.renew(self.replica, lease_seconds=lease)
-        for key, task in list(self._followers.items()):
-            if key not in held or task.done():
-                task.cancel()
-                del self._followers[key]
-                if key in held:  # it stopped on its own: claimable again at once
-                    await self.store.release(key, self.replica)
-        room = MAX_FOLLOWED_PER_REPLICA - len(self._followers)
-        if room <= 0:
-            return
-        for config in await self.store.claim(self.replica, lease_seconds=lease, limit=room):
-            old = self._followers.pop(config.endpoint_id, None)
-            if old is not None:
-                old.cancel()
-            self._followers[config.endpoint_id] = asyncio.create_task(
-                self._follow(config), name=f"a2a-push-{config.endpoint_id}"
-            )
-            log.info("a2a_push.following", call_id=config.call_id, config_id=config.config_id)
+    def key_of(self, row: PushConfig) -> str:
+        return row.endpoint_id
 
-    async def release_all(self) -> None:
-        """Give up every config this replica held, for another replica to take at once."""
-        for key in list(self._followers):
-            with contextlib.suppress(errors.AgentWorksError):
-                await self.store.release(key, self.replica)
+    def start(self, row: PushConfig) -> asyncio.Task[None]:
+        log.info("a2a_push.following", call_id=row.call_id, config_id=row.config_id)
+        return asyncio.create_task(self._follow(row), name=f"a2a-push-{row.endpoint_id}")
 
     async def _follow(self, config: PushConfig) -> None:
         """Store the task's new states until it ends or the lease is lost."""
