@@ -199,7 +199,7 @@ async def test_a_streamed_call_and_a_cancel_X2_X5_F15(
 
 
 async def test_a_conversation_with_two_replies_X3_X5_C2_C6(
-    gateway, alice_token, make_token, demo, bot, a2a
+    gateway, api, operator_token, alice_token, make_token, demo, bot, a2a
 ):
     """X3 X5 C2 C3 C6: a message without a skill is a send; the task (id and context =
     the inbox) stays working and says nothing itself; the agent's two replies come on
@@ -238,6 +238,32 @@ async def test_a_conversation_with_two_replies_X3_X5_C2_C6(
     turn = await bot.claim_turn([demo], wait_seconds=10)
     assert turn is not None and turn.deliveries[0].message.text == "thanks"
     await bot.complete_turn(turn.turn_id)
+
+    # A streamed follow-up carries the replies after it only (from its receipt's
+    # cursor), not the conversation's earlier ones.
+    again = client.send_message(
+        SendMessageRequest(message=text_message("c-3", "more", context_id=task.id))
+    )
+    async with asyncio.timeout(30):
+        assert (await anext(again)).task.id == task.id
+        turn = await bot.claim_turn([demo], wait_seconds=10)
+        assert turn is not None
+        await bot.send_message(turn.reply_inbox_id, "fresh", complete_turn_id=turn.turn_id)
+        fresh = (await anext(again)).status_update.status.message
+        await again.aclose()
+    assert [p.text for p in fresh.parts] == ["fresh"]
+
+    # The context is the caller's, but of crew:demo: at another agent's URL it is not
+    # found, although the gateway now knows it (X3, C3).
+    await api(operator_token).post(
+        "/api/v1/tools/targets",
+        json={"action": "register", "target": "crew:other", "owner": "user:owner"},
+    )
+    elsewhere, _ = await a2a(alice_token, streaming=False, target="crew/other")
+    with pytest.raises(TaskNotFoundError):
+        await elsewhere.get_task(GetTaskRequest(id=task.id))
+    with pytest.raises(TaskNotFoundError):
+        await send_once(elsewhere, text_message("c-4", "wrong door", context_id=task.id))
 
     other, _ = await a2a(await make_token("user:bob"), streaming=False)
     with pytest.raises(TaskNotFoundError):

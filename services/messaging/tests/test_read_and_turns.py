@@ -44,6 +44,41 @@ async def test_reads_are_cursor_pages_oldest_first_and_non_destructive_C7(client
     assert empty.next_cursor == second.next_cursor
 
 
+async def test_a_receipts_cursor_reads_only_the_replies_after_its_message_C7_C4(clients, demo):
+    """C7 C4: a send's receipt carries its message's place in the conversation; read or
+    subscribed from it, the inbox gives only the replies that came after that message
+    (no paging through the earlier ones); a retry's receipt has the original's cursor;
+    an agent's reply's receipt the reply's own."""
+    alice = await clients("user:alice")
+    bot = await clients("agent:demo/bot")
+    first = await alice.send("one", target=demo)
+    await reply_all(bot, demo, ["a1", "a2"])
+    assert [m.text for m in (await alice.read(first.inbox_id, after=first.cursor)).messages] == [
+        "a1",
+        "a2",
+    ]
+
+    second = await alice.send("two", inbox_id=first.inbox_id, submission_id="k2")
+    retried = await alice.send("two", inbox_id=first.inbox_id, submission_id="k2")
+    assert retried.message_id == second.message_id and retried.cursor == second.cursor
+    assert list((await alice.read(first.inbox_id, after=second.cursor)).messages) == []
+    turn = await bot.claim_turn([demo], wait_seconds=5)
+    assert turn is not None
+    reply = await bot.send_message(turn.reply_inbox_id, "b1")
+    await bot.send_message(turn.reply_inbox_id, "b2")
+    await bot.complete_turn(turn.turn_id)
+    page = await alice.read(first.inbox_id, after=second.cursor)
+    assert [m.text for m in page.messages] == ["b1", "b2"]
+    after_reply = await alice.read(first.inbox_id, after=reply.cursor)
+    assert [m.text for m in after_reply.messages] == ["b2"]
+    events = alice.subscribe(first.inbox_id, after=second.cursor)
+    try:
+        event = await asyncio.wait_for(anext(events), 10)
+        assert event.message.text == "b1"
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
 async def test_the_agents_final_text_is_never_forwarded_only_explicit_messages_C6(clients, demo):
     """C6: only what the agent sends with the message tool reaches the inbox; silence is valid."""
     alice = await clients("user:alice")

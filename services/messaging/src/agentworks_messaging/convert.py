@@ -181,6 +181,7 @@ def receipt_out(receipt: Receipt) -> pb.SendReceipt:
         message_id=receipt.message_id,
         conversation_id=receipt.conversation_id,
         inbox_id=receipt.inbox_id,
+        cursor=encode_cursor(receipt.position),
     )
 
 

@@ -37,6 +37,8 @@ class Receipt:
     message_id: str
     conversation_id: str
     inbox_id: str
+    # The message's place in the conversation (its receipt's cursor: C7, N1).
+    position: int
 
 
 @dataclass(frozen=True)

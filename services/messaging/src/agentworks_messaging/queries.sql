@@ -53,8 +53,9 @@ RETURNING *;
 -- ============================================ sends, replies, retry keys (C2-C6, C9)
 
 -- earlier_receipt (prepared) --
-SELECT request_hash, message_id, conversation_id, inbox_id FROM messaging.submissions
-WHERE principal = %(principal)s AND submission_id = %(submission_id)s;
+SELECT s.request_hash, s.message_id, s.conversation_id, s.inbox_id, m.position
+FROM messaging.submissions s LEFT JOIN messaging.messages m ON m.id = s.message_id
+WHERE s.principal = %(principal)s AND s.submission_id = %(submission_id)s;
 
 -- send_new (prepared) --
 -- Start conversations: target check, retry key, conversation, inbox, message, delivery,
@@ -175,6 +176,7 @@ SELECT EXISTS (SELECT 1 FROM inbox) AS found,
        EXISTS (SELECT 1 FROM dlv) AS stored,
        (SELECT conversation_id FROM inbox) AS conversation_id,
        (SELECT target FROM inbox) AS target,
+       (SELECT last_position - 1 FROM conv) AS position,
        (SELECT pg_notify('messaging_turns', target_kind || ':' || target_name)
         FROM conv WHERE active_turn_id IS NULL AND EXISTS (SELECT 1 FROM dlv)) AS notified;
 
@@ -234,6 +236,7 @@ WITH origin AS (
 SELECT EXISTS (SELECT 1 FROM msg) AS stored,
        EXISTS (SELECT 1 FROM ok) AS allowed,
        (SELECT target FROM origin) AS origin_target,
+       (SELECT last_position FROM conv) AS position,
        CASE WHEN EXISTS (SELECT 1 FROM msg)
             THEN pg_notify('messaging_inbox', CAST(%(inbox_id)s AS text)) END AS notified,
        (SELECT pg_notify('messaging_turns', target)

@@ -11,6 +11,7 @@ carrying the reply as the update's agent message. docs/a2a.md is the contract.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 
 from a2a.types.a2a_pb2 import (
@@ -35,6 +36,8 @@ from agentworks_gateway.service import Gateway
 
 # Agent messages a conversation task shows as its history when not told how many.
 DEFAULT_HISTORY = 20
+# The callers' own inboxes a replica remembers (`KnownInboxes`).
+KNOWN_INBOXES_MAX = 4096
 
 
 def our_parts(message: Message) -> tuple[str, list[common_pb2.Part]]:
@@ -133,24 +136,70 @@ def reply_event(message: m.Message, inbox_id: str) -> TaskStatusUpdateEvent:
     )
 
 
+class KnownInboxes:
+    """The inboxes callers were found to own: (principal, inbox id) -> (target,
+    conversation id), the least recently used leaving first past KNOWN_INBOXES_MAX.
+
+    What it holds never changes: an inbox belongs to one conversation with one target and
+    is bound for good to the principal who started it (C3), and conversations are never
+    deleted. So a caller's next message into the same context skips the look-up that
+    checked it (one GetTranscript per message); only a caller's own inbox is kept (a
+    target's owner or an operator, who may see the transcript too, is looked up again
+    every time, as their rights can change)."""
+
+    def __init__(self, max_entries: int = KNOWN_INBOXES_MAX) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+
+    def get(self, principal: str, inbox_id: str) -> tuple[str, str] | None:
+        found = self._entries.get((principal, inbox_id))
+        if found is not None:
+            self._entries.move_to_end((principal, inbox_id))
+        return found
+
+    def put(self, principal: str, inbox_id: str, target: str, conversation_id: str) -> None:
+        self._entries[(principal, inbox_id)] = (target, conversation_id)
+        self._entries.move_to_end((principal, inbox_id))
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+
 class Conversations:
     """The conversation skill of one target, for one caller."""
 
-    def __init__(self, gateway: Gateway, client: MessagingClient, target: str) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        client: MessagingClient,
+        target: str,
+        known: KnownInboxes | None = None,
+        principal: str = "",
+    ) -> None:
         self.gateway = gateway
         self.client = client
         self.target = target
+        # The caller (the client's principal), whose own inboxes `known` remembers.
+        self.known = known if known is not None and principal else KnownInboxes(0)
+        self.principal = principal
 
     async def find(self, inbox_id: str) -> str | None:
         """The conversation id of the caller's inbox of this target's conversation, or
         None when it is not one (unknown, someone else's, another target's: A3)."""
-        try:
-            page = await self.client.get_transcript(inbox_id=inbox_id, limit=1)
-        except (errors.NotFound, errors.PermissionDenied, errors.InvalidArgument):
-            return None
-        if target_str(page.target) != self.target or page.inbox_id != inbox_id:
-            return None
-        return page.conversation_id
+        principal = self.principal
+        known = self.known.get(principal, inbox_id)
+        if known is None:
+            try:
+                page = await self.client.get_transcript(inbox_id=inbox_id, limit=1)
+            except (errors.NotFound, errors.PermissionDenied, errors.InvalidArgument):
+                return None
+            if page.inbox_id != inbox_id:
+                return None
+            known = target_str(page.target), page.conversation_id
+            first = page.entries[0].message if page.entries else None
+            if first is not None and first.sender == principal:
+                self.known.put(principal, inbox_id, *known)  # the caller's own inbox (C3)
+        target, conversation_id = known
+        return conversation_id if target == self.target else None
 
     async def send(self, message: Message, inbox_id: str) -> m.SendReceipt:
         """Send the caller's message: into the inbox's conversation, or a new one."""

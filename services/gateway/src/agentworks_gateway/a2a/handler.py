@@ -42,7 +42,7 @@ from agentworks.core import errors
 from agentworks.core.identity import Identity
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks_gateway.a2a.card import CONVERSATION_SKILL, SKILL_KEY
-from agentworks_gateway.a2a.conversation import Conversations, conversation_task
+from agentworks_gateway.a2a.conversation import Conversations, KnownInboxes, conversation_task
 from agentworks_gateway.a2a.errors import a2a_error, not_cancelable
 from agentworks_gateway.a2a.listing import list_call_tasks
 from agentworks_gateway.a2a.push.methods import CONVERSATION_PUSH, PushMethods
@@ -102,6 +102,7 @@ class TargetHandler(PushMethods, RequestHandler):
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
+        self.inboxes = KnownInboxes()
 
     # ------------------------------------------------------------------ context
 
@@ -113,7 +114,8 @@ class TargetHandler(PushMethods, RequestHandler):
 
     def _conversations(self, context: ServerCallContext) -> Conversations:
         identity, target = self._who(context)
-        return Conversations(self.gateway, self.gateway.messaging(identity), target)
+        client = self.gateway.messaging(identity)
+        return Conversations(self.gateway, client, target, self.inboxes, identity.principal)
 
     async def _call(self, context: ServerCallContext, task_id: str) -> f.CallStatus | None:
         """The call `task_id` of this target the caller may see, or None (A3)."""
@@ -336,7 +338,6 @@ class TargetHandler(PushMethods, RequestHandler):
                 "contextId out to start one",
                 {"code": "NOT_FOUND"},
             )
-        after = await conversations.end_cursor(inbox_id) if inbox_id and streaming else ""
         receipt = await conversations.send(params.message, inbox_id)
         task = conversation_task(
             receipt.inbox_id, receipt.conversation_id, context.state["target"], [], receipt
@@ -344,7 +345,9 @@ class TargetHandler(PushMethods, RequestHandler):
         if not streaming:
             yield task
             return
-        async for event in conversations.stream(task, receipt.inbox_id, after):
+        # The replies after the caller's message: its receipt's cursor is its place in
+        # the conversation (no read of the inbox so far, however long it is).
+        async for event in conversations.stream(task, receipt.inbox_id, receipt.cursor):
             yield event
 
     async def on_subscribe_to_task(

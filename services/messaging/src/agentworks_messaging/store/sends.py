@@ -56,7 +56,9 @@ class SendQueries(MessagingStoreBase):
         if row is None:
             return None
         is_retry(submission_id, row.request_hash, request_hash, "a different message")
-        return Receipt(str(row.message_id), str(row.conversation_id), str(row.inbox_id))
+        return Receipt(
+            str(row.message_id), str(row.conversation_id), str(row.inbox_id), row.position or 0
+        )
 
     async def send_new(
         self,
@@ -73,7 +75,8 @@ class SendQueries(MessagingStoreBase):
     ) -> Receipt:
         """Start a conversation with a target, with a new inbox bound to the caller; with
         `origin`, tied to that conversation (L5: its turn started this one)."""
-        receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()))
+        # A new conversation's first message is its position 1 (send_new).
+        receipt = Receipt(str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()), 1)
         row = await self._new_sends.submit(
             {
                 "kind": key.kind,
@@ -153,7 +156,7 @@ class SendQueries(MessagingStoreBase):
                 },
             )
             if row.stored:
-                return Receipt(message_id, str(row.conversation_id), inbox_id)
+                return Receipt(message_id, str(row.conversation_id), inbox_id, row.position)
             earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier
@@ -211,8 +214,8 @@ class SendQueries(MessagingStoreBase):
         started in another's turn, queued there too as a `conversation_reply` delivery
         with `reply_text` and `reply_attributes` (the message id added), in the same
         statement (L5)."""
-        receipt = Receipt(str(uuid.uuid4()), conversation_id, inbox_id)
-        attributes = {**(reply_attributes or {}), "message_id": receipt.message_id}
+        message_id = str(uuid.uuid4())
+        attributes = {**(reply_attributes or {}), "message_id": message_id}
         async with self.db.raw() as pg:
             row = await Q.one(
                 pg,
@@ -221,7 +224,7 @@ class SendQueries(MessagingStoreBase):
                     "principal": principal,
                     "submission_id": submission_id,
                     "request_hash": request_hash,
-                    "message_id": receipt.message_id,
+                    "message_id": message_id,
                     "conversation_id": conversation_id,
                     "inbox_id": inbox_id,
                     "text": text,
@@ -233,7 +236,7 @@ class SendQueries(MessagingStoreBase):
                 },
             )
             if row.stored:
-                return receipt
+                return Receipt(message_id, conversation_id, inbox_id, row.position)
             earlier = await self._earlier_receipt(pg, principal, submission_id, request_hash)
         if earlier is not None:
             return earlier

@@ -130,16 +130,18 @@ class SendRequest(_message.Message):
     def __init__(self, target: _Optional[_Union[_common_pb2.TargetRef, _Mapping]] = ..., inbox_id: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., submission_id: _Optional[str] = ..., channel: _Optional[_Union[Channel, str]] = ...) -> None: ...
 
 class SendReceipt(_message.Message):
-    __slots__ = ("accepted", "message_id", "conversation_id", "inbox_id")
+    __slots__ = ("accepted", "message_id", "conversation_id", "inbox_id", "cursor")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     INBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     message_id: str
     conversation_id: str
     inbox_id: str
-    def __init__(self, accepted: _Optional[bool] = ..., message_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ...) -> None: ...
+    cursor: str
+    def __init__(self, accepted: _Optional[bool] = ..., message_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ("message_id", "conversation_id", "inbox_id", "sender", "text", "parts", "created_at", "direction")
