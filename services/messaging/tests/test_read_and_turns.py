@@ -79,6 +79,40 @@ async def test_a_receipts_cursor_reads_only_the_replies_after_its_message_C7_C4(
         await events.aclose()  # type: ignore[attr-defined]
 
 
+async def test_a_newest_read_takes_the_inbox_end_in_one_page_C7_B1(clients, demo):
+    """C7 B1: `newest` gives the newest `limit` messages, oldest first, and the cursor
+    after them (what comes later reads from there), without paging through the inbox;
+    with `after` or `wait_seconds` it is refused, naming the rule; another caller's
+    inbox is not found, as for any read (A3)."""
+    alice = await clients("user:alice")
+    bob = await clients("user:bob")
+    bot = await clients("agent:demo/bot")
+    receipt = await alice.send("report", target=demo)
+    await reply_all(bot, demo, [f"r{i}" for i in range(7)])
+
+    newest = await alice.read(receipt.inbox_id, limit=3, newest=True)
+    assert [m.text for m in newest.messages] == ["r4", "r5", "r6"]
+    assert list((await alice.read(receipt.inbox_id, after=newest.next_cursor)).messages) == []
+    await alice.send("more", inbox_id=receipt.inbox_id)
+    await reply_all(bot, demo, ["r7"])
+    later = await alice.read(receipt.inbox_id, after=newest.next_cursor)
+    assert [m.text for m in later.messages] == ["r7"]
+
+    empty = await alice.send("new one", target=demo)
+    nothing = await alice.read(empty.inbox_id, limit=1, newest=True)
+    assert list(nothing.messages) == []
+    assert [
+        m.text for m in (await alice.read(empty.inbox_id, after=nothing.next_cursor)).messages
+    ] == []
+
+    for kwargs in ({"after": newest.next_cursor}, {"wait_seconds": 1}):
+        with pytest.raises(InvalidArgument, match="newest") as refused:
+            await alice.read(receipt.inbox_id, newest=True, **kwargs)
+        assert refused.value.metadata["rule"] == "read.newest"
+    with pytest.raises(NotFound):
+        await bob.read(receipt.inbox_id, newest=True)
+
+
 async def test_the_agents_final_text_is_never_forwarded_only_explicit_messages_C6(clients, demo):
     """C6: only what the agent sends with the message tool reaches the inbox; silence is valid."""
     alice = await clients("user:alice")

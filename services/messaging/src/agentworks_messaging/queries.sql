@@ -282,6 +282,19 @@ LEFT JOIN LATERAL (
 WHERE i.id = %(inbox_id)s
 ORDER BY m.position;
 
+-- read_own_inbox_newest (prepared) --
+-- The newest messages of an inbox (returned oldest first), with the inbox's principal as
+-- read_own_inbox has it: a backward scan of messages_inbox_read, however long the inbox.
+SELECT i.principal, m.*
+FROM messaging.inboxes i
+LEFT JOIN LATERAL (
+    SELECT * FROM messaging.messages
+    WHERE inbox_id = i.id AND direction = 'to_inbox'
+    ORDER BY position DESC LIMIT %(limit)s
+) m ON true
+WHERE i.id = %(inbox_id)s
+ORDER BY m.position;
+
 -- conversation --
 -- Who may see a conversation: its target, the target's owner, the inbox's principal.
 SELECT c.target_kind, c.target_name, t.owner, i.principal, i.id

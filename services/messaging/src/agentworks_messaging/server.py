@@ -103,6 +103,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             after=request.after,
             limit=request.limit,
             wait_seconds=request.wait_seconds,
+            newest=request.newest,
         )
         return pb.ReadResponse(messages=[message_out(m) for m in messages], next_cursor=cursor)
 

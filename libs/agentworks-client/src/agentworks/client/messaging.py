@@ -115,11 +115,23 @@ class MessagingClient(ServiceClient):
         return await self._unary("Send", request)
 
     async def read(
-        self, inbox_id: str, *, after: str = "", limit: int = 0, wait_seconds: int = 0
+        self,
+        inbox_id: str,
+        *,
+        after: str = "",
+        limit: int = 0,
+        wait_seconds: int = 0,
+        newest: bool = False,
     ) -> m.ReadResponse:
+        """A page of your inbox after `after` (C7), waiting up to `wait_seconds` for a
+        first message; with `newest`, its newest `limit` messages and the cursor after
+        them (without `after` and `wait_seconds`)."""
+        request = m.ReadRequest(
+            inbox_id=inbox_id, after=after, limit=limit, wait_seconds=wait_seconds, newest=newest
+        )
         return await self._unary(
             "Read",
-            m.ReadRequest(inbox_id=inbox_id, after=after, limit=limit, wait_seconds=wait_seconds),
+            request,
             timeout=max(self.timeout, wait_seconds + LONG_POLL_SLACK_SECONDS),
         )
 

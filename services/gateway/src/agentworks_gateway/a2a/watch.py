@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import PAST_EVERY_PAGE
+from agentworks.core.limits import MAX_INBOX_PAGE
 from agentworks.functions.v1 import functions_pb2 as f
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks_gateway import sse
@@ -44,14 +45,8 @@ async def inbox_messages(
 async def inbox_so_far(
     client: MessagingClient, inbox_id: str, *, limit: int
 ) -> tuple[list[m.Message], str]:
-    """The newest `limit` agent messages of an inbox (oldest first) and the cursor after
-    the last message there is. It pages through the inbox: neither Read nor Subscribe
-    starts at the end (Subscribe's first heartbeat is there, after the whole backlog)."""
-    kept: list[m.Message] = []
-    cursor = ""
-    while True:
-        page = await client.read(inbox_id, after=cursor)
-        kept = (kept + list(page.messages))[-limit:] if limit else []
-        if not page.messages or not page.next_cursor:
-            return kept, page.next_cursor or cursor
-        cursor = page.next_cursor
+    """The newest `limit` agent messages of an inbox (oldest first; at most a page,
+    MAX_INBOX_PAGE) and the cursor after the last message there is: one Read from the
+    inbox's end, however long the conversation (B)."""
+    page = await client.read(inbox_id, limit=min(max(limit, 1), MAX_INBOX_PAGE), newest=True)
+    return (list(page.messages) if limit else []), page.next_cursor

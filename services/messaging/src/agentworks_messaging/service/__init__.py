@@ -302,13 +302,24 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
     # --------------------------------------------------------------------- read
 
     async def read(
-        self, identity: Identity, *, inbox_id: str, after: str, limit: int, wait_seconds: int
+        self,
+        identity: Identity,
+        *,
+        inbox_id: str,
+        after: str,
+        limit: int,
+        wait_seconds: int,
+        newest: bool = False,
     ) -> tuple[list[Message], str]:
-        """Messages agents sent to the caller's inbox after the cursor (C7)."""
+        """Messages agents sent to the caller's inbox after the cursor (C7); with
+        `newest`, its newest `limit` (oldest first) and the cursor after them."""
         position = decode_cursor(after)
         limit = limit or READ_LIMIT_DEFAULT
         check_no_nul(inbox_id, "inbox_id")
         refuse_runtime_inbox_read(identity)
+        if newest:  # the proto's rule: no `after`, no wait
+            messages = await self.store.read_own_inbox(inbox_id, identity.principal, None, limit)
+            return messages, encode_cursor(messages[-1].position if messages else 0)
         deadline = time.monotonic() + wait_seconds
         with self.listener.subscribe(INBOX_CHANNEL, [inbox_id]) as waiter:
             # The first page checks the inbox is the caller's (A3) in the same statement.

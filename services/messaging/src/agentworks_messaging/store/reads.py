@@ -12,13 +12,20 @@ from agentworks_messaging.store.rows import delivery_from, message_from, parse_u
 
 class ReadQueries(MessagingStoreBase):
     async def read_own_inbox(
-        self, inbox_id: str, principal: str, after: int, limit: int
+        self, inbox_id: str, principal: str, after: int | None, limit: int
     ) -> list[Message]:
-        """A page of an inbox bound to `principal` (one statement); NotFound otherwise."""
+        """A page of an inbox bound to `principal` (one statement); NotFound otherwise.
+        `after` None: its newest `limit` messages (oldest first)."""
         inbox_uuid = parse_uuid(inbox_id, "inbox")
-        params = {"inbox_id": inbox_uuid, "after": after, "limit": limit}
+        if after is None:
+            query, params = "read_own_inbox_newest", {"inbox_id": inbox_uuid, "limit": limit}
+        else:
+            query, params = (
+                "read_own_inbox",
+                {"inbox_id": inbox_uuid, "after": after, "limit": limit},
+            )
         async with self.db.raw() as pg:
-            rows: list[Any] = await Q.all(pg, "read_own_inbox", params)
+            rows: list[Any] = await Q.all(pg, query, params)
         if not rows or rows[0].principal != principal:
             raise NotFound(f"inbox {inbox_id!r} not found")
         return [message_from(r) for r in rows if r.id is not None]

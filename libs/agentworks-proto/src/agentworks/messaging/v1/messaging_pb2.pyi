@@ -164,16 +164,18 @@ class Message(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ..., sender: _Optional[str] = ..., text: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_common_pb2.Part, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., direction: _Optional[str] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
-    __slots__ = ("inbox_id", "after", "limit", "wait_seconds")
+    __slots__ = ("inbox_id", "after", "limit", "wait_seconds", "newest")
     INBOX_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIELD_NUMBER: _ClassVar[int]
     inbox_id: str
     after: str
     limit: int
     wait_seconds: int
-    def __init__(self, inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ...) -> None: ...
+    newest: bool
+    def __init__(self, inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ..., wait_seconds: _Optional[int] = ..., newest: _Optional[bool] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("inbox_id", "after", "heartbeat_seconds")
