@@ -131,23 +131,32 @@ async def respond(
     receive: Receive,
     send: Send,
     final: Callable[[errors.AgentWorksError], bytes],
+    *,
+    first_is_answer: bool = False,
 ) -> None:
     """Run the ASGI `app` (a response that may stay open for long: an MCP
     `subscriptions/listen`) while `held`'s token lets in (A1). Each chunk but a comment
     is sent only after the token is checked again; once the token no longer lets in,
     `app` is cancelled and, its answer started, `final(refusal)` is its last chunk.
-    Raises the refusal when nothing was sent yet (the caller answers it)."""
+    With `first_is_answer` (the app's first event is the request's own answer, made at
+    once: an A2A stream's task), that one is covered by the request's token check, as
+    any request's answer is. Raises the refusal when nothing was sent yet (the caller
+    answers it)."""
     started = finished = False
+    unchecked = 1 if first_is_answer else 0
 
     async def checked(message: Message) -> None:
-        nonlocal started, finished
+        nonlocal started, finished, unchecked
         if message["type"] == "http.response.body":
             body = message.get("body", b"")
             if body and not body.startswith(_COMMENT):
-                try:
-                    await held.verify()
-                except errors.AgentWorksError:
-                    await asyncio.Event().wait()  # never sent: the token's end cancels us
+                if unchecked:
+                    unchecked -= 1
+                else:
+                    try:
+                        await held.verify()
+                    except errors.AgentWorksError:
+                        await asyncio.Event().wait()  # never sent: the token's end cancels us
             finished = not message.get("more_body", False)
         await send(message)
         started = True

@@ -238,6 +238,8 @@ class A2ABinding:
                             receive,
                             send,
                             final=lambda exc: stream_refusal(streaming.id, exc),
+                            # Both methods answer the task at once (then its updates).
+                            first_is_answer=True,
                         )
             except errors.AgentWorksError as exc:
                 metrics.refused("a2a", exc)
