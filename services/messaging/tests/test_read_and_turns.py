@@ -7,6 +7,7 @@ import time
 
 import psycopg
 import pytest
+from google.protobuf.json_format import MessageToDict
 
 from agentworks.client import MessagingClient
 from agentworks.core.errors import InvalidArgument, NotFound, PermissionDenied, PreconditionFailed
@@ -373,6 +374,18 @@ async def test_transcript_pages_messages_and_deliveries_for_participants_C12(cli
     assert (await bot.get_transcript(receipt.conversation_id)).entries
     with pytest.raises(NotFound):
         await stranger.get_transcript(receipt.conversation_id)
+
+    # The newest entries, oldest first, in one request (B1: a turn's memory), with the
+    # cursor after them; not with `after`; the same access rule.
+    tail = await bot.get_transcript(receipt.conversation_id, limit=3, newest=True)
+    assert [MessageToDict(e) for e in tail.entries] == [MessageToDict(e) for e in entries[-3:]]
+    assert tail.next_cursor == cursor
+    whole = await alice.get_transcript(inbox_id=receipt.inbox_id, limit=200, newest=True)
+    assert [MessageToDict(e) for e in whole.entries] == [MessageToDict(e) for e in entries]
+    with pytest.raises(InvalidArgument, match="newest"):
+        await owner.get_transcript(receipt.conversation_id, after=cursor, newest=True)
+    with pytest.raises(NotFound):
+        await stranger.get_transcript(receipt.conversation_id, newest=True)
 
 
 async def test_enqueue_delivery_is_idempotent_and_for_services_only_S6_F13(

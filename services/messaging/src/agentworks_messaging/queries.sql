@@ -316,6 +316,21 @@ LEFT JOIN messaging.turns t ON t.id = d.turn_id
 WHERE d.conversation_id = %(conversation_id)s AND d.position > %(after)s
 ORDER BY d.position LIMIT %(limit)s;
 
+-- transcript_messages_newest --
+SELECT * FROM (
+    SELECT * FROM messaging.messages WHERE conversation_id = %(conversation_id)s
+    ORDER BY position DESC LIMIT %(limit)s
+) m ORDER BY position;
+
+-- transcript_deliveries_newest --
+SELECT * FROM (
+    SELECT d.*, coalesce(t.error, '') AS turn_error
+    FROM messaging.deliveries d
+    LEFT JOIN messaging.turns t ON t.id = d.turn_id
+    WHERE d.conversation_id = %(conversation_id)s
+    ORDER BY d.position DESC LIMIT %(limit)s
+) d ORDER BY position;
+
 -- messages_by_id --
 SELECT * FROM messaging.messages WHERE id = ANY(CAST(%(message_ids)s AS uuid[]));
 

@@ -128,6 +128,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             after=request.after,
             limit=request.limit,
             inbox_id=request.inbox_id,
+            newest=request.newest,
         )
         return transcript_out(transcript)
 

@@ -169,14 +169,25 @@ class MessagingClient(ServiceClient):
                 yield event
 
     async def get_transcript(
-        self, conversation_id: str = "", *, inbox_id: str = "", after: str = "", limit: int = 0
+        self,
+        conversation_id: str = "",
+        *,
+        inbox_id: str = "",
+        after: str = "",
+        limit: int = 0,
+        newest: bool = False,
     ) -> m.GetTranscriptResponse:
         """A page of a conversation's transcript (by its id or its inbox's), both
-        directions and every delivery kind (C12, V2)."""
+        directions and every delivery kind (C12, V2); with `newest`, its newest `limit`
+        entries (without `after`)."""
         return await self._unary(
             "GetTranscript",
             m.GetTranscriptRequest(
-                conversation_id=conversation_id, inbox_id=inbox_id, after=after, limit=limit
+                conversation_id=conversation_id,
+                inbox_id=inbox_id,
+                after=after,
+                limit=limit,
+                newest=newest,
             ),
         )
 

@@ -222,11 +222,16 @@ class TurnContext(WakeUps):
         self.log.info("a2a.sent", action=action, agent=answer.get("agent"))
         return answer
 
-    async def transcript(self, *, after: str = "", limit: int = 0) -> m.GetTranscriptResponse:
+    async def transcript(
+        self, *, after: str = "", limit: int = 0, newest: bool = False
+    ) -> m.GetTranscriptResponse:
         """A page of this conversation's transcript, oldest first: messages both ways
         and delivery records with their status (`interrupted` ones are not resent, C11),
-        paged by `after=next_cursor` (C12)."""
-        return await self.client.get_transcript(self.conversation_id, after=after, limit=limit)
+        paged by `after=next_cursor` (C12); with `newest`, its newest `limit` entries
+        (1-200), in one request however long the conversation."""
+        return await self.client.get_transcript(
+            self.conversation_id, after=after, limit=limit, newest=newest
+        )
 
     async def _retried(self, event: str, make: Callable[[], Awaitable[T]]) -> T:
         """`make()`, tried 3 times on UNAVAILABLE / DEADLINE_EXCEEDED (the request carries

@@ -346,9 +346,11 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
         after: str,
         limit: int,
         inbox_id: str = "",
+        newest: bool = False,
     ) -> Transcript:
         """A conversation's messages and delivery records, both directions and every
-        delivery kind, for its participants (C12, V2); by conversation or by its inbox."""
+        delivery kind, for its participants (C12, V2); by conversation or by its inbox;
+        with `newest`, its newest `limit` entries (the proto's rule: no `after`)."""
         position = decode_cursor(after)
         limit = limit or TRANSCRIPT_LIMIT_DEFAULT
         if inbox_id:
@@ -378,7 +380,9 @@ class MessagingService(TurnCases, DeliveryCases, SubscriptionCases, Conversation
                 f"conversation {conversation_id!r} not found",
                 metadata=kind_meta("conversation", conversation_id),
             )
-        page: Page = await self.store.transcript(conversation_id, position, limit)
+        page: Page = await self.store.transcript(
+            conversation_id, None if newest else position, limit
+        )
         entries = page.items
         if not (identity.principal == owner or identity.is_operator):
             # A failed turn's stderr is the crew's (L12): its owner and the operator read

@@ -54,15 +54,21 @@ class ReadQueries(MessagingStoreBase):
             raise NotFound(f"conversation {conversation_id!r} not found")
         return TargetKey(row.target_kind, row.target_name), row.owner, row.principal, str(row.id)
 
-    async def transcript(self, conversation_id: str, after: int, limit: int) -> Page:
+    async def transcript(self, conversation_id: str, after: int | None, limit: int) -> Page:
+        """A page of the transcript after `after`; `after` None: its newest `limit`
+        entries (oldest first), read backwards from the end."""
         page = {
             "conversation_id": parse_uuid(conversation_id, "conversation"),
             "after": after,
             "limit": limit,
         }
+        if after is None:
+            queries = ("transcript_messages_newest", "transcript_deliveries_newest")
+        else:
+            queries = ("transcript_messages", "transcript_deliveries")
         async with self.db.raw(transaction=True) as pg:
-            msgs = await Q.all(pg, "transcript_messages", page)
-            dels = await Q.all(pg, "transcript_deliveries", page)
+            msgs = await Q.all(pg, queries[0], page)
+            dels = await Q.all(pg, queries[1], page)
             wanted = {r.message_id for r in dels if r.message_id is not None}
             wanted -= {r.id for r in msgs}
             extra = (
@@ -73,5 +79,5 @@ class ReadQueries(MessagingStoreBase):
             delivery_from(r, by_id.get(r.message_id)) for r in dels
         ]
         entries.sort(key=lambda e: e.position)
-        entries = entries[:limit]
-        return Page(entries, entries[-1].position if entries else after)
+        entries = entries[-limit:] if after is None else entries[:limit]
+        return Page(entries, entries[-1].position if entries else after or 0)

@@ -18,13 +18,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentworks import proto_limits as rules
 from agentworks.client.messaging import attributes_json
-from agentworks.core.limits import MAX_LIST_PAGE
 from agentworks.messaging.v1 import messaging_pb2 as m
 from agentworks.runtime.turn_context import TurnContext, delivery_kind
 
 # GetTranscript's largest page.
-PAGE = MAX_LIST_PAGE
+PAGE = rules.MESSAGING_GET_TRANSCRIPT_REQUEST_LIMIT_LTE
 # The turn tool that answers another target's reply (L9).
 CONTINUE_TOOL = "continue_conversation"
 # A webhook payload shown to the model is cut here.
@@ -100,7 +100,10 @@ def render_transcript(entries: Sequence[m.TranscriptEntry], *, exclude_turn: str
 
 
 async def read_transcript(ctx: TurnContext, keep: int) -> list[m.TranscriptEntry]:
-    """The conversation's transcript, the newest `keep` entries, read page by page."""
+    """The conversation's transcript, the newest `keep` entries: read from its end in one
+    request when they fit a page (the default, 200), else page by page from the start."""
+    if keep <= PAGE:
+        return list((await ctx.transcript(limit=keep, newest=True)).entries)
     entries: collections.deque[m.TranscriptEntry] = collections.deque(maxlen=keep)
     after = ""
     while True:

@@ -232,16 +232,18 @@ class Delivery(_message.Message):
     def __init__(self, delivery_id: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[DeliveryKind, str]] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., text: _Optional[str] = ..., payload: _Optional[bytes] = ..., attributes_json: _Optional[str] = ..., turn_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_error: _Optional[str] = ...) -> None: ...
 
 class GetTranscriptRequest(_message.Message):
-    __slots__ = ("conversation_id", "inbox_id", "after", "limit")
+    __slots__ = ("conversation_id", "inbox_id", "after", "limit", "newest")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     INBOX_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     inbox_id: str
     after: str
     limit: int
-    def __init__(self, conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    newest: bool
+    def __init__(self, conversation_id: _Optional[str] = ..., inbox_id: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ..., newest: _Optional[bool] = ...) -> None: ...
 
 class TranscriptEntry(_message.Message):
     __slots__ = ("message", "delivery")
