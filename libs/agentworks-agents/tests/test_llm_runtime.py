@@ -171,6 +171,52 @@ async def test_llm_runtime_replies_with_send_message_and_remembers_from_the_tran
     assert second["messages"][0]["role"] == "system"
 
 
+def _transcript_requests() -> float:
+    """GetTranscript requests the in-process messaging service has served so far."""
+    from prometheus_client import REGISTRY
+
+    labels = {
+        "grpc_type": "unary",
+        "grpc_service": "agentworks.messaging.v1.MessagingService",
+        "grpc_method": "GetTranscript",
+    }
+    return REGISTRY.get_sample_value("grpc_server_started_total", labels) or 0.0
+
+
+async def test_a_long_conversations_turn_reads_only_the_newest_of_its_transcript_L4_B1(
+    messaging, alice, identity
+):
+    """L4 B1: a turn's memory costs the same however long its conversation is: with 250
+    earlier replies (over a GetTranscript page) and a memory of 20 entries, the turn reads
+    the transcript once, from its end, and the model sees the newest entries only."""
+    receipt = await alice.send("count for me", target=CREW)
+    async with MessagingClient(messaging.address, identity=identity(AGENT)) as bot:
+        turn = await bot.claim_turn([CREW], wait_seconds=5)
+        assert turn is not None
+        for i in range(250):
+            await bot.send_message(turn.reply_inbox_id, f"r{i}")
+        await bot.complete_turn(turn.turn_id)
+    llm = ScriptedLLM([call("send_message", text="done counting"), say("ok")])
+    async with llm:
+        agent = LlmAgent(llm_config(llm, history_entries=20))
+        worker = TurnWorker(messaging.address, identity(AGENT), [CREW], agent.handle_turn)
+        task = asyncio.create_task(worker.run())
+        try:
+            before = _transcript_requests()
+            await alice.send("how far?", inbox_id=receipt.inbox_id)
+            texts = await read_until(alice, receipt.inbox_id, 251, WAIT)
+            read = _transcript_requests() - before
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, WAIT)
+            await agent.close()
+    assert texts[-1] == "done counting"
+    assert read == 1, f"the turn read the transcript in {read} requests"
+    chat = [m["content"] for m in llm.requests[0]["messages"][1:]]
+    assert chat[-1] == "[message from user:alice]\nhow far?"
+    assert "r249" in chat and "r230" not in chat and len(chat) <= 20, chat
+
+
 async def test_llm_turn_failing_at_the_endpoint_ends_and_its_message_stays_in_memory_L4(
     messaging, alice, identity
 ):
