@@ -268,3 +268,51 @@ async def test_a_conversation_with_two_replies_X3_X5_C2_C6(
     other, _ = await a2a(await make_token("user:bob"), streaming=False)
     with pytest.raises(TaskNotFoundError):
         await other.get_task(GetTaskRequest(id=task.id))
+
+
+def _messaging_requests(method: str) -> float:
+    """Requests of `method` the in-process messaging service has served so far."""
+    from prometheus_client import REGISTRY
+
+    labels = {
+        "grpc_service": "agentworks.messaging.v1.MessagingService",
+        "grpc_method": method,
+    }
+    return sum(
+        REGISTRY.get_sample_value("grpc_server_started_total", {"grpc_type": kind, **labels}) or 0.0
+        for kind in ("unary", "server_stream")
+    )
+
+
+async def test_a_long_conversation_costs_its_a2a_requests_no_more_X3_B1(
+    gateway, alice_token, demo, bot, a2a
+):
+    """X3 B1: with 150 replies in the conversation (more than a page of the inbox),
+    GetTask reads the inbox once, from its end (its history: the newest 20), and a
+    streamed follow-up reads nothing before it streams from its message on."""
+    client, _ = await a2a(alice_token, streaming=False)
+    task = (await send_once(client, text_message("l-1", "count"))).task
+    turn = await bot.claim_turn([demo], wait_seconds=10)
+    assert turn is not None
+    for i in range(150):
+        await bot.send_message(turn.reply_inbox_id, f"r{i}")
+    await bot.complete_turn(turn.turn_id)
+
+    reads = _messaging_requests("Read")
+    later = await client.get_task(GetTaskRequest(id=task.id))
+    assert _messaging_requests("Read") - reads == 1
+    assert [m.parts[0].text for m in later.history] == [f"r{i}" for i in range(130, 150)]
+
+    streaming, _ = await a2a(alice_token, streaming=True)
+    reads = _messaging_requests("Read")
+    stream = streaming.send_message(
+        SendMessageRequest(message=text_message("l-2", "more", context_id=task.id))
+    )
+    async with asyncio.timeout(30):
+        assert (await anext(stream)).task.id == task.id
+        turn = await bot.claim_turn([demo], wait_seconds=10)
+        assert turn is not None
+        await bot.send_message(turn.reply_inbox_id, "r150", complete_turn_id=turn.turn_id)
+        assert (await anext(stream)).status_update.status.message.parts[0].text == "r150"
+        await stream.aclose()
+    assert _messaging_requests("Read") - reads == 0
