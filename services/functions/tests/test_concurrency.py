@@ -8,6 +8,7 @@ import json
 import psycopg
 
 from agentworks.core import errors
+from agentworks.server import shares as shares_module
 
 
 async def count_calls(database_url: str) -> tuple[int, int]:
@@ -31,8 +32,10 @@ async def test_100_concurrent_calls_on_two_replicas_respect_a_limit_of_5_exactly
     # Both replicas run in this process and so share one table of principal shares (B7):
     # give alice the open requests two replica processes would give her, or a loaded
     # machine keeps more than 64 of her 100 calls open at once and some are refused by
-    # her share instead of the running limit. Read by the second replica's start.
+    # her share instead of the running limit. The table is the process's, read once (a
+    # replica started in-process does not read it again): replaced here, put back after.
     monkeypatch.setenv("AGENTWORKS_PRINCIPAL_SHARES", json.dumps({"user:alice": {"requests": 128}}))
+    monkeypatch.setattr(shares_module, "_shares", shares_module.Shares.from_env())
     second = await start_functions()
     replicas = [
         await clients("user:alice", address=functions.address),

@@ -25,7 +25,8 @@ async def _interrupted_wait(env: dict[str, str], tmp_path: Path) -> str:
     """`crews call demo echo --wait`, stopped with Ctrl-C once accepted: its call_id."""
     process = await asyncio.create_subprocess_exec(
         AGENTWORKS_BIN, "crews", "call", "demo", "echo", "-i", "text=hi", "--wait",
-        env={**os.environ, **env}, cwd=tmp_path,
+        # A CLI that outlives its Ctrl-C is aborted below: faulthandler says where it was.
+        env={**os.environ, **env, "PYTHONFAULTHANDLER": "1"}, cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert process.stderr is not None
@@ -34,8 +35,14 @@ async def _interrupted_wait(env: dict[str, str], tmp_path: Path) -> str:
     call_id = re.match(r"call (\S+) accepted", line)
     assert call_id, line
     process.send_signal(signal.SIGINT)
-    async with asyncio.timeout(30):
+    try:
+        async with asyncio.timeout(30):
+            _, err = await process.communicate()
+    except TimeoutError:
+        process.send_signal(signal.SIGABRT)
         _, err = await process.communicate()
+        where = err.decode()
+        raise AssertionError(f"the CLI outlived its Ctrl-C by 30 s; it was at:\n{where}") from None
     assert process.returncode == 130, err
     assert f"agentworks calls cancel {call_id[1]}" in err.decode()
     return call_id[1]
