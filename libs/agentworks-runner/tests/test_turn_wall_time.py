@@ -27,6 +27,7 @@ from agentworks.runner.turn_runner import TurnCommandRunner
 from agentworks.runtime import TurnOutcome
 from agentworks.runtime.config import DEFAULT_TURN_CONCURRENCY, DEFAULT_TURN_SECONDS, RuntimeConfig
 from agentworks.runtime.turns import TurnTimedOut
+from agentworks.server.testing import until
 from tests.fixtures.agent_tools import (  # noqa: F401 - fixtures, used by name
     AGENT,
     CREW,
@@ -127,7 +128,8 @@ async def test_a_hung_turn_is_ended_at_its_wall_time_and_others_are_served_meanw
         first = await asyncio.wait_for(outcomes.get(), 10)
         assert first.conversation_id == served.conversation_id and first.error is None
         assert time.monotonic() - started < TURN_SECONDS  # not behind the hung turn
-        assert sleepers(), "the hanging command is not running"
+        # The hung command's sandbox may still be starting when bob's turn is done.
+        await until(sleepers, TURN_SECONDS, every=0.05, what="the hanging command running")
         ended = await asyncio.wait_for(outcomes.get(), 15)
         took = time.monotonic() - started
         assert ended.conversation_id == hung.conversation_id
