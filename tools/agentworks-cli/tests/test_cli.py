@@ -15,15 +15,7 @@ from typing import Any
 
 from agentworks.core.errors import Unavailable
 from agentworks.server.testing import until
-
-# Runs argv[1:] with SIGINT at its default disposition, as a terminal would. A shell
-# without job control (a CI script, `make test &`) starts its background commands with
-# SIGINT ignored, their children inherit that, and Python then never turns SIGINT into
-# KeyboardInterrupt: the Ctrl-C the test below sends would be lost.
-WITH_CTRL_C = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.argv[1], sys.argv[1:])"
-)
+from tests.fixtures.gateway import WITH_CTRL_C
 
 
 async def test_messages_send_prints_the_receipt_and_read_prints_the_reply_G3_C2_C7(
@@ -170,7 +162,7 @@ async def following(gateway, token: str, cwd: Path) -> AsyncIterator[tuple[str, 
     )  # fmt: skip
     inbox = json.loads((await send.communicate())[0])["inbox_id"]
     follow = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", WITH_CTRL_C,
+        *WITH_CTRL_C,
         agentworks, "messages", "read", "--inbox", inbox, "--follow", "--json",
         env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentworks.client import MessagingClient
 from agentworks.messaging.v1 import messaging_pb2 as m
+from tests.fixtures.gateway import WITH_CTRL_C
 
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 
@@ -24,7 +25,7 @@ def _env(gateway, token: str) -> dict[str, str]:
 async def _interrupted_wait(env: dict[str, str], tmp_path: Path) -> str:
     """`crews call demo echo --wait`, stopped with Ctrl-C once accepted: its call_id."""
     process = await asyncio.create_subprocess_exec(
-        AGENTWORKS_BIN, "crews", "call", "demo", "echo", "-i", "text=hi", "--wait",
+        *WITH_CTRL_C, AGENTWORKS_BIN, "crews", "call", "demo", "echo", "-i", "text=hi", "--wait",
         # A CLI that outlives its Ctrl-C is aborted below: faulthandler says where it was.
         env={**os.environ, **env, "PYTHONFAULTHANDLER": "1"}, cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

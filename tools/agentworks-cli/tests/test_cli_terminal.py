@@ -23,13 +23,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.fixtures.gateway import WITH_CTRL_C
+
 AGENTWORKS_BIN = str(Path(sys.executable).with_name("agentworks"))
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# SIGINT at its default disposition, as at a terminal (see test_cli.py's WITH_CTRL_C).
-WITH_CTRL_C = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.argv[1], sys.argv[1:])"
-)
 
 
 class Terminal:
@@ -46,7 +43,7 @@ class Terminal:
         for name in ("COLUMNS", "NO_COLOR", "TERM"):
             base.pop(name, None)
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", WITH_CTRL_C, AGENTWORKS_BIN, *self.args,
+            *WITH_CTRL_C, AGENTWORKS_BIN, *self.args,
             env={**base, "TERM": "xterm", **self.env}, cwd=self.cwd,
             stdin=slave, stdout=slave, stderr=slave,
         )  # fmt: skip
