@@ -270,6 +270,29 @@ RETURNING d.delivery_id, d.endpoint_id, d.event_type, d.event_key, d.status, d.a
           d.created_at, d.next_attempt_at, d.give_up_at, d.last_attempt_at, d.last_error,
           d.last_status, d.delivered_at;
 
+-- deliveries_purge --
+-- Finished deliveries past the retention, at most %(limit)s; rows another replica is
+-- deleting are skipped, not waited for.
+DELETE FROM gateway.webhook_deliveries WHERE delivery_id IN (
+    SELECT delivery_id FROM gateway.webhook_deliveries
+    WHERE status IN ('delivered', 'gave_up')
+      AND coalesce(delivered_at, last_attempt_at, created_at)
+          < now() - make_interval(secs => %(keep_seconds)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED);
+
+-- a2a_push_purge --
+-- The A2A push configs whose call ended before the retention and which have nothing
+-- still to send: their endpoints, with which the configs and deliveries go (CASCADE).
+DELETE FROM gateway.webhook_endpoints WHERE kind = 'a2a_push' AND endpoint_id IN (
+    SELECT c.endpoint_id FROM gateway.a2a_push_configs c
+    WHERE c.done_at < now() - make_interval(secs => %(keep_seconds)s)
+      AND NOT EXISTS (
+          SELECT 1 FROM gateway.webhook_deliveries d
+          WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'failing'))
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED);
+
 -- next_delivery_due --
 -- When the next delivery is due (the dispatcher sleeps until then, or a poll).
 SELECT min(next_attempt_at) FROM gateway.webhook_deliveries WHERE status IN ('pending', 'failing');

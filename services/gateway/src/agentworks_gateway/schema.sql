@@ -113,6 +113,8 @@ CREATE TABLE webhook_feeds (
 
 CREATE INDEX a2a_out_tasks_open ON gateway.a2a_out_tasks USING btree (updated_at) WHERE (done_at IS NULL);
 
+CREATE INDEX a2a_push_configs_done ON gateway.a2a_push_configs USING btree (done_at) WHERE (done_at IS NOT NULL);
+
 CREATE INDEX a2a_push_configs_open ON gateway.a2a_push_configs USING btree (lease_until) WHERE (done_at IS NULL);
 
 CREATE INDEX api_tokens_runtime_listed ON gateway.api_tokens USING btree (created_at, token_id) WHERE (targets IS NOT NULL);
@@ -120,6 +122,8 @@ CREATE INDEX api_tokens_runtime_listed ON gateway.api_tokens USING btree (create
 CREATE INDEX console_sessions_expires_at ON gateway.console_sessions USING btree (expires_at);
 
 CREATE INDEX webhook_deliveries_due ON gateway.webhook_deliveries USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['pending'::text, 'failing'::text]));
+
+CREATE INDEX webhook_deliveries_finished ON gateway.webhook_deliveries USING btree (COALESCE(delivered_at, last_attempt_at, created_at)) WHERE (status = ANY (ARRAY['delivered'::text, 'gave_up'::text]));
 
 CREATE INDEX webhook_deliveries_listed ON gateway.webhook_deliveries USING btree (endpoint_id, created_at, delivery_id);
 

@@ -10,6 +10,7 @@ from agentworks.core.settings import ConfigError, Env
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_RETRY_SECONDS = 24 * 3600
+DEFAULT_KEEP_SECONDS = 7 * 24 * 3600
 
 
 def parse_networks(value: str, variable: str) -> tuple[IPNetwork, ...]:
@@ -36,6 +37,9 @@ class WebhooksOutConfig:
     allow: tuple[IPNetwork, ...] = field(default=())
     # How long a delivery is retried after its event (or a redeliver) before gave_up.
     retry_seconds: float = DEFAULT_RETRY_SECONDS
+    # How long a finished delivery (and an ended call's A2A push config) is kept, listed
+    # and redeliverable, before it is deleted (webhooks_out.retention).
+    keep_seconds: float = DEFAULT_KEEP_SECONDS
     # The first retry's delay; each next one doubles, up to max_retry_interval_seconds.
     first_retry_seconds: float = 5.0
     max_retry_interval_seconds: float = 3600.0
@@ -62,6 +66,9 @@ class WebhooksOutConfig:
             allow=parse_networks(env.get_str("WEBHOOKS_ALLOW"), env.variable("WEBHOOKS_ALLOW")),
             retry_seconds=env.get_float(
                 "WEBHOOKS_RETRY_SECONDS", DEFAULT_RETRY_SECONDS, minimum=1, maximum=30 * 86400
+            ),
+            keep_seconds=env.get_float(
+                "WEBHOOKS_KEEP_SECONDS", DEFAULT_KEEP_SECONDS, minimum=1, maximum=365 * 86400
             ),
             first_retry_seconds=env.get_float(
                 "WEBHOOKS_FIRST_RETRY_SECONDS", 5.0, minimum=0.05, maximum=3600

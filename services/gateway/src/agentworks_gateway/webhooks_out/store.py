@@ -169,6 +169,15 @@ class WebhookStore:
             row = await Q.one(pg, "delivery_redeliver", params)
         return _delivery(row) if row else None
 
+    async def purge(self, keep_seconds: float, limit: int) -> tuple[int, int]:
+        """Delete up to `limit` finished deliveries and `limit` ended calls' A2A push
+        configs older than `keep_seconds`: how many of each."""
+        params = {"keep_seconds": keep_seconds, "limit": limit}
+        async with _watched("webhooks"), self.database.raw() as pg:
+            deliveries = await Q.execute(pg, "deliveries_purge", params)
+            pushes = await Q.execute(pg, "a2a_push_purge", params)
+        return deliveries, pushes
+
     async def claim(self, replica: str, *, lease_seconds: float, limit: int) -> list[Attempt]:
         """Up to `limit` due deliveries for this replica to send (SKIP LOCKED)."""
         params = {"replica": replica, "lease_seconds": lease_seconds, "limit": limit}

@@ -16,6 +16,7 @@ from agentworks_gateway.webhooks_out.dispatcher import Dispatcher
 from agentworks_gateway.webhooks_out.endpoints import Endpoints
 from agentworks_gateway.webhooks_out.feeds import Feeds
 from agentworks_gateway.webhooks_out.policy import AddressPolicy
+from agentworks_gateway.webhooks_out.retention import keep_within
 from agentworks_gateway.webhooks_out.sending import Sender
 from agentworks_gateway.webhooks_out.settings import WebhooksOutConfig
 from agentworks_gateway.webhooks_out.store import WebhookStore
@@ -41,6 +42,7 @@ class WebhooksOut:
             await gateway.messaging(caller).read(inbox_id, limit=1)
 
         self.endpoints = Endpoints(self.store, config, check_inbox, self._woken)
+        self.config = config
         self._tasks: list[asyncio.Task[None]] = []
 
     def _woken(self) -> None:
@@ -52,6 +54,9 @@ class WebhooksOut:
         self._tasks = [
             asyncio.create_task(self.feeds.run(), name="webhooks-out-feeds"),
             asyncio.create_task(self.dispatcher.run(), name="webhooks-out-dispatcher"),
+            asyncio.create_task(
+                keep_within(self.store, self.config), name="webhooks-out-retention"
+            ),
         ]
         log.info("webhooks_out.started", replica=self.replica)
 
