@@ -112,9 +112,12 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
             await alice.wait(call_id, until=[state], timeout=20)
 
         tasks = exchanges("A tasks exchange")
-        runner = asyncio.create_task(run_report(runtime, demo))
         (call, created), (get, waiting), (update, ack), (last, completed) = tasks
         answer = await post(client, call)
+        # The runtime starts after the answer: a runtime already waiting could claim the
+        # call and ask before the task is read for the answer (input_required, not the
+        # doc's working).
+        runner = asyncio.create_task(run_report(runtime, demo))
         call_id = answer["result"]["taskId"]
         contains(answer, real(created, call_id))
         await reach(call_id, "waiting_for_input")

@@ -11,7 +11,9 @@ checked too (one statement per event, as a read's), so nothing is delivered afte
 revocation; heartbeats are not checked one by one. `respond` does the same for an
 ASGI answer that may stay open (an MCP `subscriptions/listen`): each chunk but a
 comment is checked before it leaves, and the token's end cancels the answer and sends
-the protocol's own refusal as its last chunk.
+the protocol's own refusal as its last chunk. An A2A stream's first event, the task
+the request answers at once, is covered by the request's own token check, as any
+request's answer is (`first_is_answer`); every later event is checked.
 """
 
 from __future__ import annotations
