@@ -111,7 +111,9 @@ async def test_a_call_is_a_task_its_question_answered_with_tasks_update_M1_M2_M3
         assert not result.is_error
         (created,) = tasks.created
         call_id = created.task_id
-        assert created.status == "working" and call_id
+        # The task as it stands when made: working, or already asking when the waiting
+        # runtime claimed the call and asked before the gateway read it (under load).
+        assert created.status in ("working", "input_required") and call_id
         statuses = [t["status"] for t in tasks.seen]
         assert statuses[-1] == "completed" and "input_required" in statuses
         ((key, request),) = asked
