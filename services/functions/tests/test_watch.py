@@ -166,7 +166,10 @@ async def test_an_idle_watch_sends_heartbeats_and_runs_no_statement_N1_N5(
         idle = time.monotonic() - started
         assert beat.WhichOneof("change") == "heartbeat" and beat.heartbeat.at.seconds > 0
         assert 4.5 <= idle < 7, idle
-        assert [s.name for s in exporter.get_finished_spans()] == []  # N5: no statement
+        # N5: the watch runs no statement while idle. The replica's sweeper (its first
+        # round at start, the next in an hour) may land in the window on a loaded machine.
+        sweeper = {"expired_executions", "unclaimed_calls", "purge_unlinked_blobs"}
+        assert [s.name for s in exporter.get_finished_spans() if s.name not in sweeper] == []
 
         exporter.clear()  # before the report: the watch may read before report() returns
         sent = time.monotonic()
