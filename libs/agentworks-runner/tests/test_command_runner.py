@@ -899,6 +899,16 @@ async def test_a_command_dies_with_its_killed_runner_though_a_child_it_forked_li
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (its SigCgt mask in /proc)."""
+    try:
+        status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
 @pytest.mark.reliability(
     scenario="Process fault: command runner and its watchdog killed (R2, F12)",
     action="SIGKILL to the watchdog and then the runner while a command runs; the command "
@@ -940,6 +950,8 @@ async def test_orphaned_command_is_killed_when_runner_restarts_R2_F12(
         records = root / RECORDS_FOLDER
         await until(lambda: not list(records.iterdir()), 5, what=f"no record left in {records}")
         second = processes[1]
+        # SIGTERM once its handler is in place (before, it would just end the process).
+        await until(lambda: _catches_sigterm(second.pid), 10, what="the runner's handler")
         second.send_signal(signal.SIGTERM)
         output, _ = await asyncio.wait_for(second.communicate(), 15)
         assert second.returncode == 0, output.decode()
