@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -29,8 +30,17 @@ async def mcp_client(url: str, token: str, mode: str):
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=60)
     )
-    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-        yield client
+    try:
+        async with (
+            http,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        ):
+            yield client
+    except* anyio.ClosedResourceError:
+        # The mcp client SDK's teardown race: the answer to a call the client already
+        # timed out (the 5 s cut below) may arrive while the client closes, and its POST
+        # task then writes into the closed stream. Nothing of the test's is lost.
+        pass
 
 
 async def _read_with_and_without_progress(url: str, token: str, mode: str) -> None:
