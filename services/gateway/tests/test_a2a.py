@@ -241,16 +241,7 @@ async def test_a_conversation_with_two_replies_X3_X5_C2_C6(
 
     # A streamed follow-up carries the replies after it only (from its receipt's
     # cursor), not the conversation's earlier ones.
-    again = client.send_message(
-        SendMessageRequest(message=text_message("c-3", "more", context_id=task.id))
-    )
-    async with asyncio.timeout(30):
-        assert (await anext(again)).task.id == task.id
-        turn = await bot.claim_turn([demo], wait_seconds=10)
-        assert turn is not None
-        await bot.send_message(turn.reply_inbox_id, "fresh", complete_turn_id=turn.turn_id)
-        fresh = (await anext(again)).status_update.status.message
-        await again.aclose()
+    fresh = await _streamed_follow_up(client, bot, demo, task.id, "c-3", "fresh")
     assert [p.text for p in fresh.parts] == ["fresh"]
 
     # The context is the caller's, but of crew:demo: at another agent's URL it is not
@@ -305,14 +296,24 @@ async def test_a_long_conversation_costs_its_a2a_requests_no_more_X3_B1(
 
     streaming, _ = await a2a(alice_token, streaming=True)
     reads = _messaging_requests("Read")
-    stream = streaming.send_message(
-        SendMessageRequest(message=text_message("l-2", "more", context_id=task.id))
+    reply = await _streamed_follow_up(streaming, bot, demo, task.id, "l-2", "r150")
+    assert reply.parts[0].text == "r150"
+    assert _messaging_requests("Read") - reads == 0
+
+
+async def _streamed_follow_up(
+    client: Any, bot: Any, demo: str, task_id: str, message_id: str, answer: str
+) -> Any:
+    """A streamed follow-up in the context `task_id`: its first event is the task; the
+    agent's turn then answers `answer`; returns the next event's agent message."""
+    stream = client.send_message(
+        SendMessageRequest(message=text_message(message_id, "more", context_id=task_id))
     )
     async with asyncio.timeout(30):
-        assert (await anext(stream)).task.id == task.id
+        assert (await anext(stream)).task.id == task_id
         turn = await bot.claim_turn([demo], wait_seconds=10)
         assert turn is not None
-        await bot.send_message(turn.reply_inbox_id, "r150", complete_turn_id=turn.turn_id)
-        assert (await anext(stream)).status_update.status.message.parts[0].text == "r150"
+        await bot.send_message(turn.reply_inbox_id, answer, complete_turn_id=turn.turn_id)
+        message = (await anext(stream)).status_update.status.message
         await stream.aclose()
-    assert _messaging_requests("Read") - reads == 0
+    return message
