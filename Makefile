@@ -12,8 +12,9 @@ PACKAGES := libs/agentworks-proto libs/agentworks-core libs/agentworks-client li
 STUBS := libs/agentworks-proto/src
 PROTOS := $(shell find proto -name '*.proto' | sort)
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test`'s first pass (the reliability tests run alone after).
-TEST_WORKERS ?= 2
+# pytest-xdist workers for `make test`'s first pass (the tests marked `alone` run after,
+# one at a time). The tests mostly wait on their services, so 4 keep 2 cores busy.
+TEST_WORKERS ?= 4
 REPLICAS ?= 1
 SOAK_SECONDS ?= 300
 
@@ -135,27 +136,28 @@ lint: $(BIN)/.installed ## Run ruff (lint, format check), the mypy type check an
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	status=0; for tree in $(MYPY_TESTS); do $(BIN)/mypy $$tree || status=1; done; exit $$status
+	printf '%s\n' $(MYPY_TESTS) | xargs -P 2 -n 1 $(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_structure.py
 
 format: $(BIN)/.installed ## Format the code with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_WORKERS=2 in parallel, then the reliability tests alone
+test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_WORKERS=4 in parallel, then the `alone` tests one at a time
 	$(MAKE) --no-print-directory sandbox SANDBOX_REQUIRED=1
 	$(MAKE) --no-print-directory browser BROWSER_REQUIRED=1
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory check-proto
 	$(MAKE) --no-print-directory lint
-	@# Two passes: everything but the reliability tests on $(TEST_WORKERS) workers (a
-	@# database server each; a module stays on one worker), then the reliability tests
-	@# (faults, kills, noisy neighbours: they time a victim) alone, one at a time.
+	@# Two passes: everything but the tests marked `alone` on $(TEST_WORKERS) workers (a
+	@# database server each; a module stays on one worker), then the `alone` tests (kills,
+	@# outages, noisy neighbours, wall-time bounds: they time a victim) one at a time.
+	@# The other reliability tests (bad input, fuzz, access matrix) run in the first pass.
 	@# Exit status 5 (no test selected, e.g. PYTEST_ARGS naming one file) is no failure.
 	@# --durations: the slowest tests are named in every run, to keep the suite lean.
 	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
-	  --durations=15 -m "not reliability" $(PYTEST_ARGS) || test $$? -eq 5
-	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest --durations=10 -m reliability $(PYTEST_ARGS) \
+	  --durations=15 -m "not alone" $(PYTEST_ARGS) || test $$? -eq 5
+	AGENTWORKS_CHROMIUM=$(CHROMIUM) $(BIN)/pytest --durations=10 -m alone $(PYTEST_ARGS) \
 	  || test $$? -eq 5
 
 run: $(BIN)/.installed sandbox ## Start the whole suite on the embedded PostgreSQL (settings below: REPLICAS, ports, home, a model)

@@ -26,6 +26,7 @@ async def _reply(bot: MessagingClient, inbox: str, text: str) -> None:
     raise AssertionError(f"{text!r} was never acknowledged")
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process fault: the messaging replica under an inbox stream killed (N1)",
     action="a typed client streams an inbox over a channel to two messaging processes; "

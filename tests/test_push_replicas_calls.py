@@ -32,6 +32,7 @@ async def _retried(action: Callable[..., Awaitable[Any]], *args: Any, **kwargs: 
     raise AssertionError("never acknowledged")
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process fault: the functions replica under a call-ends stream killed (N1)",
     action="a platform service follows its calls' ends with the typed client over a "

@@ -85,6 +85,7 @@ async def functions_replicas(start_functions):
     return [await start_functions() for _ in range(3)]
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Concurrency, functions on 3 replicas (F5, F6, P3)",
     action="hypothesis plans (derandomized, 15 examples): a running limit of 1-4 and up to "
@@ -174,6 +175,7 @@ async def messaging_replicas(start_messaging):
     return [await start_messaging() for _ in range(2)]
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Concurrency, turn serialization on 2 messaging replicas (C10, C4, P3)",
     action="hypothesis plans (derandomized, 8 examples): messages and timer deliveries "
@@ -270,6 +272,7 @@ async def timer_world(start_messaging, start_scheduler, identity):
     return messaging, replicas
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Concurrency, timer firing on 3 scheduler replicas (S6, S1, P3)",
     action="hypothesis plans (derandomized, 6 examples): up to 12 wake-ups due within 1 s, "

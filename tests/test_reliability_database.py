@@ -54,6 +54,7 @@ async def ends_unavailable(aw: Awaitable[object]) -> float:
     return elapsed
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="PostgreSQL outage under load: functions (P3, P4, F6, F12)",
     action="3 callers call with retry keys while a runtime holds an execution and "
@@ -154,6 +155,7 @@ async def test_functions_database_outage_answers_unavailable_and_recovers_P3_P4_
             await client.close()
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="PostgreSQL outage during firing: scheduler (P3, P4, S6)",
     action="wake-ups are created under load; PostgreSQL (shared with messaging) is stopped "

@@ -36,6 +36,7 @@ async def send_until_acknowledged(
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process fault: messaging killed under sends (C4, C5, P3)",
     action="SIGKILL messaging twice under 6 steady senders retrying with submission_ids; "
@@ -94,6 +95,7 @@ async def test_kill_9_during_sends_loses_and_duplicates_nothing_C4_C5_P3(
     assert total_messages == len(acknowledged)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="PostgreSQL outage: messaging (P3, P4)",
     action="stop PostgreSQL while a Read long-poll waits; send during the outage; start it",
@@ -139,6 +141,7 @@ async def test_database_outage_answers_unavailable_and_recovers_P3_P4(
         assert again == before  # acknowledged before the outage, still there, not duplicated
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Graceful shutdown of messaging (P4, C10)",
     action="SIGTERM while a Read long-poll waits and a runtime holds a turn; restart",

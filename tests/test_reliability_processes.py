@@ -228,6 +228,7 @@ def kill_plan(rng: random.Random) -> list[tuple[str, float]]:
     return [(victim, rng.uniform(0.3, 1.5)) for victim in victims]
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process faults under mixed load (C4, C10, C11, F5, F6, F12, S6, P3)",
     action="SIGKILL at seeded random moments (functions, scheduler, runtime; at least one "

@@ -34,6 +34,7 @@ async def retried(attempt, timeout: float = 10.0):
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Graceful shutdown of functions (P4, F11, F12)",
     action="SIGTERM to a functions process while a GetStatus long-poll, a ClaimExecution "
@@ -124,6 +125,7 @@ async def test_sigterm_drains_functions_long_polls_and_keeps_leases_P4_F12(
             await client.close()
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Graceful shutdown of the scheduler mid-load (P4, S6)",
     action="SIGTERM to a scheduler process while 40 wake-ups come due over 2 s; started again",
@@ -201,6 +203,7 @@ def waiting_for_locks(database_url: str, count: int) -> bool:
         return row is not None and row[0] >= count
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="SIGTERM to functions with statements in flight (P4, F12)",
     action="calls accepted under load from 8 concurrent callers while 2 runtimes claim and "

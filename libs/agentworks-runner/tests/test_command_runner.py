@@ -790,6 +790,7 @@ def kill_all(pids: list[int], processes: list[asyncio.subprocess.Process]) -> No
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process fault: command runner killed (R2, F12)",
     action="SIGKILL to a `run-commands` runner while its command (a leader and its child, "
@@ -851,6 +852,7 @@ FORK_ON_SIGUSR1 = textwrap.dedent(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard needs /proc")
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process fault: command runner killed, a child it forked alive (R2, F12)",
     action="SIGKILL to a `run-commands` runner that forked a child (which lives on) while "
@@ -909,6 +911,7 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Process fault: command runner and its watchdog killed (R2, F12)",
     action="SIGKILL to the watchdog and then the runner while a command runs; the command "

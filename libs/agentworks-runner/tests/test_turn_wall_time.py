@@ -107,6 +107,7 @@ def test_the_defaults_are_stated_and_the_demo_crews_turns_end_after_120_s_B9(tmp
         assert turns.env["AGENTWORKS_RUNTIME_TURN_SECONDS"] == seconds
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="A turn that never exits (B9)",
     action="a crew's turn command hangs (sleep) on one caller's conversation while another "

@@ -95,6 +95,7 @@ def _signed(keys: KeyDirectory, principal: str = "user:alice") -> tuple[tuple[st
     return ((METADATA_KEY, mint(principal, keys.ensure("gateway")[0])),)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="six threads send 8 MB requests with no identity",
     action="the identity is checked from the metadata before the body is read",
@@ -170,6 +171,7 @@ async def held(signing_keys):
     shares.configure(None)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="one principal holds more requests open than its share",
     action="the interceptor holds one of the principal's open requests per RPC",
@@ -244,6 +246,7 @@ def _block(address: str, keys: KeyDirectory, seconds: float) -> threading.Thread
     return thread
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="a request holds a service's event loop (blocking code)",
     action="loop lag measured, shown as a metric; health NOT_SERVING past the limit",
@@ -270,6 +273,7 @@ def test_a_lagging_loop_shows_in_its_metric_and_its_health_B3(probe, signing_key
     until_sync(lambda: _health(service.address, 5) == serving, 10, every=0.1)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="a request holds a service's event loop for good",
     action="a watchdog thread ends the process when the loop has not run for the limit",

@@ -182,6 +182,7 @@ def _raw_call(target: str, function: str, inputs_json: str) -> f.CallRequest:
     return f.CallRequest(target=target_ref(target), function=function, inputs_json=inputs_json)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Schema bombs: a 9,000-member enum, anyOf x 6 and uniqueItems on the largest "
     "inputs allowed (B1, B2, B5; issue 35 item 1, issue 43 item 4)",
@@ -294,6 +295,7 @@ for t in threads:
 SLOW = CONTAINS_MANY  # in the pool; the step budget would end it after seconds
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="A check past its deadline, and one caller's checks at once (B2, B7)",
     action="with FUNCTIONS_CHECK_DEADLINE_SECONDS=0.3, a caller's input costs seconds to "
@@ -335,6 +337,7 @@ async def test_a_check_past_its_deadline_is_stopped_and_refused_B2_B7(
         assert busy[0].retry_after == pytest.approx(0.3)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Huge Call inputs over gRPC, measured before they are read (B8, B10)",
     action="a caller sends Call with 7 MB of inputs_json (3.5 million items, under the 8 MiB "
@@ -390,6 +393,7 @@ async def test_huge_inputs_are_refused_from_their_size_before_parsing_B8_B10(
         assert_unharmed(calm, loud, "7 MB inputs")
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="One principal's call rate and long-polls in functions (B7)",
     action="with AGENTWORKS_PRINCIPAL_SHARES giving user:flood 3 calls of burst and 2 "

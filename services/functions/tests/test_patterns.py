@@ -35,6 +35,7 @@ UNEVALUATED_SCHEMA = {
 }
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="ReDoS through a declared JSON Schema pattern (F3, P6)",
     action="an owner declares `^(a+)+$` as a property pattern and as patternProperties "
@@ -114,6 +115,7 @@ UNIQUE_SCHEMA = {
 MANY_OBJECTS = [{"a": n} for n in range(15_000)]
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="Quadratic uniqueItems through a declared JSON Schema (F3, P6)",
     action="an owner declares an array with uniqueItems (and maxItems 100); a caller sends "

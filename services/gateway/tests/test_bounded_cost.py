@@ -104,6 +104,7 @@ async def out_of_process(attack: str, concurrency: int, **values: object) -> Asy
 # --------------------------------------------------------------------- connections (B6)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="200 connections send their headers a byte every 0.2 s (slowloris), without a token",
     action="another user with a token reads her inbox meanwhile, from another address",
@@ -241,6 +242,7 @@ def _wide_parts(count: int) -> bytes:
     return b'{"action": "send", "crew": "demo", "message": "m", "parts": [' + parts.encode() + b"]}"
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="wide JSON: 50,000 parts in a 0.7 MB body to /api/v1/tools/messages, 4 at a time",
     action="another user reads her inbox meanwhile, from another address",
@@ -312,6 +314,7 @@ async def test_wide_json_is_refused_from_its_size_before_the_schema_walk_B1_B5(
 # ------------------------------------------------------------------ long-polls (B6, B7)
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="one token holds 40 reads with wait_seconds=25 (its share: 4 long-polls), "
     "asking again after each refusal's Retry-After",

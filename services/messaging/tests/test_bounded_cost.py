@@ -95,6 +95,7 @@ def test_parts_under_the_count_but_over_the_size_are_refused_as_sent_B8():
     assert refused.message == "text is 70000 bytes; the limit is 65536 bytes"
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="A Send of 1.5 M parts over gRPC (B5, B8)",
     action="a caller sends, again and again, SendRequests of 1.5 M five-byte parts (7.5 MB, "

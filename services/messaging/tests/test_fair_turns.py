@@ -51,6 +51,7 @@ async def _take_turns(bot, target, count: int) -> list[str]:
     return claimed
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="One caller's burst of conversations with a crew (B5, B9)",
     action=f"a caller opens {BURST + 1} conversations with crew:demo (the issue: 2,000 in 5 s), "

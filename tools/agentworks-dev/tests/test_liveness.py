@@ -22,6 +22,7 @@ from agentworks_dev.supervisor import Supervisor
 PROBE = pathlib.Path(__file__).parents[3] / "libs/agentworks-server/tests/probe_service.py"
 
 
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="a service's event loop is stuck (a request blocks it) under `agentworks up`",
     action="the supervisor asks each service's health; failures in a row kill and restart it",

@@ -25,6 +25,7 @@ time.sleep(600)
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.alone
 @pytest.mark.reliability(
     scenario="`make run` (agentworks up) is killed with SIGKILL",
     action="a guard holding a pipe from `up` stops PostgreSQL when the pipe closes",

@@ -67,11 +67,16 @@ RELIABILITY_MARKER = (
     "reliability(scenario, action, check): a row of docs/reliability.md "
     "(written by `make reliability`, see tests/conftest.py)"
 )
+ALONE_MARKER = (
+    "alone: the test times a victim, kills processes or bounds a wall time, so `make test` "
+    "runs it by itself after the parallel pass"
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Registered here, so every package's tests may carry the mark, run alone or not.
     config.addinivalue_line("markers", RELIABILITY_MARKER)
+    config.addinivalue_line("markers", ALONE_MARKER)
 
 
 def _docker_answers() -> bool:
