@@ -22,6 +22,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
@@ -279,8 +280,10 @@ async def test_a_long_conversation_costs_its_a2a_requests_no_more_X3_B1(
     gateway, alice_token, demo, bot, a2a
 ):
     """X3 B1: with 150 replies in the conversation (more than a page of the inbox),
-    GetTask reads the inbox once, from its end (its history: the newest 20), and a
-    streamed follow-up reads nothing before it streams from its message on."""
+    GetTask reads the inbox once, from its end (its history: the newest 20); a streamed
+    follow-up reads nothing before it streams from its message on; SubscribeToTask
+    reads the inbox once (the task's history and the end it streams from) and then
+    carries only the replies after it."""
     client, _ = await a2a(alice_token, streaming=False)
     task = (await send_once(client, text_message("l-1", "count"))).task
     turn = await bot.claim_turn([demo], wait_seconds=10)
@@ -299,6 +302,17 @@ async def test_a_long_conversation_costs_its_a2a_requests_no_more_X3_B1(
     reply = await _streamed_follow_up(streaming, bot, demo, task.id, "l-2", "r150")
     assert reply.parts[0].text == "r150"
     assert _messaging_requests("Read") - reads == 0
+
+    reads = _messaging_requests("Read")
+    subscription = streaming.subscribe(SubscribeToTaskRequest(id=task.id))
+    async with asyncio.timeout(30):
+        first = (await anext(subscription)).task
+        assert _messaging_requests("Read") - reads == 1
+        assert [m.parts[0].text for m in first.history][-2:] == ["r149", "r150"]
+        await bot.send_message(turn.reply_inbox_id, "r151")
+        update = (await anext(subscription)).status_update.status.message
+        await subscription.aclose()
+    assert [p.text for p in update.parts] == ["r151"]
 
 
 async def _streamed_follow_up(

@@ -212,10 +212,14 @@ class Conversations:
             parts=parts,
         )
 
-    async def task(self, inbox_id: str, conversation_id: str, history_length: int | None) -> Task:
+    async def task(
+        self, inbox_id: str, conversation_id: str, history_length: int | None
+    ) -> tuple[Task, str]:
+        """The conversation as a task with its newest history, and the inbox's end (the
+        cursor a stream of later replies starts from): one Read."""
         limit = DEFAULT_HISTORY if history_length is None else history_length
-        history, _ = await inbox_so_far(self.client, inbox_id, limit=limit)
-        return conversation_task(inbox_id, conversation_id, self.target, history)
+        history, end = await inbox_so_far(self.client, inbox_id, limit=limit)
+        return conversation_task(inbox_id, conversation_id, self.target, history), end
 
     async def stream(
         self, task: Task, inbox_id: str, after: str
@@ -224,7 +228,3 @@ class Conversations:
         yield task
         async for message, _ in inbox_messages(self.gateway, self.client, inbox_id, after=after):
             yield reply_event(message, inbox_id)
-
-    async def end_cursor(self, inbox_id: str) -> str:
-        _, cursor = await inbox_so_far(self.client, inbox_id, limit=0)
-        return cursor

@@ -150,7 +150,8 @@ class TargetHandler(PushMethods, RequestHandler):
         if conversation_id is None:
             return None
         history = params.history_length if params.HasField("history_length") else None
-        return await conversations.task(params.id, conversation_id, history)
+        task, _ = await conversations.task(params.id, conversation_id, history)
+        return task
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
@@ -364,8 +365,7 @@ class TargetHandler(PushMethods, RequestHandler):
             conversation_id = await conversations.find(params.id)
             if conversation_id is None:
                 raise TaskNotFoundError(f"no task {params.id} here", {"code": "NOT_FOUND"})
-            task = await conversations.task(params.id, conversation_id, None)
-            after = await conversations.end_cursor(params.id)
+            task, after = await conversations.task(params.id, conversation_id, None)
             async for event in conversations.stream(task, params.id, after):
                 yield event
         except errors.AgentWorksError as exc:
