@@ -24,7 +24,7 @@ from agentworks.agents.llm import LlmAgent, LlmConfig, ModelUnavailable, llm_wor
 from agentworks.client import FunctionsClient, MessagingClient
 from agentworks.client.functions import state_name
 from agentworks.runtime import RuntimeConfig, TurnOutcome, TurnWorker
-from agentworks.server.testing import read_until, signer_for
+from agentworks.server.testing import read_until, served_requests, signer_for
 from tests.fixtures.scripted_llm import ScriptedLLM, call, calls, fail, say
 
 CREW = "crew:demo"
@@ -171,18 +171,6 @@ async def test_llm_runtime_replies_with_send_message_and_remembers_from_the_tran
     assert second["messages"][0]["role"] == "system"
 
 
-def _transcript_requests() -> float:
-    """GetTranscript requests the in-process messaging service has served so far."""
-    from prometheus_client import REGISTRY
-
-    labels = {
-        "grpc_type": "unary",
-        "grpc_service": "agentworks.messaging.v1.MessagingService",
-        "grpc_method": "GetTranscript",
-    }
-    return REGISTRY.get_sample_value("grpc_server_started_total", labels) or 0.0
-
-
 async def test_a_long_conversations_turn_reads_only_the_newest_of_its_transcript_L4_B1(
     messaging, alice, identity
 ):
@@ -202,10 +190,10 @@ async def test_a_long_conversations_turn_reads_only_the_newest_of_its_transcript
         worker = TurnWorker(messaging.address, identity(AGENT), [CREW], agent.handle_turn)
         task = asyncio.create_task(worker.run())
         try:
-            before = _transcript_requests()
+            before = served_requests("messaging", "GetTranscript")
             await alice.send("how far?", inbox_id=receipt.inbox_id)
             texts = await read_until(alice, receipt.inbox_id, 251, WAIT)
-            read = _transcript_requests() - before
+            read = served_requests("messaging", "GetTranscript") - before
         finally:
             worker.stop()
             await asyncio.wait_for(task, WAIT)

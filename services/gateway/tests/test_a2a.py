@@ -28,7 +28,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from agentworks.server.testing import until
+from agentworks.server.testing import served_requests, until
 from tests.fixtures.a2a_messages import call_message, send_once, text_message
 
 INPUT_SCHEMAS = "urn:agentworks:a2a:input-schemas:v1"
@@ -262,20 +262,6 @@ async def test_a_conversation_with_two_replies_X3_X5_C2_C6(
         await other.get_task(GetTaskRequest(id=task.id))
 
 
-def _messaging_requests(method: str) -> float:
-    """Requests of `method` the in-process messaging service has served so far."""
-    from prometheus_client import REGISTRY
-
-    labels = {
-        "grpc_service": "agentworks.messaging.v1.MessagingService",
-        "grpc_method": method,
-    }
-    return sum(
-        REGISTRY.get_sample_value("grpc_server_started_total", {"grpc_type": kind, **labels}) or 0.0
-        for kind in ("unary", "server_stream")
-    )
-
-
 async def test_a_long_conversation_costs_its_a2a_requests_no_more_X3_B1(
     gateway, alice_token, demo, bot, a2a
 ):
@@ -292,22 +278,22 @@ async def test_a_long_conversation_costs_its_a2a_requests_no_more_X3_B1(
         await bot.send_message(turn.reply_inbox_id, f"r{i}")
     await bot.complete_turn(turn.turn_id)
 
-    reads = _messaging_requests("Read")
+    reads = served_requests("messaging", "Read")
     later = await client.get_task(GetTaskRequest(id=task.id))
-    assert _messaging_requests("Read") - reads == 1
+    assert served_requests("messaging", "Read") - reads == 1
     assert [m.parts[0].text for m in later.history] == [f"r{i}" for i in range(130, 150)]
 
     streaming, _ = await a2a(alice_token, streaming=True)
-    reads = _messaging_requests("Read")
+    reads = served_requests("messaging", "Read")
     reply = await _streamed_follow_up(streaming, bot, demo, task.id, "l-2", "r150")
     assert reply.parts[0].text == "r150"
-    assert _messaging_requests("Read") - reads == 0
+    assert served_requests("messaging", "Read") - reads == 0
 
-    reads = _messaging_requests("Read")
+    reads = served_requests("messaging", "Read")
     subscription = streaming.subscribe(SubscribeToTaskRequest(id=task.id))
     async with asyncio.timeout(30):
         first = (await anext(subscription)).task
-        assert _messaging_requests("Read") - reads == 1
+        assert served_requests("messaging", "Read") - reads == 1
         assert [m.parts[0].text for m in first.history][-2:] == ["r149", "r150"]
         await bot.send_message(turn.reply_inbox_id, "r151")
         update = (await anext(subscription)).status_update.status.message

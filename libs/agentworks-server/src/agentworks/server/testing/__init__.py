@@ -6,7 +6,8 @@ template on which every service's migrations ran once per session.
 
 The one home of the tests' helpers, imported from here: `until` / `until_sync` (wait for a
 condition with a deadline, `waiting.py`), `free_port` / `free_port_block` (`ports.py`),
-`scrape` / `scrape_until` (a process's /metrics, `scrape.py`), the service environment
+`scrape` / `scrape_until` (a process's /metrics, `scrape.py`), `served_requests` (the
+requests an in-process service started, from this process's registry), the service environment
 (`env.py`) and processes to crash and restart (`processes.py`). `tests/test_test_helpers.py`
 fails when a test file writes its own.
 """
@@ -31,7 +32,7 @@ from agentworks.server.db import libpq_url, migrate, with_database
 from .env import TEST_WEBHOOK_KEY, service_env, signer_for, signer_of
 from .ports import free_port, free_port_block
 from .processes import _START_EMBEDDED, DisposablePostgres, ServiceProcess, failed_start
-from .scrape import Scrape, scrape, scrape_until
+from .scrape import Scrape, scrape, scrape_until, served_requests
 from .waiting import read_until, until, until_sync
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "read_until",
     "scrape",
     "scrape_until",
+    "served_requests",
     "service_env",
     "signer_for",
     "signer_of",

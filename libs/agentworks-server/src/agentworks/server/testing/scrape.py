@@ -52,6 +52,22 @@ def scrape(where: int | str, token: str = "") -> Scrape:
         return Scrape(response.read().decode())
 
 
+def served_requests(service: str, method: str) -> float:
+    """Requests of `method` (unary or streaming) that the services running in this
+    process have started so far, e.g. `served_requests("messaging", "Read")`: their
+    `grpc_server_started_total`, from this process's own registry."""
+    from prometheus_client import REGISTRY
+
+    labels = {
+        "grpc_service": f"agentworks.{service}.v1.{service.capitalize()}Service",
+        "grpc_method": method,
+    }
+    return sum(
+        REGISTRY.get_sample_value("grpc_server_started_total", {"grpc_type": kind, **labels}) or 0.0
+        for kind in ("unary", "server_stream", "client_stream", "bidi_stream")
+    )
+
+
 async def scrape_until(
     port: int,
     check: Callable[[Scrape], object],
