@@ -60,12 +60,12 @@ def test_a_request_of_many_parts_is_refused_by_its_count_without_reading_them_B8
     request = pb.SendRequest.FromString(_many_parts_request({"target": CREW}))
     tracemalloc.start()
     try:
-        started = time.perf_counter()
+        started = time.thread_time()  # CPU time: a busy machine does not inflate it
         with pytest.raises(
             Exception, match=rf"parts has too many items: got 1500000; the limit is {MAX_PARTS}"
         ):
             measure(request)
-        took = time.perf_counter() - started
+        took = time.thread_time() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -222,6 +222,7 @@ def two_waits():
     shares_module.configure(before)
 
 
+@pytest.mark.alone  # times a victim beside 80 busy streams
 async def test_streams_hold_the_principals_waits_and_spare_another_tenant_B7_N1(
     two_waits, clients, demo, messaging
 ):
