@@ -43,13 +43,7 @@ def check_arguments(tool: Tool, args: Any) -> Args:
             metadata={"tool": tool.name},
         )
     # First what len() tells, then one bounded walk: the checks below walk the JSON.
-    faults = size_faults(tool.input_schema, args)
-    if faults:
-        raise errors.InvalidArgument(
-            f"invalid arguments for {tool.name}: " + "; ".join(faults),
-            reason=errors.Reason.FIELD_RULE,
-            metadata={"tool": tool.name},
-        )
+    refuse_oversized(tool, args)
     try:
         surrogates = measure(args)
     except errors.InvalidArgument as exc:
@@ -77,6 +71,18 @@ def check_arguments(tool: Tool, args: Any) -> Args:
         else value
         for name, value in args.items()
     }
+
+
+def refuse_oversized(tool: Tool, args: Any) -> None:
+    """InvalidArgument when the arguments (a JSON object) break the size rules of the
+    tool's schema (`size_faults`): the first check of `check_arguments`, read with `len`."""
+    faults = size_faults(tool.input_schema, args) if isinstance(args, dict) else []
+    if faults:
+        raise errors.InvalidArgument(
+            f"invalid arguments for {tool.name}: " + "; ".join(faults),
+            reason=errors.Reason.FIELD_RULE,
+            metadata={"tool": tool.name},
+        )
 
 
 def size_faults(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
