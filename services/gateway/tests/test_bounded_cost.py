@@ -311,6 +311,44 @@ async def test_wide_json_is_refused_from_its_size_before_the_schema_walk_B1_B5(
     assert "parts: has 50000 items; at most 1000 are taken" in json.dumps(result)
 
 
+@pytest.mark.alone
+@pytest.mark.reliability(
+    scenario="wide JSON over MCP: the 0.7 MB tools/call of 50,000 parts to /mcp, 4 at a time",
+    action="another user reads her inbox meanwhile, from another address",
+    check="each is an isError result naming parts and their count; the user's p99 within "
+    "3x calm or 200 ms (a known gap, below), none over 1 s",
+)
+async def test_wide_json_over_mcp_leaves_another_user_served_B1_B5(gateway, make_token, victim_of):
+    """B1 B5 over MCP: the same attack as above through `tools/call`. The gateway's own
+    look at the body (is it a `subscriptions/listen`?) is paced like /api's parse, but
+    the MCP SDK parses the body again, into its models, before our tool runs, so the
+    victim's p99 goes to 90-130 ms on a slow 2-core machine (the known gap in
+    docs/reliability.md); this holds it there."""
+    victim = await victim_of(gateway)
+    token = await make_token("user:mallory")
+    calm = await victim.measure(seconds=1.5)
+    async with out_of_process(
+        """
+        import httpx
+        parts = ", ".join(['{"text": "x"}'] * PARTS).encode()
+        ARGS = b'{"action": "send", "crew": "demo", "message": "m", "parts": [' + parts + b"]}"
+        BODY = (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+                b'{"name": "messages", "arguments": ' + ARGS + b"}}")
+        async with httpx.AsyncClient(base_url=URL, timeout=30) as client:
+            await client.post(
+                "/mcp", content=BODY, headers={"Authorization": "Bearer " + TOKEN, **HEADERS}
+            )
+        """,
+        concurrency=4,
+        URL=gateway.url,
+        PARTS=50_000,
+        TOKEN=token,
+        HEADERS=MCP_HEADERS,
+    ):
+        loud = await victim.measure_under(calm, seconds=3, floor=0.2)
+    assert_unharmed(calm, loud, "wide JSON over MCP", floor=0.2)
+
+
 # ------------------------------------------------------------------ long-polls (B6, B7)
 
 

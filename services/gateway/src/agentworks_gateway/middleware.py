@@ -22,6 +22,7 @@ from agentworks.core import errors
 from agentworks_gateway import metrics, stream_auth
 from agentworks_gateway.api import HTTP_STATUS, error_body, refusal_body
 from agentworks_gateway.bodies import (
+    LARGE_BODY_BYTES,
     BodyTooLarge,
     RequestTimeout,
     bounded_body,
@@ -154,7 +155,10 @@ class McpAuth:
                         body = await bounded_body(
                             Request(scope, receive), limit, self.gateway.config.body_timeout_seconds
                         )
-                        listen = _listen_id(body)
+                        if len(body) <= LARGE_BODY_BYTES:
+                            listen = _listen_id(body)
+                        else:
+                            listen = await self.gateway.large_bodies.run(lambda: _listen_id(body))
                         if listen is None:
                             await self.app(scope, replay(body, receive), send)
                     if listen is not None:

@@ -12,10 +12,7 @@ error). Request bodies are read by `bodies`, refusals answered and `/mcp` guarde
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import gc
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -118,14 +115,6 @@ def build_app(gateway: Gateway) -> Starlette:
                 return error_response(exc)
             return JSONResponse(tool_list())
 
-    # Large bodies are parsed one at a time (B1, B5): parsing holds the serving loop
-    # (8-30 ms per 0.75 MB, by machine), so with several at once another user's request
-    # would wait for all of them; this way it waits for one at most. And after each, the
-    # next waits as long as that one held the loop: large bodies take at most half of
-    # it, so a request of another user that crosses the loop several times (its token
-    # look-up, the service's answer) is not behind a parse at every step.
-    large_bodies = asyncio.Semaphore(1)
-
     async def _api_arguments(request: Request) -> Any:
         """The tool's arguments of an API request, or its refusal."""
         # Read as it streams in: a body past the limit is never all held (413).
@@ -133,30 +122,14 @@ def build_app(gateway: Gateway) -> Starlette:
         if len(body) <= LARGE_BODY_BYTES:
             return parse_arguments(body)
         tool = tools.TOOLS.get(request.path_params["tool"])  # unknown: call_tool says so
-        async with large_bodies:
-            await asyncio.sleep(0)  # what is ready to run goes first
-            # Without the collector while it parses and applies the size rules: tens of
-            # thousands of new containers would otherwise start collections that move
-            # them into the old generations, and then full collections of the whole
-            # process (each far longer than the parse). Arguments refused here are freed
-            # by their counts before the collector is back (the refusal keeps no frame).
-            collecting = gc.isenabled()
-            gc.disable()
-            refusal: errors.AgentWorksError | None = None
-            started = time.monotonic()
-            try:
-                args = parse_arguments(body)
-                if tool is not None:
-                    refuse_oversized(tool, args)
-            except errors.AgentWorksError as exc:
-                refusal, args = exc.with_traceback(None), None
-            finally:
-                if collecting:
-                    gc.enable()
-            await asyncio.sleep(time.monotonic() - started)  # the loop's other half
-        if refusal is not None:
-            raise refusal
-        return args
+
+        def parsed() -> Any:
+            args = parse_arguments(body)
+            if tool is not None:
+                refuse_oversized(tool, args)  # refused arguments are freed in the gate
+            return args
+
+        return await gateway.large_bodies.run(parsed)
 
     async def exchange_identity(request: Request) -> Response:
         """`POST /api/v1/identity` (T2): a runtime credential for a scoped identity."""

@@ -30,6 +30,7 @@ from agentworks.core.errors import (
 from agentworks.core.identity import Identity, Minter, check_new_principal
 from agentworks.scheduler.v1 import scheduler_pb2
 from agentworks_gateway.admission import Admission
+from agentworks_gateway.bodies import LargeBodies
 from agentworks_gateway.config import Config
 from agentworks_gateway.models import TokenRecord
 from agentworks_gateway.store import TokenStore
@@ -71,6 +72,8 @@ class Gateway:
         self._minters: dict[tuple[str, frozenset[str]], Minter] = {}
         # The request and long-poll pools and the principals' shares of them (B6, B7).
         self.admission = Admission(config.max_requests, config.max_waits)
+        # Large request bodies, parsed one at a time on /api/v1 and /mcp (B1, B5).
+        self.large_bodies = LargeBodies()
         # One channel per service per process, balanced over its replicas; the
         # typed clients built per request share it.
         self._messaging_channel = self._channel(config.messaging_address)
