@@ -89,11 +89,17 @@ async def report(functions, identity, demo) -> str:
     return "report"
 
 
-async def run_report(runtime: FunctionsClient, demo: str, choices: tuple[str, ...] = ()) -> None:
+async def run_report(
+    runtime: FunctionsClient, demo: str, answered: asyncio.Event, choices: tuple[str, ...] = ()
+) -> None:
+    """The report function's runtime: asks, and once the test has read what the answer
+    looks like (`answered`; the doc shows the call running again, which a runtime that
+    finished at once would race), writes the files and finishes."""
     execution = await runtime.claim_execution([demo], wait_seconds=20)
     assert execution is not None
     call_id = execution.call_id
     asked = await runtime.ask_input(call_id, "q", "Which format?", wait_seconds=25, choices=choices)
+    await asyncio.wait_for(answered.wait(), 20)
     await runtime.upload_file(call_id, "report.txt", f"format={asked.reply}\n".encode())
     result = {"format": asked.reply, "rows": 3}
     await runtime.upload_file(call_id, "result.json", json.dumps(result).encode())
@@ -117,21 +123,25 @@ async def test_the_docs_tasks_and_elicitation_exchanges_run_as_written_M4_M1_M2(
         # The runtime starts after the answer: a runtime already waiting could claim the
         # call and ask before the task is read for the answer (input_required, not the
         # doc's working).
-        runner = asyncio.create_task(run_report(runtime, demo))
+        answered = asyncio.Event()
+        runner = asyncio.create_task(run_report(runtime, demo, answered))
         call_id = answer["result"]["taskId"]
         contains(answer, real(created, call_id))
         await reach(call_id, "waiting_for_input")
         contains(await post(client, real(get, call_id)), real(waiting, call_id))
         contains(await post(client, real(update, call_id)), real(ack, call_id))
+        answered.set()
         await asyncio.wait_for(runner, 20)
         contains(await post(client, real(last, call_id)), real(completed, call_id))
 
-        (status, asked), (retry, answered) = exchanges("An elicitation exchange")
-        runner = asyncio.create_task(run_report(runtime, demo, ("csv", "json")))
+        (status, asked), (retry, reply) = exchanges("An elicitation exchange")
+        answered = asyncio.Event()
+        runner = asyncio.create_task(run_report(runtime, demo, answered, ("csv", "json")))
         made = await alice.call(demo, "report", {})
         await reach(made.call_id, "waiting_for_input")
         contains(await post(client, real(status, made.call_id)), real(asked, made.call_id))
-        contains(await post(client, real(retry, made.call_id)), real(answered, made.call_id))
+        contains(await post(client, real(retry, made.call_id)), real(reply, made.call_id))
+        answered.set()
         await asyncio.wait_for(runner, 20)
 
 
