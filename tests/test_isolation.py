@@ -23,9 +23,12 @@ import uuid
 import psycopg
 import pytest
 
+from agentworks.agents.agent_mcp import handout
 from agentworks.client.functions import state_name
 from agentworks.runner.cgroups import Cgroups
 from agentworks.runner.limits import KIB, Policy
+from agentworks.runner.watch import RUNNER_FILES, TICK_SECONDS
+from agentworks.runtime import capability_file
 from agentworks.server.testing import until
 from tests.fixtures.functions import clients, functions, operator, owner  # noqa: F401
 from tests.fixtures.isolation import (
@@ -461,6 +464,36 @@ async def test_links_fifos_and_files_not_its_own_are_not_uploaded_and_said_why_T
     assert {f.name for f in status.files} == {"a.bin"}
     said = await note(alice, receipt.call_id)
     assert "'b.bin': it would take the call's files past their 512 bytes left" in said, said
+
+
+async def test_the_runners_own_files_are_not_the_commands_output_T8(
+    functions,  # noqa: F811
+    identity,
+    alice,
+    tmp_path,
+):
+    """T8: the capability and the MCP handout the runner puts in the output folder
+    (4 KiB each on disk) are not the command's output: with a 6 KiB output limit, a
+    command that writes 1 KiB (4 KiB on disk) and outlives several of the watcher's
+    checks completes (it was stopped at the first check, or not, by the machine's
+    timing: 12 KiB "written"). The limit still holds for what the command writes: 8 KiB
+    more stops it."""
+    assert RUNNER_FILES == (capability_file.FILE_NAME, handout.CONFIG_FILE)
+    small = Policy(limits=dataclasses.replace(LIMITS, output_bytes=6 * KIB))
+    commands = {
+        "files": f"head -c 1024 /dev/zero > a.bin; sleep {4 * TICK_SECONDS}; echo wrote",
+        "leave": "head -c 8192 /dev/zero > big.bin; sleep 5; echo wrote",
+    }
+    root = tmp_path / "project"
+    async with serving(functions, identity, root, commands, targets={"crew:demo": small}):
+        fits = await alice.call("crew:demo", "files", {})
+        status = await ended(alice, fits.call_id)
+        assert state_name(status.status) == "completed", status.error
+        assert {f.name for f in status.files} == {"a.bin"}
+        grows = await alice.call("crew:demo", "leave", {})
+        status = await ended(alice, grows.call_id)
+    assert state_name(status.status) == "failed"
+    assert "the execution passed its output limit (6 KiB in the output folder)" in status.error
 
 
 async def test_the_runner_refuses_to_start_without_bubblewrap_unless_told_sandbox_none_T7(

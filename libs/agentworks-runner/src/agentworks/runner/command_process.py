@@ -30,7 +30,7 @@ from agentworks.runner.guard import _guard, reap_orphans
 from agentworks.runner.limits import Policy
 from agentworks.runner.line_reports import STDERR_TAIL_BYTES, _last_bytes, _tail, _text
 from agentworks.runner.sandbox import WITHOUT_SANDBOX, Launch, Sandbox
-from agentworks.runner.watch import TICK_SECONDS, Watch
+from agentworks.runner.watch import TICK_SECONDS, Watch, runner_files_bytes
 from agentworks.runtime import metrics
 
 log = structlog.get_logger("agentworks.runner.runner")
@@ -90,6 +90,7 @@ class Prepared:
     sandboxed: bool
     started: bool = False  # its launch's descriptors and cgroups are start_and_run's now
     stderr_tail: str = ""  # once it has ended: the end of its stderr (`stderr_tail`)
+    allowance: int = 0  # bytes of the runner's own files in the output folder at start
 
 
 class ProcessRunner:
@@ -194,6 +195,8 @@ class ProcessRunner:
         `CommandFailed` or `LimitExceeded` when it did not end well."""
         launch = prepared.launch
         prepared.started = True
+        # The runner's own files are there already: they are not the command's output.
+        prepared.allowance = await asyncio.to_thread(runner_files_bytes, job.output_dir)
         try:
             process = await asyncio.create_subprocess_exec(
                 *prepared.program,
@@ -240,6 +243,7 @@ class ProcessRunner:
             output_dir=job.output_dir,
             cgroups=None if launch is None else launch.cgroups,
             overhead=0 if launch is None else 2,  # bubblewrap's init and _sandbox_init.py
+            allowance=prepared.allowance,
         )
         stderr_tail = bytearray()
         ended = asyncio.Event()

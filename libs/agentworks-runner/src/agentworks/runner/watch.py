@@ -77,6 +77,23 @@ def _descriptors(pid: int) -> int:
         return 0
 
 
+# The files the runner itself puts in an execution's output folder before its command
+# starts: the capability (`agentworks.runtime.capability_file.FILE_NAME`) and the MCP
+# endpoint's handout (`agentworks.agents.agent_mcp.handout.CONFIG_FILE`). What they take
+# then is not the command's output (`runner_files_bytes`); what they grow by is.
+RUNNER_FILES = (".agentworks-capability", ".agentworks-mcp.json")
+
+
+def runner_files_bytes(folder: pathlib.Path) -> int:
+    """What the runner's own files in `folder` take now, counted as `folder_bytes` does."""
+    total = 0
+    for name in RUNNER_FILES:
+        with contextlib.suppress(OSError):
+            stat = (folder / name).lstat()
+            total += max(stat.st_size, stat.st_blocks * 512)
+    return total
+
+
 def folder_bytes(folder: pathlib.Path) -> int:
     """What the files under `folder` take: the larger of size and allocated blocks."""
     total = 0
@@ -108,8 +125,12 @@ class Watch:
         output_dir: pathlib.Path,
         cgroups: Cgroups | None = None,
         overhead: int = 0,
+        allowance: int = 0,
     ) -> None:
         self.limits = limits
+        # Bytes in the output folder that are not the command's: the runner's own files
+        # as they were when it started (`runner_files_bytes`).
+        self.allowance = allowance
         self.top = top
         self.output_dir = output_dir
         self.cgroups = cgroups
@@ -162,7 +183,7 @@ class Watch:
             return exceeded("open_files", limits)
         if not (self.cgroups and self.cgroups.memory) and resident > limits.memory_bytes:
             return exceeded("memory_bytes", limits, f"{size_text(resident)} resident")
-        written = folder_bytes(self.output_dir)
+        written = folder_bytes(self.output_dir) - self.allowance
         if written > limits.output_bytes:
             return exceeded("output_bytes", limits, f"{size_text(written)} written")
         return None
@@ -186,7 +207,7 @@ class Watch:
             max(self.cpu_seconds, float(status.get("cpu_seconds") or 0)) > limits.cpu_seconds
         ):
             found = exceeded("cpu_seconds", limits)
-        elif (written := folder_bytes(self.output_dir)) > limits.output_bytes:
+        elif (written := folder_bytes(self.output_dir) - self.allowance) > limits.output_bytes:
             found = exceeded("output_bytes", limits, f"{size_text(written)} written")
         self.exceeded = found
         return found
