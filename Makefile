@@ -13,9 +13,9 @@ STUBS := libs/agentworks-proto/src
 PROTOS := $(shell find proto -name '*.proto' | sort)
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`'s first pass (the tests marked `alone` run after,
-# one at a time). The tests mostly wait on their services: 2 left half of 2 cores idle,
-# 4 saturate them and bring out timing races; 3 keep them busy.
-TEST_WORKERS ?= 3
+# one at a time). The tests mostly wait on their services: 2 left half of 2 cores idle
+# (.ci/run 620 s here), 3 took 597-598 s, 4 saturate them: 513-586 s.
+TEST_WORKERS ?= 4
 REPLICAS ?= 1
 SOAK_SECONDS ?= 300
 
@@ -144,7 +144,7 @@ format: $(BIN)/.installed ## Format the code with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_WORKERS=3 in parallel, then the `alone` tests one at a time
+test: $(BIN)/.installed ## Run check-proto, lint and the whole test suite: TEST_WORKERS=4 in parallel, then the `alone` tests one at a time
 	$(MAKE) --no-print-directory sandbox SANDBOX_REQUIRED=1
 	$(MAKE) --no-print-directory browser BROWSER_REQUIRED=1
 	$(MAKE) --no-print-directory conformance
