@@ -315,8 +315,8 @@ async def test_wide_json_is_refused_from_its_size_before_the_schema_walk_B1_B5(
 @pytest.mark.reliability(
     scenario="wide JSON over MCP: the 0.7 MB tools/call of 50,000 parts to /mcp, 4 at a time",
     action="another user reads her inbox meanwhile, from another address",
-    check="each is an isError result naming parts and their count; the user's p99 within "
-    "3x calm or 200 ms (a known gap, below), none over 1 s",
+    check="the user's p99 within 3x calm or 200 ms (a known gap, below), none over 1 s (the "
+    "refusal's words over MCP are checked by the /api wide-JSON test)",
 )
 async def test_wide_json_over_mcp_leaves_another_user_served_B1_B5(gateway, make_token, victim_of):
     """B1 B5 over MCP: the same attack as above through `tools/call`. The gateway's own

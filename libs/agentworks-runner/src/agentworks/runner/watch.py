@@ -84,13 +84,17 @@ def _descriptors(pid: int) -> int:
 RUNNER_FILES = (".agentworks-capability", ".agentworks-mcp.json")
 
 
+def _taken(stat: os.stat_result) -> int:
+    """What a file takes: the larger of its size and its allocated blocks."""
+    return max(stat.st_size, stat.st_blocks * 512)
+
+
 def runner_files_bytes(folder: pathlib.Path) -> int:
     """What the runner's own files in `folder` take now, counted as `folder_bytes` does."""
     total = 0
     for name in RUNNER_FILES:
         with contextlib.suppress(OSError):
-            stat = (folder / name).lstat()
-            total += max(stat.st_size, stat.st_blocks * 512)
+            total += _taken((folder / name).lstat())
     return total
 
 
@@ -105,8 +109,7 @@ def folder_bytes(folder: pathlib.Path) -> int:
                     if entry.is_dir(follow_symlinks=False):
                         pending.append(pathlib.Path(entry.path))
                     else:
-                        stat = entry.stat(follow_symlinks=False)
-                        total += max(stat.st_size, stat.st_blocks * 512)
+                        total += _taken(entry.stat(follow_symlinks=False))
     return total
 
 
